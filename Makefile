@@ -1,0 +1,36 @@
+# The README's two set-up commands: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?= -n 2 --dist loadfile
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[test,dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/jaxannot demo
+
+test: $(VENV)/.installed-test
+	XLA_FLAGS=--xla_force_host_platform_device_count=2 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check jaxannot tests benchmarks notebooks
+	$(BIN)/ruff format --check jaxannot tests benchmarks notebooks
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m pip install -q -e ".[bench]"
+	@echo "run a benchmark: $(BIN)/python benchmarks/<name>.py --help"
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,283 @@
+"""The annotator protocol, the method registry, and saving/loading fitted models.
+
+Every method of the library — the baselines included — is a :class:`Method`:
+
+``fit(corpus, *, rng_key, **hyper) -> Fitted``
+    Learn from a :class:`~jaxannot.data.Corpus` (its observed words / labels only).
+``score_words(fitted, corpus) -> Float[Array, "images words"]``
+    Relevance of every vocabulary word to every image of ``corpus`` (higher = more
+    relevant), computed from the feature views alone.
+``score_fit_corpus(fitted) -> Float[Array, "images words"]`` (optional)
+    Scores for the images of the corpus ``fit`` saw, using everything fit learned about
+    them (transductive posteriors, graph smoothing). Used by the transductive protocol;
+    when absent, ``score_words(fitted, train_corpus)`` is used.
+``embed(fitted, corpus) -> Float[Array, "images dims"]`` (optional)
+    The latent representation, where the method has one.
+``predict_labels(fitted, corpus) -> Int[Array, "images"]`` (optional)
+    Class predictions for classifiers (regressors return floats).
+
+Methods register themselves with :func:`register` when their module in
+:mod:`jaxannot.annotators` is imported; :func:`get_method` finds them by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import pkgutil
+import tempfile
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import jax
+
+__all__ = [
+    "Fitted",
+    "Method",
+    "register",
+    "get_method",
+    "available_methods",
+    "parse_hyper",
+    "save",
+    "load",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """What a method learned: a nested dict of arrays plus JSON-able metadata.
+
+    Parameters
+    ----------
+    method : str
+        Registered name of the method that made it.
+    params : dict
+        Nested ``dict[str, array | dict]`` of learned arrays (a pytree).
+    hyper : dict
+        The hyper-parameters it was fitted with (JSON-able values).
+    info : dict
+        JSON-able diagnostics (objective trace, iterations, ...).
+    """
+
+    method: str
+    params: dict
+    hyper: dict = dataclasses.field(default_factory=dict)
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+jax.tree_util.register_pytree_node(
+    Fitted,
+    lambda f: ((f.params,), (f.method, _freeze(f.hyper), _freeze(f.info))),
+    lambda aux, ch: Fitted(aux[0], ch[0], dict(aux[1]), dict(aux[2])),
+)
+
+
+def _freeze(d: Mapping) -> tuple:
+    return tuple((k, json.dumps(v, sort_keys=True)) for k, v in d.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A registered annotation / classification method.
+
+    Parameters
+    ----------
+    name : str
+        CLI name, e.g. ``"knn"``.
+    fit, score_words, score_fit_corpus, embed, predict_labels : callables
+        The protocol functions (see the module docstring); all but ``fit`` optional.
+    hyper : dict
+        Hyper-parameter defaults; their types decide how ``--set key=value`` parses.
+    summary : str
+        One line for ``jaxannot methods``.
+    needs : tuple of str
+        What a corpus must have: ``"words"`` and/or ``"labels"``.
+    """
+
+    name: str
+    fit: Callable[..., Fitted]
+    score_words: Callable[[Fitted, Any], Any] | None = None
+    score_fit_corpus: Callable[[Fitted], Any] | None = None
+    embed: Callable[[Fitted, Any], Any] | None = None
+    predict_labels: Callable[[Fitted, Any], Any] | None = None
+    hyper: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    summary: str = ""
+    needs: tuple[str, ...] = ()
+
+
+_REGISTRY: dict[str, Method] = {}
+_LOADED = False
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` to the registry (its name must be new)."""
+    if method.name in _REGISTRY and _REGISTRY[method.name] is not method:
+        raise ValueError(f"a method named {method.name!r} is already registered")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def _load_all() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    import jaxannot.annotators as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.name.startswith("_") and info.name != "base":
+            importlib.import_module(f"jaxannot.annotators.{info.name}")
+    _LOADED = True
+
+
+def available_methods() -> dict[str, Method]:
+    """All registered methods, by name (sorted)."""
+    _load_all()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_method(name: str) -> Method:
+    """The method called ``name``; ``KeyError`` lists the valid names."""
+    methods = available_methods()
+    if name not in methods:
+        raise KeyError(f"unknown method {name!r}; valid methods: {', '.join(methods)}")
+    return methods[name]
+
+
+def parse_hyper(method: Method, assignments: list[str] | Mapping[str, Any]) -> dict:
+    """Merge ``key=value`` strings (or a mapping) into the method's defaults.
+
+    Values are parsed to the type of the default (bool, int, float, str); an unknown
+    key raises ``KeyError`` listing the valid ones.
+    """
+    hyper = dict(method.hyper)
+    items = (
+        assignments.items()
+        if isinstance(assignments, Mapping)
+        else (_split_assignment(a) for a in assignments)
+    )
+    for key, value in items:
+        if key not in hyper:
+            valid = ", ".join(hyper) or "(none)"
+            raise KeyError(
+                f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
+            )
+        hyper[key] = _coerce(value, hyper[key], key)
+    return hyper
+
+
+def _split_assignment(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        raise ValueError(
+            f"hyper-parameter {key!r} expects {type(default).__name__}, got {value!r}"
+        ) from None
+    if default is None:
+        for cast in (int, float):
+            try:
+                return cast(value)
+            except ValueError:
+                pass
+    return value
+
+
+# ----------------------------------------------------------------- save / load
+_FORMAT_VERSION = 1
+
+
+def _flatten_params(params: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
+    out = {}
+    for key, value in params.items():
+        if "/" in key:
+            raise ValueError(f"parameter names may not contain '/': {key!r}")
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten_params(value, path + "/"))
+        else:
+            out[path] = np.asarray(value)
+    return out
+
+
+def _unflatten_params(flat: Mapping[str, np.ndarray]) -> dict:
+    out: dict = {}
+    for path, value in flat.items():
+        node = out
+        *parents, leaf = path.split("/")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def save(path: str | os.PathLike, fitted: Fitted) -> None:
+    """Save ``fitted`` to ``path`` (an ``.npz`` archive with a JSON header), atomically.
+
+    The arrays go into the archive by their ``/``-joined key paths; the method name,
+    hyper-parameters and info go into the JSON entry ``__meta__``. The file is written
+    to a temporary name in the same folder and renamed, so a crash never leaves a
+    half-written model.
+    """
+    path = os.fspath(path)
+    flat = _flatten_params(fitted.params)
+    meta = {
+        "format": "jaxannot.fitted",
+        "version": _FORMAT_VERSION,
+        "method": fitted.method,
+        "hyper": fitted.hyper,
+        "info": fitted.info,
+        "keys": sorted(flat),
+    }
+    flat["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **flat)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path: str | os.PathLike) -> Fitted:
+    """Load a model written by :func:`save` (never unpickles anything)."""
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "__meta__" not in archive.files:
+                raise ValueError(f"{path}: not a jaxannot model (no __meta__ entry)")
+            meta = json.loads(archive["__meta__"].tobytes().decode())
+            flat = {k: archive[k] for k in archive.files if k != "__meta__"}
+    except (OSError, ValueError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read a jaxannot model: {err}") from None
+    if meta.get("format") != "jaxannot.fitted":
+        raise ValueError(f"{path}: not a jaxannot model")
+    return Fitted(
+        method=meta["method"],
+        params=_unflatten_params(flat),
+        hyper=meta.get("hyper", {}),
+        info=meta.get("info", {}),
+    )

@@ -1,0 +1,49 @@
+"""Test configuration: CPU only, fixed seeds, the data root, and real-data guards."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
+)  # two virtual devices for sharding tests
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import jax
+
+if os.environ.get("JAXANNOT_X64"):
+    jax.config.update("jax_enable_x64", True)
+
+
+def _data_root() -> pathlib.Path | None:
+    env = os.environ.get("JAXANNOT_DATA")
+    candidates = [pathlib.Path(env)] if env else []
+    candidates.append(pathlib.Path(__file__).resolve().parents[2] / "shared" / "data")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_root() -> pathlib.Path:
+    """The shared real-data folder. Under CI=true a missing folder is a failure."""
+    root = _data_root()
+    if root is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true but JAXANNOT_DATA does not point at the shared data")
+        pytest.skip("real data not available (set JAXANNOT_DATA)")
+    return root
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def rng_key() -> jax.Array:
+    return jax.random.key(0)
