@@ -206,6 +206,12 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
         data = obj["data"]
         if len(data) != n_rows:  # pragma: no cover - the scan mirrors liac-arff
             raise DataFormatError(path, f"read {len(data)} rows, expected {n_rows}")
+        if "INTEGER" in types:  # liac-arff returns a row unconverted on int('nan')
+            for r, row in enumerate(data):
+                if any(isinstance(v, str) for v in row):
+                    raise DataFormatError(
+                        path, "a value could not be converted", int(line_arr[r])
+                    )
         try:
             values = np.array(data, dtype=np.float64).reshape(n_rows, n_attr)
         except (TypeError, ValueError):
