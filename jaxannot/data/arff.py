@@ -181,6 +181,11 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
         ) from None
 
     names = tuple(a[0] for a in obj["attributes"])
+    if len(attr_lines) == len(names):  # re-read quoted names: liac-arff only strips
+        names = tuple(_attribute_name(lines[k - 1], n) for k, n in zip(attr_lines, names))
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:3]
+            raise DataFormatError(path, f"attribute names declared twice: {dup}")
     types = tuple(
         a[1] if isinstance(a[1], str) else tuple(a[1]) for a in obj["attributes"]
     )
@@ -244,6 +249,32 @@ def _to_float(vals, path, line_of) -> np.ndarray:
                     path, f"value {v!r} is not a number", line_of(k)
                 ) from None
         raise  # pragma: no cover
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _attribute_name(line: str, fallback: str) -> str:
+    """The name of an ``@attribute`` line, unquoted with backslash escapes resolved.
+
+    Unquoted names are taken literally up to the first whitespace; quoted names
+    (``'...'`` or ``"..."``) end at the first unescaped matching quote.
+    """
+    rest = line.strip(" \r\n")[len("@attribute") :].lstrip()
+    if not rest or rest[0] not in "'\"":
+        return fallback
+    quote, out, k = rest[0], [], 1
+    while k < len(rest):
+        ch = rest[k]
+        if ch == "\\" and k + 1 < len(rest):
+            out.append(_ESCAPES.get(rest[k + 1], rest[k + 1]))
+            k += 2
+            continue
+        if ch == quote:
+            return "".join(out)
+        out.append(ch)
+        k += 1
+    return fallback
 
 
 def _arff_message(e) -> str:
