@@ -47,18 +47,22 @@ def read_mat(path: str | os.PathLike) -> dict:
         When the file is neither a readable v5 nor a v7.3 MAT-file.
     """
     path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such MAT-file: {path}")
     if is_mat_v73(path):
         try:
             with h5py.File(path, "r") as f:
                 return {
                     k: _h5_value(f, f[k]) for k in f.keys() if not k.startswith("#")
                 }
-        except (OSError, KeyError, ValueError, TypeError) as e:
+        except Exception as e:  # h5py raises many types on corrupt input
             raise DataFormatError(path, f"unreadable v7.3 MAT-file ({e})") from None
     try:
         raw = scipy.io.loadmat(path)
-    except (ValueError, TypeError, OSError, NotImplementedError) as e:
-        raise DataFormatError(path, f"unreadable MAT-file ({e})") from None
+    except Exception as e:  # scipy raises many types (even IndexError) on bad input
+        raise DataFormatError(
+            path, f"unreadable MAT-file ({type(e).__name__}: {e})"
+        ) from None
     return {k: v for k, v in raw.items() if not k.startswith("__")}
 
 
