@@ -75,7 +75,7 @@ class ArffData:
         return int(self.values.shape[0])
 
     def index_of(self, name: str) -> int:
-        """Column index of attribute ``name`` (KeyError listing a few names if absent)."""
+        """Column index of attribute ``name`` (KeyError naming a few if absent)."""
         try:
             return self.attribute_names.index(name)
         except ValueError:
@@ -182,7 +182,10 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
 
     names = tuple(a[0] for a in obj["attributes"])
     if len(attr_lines) == len(names):  # re-read quoted names: liac-arff only strips
-        names = tuple(_attribute_name(lines[k - 1], n) for k, n in zip(attr_lines, names))
+        names = tuple(
+            _attribute_name(lines[k - 1], n)
+            for k, n in zip(attr_lines, names, strict=True)
+        )
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:3]
             raise DataFormatError(path, f"attribute names declared twice: {dup}")

@@ -116,7 +116,7 @@ def _cell_views(file: str, names: tuple[str, ...], kind: str, drop: int = 0):
             )
         views = {
             v: dense_view(x, path, f"X{{{k + 1}}}")
-            for k, (v, x) in enumerate(zip(names, cells))
+            for k, (v, x) in enumerate(zip(names, cells[: len(names)], strict=True))
         }
         labels, classes = class_labels(mat["Y"], path)
         kinds = dict.fromkeys(views, kind)
@@ -132,7 +132,9 @@ def _load_wikipedia(folder: pathlib.Path, name: str) -> Split:
     def part(suffix: str) -> Corpus:
         for key in ("I", "T", "L"):
             if f"{key}_{suffix}" not in mat:
-                raise DataFormatError(path, f"no variable {key}_{suffix}: {sorted(mat)}")
+                raise DataFormatError(
+                    path, f"no variable {key}_{suffix}: {sorted(mat)}"
+                )
         image = dense_view(mat[f"I_{suffix}"], path, f"I_{suffix}")
         text = dense_view(mat[f"T_{suffix}"], path, f"T_{suffix}")
         onehot = dense_view(mat[f"L_{suffix}"], path, f"L_{suffix}")
@@ -155,56 +157,69 @@ DATASETS: dict[str, DatasetSpec] = {
         "Corel5k images: 499 blob tokens (bag), 374 words; 4500/500",
     ),
     "scene": DatasetSpec(
-        "scene", ("scene.xml", "scene-train.arff", "scene-test.arff"),
+        "scene",
+        ("scene.xml", "scene-train.arff", "scene-test.arff"),
         _mulan("scene", "features", "real"),
         "scene images: 294 colour moments, 6 concepts; 1211/1196",
     ),
     "yeast": DatasetSpec(
-        "yeast", ("yeast.xml", "yeast-train.arff", "yeast-test.arff"),
+        "yeast",
+        ("yeast.xml", "yeast-train.arff", "yeast-test.arff"),
         _mulan("yeast", "features", "real"),
         "yeast genes: 103 features, 14 functional classes; 1500/917",
     ),
     "emotions": DatasetSpec(
-        "emotions", ("emotions.xml", "emotions-train.arff", "emotions-test.arff"),
+        "emotions",
+        ("emotions.xml", "emotions-train.arff", "emotions-test.arff"),
         _mulan("emotions", "features", "real"),
         "music clips: 72 audio features, 6 emotions; 391/202",
     ),
     "enron": DatasetSpec(
-        "enron", ("enron.xml", "enron-train.arff", "enron-test.arff"),
+        "enron",
+        ("enron.xml", "enron-train.arff", "enron-test.arff"),
         _mulan("enron", "features", "binary"),
         "Enron e-mails: 1001 binary words, 53 categories; 1123/579",
     ),
     "bibtex": DatasetSpec(
-        "bibtex", ("bibtex.xml", "bibtex-train.arff", "bibtex-test.arff"),
+        "bibtex",
+        ("bibtex.xml", "bibtex-train.arff", "bibtex-test.arff"),
         _mulan("bibtex", "features", "binary"),
         "BibTeX entries: 1836 binary words, 159 tags; 4880/2515",
     ),
     "delicious": DatasetSpec(
-        "delicious", ("delicious.xml", "delicious-train.arff", "delicious-test.arff"),
+        "delicious",
+        ("delicious.xml", "delicious-train.arff", "delicious-test.arff"),
         _mulan("delicious", "features", "binary"),
         "del.icio.us pages: 500 binary words, 983 tags; 12920/3185",
     ),
     "mfeat": DatasetSpec(
-        "mfeat-handwritten", ("handwritten.mat",), _load_mfeat,
+        "mfeat-handwritten",
+        ("handwritten.mat",),
+        _load_mfeat,
         "UCI handwritten digits: 6 real views, 10 classes; 2000, no split",
     ),
     "msrc": DatasetSpec(
-        "msrc-v1", ("MSRCV1.mat",),
+        "msrc-v1",
+        ("MSRCV1.mat",),
         _cell_views("MSRCV1.mat", ("cent", "cmt", "gist", "hog", "lbp"), "real", 1),
         "MSRC-v1 objects: 5 real views, 7 classes; 210, no split",
     ),
     "3sources": DatasetSpec(
-        "3sources", ("3-sources.mat",),
+        "3sources",
+        ("3-sources.mat",),
         _cell_views("3-sources.mat", ("source1", "source2", "source3"), "bag"),
         "3sources news: 3 term-count views (bag), 6 classes; 169, no split",
     ),
     "bbcsport": DatasetSpec(
-        "bbcsport", ("BBCSport.mat",),
+        "bbcsport",
+        ("BBCSport.mat",),
         _cell_views("BBCSport.mat", ("segment1", "segment2"), "real"),
         "BBCSport news: 2 weighted-term views (real), 5 classes; 544, no split",
     ),
     "wikipedia": DatasetSpec(
-        "wikipedia-xmodal", ("wiki_data.mat",), _load_wikipedia,
+        "wikipedia-xmodal",
+        ("wiki_data.mat",),
+        _load_wikipedia,
         "Wikipedia image+text: SIFT-BoW 128 + LDA 10 (real), 10 classes; 2173/693",
     ),
 }
@@ -276,7 +291,9 @@ def load_dataset(
     folder = data_root(data_dir) / spec.folder
     missing = [f for f in spec.files if not (folder / f).is_file()]
     if missing:
-        raise FileNotFoundError(f"dataset {key.lower()!r}: missing {missing} in {folder}")
+        raise FileNotFoundError(
+            f"dataset {key.lower()!r}: missing {missing} in {folder}"
+        )
     return spec.loader(folder, key.lower())
 
 

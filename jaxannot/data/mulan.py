@@ -53,7 +53,8 @@ def read_label_xml(path: str | os.PathLike) -> tuple[str, ...]:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
-        raise DataFormatError(path, f"malformed label XML ({e.msg})", e.position[0])
+        msg = f"malformed label XML ({e.msg})"
+        raise DataFormatError(path, msg, e.position[0]) from None
     names = []
     for el in root.iter():
         tag = el.tag.rsplit("}", 1)[-1] if isinstance(el.tag, str) else ""
@@ -228,9 +229,14 @@ def find_mulan_files(directory: str | os.PathLike, stem: str | None = None) -> d
 
     train, test = pick("train"), pick("test")
     if not xml.is_file() or train is None:
-        want = [f"{stem}.xml", f"{stem}-train[-sparse].arff", f"{stem}-test[-sparse].arff"]
+        want = [
+            f"{stem}.xml",
+            f"{stem}-train[-sparse].arff",
+            f"{stem}-test[-sparse].arff",
+        ]
         raise FileNotFoundError(
-            f"{d} is not a complete Mulan directory: need {want}; files present: {found}"
+            f"{d} is not a complete Mulan directory: need {want}; "
+            f"files present: {found}"
         )
     return {"stem": stem, "xml": xml, "train": train, "test": test}
 

@@ -135,8 +135,11 @@ def make_synthetic(
     ((20, 60), (20, 40), (20,))
     """
     sizes = dict(
-        num_images=num_images, num_topics=num_topics, blob_vocab=blob_vocab,
-        word_vocab=word_vocab, tokens_per_image=tokens_per_image,
+        num_images=num_images,
+        num_topics=num_topics,
+        blob_vocab=blob_vocab,
+        word_vocab=word_vocab,
+        tokens_per_image=tokens_per_image,
         words_per_image=words_per_image,
     )
     for key, value in sizes.items():

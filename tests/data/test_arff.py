@@ -98,8 +98,26 @@ def test_real_file_relation_and_shape(data_root):
 
 
 # ------------------------------------------------------------------ fuzzing
-GARBAGE = ["{", "}", "'", '"', ",", "@data", "abc", "%", "\\", "1e999", "?", "{0 ",
-           "99999 1", "@attribute x", " ", "-", "nan", "\t"]
+GARBAGE = [
+    "{",
+    "}",
+    "'",
+    '"',
+    ",",
+    "@data",
+    "abc",
+    "%",
+    "\\",
+    "1e999",
+    "?",
+    "{0 ",
+    "99999 1",
+    "@attribute x",
+    " ",
+    "-",
+    "nan",
+    "\t",
+]
 
 
 @st.composite
@@ -108,10 +126,20 @@ def corrupted(draw):
     lines = base.split("\n")
     for _ in range(draw(st.integers(1, 3))):
         i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(
-            ["truncate", "garbage", "index", "drop_value", "add_value", "delete",
-             "duplicate", "bytes"]
-        ))
+        op = draw(
+            st.sampled_from(
+                [
+                    "truncate",
+                    "garbage",
+                    "index",
+                    "drop_value",
+                    "add_value",
+                    "delete",
+                    "duplicate",
+                    "bytes",
+                ]
+            )
+        )
         line = lines[i]
         if op == "truncate":
             lines[i] = line[: draw(st.integers(0, max(len(line) - 1, 0)))]
@@ -138,7 +166,9 @@ def corrupted(draw):
 
 
 @settings(
-    max_examples=250, deadline=None, derandomize=True,
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(raw=corrupted())

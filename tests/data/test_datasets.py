@@ -6,8 +6,20 @@ import pytest
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.datasets import DATASETS, data_root, list_datasets, load_dataset
 
-NAMES = ["corel5k", "scene", "yeast", "emotions", "enron", "bibtex", "delicious",
-         "mfeat", "msrc", "3sources", "bbcsport", "wikipedia"]
+NAMES = [
+    "corel5k",
+    "scene",
+    "yeast",
+    "emotions",
+    "enron",
+    "bibtex",
+    "delicious",
+    "mfeat",
+    "msrc",
+    "3sources",
+    "bbcsport",
+    "wikipedia",
+]
 
 
 def test_registry_names():
@@ -91,15 +103,19 @@ def test_big_sparse_datasets_once(data_root):
 
 
 def test_every_corpus_passes_validation(data_root):
-    """Rebuilding each (small) corpus through Corpus.from_arrays validates its values."""
+    """Rebuilding each (small) corpus with Corpus.from_arrays validates its values."""
     for name in ["corel5k", "scene", "yeast", "mfeat", "msrc", "3sources", "wikipedia"]:
         train, test = load_dataset(name, data_root)
         for c in (train, test):
             if c is None:
                 continue
             again = Corpus.from_arrays(
-                c.views, view_kinds=c.view_kinds, words=c.words, labels=c.labels,
-                word_names=c.word_names, class_names=c.class_names or None,
+                c.views,
+                view_kinds=c.view_kinds,
+                words=c.words,
+                labels=c.labels,
+                word_names=c.word_names,
+                class_names=c.class_names or None,
             )
             assert again.num_images == c.num_images
 

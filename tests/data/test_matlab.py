@@ -17,7 +17,9 @@ def test_v5_cells_and_sparse_roundtrip(tmp_path):
     b = scipy.sparse.random(4, 5, density=0.3, random_state=0, format="csc")
     cells = np.empty((1, 2), dtype=object)
     cells[0, 0], cells[0, 1] = a, b
-    scipy.io.savemat(tmp_path / "m.mat", {"X": cells, "Y": np.array([[2], [1], [2], [3]])})
+    scipy.io.savemat(
+        tmp_path / "m.mat", {"X": cells, "Y": np.array([[2], [1], [2], [3]])}
+    )
     assert not is_mat_v73(tmp_path / "m.mat")
     mat = read_mat(tmp_path / "m.mat")
     x = mat["X"].ravel()
@@ -65,21 +67,48 @@ def test_wikipedia_v73(data_root):
     np.testing.assert_allclose(test.views["text"].sum(1), 1.0, atol=1e-4)
     counts = np.bincount(train.labels, minlength=10).tolist()
     assert counts == [138, 272, 244, 248, 202, 178, 186, 144, 214, 347]
-    assert np.bincount(test.labels).tolist() == [34, 88, 96, 85, 65, 58, 51, 41, 71, 104]
+    assert np.bincount(test.labels).tolist() == [
+        34,
+        88,
+        96,
+        85,
+        65,
+        58,
+        51,
+        41,
+        71,
+        104,
+    ]
     np.testing.assert_array_equal(train.words, np.eye(10)[train.labels])
 
 
 @pytest.mark.parametrize(
     "name, dims, kind, counts",
     [
-        ("mfeat", {"fou": 76, "fac": 216, "kar": 64, "pix": 240, "zer": 47, "mor": 6},
-         "real", [200] * 10),
-        ("msrc", {"cent": 1302, "cmt": 48, "gist": 512, "hog": 100, "lbp": 256},
-         "real", [30] * 7),
-        ("3sources", {"source1": 3560, "source2": 3631, "source3": 3068}, "bag",
-         [56, 21, 11, 18, 51, 12]),
-        ("bbcsport", {"segment1": 3183, "segment2": 3203}, "real",
-         [62, 104, 193, 124, 61]),
+        (
+            "mfeat",
+            {"fou": 76, "fac": 216, "kar": 64, "pix": 240, "zer": 47, "mor": 6},
+            "real",
+            [200] * 10,
+        ),
+        (
+            "msrc",
+            {"cent": 1302, "cmt": 48, "gist": 512, "hog": 100, "lbp": 256},
+            "real",
+            [30] * 7,
+        ),
+        (
+            "3sources",
+            {"source1": 3560, "source2": 3631, "source3": 3068},
+            "bag",
+            [56, 21, 11, 18, 51, 12],
+        ),
+        (
+            "bbcsport",
+            {"segment1": 3183, "segment2": 3203},
+            "real",
+            [62, 104, 193, 124, 61],
+        ),
     ],
 )
 def test_v5_multiview_datasets(data_root, name, dims, kind, counts):

@@ -50,7 +50,9 @@ def test_nested_labels_and_quoted_names(tmp_path):
 
 def test_label_xml_errors(tmp_path):
     p = tmp_path / "x.xml"
-    p.write_text('<labels xmlns="http://mulan.sourceforge.net/labels">\n<label name="a">\n')
+    p.write_text(
+        '<labels xmlns="http://mulan.sourceforge.net/labels">\n<label name="a">\n'
+    )
     with pytest.raises(DataFormatError, match=r"x\.xml, line 3: malformed label XML"):
         read_label_xml(p)
     p.write_text("<labels/>")
@@ -71,10 +73,14 @@ def test_missing_label_and_bad_values(tmp_path):
         load_mulan_arff(tmp_path / "t.arff", tmp_path / "t.xml")
     (tmp_path / "t.xml").write_text('<labels><label name="plain"/></labels>')
     (tmp_path / "t.arff").write_text(ARFF.replace("1.5,0", "?,0"))
-    with pytest.raises(DataFormatError, match=r"t\.arff, line 9: feature 'f1' is missing"):
+    with pytest.raises(
+        DataFormatError, match=r"t\.arff, line 9: feature 'f1' is missing"
+    ):
         load_mulan_arff(tmp_path / "t.arff", tmp_path / "t.xml")
     (tmp_path / "t.arff").write_text(ARFF.replace("1.5,0", "1e999,0"))
-    with pytest.raises(DataFormatError, match=r"line 9: feature 'f1' is missing or not"):
+    with pytest.raises(
+        DataFormatError, match=r"line 9: feature 'f1' is missing or not"
+    ):
         load_mulan_arff(tmp_path / "t.arff", tmp_path / "t.xml")
 
 
@@ -131,8 +137,14 @@ def test_mulan_directory_under_another_stem(data_root, tmp_path):
     assert train.name == "myset"
     assert train.views["features"].shape == (1211, 294)
     assert test.views["features"].shape == (1196, 294)
-    assert train.word_names == ("Beach", "Sunset", "FallFoliage", "Field", "Mountain",
-                                "Urban")
+    assert train.word_names == (
+        "Beach",
+        "Sunset",
+        "FallFoliage",
+        "Field",
+        "Mountain",
+        "Urban",
+    )
     assert train.words.sum(1).mean() == pytest.approx(1.062, abs=5e-4)
     assert train.view_kinds["features"] == "real"
 

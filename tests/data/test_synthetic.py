@@ -8,8 +8,9 @@ from jaxannot.data.synthetic import make_synthetic
 
 
 def test_shapes_counts_and_determinism():
-    c, truth = make_synthetic(3, num_images=50, real_dims=4, num_classes=5,
-                              return_truth=True)
+    c, truth = make_synthetic(
+        3, num_images=50, real_dims=4, num_classes=5, return_truth=True
+    )
     assert c.views["blobs"].shape == (50, 60) and c.view_kinds["blobs"] == "bag"
     assert c.views["features"].shape == (50, 4) and c.view_kinds["features"] == "real"
     assert c.words.shape == (50, 40) and c.word_mask.all()
@@ -29,8 +30,9 @@ def test_shapes_counts_and_determinism():
 
 def test_empirical_distributions_match_truth():
     """Pooled token frequencies per true topic approach beta (Monte Carlo)."""
-    c, truth = make_synthetic(0, num_images=3000, tokens_per_image=50,
-                              words_per_image=20, return_truth=True)
+    c, truth = make_synthetic(
+        0, num_images=3000, tokens_per_image=50, words_per_image=20, return_truth=True
+    )
     for k in range(5):
         rows = truth.topics == k
         freq = c.views["blobs"][rows].sum(0) / c.views["blobs"][rows].sum()
@@ -56,8 +58,14 @@ def test_topics_recoverable_from_blobs():
 
 
 def test_binary_words_and_bad_arguments():
-    c = make_synthetic(0, num_images=20, words_per_image=10, word_vocab=5,
-                       num_topics=5, binary_words=True)
+    c = make_synthetic(
+        0,
+        num_images=20,
+        words_per_image=10,
+        word_vocab=5,
+        num_topics=5,
+        binary_words=True,
+    )
     assert set(np.unique(c.words)) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="num_images must be a positive integer"):
         make_synthetic(num_images=0)
