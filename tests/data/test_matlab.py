@@ -47,6 +47,18 @@ def test_v73_arrays_are_transposed(tmp_path):
     np.testing.assert_array_equal(mat["C"][0, 0], m)
 
 
+def test_non_finite_view_names_file(tmp_path, monkeypatch):
+    x = np.ones((3, 2))
+    x[1, 1] = np.nan
+    cells = np.empty((1, 2), dtype=object)
+    cells[0, 0], cells[0, 1] = x, x
+    folder = tmp_path / "bbcsport"
+    folder.mkdir()
+    scipy.io.savemat(folder / "BBCSport.mat", {"X": cells, "Y": np.array([1, 2, 1])})
+    with pytest.raises(DataFormatError, match=r"BBCSport\.mat: X\{1\} has a NaN/inf"):
+        load_dataset("bbcsport", tmp_path)
+
+
 def test_unreadable_mat(tmp_path):
     (tmp_path / "bad.mat").write_bytes(b"MATLAB 5.0 MAT-file" + b"\x00" * 50)
     with pytest.raises(DataFormatError, match=r"bad\.mat: unreadable MAT-file"):
