@@ -85,7 +85,7 @@ def make_synthetic(
     word_vocab: int = 40,
     tokens_per_image: int = 12,
     words_per_image: int = 3,
-    num_classes: int | None = None,
+    num_classes: int | bool | None = None,
     real_dims: int = 0,
     leak: float = 0.1,
     concentration: float = 1.0,
@@ -105,9 +105,10 @@ def make_synthetic(
         :math:`N_b`, blob tokens drawn per image (the ``"blobs"`` bag view).
     words_per_image : int
         :math:`N_w`, word draws per image.
-    num_classes : int, optional
+    num_classes : int or bool, optional
         When given, ``labels = topic mod num_classes`` (so ``num_classes ==
-        num_topics`` gives the topic itself) and ``class_names`` ``"0".."C-1"``.
+        num_topics`` gives the topic itself) and ``class_names`` ``"0".."C-1"``;
+        ``True`` means ``num_topics`` (labels = topics), ``None``/``False`` no labels.
     real_dims : int
         When > 0, adds a ``"features"`` real view :math:`x_d \\sim N(\\mu_{z_d}, I)`
         with :math:`\\mu_k \\sim N(0, 3^2 I)`.
@@ -150,6 +151,10 @@ def make_synthetic(
             f"blob_vocab ({blob_vocab}) and word_vocab ({word_vocab}) must be >= "
             f"num_topics ({num_topics})"
         )
+    if num_classes is True:
+        num_classes = num_topics
+    elif num_classes is False:
+        num_classes = None
     if num_classes is not None and not 1 <= num_classes <= num_topics:
         raise ValueError(f"num_classes must be in [1, num_topics={num_topics}]")
     if not 0.0 <= leak < 1.0 or concentration <= 0 or real_dims < 0:

@@ -24,6 +24,10 @@ def test_shapes_counts_and_determinism():
     other = make_synthetic(4, num_images=50)
     assert not np.array_equal(other.views["blobs"], c.views["blobs"])
     assert make_synthetic(0, num_images=10).labels is None
+    assert make_synthetic(0, num_images=10, num_classes=False).labels is None
+    flagged, t = make_synthetic(3, num_images=50, num_classes=True, return_truth=True)
+    np.testing.assert_array_equal(flagged.labels, t.topics)
+    assert flagged.class_names == ("0", "1", "2", "3", "4")
     coarse = make_synthetic(3, num_images=50, num_classes=2, return_truth=True)
     np.testing.assert_array_equal(coarse[0].labels, coarse[1].topics % 2)
 
