@@ -273,41 +273,54 @@ def mean_average_precision(scores, truth) -> float:
     return float(ap[npos > 0].mean())
 
 
-def _iap_columns(scores, truth):
+def _iap_columns(scores, truth, origin: bool):
     _, precision, recall, npos = _precision_recall_curves(scores, truth)
-    levels = np.linspace(0.0, 1.0, 11)
-    # max precision over ranks whose recall >= level (0 if none): 11 x words
+    if origin:  # vl_pr's rank-0 point: recall 0, precision 1 by convention
+        precision = np.vstack([np.ones((1, precision.shape[1])), precision])
+        recall = np.vstack([np.zeros((1, recall.shape[1])), recall])
+    # max precision over ranks whose recall >= level (0 if none): 11 x words. The
+    # 1e-12 slack makes recall 3/10 count for the level 0.30000000000000004.
     best = np.stack(
         [
-            np.max(np.where(recall >= lv - 1e-12, precision, 0.0), axis=0)
-            for lv in levels
+            np.max(np.where(recall >= level - 1e-12, precision, 0.0), axis=0)
+            for level in np.linspace(0.0, 1.0, 11)
         ]
     )
     return best.mean(axis=0), npos
 
 
-def interpolated_average_precision(s, y) -> float:
-    r"""11-point interpolated AP (TRECVID / seed 002's iAP).
+def interpolated_average_precision(s, y, *, origin: bool = False) -> float:
+    r"""11-point interpolated AP (TREC; seed 002's iAP).
 
     .. math:: iAP = \frac{1}{11}\sum_{\rho \in \{0, 0.1, \ldots, 1\}}
               \max_{k : R@k \ge \rho} P@k
 
     over the ranks ``k = 1..n`` of the ranking by decreasing ``s`` (ties: lower index
-    first); the max of an empty set is 0. No artificial (recall 0, precision 1) point
-    is added.
+    first); the max of an empty set is 0.
+
+    Parameters
+    ----------
+    s, y : arrays [items]
+        Scores and 0/1 relevance.
+    origin : bool
+        Also use the rank-0 point (recall 0, precision 1) as VLFeat's ``vl_pr`` does
+        (seed 002 computes MiAP with ``vl_pr``); this only sets the level-0 term to 1.
+        Default False: the ranks 1..n only (TREC ``trec_eval``).
     """
     s, y = _check_vector_pair(s, y)
     scores, truth = _check_pair(s, y)
     if not truth.any():
         raise ValueError("interpolated AP needs at least one positive label")
-    return float(_iap_columns(scores, truth)[0][0])
+    return float(_iap_columns(scores, truth, origin)[0][0])
 
 
-def mean_interpolated_average_precision(scores, truth) -> float:
-    """MiAP: mean of :func:`interpolated_average_precision` over concept columns with a
-    positive image (seed 002)."""
+def mean_interpolated_average_precision(
+    scores, truth, *, origin: bool = False
+) -> float:
+    """MiAP: mean of :func:`interpolated_average_precision` (same ``origin``) over the
+    concept columns with a positive image (seed 002); images ranked per concept."""
     scores, truth = _check_pair(scores, truth)
-    iap, npos = _iap_columns(scores, truth)
+    iap, npos = _iap_columns(scores, truth, origin)
     if not np.any(npos > 0):
         raise ValueError("no concept column has a positive image; MiAP is undefined")
     return float(iap[npos > 0].mean())

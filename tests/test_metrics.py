@@ -144,14 +144,16 @@ def test_average_precision_ties_by_index():
     )
 
 
-def _brute_iap(s, y):
+def _brute_iap(s, y, origin=False):
     order = sorted(range(len(s)), key=lambda i: (-s[i], i))
     rel = np.asarray(y)[order]
     prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
     rec = np.cumsum(rel) / rel.sum()
+    if origin:
+        prec, rec = np.r_[1.0, prec], np.r_[0.0, rec]
     total = 0.0
     for level in [i / 10 for i in range(11)]:
-        ok = [prec[k] for k in range(len(rel)) if rec[k] >= level - 1e-12]
+        ok = [prec[k] for k in range(len(prec)) if rec[k] >= level - 1e-12]
         total += max(ok, default=0.0)
     return total / 11
 
@@ -171,6 +173,19 @@ def test_interpolated_ap_hand_worked_and_brute(problem):
     assert M.mean_interpolated_average_precision(scores, truth) == pytest.approx(
         np.mean(iaps), abs=TOL
     )
+    # VLFeat vl_pr convention: the rank-0 point (recall 0, precision 1)
+    iaps = [
+        _brute_iap(scores[:, w], truth[:, w], origin=True)
+        for w in range(truth.shape[1])
+        if truth[:, w].any()
+    ]
+    got = M.mean_interpolated_average_precision(scores, truth, origin=True)
+    assert got == pytest.approx(np.mean(iaps), abs=TOL)
+    # -, +: plain level 0 is max precision 1/2; with the origin it is 1
+    assert M.interpolated_average_precision([2.0, 1.0], [0, 1]) == pytest.approx(0.5)
+    assert M.interpolated_average_precision(
+        [2.0, 1.0], [0, 1], origin=True
+    ) == pytest.approx((1 + 10 * 0.5) / 11)
 
 
 def test_precision_at_k(problem):
