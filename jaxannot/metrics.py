@@ -91,13 +91,13 @@ def _rank_positions(scores):
     return ranks
 
 
-def _top_n(scores, n):
+def _top_n(ranks, n):
     """Boolean [images, words]: the n top-ranked words of each image."""
-    if not 1 <= n <= scores.shape[1]:
+    if not 1 <= n <= ranks.shape[1]:
         raise ValueError(
-            f"n must be in [1, {scores.shape[1]}] (number of words), got {n}"
+            f"n must be in [1, {ranks.shape[1]}] (number of words), got {n}"
         )
-    return _rank_positions(scores) < n
+    return ranks < n
 
 
 def _rows_with_truth(truth):
@@ -150,8 +150,11 @@ def annotation_accuracy(scores, truth) -> float:
     0.5
     """
     scores, truth = _check_pair(scores, truth)
+    return _accuracy(_rank_positions(scores), truth)
+
+
+def _accuracy(ranks, truth):
     r, keep = _rows_with_truth(truth)
-    ranks = _rank_positions(scores)
     correct = np.sum(truth & (ranks < r[:, None]), axis=1)
     return float(np.mean(correct[keep] / r[keep]))
 
@@ -171,9 +174,12 @@ def complete_length(scores, truth) -> float:
     3.0
     """
     scores, truth = _check_pair(scores, truth)
+    return _complete_length(_rank_positions(scores), truth)
+
+
+def _complete_length(ranks, truth):
     _, keep = _rows_with_truth(truth)
-    ranks = _rank_positions(scores) + 1
-    worst = np.max(np.where(truth, ranks, 0), axis=1)
+    worst = np.max(np.where(truth, ranks + 1, 0), axis=1)
     return float(np.mean(worst[keep]))
 
 
@@ -191,8 +197,12 @@ def image_prf_at_n(scores, truth, n: int) -> tuple[float, float, float]:
     (precision, recall, f1) : tuple of float
     """
     scores, truth = _check_pair(scores, truth)
+    return _image_prf(_rank_positions(scores), truth, n)
+
+
+def _image_prf(ranks, truth, n):
     r, keep = _rows_with_truth(truth)
-    c = np.sum(_top_n(scores, n) & truth, axis=1).astype(np.float64)
+    c = np.sum(_top_n(ranks, n) & truth, axis=1).astype(np.float64)
     p = c / n
     rec = c / np.maximum(r, 1)
     f1 = np.where(c > 0, 2 * p * rec / np.where(c > 0, p + rec, 1.0), 0.0)
@@ -215,7 +225,11 @@ def word_prf_at_n(scores, truth, n: int) -> dict:
     dict with keys ``precision``, ``recall``, ``f1`` (float) and ``n_plus`` (int)
     """
     scores, truth = _check_pair(scores, truth)
-    pred = _top_n(scores, n)
+    return _word_prf(_rank_positions(scores), truth, n)
+
+
+def _word_prf(ranks, truth, n):
+    pred = _top_n(ranks, n)
     correct = np.sum(pred & truth, axis=0).astype(np.float64)
     npred = pred.sum(axis=0)
     ntrue = truth.sum(axis=0)
@@ -452,11 +466,12 @@ def annotation_report(scores, truth, n: int = 5) -> dict:
     (:func:`word_prf_at_n`), ``map`` (images ranked per word), ``miap``.
     """
     scores, truth = _check_pair(scores, truth)
-    p, r, f1 = image_prf_at_n(scores, truth, n)
-    words = word_prf_at_n(scores, truth, n)
+    ranks = _rank_positions(scores)  # one ranking of the words, shared
+    p, r, f1 = _image_prf(ranks, truth, n)
+    words = _word_prf(ranks, truth, n)
     return {
-        "accuracy": annotation_accuracy(scores, truth),
-        "complete_length": complete_length(scores, truth),
+        "accuracy": _accuracy(ranks, truth),
+        "complete_length": _complete_length(ranks, truth),
         f"f1@{n}": f1,
         f"precision@{n}": p,
         f"recall@{n}": r,

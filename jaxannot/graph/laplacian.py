@@ -191,9 +191,9 @@ def from_scipy(matrix) -> Graph:
     m = scipy.sparse.coo_matrix(matrix)
     if m.shape[0] != m.shape[1]:
         raise ValueError(f"adjacency must be square, got shape {m.shape}")
-    m = scipy.sparse.csr_matrix(m)
-    m.setdiag(0)
-    m.eliminate_zeros()
+    m.sum_duplicates()
+    off = (m.row != m.col) & (m.data != 0)
+    m = scipy.sparse.csr_matrix((m.data[off], (m.row[off], m.col[off])), shape=m.shape)
     if m.nnz and abs(m - m.T).max() > 0:
         raise ValueError("adjacency must be symmetric (S == S.T)")
     coo = m.tocoo()

@@ -160,5 +160,9 @@ def test_penalty_and_from_scipy_errors(graph):
         laplacian_penalty(graph, jnp.ones((24, 2)))
     with pytest.raises(ValueError, match="symmetric"):
         from_scipy(np.array([[0.0, 1.0], [0.0, 0.0]]))
+    # the diagonal is dropped (no self loops)
+    g = from_scipy(np.array([[5.0, 1.0], [1.0, 0.0]]))
+    assert np.asarray(g.senders).tolist() == [0, 1] and g.num_edges == 2
+    np.testing.assert_allclose(np.asarray(degree(g)), [1.0, 1.0])
     with pytest.raises(ValueError, match="square"):
         from_scipy(np.zeros((2, 3)))
