@@ -2,10 +2,13 @@
 
 import itertools
 
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 import scipy.stats
 import sklearn.metrics as skm
+from hypothesis import given, settings
 
 from jaxannot import metrics as M
 
@@ -296,3 +299,38 @@ def test_corel5k_empirical_baseline(data_root):
     # seed 000 / issue 2: Accuracy 0.1912 and Complete Length 121.55 (ties by index)
     assert round(M.annotation_accuracy(scores, test), 4) == 0.1912
     assert round(M.complete_length(scores, test), 2) == 121.55
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scores=hnp.arrays(np.int8, (6, 5), elements=st.integers(0, 2)),  # many ties
+    truth=hnp.arrays(np.bool_, (6, 5)),
+    n=st.integers(1, 5),
+)
+def test_topn_metrics_with_ties_vs_brute_force(scores, truth, n):
+    truth[0, 0] = True  # at least one image and one word with truth
+    top = []
+    for s in scores:
+        top.append(sorted(range(5), key=lambda w: (-s[w], w))[:n])
+    pred = np.zeros_like(truth)
+    for i, words in enumerate(top):
+        pred[i, words] = True
+    rows = truth.sum(1) > 0
+    c = (pred & truth).sum(1)
+    p_i, r_i = c / n, c / np.maximum(truth.sum(1), 1)
+    f_i = np.where(c > 0, 2 * p_i * r_i / np.maximum(p_i + r_i, 1e-300), 0)
+    got = M.image_prf_at_n(scores, truth, n)
+    np.testing.assert_allclose(got, [p_i[rows].mean(), r_i[rows].mean(),
+                                     f_i[rows].mean()], atol=TOL)  # fmt: skip
+    cols = truth.sum(0) > 0
+    cw = (pred & truth).sum(0)
+    p_w = np.where(pred.sum(0) > 0, cw / np.maximum(pred.sum(0), 1), 0.0)
+    r_w = cw / np.maximum(truth.sum(0), 1)
+    words = M.word_prf_at_n(scores, truth, n)
+    assert words["precision"] == pytest.approx(p_w[cols].mean(), abs=TOL)
+    assert words["recall"] == pytest.approx(r_w[cols].mean(), abs=TOL)
+    assert words["n_plus"] == int((r_w > 0).sum())
+    rep = M.annotation_report(scores, truth, n=n)
+    assert rep[f"precision@{n}"] == got[0] and rep[f"n_plus@{n}"] == words["n_plus"]
+    assert 0.0 <= rep["accuracy"] <= 1.0
+    assert rep["complete_length"] >= truth.sum(1)[rows].mean() - TOL
