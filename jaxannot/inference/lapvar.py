@@ -83,34 +83,35 @@ _TINY = 1e-30
 
 
 class NeighbourTable(NamedTuple):
-    """A symmetric weighted graph as padded neighbour lists, plus colour classes.
+    """A symmetric weighted graph as an edge list, plus colour classes.
 
-    Every array has one extra *dummy* row (index ``num_nodes``) used as padding, with
-    no edges, so gathers and scatters never need masks.
+    Arrays indexed by node have one extra *dummy* row (index ``num_nodes``) used as
+    padding of the colour classes, so gathers and scatters never need masks.
 
     Attributes
     ----------
-    indices : Int[Array, "nodes+1 max_degree"]
-        Neighbours of each node, padded with ``num_nodes``.
-    weights : Float[Array, "nodes+1 max_degree"]
-        Edge weights :math:`S_{ij}`, 0 on padding.
+    senders, receivers : Int[Array, "edges"]
+        Every undirected edge in both directions (no self-loops).
+    weights : Float[Array, "edges"]
+        Edge weights :math:`S_{ij}`.
     degree : Float[Array, "nodes+1"]
-        :math:`d_i = \\sum_j S_{ij}`.
+        :math:`d_i = \\sum_j S_{ij}` (0 for the dummy row).
     classes : Int[Array, "colours class_size"]
         Independent sets covering every node once, padded with ``num_nodes``.
     """
 
-    indices: jax.Array
+    senders: jax.Array
+    receivers: jax.Array
     weights: jax.Array
     degree: jax.Array
     classes: jax.Array
 
 
-def _greedy_colouring(indices: np.ndarray, n: int, rng: np.random.Generator):
+def _greedy_colouring(starts, receivers, n: int, rng: np.random.Generator):
     colour = np.full(n, -1, dtype=np.int64)
     for i in rng.permutation(n):
-        nb = indices[i]
-        used = set(colour[nb[nb < n]].tolist())
+        nb = receivers[starts[i] : starts[i + 1]]
+        used = set(colour[nb].tolist())
         c = 0
         while c in used:
             c += 1
@@ -145,21 +146,15 @@ def neighbour_table(
     senders, receivers, weights = senders[keep], receivers[keep], weights[keep]
     if np.any(weights < 0):
         raise ValueError("graph weights must be non-negative")
-    order = np.argsort(senders, kind="stable")
+    order = np.lexsort((receivers, senders))
     senders, receivers, weights = senders[order], receivers[order], weights[order]
-    counts = np.bincount(senders, minlength=n)
-    width = max(int(counts.max(initial=0)), 1)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    slot = np.arange(senders.size) - starts[senders]
-    idx = np.full((n + 1, width), n, dtype=np.int32)
-    wts = np.zeros((n + 1, width), dtype=np.float32)
-    idx[senders, slot] = receivers
-    wts[senders, slot] = weights
-    degree = wts.sum(1)
+    starts = np.searchsorted(senders, np.arange(n + 1))
+    degree = np.zeros(n + 1, np.float32)
+    np.add.at(degree, senders, weights)
     if schedule == "sequential":
         classes = np.arange(n, dtype=np.int32)[:, None]
     else:
-        colour = _greedy_colouring(idx, n, np.random.default_rng(seed))
+        colour = _greedy_colouring(starts, receivers, n, np.random.default_rng(seed))
         num_colours = int(colour.max()) + 1 if n else 1
         size = int(np.bincount(colour, minlength=num_colours).max()) if n else 1
         classes = np.full((num_colours, size), n, dtype=np.int32)
@@ -167,7 +162,11 @@ def neighbour_table(
             members = np.flatnonzero(colour == c)
             classes[c, : members.size] = members
     return NeighbourTable(
-        jnp.asarray(idx), jnp.asarray(wts), jnp.asarray(degree), jnp.asarray(classes)
+        jnp.asarray(senders, jnp.int32),
+        jnp.asarray(receivers, jnp.int32),
+        jnp.asarray(weights),
+        jnp.asarray(degree),
+        jnp.asarray(classes),
     )
 
 
@@ -176,8 +175,9 @@ def _pad(x: jax.Array) -> jax.Array:
 
 
 def neighbour_sums(phi_padded: jax.Array, table: NeighbourTable) -> jax.Array:
-    """:math:`m_i = \\sum_j S_{ij}\\phi_j` for every row, [nodes+1, K]."""
-    return jnp.einsum("nm,nmk->nk", table.weights, phi_padded[table.indices])
+    """:math:`m_i = \\sum_j S_{ij}\\phi_j` for every row, [nodes+1, K] (O(E K))."""
+    contrib = table.weights[:, None] * phi_padded[table.receivers]
+    return jax.ops.segment_sum(contrib, table.senders, phi_padded.shape[0])
 
 
 def laplacian_penalty(phi: jax.Array, table: NeighbourTable) -> jax.Array:
@@ -272,8 +272,7 @@ def lapvar1_sweep(
 
     def body(c, phi_p):
         members = table.classes[order[c]]
-        nb = table.indices[members]
-        m = jnp.einsum("sm,smk->sk", table.weights[members], phi_p[nb])
+        m = neighbour_sums(phi_p, table)[members]
         new = update(phi_p[members], a_p[members], m, table.degree[members], lam)
         return phi_p.at[members].set(new)
 
