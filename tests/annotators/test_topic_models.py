@@ -1,0 +1,93 @@
+"""The topic-model annotators through the registry: both protocols, save/load,
+better than word frequency on a synthetic corpus with a real blob-word association."""
+
+import numpy as np
+import pytest
+
+import jax
+
+from jaxannot import metrics
+from jaxannot.annotators import get_method, load, save
+from jaxannot.data import make_task
+from jaxannot.data.synthetic import make_synthetic
+
+FAST = {
+    "mix-unigram": dict(topics=5, iterations=30),
+    "lap-mix-unigram": dict(topics=5, iterations=10, warm_start=10, neighbors=5),
+    "plsa-words": dict(topics=5, iterations=30, fold_in_iterations=30),
+    "link-lda": dict(topics=5, iterations=30, fold_in_inner=30),
+}
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_synthetic(seed=1, num_images=160, num_topics=5)
+
+
+def _fit(name, task, **extra):
+    m = get_method(name)
+    hyper = {**m.hyper, **FAST[name], **extra}
+    return m, m.fit(task.train, rng_key=jax.random.key(0), **hyper)
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_transductive_beats_word_frequency(name, corpus):
+    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
+                     seed=0)
+    m, fitted = _fit(name, task)
+    scores = np.asarray(m.score_fit_corpus(fitted))
+    assert scores.shape == (corpus.num_images, corpus.num_words)
+    rows = task.eval_rows
+    acc = metrics.annotation_accuracy(scores[rows], task.truth_words)
+    freq = np.asarray(task.train.words)[np.asarray(task.train.word_mask)].sum(0)
+    base = metrics.annotation_accuracy(np.tile(freq, (rows.size, 1)), task.truth_words)
+    assert acc > base + 0.1, (acc, base)
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_inductive_fold_in_and_save_load(name, corpus, tmp_path):
+    task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+    m, fitted = _fit(name, task)
+    scores = np.asarray(m.score_words(fitted, task.test))
+    assert scores.shape == (task.test.num_images, corpus.num_words)
+    assert np.all(np.isfinite(scores))
+    freq = np.asarray(task.train.words).sum(0)
+    base = metrics.annotation_accuracy(np.tile(freq, (scores.shape[0], 1)),
+                                       task.truth_words)
+    assert metrics.annotation_accuracy(scores, task.truth_words) > base + 0.1
+    save(tmp_path / "m.npz", fitted)
+    again = np.asarray(m.score_words(load(tmp_path / "m.npz"), task.test))
+    np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-7)
+    z = np.asarray(m.embed(fitted, task.test))
+    assert z.shape == (task.test.num_images, 5)
+
+
+def test_lap_mix_unigram_objective_and_lambda():
+    # few, noisy tokens: uncertain posteriors that disagree between neighbours
+    corpus = make_synthetic(seed=2, num_images=160, num_topics=5, tokens_per_image=3,
+                            leak=0.5)
+    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
+                     seed=0)
+    m, small = _fit("lap-mix-unigram", task, lam=0.0)
+    _, big = _fit("lap-mix-unigram", task, lam=50.0)
+    obj = np.asarray(big.info["objective"])
+    assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))  # LapVar1 + M-step
+    from jaxannot.graph import knn_graph, laplacian_penalty
+
+    g = knn_graph(np.asarray(corpus.views["blobs"], np.float32), 5)
+    r_small = float(laplacian_penalty(g, small.params["phi"]))
+    r_big = float(laplacian_penalty(g, big.params["phi"]))
+    assert r_big < 0.5 * r_small  # the penalty pulls neighbours' posteriors together
+    _, v2 = _fit("lap-mix-unigram", task, lam=5.0, algorithm="lapvar2")
+    assert len(v2.info["objective"]) >= 2
+
+
+def test_bad_hyper_parameters(corpus):
+    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
+                     seed=0)
+    with pytest.raises(ValueError, match="lapvar1"):
+        _fit("lap-mix-unigram", task, algorithm="bogus")
+    with pytest.raises(ValueError, match="topics"):
+        _fit("link-lda", task, topics=0)
+    with pytest.raises(KeyError, match="blobs"):
+        _fit("plsa-words", task, views="nope")
