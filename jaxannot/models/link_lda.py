@@ -63,6 +63,7 @@ __all__ = [
     "expected_log_dirichlet",
     "image_estep",
     "build_vb_kernel",
+    "to_padded",
     "init_state",
     "fit_vb",
     "fold_in",
@@ -171,11 +172,14 @@ def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
     expected counts, and the image's ELBO terms.
     """
 
+    # products written as broadcast-and-sum: XLA fuses them into one loop, which
+    # beats tiny batched matrix-vector products once vmapped over images
     def update(_, g):
         exp_t = jnp.exp(expected_log_dirichlet(g))
         acc = 0.0
         for eb, c in zip(exp_e_log_betas, counts):
-            acc = acc + eb @ (c / jnp.maximum(exp_t @ eb, _TINY))
+            norm = (exp_t[:, None] * eb).sum(0)
+            acc = acc + (eb * (c / jnp.maximum(norm, _TINY))[None, :]).sum(1)
         return alpha + exp_t * acc
 
     gamma = lax.fori_loop(0, num_inner, update, gamma)
@@ -183,54 +187,104 @@ def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
     exp_t = jnp.exp(e_log_t)
     ratios, token_terms = [], 0.0
     for eb, c in zip(exp_e_log_betas, counts):
-        norm = jnp.maximum(exp_t @ eb, _TINY)
+        norm = jnp.maximum((exp_t[:, None] * eb).sum(0), _TINY)
         ratios.append(c / norm)
         token_terms = token_terms + jnp.where(c > 0, c * jnp.log(norm), 0.0).sum()
     local = _dirichlet_kl_terms(gamma, alpha, e_log_t) + token_terms
     return gamma, exp_t, tuple(ratios), local
 
 
+def to_padded(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense counts [images, vocab] -> padded ``(ids, counts)`` [images, max_nnz].
+
+    Padding slots have id 0 and count 0 (they contribute nothing). The E-step then
+    costs O(images x max_nnz x K) instead of O(images x vocab x K).
+    """
+    counts = np.asarray(counts, np.float32)
+    nnz = (counts > 0).sum(1)
+    width = max(int(nnz.max(initial=0)), 1)
+    ids = np.zeros((counts.shape[0], width), np.int32)
+    vals = np.zeros((counts.shape[0], width), np.float32)
+    rows, cols = np.nonzero(counts > 0)
+    slot = np.arange(rows.size) - np.searchsorted(rows, rows)
+    ids[rows, slot] = cols
+    vals[rows, slot] = counts[rows, cols]
+    return ids, vals
+
+
+def _sparse_estep(gamma, ids, cnts, exp_betas, alpha, num_inner):
+    """:func:`image_estep` on one image's padded bags (gathers its β columns)."""
+    gathered = tuple(eb[:, i] for eb, i in zip(exp_betas, ids))
+    return image_estep(gamma, cnts, gathered, alpha, num_inner)
+
+
+_batched_estep = jax.vmap(_sparse_estep, in_axes=(0, 0, 0, None, None, None))
+
+
 @functools.lru_cache(maxsize=None)
 def build_vb_kernel(num_inner: int = 5):
-    """The batch VB step; ``data = (counts_by_view, alpha, eta)``. Cached per
-    ``num_inner`` so the EM driver compiles once per shape."""
-
-    estep = jax.vmap(image_estep, in_axes=(0, 0, None, None, None))
+    """The batch VB step; ``data = (ids_by_view, counts_by_view, alpha, eta)`` with
+    padded bags (:func:`to_padded`). Cached per ``num_inner`` so the EM driver
+    compiles once per shape."""
 
     def step(rng_key, state: LinkLDAState, data):
         del rng_key
-        counts, alpha, eta = data
+        ids, cnts, alpha, eta = data
         e_log_betas = [expected_log_dirichlet(lam) for lam in state.lambdas]
         exp_betas = tuple(jnp.exp(e) for e in e_log_betas)
-        gamma, exp_t, ratios, local = estep(
-            state.gamma, tuple(counts), exp_betas, alpha, num_inner
+        # E-step from a flat start (γ = 1, like scikit-learn's batch VB: warm starts
+        # lock images into the poor optima of the first passes), kept per image only
+        # where it beats the previous γ under the current λ, so the ELBO never drops
+        fresh = _batched_estep(
+            jnp.ones_like(state.gamma), tuple(ids), tuple(cnts), exp_betas, alpha,
+            num_inner,
+        )
+        kept = _batched_estep(
+            state.gamma, tuple(ids), tuple(cnts), exp_betas, alpha, 0
+        )
+        better = fresh[3] >= kept[3]
+        gamma, exp_t, ratios, local = jax.tree_util.tree_map(
+            lambda f, k: jnp.where(better.reshape((-1,) + (1,) * (f.ndim - 1)), f, k),
+            fresh, kept,
         )
         global_terms = sum(
             _dirichlet_kl_terms(lam, eta, e).sum()
             for lam, e in zip(state.lambdas, e_log_betas)
         )
         objective = local.sum() + global_terms
-        lambdas = tuple(
-            eta + eb * (exp_t.T @ r) for eb, r in zip(exp_betas, ratios)
-        )
-        return LinkLDAState(gamma, lambdas), LinkLDAInfo(objective)
+        lambdas = []
+        for eb, i, r in zip(exp_betas, ids, ratios):
+            k = eb.shape[0]
+            contrib = (exp_t[:, None, :] * r[:, :, None]).reshape(-1, k)
+            stats = jax.ops.segment_sum(contrib, i.reshape(-1), eb.shape[1])  # [V, K]
+            lambdas.append(eta + eb * stats.T)
+        return LinkLDAState(gamma, tuple(lambdas)), LinkLDAInfo(objective)
 
     return step
 
 
-def init_state(rng_key, counts_by_view, num_topics, alpha) -> LinkLDAState:
+def _padded_views(counts_by_view):
+    pairs = [to_padded(c) for c in counts_by_view]
+    return (tuple(jnp.asarray(p[0]) for p in pairs),
+            tuple(jnp.asarray(p[1]) for p in pairs))
+
+
+def _start(alpha, cnts, num_topics):
+    total = sum(c.sum(1) for c in cnts)
+    return (alpha + jnp.broadcast_to(total[:, None] / num_topics,
+                                     (total.shape[0], num_topics))).astype(jnp.float32)
+
+
+def init_state(rng_key, vocab_sizes, cnts, num_topics, alpha) -> LinkLDAState:
     """``λ = exp(0.1 ε)``, ε ~ N(0, 1): values near 1 with a 10 % spread, like the
     Gamma(100, 1/100) start of Hoffman et al.'s online LDA but without compiling a
     gamma sampler; ``γ = α + n_d / K``."""
-    keys = jax.random.split(rng_key, len(counts_by_view))
+    keys = jax.random.split(rng_key, len(vocab_sizes))
     lambdas = tuple(
-        jnp.exp(0.1 * jax.random.normal(k, (num_topics, c.shape[1])))
-        for k, c in zip(keys, counts_by_view)
+        jnp.exp(0.1 * jax.random.normal(k, (num_topics, v)))
+        for k, v in zip(keys, vocab_sizes)
     )
-    total = sum(c.sum(1) for c in counts_by_view)
-    gamma = alpha + jnp.broadcast_to(total[:, None] / num_topics,
-                                     (total.shape[0], num_topics))
-    return LinkLDAState(gamma.astype(jnp.float32), lambdas)
+    return LinkLDAState(_start(alpha, cnts, num_topics), lambdas)
 
 
 def fit_vb(
@@ -245,6 +299,19 @@ def fit_vb(
 ) -> tuple[LinkLDAState, np.ndarray]:
     """Fit Link-LDA by batch variational Bayes (one compiled ``lax.scan``).
 
+    Parameters
+    ----------
+    rng_key : PRNGKey
+    counts_by_view : sequence of [images, vocab_v] count matrices (dense; converted
+        to padded bags internally)
+    num_topics : int
+    num_iterations : int
+        Passes over the corpus (E-step + M-step).
+    num_inner : int
+        Per-image γ updates per pass (warm-started from the previous pass).
+    alpha, eta : float
+        Symmetric Dirichlet priors on θ and on every β^v_k.
+
     Returns
     -------
     state : LinkLDAState
@@ -255,10 +322,11 @@ def fit_vb(
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
     if alpha <= 0 or eta <= 0:
         raise ValueError(f"alpha and eta must be > 0, got {alpha}, {eta}")
-    counts = tuple(jnp.asarray(c, jnp.float32) for c in counts_by_view)
+    ids, cnts = _padded_views(counts_by_view)
     init_key, run_key = jax.random.split(rng_key)
-    state = init_state(init_key, counts, num_topics, alpha)
-    data = (counts, jnp.float32(alpha), jnp.float32(eta))
+    sizes = tuple(np.shape(c)[1] for c in counts_by_view)
+    state = init_state(init_key, sizes, cnts, num_topics, jnp.float32(alpha))
+    data = (ids, cnts, jnp.float32(alpha), jnp.float32(eta))
     state, info = run_em(
         run_key, state, data, step=build_vb_kernel(num_inner),
         num_iterations=num_iterations,
@@ -267,27 +335,28 @@ def fit_vb(
 
 
 @functools.partial(jax.jit, static_argnames=("num_inner",))
+def _fold_in(lambdas, ids, cnts, alpha, start, num_inner):
+    exp_betas = tuple(jnp.exp(expected_log_dirichlet(lam)) for lam in lambdas)
+    gamma, _, _, _ = _batched_estep(start, ids, cnts, exp_betas, alpha, num_inner)
+    return gamma
+
+
 def fold_in(
     lambdas, counts_by_view, alpha, num_inner: int = 50, gamma0=None
 ) -> jax.Array:
     """Posterior ``γ`` of new images given fitted ``λ`` (views may be zero counts).
 
     Pass all-zero counts for a view that is unobserved (e.g. the text of an image to
-    annotate). ``gamma0`` is the start (default ``α + n_d/K``); the per-image E-step
+    annotate). ``gamma0`` is the start (default 1, as in fitting); the per-image E-step
     is not convex for ``α < 1``, so different starts may reach different fixed
     points. Returns Float[Array, "images topics"].
     """
-    exp_betas = tuple(jnp.exp(expected_log_dirichlet(lam)) for lam in lambdas)
-    counts = tuple(jnp.asarray(c, jnp.float32) for c in counts_by_view)
+    ids, cnts = _padded_views([np.asarray(c) for c in counts_by_view])
     num_topics = lambdas[0].shape[0]
-    total = sum(c.sum(1) for c in counts)
-    start = alpha + jnp.broadcast_to(total[:, None] / num_topics,
-                                     (total.shape[0], num_topics))
-    if gamma0 is not None:
-        start = jnp.asarray(gamma0, jnp.float32)
-    estep = jax.vmap(image_estep, in_axes=(0, 0, None, None, None))
-    gamma, _, _, _ = estep(start, counts, exp_betas, alpha, num_inner)
-    return gamma
+    alpha = jnp.float32(alpha)
+    start = (jnp.ones((ids[0].shape[0], num_topics), jnp.float32) if gamma0 is None
+             else jnp.asarray(gamma0, jnp.float32))
+    return _fold_in(tuple(lambdas), ids, cnts, alpha, start, num_inner)
 
 
 def topic_word(lam: jax.Array) -> jax.Array:
