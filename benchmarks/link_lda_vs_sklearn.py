@@ -89,8 +89,11 @@ def main(argv=None):
     ap.add_argument("--corpus", choices=("corel5k", "synthetic"), default="corel5k")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None,
-                    help="default benchmarks/results/link_lda_vs_sklearn_<corpus>.json")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="default benchmarks/results/link_lda_vs_sklearn_<corpus>.json",
+    )
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     if args.corpus == "corel5k":
@@ -99,38 +102,62 @@ def main(argv=None):
         tr, te = load_dataset("corel5k", args.data_dir)
 
         def bag(c):
-            return np.concatenate([np.asarray(c.views["blobs"], np.float32),
-                                   np.asarray(c.words, np.float32)], axis=1)
+            return np.concatenate(
+                [
+                    np.asarray(c.views["blobs"], np.float32),
+                    np.asarray(c.words, np.float32),
+                ],
+                axis=1,
+            )
 
         train, test = bag(tr), bag(te)
-        args.docs, args.test_docs, args.vocab = train.shape[0], test.shape[0], train.shape[1]
+        args.docs, args.test_docs, args.vocab = (
+            train.shape[0],
+            test.shape[0],
+            train.shape[1],
+        )
         args.true_topics = args.length = None
     else:
-        counts = lda_corpus(rng, args.docs + args.test_docs, args.vocab,
-                            args.true_topics, args.length)
-        train, test = counts[: args.docs], counts[args.docs:]
+        counts = lda_corpus(
+            rng, args.docs + args.test_docs, args.vocab, args.true_topics, args.length
+        )
+        train, test = counts[: args.docs], counts[args.docs :]
     obs, held = split_halves(rng, test)
     results = {}
 
     # ---- jaxannot
     key = jax.random.key(args.seed)
     t0 = time.perf_counter()
-    ll.fit_vb(key, (train,), args.topics, num_iterations=args.iterations,
-              num_inner=args.inner, alpha=args.alpha, eta=args.eta)
+    ll.fit_vb(
+        key,
+        (train,),
+        args.topics,
+        num_iterations=args.iterations,
+        num_inner=args.inner,
+        alpha=args.alpha,
+        eta=args.eta,
+    )
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    state, elbo = ll.fit_vb(key, (train,), args.topics,
-                            num_iterations=args.iterations, num_inner=args.inner,
-                            alpha=args.alpha, eta=args.eta)
+    state, elbo = ll.fit_vb(
+        key,
+        (train,),
+        args.topics,
+        num_iterations=args.iterations,
+        num_inner=args.inner,
+        alpha=args.alpha,
+        eta=args.eta,
+    )
     jax.block_until_ready(state)
     ours_s = time.perf_counter() - t0
-    gamma = ll.fold_in(state.lambdas, (obs,), jnp.float32(args.alpha),
-                       num_inner=100)
+    gamma = ll.fold_in(state.lambdas, (obs,), jnp.float32(args.alpha), num_inner=100)
     results["jaxannot"] = dict(
-        seconds=ours_s, seconds_per_iteration=ours_s / args.iterations,
+        seconds=ours_s,
+        seconds_per_iteration=ours_s / args.iterations,
         first_call_seconds_incl_compile=first,
-        heldout_perplexity=completion_perplexity(np.asarray(gamma),
-                                                 np.asarray(state.lambdas[0]), held),
+        heldout_perplexity=completion_perplexity(
+            np.asarray(gamma), np.asarray(state.lambdas[0]), held
+        ),
         elbo_non_decreasing=bool(np.all(np.diff(elbo) >= -1e-5 * np.abs(elbo[1:]))),
     )
     print("jaxannot", results["jaxannot"], flush=True)
@@ -139,18 +166,27 @@ def main(argv=None):
     from sklearn.decomposition import LatentDirichletAllocation
 
     sk = LatentDirichletAllocation(
-        n_components=args.topics, doc_topic_prior=args.alpha,
-        topic_word_prior=args.eta, learning_method="batch", max_iter=args.iterations,
-        max_doc_update_iter=args.inner, mean_change_tol=0.0, evaluate_every=-1,
-        n_jobs=1, random_state=args.seed)
+        n_components=args.topics,
+        doc_topic_prior=args.alpha,
+        topic_word_prior=args.eta,
+        learning_method="batch",
+        max_iter=args.iterations,
+        max_doc_update_iter=args.inner,
+        mean_change_tol=0.0,
+        evaluate_every=-1,
+        n_jobs=1,
+        random_state=args.seed,
+    )
     t0 = time.perf_counter()
     sk.fit(train)
     sk_s = time.perf_counter() - t0
     sk.set_params(max_doc_update_iter=100)
     results["sklearn"] = dict(
-        seconds=sk_s, seconds_per_iteration=sk_s / args.iterations,
-        heldout_perplexity=completion_perplexity(sk.transform(obs), sk.components_,
-                                                 held),
+        seconds=sk_s,
+        seconds_per_iteration=sk_s / args.iterations,
+        heldout_perplexity=completion_perplexity(
+            sk.transform(obs), sk.components_, held
+        ),
         sklearn_perplexity_bound_on_test=float(sk.perplexity(test)),
     )
     print("sklearn", results["sklearn"], flush=True)
@@ -160,48 +196,79 @@ def main(argv=None):
         from gensim.models import LdaModel
 
         def bow(m):
-            return [[(int(w), float(c)) for w, c in zip(np.flatnonzero(r), r[r > 0])]
-                    for r in m]
+            return [
+                [
+                    (int(w), float(c))
+                    for w, c in zip(np.flatnonzero(r), r[r > 0], strict=False)
+                ]
+                for r in m
+            ]
 
         corpus = bow(train)
         t0 = time.perf_counter()
-        gm = LdaModel(corpus=corpus, id2word={i: str(i) for i in range(args.vocab)},
-                      num_topics=args.topics, alpha=np.full(args.topics, args.alpha),
-                      eta=args.eta, passes=args.iterations, iterations=args.inner,
-                      update_every=0, chunksize=len(corpus), random_state=args.seed,
-                      gamma_threshold=0.0, eval_every=None)
+        gm = LdaModel(
+            corpus=corpus,
+            id2word={i: str(i) for i in range(args.vocab)},
+            num_topics=args.topics,
+            alpha=np.full(args.topics, args.alpha),
+            eta=args.eta,
+            passes=args.iterations,
+            iterations=args.inner,
+            update_every=0,
+            chunksize=len(corpus),
+            random_state=args.seed,
+            gamma_threshold=0.0,
+            eval_every=None,
+        )
         gm_s = time.perf_counter() - t0
         gm.iterations = 100
         g_gamma, _ = gm.inference(bow(obs))
         results["gensim"] = dict(
-            seconds=gm_s, seconds_per_iteration=gm_s / args.iterations,
-            heldout_perplexity=completion_perplexity(np.asarray(g_gamma),
-                                                     gm.get_topics(), held),
+            seconds=gm_s,
+            seconds_per_iteration=gm_s / args.iterations,
+            heldout_perplexity=completion_perplexity(
+                np.asarray(g_gamma), gm.get_topics(), held
+            ),
         )
         print("gensim", results["gensim"], flush=True)
 
     ours = results["jaxannot"]
     out = dict(
         benchmark="link_lda_vs_sklearn",
-        corpus=dict(name=args.corpus, train_docs=args.docs, test_docs=args.test_docs, vocab=args.vocab,
-                    true_topics=args.true_topics, mean_length=args.length,
-                    train_tokens=float(train.sum())),
-        topics=args.topics, iterations=args.iterations, inner=args.inner,
-        alpha=args.alpha, eta=args.eta, results=results,
+        corpus=dict(
+            name=args.corpus,
+            train_docs=args.docs,
+            test_docs=args.test_docs,
+            vocab=args.vocab,
+            true_topics=args.true_topics,
+            mean_length=args.length,
+            train_tokens=float(train.sum()),
+        ),
+        topics=args.topics,
+        iterations=args.iterations,
+        inner=args.inner,
+        alpha=args.alpha,
+        eta=args.eta,
+        results=results,
         speedup_vs_sklearn=results["sklearn"]["seconds_per_iteration"]
         / ours["seconds_per_iteration"],
         perplexity_ratio_vs_sklearn=ours["heldout_perplexity"]
         / results["sklearn"]["heldout_perplexity"],
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        jax=jax.__version__, device=str(jax.devices()[0]),
+        jax=jax.__version__,
+        device=str(jax.devices()[0]),
         command="python benchmarks/link_lda_vs_sklearn.py"
         + ("" if argv is None else " " + " ".join(argv)),
     )
     if "gensim" in results:
-        out["speedup_vs_gensim"] = (results["gensim"]["seconds_per_iteration"]
-                                    / ours["seconds_per_iteration"])
-    path = args.out or str(pathlib.Path(__file__).parent / "results"
-                           / f"link_lda_vs_sklearn_{args.corpus}.json")
+        out["speedup_vs_gensim"] = (
+            results["gensim"]["seconds_per_iteration"] / ours["seconds_per_iteration"]
+        )
+    path = args.out or str(
+        pathlib.Path(__file__).parent
+        / "results"
+        / f"link_lda_vs_sklearn_{args.corpus}.json"
+    )
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         json.dump(out, fh, indent=1)

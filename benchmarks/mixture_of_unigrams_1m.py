@@ -64,8 +64,12 @@ def main(argv=None):
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--chunk", type=int, default=16384)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results"
-                                        / "mixture_of_unigrams_1m.json"))
+    p.add_argument(
+        "--out",
+        default=str(
+            pathlib.Path(__file__).parent / "results" / "mixture_of_unigrams_1m.json"
+        ),
+    )
     args = p.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -77,13 +81,24 @@ def main(argv=None):
 
     # compile once on the real shapes (2 iterations), then time a full run
     t0 = time.perf_counter()
-    mu.fit_em_tokens(key, tokens, args.vocab, args.topics, chunk_size=args.chunk,
-                     num_iterations=args.iterations)
+    mu.fit_em_tokens(
+        key,
+        tokens,
+        args.vocab,
+        args.topics,
+        chunk_size=args.chunk,
+        num_iterations=args.iterations,
+    )
     first_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    params, objective = mu.fit_em_tokens(key, tokens, args.vocab, args.topics,
-                                         chunk_size=args.chunk,
-                                         num_iterations=args.iterations)
+    params, objective = mu.fit_em_tokens(
+        key,
+        tokens,
+        args.vocab,
+        args.topics,
+        chunk_size=args.chunk,
+        num_iterations=args.iterations,
+    )
     jax.block_until_ready(params)
     run_s = time.perf_counter() - t0
 
@@ -92,8 +107,8 @@ def main(argv=None):
     log_beta = params.log_betas[0]
     step = jax.jit(jax.vmap(mu.image_log_joint_tokens, in_axes=(None, None, 0)))
     for s in range(0, args.images, 100_000):
-        a = step(params.log_pi, log_beta, jnp.asarray(tokens[s:s + 100_000]))
-        phi_topic[s:s + 100_000] = np.asarray(jnp.argmax(a, -1))
+        a = step(params.log_pi, log_beta, jnp.asarray(tokens[s : s + 100_000]))
+        phi_topic[s : s + 100_000] = np.asarray(jnp.argmax(a, -1))
     table = np.zeros((args.topics, args.topics), np.int64)
     np.add.at(table, (phi_topic, z), 1)
     from scipy.optimize import linear_sum_assignment
@@ -103,14 +118,18 @@ def main(argv=None):
     diffs = np.diff(objective)
     result = dict(
         benchmark="mixture_of_unigrams_1m",
-        images=args.images, vocab=args.vocab, topics=args.topics,
+        images=args.images,
+        vocab=args.vocab,
+        topics=args.topics,
         tokens_total=int((tokens >= 0).sum()),
         mean_tokens_per_image=float((tokens >= 0).sum(1).mean()),
-        iterations=args.iterations, chunk=args.chunk,
+        iterations=args.iterations,
+        chunk=args.chunk,
         sample_seconds=sample_s,
         first_call_seconds_incl_compile=first_s,
         compile_seconds_estimate=max(first_s - run_s, 0.0),
-        seconds=run_s, seconds_per_iteration=run_s / args.iterations,
+        seconds=run_s,
+        seconds_per_iteration=run_s / args.iterations,
         images_iterations_per_second=args.images * args.iterations / run_s,
         objective=[float(x) for x in objective],
         objective_non_decreasing=bool(np.all(diffs >= -1e-5 * np.abs(objective[1:]))),
@@ -119,7 +138,9 @@ def main(argv=None):
         dense_counts_would_be_mb=args.images * args.vocab * 4 / 2**20,
         peak_rss_mb_after_sampling=rss_after_data,
         peak_rss_mb=peak_rss_mb(),
-        jax=jax.__version__, device=str(jax.devices()[0]), machine=platform.machine(),
+        jax=jax.__version__,
+        device=str(jax.devices()[0]),
+        machine=platform.machine(),
         command="python benchmarks/mixture_of_unigrams_1m.py"
         + ("" if argv is None else " " + " ".join(argv)),
     )

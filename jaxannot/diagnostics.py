@@ -128,8 +128,9 @@ def restarts_to_inference_data(
     stacked = {n: np.stack([np.asarray(r[n]) for r in restarts]) for n in names}
     perms = None
     if topic_axes:
-        stacked, perms = align_topics(stacked, topic_axes,
-                                      reference_site or next(iter(topic_axes)))
+        stacked, perms = align_topics(
+            stacked, topic_axes, reference_site or next(iter(topic_axes))
+        )
     idata = az.from_dict(posterior=stacked, sample_stats=dict(sample_stats or {}))
     if perms is not None:
         idata.posterior.attrs["topic_permutations"] = perms.tolist()
@@ -152,21 +153,30 @@ def nuts_draws(
     """
     from numpyro.infer import MCMC, NUTS
 
-    mcmc = MCMC(NUTS(model), num_warmup=num_warmup, num_samples=num_samples,
-                num_chains=num_chains, chain_method="sequential", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model),
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="sequential",
+        progress_bar=False,
+    )
     mcmc.run(rng_key, *args, **kwargs)
     return {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
 
 
-def guide_draws(rng_key, guide, params, *args, num_draws: int = 200,
-                num_chains: int = 1, **kwargs):
+def guide_draws(
+    rng_key, guide, params, *args, num_draws: int = 200, num_chains: int = 1, **kwargs
+):
     """Draws from a fitted SVI guide as a dict site -> [chains, draws, ...]."""
     from numpyro.infer import Predictive
 
     pred = Predictive(guide, params=params, num_samples=num_draws * num_chains)
     out = pred(rng_key, *args, **kwargs)
-    return {k: np.asarray(v).reshape((num_chains, num_draws) + v.shape[1:])
-            for k, v in out.items()}
+    return {
+        k: np.asarray(v).reshape((num_chains, num_draws) + v.shape[1:])
+        for k, v in out.items()
+    }
 
 
 def objective_traces(traces: Sequence[Sequence[float]], name: str = "objective"):
@@ -188,10 +198,15 @@ def topic_posteriors(phi, image_names: Sequence[str] | None = None):
     phi = np.asarray(jax.device_get(phi))
     if phi.ndim != 2:
         raise ValueError(f"phi must be [images, topics], got {phi.shape}")
-    coords = {"image": list(image_names) if image_names is not None
-              else np.arange(phi.shape[0]), "topic": np.arange(phi.shape[1])}
-    return xr.DataArray(phi, dims=("image", "topic"), coords=coords,
-                        name="topic_posterior")
+    coords = {
+        "image": list(image_names)
+        if image_names is not None
+        else np.arange(phi.shape[0]),
+        "topic": np.arange(phi.shape[1]),
+    }
+    return xr.DataArray(
+        phi, dims=("image", "topic"), coords=coords, name="topic_posterior"
+    )
 
 
 def summary(idata, var_names=None):

@@ -68,16 +68,22 @@ def corpus(args):
 
 
 def run(train, test, name, seed, hyper):
-    task = make_task(train, test, protocol="transductive", labelled_fraction=0.25,
-                     seed=seed)
+    task = make_task(
+        train, test, protocol="transductive", labelled_fraction=0.25, seed=seed
+    )
     m = get_method(name)
     start = time.perf_counter()
     fitted = m.fit(task.train, rng_key=jax.random.key(seed), **{**m.hyper, **hyper})
-    scores = (m.score_fit_corpus(fitted) if m.score_fit_corpus is not None
-              else m.score_words(fitted, task.test))
+    scores = (
+        m.score_fit_corpus(fitted)
+        if m.score_fit_corpus is not None
+        else m.score_words(fitted, task.test)
+    )
     scores = np.asarray(scores)[task.eval_rows]
     return {
-        "method": name, "seed": seed, "hyper": hyper,
+        "method": name,
+        "seed": seed,
+        "hyper": hyper,
         "accuracy": metrics.annotation_accuracy(scores, task.truth_words),
         "complete_length": metrics.complete_length(scores, task.truth_words),
         "seconds": time.perf_counter() - start,
@@ -86,6 +92,7 @@ def run(train, test, name, seed, hyper):
 
 # %% [markdown]
 # ## Tuning LapMixUnigram's graph on a held-aside subset
+
 
 # %%
 def tune(train, test, args, log):
@@ -97,8 +104,11 @@ def tune(train, test, args, log):
                 hyper.update(iterations=5, warm_start=5)
             r = run(train, test, "lap-mix-unigram", TUNE_SEED, hyper)
             log.append(r)
-            print(f"  tune lam={lam:g} neighbors={k}: acc={r['accuracy']:.4f} "
-                  f"CL={r['complete_length']:.1f} ({r['seconds']:.0f}s)", flush=True)
+            print(
+                f"  tune lam={lam:g} neighbors={k}: acc={r['accuracy']:.4f} "
+                f"CL={r['complete_length']:.1f} ({r['seconds']:.0f}s)",
+                flush=True,
+            )
             if best is None or r["accuracy"] > best[0]:
                 best = (r["accuracy"], dict(lam=lam, neighbors=k))
     return best[1]
@@ -106,6 +116,7 @@ def tune(train, test, args, log):
 
 # %% [markdown]
 # ## Accuracy and Complete Length against the number of topics
+
 
 # %%
 def main(argv=None):
@@ -139,58 +150,91 @@ def main(argv=None):
             cache[key] = run(train, test, name, seed, hyper_for(name, k))
             results.append(cache[key])
             r = cache[key]
-            print(f"  {name:16s} K={key[1]:3d} seed={seed}: acc={r['accuracy']:.4f} "
-                  f"CL={r['complete_length']:.1f} ({r['seconds']:.0f}s)", flush=True)
+            print(
+                f"  {name:16s} K={key[1]:3d} seed={seed}: acc={r['accuracy']:.4f} "
+                f"CL={r['complete_length']:.1f} ({r['seconds']:.0f}s)",
+                flush=True,
+            )
         return cache[key]
 
     curve = {}
     for name in METHODS:
         for k in topics if name != "empirical" else [0]:
             rs = [get(name, k, s) for s in range(args.curve_seeds)]
-            curve[(name, k)] = (np.mean([r["accuracy"] for r in rs]),
-                                np.mean([r["complete_length"] for r in rs]))
-    best_k = {name: max((k for (n, k) in curve if n == name),
-                        key=lambda k: curve[(name, k)][0]) for name in METHODS}
+            curve[(name, k)] = (
+                np.mean([r["accuracy"] for r in rs]),
+                np.mean([r["complete_length"] for r in rs]),
+            )
+    best_k = {
+        name: max(
+            (k for (n, k) in curve if n == name), key=lambda k: curve[(name, k)][0]
+        )
+        for name in METHODS
+    }
     final = {}
     for name in METHODS:
         rs = [get(name, best_k[name], s) for s in range(args.seeds)]
         acc = np.array([r["accuracy"] for r in rs])
         cl = np.array([r["complete_length"] for r in rs])
-        final[name] = dict(topics=best_k[name], accuracy_mean=float(acc.mean()),
-                           accuracy_std=float(acc.std()), complete_length_mean=float(
-                               cl.mean()), complete_length_std=float(cl.std()),
-                           seeds=args.seeds)
+        final[name] = dict(
+            topics=best_k[name],
+            accuracy_mean=float(acc.mean()),
+            accuracy_std=float(acc.std()),
+            complete_length_mean=float(cl.mean()),
+            complete_length_std=float(cl.std()),
+            seeds=args.seeds,
+        )
 
     # %% tables (markdown)
-    lines = ["| method | " + " | ".join(f"K={k} acc / CL" for k in topics) + " |",
-             "|---|" + "---|" * len(topics)]
+    lines = [
+        "| method | " + " | ".join(f"K={k} acc / CL" for k in topics) + " |",
+        "|---|" + "---|" * len(topics),
+    ]
     for name in METHODS:
         cells = []
         for k in topics:
             a, c = curve.get((name, k), curve.get((name, 0)))
             cells.append(f"{a:.4f} / {c:.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", f"Best K per method, mean ± sd over {args.seeds} random 25 % subsets:",
-              "", "| method | K | Accuracy | Complete Length |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Best K per method, mean ± sd over {args.seeds} random 25 % subsets:",
+        "",
+        "| method | K | Accuracy | Complete Length |",
+        "|---|---|---|---|",
+    ]
     for name in METHODS:
         f = final[name]
-        lines.append(f"| {name} | {f['topics'] or '-'} | {f['accuracy_mean']:.4f} ± "
-                     f"{f['accuracy_std']:.4f} | {f['complete_length_mean']:.1f} ± "
-                     f"{f['complete_length_std']:.1f} |")
+        lines.append(
+            f"| {name} | {f['topics'] or '-'} | {f['accuracy_mean']:.4f} ± "
+            f"{f['accuracy_std']:.4f} | {f['complete_length_mean']:.1f} ± "
+            f"{f['complete_length_std']:.1f} |"
+        )
     table = "\n".join(lines)
     print(table)
-    out = args.out or str(pathlib.Path(__file__).parent / "results" /
-                          ("seed000_lap_mix_unigram_small.json" if args.small
-                           else "seed000_lap_mix_unigram.json"))
+    out = args.out or str(
+        pathlib.Path(__file__).parent
+        / "results"
+        / (
+            "seed000_lap_mix_unigram_small.json"
+            if args.small
+            else "seed000_lap_mix_unigram.json"
+        )
+    )
     pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     payload = dict(
         dataset="corel5k" + ("[:300]" if args.small else ""),
         protocol="transductive, labelled_fraction=0.25",
         command=" ".join([pathlib.Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
-        graph=graph, tuning=tuning,
-        curve={f"{n}/K={k}": dict(accuracy=a, complete_length=c)
-               for (n, k), (a, c) in curve.items()},
-        final=final, runs=results, table=table,
+        graph=graph,
+        tuning=tuning,
+        curve={
+            f"{n}/K={k}": dict(accuracy=a, complete_length=c)
+            for (n, k), (a, c) in curve.items()
+        },
+        final=final,
+        runs=results,
+        table=table,
     )
     with open(out, "w") as fh:
         json.dump(payload, fh, indent=1, default=float)

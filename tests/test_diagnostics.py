@@ -34,17 +34,24 @@ def test_alignment_makes_rhat_meaningful_under_label_switching():
     pi = np.array([0.5, 0.3, 0.2])
     perm = np.array([1, 2, 0])
     restarts = [
-        {"beta_0": _draws(rng, beta), "pi": np.tile(pi, (200, 1))
-         + rng.normal(0, 0.01, (200, 3))},
-        {"beta_0": _draws(rng, beta[perm]), "pi": np.tile(pi[perm], (200, 1))
-         + rng.normal(0, 0.01, (200, 3))},
+        {
+            "beta_0": _draws(rng, beta),
+            "pi": np.tile(pi, (200, 1)) + rng.normal(0, 0.01, (200, 3)),
+        },
+        {
+            "beta_0": _draws(rng, beta[perm]),
+            "pi": np.tile(pi[perm], (200, 1)) + rng.normal(0, 0.01, (200, 3)),
+        },
     ]
     raw = diagnostics.restarts_to_inference_data(restarts)
     aligned = diagnostics.restarts_to_inference_data(
-        restarts, topic_axes={"beta_0": 0, "pi": 0}, reference_site="beta_0")
+        restarts, topic_axes={"beta_0": 0, "pi": 0}, reference_site="beta_0"
+    )
     for idata in (raw, aligned):
         assert idata.posterior["beta_0"].dims[:2] == ("chain", "draw")
-        assert idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 200
+        assert (
+            idata.posterior.sizes["chain"] == 2 and idata.posterior.sizes["draw"] == 200
+        )
     rhat_raw = float(diagnostics.summary(raw, ["pi"])["r_hat"].max())
     rhat_aligned = float(diagnostics.summary(aligned, ["pi"])["r_hat"].max())
     assert rhat_raw > 1.5  # label switching: the chains disagree on every topic
@@ -58,11 +65,20 @@ def test_nuts_on_the_declaration_gives_chain_draw_dims():
     z = rng.integers(2, size=15)
     counts = np.stack([rng.multinomial(10, beta[k]) for k in z]).astype(np.float32)
     draws = diagnostics.nuts_draws(
-        jax.random.key(0), mu.mixture_of_unigrams, (counts,), num_topics=2,
-        vocab_sizes=(4,), num_warmup=100, num_samples=100, num_chains=2)
+        jax.random.key(0),
+        mu.mixture_of_unigrams,
+        (counts,),
+        num_topics=2,
+        vocab_sizes=(4,),
+        num_warmup=100,
+        num_samples=100,
+        num_chains=2,
+    )
     idata = diagnostics.restarts_to_inference_data(
         [{k: v[c] for k, v in draws.items()} for c in range(2)],
-        topic_axes={"beta_0": 0, "pi": 0}, reference_site="beta_0")
+        topic_axes={"beta_0": 0, "pi": 0},
+        reference_site="beta_0",
+    )
     post = idata.posterior
     assert post["beta_0"].shape == (2, 100, 2, 4)
     summ = diagnostics.summary(idata, ["beta_0"])
@@ -85,11 +101,13 @@ def test_svi_guide_draws_traces_and_topic_posteriors():
         with numpyro.plate("image", 3):
             numpyro.sample("z", dist.Normal(loc, 0.7))
 
-    svi = SVI(model, guide, numpyro.optim.optax_to_numpyro(optax.adam(0.05)),
-              Trace_ELBO())
+    svi = SVI(
+        model, guide, numpyro.optim.optax_to_numpyro(optax.adam(0.05)), Trace_ELBO()
+    )
     res = svi.run(jax.random.key(0), 400, x, progress_bar=False)
-    draws = diagnostics.guide_draws(jax.random.key(1), guide, res.params, x,
-                                    num_draws=300, num_chains=2)
+    draws = diagnostics.guide_draws(
+        jax.random.key(1), guide, res.params, x, num_draws=300, num_chains=2
+    )
     assert draws["z"].shape == (2, 300, 3)
     # draws reproduce the guide: mean = loc, sd = 0.7 (MC error ~0.03 for 600 draws)
     np.testing.assert_allclose(draws["z"].mean((0, 1)), res.params["loc"], atol=0.1)

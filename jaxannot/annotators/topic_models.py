@@ -1,5 +1,5 @@
-r"""Topic-model annotators of seed 000: mixture of unigrams (plain and graph-regularized),
-pLSA-Words and Link-LDA.
+r"""Topic-model annotators of seed 000: mixture of unigrams (plain and
+graph-regularized), pLSA-Words and Link-LDA.
 
 All four read the bag/binary feature views of a corpus as visual-word counts and its
 ``words`` as the text bag; images whose words are hidden contribute their visual words
@@ -50,10 +50,14 @@ def _visual_views(corpus: Corpus, views: str = "") -> list[str]:
         for v in names:
             corpus.view(v)  # KeyError listing the valid views
     else:
-        names = [k for k, kind in corpus.view_kinds.items() if kind in ("bag", "binary")]
+        names = [
+            k for k, kind in corpus.view_kinds.items() if kind in ("bag", "binary")
+        ]
     bad = [v for v in names if corpus.view_kinds[v] not in ("bag", "binary")]
     if not names or bad:
-        valid = [k for k, kind in corpus.view_kinds.items() if kind in ("bag", "binary")]
+        valid = [
+            k for k, kind in corpus.view_kinds.items() if kind in ("bag", "binary")
+        ]
         raise ValueError(
             f"topic models need bag or binary views of visual words; corpus "
             f"{corpus.name!r} has {dict(corpus.view_kinds)} (usable: {valid})"
@@ -110,8 +114,10 @@ def _mix_unpack(fitted: Fitted) -> mu.MixtureParams:
 
 def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Plain-VI posterior of each image from its visual words alone."""
-    return mu.posterior(_mix_unpack(fitted), tuple(map(jnp.asarray, _visual(
-        corpus, _views_param(fitted)))))
+    return mu.posterior(
+        _mix_unpack(fitted),
+        tuple(map(jnp.asarray, _visual(corpus, _views_param(fitted)))),
+    )
 
 
 def _mix_fit(
@@ -129,25 +135,45 @@ def _mix_fit(
     names = _visual_views(corpus, views)
     data = _mix_data(corpus, names, text_weight)
     params, objective = mu.fit_em(
-        rng_key, data, int(topics), num_iterations=int(iterations),
-        pi_concentration=pi_concentration, beta_concentration=beta_concentration,
+        rng_key,
+        data,
+        int(topics),
+        num_iterations=int(iterations),
+        pi_concentration=pi_concentration,
+        beta_concentration=beta_concentration,
     )
     phi = mu.posterior(params, data)
-    hyper = dict(topics=topics, iterations=iterations, pi_concentration=pi_concentration,
-                 beta_concentration=beta_concentration, text_weight=text_weight,
-                 views=views, visual_views=",".join(names))
-    return Fitted("mix-unigram", _mix_params(params, phi), hyper,
-                  {"objective": [float(x) for x in objective]})
+    hyper = dict(
+        topics=topics,
+        iterations=iterations,
+        pi_concentration=pi_concentration,
+        beta_concentration=beta_concentration,
+        text_weight=text_weight,
+        views=views,
+        visual_views=",".join(names),
+    )
+    return Fitted(
+        "mix-unigram",
+        _mix_params(params, phi),
+        hyper,
+        {"objective": [float(x) for x in objective]},
+    )
 
 
 def _mix_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     phi = _mix_visual_phi(fitted, corpus)
-    return np.asarray(mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"])))
+    return np.asarray(
+        mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"]))
+    )
 
 
 def _mix_score_fit(fitted: Fitted) -> np.ndarray:
-    return np.asarray(mu.predict_words(jnp.asarray(fitted.params["phi"]),
-                                       jnp.asarray(fitted.params["log_beta_text"])))
+    return np.asarray(
+        mu.predict_words(
+            jnp.asarray(fitted.params["phi"]),
+            jnp.asarray(fitted.params["log_beta_text"]),
+        )
+    )
 
 
 def _mix_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -161,8 +187,14 @@ MIX_UNIGRAM = register(
         score_words=_mix_score,
         score_fit_corpus=_mix_score_fit,
         embed=_mix_embed,
-        hyper=dict(topics=50, iterations=100, pi_concentration=1.0,
-                   beta_concentration=1.1, text_weight=1.0, views=""),
+        hyper=dict(
+            topics=50,
+            iterations=100,
+            pi_concentration=1.0,
+            beta_concentration=1.1,
+            text_weight=1.0,
+            views="",
+        ),
         summary="multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
         needs=("words",),
     )
@@ -224,35 +256,67 @@ def _lap_fit(
     _, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
     t = float(np.mean(np.asarray(dist))) or 1.0
     graph = knn_graph(feats, k, weight=weight, t=t, metric=metric)
-    table = lapvar.neighbour_table(graph, schedule=schedule,
-                                   seed=int(jax.random.randint(rng_key, (), 0, 2**30)))
+    table = lapvar.neighbour_table(
+        graph, schedule=schedule, seed=int(jax.random.randint(rng_key, (), 0, 2**30))
+    )
     init_key, em_key, run_key = jax.random.split(rng_key, 3)
     a_conc, b_conc = jnp.float32(pi_concentration), jnp.float32(beta_concentration)
     if int(warm_start) > 0:  # plain EM first: the regularized EM refines its optimum
-        params, _ = mu.fit_em(init_key, data, int(topics),
-                              num_iterations=int(warm_start),
-                              pi_concentration=pi_concentration,
-                              beta_concentration=beta_concentration)
+        params, _ = mu.fit_em(
+            init_key,
+            data,
+            int(topics),
+            num_iterations=int(warm_start),
+            pi_concentration=pi_concentration,
+            beta_concentration=beta_concentration,
+        )
     else:
         params = mu.init_params(init_key, data, int(topics), a_conc, b_conc)
     state, objective, num_run = lapvar.fit_regularized_em(
-        run_key, params, (data, a_conc, b_conc), table, jnp.float32(lam),
-        jnp.float32(gamma), jnp.float32(1e-6),
-        linear_terms=_lt, m_step=_ms, log_prior=_lp, algorithm=algorithm,
-        num_iterations=int(iterations), num_sweeps=int(sweeps),
-        num_newton_steps=int(newton_steps), num_smoothing=int(smoothing_steps),
+        run_key,
+        params,
+        (data, a_conc, b_conc),
+        table,
+        jnp.float32(lam),
+        jnp.float32(gamma),
+        jnp.float32(1e-6),
+        linear_terms=_lt,
+        m_step=_ms,
+        log_prior=_lp,
+        algorithm=algorithm,
+        num_iterations=int(iterations),
+        num_sweeps=int(sweeps),
+        num_newton_steps=int(newton_steps),
+        num_smoothing=int(smoothing_steps),
     )
     objective = np.asarray(objective)[: int(num_run)]
-    hyper = dict(topics=topics, lam=lam, neighbors=neighbors, weight=weight,
-                 metric=metric, algorithm=algorithm, iterations=iterations,
-                 warm_start=warm_start, sweeps=sweeps, newton_steps=newton_steps,
-                 gamma=gamma, smoothing_steps=smoothing_steps, schedule=schedule,
-                 pi_concentration=pi_concentration,
-                 beta_concentration=beta_concentration, text_weight=text_weight,
-                 views=views, visual_views=",".join(names))
+    hyper = dict(
+        topics=topics,
+        lam=lam,
+        neighbors=neighbors,
+        weight=weight,
+        metric=metric,
+        algorithm=algorithm,
+        iterations=iterations,
+        warm_start=warm_start,
+        sweeps=sweeps,
+        newton_steps=newton_steps,
+        gamma=gamma,
+        smoothing_steps=smoothing_steps,
+        schedule=schedule,
+        pi_concentration=pi_concentration,
+        beta_concentration=beta_concentration,
+        text_weight=text_weight,
+        views=views,
+        visual_views=",".join(names),
+    )
     extra = {"graph_features": feats, "heat_width": np.float32(t)}
-    return Fitted("lap-mix-unigram", _mix_params(state.params, state.phi, extra), hyper,
-                  {"objective": [float(x) for x in objective]})
+    return Fitted(
+        "lap-mix-unigram",
+        _mix_params(state.params, state.phi, extra),
+        hyper,
+        {"objective": [float(x) for x in objective]},
+    )
 
 
 def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
@@ -266,8 +330,9 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     a = mu.linear_terms(params, vis)
     train = np.asarray(p["graph_features"])
     k = min(int(h["neighbors"]), train.shape[0])
-    idx, dist = knn_search(_graph_features(_visual(corpus, names)), train, k,
-                           metric=h["metric"])
+    idx, dist = knn_search(
+        _graph_features(_visual(corpus, names)), train, k, metric=h["metric"]
+    )
     t = float(p["heat_width"])
     dist = np.asarray(dist, np.float64)
     if h["weight"] == "heat":
@@ -295,7 +360,9 @@ def _newton_batch(phi0, a, m, d, lam):
 
 def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     phi = _lap_phi_new(fitted, corpus)
-    return np.asarray(mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"])))
+    return np.asarray(
+        mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"]))
+    )
 
 
 def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -309,11 +376,25 @@ LAP_MIX_UNIGRAM = register(
         score_words=_lap_score,
         score_fit_corpus=_mix_score_fit,
         embed=_lap_embed,
-        hyper=dict(topics=50, lam=1.0, neighbors=10, weight="heat",
-                   metric="euclidean", algorithm="lapvar1", iterations=50,
-                   warm_start=20, sweeps=1, newton_steps=5, gamma=0.5,
-                   smoothing_steps=10, schedule="colouring", pi_concentration=1.0,
-                   beta_concentration=1.1, text_weight=1.0, views=""),
+        hyper=dict(
+            topics=50,
+            lam=1.0,
+            neighbors=10,
+            weight="heat",
+            metric="euclidean",
+            algorithm="lapvar1",
+            iterations=50,
+            warm_start=20,
+            sweeps=1,
+            newton_steps=5,
+            gamma=0.5,
+            smoothing_steps=10,
+            schedule="colouring",
+            pi_concentration=1.0,
+            beta_concentration=1.1,
+            text_weight=1.0,
+            views="",
+        ),
         summary="LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
         "(LapVar1/LapVar2, seed 000)",
         needs=("words",),
@@ -338,34 +419,49 @@ def _plsa_fit(
     vis = _graph_features(_visual(corpus, names))
     mask = np.asarray(corpus.word_mask, bool)
     state, objectives = pw.fit_plsa_words(
-        rng_key, text[mask], vis[mask], int(topics), num_iterations=int(iterations),
+        rng_key,
+        text[mask],
+        vis[mask],
+        int(topics),
+        num_iterations=int(iterations),
         smoothing=smoothing,
     )
     theta, _ = pw.fold_in(state.betas[1], vis, num_iterations=int(fold_in_iterations))
     theta = np.asarray(theta).copy()
     theta[mask] = np.asarray(state.theta)  # annotated images keep their text topics
-    hyper = dict(topics=topics, iterations=iterations,
-                 fold_in_iterations=fold_in_iterations, smoothing=smoothing,
-                 views=views, visual_views=",".join(names))
+    hyper = dict(
+        topics=topics,
+        iterations=iterations,
+        fold_in_iterations=fold_in_iterations,
+        smoothing=smoothing,
+        views=views,
+        visual_views=",".join(names),
+    )
     return Fitted(
         "plsa-words",
         {"beta_text": state.betas[0], "beta_visual": state.betas[1], "theta": theta},
         hyper,
-        {"objective_text": [float(x) for x in objectives["text"]],
-         "objective_visual": [float(x) for x in objectives["visual"]]},
+        {
+            "objective_text": [float(x) for x in objectives["text"]],
+            "objective_visual": [float(x) for x in objectives["visual"]],
+        },
     )
 
 
 def _plsa_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     vis = _graph_features(_visual(corpus, _views_param(fitted)))
-    theta, _ = pw.fold_in(jnp.asarray(fitted.params["beta_visual"]), vis,
-                          num_iterations=int(fitted.hyper["fold_in_iterations"]))
+    theta, _ = pw.fold_in(
+        jnp.asarray(fitted.params["beta_visual"]),
+        vis,
+        num_iterations=int(fitted.hyper["fold_in_iterations"]),
+    )
     return theta
 
 
 def _plsa_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(_plsa_theta(fitted, corpus) @ jnp.asarray(
-        fitted.params["beta_text"]))
+    return np.asarray(
+        _plsa_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
+    )
 
 
 def _plsa_score_fit(fitted: Fitted) -> np.ndarray:
@@ -379,8 +475,9 @@ PLSA_WORDS = register(
         score_words=_plsa_score,
         score_fit_corpus=_plsa_score_fit,
         embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
-        hyper=dict(topics=50, iterations=100, fold_in_iterations=50, smoothing=0.01,
-                   views=""),
+        hyper=dict(
+            topics=50, iterations=100, fold_in_iterations=50, smoothing=0.01, views=""
+        ),
         summary="pLSA-Words: text-defined pLSA topics, visual fold-in "
         "(Monay & Gatica-Perez 2004)",
         needs=("words",),
@@ -404,32 +501,56 @@ def _lda_fit(
     _check_topics(topics)
     names = _visual_views(corpus, views)
     data = (_text(corpus),) + _visual(corpus, names)
-    state, objective = ll.fit_vb(rng_key, data, int(topics),
-                                 num_iterations=int(iterations), num_inner=int(inner),
-                                 alpha=alpha, eta=eta)
+    state, objective = ll.fit_vb(
+        rng_key,
+        data,
+        int(topics),
+        num_iterations=int(iterations),
+        num_inner=int(inner),
+        alpha=alpha,
+        eta=eta,
+    )
     # refresh the fit images' posteriors under the final λ (warm start)
-    gamma = ll.fold_in(state.lambdas, data, jnp.float32(alpha),
-                       num_inner=int(fold_in_inner), gamma0=state.gamma)
-    hyper = dict(topics=topics, iterations=iterations, inner=inner,
-                 fold_in_inner=fold_in_inner, alpha=alpha, eta=eta, views=views,
-                 visual_views=",".join(names))
+    gamma = ll.fold_in(
+        state.lambdas,
+        data,
+        jnp.float32(alpha),
+        num_inner=int(fold_in_inner),
+        gamma0=state.gamma,
+    )
+    hyper = dict(
+        topics=topics,
+        iterations=iterations,
+        inner=inner,
+        fold_in_inner=fold_in_inner,
+        alpha=alpha,
+        eta=eta,
+        views=views,
+        visual_views=",".join(names),
+    )
     params = {
         "lambda_text": state.lambdas[0],
         "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
         "gamma": gamma,
     }
-    return Fitted("link-lda", params, hyper,
-                  {"objective": [float(x) for x in objective]})
+    return Fitted(
+        "link-lda", params, hyper, {"objective": [float(x) for x in objective]}
+    )
 
 
 def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
     p = fitted.params
     vis = _visual(corpus, _views_param(fitted))
     lambdas = (jnp.asarray(p["lambda_text"]),) + tuple(
-        jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis)))
+        jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis))
+    )
     text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
-    return ll.fold_in(lambdas, (text,) + vis, jnp.float32(fitted.hyper["alpha"]),
-                      num_inner=int(fitted.hyper["fold_in_inner"]))
+    return ll.fold_in(
+        lambdas,
+        (text,) + vis,
+        jnp.float32(fitted.hyper["alpha"]),
+        num_inner=int(fitted.hyper["fold_in_inner"]),
+    )
 
 
 def _lda_words(gamma, lambda_text) -> np.ndarray:
@@ -457,8 +578,15 @@ LINK_LDA = register(
         score_words=_lda_score,
         score_fit_corpus=_lda_score_fit,
         embed=_lda_embed,
-        hyper=dict(topics=50, iterations=100, inner=5, fold_in_inner=50, alpha=0.1,
-                   eta=0.01, views=""),
+        hyper=dict(
+            topics=50,
+            iterations=100,
+            inner=5,
+            fold_in_inner=50,
+            alpha=0.1,
+            eta=0.01,
+            views="",
+        ),
         summary="Link-LDA: per-image topic proportions shared by the views, "
         "variational Bayes (Erosheva et al. 2004)",
         needs=("words",),

@@ -152,8 +152,10 @@ class LaplacianELBO(ELBO):
             base_key, param_map, model, guide, *args, **kwargs
         )
         pen = self.penalty(pen_key, param_map, guide, *args, **kwargs)
-        return {"loss": out["loss"] + self.lam * pen,
-                "mutable_state": out.get("mutable_state")}
+        return {
+            "loss": out["loss"] + self.lam * pen,
+            "mutable_state": out.get("mutable_state"),
+        }
 
     def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
         return self.loss_with_mutable_state(

@@ -122,7 +122,7 @@ def _greedy_colouring(starts, receivers, n: int, rng: np.random.Generator):
 def neighbour_table(
     graph: Any, *, schedule: str = "colouring", seed: int = 0
 ) -> NeighbourTable:
-    """Build a :class:`NeighbourTable` from a graph with ``senders, receivers, weights``.
+    """Build a :class:`NeighbourTable` from a graph's ``senders, receivers, weights``.
 
     Parameters
     ----------
@@ -182,7 +182,8 @@ def neighbour_sums(phi_padded: jax.Array, table: NeighbourTable) -> jax.Array:
 
 def laplacian_penalty(phi: jax.Array, table: NeighbourTable) -> jax.Array:
     r""":math:`R = \tfrac12\sum_{ij}S_{ij}\lVert\phi_i-\phi_j\rVert^2
-    = \sum_i d_i\lVert\phi_i\rVert^2 - \sum_i \phi_i^\top m_i` for ``phi`` [nodes, K]."""
+    = \sum_i d_i\lVert\phi_i\rVert^2 - \sum_i \phi_i^\top m_i`
+    for ``phi`` [nodes, K]."""
     padded = _pad(phi)
     m = neighbour_sums(padded, table)
     return (table.degree * (padded**2).sum(-1)).sum() - (padded * m).sum()
@@ -423,7 +424,9 @@ def fit_regularized_em(
         key, sub = jax.random.split(key)
         phi, objective = estep(sub, state)
         trace = trace.at[t].set(objective.astype(jnp.float32))
-        prev_best = jnp.nanmax(jnp.where(jnp.arange(num_iterations) < t, trace, -jnp.inf))
+        prev_best = jnp.nanmax(
+            jnp.where(jnp.arange(num_iterations) < t, trace, -jnp.inf)
+        )
         improved = objective > prev_best + tolerance * jnp.abs(prev_best)
         fitted = LapVarState(m_step(phi, data), phi)
         if algorithm == "lapvar2":

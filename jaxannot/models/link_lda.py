@@ -12,7 +12,8 @@ The per-token topics are marginalized per token in the declaration,
 :math:`\log p(x^v_{dl}=w \mid \theta_d) = \log\sum_k \theta_{dk}\beta^v_{kw}`.
 
 The fast path is batch variational Bayes (Blei, Ng & Jordan 2003) with
-:math:`q(\theta_d)=\mathrm{Dir}(\gamma_d)`, :math:`q(\beta^v_k)=\mathrm{Dir}(\lambda^v_k)`
+:math:`q(\theta_d)=\mathrm{Dir}(\gamma_d)`,
+:math:`q(\beta^v_k)=\mathrm{Dir}(\lambda^v_k)`
 and the token posteriors optimized out in closed form: for one image,
 
 .. math::
@@ -128,7 +129,7 @@ def link_lda(
             return
         if lengths_by_view is None:
             raise ValueError("generation needs lengths_by_view")
-        for v, (beta, lengths) in enumerate(zip(betas, lengths_by_view)):
+        for v, (beta, lengths) in enumerate(zip(betas, lengths_by_view, strict=False)):
             numpyro.sample(
                 f"counts_{v}",
                 dist.Multinomial(
@@ -140,7 +141,7 @@ def link_lda(
 def token_log_likelihood(theta, betas, counts_by_view) -> jax.Array:
     r""":math:`\sum_{v,w} n^v_{dw}\log\sum_k\theta_{dk}\beta^v_{kw}` per image."""
     out = 0.0
-    for beta, c in zip(betas, counts_by_view):
+    for beta, c in zip(betas, counts_by_view, strict=False):
         p = theta @ beta
         out = out + jnp.where(c > 0, c * jnp.log(jnp.maximum(p, _TINY)), 0.0).sum(-1)
     return out
@@ -155,11 +156,11 @@ def expected_log_dirichlet(conc: jax.Array) -> jax.Array:
 def _dirichlet_kl_terms(conc, prior, e_log):
     """:math:`E\\log p(x|prior) - E\\log q(x|conc)` for symmetric ``prior`` rows."""
     size = conc.shape[-1]
-    log_p = gammaln(size * prior) - size * gammaln(prior) + (prior - 1.0) * e_log.sum(-1)
+    log_p = (
+        gammaln(size * prior) - size * gammaln(prior) + (prior - 1.0) * e_log.sum(-1)
+    )
     log_q = (
-        gammaln(conc.sum(-1))
-        - gammaln(conc).sum(-1)
-        + ((conc - 1.0) * e_log).sum(-1)
+        gammaln(conc.sum(-1)) - gammaln(conc).sum(-1) + ((conc - 1.0) * e_log).sum(-1)
     )
     return log_p - log_q
 
@@ -177,7 +178,7 @@ def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
     def update(_, g):
         exp_t = jnp.exp(expected_log_dirichlet(g))
         acc = 0.0
-        for eb, c in zip(exp_e_log_betas, counts):
+        for eb, c in zip(exp_e_log_betas, counts, strict=False):
             norm = (exp_t[:, None] * eb).sum(0)
             acc = acc + (eb * (c / jnp.maximum(norm, _TINY))[None, :]).sum(1)
         return alpha + exp_t * acc
@@ -186,7 +187,7 @@ def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
     e_log_t = expected_log_dirichlet(gamma)
     exp_t = jnp.exp(e_log_t)
     ratios, token_terms = [], 0.0
-    for eb, c in zip(exp_e_log_betas, counts):
+    for eb, c in zip(exp_e_log_betas, counts, strict=False):
         norm = jnp.maximum((exp_t[:, None] * eb).sum(0), _TINY)
         ratios.append(c / norm)
         token_terms = token_terms + jnp.where(c > 0, c * jnp.log(norm), 0.0).sum()
@@ -214,14 +215,14 @@ def to_padded(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sparse_estep(gamma, ids, cnts, exp_betas, alpha, num_inner):
     """:func:`image_estep` on one image's padded bags (gathers its β columns)."""
-    gathered = tuple(eb[:, i] for eb, i in zip(exp_betas, ids))
+    gathered = tuple(eb[:, i] for eb, i in zip(exp_betas, ids, strict=False))
     return image_estep(gamma, cnts, gathered, alpha, num_inner)
 
 
 _batched_estep = jax.vmap(_sparse_estep, in_axes=(0, 0, 0, None, None, None))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_vb_kernel(num_inner: int = 5):
     """The batch VB step; ``data = (ids_by_view, counts_by_view, alpha, eta)`` with
     padded bags (:func:`to_padded`). Cached per ``num_inner`` so the EM driver
@@ -236,24 +237,27 @@ def build_vb_kernel(num_inner: int = 5):
         # lock images into the poor optima of the first passes), kept per image only
         # where it beats the previous γ under the current λ, so the ELBO never drops
         fresh = _batched_estep(
-            jnp.ones_like(state.gamma), tuple(ids), tuple(cnts), exp_betas, alpha,
+            jnp.ones_like(state.gamma),
+            tuple(ids),
+            tuple(cnts),
+            exp_betas,
+            alpha,
             num_inner,
         )
-        kept = _batched_estep(
-            state.gamma, tuple(ids), tuple(cnts), exp_betas, alpha, 0
-        )
+        kept = _batched_estep(state.gamma, tuple(ids), tuple(cnts), exp_betas, alpha, 0)
         better = fresh[3] >= kept[3]
         gamma, exp_t, ratios, local = jax.tree_util.tree_map(
             lambda f, k: jnp.where(better.reshape((-1,) + (1,) * (f.ndim - 1)), f, k),
-            fresh, kept,
+            fresh,
+            kept,
         )
         global_terms = sum(
             _dirichlet_kl_terms(lam, eta, e).sum()
-            for lam, e in zip(state.lambdas, e_log_betas)
+            for lam, e in zip(state.lambdas, e_log_betas, strict=False)
         )
         objective = local.sum() + global_terms
         lambdas = []
-        for eb, i, r in zip(exp_betas, ids, ratios):
+        for eb, i, r in zip(exp_betas, ids, ratios, strict=False):
             k = eb.shape[0]
             contrib = (exp_t[:, None, :] * r[:, :, None]).reshape(-1, k)
             stats = jax.ops.segment_sum(contrib, i.reshape(-1), eb.shape[1])  # [V, K]
@@ -265,14 +269,18 @@ def build_vb_kernel(num_inner: int = 5):
 
 def _padded_views(counts_by_view):
     pairs = [to_padded(c) for c in counts_by_view]
-    return (tuple(jnp.asarray(p[0]) for p in pairs),
-            tuple(jnp.asarray(p[1]) for p in pairs))
+    return (
+        tuple(jnp.asarray(p[0]) for p in pairs),
+        tuple(jnp.asarray(p[1]) for p in pairs),
+    )
 
 
 def _start(alpha, cnts, num_topics):
     total = sum(c.sum(1) for c in cnts)
-    return (alpha + jnp.broadcast_to(total[:, None] / num_topics,
-                                     (total.shape[0], num_topics))).astype(jnp.float32)
+    return (
+        alpha
+        + jnp.broadcast_to(total[:, None] / num_topics, (total.shape[0], num_topics))
+    ).astype(jnp.float32)
 
 
 def init_state(rng_key, vocab_sizes, cnts, num_topics, alpha) -> LinkLDAState:
@@ -282,7 +290,7 @@ def init_state(rng_key, vocab_sizes, cnts, num_topics, alpha) -> LinkLDAState:
     keys = jax.random.split(rng_key, len(vocab_sizes))
     lambdas = tuple(
         jnp.exp(0.1 * jax.random.normal(k, (num_topics, v)))
-        for k, v in zip(keys, vocab_sizes)
+        for k, v in zip(keys, vocab_sizes, strict=False)
     )
     return LinkLDAState(_start(alpha, cnts, num_topics), lambdas)
 
@@ -328,7 +336,10 @@ def fit_vb(
     state = init_state(init_key, sizes, cnts, num_topics, jnp.float32(alpha))
     data = (ids, cnts, jnp.float32(alpha), jnp.float32(eta))
     state, info = run_em(
-        run_key, state, data, step=build_vb_kernel(num_inner),
+        run_key,
+        state,
+        data,
+        step=build_vb_kernel(num_inner),
         num_iterations=num_iterations,
     )
     return state, np.asarray(info.objective)
@@ -354,8 +365,11 @@ def fold_in(
     ids, cnts = _padded_views([np.asarray(c) for c in counts_by_view])
     num_topics = lambdas[0].shape[0]
     alpha = jnp.float32(alpha)
-    start = (jnp.ones((ids[0].shape[0], num_topics), jnp.float32) if gamma0 is None
-             else jnp.asarray(gamma0, jnp.float32))
+    start = (
+        jnp.ones((ids[0].shape[0], num_topics), jnp.float32)
+        if gamma0 is None
+        else jnp.asarray(gamma0, jnp.float32)
+    )
     return _fold_in(tuple(lambdas), ids, cnts, alpha, start, num_inner)
 
 

@@ -141,14 +141,16 @@ def mixture_of_unigrams(
     if counts_by_view is not None:
         num_images = counts_by_view[0].shape[0]
         with numpyro.plate("image", num_images):
-            log_lik = sum(c @ jnp.log(b).T for c, b in zip(counts_by_view, betas))
+            log_lik = sum(
+                c @ jnp.log(b).T for c, b in zip(counts_by_view, betas, strict=False)
+            )
             numpyro.factor("z_marginal", logsumexp(jnp.log(pi) + log_lik, axis=-1))
         return
     if num_images is None or lengths_by_view is None:
         raise ValueError("generation needs num_images and lengths_by_view")
     with numpyro.plate("image", num_images):
         z = numpyro.sample("z", dist.Categorical(pi))
-        for v, (beta, lengths) in enumerate(zip(betas, lengths_by_view)):
+        for v, (beta, lengths) in enumerate(zip(betas, lengths_by_view, strict=False)):
             numpyro.sample(
                 f"counts_{v}",
                 dist.Multinomial(
@@ -172,7 +174,7 @@ def image_log_joint(params: MixtureParams, counts: tuple) -> jax.Array:
     Float[Array, "topics"]
     """
     out = params.log_pi
-    for log_beta, c in zip(params.log_betas, counts):
+    for log_beta, c in zip(params.log_betas, counts, strict=False):
         out = out + log_beta @ c
     return out
 
@@ -249,7 +251,7 @@ def init_params(
     return m_step(phi, counts_by_view, pi_concentration, beta_concentration)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_em_kernel():
     """The MAP-EM step ``step(rng_key, state, data) -> (state, info)``.
 
@@ -261,7 +263,9 @@ def build_em_kernel():
         del rng_key
         counts, a_conc, b_conc = data
         a = linear_terms(state.params, counts)
-        objective = logsumexp(a, axis=-1).sum() + log_prior(state.params, a_conc, b_conc)
+        objective = logsumexp(a, axis=-1).sum() + log_prior(
+            state.params, a_conc, b_conc
+        )
         phi = jax.nn.softmax(a, axis=-1)
         return (
             MixtureEMState(m_step(phi, counts, a_conc, b_conc)),
@@ -394,8 +398,10 @@ def _fit_tokens(log_pi, log_beta, chunks, row_masks, a_conc, b_conc, num_iterati
         objective = ll + log_prior(params, a_conc, b_conc)
         pi = pi_s + (a_conc - 1.0)
         beta = beta_s + (b_conc - 1.0)
-        new = (jnp.log(pi) - jnp.log(pi.sum()),
-               jnp.log(beta) - jnp.log(beta.sum(-1, keepdims=True)))
+        new = (
+            jnp.log(pi) - jnp.log(pi.sum()),
+            jnp.log(beta) - jnp.log(beta.sum(-1, keepdims=True)),
+        )
         return new, objective
 
     (log_pi, log_beta), objective = jax.lax.scan(
@@ -457,7 +463,12 @@ def fit_em_tokens(
     log_beta = noise - logsumexp(noise, axis=-1, keepdims=True)
     log_pi = jnp.full(num_topics, -jnp.log(num_topics))
     log_pi, log_beta, objective = _fit_tokens(
-        log_pi, log_beta, chunks, masks, jnp.float32(pi_concentration),
-        jnp.float32(beta_concentration), num_iterations,
+        log_pi,
+        log_beta,
+        chunks,
+        masks,
+        jnp.float32(pi_concentration),
+        jnp.float32(beta_concentration),
+        num_iterations,
     )
     return MixtureParams(log_pi, (log_beta,)), np.asarray(objective)

@@ -9,7 +9,8 @@ topic from :math:`\theta_d` and its word from :math:`\beta^v_z = P(\cdot \mid z)
 pLSA-Words (Monay & Gatica-Perez 2004) fits it in two stages so that the topics are
 defined by the text:
 
-1. pLSA on the *text* words of the annotated images: :math:`\theta_d`, :math:`\beta^{text}`;
+1. pLSA on the *text* words of the annotated images: :math:`\theta_d`,
+   :math:`\beta^{text}`;
 2. :math:`\beta^{vis}` from their *visual* words with :math:`\theta_d` fixed;
 
 and annotates an image by *folding in* its visual words (EM on :math:`\theta_{new}`
@@ -99,14 +100,14 @@ def log_likelihood(theta, betas, counts_by_view) -> jax.Array:
 def _image_theta(theta_d, counts_d, betas):
     """New θ of one image from its views (unchanged if it has no tokens)."""
     acc = jnp.zeros_like(theta_d)
-    for beta, c in zip(betas, counts_d):
+    for beta, c in zip(betas, counts_d, strict=False):
         p = jnp.maximum(theta_d @ beta, _TINY)
         acc = acc + theta_d * (beta @ (c / p))
     total = acc.sum()
     return jnp.where(total > 0, acc / jnp.maximum(total, _TINY), theta_d)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
     """EM step for pLSA with the given blocks free; ``data = (counts, smoothing)``.
 
@@ -119,10 +120,10 @@ def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
         counts, smoothing = data
         theta, betas = state.theta, state.betas
         objective = log_likelihood(theta, betas, counts) + smoothing * sum(
-            jnp.log(b).sum() for b, on in zip(betas, update_betas) if on
+            jnp.log(b).sum() for b, on in zip(betas, update_betas, strict=False) if on
         )
         new_betas = []
-        for beta, c, on in zip(betas, counts, update_betas):
+        for beta, c, on in zip(betas, counts, update_betas, strict=False):
             if on:
                 ratio = c / jnp.maximum(theta @ beta, _TINY)
                 stats = beta * (theta.T @ ratio) + smoothing
@@ -139,8 +140,14 @@ def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
 
 
 def fit_stage(
-    rng_key, state: PLSAState, counts_by_view, *, update_theta, update_betas,
-    num_iterations, smoothing,
+    rng_key,
+    state: PLSAState,
+    counts_by_view,
+    *,
+    update_theta,
+    update_betas,
+    num_iterations,
+    smoothing,
 ) -> tuple[PLSAState, np.ndarray]:
     """Run one EM stage (compiled once per shape and block pattern)."""
     counts = tuple(jnp.asarray(c, jnp.float32) for c in counts_by_view)
@@ -197,17 +204,29 @@ def fit_plsa_words(
     k1, k2, k3, k4 = jax.random.split(rng_key, 4)
     state = PLSAState(
         _random_simplex(k1, (text.shape[0], num_topics)),
-        (_random_simplex(k2, (num_topics, text.shape[1])),
-         jnp.full((num_topics, vis.shape[1]), 1.0 / vis.shape[1])),
+        (
+            _random_simplex(k2, (num_topics, text.shape[1])),
+            jnp.full((num_topics, vis.shape[1]), 1.0 / vis.shape[1]),
+        ),
     )
     state, obj_text = fit_stage(
-        k3, state, (text, jnp.zeros_like(vis)), update_theta=True,
-        update_betas=(True, False), num_iterations=num_iterations, smoothing=smoothing,
+        k3,
+        state,
+        (text, jnp.zeros_like(vis)),
+        update_theta=True,
+        update_betas=(True, False),
+        num_iterations=num_iterations,
+        smoothing=smoothing,
     )
     # stage 2: θ fixed, visual β from the visual words (text β fixed too)
     state, obj_vis = fit_stage(
-        k4, state, (text, vis), update_theta=False, update_betas=(False, True),
-        num_iterations=num_iterations, smoothing=smoothing,
+        k4,
+        state,
+        (text, vis),
+        update_theta=False,
+        update_betas=(False, True),
+        num_iterations=num_iterations,
+        smoothing=smoothing,
     )
     return state, {"text": obj_text, "visual": obj_vis}
 
@@ -223,7 +242,12 @@ def fold_in(
     k = beta_visual.shape[0]
     state = PLSAState(jnp.full((vis.shape[0], k), 1.0 / k), (jnp.asarray(beta_visual),))
     state, obj = fit_stage(
-        jax.random.key(0), state, (vis,), update_theta=True, update_betas=(False,),
-        num_iterations=num_iterations, smoothing=0.0,
+        jax.random.key(0),
+        state,
+        (vis,),
+        update_theta=True,
+        update_betas=(False,),
+        num_iterations=num_iterations,
+        smoothing=0.0,
     )
     return state.theta, obj

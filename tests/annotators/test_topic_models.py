@@ -32,8 +32,9 @@ def _fit(name, task, **extra):
 
 @pytest.mark.parametrize("name", sorted(FAST))
 def test_transductive_beats_word_frequency(name, corpus):
-    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
-                     seed=0)
+    task = make_task(
+        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+    )
     m, fitted = _fit(name, task)
     scores = np.asarray(m.score_fit_corpus(fitted))
     assert scores.shape == (corpus.num_images, corpus.num_words)
@@ -52,8 +53,9 @@ def test_inductive_fold_in_and_save_load(name, corpus, tmp_path):
     assert scores.shape == (task.test.num_images, corpus.num_words)
     assert np.all(np.isfinite(scores))
     freq = np.asarray(task.train.words).sum(0)
-    base = metrics.annotation_accuracy(np.tile(freq, (scores.shape[0], 1)),
-                                       task.truth_words)
+    base = metrics.annotation_accuracy(
+        np.tile(freq, (scores.shape[0], 1)), task.truth_words
+    )
     assert metrics.annotation_accuracy(scores, task.truth_words) > base + 0.1
     save(tmp_path / "m.npz", fitted)
     again = np.asarray(m.score_words(load(tmp_path / "m.npz"), task.test))
@@ -64,10 +66,12 @@ def test_inductive_fold_in_and_save_load(name, corpus, tmp_path):
 
 def test_lap_mix_unigram_objective_and_lambda():
     # few, noisy tokens: uncertain posteriors that disagree between neighbours
-    corpus = make_synthetic(seed=2, num_images=160, num_topics=5, tokens_per_image=3,
-                            leak=0.5)
-    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
-                     seed=0)
+    corpus = make_synthetic(
+        seed=2, num_images=160, num_topics=5, tokens_per_image=3, leak=0.5
+    )
+    task = make_task(
+        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+    )
     m, small = _fit("lap-mix-unigram", task, lam=0.0)
     _, big = _fit("lap-mix-unigram", task, lam=50.0)
     obj = np.asarray(big.info["objective"])
@@ -83,8 +87,9 @@ def test_lap_mix_unigram_objective_and_lambda():
 
 
 def test_bad_hyper_parameters(corpus):
-    task = make_task(corpus, None, protocol="transductive", labelled_fraction=0.25,
-                     seed=0)
+    task = make_task(
+        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+    )
     with pytest.raises(ValueError, match="lapvar1"):
         _fit("lap-mix-unigram", task, algorithm="bogus")
     with pytest.raises(ValueError, match="topics"):

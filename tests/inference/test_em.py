@@ -25,13 +25,24 @@ def halving_step(rng_key, x, target):
 
 def test_run_em_scans_and_compiles_once():
     TRACES.clear()
-    x, info = run_em(jax.random.key(0), jnp.zeros(3), jnp.ones(3), step=halving_step,
-                     num_iterations=20)
+    x, info = run_em(
+        jax.random.key(0),
+        jnp.zeros(3),
+        jnp.ones(3),
+        step=halving_step,
+        num_iterations=20,
+    )
     np.testing.assert_allclose(np.asarray(x), 1 - 0.5**20, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(info.objective),
-                               [-3 * 0.25**t for t in range(20)], rtol=1e-5)
-    run_em(jax.random.key(1), jnp.ones(3), 2 * jnp.ones(3), step=halving_step,
-           num_iterations=20)
+    np.testing.assert_allclose(
+        np.asarray(info.objective), [-3 * 0.25**t for t in range(20)], rtol=1e-5
+    )
+    run_em(
+        jax.random.key(1),
+        jnp.ones(3),
+        2 * jnp.ones(3),
+        step=halving_step,
+        num_iterations=20,
+    )
     assert len(TRACES) == 1
 
 
@@ -42,9 +53,14 @@ def offset_step(rng_key, x, target):
 
 
 def test_run_until_converged_stops_at_the_tolerance():
-    x, trace = run_em_until_converged(jax.random.key(0), jnp.zeros(2), jnp.ones(2),
-                                      jnp.float32(1e-3), step=offset_step,
-                                      max_iterations=100)
+    x, trace = run_em_until_converged(
+        jax.random.key(0),
+        jnp.zeros(2),
+        jnp.ones(2),
+        jnp.float32(1e-3),
+        step=offset_step,
+        max_iterations=100,
+    )
     t = int(trace.num_iterations)
     obj = np.asarray(trace.objective, np.float64)
     rel = np.abs(np.diff(obj[:t])) / np.abs(obj[: t - 1])

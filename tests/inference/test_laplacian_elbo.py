@@ -50,8 +50,9 @@ def _fit(lam, steps=1500):
 def test_penalty_matches_graph_module_and_closed_form_optimum():
     g = _chain()
     q = jnp.asarray(X)[:, None]
-    np.testing.assert_allclose(float(penalty(g, q)), float(laplacian_penalty(g, q)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        float(penalty(g, q)), float(laplacian_penalty(g, q)), rtol=1e-6
+    )
     lam = 0.7
     loc = _fit(lam)
     # stationarity: (1/sd^2 + 1) loc + 4 lam L loc = x  (penalty over ordered pairs)
@@ -64,22 +65,26 @@ def test_penalty_matches_graph_module_and_closed_form_optimum():
 
 def test_neighbours_are_pulled_together_as_lambda_grows():
     g = _chain()
-    spreads = [float(penalty(g, jnp.asarray(_fit(lam, 800))[:, None]))
-               for lam in (0.0, 0.3, 3.0)]
+    spreads = [
+        float(penalty(g, jnp.asarray(_fit(lam, 800))[:, None]))
+        for lam in (0.0, 0.3, 3.0)
+    ]
     assert spreads[0] > spreads[1] > spreads[2]
     assert spreads[2] < 0.1 * spreads[0]
 
 
 def test_local_distribution_of_categorical_and_dirichlet_guides():
     def cat_guide():
-        p = numpyro.param("p", jnp.array([[0.2, 0.8], [0.6, 0.4]]),
-                          constraint=constraints.simplex)
+        p = numpyro.param(
+            "p", jnp.array([[0.2, 0.8], [0.6, 0.4]]), constraint=constraints.simplex
+        )
         with numpyro.plate("image", 2):
             numpyro.sample("z", dist.Categorical(p))
 
     def dir_guide():
-        c = numpyro.param("c", jnp.array([[1.0, 3.0], [2.0, 2.0]]),
-                          constraint=constraints.positive)
+        c = numpyro.param(
+            "c", jnp.array([[1.0, 3.0], [2.0, 2.0]]), constraint=constraints.positive
+        )
         with numpyro.plate("image", 2):
             numpyro.sample("theta", dist.Dirichlet(c))
 

@@ -58,8 +58,9 @@ def test_penalty_matches_dense_formula():
     table = lapvar.neighbour_table(g)
     diff = ((phi[:, None] - phi[None]) ** 2).sum(-1)
     ref = 0.5 * (dense * diff).sum()
-    np.testing.assert_allclose(float(lapvar.laplacian_penalty(jnp.asarray(phi), table)),
-                               ref, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(lapvar.laplacian_penalty(jnp.asarray(phi), table)), ref, rtol=1e-5
+    )
 
 
 def test_newton_update_reaches_the_local_maximum():
@@ -68,8 +69,9 @@ def test_newton_update_reaches_the_local_maximum():
     m = rng.dirichlet(np.ones(5)).astype(np.float32) * 2.0
     d, lam = 2.0, 1.5
     start = jnp.full(5, 0.2)
-    phi = lapvar.newton_update(start, jnp.asarray(a), jnp.asarray(m), d, lam,
-                               num_steps=30)
+    phi = lapvar.newton_update(
+        start, jnp.asarray(a), jnp.asarray(m), d, lam, num_steps=30
+    )
 
     def neg(logits):
         p = np.exp(logits - logits.max())
@@ -87,9 +89,12 @@ def test_lambda_zero_sweep_is_plain_vi():
     table = lapvar.neighbour_table(g)
     a = jax.random.normal(jax.random.key(0), (20, 3)) * 2
     phi0 = jnp.full((20, 3), 1 / 3)
-    phi = lapvar.lapvar1_sweep(jax.random.key(1), phi0, a, table, 0.0,
-                               num_newton_steps=20)
-    np.testing.assert_allclose(np.asarray(phi), np.asarray(jax.nn.softmax(a)), atol=1e-4)
+    phi = lapvar.lapvar1_sweep(
+        jax.random.key(1), phi0, a, table, 0.0, num_newton_steps=20
+    )
+    np.testing.assert_allclose(
+        np.asarray(phi), np.asarray(jax.nn.softmax(a)), atol=1e-4
+    )
 
 
 def test_lapvar1_sweeps_never_decrease_q_and_reach_the_global_maximum():
@@ -111,8 +116,12 @@ def test_lapvar1_sweeps_never_decrease_q_and_reach_the_global_maximum():
         p /= p.sum(1, keepdims=True)
         return -_q_dense(p, a, dense, lam)
 
-    res = scipy.optimize.minimize(neg, a.ravel().astype(np.float64), method="L-BFGS-B",
-                                  options=dict(maxiter=5000, ftol=1e-14, gtol=1e-10))
+    res = scipy.optimize.minimize(
+        neg,
+        a.ravel().astype(np.float64),
+        method="L-BFGS-B",
+        options=dict(maxiter=5000, ftol=1e-14, gtol=1e-10),
+    )
     np.testing.assert_allclose(qs[-1], -res.fun, rtol=1e-5)
     np.testing.assert_allclose(_q_dense(phi, a, dense, lam), qs[-1], rtol=1e-5)
 
@@ -127,9 +136,11 @@ def test_lapvar2_never_worse_than_plain_vi_and_smooths():
     q_vi = lapvar.regularized_objective(vi, a, table, lam)
     assert float(q) >= float(q_vi)
     assert float(lapvar.laplacian_penalty(phi, table)) < float(
-        lapvar.laplacian_penalty(vi, table))
-    np.testing.assert_allclose(float(lapvar.regularized_objective(phi, a, table, lam)),
-                               float(q), rtol=1e-6)
+        lapvar.laplacian_penalty(vi, table)
+    )
+    np.testing.assert_allclose(
+        float(lapvar.regularized_objective(phi, a, table, lam)), float(q), rtol=1e-6
+    )
 
 
 def _mixture_problem(seed=0, n=40):
@@ -169,9 +180,19 @@ def test_regularized_em_objective_never_decreases_and_compiles_once():
 
     for seed in range(2):
         state, obj, t = lapvar.fit_regularized_em(
-            jax.random.key(seed), params, data, table, 0.5, 0.5, 0.0,
-            linear_terms=counted_lt, m_step=_ms, log_prior=_lp,
-            algorithm="lapvar1", num_iterations=15)
+            jax.random.key(seed),
+            params,
+            data,
+            table,
+            0.5,
+            0.5,
+            0.0,
+            linear_terms=counted_lt,
+            m_step=_ms,
+            log_prior=_lp,
+            algorithm="lapvar1",
+            num_iterations=15,
+        )
         obj = np.asarray(obj)[: int(t)]
         assert int(t) == 15
         assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:])), np.diff(obj)
@@ -185,9 +206,19 @@ def test_regularized_em_lapvar2_stops_when_q_stops_improving():
     params = mu.init_params(jax.random.key(1), counts, 3)
     data = (counts, jnp.float32(1.0), jnp.float32(1.1))
     state, obj, t = lapvar.fit_regularized_em(
-        jax.random.key(0), params, data, table, 0.5, 0.5, 1e-4,
-        linear_terms=_lt, m_step=_ms, log_prior=_lp, algorithm="lapvar2",
-        num_iterations=200)
+        jax.random.key(0),
+        params,
+        data,
+        table,
+        0.5,
+        0.5,
+        1e-4,
+        linear_terms=_lt,
+        m_step=_ms,
+        log_prior=_lp,
+        algorithm="lapvar2",
+        num_iterations=200,
+    )
     obj = np.asarray(obj)[: int(t)]
     assert 2 <= int(t) < 200
     assert np.all(np.isfinite(obj))

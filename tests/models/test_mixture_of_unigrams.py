@@ -30,11 +30,20 @@ def _corpus(seed=0, images=40, sizes=(6, 5), topics=2, length=12):
 
 
 def test_generative_declaration_samples_counts():
-    given = {"pi": jnp.array([[0.5, 0.5]]),
-             "beta_0": jnp.full((1, 2, 6), 1 / 6), "beta_1": jnp.full((1, 2, 5), 0.2)}
+    given = {
+        "pi": jnp.array([[0.5, 0.5]]),
+        "beta_0": jnp.full((1, 2, 6), 1 / 6),
+        "beta_1": jnp.full((1, 2, 5), 0.2),
+    }
     pred = Predictive(mu.mixture_of_unigrams, posterior_samples=given)
-    out = pred(jax.random.key(0), num_topics=2, vocab_sizes=(6, 5), num_images=4,
-               lengths_by_view=(jnp.full(4, 7), jnp.full(4, 3)), max_length=7)
+    out = pred(
+        jax.random.key(0),
+        num_topics=2,
+        vocab_sizes=(6, 5),
+        num_images=4,
+        lengths_by_view=(jnp.full(4, 7), jnp.full(4, 3)),
+        max_length=7,
+    )
     assert out["counts_0"].shape == (1, 4, 6) and out["counts_1"].shape == (1, 4, 5)
     np.testing.assert_array_equal(np.asarray(out["counts_0"][0]).sum(1), 7)
     np.testing.assert_array_equal(np.asarray(out["counts_1"][0]).sum(1), 3)
@@ -49,8 +58,12 @@ def test_log_joint_matches_numpyro_log_density():
     ref, _ = log_density(
         mu.mixture_of_unigrams,
         (counts,),
-        dict(num_topics=3, vocab_sizes=(6, 5), pi_concentration=1.5,
-             beta_concentration=1.1),
+        dict(
+            num_topics=3,
+            vocab_sizes=(6, 5),
+            pi_concentration=1.5,
+            beta_concentration=1.1,
+        ),
         values,
     )
     # float32 sums of ~1e3 magnitude: relative 1e-5
@@ -74,40 +87,58 @@ def test_posterior_matches_brute_force_bayes_rule():
     betas = [np.exp(np.asarray(b, np.float64)) for b in params.log_betas]
     for d in range(5):
         joint = pi * np.prod(
-            [np.prod(b ** c[d][None, :], axis=1) for b, c in zip(betas, counts)], axis=0
+            [
+                np.prod(b ** c[d][None, :], axis=1)
+                for b, c in zip(betas, counts, strict=False)
+            ],
+            axis=0,
         )
         np.testing.assert_allclose(phi[d], joint / joint.sum(), atol=1e-5)
 
 
 def test_svi_on_declaration_reaches_em_optimum():
     counts, _ = _corpus(seed=5, images=30)
-    kwargs = dict(num_topics=2, vocab_sizes=(6, 5), pi_concentration=1.0,
-                  beta_concentration=1.1)
+    kwargs = dict(
+        num_topics=2, vocab_sizes=(6, 5), pi_concentration=1.0, beta_concentration=1.1
+    )
     best = None
     for seed in range(4):  # EM restarts; keep the best local optimum
         params, obj = mu.fit_em(jax.random.key(seed), counts, 2, num_iterations=50)
         final = float(mu.log_joint(params, counts, 1.0, 1.1))
         if best is None or final > best[0]:
             best = (final, params)
-    init = [np.random.default_rng(9).dirichlet(np.ones(v), 2).astype(np.float32)
-            for v in (6, 5)]
+    init = [
+        np.random.default_rng(9).dirichlet(np.ones(v), 2).astype(np.float32)
+        for v in (6, 5)
+    ]
 
     def guide(counts, *, num_topics, vocab_sizes, **_):
         """A MAP (point-mass) guide for every global site of the declaration."""
-        pi = numpyro.param("pi_map", jnp.full(num_topics, 1.0 / num_topics),
-                           constraint=constraints.simplex)
+        pi = numpyro.param(
+            "pi_map",
+            jnp.full(num_topics, 1.0 / num_topics),
+            constraint=constraints.simplex,
+        )
         numpyro.sample("pi", dist.Delta(pi, event_dim=1))
         with numpyro.plate("topic", num_topics):
             for v in range(len(vocab_sizes)):
-                b = numpyro.param(f"beta_{v}_map", init[v],
-                                  constraint=constraints.simplex)
+                b = numpyro.param(
+                    f"beta_{v}_map", init[v], constraint=constraints.simplex
+                )
                 numpyro.sample(f"beta_{v}", dist.Delta(b, event_dim=1))
 
-    svi = SVI(mu.mixture_of_unigrams, guide,
-              numpyro.optim.optax_to_numpyro(optax.adam(0.05)), Trace_ELBO())
+    svi = SVI(
+        mu.mixture_of_unigrams,
+        guide,
+        numpyro.optim.optax_to_numpyro(optax.adam(0.05)),
+        Trace_ELBO(),
+    )
     result = svi.run(jax.random.key(0), 1500, counts, progress_bar=False, **kwargs)
-    med = {"pi": result.params["pi_map"], "beta_0": result.params["beta_0_map"],
-           "beta_1": result.params["beta_1_map"]}
+    med = {
+        "pi": result.params["pi_map"],
+        "beta_0": result.params["beta_0_map"],
+        "beta_1": result.params["beta_1_map"],
+    }
     svi_params = mu.MixtureParams(
         jnp.log(med["pi"]), (jnp.log(med["beta_0"]), jnp.log(med["beta_1"]))
     )
@@ -132,8 +163,11 @@ def test_em_compiles_once():
     state = mu.MixtureEMState(mu.init_params(jax.random.key(0), counts, 3))
     data = (tuple(jnp.asarray(c) for c in counts), jnp.float32(1.0), jnp.float32(1.1))
     run_em(jax.random.key(1), state, data, step=counted, num_iterations=25)
-    data2 = (tuple(jnp.asarray(c) + 1.0 for c in counts), jnp.float32(1.2),
-             jnp.float32(1.3))
+    data2 = (
+        tuple(jnp.asarray(c) + 1.0 for c in counts),
+        jnp.float32(1.2),
+        jnp.float32(1.3),
+    )
     run_em(jax.random.key(2), state, data2, step=counted, num_iterations=25)
     assert len(traces) == 1
     # and the public driver reuses one compiled loop for new data of the same shape
@@ -153,8 +187,9 @@ def test_bad_input_raises():
 
 def test_tolerance_stops_early():
     counts, _ = _corpus()
-    _, objective = mu.fit_em(jax.random.key(0), counts, 2, num_iterations=300,
-                             tolerance=1e-6)
+    _, objective = mu.fit_em(
+        jax.random.key(0), counts, 2, num_iterations=300, tolerance=1e-6
+    )
     assert 2 <= objective.size < 300
     assert np.all(np.isfinite(objective))
 
@@ -173,12 +208,20 @@ def test_token_stream_em_matches_dense_counts_em():
     assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))
     # reference: the dense path from the same start, one objective per iteration
     noise = 0.5 * jax.random.normal(key, (3, 11))
-    start = mu.MixtureParams(jnp.full(3, -jnp.log(3.0)),
-                             (noise - jax.scipy.special.logsumexp(noise, -1,
-                                                                  keepdims=True),))
-    state, info = run_em(jax.random.key(0), mu.MixtureEMState(start),
-                         ((jnp.asarray(counts),), jnp.float32(1.0), jnp.float32(1.1)),
-                         step=mu.build_em_kernel(), num_iterations=8)
+    start = mu.MixtureParams(
+        jnp.full(3, -jnp.log(3.0)),
+        (noise - jax.scipy.special.logsumexp(noise, -1, keepdims=True),),
+    )
+    state, info = run_em(
+        jax.random.key(0),
+        mu.MixtureEMState(start),
+        ((jnp.asarray(counts),), jnp.float32(1.0), jnp.float32(1.1)),
+        step=mu.build_em_kernel(),
+        num_iterations=8,
+    )
     np.testing.assert_allclose(obj, np.asarray(info.objective), rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(params.log_betas[0]),
-                               np.asarray(state.params.log_betas[0]), atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(params.log_betas[0]),
+        np.asarray(state.params.log_betas[0]),
+        atol=1e-4,
+    )

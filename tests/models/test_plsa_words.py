@@ -28,11 +28,17 @@ def test_log_likelihood_matches_numpyro_declaration():
     theta = rng.dirichlet(np.ones(3), 8).astype(np.float32)
     bt = rng.dirichlet(np.ones(10), 3).astype(np.float32)
     bv = rng.dirichlet(np.ones(14), 3).astype(np.float32)
-    ref, _ = log_density(pw.plsa, ((text, vis),), dict(num_topics=3),
-                         {"theta": theta, "beta_0": bt, "beta_1": bv})
-    flat = (8 * dist.Dirichlet(jnp.ones(3)).log_prob(theta[0])
-            + 3 * dist.Dirichlet(jnp.ones(10)).log_prob(bt[0])
-            + 3 * dist.Dirichlet(jnp.ones(14)).log_prob(bv[0]))  # constants
+    ref, _ = log_density(
+        pw.plsa,
+        ((text, vis),),
+        dict(num_topics=3),
+        {"theta": theta, "beta_0": bt, "beta_1": bv},
+    )
+    flat = (
+        8 * dist.Dirichlet(jnp.ones(3)).log_prob(theta[0])
+        + 3 * dist.Dirichlet(jnp.ones(10)).log_prob(bt[0])
+        + 3 * dist.Dirichlet(jnp.ones(14)).log_prob(bv[0])
+    )  # constants
     fast = pw.log_likelihood(theta, (bt, bv), (text, vis))
     np.testing.assert_allclose(float(ref - flat), float(fast), rtol=1e-5)
 
@@ -54,14 +60,18 @@ def test_fold_in_matches_scipy_maximum_likelihood():
     theta, obj = pw.fold_in(state.betas[1], vis[:3], num_iterations=500)
     assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))
     for d in range(3):
-        def neg(logits):
+
+        def neg(logits, counts=vis[d]):
             t = np.exp(logits - logits.max())
             t /= t.sum()
-            return -(vis[d] * np.log(t @ beta)).sum()
+            return -(counts * np.log(t @ beta)).sum()
 
-        res = scipy.optimize.minimize(neg, np.zeros(3), method="Nelder-Mead",
-                                      options=dict(xatol=1e-9, fatol=1e-12,
-                                                   maxiter=20000))
+        res = scipy.optimize.minimize(
+            neg,
+            np.zeros(3),
+            method="Nelder-Mead",
+            options=dict(xatol=1e-9, fatol=1e-12, maxiter=20000),
+        )
         # EM converges slowly along flat directions: compare likelihoods (1e-3 nat)
         assert neg(np.log(np.asarray(theta[d], np.float64) + 1e-300)) <= res.fun + 1e-3
 

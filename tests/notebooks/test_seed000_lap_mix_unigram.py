@@ -7,25 +7,45 @@ import sys
 
 import numpy as np
 
-NOTEBOOK = (pathlib.Path(__file__).resolve().parents[2] / "notebooks"
-            / "seed000_lap_mix_unigram.py")
+NOTEBOOK = (
+    pathlib.Path(__file__).resolve().parents[2]
+    / "notebooks"
+    / "seed000_lap_mix_unigram.py"
+)
 
 
 def test_notebook_small_mode(data_root, tmp_path):
     out = tmp_path / "result.json"
     proc = subprocess.run(
-        [sys.executable, str(NOTEBOOK), "--small", "--data-dir", str(data_root),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(NOTEBOOK),
+            "--small",
+            "--data-dir",
+            str(data_root),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| lap-mix-unigram |" in proc.stdout
     payload = json.loads(out.read_text())
     final = payload["final"]
-    assert set(final) == {"empirical", "mix-unigram", "plsa-words", "link-lda",
-                          "lap-mix-unigram"}
+    assert set(final) == {
+        "empirical",
+        "mix-unigram",
+        "plsa-words",
+        "link-lda",
+        "lap-mix-unigram",
+    }
     for row in final.values():
         assert 0.0 <= row["accuracy_mean"] <= 1.0
-        assert np.isfinite(row["complete_length_mean"]) and row["complete_length_mean"] >= 1
+        assert (
+            np.isfinite(row["complete_length_mean"])
+            and row["complete_length_mean"] >= 1
+        )
     # every topic model beats chance-level ranking on real data (CL far below 374)
     assert final["lap-mix-unigram"]["complete_length_mean"] < 150
