@@ -11,7 +11,9 @@ topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
 - :func:`guide_draws` samples a fitted SVI guide;
 - :func:`restarts_to_inference_data` stacks per-restart draws as chains, aligned;
 - :func:`objective_traces` puts per-restart objective traces in ``sample_stats``;
-- :func:`topic_posteriors` labels per-image topic posteriors (image, topic).
+- :func:`topic_posteriors` labels per-image topic posteriors (image, topic);
+- :func:`diagnose_restarts` fits a registered topic model from several starts and
+  compares their aligned topics (``jaxannot diagnose METHOD --dataset ...``).
 
 All InferenceData posteriors have dims ``("chain", "draw", ...)``.
 
@@ -41,6 +43,8 @@ __all__ = [
     "objective_traces",
     "topic_posteriors",
     "summary",
+    "topic_word_matrix",
+    "diagnose_restarts",
 ]
 
 
@@ -214,3 +218,71 @@ def summary(idata, var_names=None):
     import arviz as az
 
     return az.summary(idata, var_names=var_names)
+
+
+# names of the topic-word matrices the registered topic models store
+_TOPIC_WORD_KEYS = (
+    ("log_beta_text", "log"),
+    ("beta_text", "prob"),
+    ("lambda_text", "dirichlet"),
+)
+
+
+def topic_word_matrix(fitted) -> np.ndarray:
+    """The text topic-word distributions [topics, words] of a fitted topic model."""
+    for key, kind in _TOPIC_WORD_KEYS:
+        if key in fitted.params:
+            m = np.asarray(fitted.params[key], np.float64)
+            if kind == "log":
+                return np.exp(m)
+            return m / m.sum(1, keepdims=True)
+    raise ValueError(
+        f"method {fitted.method!r} has no topic-word matrix (expected one of "
+        f"{[k for k, _ in _TOPIC_WORD_KEYS]} in its params)"
+    )
+
+
+def diagnose_restarts(
+    method: str, corpus, *, restarts: int = 3, hyper=None, seed: int = 0
+) -> dict:
+    """Fit a topic model from several random starts and compare them.
+
+    Topics are aligned to restart 0 by Hungarian matching before they are compared
+    (label switching); reported: every restart's final objective and its trace (as
+    arviz ``sample_stats`` dims (chain = restart, draw = iteration)), and the mean L1
+    distance between each restart's aligned topics and restart 0's — small values mean
+    the restarts found the same topics.
+
+    Returns
+    -------
+    dict with ``final_objective`` [restarts], ``aligned_topic_l1`` [restarts],
+    ``unaligned_topic_l1`` [restarts], ``permutations``, ``traces``
+    (arviz.InferenceData).
+    """
+    from jaxannot.annotators import get_method, parse_hyper
+
+    if restarts < 2:
+        raise ValueError(f"restarts must be >= 2 to compare, got {restarts}")
+    m = get_method(method)
+    params = parse_hyper(m, hyper or {})
+    fits = [
+        m.fit(corpus, rng_key=jax.random.key(seed + r), **params)
+        for r in range(restarts)
+    ]
+    mats = [topic_word_matrix(f) for f in fits]
+    perms = [match_topics(mats[0], x) for x in mats]
+    traces = [
+        f.info.get("objective") or f.info.get("objective_text") or [] for f in fits
+    ]
+    return dict(
+        method=method,
+        restarts=restarts,
+        final_objective=[float(t[-1]) if len(t) else float("nan") for t in traces],
+        aligned_topic_l1=[
+            float(np.abs(x[p] - mats[0]).sum(1).mean())
+            for x, p in zip(mats, perms, strict=True)
+        ],
+        unaligned_topic_l1=[float(np.abs(x - mats[0]).sum(1).mean()) for x in mats],
+        permutations=[p.tolist() for p in perms],
+        traces=objective_traces(traces),
+    )
