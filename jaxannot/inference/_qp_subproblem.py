@@ -64,7 +64,9 @@ __all__ = [
     "slot_gradients",
     "solve_subproblem",
     "most_violated",
+    "violator_candidates",
     "add_constraints",
+    "is_duplicate",
 ]
 
 
@@ -268,6 +270,52 @@ def most_violated(scores: Array, words: Array) -> tuple[Array, Array]:
     delta = words - ybar
     loss = jnp.abs(delta).sum(-1)
     grad = (delta * scores).sum(-1) - loss
+    return ybar, grad
+
+
+def violator_candidates(scores: Array, words: Array, num: int) -> tuple[Array, Array]:
+    r"""``num`` distinct outputs per VRep, in decreasing loss-augmented score.
+
+    Candidate 0 is the most violated :math:`\bar{\mathbf y}^*` (top-:math:`r_i` of
+    :math:`F_{ij} + 2(1-y_{ij})`); it keeps some of the true words and brings in
+    :math:`t` wrong ones. Candidate :math:`k` keeps the same true words and brings in
+    the wrong words ranked :math:`kt, \dots, (k+1)t - 1` among the wrong words — the
+    next competitors, which the optimum typically has to push down as well. Each is
+    in :math:`\operatorname{perm}(\mathbf y_i)`; whether it violates (13) is tested by
+    the caller.
+
+    Returns
+    -------
+    ybar : Float[Array, "num vreps words"]
+    grad : Float[Array, "num vreps"]
+        :math:`g = F_i^\top(\mathbf y_i - \bar{\mathbf y}) - l(\bar{\mathbf y},
+        \mathbf y_i)` of each candidate.
+    """
+    best, _ = most_violated(scores, words)
+    aug = scores + 2.0 * (1.0 - words)
+    wrong = words <= 0
+
+    def one(aug_i, wrong_i, best_i):
+        keep = best_i * (1.0 - wrong_i)  # the true words kept by the best candidate
+        t = jnp.sum(best_i * wrong_i)
+        masked = jnp.where(wrong_i, aug_i, -jnp.inf)
+        order = jnp.argsort(-masked, stable=True)
+        rank = jnp.empty_like(order).at[order].set(jnp.arange(order.shape[0]))
+        rank = rank.astype(aug_i.dtype)
+        n_wrong = jnp.sum(wrong_i)
+
+        def cand(k):
+            lo, hi = k * t, (k + 1) * t
+            sel = wrong_i & (rank >= lo) & (rank < hi) & (hi <= n_wrong)
+            ok = hi <= n_wrong
+            return jnp.where(ok, keep + sel.astype(aug_i.dtype), best_i)
+
+        return jax.vmap(cand)(jnp.arange(num, dtype=aug_i.dtype))
+
+    ybar = jax.vmap(one)(aug, wrong, best)  # [vreps, num, words]
+    ybar = jnp.swapaxes(ybar, 0, 1)
+    delta = words[None] - ybar
+    grad = (delta * scores[None]).sum(-1) - jnp.abs(delta).sum(-1)
     return ybar, grad
 
 

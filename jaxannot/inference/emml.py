@@ -58,9 +58,9 @@ from jaxannot.inference._qp_subproblem import (
     dual_objective,
     empty_working_set,
     is_duplicate,
-    most_violated,
     slot_gradients,
     solve_subproblem,
+    violator_candidates,
 )
 from jaxannot.types import Array, PRNGKey
 
@@ -177,7 +177,11 @@ def kkt_thresholds(ws: WorkingSet, scores: Array, c: float) -> Array:
 
 
 def build_kernel(
-    c: float, tolerance: float = 1e-3, max_sweeps: int = 200, max_smo_steps=None
+    c: float,
+    tolerance: float = 1e-3,
+    max_sweeps: int = 200,
+    max_smo_steps=None,
+    violators_per_vrep: int = 1,
 ):
     """One outer iteration of Algorithm 1 (steps 3, 4, 5).
 
@@ -190,6 +194,12 @@ def build_kernel(
         pair gap) and the violator test (:math:`g^* < \\theta_i - \\text{tol}`).
     max_sweeps : int
         Cap on block sweeps per subproblem solve.
+    max_smo_steps : int, optional
+        SMO steps per block visit.
+    violators_per_vrep : int
+        Candidates tested per VRep and iteration
+        (:func:`~jaxannot.inference._qp_subproblem.violator_candidates`); every one
+        that violates (13) enters :math:`\\mu_B` (step 5 moves all violators).
 
     Returns
     -------
@@ -215,13 +225,22 @@ def build_kernel(
         ws = ws._replace(active=keep, mu=jnp.where(keep, ws.mu, 0.0))
         num_active = jnp.sum(keep).astype(jnp.int32)
         # step 5: violators of (13) / KKT (10) enter it
-        ybar, g_star = most_violated(scores, data.words)
-        violation = kkt_thresholds(ws, scores, c) - g_star
-        fresh = ~is_duplicate(ws, data.words, ybar)
-        fresh &= ~jnp.all(ybar == data.words, axis=-1)
-        add = (violation > tolerance) & fresh
-        ws, overflow = add_constraints(ws, data.words, ybar, add)
-        num_added = (jnp.sum(add) - overflow).astype(jnp.int32)
+        theta = kkt_thresholds(ws, scores, c)
+        ybars, grads = violator_candidates(scores, data.words, violators_per_vrep)
+        num_added = jnp.zeros((), jnp.int32)
+        overflow = jnp.zeros((), jnp.int32)
+        max_violation = jnp.full((), -jnp.inf, scores.dtype)
+        for k in range(violators_per_vrep):
+            violation = theta - grads[k]
+            fresh = ~is_duplicate(ws, data.words, ybars[k])
+            fresh &= ~jnp.all(ybars[k] == data.words, axis=-1)
+            add = (violation > tolerance) & fresh
+            ws, over = add_constraints(ws, data.words, ybars[k], add)
+            num_added += (jnp.sum(add) - over).astype(jnp.int32)
+            overflow += over.astype(jnp.int32)
+            max_violation = jnp.maximum(
+                max_violation, jnp.max(jnp.where(fresh, violation, -jnp.inf))
+            )
         new_state = EMMLState(
             working_set=ws,
             coefficients=coef,
@@ -230,13 +249,13 @@ def build_kernel(
             iteration=state.iteration + 1,
             num_added=num_added,
             total_added=state.total_added + num_added,
-            overflow=state.overflow + overflow.astype(jnp.int32),
+            overflow=state.overflow + overflow,
         )
         info = EMMLInfo(
             objective=objective,
             num_active=num_active,
             num_added=num_added,
-            max_violation=jnp.max(jnp.where(fresh, violation, -jnp.inf)),
+            max_violation=max_violation,
             sweeps=sub.sweeps,
             subproblem_gap=sub.max_gap,
         )
@@ -252,7 +271,8 @@ def _empty_history(max_iterations: int, dtype) -> EMMLInfo:
 
 
 @functools.partial(
-    jax.jit, static_argnames=("capacity", "max_iterations", "max_sweeps")
+    jax.jit,
+    static_argnames=("capacity", "max_iterations", "max_sweeps", "violators_per_vrep"),
 )
 def fit_emml(
     data: StructuredData,
@@ -262,6 +282,7 @@ def fit_emml(
     capacity: int = 16,
     max_iterations: int = 200,
     max_sweeps: int = 200,
+    violators_per_vrep: int = 1,
 ) -> tuple[EMMLState, EMMLInfo]:
     """Run Algorithm 1 to convergence in one ``jit`` (``lax.while_loop``).
 
@@ -280,7 +301,12 @@ def fit_emml(
         Working-set slots per VRep (static); ``state.overflow > 0`` means it was too
         small.
     max_iterations, max_sweeps : int
-        Static caps on outer iterations and sweeps per subproblem.
+        Static caps on outer iterations and sweeps per subproblem. A small
+        ``max_sweeps`` solves the subproblem inexactly (every step still decreases the
+        objective); the loop then also continues while the last subproblem's KKT gap
+        exceeds ``tolerance``, so the stopping test is unchanged.
+    violators_per_vrep : int
+        Violator candidates per VRep and iteration (static).
 
     Returns
     -------
@@ -301,15 +327,18 @@ def fit_emml(
     dtype = data.kernel.dtype
     c = jnp.asarray(c, dtype)
     tolerance = jnp.asarray(tolerance, dtype)
-    step = build_kernel(c, tolerance, max_sweeps)
+    step = build_kernel(c, tolerance, max_sweeps, violators_per_vrep=violators_per_vrep)
     state = init(data, capacity)
     history = _empty_history(max_iterations, dtype)
     key = jax.random.key(0)  # unused by the deterministic step
 
     def cond(carry):
-        state, _ = carry
-        first = state.iteration == 0
-        return (first | (state.num_added > 0)) & (state.iteration < max_iterations)
+        state, history = carry
+        it = state.iteration
+        first = it == 0
+        unsolved = history.subproblem_gap[jnp.maximum(it - 1, 0)] > tolerance
+        going = first | (state.num_added > 0) | unsolved
+        return going & (it < max_iterations)
 
     def body(carry):
         state, history = carry
