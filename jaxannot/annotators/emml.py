@@ -180,11 +180,12 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
 
 
 def fit_mbrm_annotator(
-    corpus, *, rng_key, bandwidth: float = 0.0, smoothing: float = 1.0, view: str = ""
+    corpus, *, rng_key, bandwidth: float = 0.0, smoothing: float = 0.0, view: str = ""
 ) -> Fitted:
     """Fit MBRM: keep the annotated images' features and Bernoulli word model.
 
-    ``bandwidth = 0`` picks :func:`jaxannot.models.mbrm.default_bandwidth`.
+    ``bandwidth = 0`` picks :func:`jaxannot.models.mbrm.default_bandwidth`;
+    ``smoothing = 0`` picks :math:`\\mu = 9N` (:func:`~jaxannot.models.mbrm.fit_mbrm`).
     """
     del rng_key  # deterministic
     x = _features(corpus, view)
@@ -193,7 +194,7 @@ def fit_mbrm_annotator(
         x[mask],
         words,
         bandwidth=bandwidth if bandwidth > 0 else None,
-        smoothing=smoothing,
+        smoothing=smoothing if smoothing > 0 else None,
     )
     return Fitted(
         "mbrm",
@@ -251,7 +252,7 @@ register(
         name="mbrm",
         fit=fit_mbrm_annotator,
         score_words=score_mbrm,
-        hyper=dict(bandwidth=0.0, smoothing=1.0, view=""),
+        hyper=dict(bandwidth=0.0, smoothing=0.0, view=""),
         summary="Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
         needs=("words",),
     )

@@ -85,7 +85,7 @@ def fit_mbrm(
     words: ArrayLike,
     *,
     bandwidth: float | None = None,
-    smoothing: float = 1.0,
+    smoothing: float | None = None,
 ) -> MBRMParams:
     """Build the relevance model from annotated training images.
 
@@ -96,16 +96,20 @@ def fit_mbrm(
         Counts or 0/1 (binarized).
     bandwidth : float, optional
         :math:`\\beta` (default :func:`default_bandwidth`).
-    smoothing : float
-        :math:`\\mu > 0` of the Bernoulli model.
+    smoothing : float, optional
+        :math:`\\mu > 0` of the Bernoulli model. The own annotation of :math:`J` gets
+        weight :math:`\\mu / (\\mu + N)`; the default :math:`\\mu = 9N` gives it 0.9
+        (with :math:`\\mu \\ll N` the model collapses to the word prior).
     """
     x = np.asarray(features, np.float32)
     y = (np.asarray(words) > 0).astype(np.float32)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"features have {x.shape[0]} rows but words {y.shape[0]}")
+    n = x.shape[0]
+    if smoothing is None:
+        smoothing = 9.0 * n
     if smoothing <= 0:
         raise ValueError(f"smoothing must be > 0, got {smoothing}")
-    n = x.shape[0]
     counts = y.sum(0)
     probs = (smoothing * y + counts[None]) / (smoothing + n)
     beta = default_bandwidth(x) if bandwidth is None else float(bandwidth)
