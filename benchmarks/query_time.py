@@ -10,7 +10,7 @@ For each size we build the EMML index once (per-VRep neighbour lists; timed as
 - MBRM annotation: Gaussian kernel density over every database image (its training
   set is the database).
 
-Reports mean milliseconds per query and the ratio to the 1k database. Writes
+Reports the median milliseconds per query and the ratio to the 1k database. Writes
 benchmarks/results/query_time.json.
 
     python benchmarks/query_time.py --sizes 1000 10000 100000 1000000
@@ -47,16 +47,20 @@ def make_images(rng, n, centres, topics, num_words):
 
 
 def time_queries(fn, queries, repeats):
+    """Median milliseconds of single-query calls (the median resists the noise of a
+    shared machine), after one compiling call."""
     jax.block_until_ready(fn(queries[0]))  # compile
-    t0 = time.perf_counter()
+    times = []
     for r in range(repeats):
+        t0 = time.perf_counter()
         jax.block_until_ready(fn(queries[r % len(queries)]))
-    return 1000.0 * (time.perf_counter() - t0) / repeats
+        times.append(time.perf_counter() - t0)
+    return 1000.0 * float(np.median(times))
 
 
 def measure(index, mbrm, queries, word, repeats, n):
-    """Mean milliseconds per single-image query of each kind."""
-    mbrm_repeats = max(3, repeats // max(1, n // 100000))
+    """Median milliseconds per single-image query of each kind."""
+    mbrm_repeats = max(5, min(repeats, 2_000_000 // n))
     return {
         "emml_annotate_ms": time_queries(
             lambda q: retrieval.annotate(index, q), queries, repeats
@@ -84,7 +88,7 @@ def main(argv=None):
     p.add_argument("--dims", type=int, default=32)
     p.add_argument("--words", type=int, default=32)
     p.add_argument("--vreps", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/query_time.json")
     a = p.parse_args(argv)
