@@ -165,7 +165,7 @@ class Corpus:
             words = np.asarray(words, dtype=np.float32)
             if words.ndim != 2 or words.shape[1] == 0:
                 raise ValueError(
-                    f"words must be a non-empty [images, words] matrix, got {words.shape}"
+                    f"words must be a non-empty [images, words] matrix: {words.shape}"
                 )
             if not np.all(np.isfinite(words)) or np.any(words < 0):
                 raise ValueError("words must be finite non-negative counts")
