@@ -58,10 +58,13 @@ def time_queries(fn, queries, repeats):
     return 1000.0 * float(np.median(times))
 
 
-def measure(index, mbrm, queries, word, repeats, n):
-    """Median milliseconds per single-image query of each kind."""
+def measure(index, mbrm, queries, batch, words, repeats, n):
+    """Per-query milliseconds of each kind: the median latency of single-query calls,
+    and the per-query time of a batched call (``len(batch)`` queries, vmapped), which
+    removes the fixed dispatch overhead from the comparison."""
+    word = words[0]
     mbrm_repeats = max(5, min(repeats, 2_000_000 // n))
-    return {
+    out = {
         "emml_annotate_ms": time_queries(
             lambda q: retrieval.annotate(index, q), queries, repeats
         ),
@@ -75,9 +78,29 @@ def measure(index, mbrm, queries, word, repeats, n):
             lambda q: mbrm_word_probabilities(mbrm, q), queries, mbrm_repeats
         ),
     }
+    b = batch.shape[0]
+    word_batch = jax.jit(jax.vmap(lambda w: retrieval.word_query(index, w)))
+    image_batch = jax.jit(jax.vmap(lambda q: retrieval.image_retrieval(index, q)))
+    batched = {
+        "emml_annotate_batch_ms": lambda _: retrieval.annotate(index, batch),
+        "emml_word_query_batch_ms": lambda _: word_batch(words),
+        "emml_image_retrieval_batch_ms": lambda _: image_batch(batch),
+        "mbrm_annotate_batch_ms": lambda _: mbrm_word_probabilities(mbrm, batch),
+    }
+    for key, fn in batched.items():
+        reps = mbrm_repeats if key.startswith("mbrm") else max(5, repeats // 10)
+        reps = min(reps, max(3, 200_000 // n)) if key.startswith("mbrm") else reps
+        out[key] = time_queries(fn, [None], reps) / b
+    return out
 
 
-KINDS = ["emml_annotate", "emml_word_query", "emml_image_retrieval", "mbrm_annotate"]
+KINDS = [
+    "emml_annotate",
+    "emml_word_query",
+    "emml_image_retrieval",
+    "mbrm_annotate",
+]
+KINDS = KINDS + [k + "_batch" for k in KINDS]
 
 
 def main(argv=None):
@@ -105,7 +128,8 @@ def main(argv=None):
     scores = np.asarray(state.scores)
     qx = make_images(rng, 64, centres, topics, a.words)[0]
     queries = [jnp.asarray(q[None]) for q in qx]
-    word = jax.nn.one_hot(int(topics[0, 0]), a.words)
+    batch = jnp.asarray(qx)
+    words = jax.nn.one_hot(jnp.asarray(topics[:, 0].tolist() * 4)[: len(qx)], a.words)
 
     rows = []
     for n in a.sizes:
@@ -118,7 +142,7 @@ def main(argv=None):
         index_seconds = time.perf_counter() - t0
         mbrm = fit_mbrm(x, y, bandwidth=2.0 * a.dims)
         row = {"images": n, "index_seconds": index_seconds}
-        row.update(measure(index, mbrm, queries, word, a.repeats, n))
+        row.update(measure(index, mbrm, queries, batch, words, a.repeats, n))
         rows.append(row)
         print(json.dumps(row), flush=True)
         del x, y, index, mbrm

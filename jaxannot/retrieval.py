@@ -82,6 +82,10 @@ class RetrievalIndex(NamedTuple):
     image_words : Int[Array, "images annotation_words"]
         Each database image's annotation word ids (``-1`` padding), the sets
         :math:`S_j`.
+    neighbour_words : Int[Array, "vreps neighbours annotation_words"]
+        ``image_words`` of every neighbour-list entry, copied at indexing time so
+        that image retrieval reads only the selected VReps' blocks (its memory
+        traffic, not just its arithmetic, is independent of the database size).
     gamma : Float[Array, ""]
         RBF width (unused for the linear kernel).
     """
@@ -91,6 +95,7 @@ class RetrievalIndex(NamedTuple):
     neighbour_ids: Array
     neighbour_similarities: Array
     image_words: Array
+    neighbour_words: Array
     gamma: Array
 
 
@@ -206,7 +211,9 @@ def build_index(
         image_words = np.concatenate(ann)
     else:
         image_words = _word_lists(np.asarray(database_words), n_img)
-    return RetrievalIndex(v, f, best_i, best_s, jnp.asarray(image_words), g)
+    image_words = jnp.asarray(image_words)
+    neighbour_words = image_words[jnp.maximum(best_i, 0)]
+    return RetrievalIndex(v, f, best_i, best_s, image_words, neighbour_words, g)
 
 
 def _word_lists(words: np.ndarray, n_img: int) -> np.ndarray:
@@ -285,7 +292,7 @@ def _word_query_candidates(index: RetrievalIndex, weights: Array, top_vreps: int
     top_s, top_v = jax.lax.top_k(vrep_scores, top_vreps)
     ids = index.neighbour_ids[top_v]  # [top_vreps, L]
     scores = top_s[:, None] * index.neighbour_similarities[top_v]
-    return ids, scores
+    return ids, scores, top_v
 
 
 def _weights(word_ids, num_words, dtype=jnp.float32):
@@ -319,7 +326,7 @@ def word_query(
     """
     w = jnp.asarray(word_weights, jnp.float32)
     tv = min(top_vreps, index.vrep_features.shape[0])
-    ids, scores = _word_query_candidates(index, w, tv)
+    ids, scores, _ = _word_query_candidates(index, w, tv)
     return _merge_candidates(ids, scores, min(top_images, ids.size))
 
 
@@ -336,8 +343,8 @@ def _retrieval_candidates(index, query, kernel, top_vreps, top_words):
     ann_scores, ann_ids = jax.lax.top_k(s, top_words)
     num_words = index.vrep_word_scores.shape[1]
     weights = jnp.zeros((num_words,), s.dtype).at[ann_ids].set(1.0)
-    ids, scores = _word_query_candidates(index, weights, top_vreps)
-    rows = index.image_words[jnp.maximum(ids, 0)]  # [tv, L, m]
+    ids, scores, top_v = _word_query_candidates(index, weights, top_vreps)
+    rows = index.neighbour_words[top_v]  # [tv, L, m]: the images' word lists
     in_s = jnp.any((rows[..., None] == ann_ids) & (rows[..., None] >= 0), axis=(-1, -2))
     keep = in_s & (ids >= 0)
     return jnp.where(keep, ids, -1), jnp.where(keep, scores, 0.0)
@@ -403,7 +410,7 @@ def multimodal_query(
     )(x)
     img_scores = img_scores * a[:, None, None]
     w = jnp.asarray(word_weights, jnp.float32)
-    w_ids, w_scores = _word_query_candidates(index, w, tv)
+    w_ids, w_scores, _ = _word_query_candidates(index, w, tv)
     w_scores = jnp.where(jnp.any(w != 0), w_scores, 0.0)
     ids = jnp.concatenate([img_ids.reshape(-1), w_ids.reshape(-1)])
     scores = jnp.concatenate([img_scores.reshape(-1), w_scores.reshape(-1)])

@@ -1,9 +1,11 @@
 """The cutting-plane baseline (Tsochantaridis et al. 2004) reaches the enumerated QP
 optimum and EMML's objective with the same inner solver."""
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import pytest
-from _emml_reference import enumerate_dual, expand_mu, solve_dual_qp, tiny_problem
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +13,15 @@ import jax.numpy as jnp
 from jaxannot.inference.cutting_plane import fit_cutting_plane
 from jaxannot.inference.emml import StructuredData, fit_emml
 from jaxannot.models.structured_output import kernel_matrix
+
+# the brute-force reference lives next to this file (pytest runs in importlib mode)
+_spec = importlib.util.spec_from_file_location(
+    "_emml_reference", pathlib.Path(__file__).with_name("_emml_reference.py")
+)
+_ref = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ref)
+enumerate_dual, expand_mu = _ref.enumerate_dual, _ref.expand_mu
+solve_dual_qp, tiny_problem = _ref.solve_dual_qp, _ref.tiny_problem
 
 
 @pytest.mark.parametrize("kernel_name,c,seed", [("rbf", 1.0, 10), ("linear", 5.0, 11)])

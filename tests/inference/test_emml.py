@@ -1,9 +1,11 @@
 """EMML (Algorithm 1 of Guo et al. 2016) against an enumerated QP, KKT (10),
 monotonicity, Theorem 3.5 and compile-once."""
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import pytest
-from _emml_reference import enumerate_dual, expand_mu, solve_dual_qp, tiny_problem
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +13,15 @@ import jax.numpy as jnp
 from jaxannot.inference import emml
 from jaxannot.inference.emml import StructuredData, fit_emml, theorem_3_5_bound
 from jaxannot.models.structured_output import kernel_matrix
+
+# the brute-force reference lives next to this file (pytest runs in importlib mode)
+_spec = importlib.util.spec_from_file_location(
+    "_emml_reference", pathlib.Path(__file__).with_name("_emml_reference.py")
+)
+_ref = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ref)
+enumerate_dual, expand_mu = _ref.enumerate_dual, _ref.expand_mu
+solve_dual_qp, tiny_problem = _ref.solve_dual_qp, _ref.tiny_problem
 
 CASES = [("linear", 0.5, 0), ("rbf", 0.5, 1), ("rbf", 5.0, 2), ("linear", 20.0, 3)]
 
