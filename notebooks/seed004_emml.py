@@ -69,7 +69,7 @@ def _subsample(corpus, size, seed):
     return corpus.subset(rows)
 
 
-def _choose_bandwidth(train, seed):
+def _choose_bandwidth(train, seed, grid=BANDWIDTH_GRID):
     """MBRM bandwidth with the best per-word F1@5 on 500 held-out training images."""
     rows = np.random.default_rng(seed).permutation(train.num_images)
     held = min(500, train.num_images // 5)
@@ -79,7 +79,7 @@ def _choose_bandwidth(train, seed):
     method = get_method("mbrm")
     truth = np.asarray(val.words) > 0
     best = None
-    for mult in BANDWIDTH_GRID:
+    for mult in grid:
         fitted = method.fit(fit, rng_key=jax.random.key(0), bandwidth=base * mult)
         s = np.asarray(method.score_words(fitted, val))
         f1 = float(metrics.word_prf_at_n(s, truth, min(5, truth.shape[1]))["f1"])
@@ -125,15 +125,16 @@ def _paired(a: np.ndarray, b: np.ndarray) -> dict:
 def run(name, data_dir, small, seed=0):
     train, test = load_dataset(name, data_dir=data_dir)
     if small:
-        train, test = _subsample(train, 300, seed), _subsample(test, 80, seed)
+        train, test = _subsample(train, 250, seed), _subsample(test, 60, seed)
     truth = np.asarray(test.words) > 0
     num_words = truth.shape[1]
     ns = tuple(n for n in NS if n <= num_words) if name != "scene" else (2, 3, 5)
     key = jax.random.key(seed)
     hyper = dict(EMML_HYPER)
     if small:
-        hyper.update(vreps=40)
-    bandwidth, val_f1 = _choose_bandwidth(train, seed)
+        hyper.update(vreps=40, violators_per_vrep=2)
+    grid = BANDWIDTH_GRID[2:5] if small else BANDWIDTH_GRID
+    bandwidth, val_f1 = _choose_bandwidth(train, seed, grid)
     fitted, scores, seconds = {}, {}, {}
     runs = (("emml", hyper), ("mbrm", {"bandwidth": bandwidth}), ("empirical", {}))
     for method_name, h in runs:

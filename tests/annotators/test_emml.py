@@ -38,7 +38,10 @@ def _cluster_hits(scores, corpus):
 def test_method_fits_scores_and_round_trips(name, corpora, tmp_path):
     train, test = corpora
     method = get_method(name)
-    hyper = parse_hyper(method, ["vreps=20", "capacity=32"] if name == "emml" else [])
+    hyper = parse_hyper(
+        method,
+        ["vreps=20", "capacity=32", "violators_per_vrep=2"] if name == "emml" else [],
+    )
     fitted = method.fit(train, rng_key=jax.random.key(0), **hyper)
     scores = np.asarray(method.score_words(fitted, test))
     assert scores.shape == (test.num_images, test.num_words)
@@ -58,7 +61,7 @@ def test_method_fits_scores_and_round_trips(name, corpora, tmp_path):
 def test_emml_scores_are_eq_1_and_the_merge(corpora):
     train, test = corpora
     method = get_method("emml")
-    hyper = parse_hyper(method, {"vreps": 20, "capacity": 32})
+    hyper = parse_hyper(method, {"vreps": 20, "capacity": 32, "violators_per_vrep": 2})
     fitted = method.fit(train, rng_key=jax.random.key(1), **hyper)
     p = fitted.params
     x = np.asarray(test.views["features"])
