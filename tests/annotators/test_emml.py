@@ -124,3 +124,41 @@ def test_bad_hyper_parameters_are_rejected(corpora):
     )
     with pytest.raises(ValueError, match="no words"):
         method.fit(bare, rng_key=jax.random.key(0))
+
+
+def test_cli_query_on_a_saved_model(data_root, tmp_path, capsys):
+    import json
+
+    from jaxannot.cli import main
+    from jaxannot.data.datasets import load_dataset
+
+    train, _ = load_dataset("scene", data_dir=str(data_root))
+    small = train.subset(np.arange(150))
+    method = get_method("emml")
+    hyper = parse_hyper(method, {"vreps": 20, "capacity": 16, "violators_per_vrep": 2})
+    path = tmp_path / "scene_emml.npz"
+    save(path, method.fit(small, rng_key=jax.random.key(0), **hyper))
+    base = [str(path)]
+    opts = ["--dataset", "scene", "--data-dir", str(data_root), "--top", "3"]
+    names = list(train.word_names)
+
+    assert main(["query", *base, "annotate", *opts, "--row", "0", "--row", "5"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["row"] for x in lines] == [0, 5]
+    assert all(len(x["words"]) == 3 and set(x["words"]) <= set(names) for x in lines)
+
+    assert main(["query", *base, "word", *opts, "--word", names[0]]) == 0
+    hits = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert 1 <= len(hits) <= 3 and all(0 <= h["image"] < train.num_images for h in hits)
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+    for kind, extra in (
+        ("image", ["--row", "2"]),
+        ("multimodal", ["--row", "2", "--word", names[1]]),
+    ):
+        assert main(["query", *base, kind, *opts, *extra]) == 0
+        assert capsys.readouterr().out.strip()
+
+    assert main(["query", *base, "word", *opts, "--word", "no-such-word"]) == 2
+    assert "unknown word 'no-such-word'" in capsys.readouterr().err
