@@ -140,3 +140,18 @@ def test_fit_compiles_once_and_float32_agrees_with_the_qp():
             break
     assert int(state.iteration) == len(objectives)
     np.testing.assert_allclose(hist.objective[: len(objectives)], objectives, rtol=1e-5)
+
+
+def test_state_and_history_shapes(solved):
+    from jaxtyping import Bool, Float, Int
+
+    _, y, state, hist = solved[CASES[0]]
+    n, w = y.shape
+    ws = state.working_set
+    assert isinstance(ws.deltas, Float[np.ndarray, f"{n} 24 {w}"])
+    assert isinstance(ws.active, Bool[np.ndarray, f"{n} 24"])
+    assert isinstance(ws.gram, Float[np.ndarray, f"{n} 24 24"])
+    assert isinstance(state.coefficients, Float[np.ndarray, f"{n} {w}"])
+    assert isinstance(state.scores, Float[np.ndarray, f"{n} {w}"])
+    assert isinstance(hist.objective, Float[np.ndarray, "200"])
+    assert isinstance(hist.num_active, Int[np.ndarray, "200"])
