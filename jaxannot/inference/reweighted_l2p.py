@@ -8,7 +8,10 @@ minimizes the surrogate (12) *jointly* over ``F, G, U, P`` in closed form:
 2. ``C = XXᵀ + λD + μI − α X_u R_u⁻¹ X_uᵀ``, ``K = I − μC⁻¹``,
    ``H = C⁻¹ Z Zᵀ C⁻¹`` (eqs. (19)–(22));
 3. ``U`` = the top-``r`` generalized eigenvectors of ``H u = η K u`` (maximizer of the
-   trace ratio (22); the objective depends on ``span(U)`` only, orthonormalized by QR);
+   trace ratio (22); the objective depends on ``span(U)`` only, orthonormalized by QR).
+   ``H = v vᵀ`` has rank ``≤ c`` and ``K⁻¹ = C (C − μI)⁻¹``, so the eigenvectors with
+   ``η > 0`` are ``(C − μI)⁻¹ Z β`` with ``β`` from a ``c × c`` eigenproblem; hence
+   ``r ≤ c`` and no ``d × d`` eigen-decomposition is needed;
 4. ``G = J⁻¹ Z`` with ``J⁻¹ = C⁻¹ + μ C⁻¹U (UᵀKU)⁻¹ UᵀC⁻¹`` (Sherman–Morrison–Woodbury,
    eq. (20)), ``P = UᵀG`` (eq. (10)), ``F_u = R_u⁻¹(α X_uᵀ G − L_ul Y_l)`` (eq. (16)).
 
@@ -21,7 +24,7 @@ the tests against a large finite constant), and the paper's ``X R⁻¹ Q Y`` int
 Cost. ``R_u`` does not change across iterations, so ``W = R_u⁻¹ X_uᵀ`` (``d + c``
 right-hand sides) is solved once, by Jacobi-preconditioned conjugate gradients on the
 sparse Laplacian (O(nnz · d) per CG sweep, never an ``n × n`` matrix). Every
-iteration is then O(d³) for the ``d × d`` Cholesky/eigen-solves, O(n d c) for ``F`` and
+iteration is then O(d³) for two ``d × d`` Cholesky factorizations, O(n d c) for ``F`` and
 O(nnz · c) for the objective. ``C ≻ μI`` (since ``α R_u⁻¹ ≺ I``), so ``K`` is positive
 definite.
 
@@ -242,9 +245,8 @@ def _sym(a):
 
 
 def _top_subspace(a: Array, subspace: int) -> Array:
-    """Orthonormal basis of the top-``subspace`` eigenvectors of ``a aᵀ``."""
-    _, vecs = jnp.linalg.eigh(_sym(a @ a.T))
-    return vecs[:, ::-1][:, :subspace]
+    """Top-``subspace`` left singular vectors of ``a`` (``subspace ≤`` its columns)."""
+    return jnp.linalg.svd(a, full_matrices=False)[0][:, :subspace]
 
 
 def init(data: SFSLSData, hyper: SFSLSHyper, subspace: int, g_init=None) -> SFSLSState:
@@ -277,26 +279,20 @@ def build_kernel(subspace: int):
         d = data.x.shape[1]
         eye = jnp.eye(d, dtype=data.x.dtype)
         dvec = reweighting_diagonal(state.params.g, hyper.p, hyper.eps)
-        c = _sym(
-            data.gram
-            + hyper.lam * jnp.diag(dvec)
-            + hyper.mu * eye
-            - hyper.alpha * data.m
-        )
-        c_chol = jsl.cho_factor(c, lower=True)
-        c_inv = _sym(jsl.cho_solve(c_chol, eye))
-        k = _sym(eye - hyper.mu * c_inv)
-        v = c_inv @ data.z  # C⁻¹Z; H = v vᵀ
-        # generalized eigenproblem H u = η K u via K = L_k L_kᵀ
-        k_chol = jnp.linalg.cholesky(k)
-        a = jsl.solve_triangular(k_chol, v, lower=True)
-        evals, evecs = jnp.linalg.eigh(_sym(a @ a.T))
-        top = evecs[:, ::-1][:, :subspace]
-        u_raw = jsl.solve_triangular(k_chol.T, top, lower=False)
-        u, _ = jnp.linalg.qr(u_raw)
-        # Woodbury: J⁻¹Z = C⁻¹Z + μ C⁻¹U (UᵀKU)⁻¹ UᵀC⁻¹Z
-        c_inv_u = c_inv @ u
-        small = _sym(u.T @ k @ u)
+        # E = C − μI = XXᵀ + λD − αM ≻ 0 and C = E + μI (eq. (19))
+        e = _sym(data.gram + hyper.lam * jnp.diag(dvec) - hyper.alpha * data.m)
+        e_chol = jsl.cho_factor(e, lower=True)
+        c_chol = jsl.cho_factor(e + hyper.mu * eye, lower=True)
+        v = jsl.cho_solve(c_chol, data.z)  # C⁻¹Z, so H = v vᵀ (eq. (22))
+        # H u = η K u with K = I − μC⁻¹: K⁻¹ = C E⁻¹, so every eigenvector with
+        # η > 0 is u = K⁻¹v β = E⁻¹Z β where (vᵀ E⁻¹ Z) β = η β (a c × c problem).
+        kinv_v = jsl.cho_solve(e_chol, data.z)
+        evals, betas = jnp.linalg.eigh(_sym(v.T @ kinv_v))
+        top = betas[:, ::-1][:, :subspace]
+        u, _ = jnp.linalg.qr(kinv_v @ top)
+        # Woodbury (20): J⁻¹Z = C⁻¹Z + μ C⁻¹U (UᵀKU)⁻¹ UᵀC⁻¹Z, UᵀKU = I − μUᵀC⁻¹U
+        c_inv_u = jsl.cho_solve(c_chol, u)
+        small = _sym(jnp.eye(subspace, dtype=u.dtype) - hyper.mu * u.T @ c_inv_u)
         g = v + hyper.mu * c_inv_u @ jnp.linalg.solve(small, u.T @ v)
         f = data.f_base + hyper.alpha * data.w @ g
         params = SparseProjection(f=f, g=g, u=u, p=u.T @ g)
@@ -317,8 +313,6 @@ def make_hyper(alpha=1.0, lam=1.0, mu=1.0, p=0.5, eps=1e-8, tol=1e-5) -> SFSLSHy
     for name, value in (("alpha", alpha), ("lam", lam), ("mu", mu), ("eps", eps)):
         if not value > 0:
             raise ValueError(f"{name} must be > 0, got {value}")
-    if tol < 0:
-        raise ValueError(f"tol must be >= 0, got {tol}")
     return SFSLSHyper(
         *(jnp.asarray(v, jnp.float32) for v in (alpha, lam, mu, p, eps, tol))
     )
@@ -377,7 +371,7 @@ def fit_sfsls(
     graph : (senders, receivers, weights) or an object with those attributes
         Symmetric k-NN graph of the ``n`` training images.
     alpha, lam, mu, p, eps : see :mod:`jaxannot.models.sparse_projection`.
-    subspace : int, the shared-subspace dimension ``r`` (``1 ≤ r ≤ d``).
+    subspace : int, the shared-subspace dimension ``r`` (``1 ≤ r ≤ min(d, c)``).
     max_iter, tol : stop after ``max_iter`` iterations or when the relative objective
         change is ``≤ tol``.
     cg_tol, cg_maxiter : the one-off conjugate-gradient solves with ``R_u``.
@@ -403,11 +397,14 @@ def fit_sfsls(
     """
     x = jnp.asarray(x, jnp.float32)
     n, d = x.shape
-    if not 1 <= subspace <= d:
-        raise ValueError(f"subspace must be in [1, {d}] (features), got {subspace}")
     y = jnp.asarray(y, jnp.float32)
     if y.ndim != 2 or y.shape[0] != n:
         raise ValueError(f"y must be [images={n}, concepts], got {y.shape}")
+    if not 1 <= subspace <= min(d, y.shape[1]):
+        raise ValueError(
+            f"subspace must be in [1, min(features, concepts) = {min(d, y.shape[1])}], "
+            f"got {subspace}"
+        )
     labelled = jnp.asarray(labelled, bool)
     if labelled.shape != (n,):
         raise ValueError(f"labelled must be [images={n}], got {labelled.shape}")
