@@ -92,6 +92,26 @@ def selected_features(fitted: Fitted, num_features: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ sfsls / sfss
+def _padded_edges(graph, n: int, k: int):
+    """Edge arrays padded to ``2 n k`` with zero-weight self-loops on node 0.
+
+    A symmetrized k-NN graph has between ``n k`` and ``2 n k`` directed edges, a number
+    that changes with the data; a fixed length keeps one compiled solver per
+    ``(n, d, c, k)`` across runs and labelled fractions. Zero weights add nothing to
+    ``L f`` or to the degrees.
+    """
+    senders, receivers, weights = (
+        np.asarray(graph.senders), np.asarray(graph.receivers), np.asarray(graph.weights)
+    )
+    pad = max(2 * n * k, senders.size) - senders.size
+    zeros = np.zeros(pad, np.int32)
+    return (
+        np.concatenate([senders.astype(np.int32), zeros]),
+        np.concatenate([receivers.astype(np.int32), zeros]),
+        np.concatenate([weights.astype(np.float32), np.zeros(pad, np.float32)]),
+    )
+
+
 def _sfsls_fit(
     corpus: Corpus,
     *,
@@ -104,7 +124,7 @@ def _sfsls_fit(
     subspace: int = 0,
     neighbors: int = 10,
     iterations: int = 30,
-    tol: float = 1e-5,
+    tol: float = 1e-4,
     eps: float = 1e-8,
     use_unlabelled: bool = True,
     view: str = "",
@@ -121,7 +141,7 @@ def _sfsls_fit(
     c = y.shape[1]
     r = subspace if subspace > 0 else max(1, min(c - 1, z.shape[1]))
     k = min(neighbors, z.shape[0] - 1)
-    graph = knn_graph(z, max(k, 1), weight="heat")
+    graph = _padded_edges(knn_graph(z, max(k, 1), weight="heat"), z.shape[0], max(k, 1))
     state, history, cg_residual = fit_sfsls(
         z, y, labelled, graph, alpha=alpha, lam=lam, mu=mu, p=p, subspace=r,
         max_iter=iterations, tol=tol, eps=eps,
@@ -163,7 +183,7 @@ _SFSLS_HYPER = {
     "subspace": 0,
     "neighbors": 10,
     "iterations": 30,
-    "tol": 1e-5,
+    "tol": 1e-4,
     "eps": 1e-8,
     "use_unlabelled": True,
     "view": "",
