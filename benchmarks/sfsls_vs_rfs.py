@@ -40,7 +40,8 @@ RFS_CHILD = textwrap.dedent(
     from skfeature.function.sparse_learning_based import RFS
     data = np.load(sys.argv[1], allow_pickle=False)
     print("start", time.perf_counter(), flush=True)
-    RFS.rfs(data["x"], data["labels"], mode="raw", gamma=float(sys.argv[2]), verbose=True)
+    gamma = float(sys.argv[2])
+    RFS.rfs(data["x"], data["labels"], mode="raw", gamma=gamma, verbose=True)
     print("done", time.perf_counter(), flush=True)
     """
 )
@@ -123,30 +124,48 @@ def main(argv=None):
     y01 = (y_pm > 0).astype(np.float32)
     labelled = np.random.default_rng(args.seed).random(args.n) < args.labelled
 
-    results = {"config": vars(args), "platform": platform.platform(),
-               "device": str(jax.devices()[0])}
+    results = {
+        "config": vars(args),
+        "platform": platform.platform(),
+        "device": str(jax.devices()[0]),
+    }
     fsnm_fit = lambda **kw: fit_fsnm(x, y_pm, gamma=args.gamma, **kw)
     per, total, iters = time_fit(fsnm_fit, args.iterations)
-    results["fsnm_jaxannot"] = {"seconds_per_iteration": per,
-                                "seconds_to_convergence": total, "iterations": iters}
+    results["fsnm_jaxannot"] = {
+        "seconds_per_iteration": per,
+        "seconds_to_convergence": total,
+        "iterations": iters,
+    }
 
     t0 = time.perf_counter()
     graph = knn_graph(x, args.neighbors, weight="heat")
     graph_seconds = time.perf_counter() - t0
     sfsls_fit = lambda **kw: fit_sfsls(
-        x, np.where(labelled[:, None], y01, 0), labelled, graph, alpha=0.1, lam=1.0,
-        mu=10.0, p=0.5, subspace=1, **kw,
+        x,
+        np.where(labelled[:, None], y01, 0),
+        labelled,
+        graph,
+        alpha=0.1,
+        lam=1.0,
+        mu=10.0,
+        p=0.5,
+        subspace=1,
+        **kw,
     )
     per, total, iters = time_fit(sfsls_fit, args.iterations)
-    results["sfsls_jaxannot"] = {"seconds_per_iteration": per,
-                                 "seconds_to_convergence": total, "iterations": iters,
-                                 "graph_seconds": graph_seconds}
+    results["sfsls_jaxannot"] = {
+        "seconds_per_iteration": per,
+        "seconds_to_convergence": total,
+        "iterations": iters,
+        "graph_seconds": graph_seconds,
+    }
     results["jaxannot_peak_rss_mb"] = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     )
 
-    results["rfs_skfeature"] = run_rfs(x, labels, args.gamma, args.rfs_limit,
-                                       pathlib.Path(args.out).parent)
+    results["rfs_skfeature"] = run_rfs(
+        x, labels, args.gamma, args.rfs_limit, pathlib.Path(args.out).parent
+    )
     results["rfs_peak_rss_mb"] = (
         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     )

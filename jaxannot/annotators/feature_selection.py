@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
@@ -87,7 +86,9 @@ def selected_features(fitted: Fitted, num_features: int) -> np.ndarray:
     """The ``num_features`` most important features (sorted indices)."""
     ranking = ranked_features(fitted)
     if not 1 <= num_features <= ranking.size:
-        raise ValueError(f"num_features must be in [1, {ranking.size}], got {num_features}")
+        raise ValueError(
+            f"num_features must be in [1, {ranking.size}], got {num_features}"
+        )
     return np.sort(ranking[:num_features])
 
 
@@ -101,7 +102,9 @@ def _padded_edges(graph, n: int, k: int):
     ``L f`` or to the degrees.
     """
     senders, receivers, weights = (
-        np.asarray(graph.senders), np.asarray(graph.receivers), np.asarray(graph.weights)
+        np.asarray(graph.senders),
+        np.asarray(graph.receivers),
+        np.asarray(graph.weights),
     )
     pad = max(2 * n * k, senders.size) - senders.size
     zeros = np.zeros(pad, np.int32)
@@ -143,15 +146,34 @@ def _sfsls_fit(
     k = min(neighbors, z.shape[0] - 1)
     graph = _padded_edges(knn_graph(z, max(k, 1), weight="heat"), z.shape[0], max(k, 1))
     state, history, cg_residual = fit_sfsls(
-        z, y, labelled, graph, alpha=alpha, lam=lam, mu=mu, p=p, subspace=r,
-        max_iter=iterations, tol=tol, eps=eps,
+        z,
+        y,
+        labelled,
+        graph,
+        alpha=alpha,
+        lam=lam,
+        mu=mu,
+        p=p,
+        subspace=r,
+        max_iter=iterations,
+        tol=tol,
+        eps=eps,
     )
     g = np.asarray(state.params.g)
     offset = (y[labelled] - z[labelled] @ g).mean(axis=0)
     history = np.asarray(history)
     hyper = dict(
-        p=p, alpha=alpha, lam=lam, mu=mu, subspace=subspace, neighbors=neighbors,
-        iterations=iterations, tol=tol, eps=eps, use_unlabelled=use_unlabelled, view=view,
+        p=p,
+        alpha=alpha,
+        lam=lam,
+        mu=mu,
+        subspace=subspace,
+        neighbors=neighbors,
+        iterations=iterations,
+        tol=tol,
+        eps=eps,
+        use_unlabelled=use_unlabelled,
+        view=view,
     )
     params = {
         "g": g,
@@ -240,8 +262,9 @@ def _fsnm_fit(
 ) -> Fitted:
     del rng_key  # deterministic
     if not 0.0 < selected <= 1.0:
-        raise ValueError(f"selected (fraction of features kept) must be in (0, 1], "
-                         f"got {selected}")
+        raise ValueError(
+            f"selected (fraction of features kept) must be in (0, 1], got {selected}"
+        )
     y, labelled = _targets(corpus)
     x = _features(corpus, view)[labelled]
     y = y[labelled]
@@ -267,10 +290,18 @@ def _fsnm_fit(
             "std": std,
             "ranking": ranking,
         },
-        dict(gamma=gamma, selected=selected, ridge=ridge, iterations=iterations, tol=tol,
-             view=view),
-        {"objective": [float(v) for v in history[np.isfinite(history)]],
-         "iterations": int(state.iteration)},
+        dict(
+            gamma=gamma,
+            selected=selected,
+            ridge=ridge,
+            iterations=iterations,
+            tol=tol,
+            view=view,
+        ),
+        {
+            "objective": [float(v) for v in history[np.isfinite(history)]],
+            "iterations": int(state.iteration),
+        },
     )
 
 
@@ -279,8 +310,14 @@ FSNM = register(
         name="fsnm",
         fit=_fsnm_fit,
         score_words=_scores,
-        hyper={"gamma": 1.0, "selected": 0.5, "ridge": 1e-3, "iterations": 100,
-               "tol": 1e-6, "view": ""},
+        hyper={
+            "gamma": 1.0,
+            "selected": 0.5,
+            "ridge": 1e-3,
+            "iterations": 100,
+            "tol": 1e-6,
+            "view": "",
+        },
         summary="joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
         "selected features",
         needs=("words",),

@@ -24,9 +24,9 @@ the tests against a large finite constant), and the paper's ``X R⁻¹ Q Y`` int
 Cost. ``R_u`` does not change across iterations, so ``W = R_u⁻¹ X_uᵀ`` (``d + c``
 right-hand sides) is solved once, by Jacobi-preconditioned conjugate gradients on the
 sparse Laplacian (O(nnz · d) per CG sweep, never an ``n × n`` matrix). Every
-iteration is then O(d³) for two ``d × d`` Cholesky factorizations, O(n d c) for ``F`` and
-O(nnz · c) for the objective. ``C ≻ μI`` (since ``α R_u⁻¹ ≺ I``), so ``K`` is positive
-definite.
+iteration is then O(d³) for two ``d × d`` Cholesky factorizations, O(n d c) for ``F``
+and O(nnz · c) for the objective. ``C ≻ μI`` (since ``α R_u⁻¹ ≺ I``), so ``K`` is
+positive definite.
 
 Monotonicity (Theorem 1). The step is the global minimizer of the surrogate, which
 majorizes (8) and touches it at the current ``G``, so the reported objective never

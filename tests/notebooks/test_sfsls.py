@@ -13,9 +13,20 @@ def test_notebook_small(data_root, tmp_path):
     out = tmp_path / "sfsls.json"
     env = dict(os.environ, JAXANNOT_DATA=str(data_root), JAX_PLATFORMS="cpu")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "notebooks" / "seed003_sfsls.py"), "--small",
-         "--data-dir", str(data_root), "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=300, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "notebooks" / "seed003_sfsls.py"),
+            "--small",
+            "--data-dir",
+            str(data_root),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Table 1" in proc.stdout and "| 10% |" in proc.stdout
