@@ -16,6 +16,12 @@ Usage::
 
 from __future__ import annotations
 
+import os
+
+# Same thread settings for both sides (RFS's numpy LAPACK, jaxannot's Cholesky calls):
+# single-threaded OpenBLAS, which is much faster on a shared, loaded machine.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import json
 import pathlib

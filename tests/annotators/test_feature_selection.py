@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 import jax
 
@@ -9,6 +10,14 @@ from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.annotators.feature_selection import ranked_features, selected_features
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import make_task
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread_blas():
+    """OpenBLAS worker threads make LAPACK calls ~40x slower on the loaded 2-core CI
+    machine; the d x d Cholesky factorizations run single-threaded here."""
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 def _average_precision(s, y):

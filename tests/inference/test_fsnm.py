@@ -4,8 +4,17 @@ import cvxpy as cp
 import numpy as np
 import pytest
 from skfeature.function.sparse_learning_based import RFS
+from threadpoolctl import threadpool_limits
 
 from jaxannot.inference import fsnm
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread_blas():
+    """OpenBLAS worker threads make LAPACK calls ~40x slower on the loaded 2-core CI
+    machine; the d x d Cholesky factorizations run single-threaded here."""
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 def make_problem(seed=0, n=40, d=10, classes=3):

@@ -11,6 +11,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.csgraph import laplacian as scipy_laplacian
 from scipy.spatial.distance import cdist
+from threadpoolctl import threadpool_limits
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,14 @@ from jaxannot.models.sparse_projection import (
     reweighting_diagonal,
     surrogate_objective,
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread_blas():
+    """OpenBLAS worker threads make LAPACK calls ~40x slower on the loaded 2-core CI
+    machine; the d x d Cholesky factorizations run single-threaded here."""
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 def knn_edges(x, k):

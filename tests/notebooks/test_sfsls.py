@@ -11,7 +11,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_notebook_small(data_root, tmp_path):
     out = tmp_path / "sfsls.json"
-    env = dict(os.environ, JAXANNOT_DATA=str(data_root), JAX_PLATFORMS="cpu")
+    env = dict(
+        os.environ,
+        JAXANNOT_DATA=str(data_root),
+        JAX_PLATFORMS="cpu",
+        OPENBLAS_NUM_THREADS="1",
+    )
     proc = subprocess.run(
         [
             sys.executable,
