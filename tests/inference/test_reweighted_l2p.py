@@ -158,7 +158,7 @@ def _dense_pieces(x, y, lab, s, g_prev, hyper):
 
 
 def test_u_solves_the_generalized_eigenproblem():
-    x, y, lab, graph, s = make_problem(2, d=10, c=4)
+    x, y, lab, graph, s = make_problem(2)
     hyper, data, s0, s1, info = _one_step(x, y, lab, graph, subspace=2)
     mu = float(hyper.mu)
     _, _, _, c, z = _dense_pieces(x, y, lab, s, np.asarray(s0.params.g), hyper)
