@@ -56,6 +56,20 @@ def parse_args(argv=None):
     p.add_argument("--lam-grid", default="0.3,1,3")
     p.add_argument("--neighbors-grid", default="5,10")
     p.add_argument("--tune-topics", type=int, default=30)
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument(
+        "--plsa-fold-in-grid",
+        default="",
+        help="tune pLSA-Words' fold-in iterations (comma list) on the "
+        "tuning subset, e.g. 1,2,3,50 (default: its defaults)",
+    )
+    p.add_argument("--plsa-smoothing-grid", default="0.01")
+    p.add_argument(
+        "--lda-alpha-grid",
+        default="",
+        help="tune Link-LDA's alpha (comma list) on the tuning subset",
+    )
+    p.add_argument("--lda-fold-in-grid", default="50")
     p.add_argument("--out", default=None, help="JSON path (default notebooks/results)")
     return p.parse_args(argv)
 
@@ -95,6 +109,43 @@ def run(train, test, name, seed, hyper):
 
 
 # %%
+def tune_plsa(train, test, args, log):
+    """pLSA-Words' fold-in length and smoothing, on the same tuning subset."""
+    best = None
+    for it in [int(x) for x in args.plsa_fold_in_grid.split(",")]:
+        for sm in [float(x) for x in args.plsa_smoothing_grid.split(",")]:
+            hyper = dict(topics=args.tune_topics, fold_in_iterations=it, smoothing=sm)
+            r = run(train, test, "plsa-words", TUNE_SEED, hyper)
+            log.append(r)
+            print(
+                f"  tune plsa fold_in={it} smoothing={sm:g}: acc={r['accuracy']:.4f}"
+                f" CL={r['complete_length']:.1f} ({r['seconds']:.0f}s)",
+                flush=True,
+            )
+            if best is None or r["accuracy"] > best[0]:
+                best = (r["accuracy"], dict(fold_in_iterations=it, smoothing=sm))
+    return best[1]
+
+
+def tune_lda(train, test, args, log):
+    """Link-LDA's alpha and fold-in length, on the same tuning subset."""
+    best = None
+    for alpha in [float(x) for x in args.lda_alpha_grid.split(",")]:
+        for it in [int(x) for x in args.lda_fold_in_grid.split(",")]:
+            hyper = dict(topics=args.tune_topics, alpha=alpha, fold_in_inner=it)
+            r = run(train, test, "link-lda", TUNE_SEED, hyper)
+            log.append(r)
+            print(
+                f"  tune link-lda alpha={alpha:g} fold_in={it}: "
+                f"acc={r['accuracy']:.4f} CL={r['complete_length']:.1f} "
+                f"({r['seconds']:.0f}s)",
+                flush=True,
+            )
+            if best is None or r["accuracy"] > best[0]:
+                best = (r["accuracy"], dict(alpha=alpha, fold_in_inner=it))
+    return best[1]
+
+
 def tune(train, test, args, log):
     best = None
     for lam in [float(x) for x in args.lam_grid.split(",")]:
@@ -127,14 +178,29 @@ def main(argv=None):
     train, test = corpus(args)
     topics = [int(x) for x in args.topics.split(",")]
     small_iters = dict(iterations=5) if args.small else {}
+    methods = [m for m in args.methods.split(",") if m]
     tuning = []
-    graph = tune(train, test, args, tuning)
-    print(f"chosen graph hyper-parameters: {graph}", flush=True)
+    graph = {}
+    if "lap-mix-unigram" in methods:
+        graph = tune(train, test, args, tuning)
+        print(f"chosen graph hyper-parameters: {graph}", flush=True)
+    plsa = {}
+    if "plsa-words" in methods and args.plsa_fold_in_grid:
+        plsa = tune_plsa(train, test, args, tuning)
+        print(f"chosen pLSA-Words hyper-parameters: {plsa}", flush=True)
+    lda = {}
+    if "link-lda" in methods and args.lda_alpha_grid:
+        lda = tune_lda(train, test, args, tuning)
+        print(f"chosen Link-LDA hyper-parameters: {lda}", flush=True)
 
     def hyper_for(name, k):
         if name == "empirical":
             return {}
         h = dict(topics=k, **small_iters)
+        if name == "plsa-words":
+            h.update(plsa)
+        if name == "link-lda":
+            h.update(lda)
         if name == "lap-mix-unigram":
             h.update(graph)
             if args.small:
@@ -158,7 +224,7 @@ def main(argv=None):
         return cache[key]
 
     curve = {}
-    for name in METHODS:
+    for name in methods:
         for k in topics if name != "empirical" else [0]:
             rs = [get(name, k, s) for s in range(args.curve_seeds)]
             curve[(name, k)] = (
@@ -169,10 +235,10 @@ def main(argv=None):
         name: max(
             (k for (n, k) in curve if n == name), key=lambda k: curve[(name, k)][0]
         )
-        for name in METHODS
+        for name in methods
     }
     final = {}
-    for name in METHODS:
+    for name in methods:
         rs = [get(name, best_k[name], s) for s in range(args.seeds)]
         acc = np.array([r["accuracy"] for r in rs])
         cl = np.array([r["complete_length"] for r in rs])
@@ -190,7 +256,7 @@ def main(argv=None):
         "| method | " + " | ".join(f"K={k} acc / CL" for k in topics) + " |",
         "|---|" + "---|" * len(topics),
     ]
-    for name in METHODS:
+    for name in methods:
         cells = []
         for k in topics:
             a, c = curve.get((name, k), curve.get((name, 0)))
@@ -203,7 +269,7 @@ def main(argv=None):
         "| method | K | Accuracy | Complete Length |",
         "|---|---|---|---|",
     ]
-    for name in METHODS:
+    for name in methods:
         f = final[name]
         lines.append(
             f"| {name} | {f['topics'] or '-'} | {f['accuracy_mean']:.4f} ± "
@@ -212,21 +278,18 @@ def main(argv=None):
         )
     table = "\n".join(lines)
     print(table)
-    out = args.out or str(
-        pathlib.Path(__file__).parent
-        / "results"
-        / (
-            "seed000_lap_mix_unigram_small.json"
-            if args.small
-            else "seed000_lap_mix_unigram.json"
-        )
-    )
+    stem = "seed000_lap_mix_unigram" + ("_small" if args.small else "")
+    if set(methods) != set(METHODS):
+        stem += "_" + "_".join(methods)
+    out = args.out or str(pathlib.Path(__file__).parent / "results" / f"{stem}.json")
     pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     payload = dict(
         dataset="corel5k" + ("[:300]" if args.small else ""),
         protocol="transductive, labelled_fraction=0.25",
         command=" ".join([pathlib.Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
         graph=graph,
+        plsa=plsa,
+        link_lda=lda,
         tuning=tuning,
         curve={
             f"{n}/K={k}": dict(accuracy=a, complete_length=c)
