@@ -86,7 +86,7 @@ def generalized_eigh(a: jax.Array, b: jax.Array) -> tuple[jax.Array, ...]:
     return values, solve_triangular(chol.T, vectors, lower=False)
 
 
-#: ``generalized_eigh_diagonal`` over a leading batch axis: ``a [n, k, k]``, ``b [n, k]``.
+#: ``generalized_eigh_diagonal`` batched: ``a [n, k, k]``, ``b [n, k]``.
 batched_generalized_eigh_diagonal = jax.jit(jax.vmap(generalized_eigh_diagonal))
 
 #: ``generalized_eigh`` over a leading batch axis: ``a [n, k, k]``, ``b [n, k, k]``.

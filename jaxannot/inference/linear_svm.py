@@ -1,7 +1,7 @@
 r"""Linear SVM by dual coordinate descent (Hsieh et al. 2008, the liblinear solver).
 
 For labels :math:`y_i ∈ \{−1, +1\}` and features :math:`x_i` (augmented with a constant
-1 when ``fit_intercept``, which liblinear — and scikit-learn's ``LinearSVC`` — regularize
+1 when ``fit_intercept``, which liblinear and scikit-learn's ``LinearSVC`` regularize
 like the other weights), the primal problems are
 
 .. math::
@@ -192,7 +192,13 @@ def fit_linear_svm(
         raise ValueError(f"x must be [n, d] and y [n, K]; got {x.shape} and {y.shape}")
     xa = _augment(x, fit_intercept)
     state, info, epochs = _run(
-        rng_key, xa, y, c=float(c), loss=loss, tol=float(tol), max_epochs=int(max_epochs)
+        rng_key,
+        xa,
+        y,
+        c=float(c),
+        loss=loss,
+        tol=float(tol),
+        max_epochs=int(max_epochs),
     )
     w = state.w
     coef = w[:, : x.shape[1]]
@@ -243,7 +249,13 @@ def decision_function(x, coef, intercept) -> jax.Array:
 
 
 def primal_objective(
-    x, y, coef, intercept, *, c: float = 5.0, loss: str = "squared_hinge",
+    x,
+    y,
+    coef,
+    intercept,
+    *,
+    c: float = 5.0,
+    loss: str = "squared_hinge",
     fit_intercept: bool = True,
 ) -> np.ndarray:
     """The primal objective per concept (the intercept regularized as in liblinear)."""

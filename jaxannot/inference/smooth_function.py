@@ -72,7 +72,7 @@ def init_statistics(num_eigenvectors: int, num_concepts: int) -> SmoothStatistic
 def accumulate(
     stats: SmoothStatistics, u: jax.Array, y: jax.Array, weight: jax.Array
 ) -> SmoothStatistics:
-    """Add a chunk: ``u [m, c]``, ``y [m, K]``, ``weight [m]`` (``λ`` or 0 per image)."""
+    """Add a chunk: ``u [m, c]``, ``y [m, K]``, ``weight [m]`` (λ or 0 per image)."""
     ua = _with_constant(u)
     weighted = ua * weight[:, None]
     return SmoothStatistics(stats.gram + weighted.T @ ua, stats.rhs + weighted.T @ y)

@@ -79,7 +79,7 @@ __all__ = [
 #: Floor added to normalized histograms (empty bins would make ``P D̂`` singular).
 DENSITY_FLOOR = 1e-6
 
-#: ``chunks()`` returns a fresh iterator over ``[m, D]`` arrays (one pass over the data).
+#: ``chunks()`` returns a fresh iterator over ``[m, D]`` arrays (one data pass).
 ChunkSource = Callable[[], Iterator[np.ndarray]]
 
 
@@ -147,7 +147,9 @@ def _padded(chunk: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     mask = np.zeros(size, dtype=np.float32)
     mask[:m] = 1.0
     if m < size:
-        chunk = np.concatenate([chunk, np.zeros((size - m, chunk.shape[1]), np.float32)])
+        chunk = np.concatenate(
+            [chunk, np.zeros((size - m, chunk.shape[1]), np.float32)]
+        )
     return chunk, mask
 
 
@@ -242,7 +244,9 @@ def _chunk_histogram(s, mask, lo, width, num_bins_like):
     index = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, num_bins - 1)
     flat = index + num_bins * jnp.arange(s.shape[1], dtype=jnp.int32)[None, :]
     counts = jnp.bincount(
-        flat.ravel(), weights=inside.ravel().astype(s.dtype), length=num_bins * s.shape[1]
+        flat.ravel(),
+        weights=inside.ravel().astype(s.dtype),
+        length=num_bins * s.shape[1],
     )
     return counts.reshape(s.shape[1], num_bins)
 
@@ -254,7 +258,9 @@ def histograms(
     s, mask = np.asarray(s, np.float32), np.ones(len(s), np.float32)
     width = (np.asarray(hi) - np.asarray(lo)) / num_bins
     return np.asarray(
-        _chunk_histogram(s, mask, jnp.asarray(lo), jnp.asarray(width), jnp.zeros(num_bins))
+        _chunk_histogram(
+            s, mask, jnp.asarray(lo), jnp.asarray(width), jnp.zeros(num_bins)
+        )
     )
 
 
@@ -420,7 +426,9 @@ def fit_ale(
     chunk_size = _effective_chunk(data, chunk_size)
     source = _as_source(data, chunk_size)
     if pca is None:
-        pca = fit_pca(source, n_components, standardize=standardize, chunk_size=chunk_size)
+        pca = fit_pca(
+            source, n_components, standardize=standardize, chunk_size=chunk_size
+        )
     mean, comps = jnp.asarray(pca.mean), jnp.asarray(pca.components)
     dims = comps.shape[1]
 

@@ -26,7 +26,9 @@ def test_per_dimension_solve_matches_scipy(rng):
         jnp.asarray(counts), jnp.asarray(centres, jnp.float32), t
     )
     for k in range(dims):
-        a, b, p = density_eigenproblem(jnp.asarray(counts[k]), jnp.asarray(centres[k]), t)
+        a, b, p = density_eigenproblem(
+            jnp.asarray(counts[k]), jnp.asarray(centres[k]), t
+        )
         a, b, p = (np.asarray(v, np.float64) for v in (a, b, p))
         ref_vals, ref_vecs = scipy.linalg.eigh(a, np.diag(b))
         # float32 vs float64; eigenvalues are O(1), tolerance 1e-4
@@ -62,8 +64,13 @@ def test_uniform_density_gives_neumann_cosines():
 def test_sampled_uniform_data_recovers_cosines(rng):
     x = rng.uniform(0.0, 1.0, size=(20000, 1)).astype(np.float32)
     model = fit_ale(
-        x, n_components=1, num_bins=40, num_eigenfunctions=4, bandwidth=0.1,
-        clip=0.0, standardize=False,
+        x,
+        n_components=1,
+        num_bins=40,
+        num_eigenfunctions=4,
+        bandwidth=0.1,
+        clip=0.0,
+        standardize=False,
     )
     eig = model.eigenfunctions
     lo, width = float(eig.lo[0]), float(eig.width[0])
@@ -81,8 +88,13 @@ def test_selection_prefers_wide_dimensions(rng):
     # dimension 0 spans 10x the range of dimension 1: its low frequencies come first
     x = rng.uniform(size=(5000, 2)) * np.array([10.0, 1.0])
     model = fit_ale(
-        x.astype(np.float32), n_components=2, num_bins=30, num_eigenfunctions=6,
-        bandwidth=0.1, clip=0.0, standardize=False,
+        x.astype(np.float32),
+        n_components=2,
+        num_bins=30,
+        num_eigenfunctions=6,
+        bandwidth=0.1,
+        clip=0.0,
+        standardize=False,
     )
     dims = np.asarray(model.eigenfunctions.dims)
     assert np.all(dims[:3] == 0)
