@@ -58,13 +58,26 @@ def _format_table(rows: list[dict], columns: Sequence[str]) -> str:
         cells = [row["method"]]
         for c in columns:
             v = row["metrics"].get(c)
-            cells.append("-" if v is None else (f"{v:.2f}" if c == "complete_length" or c.startswith("n_plus") else f"{v:.4f}"))
+            cells.append(
+                "-"
+                if v is None
+                else (
+                    f"{v:.2f}"
+                    if c == "complete_length" or c.startswith("n_plus")
+                    else f"{v:.4f}"
+                )
+            )
         cells.append(f"{row['fit_seconds']:.2f}")
         lines.append(cells)
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     out = []
     for j, line in enumerate(lines):
-        out.append("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
+        out.append(
+            "  ".join(
+                str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            )
+        )
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
@@ -76,12 +89,13 @@ def _present_columns(rows: list[dict]) -> list[str]:
 
 # ------------------------------------------------------------------- commands
 def _cmd_evaluate(args) -> int:
-    from jaxannot.annotators import get_method, save
+    from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
     from jaxannot.evaluation import evaluate
 
     method = get_method(args.method)
+    hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -95,7 +109,7 @@ def _cmd_evaluate(args) -> int:
         f"{task.train.num_images} images, scoring {len(task.eval_rows)}",
         file=sys.stderr,
     )
-    result = evaluate(method, task, hyper=args.set or [], seed=args.seed)
+    result = evaluate(method, task, hyper=hyper, seed=args.seed)
     payload = result.as_json()
     print(_format_table([payload], _present_columns([payload])))
     if args.json:
@@ -166,16 +180,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="fit a method on a dataset and measure it")
     ev.add_argument("method", help="a method name (see `jaxannot methods`)")
-    ev.add_argument("--dataset", required=True, help="a dataset name or a Mulan directory")
-    ev.add_argument("--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)")
-    ev.add_argument("--protocol", default="inductive", choices=("inductive", "transductive"))
+    ev.add_argument(
+        "--dataset", required=True, help="a dataset name or a Mulan directory"
+    )
+    ev.add_argument(
+        "--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)"
+    )
+    ev.add_argument(
+        "--protocol", default="inductive", choices=("inductive", "transductive")
+    )
     ev.add_argument(
         "--labelled-fraction",
         type=float,
         default=None,
-        help="fraction of fit images with observed words (default 1; 0.25 transductive)",
+        help="fraction of fit images with observed words (1; transductive 0.25)",
     )
-    ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="hyper-parameter")
+    ev.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="hyper-parameter"
+    )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", default=None, help="write the result as JSON here")
     ev.add_argument("--save", default=None, help="save the fitted model (.npz) here")
@@ -201,8 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UserError, ValueError, KeyError, FileNotFoundError, IsADirectoryError,
-            NotADirectoryError, PermissionError) as err:
+    except (
+        UserError,
+        ValueError,
+        KeyError,
+        FileNotFoundError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    ) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"jaxannot: error: {message}", file=sys.stderr)
         return 2

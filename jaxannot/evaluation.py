@@ -51,14 +51,18 @@ def check_applicable(method: Method, task: Task) -> None:
     """Raise ``ValueError`` when the dataset lacks what the method needs."""
     name = task.train.name
     if "words" in method.needs and task.train.words is None:
-        raise ValueError(f"method {method.name!r} needs annotation words; {name!r} has none")
+        raise ValueError(
+            f"method {method.name!r} needs annotation words; {name!r} has none"
+        )
     if "labels" in method.needs and task.train.labels is None:
         raise ValueError(
             f"method {method.name!r} needs class labels; dataset {name!r} has none "
             "(use an annotation method, e.g. knn)"
         )
     if method.score_words is None and method.predict_labels is None:
-        raise ValueError(f"method {method.name!r} neither scores words nor predicts labels")
+        raise ValueError(
+            f"method {method.name!r} neither scores words nor predicts labels"
+        )
 
 
 def _block(tree) -> None:
@@ -121,7 +125,11 @@ def evaluate(
     if scores is not None:
         results.update(metrics.annotation_report(scores, task.truth_words, n=n))
     if task.truth_labels is not None:
-        if labels is None and scores is not None and scores.shape[1] == task.train.num_classes:
+        if (
+            labels is None
+            and scores is not None
+            and scores.shape[1] == task.train.num_classes
+        ):
             labels = np.argmax(scores, axis=1)  # words are the one-hot classes
         if labels is not None:
             results["classification_accuracy"] = metrics.classification_accuracy(

@@ -1,4 +1,4 @@
-"""Baseline annotators: word frequency (``empirical``) and k-NN label transfer (``knn``).
+"""Baseline annotators: word frequency (``empirical``) and k-NN transfer (``knn``).
 
 ``empirical``
     Scores every word by its relative frequency in the observed training words,
@@ -32,7 +32,9 @@ from jaxannot.graph import knn_search
 
 __all__ = ["EMPIRICAL", "KNN"]
 
-_BACKOFF = 1e-6  # weight of the frequency prior that only breaks ties between unvoted words
+_BACKOFF = (
+    1e-6  # weight of the frequency prior that only breaks ties between unvoted words
+)
 
 
 def _observed_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:

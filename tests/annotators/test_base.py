@@ -53,9 +53,16 @@ def test_save_failure_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_parse_hyper_types_and_errors():
-    m = Method("m", fit=lambda c, **k: None, hyper={"k": 10, "lam": 1.0, "algo": "a", "on": False})
+    m = Method(
+        "m",
+        fit=lambda c, **k: None,
+        hyper={"k": 10, "lam": 1.0, "algo": "a", "on": False},
+    )
     assert parse_hyper(m, ["k=3", "lam=0.5", "algo=b", "on=true"]) == {
-        "k": 3, "lam": 0.5, "algo": "b", "on": True
+        "k": 3,
+        "lam": 0.5,
+        "algo": "b",
+        "on": True,
     }
     with pytest.raises(KeyError, match="valid: k, lam, algo, on"):
         parse_hyper(m, ["topics=3"])

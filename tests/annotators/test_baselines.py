@@ -80,7 +80,17 @@ def test_corel5k_empirical_reference_and_knn_beats_it(data_root):
     assert round(emp["accuracy"], 4) == 0.1912
     assert round(emp["complete_length"], 2) == 121.55
     knn = evaluate("knn", task).metrics
-    for key in ("accuracy", "f1@5", "precision@5", "recall@5", "word_precision@5",
-                "word_recall@5", "word_f1@5", "n_plus@5", "map", "miap"):
+    for key in (
+        "accuracy",
+        "f1@5",
+        "precision@5",
+        "recall@5",
+        "word_precision@5",
+        "word_recall@5",
+        "word_f1@5",
+        "n_plus@5",
+        "map",
+        "miap",
+    ):
         assert knn[key] > emp[key], key
     assert knn["complete_length"] < emp["complete_length"]

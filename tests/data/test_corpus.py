@@ -9,7 +9,10 @@ from jaxannot.data import Corpus
 def _corpus(n=6):
     rng = np.random.default_rng(0)
     return Corpus.from_arrays(
-        {"blobs": rng.poisson(1.0, (n, 4)).astype(np.float32), "rgb": rng.normal(size=(n, 3))},
+        {
+            "blobs": rng.poisson(1.0, (n, 4)).astype(np.float32),
+            "rgb": rng.normal(size=(n, 3)),
+        },
         view_kinds={"blobs": "bag", "rgb": "real"},
         words=(rng.random((n, 5)) < 0.4).astype(np.float32),
         labels=np.arange(n) % 2,
