@@ -119,3 +119,31 @@ def test_bad_input(corpora):
     )
     with pytest.raises(ValueError, match="words or labels"):
         get_method("bsvm").fit(no_labels, rng_key=jax.random.key(0))
+
+
+def test_gsf_matches_exact_eigenmaps_and_detects(corpora):
+    """GSF's eigenmaps are the exact normalized-Laplacian eigenvectors (checked against
+    scipy's dense solver on the graph's own adjacency) and detect the blobs."""
+    import scipy.linalg
+
+    from jaxannot.annotators.ale import laplacian_eigenmaps
+    from jaxannot.graph import knn_graph, to_scipy
+
+    train, test, truth, _, _ = corpora
+    z = np.random.default_rng(3).normal(size=(80, 3)).astype(np.float32)  # connected
+    u = laplacian_eigenmaps(z, 5, 6)
+    w = to_scipy(knn_graph(z, 6, weight="heat")).toarray().astype(np.float64)
+    d = w.sum(1)
+    vals, vecs = scipy.linalg.eigh(np.diag(d) - w, np.diag(d))
+    checked = 0
+    for j in range(5):
+        ref = vecs[:, j + 1] / np.sqrt((vecs[:, j + 1] ** 2).mean())
+        gap = min(vals[j + 2] - vals[j + 1], vals[j + 1] - vals[j])
+        if gap > 1e-3:  # a simple eigenvalue: the eigenvector is defined up to sign
+            assert abs(abs(u[:, j] @ ref) / len(ref) - 1.0) < 1e-3
+            checked += 1
+    assert checked >= 3
+    method = get_method("gsf")
+    fitted = method.fit(train, rng_key=jax.random.key(0), eigenvectors=20, k=8)
+    scores = np.asarray(method.score_words(fitted, test))
+    assert _map(scores, truth) > 0.9
