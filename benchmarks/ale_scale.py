@@ -173,6 +173,7 @@ def main(argv=None):
             "args": vars(args),
             "n": args.n,
             "fit_seconds": secs,
+            "fit_cpu_seconds": fit_cpu_seconds[0],
             "predict_seconds": pred_secs,
             "predict_images": args.test,
             "peak_rss_mb": peak_rss_mb(),
