@@ -129,8 +129,8 @@ def load(name, args):
     if name == "corel5k":
         train, test = frequent_words(train, test, args.corel_words)
     if args.small:
-        train = shrink(train, 200, 0)
-        test = None if test is None else shrink(test, 100, 1)
+        train = shrink(train, 150, 0)
+        test = None if test is None else shrink(test, 80, 1)
     return train, test
 
 
@@ -251,7 +251,7 @@ def main(argv=None):
     if args.small:
         args.fractions, args.seeds = "1.0", 1
         args.datasets = "scene"
-        hyper = {"eigenvectors": 60, "pca": 20, "max_epochs": 100}
+        hyper = {"eigenvectors": 40, "pca": 10, "max_epochs": 100}
     out = pathlib.Path(args.out)
     # full runs may go one dataset at a time: merge into the existing JSON
     saved = {"sweep": [], "unlabelled": []}
@@ -267,7 +267,7 @@ def main(argv=None):
             "scene",
             args,
             hyper,
-            labelled_count=60 if args.small else 300,
+            labelled_count=50 if args.small else 300,
             pools=(0, 100) if args.small else (0, 200, 450, 911),
         )
     text = [table(rows, "miap"), table(rows, "p_at_100")]

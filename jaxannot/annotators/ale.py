@@ -118,8 +118,11 @@ def _check_detector(detector: str) -> None:
 def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
     """Detector parameters on ``u``: SVM ``{coef, intercept}`` or SF ``{alpha}``."""
     if detector == "sf":
+        # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
+        # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
+        sigma = np.asarray(eigenvalues) * u.shape[0]
         alpha = smooth_function.fit_smooth_function(
-            u, y, eigenvalues, lam=float(hyper["lam"]), labelled=labelled
+            u, y, sigma, lam=float(hyper["lam"]), labelled=labelled
         )
         return {"alpha": np.asarray(alpha)}, {}
     coef, intercept, info = linear_svm.fit_linear_svm(
@@ -344,9 +347,7 @@ def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
             "rng_key": _key_data(rng_key),
         },
     }
-    fitted = Fitted("gsf", params, hyper, {})
-    params["fit_scores"] = _gsf_scores_of(fitted, np.zeros((0, z.shape[1]), np.float32))
-    return fitted
+    return Fitted("gsf", params, hyper, {})
 
 
 def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
@@ -365,6 +366,12 @@ def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
     key = jax.random.wrap_key_data(jnp.asarray(train["rng_key"]))
     det, _ = _train_detector(u[:n_train], y, labelled, None, hyper, key, "svm")
     return _detector_scores(u[n_train:] if len(z_new) else u, det)
+
+
+def _gsf_fit_scores(fitted: Fitted) -> np.ndarray:
+    """Scores of the fit images (eigenmaps of the fit images alone), on demand."""
+    z = np.asarray(fitted.params["train"]["z"])
+    return _gsf_scores_of(fitted, np.zeros((0, z.shape[1]), np.float32))
 
 
 def _gsf_scores(fitted: Fitted, corpus) -> np.ndarray:
@@ -423,7 +430,7 @@ register(
         name="gsf",
         fit=fit_gsf,
         score_words=_gsf_scores,
-        score_fit_corpus=_fit_scores,
+        score_fit_corpus=_gsf_fit_scores,
         hyper=dict(GSF_HYPER),
         summary="Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
         needs=("words",),

@@ -80,14 +80,22 @@ def accumulate(
 
 def solve_smooth_function(stats: SmoothStatistics, eigenvalues) -> np.ndarray:
     """Solve eq. (7) for all concepts: ``α [c + 1, K]`` (last row: the offset)."""
-    sigma = np.concatenate([np.asarray(eigenvalues, np.float64), [0.0]])
+    sigma = np.concatenate(
+        [np.maximum(np.asarray(eigenvalues, np.float64), 0.0), [0.0]]
+    )
     gram = np.asarray(stats.gram, np.float64)
     matrix = np.diag(sigma) + 0.5 * (gram + gram.T)
     # relative jitter keeps the factorization defined when no image is labelled
     # on some eigenvector's support (σ of the constant column is 0)
     matrix[np.diag_indices_from(matrix)] += 1e-9 * max(np.trace(matrix), 1.0)
     rhs = np.asarray(stats.rhs, np.float64)
-    return scipy.linalg.solve(matrix, rhs, assume_a="pos").astype(np.float32)
+    try:
+        alpha = scipy.linalg.solve(matrix, rhs, assume_a="pos")
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
+        # the float32 Gram of a rank-deficient U (fewer labelled images than
+        # eigenvectors) can lose definiteness by round-off: least squares instead
+        alpha = scipy.linalg.lstsq(matrix, rhs)[0]
+    return alpha.astype(np.float32)
 
 
 def fit_smooth_function(u, y, eigenvalues, *, lam: float = 100.0, labelled=None):

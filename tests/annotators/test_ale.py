@@ -147,3 +147,4 @@ def test_gsf_matches_exact_eigenmaps_and_detects(corpora):
     fitted = method.fit(train, rng_key=jax.random.key(0), eigenvectors=20, k=8)
     scores = np.asarray(method.score_words(fitted, test))
     assert _map(scores, truth) > 0.9
+    assert np.asarray(method.score_fit_corpus(fitted)).shape == (300, 4)
