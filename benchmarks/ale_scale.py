@@ -99,9 +99,9 @@ def fit_iale_sf_streaming(gen, stream, n, chunk, args):
         stats = smooth_function.accumulate(
             stats, jnp.asarray(u), jnp.asarray(2.0 * y - 1.0), weight
         )
-    alpha = smooth_function.solve_smooth_function(
-        stats, model.eigenfunctions.eigenvalues
-    )
+    # U has unit mean-square columns: eq. (7) with n Σ (as the iale-sf method)
+    sigma = np.asarray(model.eigenfunctions.eigenvalues) * model.pca.count
+    alpha = smooth_function.solve_smooth_function(stats, sigma)
     fit_cpu_seconds[0] = time.process_time() - cpu
     return model, alpha, time.perf_counter() - start
 
