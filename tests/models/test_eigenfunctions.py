@@ -141,3 +141,18 @@ def test_bad_input():
         fit_ale(np.zeros((10, 2), np.float32), num_bins=2)
     with pytest.raises(ValueError, match="2-D"):
         fit_ale(np.zeros(10, np.float32))
+
+
+def test_chunked_passes_compile_once(rng):
+    """Chunks are padded to chunk_size, so a multi-chunk fit compiles each pass once."""
+    from jaxannot.models import eigenfunctions as ef
+
+    x = rng.normal(size=(1050, 7)).astype(np.float32)  # 11 chunks, the last partial
+    passes = (ef._chunk_moments, ef._project, ef._chunk_histogram, ef._embed_batch)
+    before = [f._cache_size() for f in passes]
+    model = fit_ale(
+        x, n_components=3, num_bins=10, num_eigenfunctions=5, chunk_size=100
+    )
+    ale_embed(model, x, batch_size=100)
+    after = [f._cache_size() for f in passes]
+    assert all(a - b <= 1 for a, b in zip(after, before, strict=True))
