@@ -138,24 +138,30 @@ def build_kernel(
     phase_statistics: Callable,
     expected_log_potential: Callable,
     extra_loss: Callable | None = None,
+    batch_size: int | None = None,
 ) -> Callable:
     """Build ``step(rng_key, state, data) -> (CDState, CDInfo)``.
 
     ``data`` is ``(images, extra)``: ``images`` is the batch pytree handed to
     ``phase_statistics`` (leading image axis), ``extra`` whatever ``extra_loss(params,
-    data)`` needs (class labels and the SVM weights for MMH). The caller jits.
+    data)`` needs (class labels and the SVM weights for MMH). With ``batch_size`` the
+    CD term of each step uses a random minibatch of that many images drawn with
+    ``rng_key`` (``extra_loss`` still sees all of ``data``). The caller jits.
     """
 
-    def loss(params, data):
+    def loss(params, data, rng_key):
         images, _ = data
+        if batch_size:
+            n = jax.tree.leaves(images)[0].shape[0]
+            rows = jax.random.permutation(rng_key, n)[: min(batch_size, n)]
+            images = jax.tree.map(lambda a: a[rows], images)
         gap = cd_loss(params, images, phase_statistics, expected_log_potential)
         extra = jnp.zeros(()) if extra_loss is None else extra_loss(params, data)
         return gap + extra, (gap, extra)
 
     def step(rng_key: PRNGKey, state: CDState, data) -> tuple[CDState, CDInfo]:
-        del rng_key  # mean-field CD is deterministic
         (_, (gap, extra)), grads = jax.value_and_grad(loss, has_aux=True)(
-            state.params, data
+            state.params, data, rng_key
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

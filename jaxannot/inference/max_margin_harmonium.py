@@ -141,6 +141,7 @@ def _alternate(
     iterations,
     inner_steps,
     pretrain_steps,
+    batch_size=None,
 ):
     fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
     embed_all = jax.jit(lambda p: with_offset(jax.vmap(embed, in_axes=(None, 0))(p, images)))
@@ -148,10 +149,14 @@ def _alternate(
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
     if pretrain_steps > 0:
-        plain = cd.build_kernel(optimizer, phase_statistics, expected_log_potential)
+        plain = cd.build_kernel(
+            optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
+        )
         state, info = fit(k_pre, state, (images, None), step=plain, num_steps=pretrain_steps)
         gaps.append(np.asarray(info.cd_gap))
-    step = cd.build_kernel(optimizer, phase_statistics, expected_log_potential, extra_loss)
+    step = cd.build_kernel(
+        optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
+    )
     v_state, aux = v_init(embed_all(state.params))
     objective = []
     for it in range(iterations):
@@ -186,6 +191,7 @@ def fit_mmh_classifier(
     inner_steps: int = 50,
     pretrain_steps: int = 0,
     svm_epochs: int = 300,
+    batch_size: int | None = None,
 ) -> MMHResult:
     """Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
 
@@ -213,6 +219,8 @@ def fit_mmh_classifier(
         Plain CD steps (the DWH likelihood alone) before the first V-step.
     svm_epochs : int
         Epoch budget of each V-step.
+    batch_size : int, optional
+        Minibatch of the CD term (the hinge always uses every image).
 
     Returns
     -------
@@ -241,6 +249,7 @@ def fit_mmh_classifier(
         expected_log_potential=expected_log_potential, embed=embed,
         extra_loss=classification_extra_loss(embed, c2), v_step=v_step, v_init=v_init,
         iterations=iterations, inner_steps=inner_steps, pretrain_steps=pretrain_steps,
+        batch_size=batch_size,
     )
     return MMHResult(out_params, v_state.weights, trace)
 
@@ -262,6 +271,7 @@ def fit_mmh_regressor(
     inner_steps: int = 50,
     pretrain_steps: int = 0,
     svr_epochs: int = 300,
+    batch_size: int | None = None,
 ) -> MMHResult:
     """Fit the max-margin harmonium for regression (seed 001 §4.2).
 
@@ -289,5 +299,6 @@ def fit_mmh_regressor(
         expected_log_potential=expected_log_potential, embed=embed,
         extra_loss=regression_extra_loss(embed), v_step=v_step, v_init=v_init,
         iterations=iterations, inner_steps=inner_steps, pretrain_steps=pretrain_steps,
+        batch_size=batch_size,
     )
     return MMHResult(out_params, v_state.weights, trace)
