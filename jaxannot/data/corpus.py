@@ -87,7 +87,9 @@ class Corpus:
             if _is_placeholder(x):
                 return  # pytree unflattening with non-array leaves (jax internals)
             if x.ndim != 2:
-                raise ValueError(f"view {key!r} must be 2-D [images, dims], got {x.shape}")
+                raise ValueError(
+                    f"view {key!r} must be 2-D [images, dims], got {x.shape}"
+                )
             if n is None:
                 n = x.shape[0]
             elif x.shape[0] != n:
@@ -116,7 +118,9 @@ class Corpus:
                 )
         if self.labels is not None and not _is_placeholder(self.labels):
             if self.labels.shape != (n,):
-                raise ValueError(f"labels must be [images={n}], got {self.labels.shape}")
+                raise ValueError(
+                    f"labels must be [images={n}], got {self.labels.shape}"
+                )
 
     # ------------------------------------------------------------ constructors
     @classmethod
@@ -143,7 +147,9 @@ class Corpus:
         for k, v in views.items():
             kinds.setdefault(k, "real")
             if v.ndim != 2:
-                raise ValueError(f"view {k!r} must be 2-D [images, dims], got {v.shape}")
+                raise ValueError(
+                    f"view {k!r} must be 2-D [images, dims], got {v.shape}"
+                )
             if v.shape[1] == 0:
                 raise ValueError(f"view {k!r} has an empty vocabulary (0 dimensions)")
             if not np.all(np.isfinite(v)):
@@ -152,11 +158,15 @@ class Corpus:
                     f"view {k!r} has a NaN/inf value at image {bad[0]}, dim {bad[1]}"
                 )
             if kinds[k] in ("bag", "binary") and np.any(v < 0):
-                raise ValueError(f"view {k!r} is a {kinds[k]} view with negative values")
+                raise ValueError(
+                    f"view {k!r} is a {kinds[k]} view with negative values"
+                )
         if words is not None:
             words = np.asarray(words, dtype=np.float32)
             if words.ndim != 2 or words.shape[1] == 0:
-                raise ValueError(f"words must be a non-empty [images, words] matrix, got {words.shape}")
+                raise ValueError(
+                    f"words must be a non-empty [images, words] matrix: {words.shape}"
+                )
             if not np.all(np.isfinite(words)) or np.any(words < 0):
                 raise ValueError("words must be finite non-negative counts")
             if word_mask is None:
@@ -212,7 +222,9 @@ class Corpus:
 
     def concatenated_views(self) -> np.ndarray:
         """All feature views side by side, ``[images, sum of dims]``."""
-        return np.concatenate([np.asarray(v, dtype=np.float32) for v in self.views.values()], axis=1)
+        return np.concatenate(
+            [np.asarray(v, dtype=np.float32) for v in self.views.values()], axis=1
+        )
 
     # -------------------------------------------------------------- selection
     def subset(self, rows: np.ndarray) -> Corpus:

@@ -116,11 +116,15 @@ def make_task(
         Held-out fraction when the dataset has no split (inductive only).
     """
     if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; valid protocols: {list(PROTOCOLS)}")
+        raise ValueError(
+            f"unknown protocol {protocol!r}; valid protocols: {list(PROTOCOLS)}"
+        )
     if labelled_fraction is None:
         labelled_fraction = 0.25 if protocol == "transductive" else 1.0
     if not 0.0 < labelled_fraction <= 1.0:
-        raise ValueError(f"labelled fraction must be in (0, 1], got {labelled_fraction}")
+        raise ValueError(
+            f"labelled fraction must be in (0, 1], got {labelled_fraction}"
+        )
     rng = np.random.default_rng(seed)
 
     if protocol == "transductive":

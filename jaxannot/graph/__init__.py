@@ -1,0 +1,37 @@
+"""k-NN graphs over images and their Laplacian operators (edge lists, never n x n).
+
+See :mod:`jaxannot.graph.knn` (search, graph construction, weights, symmetrization) and
+:mod:`jaxannot.graph.laplacian` (the :class:`Graph` pytree, degree, ``S f``, ``L f``,
+normalized Laplacian, the penalty ``sum_ij S_ij d(q_i, q_j)``).
+"""
+
+from jaxannot.graph.knn import KNN_METRICS, KNN_WEIGHTS, knn_graph, knn_search
+from jaxannot.graph.laplacian import (
+    PENALTY_DISTANCES,
+    SYM_KL_EPS,
+    Graph,
+    adjacency_matvec,
+    degree,
+    from_scipy,
+    laplacian_matvec,
+    laplacian_penalty,
+    normalized_laplacian_matvec,
+    to_scipy,
+)
+
+__all__ = [
+    "Graph",
+    "KNN_METRICS",
+    "KNN_WEIGHTS",
+    "PENALTY_DISTANCES",
+    "SYM_KL_EPS",
+    "adjacency_matvec",
+    "degree",
+    "from_scipy",
+    "knn_graph",
+    "knn_search",
+    "laplacian_matvec",
+    "laplacian_penalty",
+    "normalized_laplacian_matvec",
+    "to_scipy",
+]

@@ -1,0 +1,154 @@
+"""Baseline annotators: word frequency (``empirical``) and k-NN transfer (``knn``).
+
+``empirical``
+    Scores every word by its relative frequency in the observed training words,
+    the same for every image: ``s(w | d) = Σ_i y_iw / Σ_i Σ_v y_iv`` over observed
+    images ``i``. It is the floor every annotation method must beat.
+``knn``
+    Similarity-weighted label transfer (Makadia, Pavlovic, Kumar, "A new baseline for
+    image annotation", ECCV 2008, in its simplest form): the ``k`` nearest observed
+    training images ``N_k(d)`` of an image ``d`` in a feature view vote for their words,
+
+    .. math:: s(w \\mid d) = \\frac{\\sum_{j \\in N_k(d)} a_{dj} y_{jw}}
+                                   {\\sum_{j \\in N_k(d)} a_{dj}}
+              + \\epsilon\\, p_{\\mathrm{emp}}(w),
+
+    with heat-kernel affinities ``a_dj = exp(-δ²_dj / 2t²)`` (``t`` the mean neighbour
+    distance) or uniform votes. The tiny ``ε p_emp`` term (ε = 1e-6, far below any
+    vote) only orders the words no neighbour carries by their frequency, so complete
+    rankings stay meaningful.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.data.corpus import Corpus
+from jaxannot.graph import knn_search
+
+__all__ = ["EMPIRICAL", "KNN"]
+
+_BACKOFF = (
+    1e-6  # weight of the frequency prior that only breaks ties between unvoted words
+)
+
+
+def _observed_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
+    if corpus.words is None:
+        raise ValueError(
+            f"dataset {corpus.name!r} has no annotation words; this method annotates"
+        )
+    mask = np.asarray(corpus.word_mask, dtype=bool)
+    if not mask.any():
+        raise ValueError("no image of the training corpus has observed words")
+    return np.flatnonzero(mask), np.asarray(corpus.words, dtype=np.float32)[mask]
+
+
+def _frequencies(words: np.ndarray) -> np.ndarray:
+    total = words.sum()
+    if total <= 0:
+        raise ValueError("the observed training words are all zero")
+    return (words.sum(axis=0) / total).astype(np.float32)
+
+
+# ------------------------------------------------------------------ empirical
+def _empirical_fit(corpus: Corpus, *, rng_key=None) -> Fitted:
+    del rng_key  # deterministic
+    _, words = _observed_words(corpus)
+    return Fitted("empirical", {"frequency": _frequencies(words)})
+
+
+def _empirical_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    freq = np.asarray(fitted.params["frequency"])
+    return np.broadcast_to(freq, (corpus.num_images, freq.shape[0])).copy()
+
+
+EMPIRICAL = register(
+    Method(
+        name="empirical",
+        fit=_empirical_fit,
+        score_words=_empirical_score,
+        summary="word frequency in the training words (same ranking for every image)",
+        needs=("words",),
+    )
+)
+
+
+# ------------------------------------------------------------------------ knn
+def _features(corpus: Corpus, view: str) -> np.ndarray:
+    if view in ("", "all"):
+        return corpus.concatenated_views()
+    return np.asarray(corpus.view(view), dtype=np.float32)
+
+
+def _knn_fit(
+    corpus: Corpus,
+    *,
+    rng_key=None,
+    k: int = 10,
+    view: str = "",
+    metric: str = "cosine",
+    weight: str = "heat",
+) -> Fitted:
+    del rng_key  # deterministic
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if weight not in ("heat", "uniform"):
+        raise ValueError(f"unknown weight {weight!r}; valid: ['heat', 'uniform']")
+    if metric not in ("cosine", "euclidean"):
+        raise ValueError(f"unknown metric {metric!r}; valid: ['cosine', 'euclidean']")
+    rows, words = _observed_words(corpus)
+    features = _features(corpus, view)[rows]
+    hyper = {"k": k, "view": view, "metric": metric, "weight": weight}
+    params = {
+        "features": features,
+        "words": words,
+        "frequency": _frequencies(words),
+    }
+    return Fitted("knn", params, hyper)
+
+
+@jax.jit
+def _vote(indices, distances, words, frequency, heat):
+    scale = jnp.maximum(jnp.mean(distances), 1e-12)
+    affinity = jnp.where(heat, jnp.exp(-(distances**2) / (2 * scale**2)), 1.0)
+    affinity = jnp.maximum(affinity, 1e-30)  # far neighbours still vote, however little
+    votes = jnp.einsum("qk,qkw->qw", affinity, words[indices])
+    return votes / affinity.sum(axis=1, keepdims=True) + _BACKOFF * frequency
+
+
+def _knn_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    hyper, params = fitted.hyper, fitted.params
+    database = np.asarray(params["features"])
+    queries = _features(corpus, hyper["view"])
+    if queries.shape[1] != database.shape[1]:
+        raise ValueError(
+            f"the corpus has {queries.shape[1]} feature dimensions, the fitted model "
+            f"{database.shape[1]}"
+        )
+    k = min(int(hyper["k"]), database.shape[0])
+    indices, distances = knn_search(queries, database, k, metric=hyper["metric"])
+    scores = _vote(
+        indices,
+        distances,
+        jnp.asarray(params["words"]),
+        jnp.asarray(params["frequency"]),
+        hyper["weight"] == "heat",
+    )
+    return np.asarray(scores)
+
+
+KNN = register(
+    Method(
+        name="knn",
+        fit=_knn_fit,
+        score_words=_knn_score,
+        hyper={"k": 10, "view": "", "metric": "cosine", "weight": "heat"},
+        summary="similarity-weighted word transfer from the k nearest training images",
+        needs=("words",),
+    )
+)

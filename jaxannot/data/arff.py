@@ -1,0 +1,316 @@
+"""Reading ARFF files (dense and sparse) with ``liac-arff``.
+
+An ARFF file (Weka's Attribute-Relation File Format) has a header of ``@attribute``
+declarations and a ``@data`` section whose rows are either dense
+(``v1,v2,...``) or sparse (``{index value, ...}``, 0-based attribute indices, omitted
+attributes are 0). Mulan's multi-label datasets ship as ARFF plus a label XML
+(:mod:`jaxannot.data.mulan`).
+
+Parsing is delegated to ``liac-arff``; sparse files are decoded with its coordinate
+(COO) return type, so no Python list per row is ever built for them. Every failure of
+the parser (its own ``ArffException`` subclasses, which carry a line number, and any
+other exception it lets escape on malformed input) and non-UTF-8 bytes become a
+:class:`~jaxannot.data.errors.DataFormatError` naming the file and the line.
+
+Value conventions
+-----------------
+- ``NUMERIC`` / ``REAL`` / ``INTEGER`` attributes: their value; missing (``?``) is NaN.
+- Nominal attributes whose values all read as numbers (``{0,1}``): that number.
+- Other nominal attributes: the 0-based index of the value in the declaration.
+- ``STRING`` and ``DATE`` attributes are not supported (DataFormatError).
+
+References
+----------
+Weka ARFF format: https://waikato.github.io/weka-wiki/formats_and_processors/arff/ ;
+liac-arff: https://github.com/renatopp/liac-arff
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import arff as liac_arff
+import numpy as np
+import scipy.sparse
+
+from jaxannot.data.errors import DataFormatError
+
+__all__ = ["ArffData", "read_arff", "parse_arff"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ArffData:
+    """The content of one ARFF file.
+
+    Attributes
+    ----------
+    path : str
+        Where it was read from (used in error messages).
+    relation : str
+        The ``@relation`` name.
+    attribute_names : tuple of str
+        Attribute names in file order.
+    attribute_types : tuple
+        ``"NUMERIC"``, ``"REAL"``, ``"INTEGER"`` or the tuple of nominal values.
+    values : ndarray [rows, attributes] or scipy.sparse.csr_matrix
+        Raw decoded values (nominals as value indices; NaN for missing). Use
+        :meth:`columns` to get numbers with the conventions of the module docstring.
+    data_lines : int ndarray [rows]
+        1-based line number of each data row in the file.
+    sparse : bool
+        Whether the data section was written in sparse ``{index value}`` form.
+    """
+
+    path: str
+    relation: str
+    attribute_names: tuple[str, ...]
+    attribute_types: tuple
+    values: object
+    data_lines: np.ndarray
+    sparse: bool
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.values.shape[0])
+
+    def index_of(self, name: str) -> int:
+        """Column index of attribute ``name`` (KeyError naming a few if absent)."""
+        try:
+            return self.attribute_names.index(name)
+        except ValueError:
+            raise KeyError(
+                f"{self.path}: no attribute named {name!r} (first attributes: "
+                f"{list(self.attribute_names[:5])})"
+            ) from None
+
+    def columns(self, cols, dtype=np.float32) -> np.ndarray:
+        """Dense ``[rows, len(cols)]`` array of the given attribute columns.
+
+        Nominal columns are mapped to their numeric value (or value index).
+        """
+        cols = np.asarray(cols, dtype=np.int64)
+        if scipy.sparse.issparse(self.values):
+            block = self.values[:, cols].toarray()
+        else:
+            block = np.asarray(self.values)[:, cols]
+        block = np.array(block, dtype=np.float64)
+        for j, c in enumerate(cols):
+            lut = _nominal_lut(self.attribute_types[c])
+            if lut is None:
+                continue
+            col = block[:, j]
+            ok = np.isfinite(col)
+            idx = col[ok].astype(np.int64)
+            col[ok] = lut[idx]
+        return block.astype(dtype)
+
+
+def _nominal_lut(type_) -> np.ndarray | None:
+    """Index -> number for a nominal attribute, or None when no mapping is needed."""
+    if isinstance(type_, str):
+        return None
+    try:
+        lut = np.array([float(v) for v in type_], dtype=np.float64)
+    except (TypeError, ValueError):
+        return None  # non-numeric nominal values: keep the value index
+    if np.array_equal(lut, np.arange(len(lut))):
+        return None
+    return lut
+
+
+def read_arff(path: str | os.PathLike) -> ArffData:
+    """Read an ARFF file (dense or sparse).
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.arff`` file.
+
+    Returns
+    -------
+    ArffData
+
+    Raises
+    ------
+    DataFormatError
+        Malformed content, with the file name and line number in the message.
+    FileNotFoundError
+        When the file does not exist.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.arff"
+    >>> _ = p.write_text("@relation r\\n@attribute a numeric\\n@attribute b {0,1}\\n"
+    ...                  "@data\\n{0 2.5,1 1}\\n{}\\n")
+    >>> read_arff(p).columns([0, 1]).tolist()
+    [[2.5, 1.0], [0.0, 0.0]]
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    return parse_arff(raw, path=path)
+
+
+def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
+    """Parse ARFF content given as bytes (UTF-8) or text; see :func:`read_arff`."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise DataFormatError(
+                path, f"not valid UTF-8 (byte {raw[e.start]:#04x})", line
+            ) from None
+    else:
+        text = raw
+    lines = text.split("\n")
+    attr_lines, data_lines = _scan(lines)
+    sparse = bool(data_lines) and lines[data_lines[0] - 1].strip().startswith("{")
+    decoder = liac_arff.ArffDecoder()
+    return_type = liac_arff.COO if sparse else liac_arff.DENSE
+    try:
+        obj = decoder.decode(lines, encode_nominal=True, return_type=return_type)
+    except liac_arff.ArffException as e:
+        raise DataFormatError(path, _arff_message(e), e.line) from None
+    except Exception as e:  # liac-arff lets some malformed input escape untyped
+        line = decoder._current_line or None
+        raise DataFormatError(
+            path, f"malformed ARFF ({type(e).__name__}: {e})", line
+        ) from None
+
+    names = tuple(a[0] for a in obj["attributes"])
+    if len(attr_lines) == len(names):  # re-read quoted names: liac-arff only strips
+        names = tuple(
+            _attribute_name(lines[k - 1], n)
+            for k, n in zip(attr_lines, names, strict=True)
+        )
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:3]
+            raise DataFormatError(path, f"attribute names declared twice: {dup}")
+    types = tuple(
+        a[1] if isinstance(a[1], str) else tuple(a[1]) for a in obj["attributes"]
+    )
+    for j, t in enumerate(types):
+        if t == "STRING":
+            raise DataFormatError(
+                path,
+                f"attribute {names[j]!r} is a STRING attribute (not supported)",
+                attr_lines[j] if j < len(attr_lines) else None,
+            )
+    if not names:
+        raise DataFormatError(path, "no @attribute declarations")
+    n_rows, n_attr = len(data_lines), len(names)
+    line_arr = np.asarray(data_lines, dtype=np.int64)
+    if sparse:
+        vals, rows, cols = obj["data"]
+        vals = _to_float(vals, path, lambda k: int(line_arr[rows[k]]))
+        values = scipy.sparse.csr_matrix(
+            (vals, (np.asarray(rows, np.int64), np.asarray(cols, np.int64))),
+            shape=(n_rows, n_attr),
+        )
+    else:
+        data = obj["data"]
+        if len(data) != n_rows:  # pragma: no cover - the scan mirrors liac-arff
+            raise DataFormatError(path, f"read {len(data)} rows, expected {n_rows}")
+        if "INTEGER" in types:  # liac-arff returns a row unconverted on int('nan')
+            for r, row in enumerate(data):
+                if any(isinstance(v, str) for v in row):
+                    raise DataFormatError(
+                        path, "a value could not be converted", int(line_arr[r])
+                    )
+        try:
+            values = np.array(data, dtype=np.float64).reshape(n_rows, n_attr)
+        except (TypeError, ValueError):
+            values = None
+        if values is None:
+            flat = [v for row in data for v in row]
+            values = _to_float(flat, path, lambda k: int(line_arr[k // n_attr]))
+            values = values.reshape(n_rows, n_attr)
+    return ArffData(
+        path=path,
+        relation=obj["relation"],
+        attribute_names=names,
+        attribute_types=types,
+        values=values,
+        data_lines=line_arr,
+        sparse=sparse,
+    )
+
+
+def _to_float(vals, path, line_of) -> np.ndarray:
+    """Values list (floats, ints, None) -> float64 array; NaN for None."""
+    try:
+        return np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
+    except (TypeError, ValueError):
+        for k, v in enumerate(vals):
+            try:
+                float(np.nan if v is None else v)
+            except (TypeError, ValueError):
+                raise DataFormatError(
+                    path, f"value {v!r} is not a number", line_of(k)
+                ) from None
+        raise  # pragma: no cover
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _attribute_name(line: str, fallback: str) -> str:
+    """The name of an ``@attribute`` line, unquoted with backslash escapes resolved.
+
+    Unquoted names are taken literally up to the first whitespace; quoted names
+    (``'...'`` or ``"..."``) end at the first unescaped matching quote.
+    """
+    rest = line.strip(" \r\n")[len("@attribute") :].lstrip()
+    if not rest or rest[0] not in "'\"":
+        return fallback
+    quote, out, k = rest[0], [], 1
+    while k < len(rest):
+        ch = rest[k]
+        if ch == "\\" and k + 1 < len(rest):
+            out.append(_ESCAPES.get(rest[k + 1], rest[k + 1]))
+            k += 2
+            continue
+        if ch == quote:
+            return "".join(out)
+        out.append(ch)
+        k += 1
+    return fallback
+
+
+def _arff_message(e) -> str:
+    """liac-arff's message without its own 'at line N' (we add file and line)."""
+    try:
+        msg = str(e)
+    except Exception:  # pragma: no cover - a message template that fails to format
+        msg = type(e).__name__
+    for tail in (f", at line {e.line}.", f" at line {e.line}.", f" in line {e.line}"):
+        msg = msg.replace(tail, "")
+    return f"{type(e).__name__}: {msg}"
+
+
+def _scan(lines: list[str]) -> tuple[list[int], list[int]]:
+    """1-based line numbers of the @attribute lines and of the data rows.
+
+    Mirrors liac-arff's own reading: header rows are stripped of ``' \\r\\n'`` and the
+    first ``@data`` ends the header; data rows are stripped and skipped when empty or
+    comments (``%``).
+    """
+    attr_lines: list[int] = []
+    data_lines: list[int] = []
+    k = 0
+    for k, row in enumerate(lines, start=1):
+        u = row.strip(" \r\n").upper()
+        if u.startswith("@ATTRIBUTE"):
+            attr_lines.append(k)
+        elif u.startswith("@DATA"):
+            break
+    else:
+        return attr_lines, data_lines
+    for j in range(k, len(lines)):
+        row = lines[j].strip()
+        if row and not row.startswith("%"):
+            data_lines.append(j + 1)
+    return attr_lines, data_lines

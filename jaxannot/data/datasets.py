@@ -1,0 +1,315 @@
+"""Named datasets under a data root, and :func:`load_dataset`.
+
+The data root is the ``data_dir`` argument, else the environment variable
+``JAXANNOT_DATA``. Each named dataset lives in a folder of the root (see
+``DATASETS``); :func:`load_dataset` also accepts the path of any Mulan directory
+(``<stem>.xml`` + ``<stem>-train[-sparse].arff`` [+ ``<stem>-test[-sparse].arff``]).
+Nothing is cached on disk.
+
+What each loader produces:
+
+=========  =====================================================  ==========  =========
+name       views (kind)                                           words       split
+=========  =====================================================  ==========  =========
+corel5k    blobs [499] (bag)                                      374 words   4500/500
+scene      features [294] (real)                                  6 labels    1211/1196
+yeast      features [103] (real)                                  14 labels   1500/917
+emotions   features [72] (real)                                   6 labels    391/202
+enron      features [1001] (binary)                               53 tags     1123/579
+bibtex     features [1836] (binary)                               159 tags    4880/2515
+delicious  features [500] (binary)                                983 tags    12920/3185
+mfeat      fou 76, fac 216, kar 64, pix 240, zer 47, mor 6 (real) 10 classes  none
+msrc       cent 1302, cmt 48, gist 512, hog 100, lbp 256 (real)   7 classes   none
+3sources   source1 3560, source2 3631, source3 3068 (bag)         6 classes   none
+bbcsport   segment1 3183, segment2 3203 (real)                    5 classes   none
+wikipedia  image 128, text 10 (real)                              10 classes  2173/693
+=========  =====================================================  ==========  =========
+
+For the single-label class datasets ``labels`` holds the 0-based class and ``words``
+its one-hot indicator (class names ``"0".."k-1"``; the files store none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from collections.abc import Callable
+
+import numpy as np
+
+from jaxannot.data.corpus import Corpus
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.matlab import class_labels, dense_view, multiview_corpus, read_mat
+from jaxannot.data.mulan import load_mulan_dir
+
+__all__ = ["DATASETS", "DatasetSpec", "data_root", "load_dataset", "list_datasets"]
+
+ENV_VAR = "JAXANNOT_DATA"
+
+Split = tuple[Corpus, Corpus | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """Where a named dataset lives and how to read it.
+
+    Attributes
+    ----------
+    folder : str
+        Folder under the data root.
+    files : tuple of str
+        Files that must exist in the folder (for :func:`list_datasets`).
+    loader : callable
+        ``loader(folder_path, name) -> (train, test or None)``.
+    summary : str
+        One line for listings.
+    """
+
+    folder: str
+    files: tuple[str, ...]
+    loader: Callable[[pathlib.Path, str], Split]
+    summary: str
+
+
+def _mulan(stem: str, view: str, kind: str):
+    def load(folder: pathlib.Path, name: str) -> Split:
+        return load_mulan_dir(
+            folder, stem=stem, name=name, view_name=view, feature_kind=kind
+        )
+
+    return load
+
+
+def _cells(mat: dict, key: str, path: str) -> list:
+    if key not in mat:
+        raise DataFormatError(path, f"no variable {key!r}; variables: {sorted(mat)}")
+    return list(np.asarray(mat[key], dtype=object).ravel())
+
+
+def _load_mfeat(folder: pathlib.Path, name: str) -> Split:
+    path = str(folder / "handwritten.mat")
+    mat = read_mat(path)
+    by_dim = {76: "fou", 216: "fac", 64: "kar", 240: "pix", 47: "zer", 6: "mor"}
+    found = {}
+    for k, x in enumerate(_cells(mat, "X", path)):
+        view = by_dim.get(x.shape[1])
+        if view is None or view in found:
+            raise DataFormatError(path, f"X{{{k + 1}}} has unexpected shape {x.shape}")
+        found[view] = dense_view(x, path, f"X{{{k + 1}}}")
+    if len(found) != 6:
+        raise DataFormatError(path, f"expected 6 views, found {sorted(found)}")
+    views = {v: found[v] for v in ("fou", "fac", "kar", "pix", "zer", "mor")}
+    labels, classes = class_labels(mat["Y"], path)
+    kinds = dict.fromkeys(views, "real")
+    return multiview_corpus(path, views, kinds, labels, classes, name), None
+
+
+def _cell_views(file: str, names: tuple[str, ...], kind: str, drop: int = 0):
+    def load(folder: pathlib.Path, name: str) -> Split:
+        path = str(folder / file)
+        mat = read_mat(path)
+        cells = _cells(mat, "X", path)
+        if len(cells) != len(names) + drop:
+            raise DataFormatError(
+                path, f"X has {len(cells)} cells, expected {len(names) + drop}"
+            )
+        views = {
+            v: dense_view(x, path, f"X{{{k + 1}}}")
+            for k, (v, x) in enumerate(zip(names, cells[: len(names)], strict=True))
+        }
+        labels, classes = class_labels(mat["Y"], path)
+        kinds = dict.fromkeys(views, kind)
+        return multiview_corpus(path, views, kinds, labels, classes, name), None
+
+    return load
+
+
+def _load_wikipedia(folder: pathlib.Path, name: str) -> Split:
+    path = str(folder / "wiki_data.mat")
+    mat = read_mat(path)  # v7.3: read_mat transposes to [images, dims]
+
+    def part(suffix: str) -> Corpus:
+        for key in ("I", "T", "L"):
+            if f"{key}_{suffix}" not in mat:
+                raise DataFormatError(
+                    path, f"no variable {key}_{suffix}: {sorted(mat)}"
+                )
+        image = dense_view(mat[f"I_{suffix}"], path, f"I_{suffix}")
+        text = dense_view(mat[f"T_{suffix}"], path, f"T_{suffix}")
+        onehot = dense_view(mat[f"L_{suffix}"], path, f"L_{suffix}")
+        if not (np.isin(onehot, (0.0, 1.0)).all() and (onehot.sum(1) == 1).all()):
+            raise DataFormatError(path, f"L_{suffix} is not one-hot per row")
+        labels = onehot.argmax(1).astype(np.int32)
+        classes = tuple(str(i) for i in range(onehot.shape[1]))
+        views = {"image": image, "text": text}
+        kinds = {"image": "real", "text": "real"}
+        return multiview_corpus(path, views, kinds, labels, classes, name)
+
+    return part("tr"), part("te")
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "corel5k": DatasetSpec(
+        "corel5k",
+        ("Corel5k.xml", "Corel5k-train-sparse.arff", "Corel5k-test-sparse.arff"),
+        _mulan("Corel5k", "blobs", "bag"),
+        "Corel5k images: 499 blob tokens (bag), 374 words; 4500/500",
+    ),
+    "scene": DatasetSpec(
+        "scene",
+        ("scene.xml", "scene-train.arff", "scene-test.arff"),
+        _mulan("scene", "features", "real"),
+        "scene images: 294 colour moments, 6 concepts; 1211/1196",
+    ),
+    "yeast": DatasetSpec(
+        "yeast",
+        ("yeast.xml", "yeast-train.arff", "yeast-test.arff"),
+        _mulan("yeast", "features", "real"),
+        "yeast genes: 103 features, 14 functional classes; 1500/917",
+    ),
+    "emotions": DatasetSpec(
+        "emotions",
+        ("emotions.xml", "emotions-train.arff", "emotions-test.arff"),
+        _mulan("emotions", "features", "real"),
+        "music clips: 72 audio features, 6 emotions; 391/202",
+    ),
+    "enron": DatasetSpec(
+        "enron",
+        ("enron.xml", "enron-train.arff", "enron-test.arff"),
+        _mulan("enron", "features", "binary"),
+        "Enron e-mails: 1001 binary words, 53 categories; 1123/579",
+    ),
+    "bibtex": DatasetSpec(
+        "bibtex",
+        ("bibtex.xml", "bibtex-train.arff", "bibtex-test.arff"),
+        _mulan("bibtex", "features", "binary"),
+        "BibTeX entries: 1836 binary words, 159 tags; 4880/2515",
+    ),
+    "delicious": DatasetSpec(
+        "delicious",
+        ("delicious.xml", "delicious-train.arff", "delicious-test.arff"),
+        _mulan("delicious", "features", "binary"),
+        "del.icio.us pages: 500 binary words, 983 tags; 12920/3185",
+    ),
+    "mfeat": DatasetSpec(
+        "mfeat-handwritten",
+        ("handwritten.mat",),
+        _load_mfeat,
+        "UCI handwritten digits: 6 real views, 10 classes; 2000, no split",
+    ),
+    "msrc": DatasetSpec(
+        "msrc-v1",
+        ("MSRCV1.mat",),
+        _cell_views("MSRCV1.mat", ("cent", "cmt", "gist", "hog", "lbp"), "real", 1),
+        "MSRC-v1 objects: 5 real views, 7 classes; 210, no split",
+    ),
+    "3sources": DatasetSpec(
+        "3sources",
+        ("3-sources.mat",),
+        _cell_views("3-sources.mat", ("source1", "source2", "source3"), "bag"),
+        "3sources news: 3 term-count views (bag), 6 classes; 169, no split",
+    ),
+    "bbcsport": DatasetSpec(
+        "bbcsport",
+        ("BBCSport.mat",),
+        _cell_views("BBCSport.mat", ("segment1", "segment2"), "real"),
+        "BBCSport news: 2 weighted-term views (real), 5 classes; 544, no split",
+    ),
+    "wikipedia": DatasetSpec(
+        "wikipedia-xmodal",
+        ("wiki_data.mat",),
+        _load_wikipedia,
+        "Wikipedia image+text: SIFT-BoW 128 + LDA 10 (real), 10 classes; 2173/693",
+    ),
+}
+
+
+def data_root(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
+    """The data root: ``data_dir``, else ``$JAXANNOT_DATA``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither is set, or the folder does not exist; the message says how to set
+        it.
+    """
+    source = "data_dir"
+    if data_dir is None:
+        data_dir, source = os.environ.get(ENV_VAR), f"${ENV_VAR}"
+    if not data_dir:
+        raise FileNotFoundError(
+            f"no data root: pass --data-dir DIR (data_dir=...) or set the environment "
+            f"variable {ENV_VAR}=DIR to the folder holding the dataset folders "
+            f"({', '.join(sorted({s.folder for s in DATASETS.values()}))})"
+        )
+    root = pathlib.Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"data root {root} (from {source}) is not a directory; pass --data-dir DIR "
+            f"or set {ENV_VAR}=DIR"
+        )
+    return root
+
+
+def load_dataset(
+    name_or_dir: str | os.PathLike, data_dir: str | os.PathLike | None = None
+) -> Split:
+    """Load a named dataset or a Mulan directory as ``(train, test)``.
+
+    Parameters
+    ----------
+    name_or_dir : str or path-like
+        A key of ``DATASETS`` (case-insensitive) or the path of a Mulan directory.
+    data_dir : path-like, optional
+        Data root for named datasets (default ``$JAXANNOT_DATA``).
+
+    Returns
+    -------
+    train : Corpus
+    test : Corpus or None
+        None for datasets without a train/test split.
+
+    Raises
+    ------
+    KeyError
+        Unknown name (the message lists the valid names).
+    FileNotFoundError
+        Missing data root or dataset folder / files.
+    DataFormatError
+        Malformed files.
+    """
+    key = os.fspath(name_or_dir)
+    spec = DATASETS.get(key.lower())
+    if spec is None:
+        if pathlib.Path(key).expanduser().is_dir():
+            return load_mulan_dir(pathlib.Path(key).expanduser())
+        raise KeyError(
+            f"unknown dataset {key!r}; valid names: {sorted(DATASETS)} "
+            f"(or the path of a Mulan directory)"
+        )
+    folder = data_root(data_dir) / spec.folder
+    missing = [f for f in spec.files if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"dataset {key.lower()!r}: missing {missing} in {folder}"
+        )
+    return spec.loader(folder, key.lower())
+
+
+def list_datasets(data_dir: str | os.PathLike | None = None) -> list:
+    """``[(name, present, summary)]`` for every named dataset.
+
+    ``present`` is False for all when no data root is configured.
+    """
+    try:
+        root = data_root(data_dir)
+    except FileNotFoundError:
+        root = None
+    out = []
+    for name, spec in DATASETS.items():
+        present = root is not None and all(
+            (root / spec.folder / f).is_file() for f in spec.files
+        )
+        out.append((name, present, spec.summary))
+    return out

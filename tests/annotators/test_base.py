@@ -1,0 +1,73 @@
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jaxannot.annotators import Fitted, Method, load, parse_hyper, save
+
+
+def _fitted():
+    return Fitted(
+        "toy",
+        {"beta": np.arange(6.0).reshape(2, 3), "view": {"w": np.ones(2, np.int32)}},
+        hyper={"topics": 2, "lam": 0.5},
+        info={"objective": [1.0, 2.0]},
+    )
+
+
+def test_save_load_round_trip(tmp_path):
+    path = tmp_path / "model.npz"
+    save(path, _fitted())
+    back = load(path)
+    assert back.method == "toy" and back.hyper == {"topics": 2, "lam": 0.5}
+    assert back.info == {"objective": [1.0, 2.0]}
+    np.testing.assert_array_equal(back.params["beta"], np.arange(6.0).reshape(2, 3))
+    assert back.params["view"]["w"].dtype == np.int32
+    assert [p.name for p in tmp_path.iterdir()] == ["model.npz"]  # no temp file left
+
+
+def test_load_rejects_foreign_and_pickled_files(tmp_path):
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, a=np.ones(2))
+    with pytest.raises(ValueError, match="not a jaxannot model"):
+        load(plain)
+    pickled = tmp_path / "obj.npz"
+    np.savez(pickled, __meta__=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ValueError, match="cannot read"):
+        load(pickled)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="garbage.npz"):
+        load(garbage)
+
+
+def test_save_failure_leaves_nothing(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez_compressed", boom)
+    with pytest.raises(OSError):
+        save(tmp_path / "m.npz", _fitted())
+    assert os.listdir(tmp_path) == []
+
+
+def test_parse_hyper_types_and_errors():
+    m = Method(
+        "m",
+        fit=lambda c, **k: None,
+        hyper={"k": 10, "lam": 1.0, "algo": "a", "on": False},
+    )
+    assert parse_hyper(m, ["k=3", "lam=0.5", "algo=b", "on=true"]) == {
+        "k": 3,
+        "lam": 0.5,
+        "algo": "b",
+        "on": True,
+    }
+    with pytest.raises(KeyError, match="valid: k, lam, algo, on"):
+        parse_hyper(m, ["topics=3"])
+    with pytest.raises(ValueError, match="expects int"):
+        parse_hyper(m, ["k=many"])
+    with pytest.raises(ValueError, match="key=value"):
+        parse_hyper(m, ["k"])
+    json.dumps(parse_hyper(m, {}))

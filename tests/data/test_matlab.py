@@ -1,0 +1,156 @@
+"""MATLAB readers: v5 (scipy) and v7.3 (h5py, transposed), and the multi-view files."""
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse
+
+from jaxannot.data.datasets import load_dataset
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.matlab import class_labels, is_mat_v73, read_mat
+
+
+def test_v5_cells_and_sparse_roundtrip(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(4, 3))
+    b = scipy.sparse.random(4, 5, density=0.3, random_state=0, format="csc")
+    cells = np.empty((1, 2), dtype=object)
+    cells[0, 0], cells[0, 1] = a, b
+    scipy.io.savemat(
+        tmp_path / "m.mat", {"X": cells, "Y": np.array([[2], [1], [2], [3]])}
+    )
+    assert not is_mat_v73(tmp_path / "m.mat")
+    mat = read_mat(tmp_path / "m.mat")
+    x = mat["X"].ravel()
+    np.testing.assert_allclose(x[0], a)
+    np.testing.assert_allclose(x[1].toarray(), b.toarray())
+    labels, names = class_labels(mat["Y"], "m.mat")
+    assert labels.tolist() == [1, 0, 1, 2] and names == ("0", "1", "2")
+
+
+def test_v73_arrays_are_transposed(tmp_path):
+    """An HDF5 dataset stored (dims, n) column-major is the MATLAB n x dims matrix."""
+    m = np.arange(12.0).reshape(3, 4)  # MATLAB-side 3 x 4
+    s = scipy.sparse.random(5, 3, density=0.4, random_state=1, format="csc")
+    with h5py.File(tmp_path / "v73.mat", "w", userblock_size=512) as f:
+        f["M"] = m.T  # what MATLAB writes: column-major = the transpose in C order
+        g = f.create_group("S")
+        g.attrs["MATLAB_sparse"] = np.uint64(5)
+        g["data"], g["ir"], g["jc"] = s.data, s.indices.astype(np.uint64), s.indptr
+        ref = f.create_dataset("cell_item", data=m.T)
+        f.create_dataset("C", data=np.array([[ref.ref]], dtype=h5py.ref_dtype))
+    assert is_mat_v73(tmp_path / "v73.mat")
+    mat = read_mat(tmp_path / "v73.mat")
+    np.testing.assert_array_equal(mat["M"], m)
+    np.testing.assert_allclose(mat["S"].toarray(), s.toarray())
+    np.testing.assert_array_equal(mat["C"][0, 0], m)
+
+
+def test_non_finite_view_names_file(tmp_path, monkeypatch):
+    x = np.ones((3, 2))
+    x[1, 1] = np.nan
+    cells = np.empty((1, 2), dtype=object)
+    cells[0, 0], cells[0, 1] = x, x
+    folder = tmp_path / "bbcsport"
+    folder.mkdir()
+    scipy.io.savemat(folder / "BBCSport.mat", {"X": cells, "Y": np.array([1, 2, 1])})
+    with pytest.raises(DataFormatError, match=r"BBCSport\.mat: X\{1\} has a NaN/inf"):
+        load_dataset("bbcsport", tmp_path)
+
+
+def test_unreadable_mat(tmp_path):
+    (tmp_path / "bad.mat").write_bytes(b"MATLAB 5.0 MAT-file" + b"\x00" * 50)
+    with pytest.raises(DataFormatError, match=r"bad\.mat: unreadable MAT-file"):
+        read_mat(tmp_path / "bad.mat")
+
+
+def test_wikipedia_v73(data_root):
+    path = data_root / "wikipedia-xmodal" / "wiki_data.mat"
+    assert is_mat_v73(path)
+    train, test = load_dataset("wikipedia", data_root)
+    with h5py.File(path, "r") as f:  # independent read: on-disk (dims, n)
+        assert f["I_tr"].shape == (128, 2173)
+        np.testing.assert_allclose(train.views["image"], f["I_tr"][()].T, rtol=1e-6)
+        np.testing.assert_array_equal(train.labels, f["L_tr"][()].argmax(0))
+    assert train.views["text"].shape == (2173, 10) and test.num_images == 693
+    # SOURCE.md: image rows are L1-normalised histograms, text rows LDA proportions
+    np.testing.assert_allclose(train.views["image"].sum(1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(test.views["text"].sum(1), 1.0, atol=1e-4)
+    counts = np.bincount(train.labels, minlength=10).tolist()
+    assert counts == [138, 272, 244, 248, 202, 178, 186, 144, 214, 347]
+    assert np.bincount(test.labels).tolist() == [
+        34,
+        88,
+        96,
+        85,
+        65,
+        58,
+        51,
+        41,
+        71,
+        104,
+    ]
+    np.testing.assert_array_equal(train.words, np.eye(10)[train.labels])
+
+
+@pytest.mark.parametrize(
+    "name, dims, kind, counts",
+    [
+        (
+            "mfeat",
+            {"fou": 76, "fac": 216, "kar": 64, "pix": 240, "zer": 47, "mor": 6},
+            "real",
+            [200] * 10,
+        ),
+        (
+            "msrc",
+            {"cent": 1302, "cmt": 48, "gist": 512, "hog": 100, "lbp": 256},
+            "real",
+            [30] * 7,
+        ),
+        (
+            "3sources",
+            {"source1": 3560, "source2": 3631, "source3": 3068},
+            "bag",
+            [56, 21, 11, 18, 51, 12],
+        ),
+        (
+            "bbcsport",
+            {"segment1": 3183, "segment2": 3203},
+            "real",
+            [62, 104, 193, 124, 61],
+        ),
+    ],
+)
+def test_v5_multiview_datasets(data_root, name, dims, kind, counts):
+    corpus, test = load_dataset(name, data_root)
+    assert test is None
+    assert {k: v.shape[1] for k, v in corpus.views.items()} == dims
+    assert list(corpus.views) == list(dims)
+    assert all(v.dtype == np.float32 for v in corpus.views.values())
+    assert set(corpus.view_kinds.values()) == {kind}
+    assert corpus.labels.dtype == np.int32
+    assert np.bincount(corpus.labels).tolist() == counts  # SOURCE.md class counts
+    assert corpus.class_names == tuple(str(i) for i in range(len(counts)))
+    np.testing.assert_array_equal(corpus.words.argmax(1), corpus.labels)
+    np.testing.assert_array_equal(corpus.words.sum(1), 1.0)
+
+
+def test_mfeat_views_identified_by_dimension(data_root):
+    corpus, _ = load_dataset("mfeat", data_root)
+    raw = scipy.io.loadmat(data_root / "mfeat-handwritten" / "handwritten.mat")
+    x = raw["X"].ravel()
+    np.testing.assert_array_equal(corpus.views["pix"], x[0])  # SOURCE.md: X{1} = pix
+    np.testing.assert_allclose(corpus.views["fou"], x[1].astype(np.float32))
+    assert corpus.views["pix"].max() == 6  # pix values 0..6
+
+
+def test_sparse_views_densified(data_root):
+    corpus, _ = load_dataset("3sources", data_root)
+    raw = scipy.io.loadmat(data_root / "3sources" / "3-sources.mat")
+    x0 = raw["X"].ravel()[0]
+    assert scipy.sparse.issparse(x0)
+    np.testing.assert_array_equal(corpus.views["source1"], x0.toarray())
+    # SOURCE.md: mean 144.7 non-zero terms per doc in X{1}
+    assert (corpus.views["source1"] > 0).sum(1).mean() == pytest.approx(144.7, abs=0.05)

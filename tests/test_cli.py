@@ -1,0 +1,156 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from jaxannot.cli import main
+
+KEYS = {
+    "method",
+    "dataset",
+    "protocol",
+    "params",
+    "metrics",
+    "fit_seconds",
+    "predict_seconds",
+    "n_train",
+    "n_test",
+    "n_words",
+}
+METRICS = {
+    "accuracy",
+    "complete_length",
+    "f1@5",
+    "precision@5",
+    "recall@5",
+    "word_precision@5",
+    "word_recall@5",
+    "word_f1@5",
+    "n_plus@5",
+    "map",
+    "miap",
+}
+
+
+def test_evaluate_writes_the_documented_json(data_root, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code = main(
+        [
+            "evaluate",
+            "empirical",
+            "--dataset",
+            "corel5k",
+            "--data-dir",
+            str(data_root),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert set(result) == KEYS and METRICS <= set(result["metrics"])
+    assert (result["n_train"], result["n_test"], result["n_words"]) == (4500, 500, 374)
+    assert "empirical" in capsys.readouterr().out
+
+
+def test_evaluate_on_a_mulan_directory_that_is_not_named(data_root, tmp_path):
+    folder = tmp_path / "myscene"
+    folder.mkdir()
+    for part in ("train", "test"):
+        shutil.copy(
+            data_root / "scene" / f"scene-{part}.arff", folder / f"outdoor-{part}.arff"
+        )
+    shutil.copy(data_root / "scene" / "scene.xml", folder / "outdoor.xml")
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "knn", "--dataset", str(folder), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert (
+        result["n_train"] == 1211
+        and result["n_test"] == 1196
+        and result["n_words"] == 6
+    )
+
+
+def test_classification_dataset_reports_accuracy(data_root, tmp_path):
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "evaluate",
+                "knn",
+                "--dataset",
+                "wikipedia",
+                "--data-dir",
+                str(data_root),
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads(out.read_text())["metrics"]
+    assert 0.1 < metrics["classification_accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["evaluate", "nope", "--dataset", "corel5k"], "valid methods: "),
+        (["evaluate", "knn", "--dataset", "nope"], "corel5k"),
+        (["evaluate", "knn", "--dataset", "corel5k", "--set", "kk=3"], "valid: k,"),
+        (["evaluate", "knn", "--dataset", "corel5k", "--set", "k=x"], "expects int"),
+        (
+            [
+                "evaluate",
+                "knn",
+                "--dataset",
+                "corel5k",
+                "--protocol",
+                "transductive",
+                "--labelled-fraction",
+                "1.5",
+            ],
+            "(0, 1]",
+        ),
+    ],
+)
+def test_user_errors_are_one_line(argv, needle, data_root, capsys):
+    assert main([*argv, "--data-dir", str(data_root)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        needle in err and "Traceback" not in err and err.startswith("jaxannot: error:")
+    )
+
+
+def test_malformed_file_names_file_and_line(tmp_path, capsys):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "b.xml").write_text(
+        '<labels xmlns="http://mulan.sourceforge.net/labels"><label name="y"/></labels>'
+    )
+    good = "@relation r\n@attribute x numeric\n@attribute y {0,1}\n@data\n1.0,1\n"
+    (folder / "b-train.arff").write_text(good)
+    (folder / "b-test.arff").write_text(good + "oops,2,3\n")
+    assert main(["evaluate", "knn", "--dataset", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "b-test.arff" in err and "line" in err and "Traceback" not in err
+
+
+def test_methods_and_datasets_listings(data_root, capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    assert "empirical" in out and "knn" in out and "k = 10" in out
+    assert main(["datasets", "--data-dir", str(data_root)]) == 0
+    assert "corel5k" in capsys.readouterr().out
+
+
+def test_console_script_entry_point_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxannot.cli", "evaluate", "nope", "--dataset", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -1,0 +1,336 @@
+"""Metrics vs sklearn, brute-force loops and hand-worked cases (ties by index)."""
+
+import itertools
+
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+import scipy.stats
+import sklearn.metrics as skm
+from hypothesis import given, settings
+
+from jaxannot import metrics as M
+
+# all metrics are float64 numpy: exact up to summation order
+TOL = 1e-12
+
+
+@pytest.fixture
+def problem(rng):
+    scores = rng.normal(size=(30, 12))  # continuous: no ties (sklearn comparisons)
+    truth = (rng.random((30, 12)) < 0.25).astype(np.int32)
+    truth[3] = 0  # an image without words: skipped by per-image metrics
+    truth[:, 7] = 0  # a word without images: skipped by per-word metrics
+    return scores, truth
+
+
+# ------------------------------------------------------ Accuracy / Complete Length
+def test_accuracy_and_complete_length_hand_worked_with_ties():
+    scores = np.array(
+        [
+            [0.5, 0.5, 0.9, 0.1],  # ranking 2, 0, 1, 3 (tie 0/1 -> word 0 first)
+            [1.0, 1.0, 1.0, 1.0],  # all tied: ranking 0, 1, 2, 3
+            [0.0, 0.2, 0.1, 0.3],  # no true word: skipped
+        ]
+    )
+    truth = np.array([[0, 1, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]])
+    # image 0: r=2, top-2 = {2, 0}, correct = {2} -> 1/2; worst true rank: word 1 -> 3
+    # image 1: r=1, top-1 = {0}, correct = 0 -> 0; word 3 at rank 4
+    assert M.annotation_accuracy(scores, truth) == pytest.approx(0.25, abs=TOL)
+    assert M.complete_length(scores, truth) == pytest.approx(3.5, abs=TOL)
+    # breaking the tie the other way changes both: ties really go to the lower index
+    swapped = scores[:, [1, 0, 2, 3]]
+    truth_swapped = truth[:, [1, 0, 2, 3]]
+    # image 0 now has both true words in its top 2 (accuracy 1, length 2); image 1 same
+    assert M.annotation_accuracy(swapped, truth_swapped) == pytest.approx(0.5)
+    assert M.complete_length(swapped, truth_swapped) == pytest.approx(3.0)
+
+
+def test_accuracy_and_complete_length_vs_brute_force(problem):
+    scores, truth = problem
+    scores = np.round(scores, 1)  # create ties
+    accs, lengths = [], []
+    for s, t in zip(scores, truth, strict=True):
+        ranking = sorted(range(len(s)), key=lambda w: (-s[w], w))
+        true = set(np.flatnonzero(t))
+        if not true:
+            continue
+        accs.append(len(true & set(ranking[: len(true)])) / len(true))
+        lengths.append(max(ranking.index(w) + 1 for w in true))
+    assert M.annotation_accuracy(scores, truth) == pytest.approx(np.mean(accs), abs=TOL)
+    assert M.complete_length(scores, truth) == pytest.approx(np.mean(lengths), abs=TOL)
+
+
+def test_perfect_and_worst_rankings(problem):
+    _, truth = problem
+    keep = truth.sum(1) > 0
+    assert M.annotation_accuracy(truth.astype(float), truth) == 1.0
+    assert M.complete_length(truth.astype(float), truth) == pytest.approx(
+        truth.sum(1)[keep].mean()
+    )
+    assert M.annotation_accuracy(-truth.astype(float), truth) == 0.0
+
+
+# --------------------------------------------------------------- per-image P/R/F1@N
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_image_prf_matches_sklearn_samples_average(problem, n):
+    scores, truth = problem
+    keep = truth.sum(1) > 0
+    pred = np.zeros_like(truth)
+    np.put_along_axis(pred, np.argsort(-scores, axis=1)[:, :n], 1, axis=1)
+    p, r, f1 = M.image_prf_at_n(scores, truth, n)
+    kw = dict(average="samples", zero_division=0)
+    assert p == pytest.approx(skm.precision_score(truth[keep], pred[keep], **kw))
+    assert r == pytest.approx(skm.recall_score(truth[keep], pred[keep], **kw))
+    assert f1 == pytest.approx(skm.f1_score(truth[keep], pred[keep], **kw))
+
+
+def test_topn_curves_agree_with_image_prf(problem):
+    scores, truth = problem
+    ns = range(2, 11)
+    p, r = M.topn_precision_recall(scores, truth, ns)
+    assert p.shape == r.shape == (len(ns),)
+    for i, n in enumerate(ns):
+        pn, rn, _ = M.image_prf_at_n(scores, truth, n)
+        assert p[i] == pytest.approx(pn, abs=TOL) and r[i] == pytest.approx(rn, abs=TOL)
+    assert np.all(np.diff(r) >= 0)  # recall never decreases with n
+
+
+# ----------------------------------------------------------- per-word P/R/F1@N, N+
+@pytest.mark.parametrize("n", [2, 5])
+def test_word_prf_matches_sklearn_per_label(problem, n):
+    scores, truth = problem
+    pred = np.zeros_like(truth)
+    np.put_along_axis(pred, np.argsort(-scores, axis=1)[:, :n], 1, axis=1)
+    words = truth.sum(0) > 0
+    p_w = skm.precision_score(truth, pred, average=None, zero_division=0)
+    r_w = skm.recall_score(truth, pred, average=None, zero_division=0)
+    got = M.word_prf_at_n(scores, truth, n)
+    p, r = p_w[words].mean(), r_w[words].mean()
+    assert got["precision"] == pytest.approx(p, abs=TOL)
+    assert got["recall"] == pytest.approx(r, abs=TOL)
+    assert got["f1"] == pytest.approx(2 * p * r / (p + r), abs=TOL)
+    assert got["n_plus"] == int(np.sum(r_w > 0))
+
+
+def test_word_prf_hand_worked():
+    scores = np.array([[3.0, 2, 1], [3, 2, 1], [1, 2, 3]])
+    truth = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    # top-1: word 0, word 0, word 2. word 0: P=1/2 R=1; word 1: P=0 (never predicted)
+    # R=0; word 2: P=1 R=1.
+    got = M.word_prf_at_n(scores, truth, 1)
+    assert got["precision"] == pytest.approx(0.5)
+    assert got["recall"] == pytest.approx(2 / 3)
+    assert got["n_plus"] == 2
+
+
+# ------------------------------------------------------------------- AP, MAP, iAP
+def test_average_precision_matches_sklearn(problem):
+    scores, truth = problem
+    aps = []
+    for w in range(truth.shape[1]):
+        if truth[:, w].any():
+            ref = skm.average_precision_score(truth[:, w], scores[:, w])
+            assert M.average_precision(scores[:, w], truth[:, w]) == pytest.approx(
+                ref, abs=TOL
+            )
+            aps.append(ref)
+    assert M.mean_average_precision(scores, truth) == pytest.approx(np.mean(aps))
+
+
+def test_average_precision_ties_by_index():
+    # all tied: ranking 0,1,2,3; positives at ranks 2 and 4 -> (1/2 + 2/4) / 2
+    assert M.average_precision([1.0, 1, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.5)
+    assert M.average_precision([1.0, 1, 1, 1], [1, 0, 1, 0]) == pytest.approx(
+        (1 + 2 / 3) / 2
+    )
+
+
+def _brute_iap(s, y, origin=False):
+    order = sorted(range(len(s)), key=lambda i: (-s[i], i))
+    rel = np.asarray(y)[order]
+    prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
+    rec = np.cumsum(rel) / rel.sum()
+    if origin:
+        prec, rec = np.r_[1.0, prec], np.r_[0.0, rec]
+    total = 0.0
+    for level in [i / 10 for i in range(11)]:
+        ok = [prec[k] for k in range(len(prec)) if rec[k] >= level - 1e-12]
+        total += max(ok, default=0.0)
+    return total / 11
+
+
+def test_interpolated_ap_hand_worked_and_brute(problem):
+    # ranking: +, -, +, -  -> (P,R) = (1,.5), (.5,.5), (2/3,1), (.5,1)
+    # levels 0..0.5 -> 1; 0.6..1 -> 2/3  => (6 * 1 + 5 * 2/3) / 11
+    iap = M.interpolated_average_precision([4.0, 3, 2, 1], [1, 0, 1, 0])
+    assert iap == pytest.approx((6 + 5 * 2 / 3) / 11, abs=TOL)
+    scores, truth = problem
+    scores = np.round(scores, 1)
+    iaps = [
+        _brute_iap(scores[:, w], truth[:, w])
+        for w in range(truth.shape[1])
+        if truth[:, w].any()
+    ]
+    assert M.mean_interpolated_average_precision(scores, truth) == pytest.approx(
+        np.mean(iaps), abs=TOL
+    )
+    # VLFeat vl_pr convention: the rank-0 point (recall 0, precision 1)
+    iaps = [
+        _brute_iap(scores[:, w], truth[:, w], origin=True)
+        for w in range(truth.shape[1])
+        if truth[:, w].any()
+    ]
+    got = M.mean_interpolated_average_precision(scores, truth, origin=True)
+    assert got == pytest.approx(np.mean(iaps), abs=TOL)
+    # -, +: plain level 0 is max precision 1/2; with the origin it is 1
+    assert M.interpolated_average_precision([2.0, 1.0], [0, 1]) == pytest.approx(0.5)
+    assert M.interpolated_average_precision(
+        [2.0, 1.0], [0, 1], origin=True
+    ) == pytest.approx((1 + 10 * 0.5) / 11)
+
+
+def test_precision_at_k(problem):
+    scores, truth = problem
+    s, y = np.round(scores[:, 0], 1), truth[:, 0]
+    for k in (1, 5, 30):
+        order = sorted(range(len(s)), key=lambda i: (-s[i], i))
+        assert M.precision_at_k(s, y, k) == pytest.approx(y[order[:k]].mean())
+
+
+def test_rank_metrics_invariant_to_monotone_transform(problem):
+    scores, truth = problem
+    a = M.annotation_report(scores, truth, n=3)
+    b = M.annotation_report(np.exp(2 * scores) + 5, truth, n=3)
+    assert a == pytest.approx(b)
+
+
+# ------------------------------------------------- classification, regression, KL
+def test_classification_and_r2_vs_sklearn(rng):
+    y = rng.integers(0, 4, 50)
+    pred = np.where(rng.random(50) < 0.6, y, rng.integers(0, 4, 50))
+    acc = skm.accuracy_score(y, pred)
+    assert M.classification_accuracy(pred, y) == pytest.approx(acc)
+    assert M.error_rate(pred, y) == pytest.approx(1 - acc)
+    yr = rng.normal(size=40)
+    pr = yr + 0.5 * rng.normal(size=40)
+    assert M.r2_score(pr, yr) == pytest.approx(skm.r2_score(yr, pr), abs=TOL)
+
+
+def test_pairwise_symmetric_kl_vs_brute(rng):
+    x = rng.random((20, 4)) * 3  # unnormalised rows: the metric normalises them
+    labels = np.repeat([0, 1, 2, -1], 5)
+    p = x / x.sum(1, keepdims=True)
+    means = [p[labels == c].mean(0) for c in range(3)]
+    ref = np.mean(
+        [
+            0.5
+            * (
+                scipy.stats.entropy(means[a], means[b])
+                + scipy.stats.entropy(means[b], means[a])
+            )
+            for a, b in itertools.combinations(range(3), 2)
+        ]
+    )
+    assert M.pairwise_symmetric_kl(x, labels) == pytest.approx(ref, rel=1e-10)
+    same = np.tile(p[:1], (20, 1))
+    assert M.pairwise_symmetric_kl(same, labels) == pytest.approx(0.0, abs=1e-12)
+
+
+# ----------------------------------------------------------------- report, errors
+def test_annotation_report_keys(problem):
+    scores, truth = problem
+    rep = M.annotation_report(scores, truth)
+    assert list(rep) == [
+        "accuracy", "complete_length", "f1@5", "precision@5", "recall@5",
+        "word_precision@5", "word_recall@5", "word_f1@5", "n_plus@5", "map", "miap",
+    ]  # fmt: skip
+    assert rep["accuracy"] == M.annotation_accuracy(scores, truth)
+    assert "f1@3" in M.annotation_report(scores, truth, n=3)
+
+
+def test_bad_inputs(problem):
+    scores, truth = problem
+    with pytest.raises(ValueError, match="shapes differ"):
+        M.annotation_accuracy(scores, truth[:, :5])
+    bad = scores.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        M.complete_length(bad, truth)
+    with pytest.raises(ValueError, match="2-D"):
+        M.annotation_report(scores[0], truth[0])
+    with pytest.raises(ValueError, match="no image has a true word"):
+        M.annotation_accuracy(scores, np.zeros_like(truth))
+    with pytest.raises(ValueError, match="n must be"):
+        M.image_prf_at_n(scores, truth, 13)
+    with pytest.raises(ValueError, match="positive"):
+        M.average_precision([1.0, 2.0], [0, 0])
+    with pytest.raises(ValueError, match="constant"):
+        M.r2_score([1.0, 2.0], [3.0, 3.0])
+    with pytest.raises(ValueError, match="non-negative"):
+        M.pairwise_symmetric_kl(-np.ones((4, 2)), [0, 0, 1, 1])
+    with pytest.raises(ValueError, match="two classes"):
+        M.pairwise_symmetric_kl(np.ones((4, 2)), [0, 0, 0, 0])
+
+
+# ---------------------------------------------------------------------- real data
+def _read_corel_words(path):
+    """Test-local ARFF read of the 374 word columns (attributes 499..872)."""
+    import arff  # liac-arff
+    import scipy.sparse
+
+    with open(path) as f:
+        d = arff.load(f, return_type=arff.COO)
+    data, rows, cols = d["data"]
+    m = scipy.sparse.coo_matrix(
+        (np.asarray(data, np.float64), (rows, cols)),
+        shape=(max(rows) + 1, len(d["attributes"])),
+    )
+    return m.tocsr()[:, 499:].toarray()
+
+
+def test_corel5k_empirical_baseline(data_root):
+    root = data_root / "corel5k"
+    train = _read_corel_words(root / "Corel5k-train-sparse.arff")
+    test = _read_corel_words(root / "Corel5k-test-sparse.arff")
+    assert train.shape == (4500, 374) and test.shape == (500, 374)
+    scores = np.tile(train.sum(0), (len(test), 1))  # training word frequencies
+    # seed 000 / issue 2: Accuracy 0.1912 and Complete Length 121.55 (ties by index)
+    assert round(M.annotation_accuracy(scores, test), 4) == 0.1912
+    assert round(M.complete_length(scores, test), 2) == 121.55
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scores=hnp.arrays(np.int8, (6, 5), elements=st.integers(0, 2)),  # many ties
+    truth=hnp.arrays(np.bool_, (6, 5)),
+    n=st.integers(1, 5),
+)
+def test_topn_metrics_with_ties_vs_brute_force(scores, truth, n):
+    truth[0, 0] = True  # at least one image and one word with truth
+    top = []
+    for s in scores:
+        top.append(sorted(range(5), key=lambda w: (-s[w], w))[:n])
+    pred = np.zeros_like(truth)
+    for i, words in enumerate(top):
+        pred[i, words] = True
+    rows = truth.sum(1) > 0
+    c = (pred & truth).sum(1)
+    p_i, r_i = c / n, c / np.maximum(truth.sum(1), 1)
+    f_i = np.where(c > 0, 2 * p_i * r_i / np.maximum(p_i + r_i, 1e-300), 0)
+    got = M.image_prf_at_n(scores, truth, n)
+    np.testing.assert_allclose(got, [p_i[rows].mean(), r_i[rows].mean(),
+                                     f_i[rows].mean()], atol=TOL)  # fmt: skip
+    cols = truth.sum(0) > 0
+    cw = (pred & truth).sum(0)
+    p_w = np.where(pred.sum(0) > 0, cw / np.maximum(pred.sum(0), 1), 0.0)
+    r_w = cw / np.maximum(truth.sum(0), 1)
+    words = M.word_prf_at_n(scores, truth, n)
+    assert words["precision"] == pytest.approx(p_w[cols].mean(), abs=TOL)
+    assert words["recall"] == pytest.approx(r_w[cols].mean(), abs=TOL)
+    assert words["n_plus"] == int((r_w > 0).sum())
+    rep = M.annotation_report(scores, truth, n=n)
+    assert rep[f"precision@{n}"] == got[0] and rep[f"n_plus@{n}"] == words["n_plus"]
+    assert 0.0 <= rep["accuracy"] <= 1.0
+    assert rep["complete_length"] >= truth.sum(1)[rows].mean() - TOL
