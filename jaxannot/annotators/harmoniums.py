@@ -23,8 +23,8 @@ binary) or, with ``bag_model="softmax"``, replicated-softmax counts.
     Crammer–Singer SVM on the concatenated, standardized views.
 
 ``twh``, ``mmh``, ``dwh-svm`` and ``svm`` need class labels and raise ``ValueError`` on
-a corpus without them; their ``score_words`` returns the class scores (for the
-classification datasets the loaders' words are the one-hot classes).
+a corpus without them; they predict labels (:func:`score_classes` gives the class
+scores).
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
 
 def _dwh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(corpus, names[1:], kinds[1:], fitted.params["scaling"])
+    views, totals = _encode(corpus, names[1:], kinds[1:], fitted.params.get("scaling", {}))
     n = corpus.num_images
     views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
     totals = [jnp.ones(n), *totals]
@@ -321,7 +321,7 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
 
 def _twh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(corpus, names[:-1], kinds[:-1], fitted.params["scaling"])
+    views, totals = _encode(corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {}))
     n, t = corpus.num_images, int(fitted.info["num_classes"])
     views = [*views, jnp.zeros((n, t))]
     totals = [*totals, jnp.ones(n)]
@@ -358,7 +358,7 @@ def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
     if fitted.method == "svm":
         raise ValueError("the flat 'svm' has no latent space to embed into")
     params, kinds, names = _model(fitted)
-    views, _ = _encode(corpus, names, kinds, fitted.params["scaling"])
+    views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
     return _clamped_hidden(params, kinds, tuple(views))
 
 
@@ -368,7 +368,7 @@ def score_classes(fitted: Fitted, corpus) -> jax.Array:
         return _twh_infer(fitted, corpus)[0]
     if fitted.method == "svm":
         names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
-        views, _ = _encode(corpus, names, kinds, fitted.params["scaling"])
+        views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
         feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
     else:
         feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
@@ -387,22 +387,22 @@ register(Method(
     summary=f"dual-wing harmonium annotator (words + feature wings, CD), {_SUMMARY}",
 ))
 register(Method(
-    name="dwh-svm", fit=fit_dwh_svm, score_words=score_classes, embed=embed_harmonium,
+    name="dwh-svm", fit=fit_dwh_svm, embed=embed_harmonium,
     predict_labels=predict_labels, hyper={**_BASE_HYPER, **_SVM_HYPER},
     needs=("labels",), summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
 ))
 register(Method(
-    name="twh", fit=fit_twh, score_words=score_classes, embed=embed_harmonium,
+    name="twh", fit=fit_twh, embed=embed_harmonium,
     predict_labels=predict_labels, hyper=dict(_BASE_HYPER), needs=("labels",),
     summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
 ))
 register(Method(
-    name="mmh", fit=fit_mmh, score_words=score_classes, embed=embed_harmonium,
+    name="mmh", fit=fit_mmh, embed=embed_harmonium,
     predict_labels=predict_labels, hyper=dict(_MMH_HYPER), needs=("labels",),
     summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
 ))
 register(Method(
-    name="svm", fit=fit_svm, score_words=score_classes, predict_labels=predict_labels,
+    name="svm", fit=fit_svm, predict_labels=predict_labels,
     hyper={**_SVM_HYPER, "svm_epochs": 1000}, needs=("labels",),
     summary="Crammer-Singer linear SVM on the concatenated standardized views",
 ))
