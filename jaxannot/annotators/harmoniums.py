@@ -72,8 +72,10 @@ _SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
 _MMH_HYPER = {
     **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
     **_SVM_HYPER,
-    "iterations": 10,
-    "inner_steps": 30,
+    "svm_epochs": 20,
+    "final_svm_epochs": 300,
+    "iterations": 20,
+    "inner_steps": 20,
     "pretrain_steps": 100,
 }
 
@@ -103,10 +105,12 @@ def _view_setup(corpus, bag_model: str):
 def _encode(corpus, names, kinds, scaling):
     views, totals = [], []
     n = corpus.num_images
-    for name, kind in zip(names, kinds):
+    for name, kind in zip(names, kinds, strict=False):
         if name not in corpus.views:
-            raise KeyError(f"the model was fitted on view {name!r}; corpus views: "
-                           f"{list(corpus.views)}")
+            raise KeyError(
+                f"the model was fitted on view {name!r}; corpus views: "
+                f"{list(corpus.views)}"
+            )
         x = np.asarray(corpus.views[name], np.float32)
         if kind == "gaussian":
             s = scaling[name]
@@ -136,12 +140,16 @@ def _optimizer(hyper, params: hm.HarmoniumParams):
     base = cd.make_optimizer(hyper["optimizer"], hyper["learning_rate"])
     false = lambda t: tuple(False for _ in t)
     decay_mask = hm.HarmoniumParams(
-        false(params.visible_bias), tuple(True for _ in params.weights),
-        false(params.log_variance), False,
+        false(params.visible_bias),
+        tuple(True for _ in params.weights),
+        false(params.log_variance),
+        False,
     )
     frozen = hm.HarmoniumParams(
-        false(params.visible_bias), false(params.weights),
-        tuple(not hyper["learn_variance"] for _ in params.log_variance), False,
+        false(params.visible_bias),
+        false(params.weights),
+        tuple(not hyper["learn_variance"] for _ in params.log_variance),
+        False,
     )
     parts = []
     if hyper["weight_decay"] > 0:
@@ -152,8 +160,12 @@ def _optimizer(hyper, params: hm.HarmoniumParams):
 
 def _init(rng_key, kinds, views, hyper):
     return hm.initialize(
-        rng_key, kinds, [v.shape[1] for v in views], hyper["topics"],
-        weight_scale=hyper["weight_scale"], views=[np.asarray(v) for v in views],
+        rng_key,
+        kinds,
+        [v.shape[1] for v in views],
+        hyper["topics"],
+        weight_scale=hyper["weight_scale"],
+        views=[np.asarray(v) for v in views],
     )
 
 
@@ -166,14 +178,20 @@ def _train_cd(rng_key, params, kinds, images, hyper):
         batch_size=hyper["batch_size"] or None,
     )
     fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
-    state, info = fit(rng_key, cd.init(params, opt), (images, None), step=step,
-                      num_steps=hyper["steps"])
+    state, info = fit(
+        rng_key,
+        cd.init(params, opt),
+        (images, None),
+        step=step,
+        num_steps=hyper["steps"],
+    )
     return state.params, np.asarray(info.cd_gap)
 
 
 def _elp(kinds):
     def elp(params, q):
         return hm.expected_log_potential(params, kinds, q)
+
     return elp
 
 
@@ -181,7 +199,9 @@ def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **inf
     out = {"harmonium": hm.params_to_dict(params), "scaling": scaling}
     out.update(extra_params or {})
     return Fitted(
-        method=name, params=out, hyper=dict(hyper),
+        method=name,
+        params=out,
+        hyper=dict(hyper),
         info={"view_names": list(names), "harmonium_kinds": list(kinds), **info},
     )
 
@@ -218,8 +238,10 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
     """DWH with the words as a Bernoulli wing next to the feature views."""
     hyper = {**_BASE_HYPER, **hyper}
     if corpus.words is None:
-        raise ValueError(f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
-                         "has none (for classification use 'dwh-svm')")
+        raise ValueError(
+            f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
+            "has none (for classification use 'dwh-svm')"
+        )
     train = corpus.observed()
     names, kinds, scaling = _view_setup(train, hyper["bag_model"])
     views, totals = _encode(train, names, kinds, scaling)
@@ -230,18 +252,33 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
     k_init, k_fit = jax.random.split(rng_key)
     params = _init(k_init, kinds, views, hyper)
     params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
-    return _fitted("dwh", params, hyper, ["__words__", *names], kinds, scaling,
-                   cd_gap=gaps[-10:].tolist())
+    return _fitted(
+        "dwh",
+        params,
+        hyper,
+        ["__words__", *names],
+        kinds,
+        scaling,
+        cd_gap=gaps[-10:].tolist(),
+    )
 
 
 def _dwh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(corpus, names[1:], kinds[1:], fitted.params.get("scaling", {}))
+    views, totals = _encode(
+        corpus, names[1:], kinds[1:], fitted.params.get("scaling", {})
+    )
     n = corpus.num_images
     views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
     totals = [jnp.ones(n), *totals]
-    return _infer_free_view(params, kinds, tuple(views), tuple(totals), 0,
-                            int(fitted.hyper["annotate_sweeps"]))
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        0,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
 
 
 def score_words_dwh(fitted: Fitted, corpus) -> jax.Array:
@@ -267,12 +304,24 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     feats = mmh_inf.with_offset(_clamped_hidden(params, tuple(kinds), tuple(views)))
     y = jnp.asarray(np.asarray(train.labels), jnp.int32)
     svm, _ = cs.fit_multiclass_svm(
-        k_svm, feats, y, num_classes, hyper["c2"] / hyper["c1"],
+        k_svm,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
         max_epochs=hyper["svm_epochs"],
     )
-    return _fitted("dwh-svm", params, hyper, names, kinds, scaling,
-                   {"predictor": svm.weights}, num_classes=num_classes,
-                   cd_gap=gaps[-10:].tolist())
+    return _fitted(
+        "dwh-svm",
+        params,
+        hyper,
+        names,
+        kinds,
+        scaling,
+        {"predictor": svm.weights},
+        num_classes=num_classes,
+        cd_gap=gaps[-10:].tolist(),
+    )
 
 
 def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
@@ -286,19 +335,35 @@ def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     params = _init(k_init, kinds, views, hyper)
     kinds_t = tuple(kinds)
     res = mmh_inf.fit_mmh_classifier(
-        k_fit, params, (tuple(views), tuple(totals)),
-        jnp.asarray(np.asarray(train.labels), jnp.int32), num_classes,
+        k_fit,
+        params,
+        (tuple(views), tuple(totals)),
+        jnp.asarray(np.asarray(train.labels), jnp.int32),
+        num_classes,
         phase_statistics=hm.cd_phase_statistics(kinds_t, hyper["sweeps"]),
         expected_log_potential=_elp(kinds_t),
         embed=lambda p, image: hm.hidden_mean(p, image[0]),
-        optimizer=_optimizer(hyper, params), c1=hyper["c1"], c2=hyper["c2"],
-        iterations=hyper["iterations"], inner_steps=hyper["inner_steps"],
-        pretrain_steps=hyper["pretrain_steps"], svm_epochs=hyper["svm_epochs"],
+        optimizer=_optimizer(hyper, params),
+        c1=hyper["c1"],
+        c2=hyper["c2"],
+        iterations=hyper["iterations"],
+        inner_steps=hyper["inner_steps"],
+        pretrain_steps=hyper["pretrain_steps"],
+        svm_epochs=hyper["svm_epochs"],
+        final_svm_epochs=hyper["final_svm_epochs"],
         batch_size=hyper["batch_size"] or None,
     )
-    return _fitted("mmh", res.params, hyper, names, kinds, scaling,
-                   {"predictor": res.predictor}, num_classes=num_classes,
-                   svm_primal=res.trace["svm_primal"].tolist())
+    return _fitted(
+        "mmh",
+        res.params,
+        hyper,
+        names,
+        kinds,
+        scaling,
+        {"predictor": res.predictor},
+        num_classes=num_classes,
+        svm_primal=res.trace["svm_primal"].tolist(),
+    )
 
 
 def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
@@ -315,18 +380,34 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     k_init, k_fit = jax.random.split(rng_key)
     params = _init(k_init, kinds, views, hyper)
     params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
-    return _fitted("twh", params, hyper, [*names, "__labels__"], kinds, scaling,
-                   num_classes=num_classes, cd_gap=gaps[-10:].tolist())
+    return _fitted(
+        "twh",
+        params,
+        hyper,
+        [*names, "__labels__"],
+        kinds,
+        scaling,
+        num_classes=num_classes,
+        cd_gap=gaps[-10:].tolist(),
+    )
 
 
 def _twh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {}))
+    views, totals = _encode(
+        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
+    )
     n, t = corpus.num_images, int(fitted.info["num_classes"])
     views = [*views, jnp.zeros((n, t))]
     totals = [*totals, jnp.ones(n)]
-    return _infer_free_view(params, kinds, tuple(views), tuple(totals), len(kinds) - 1,
-                            int(fitted.hyper["annotate_sweeps"]))
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        len(kinds) - 1,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
 
 
 def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
@@ -339,12 +420,19 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
     y = jnp.asarray(np.asarray(train.labels), jnp.int32)
     state, info = cs.fit_multiclass_svm(
-        rng_key, feats, y, num_classes, hyper["c2"] / hyper["c1"],
+        rng_key,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
         max_epochs=hyper["svm_epochs"],
     )
-    return Fitted("svm", {"predictor": state.weights, "scaling": scaling},
-                  dict(hyper), {"view_names": names, "harmonium_kinds": kinds,
-                                "num_classes": num_classes})
+    return Fitted(
+        "svm",
+        {"predictor": state.weights, "scaling": scaling},
+        dict(hyper),
+        {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
+    )
 
 
 # ----------------------------------------------------------------- shared outputs
@@ -381,28 +469,57 @@ def predict_labels(fitted: Fitted, corpus) -> jax.Array:
 
 
 _SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
-register(Method(
-    name="dwh", fit=fit_dwh, score_words=score_words_dwh, embed=embed_harmonium,
-    hyper=dict(_BASE_HYPER), needs=("words",),
-    summary=f"dual-wing harmonium annotator (words + feature wings, CD), {_SUMMARY}",
-))
-register(Method(
-    name="dwh-svm", fit=fit_dwh_svm, embed=embed_harmonium,
-    predict_labels=predict_labels, hyper={**_BASE_HYPER, **_SVM_HYPER},
-    needs=("labels",), summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
-))
-register(Method(
-    name="twh", fit=fit_twh, embed=embed_harmonium,
-    predict_labels=predict_labels, hyper=dict(_BASE_HYPER), needs=("labels",),
-    summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
-))
-register(Method(
-    name="mmh", fit=fit_mmh, embed=embed_harmonium,
-    predict_labels=predict_labels, hyper=dict(_MMH_HYPER), needs=("labels",),
-    summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
-))
-register(Method(
-    name="svm", fit=fit_svm, predict_labels=predict_labels,
-    hyper={**_SVM_HYPER, "svm_epochs": 1000}, needs=("labels",),
-    summary="Crammer-Singer linear SVM on the concatenated standardized views",
-))
+register(
+    Method(
+        name="dwh",
+        fit=fit_dwh,
+        score_words=score_words_dwh,
+        embed=embed_harmonium,
+        hyper=dict(_BASE_HYPER),
+        needs=("words",),
+        summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="dwh-svm",
+        fit=fit_dwh_svm,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper={**_BASE_HYPER, **_SVM_HYPER},
+        needs=("labels",),
+        summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="twh",
+        fit=fit_twh,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper=dict(_BASE_HYPER),
+        needs=("labels",),
+        summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="mmh",
+        fit=fit_mmh,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper=dict(_MMH_HYPER),
+        needs=("labels",),
+        summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="svm",
+        fit=fit_svm,
+        predict_labels=predict_labels,
+        hyper={**_SVM_HYPER, "svm_epochs": 1000},
+        needs=("labels",),
+        summary="Crammer-Singer linear SVM on the concatenated standardized views",
+    )
+)

@@ -89,7 +89,10 @@ def with_offset(features: Array) -> Array:
 
 
 def hinge_loss(weights: Array, features: Array, labels: Array) -> Array:
-    """Mean multiclass hinge :math:`\\max_y[\\Delta\\ell(y) + (V_y - V_{y_d})^\\top f_d]`."""
+    """Multiclass hinge averaged over images.
+
+    :math:`\\frac1D \\sum_d \\max_y[\\Delta\\ell(y) + (V_y - V_{y_d})^\\top f_d]`.
+    """
     scores = features @ weights.T
     margin = 1.0 - jax.nn.one_hot(labels, weights.shape[0], dtype=scores.dtype)
     true = jnp.take_along_axis(scores, labels[:, None], axis=1)
@@ -144,7 +147,9 @@ def _alternate(
     batch_size=None,
 ):
     fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
-    embed_all = jax.jit(lambda p: with_offset(jax.vmap(embed, in_axes=(None, 0))(p, images)))
+    embed_all = jax.jit(
+        lambda p: with_offset(jax.vmap(embed, in_axes=(None, 0))(p, images))
+    )
     state = cd.init(params, optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
@@ -152,7 +157,9 @@ def _alternate(
         plain = cd.build_kernel(
             optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
         )
-        state, info = fit(k_pre, state, (images, None), step=plain, num_steps=pretrain_steps)
+        state, info = fit(
+            k_pre, state, (images, None), step=plain, num_steps=pretrain_steps
+        )
         gaps.append(np.asarray(info.cd_gap))
     step = cd.build_kernel(
         optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
@@ -163,15 +170,26 @@ def _alternate(
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
         v_state, aux, value = v_step(k_v, embed_all(state.params), v_state)
         objective.append(value)
-        state, info = fit(k_theta, state, (images, aux), step=step, num_steps=inner_steps)
+        state, info = fit(
+            k_theta, state, (images, aux), step=step, num_steps=inner_steps
+        )
         gaps.append(np.asarray(info.cd_gap))
-    v_state, aux, value = v_step(jax.random.fold_in(k_alt, iterations),
-                                 embed_all(state.params), v_state)
+    v_state, aux, value = v_step(
+        jax.random.fold_in(k_alt, iterations),
+        embed_all(state.params),
+        v_state,
+        final=True,
+    )
     objective.append(value)
-    return state.params, v_state, aux, {
-        "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
-        "svm_primal": np.asarray(objective),
-    }
+    return (
+        state.params,
+        v_state,
+        aux,
+        {
+            "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
+            "svm_primal": np.asarray(objective),
+        },
+    )
 
 
 def fit_mmh_classifier(
@@ -190,7 +208,8 @@ def fit_mmh_classifier(
     iterations: int = 10,
     inner_steps: int = 50,
     pretrain_steps: int = 0,
-    svm_epochs: int = 300,
+    svm_epochs: int = 50,
+    final_svm_epochs: int = 300,
     batch_size: int | None = None,
 ) -> MMHResult:
     """Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
@@ -217,8 +236,9 @@ def fit_mmh_classifier(
         Optax steps per Θ-step.
     pretrain_steps : int
         Plain CD steps (the DWH likelihood alone) before the first V-step.
-    svm_epochs : int
-        Epoch budget of each V-step.
+    svm_epochs, final_svm_epochs : int
+        Epoch budgets of the warm-started V-steps inside the alternation and of the
+        last V-step (on the final features).
     batch_size : int, optional
         Minibatch of the CD term (the hinge always uses every image).
 
@@ -235,20 +255,40 @@ def fit_mmh_classifier(
         v = cs.init(feats, num_classes)
         return v, (labels, v.weights)
 
-    def v_step(key, feats, v_state):
-        warm = cs.CSState(v_state.alpha, v_state.alpha.T @ feats)  # W(α) on new features
+    def v_step(key, feats, v_state, final=False):
+        warm = cs.CSState(
+            v_state.alpha, v_state.alpha.T @ feats
+        )  # W(α) on new features
         v_state, info = cs.fit_multiclass_svm(
-            key, feats, labels, num_classes, c, max_epochs=svm_epochs, init_state=warm
+            key,
+            feats,
+            labels,
+            num_classes,
+            c,
+            init_state=warm,
+            max_epochs=final_svm_epochs if final else svm_epochs,
         )
         primal = np.asarray(info.primal)
-        return v_state, (labels, v_state.weights), float(primal[np.isfinite(primal)][-1])
+        return (
+            v_state,
+            (labels, v_state.weights),
+            float(primal[np.isfinite(primal)][-1]),
+        )
 
     out_params, v_state, _, trace = _alternate(
-        rng_key, params, images,
-        optimizer=optimizer, phase_statistics=phase_statistics,
-        expected_log_potential=expected_log_potential, embed=embed,
-        extra_loss=classification_extra_loss(embed, c2), v_step=v_step, v_init=v_init,
-        iterations=iterations, inner_steps=inner_steps, pretrain_steps=pretrain_steps,
+        rng_key,
+        params,
+        images,
+        optimizer=optimizer,
+        phase_statistics=phase_statistics,
+        expected_log_potential=expected_log_potential,
+        embed=embed,
+        extra_loss=classification_extra_loss(embed, c2),
+        v_step=v_step,
+        v_init=v_init,
+        iterations=iterations,
+        inner_steps=inner_steps,
+        pretrain_steps=pretrain_steps,
         batch_size=batch_size,
     )
     return MMHResult(out_params, v_state.weights, trace)
@@ -270,7 +310,8 @@ def fit_mmh_regressor(
     iterations: int = 10,
     inner_steps: int = 50,
     pretrain_steps: int = 0,
-    svr_epochs: int = 300,
+    svr_epochs: int = 50,
+    final_svr_epochs: int = 300,
     batch_size: int | None = None,
 ) -> MMHResult:
     """Fit the max-margin harmonium for regression (seed 001 §4.2).
@@ -285,20 +326,39 @@ def fit_mmh_regressor(
         v = svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
         return v, (v.beta, v.weights)
 
-    def v_step(key, feats, v_state):
+    def v_step(key, feats, v_state, final=False):
         warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
         v_state, info = svr_mod.fit_svr(
-            key, feats, targets, c1, c2, epsilon, max_epochs=svr_epochs, init_state=warm
+            key,
+            feats,
+            targets,
+            c1,
+            c2,
+            epsilon,
+            init_state=warm,
+            max_epochs=final_svr_epochs if final else svr_epochs,
         )
         primal = np.asarray(info.primal)
-        return v_state, (v_state.beta, v_state.weights), float(primal[np.isfinite(primal)][-1])
+        return (
+            v_state,
+            (v_state.beta, v_state.weights),
+            float(primal[np.isfinite(primal)][-1]),
+        )
 
     out_params, v_state, _, trace = _alternate(
-        rng_key, params, images,
-        optimizer=optimizer, phase_statistics=phase_statistics,
-        expected_log_potential=expected_log_potential, embed=embed,
-        extra_loss=regression_extra_loss(embed), v_step=v_step, v_init=v_init,
-        iterations=iterations, inner_steps=inner_steps, pretrain_steps=pretrain_steps,
+        rng_key,
+        params,
+        images,
+        optimizer=optimizer,
+        phase_statistics=phase_statistics,
+        expected_log_potential=expected_log_potential,
+        embed=embed,
+        extra_loss=regression_extra_loss(embed),
+        v_step=v_step,
+        v_init=v_init,
+        iterations=iterations,
+        inner_steps=inner_steps,
+        pretrain_steps=pretrain_steps,
         batch_size=batch_size,
     )
     return MMHResult(out_params, v_state.weights, trace)

@@ -1,4 +1,5 @@
-r"""Crammer–Singer multiclass linear SVM, solved in the dual by block coordinate descent.
+r"""Crammer–Singer multiclass linear SVM, solved in the dual by block coordinate
+descent.
 
 Primal (Crammer & Singer 2001), weights :math:`w_m` per class, 0/1 margin
 :math:`e_i^m = 1 - \delta_{m y_i}`:
@@ -121,7 +122,7 @@ def build_kernel(c: float):
             weights = s.weights + jnp.outer(new - old, xi)
             return CSState(s.alpha.at[i].set(new), weights)
 
-        state = jax.lax.fori_loop(0, x.shape[0], visit, state)
+        state = jax.lax.fori_loop(0, x.shape[0], visit, state, unroll=8)
         primal = primal_objective(state.weights, x, y, c)
         dual = dual_objective(state, y)
         return state, CSInfo(primal, dual, primal + dual)
@@ -190,7 +191,7 @@ def fit_multiclass_svm(
     def body(carry):
         epoch, s, tr, _ = carry
         s, info = step(jax.random.fold_in(rng_key, epoch), s, x, y)
-        tr = CSInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info)))
+        tr = CSInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
         done = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
         return epoch + 1, s, tr, done
 

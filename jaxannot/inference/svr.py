@@ -1,4 +1,4 @@
-r"""Linear ε-insensitive support vector regression, solved in the dual (seed 001 eq. 12).
+r"""Linear ε-insensitive support vector regression in the dual (seed 001 eq. 12).
 
 Primal (seed 001 P2 with the features fixed; :math:`h_d` the latent means):
 
@@ -7,7 +7,8 @@ Primal (seed 001 P2 with the features fixed; :math:`h_d` the latent means):
     \min_V \; \tfrac12 C_1 \|V\|^2 + C_2 \sum_d \max(0, |y_d - V^\top h_d| - \epsilon).
 
 Dual with :math:`\mu_d, \mu_d^* \in [0, C_2]` and :math:`V = \frac1{C_1}\sum_d (\mu_d -
-\mu_d^*) h_d` (eq. 12). At the optimum at most one of :math:`\mu_d, \mu_d^*` is non-zero,
+\mu_d^*) h_d` (eq. 12). At the optimum at most one of :math:`\mu_d, \mu_d^*` is
+non-zero,
 so with :math:`\beta_d = \mu_d - \mu_d^* \in [-C_2, C_2]` the dual is
 
 .. math::
@@ -65,7 +66,11 @@ class SVRInfo(NamedTuple):
 def primal_objective(
     weights: Array, x: Array, y: Array, c1: float, c2: float, epsilon: float
 ) -> Array:
-    """:math:`\\tfrac12 C_1\\|V\\|^2 + C_2 \\sum_d \\max(0, |y_d - V^\\top x_d| - \\epsilon)`."""
+    """Primal value.
+
+    :math:`\\tfrac12 C_1\\|V\\|^2
+    + C_2 \\sum_d \\max(0, |y_d - V^\\top x_d| - \\epsilon)`
+    """
     resid = jnp.abs(y - x @ weights)
     return 0.5 * c1 * jnp.sum(weights**2) + c2 * jnp.sum(
         jnp.maximum(0.0, resid - epsilon)
@@ -147,7 +152,9 @@ def fit_svr(
     x = jnp.asarray(x)
     y = jnp.asarray(y, x.dtype)
     if init_state is None:
-        init_state = SVRState(jnp.zeros(x.shape[0], x.dtype), jnp.zeros(x.shape[1], x.dtype))
+        init_state = SVRState(
+            jnp.zeros(x.shape[0], x.dtype), jnp.zeros(x.shape[1], x.dtype)
+        )
     step = build_kernel(c1, c2, epsilon)
     nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
 
@@ -158,7 +165,7 @@ def fit_svr(
     def body(carry):
         epoch, s, tr, _ = carry
         s, info = step(jax.random.fold_in(rng_key, epoch), s, x, y)
-        tr = SVRInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info)))
+        tr = SVRInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
         done = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
         return epoch + 1, s, tr, done
 

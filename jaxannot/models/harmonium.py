@@ -123,7 +123,9 @@ def check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
         raise ValueError("a harmonium needs at least one visible view")
     for k in kinds:
         if k not in VISIBLE_KINDS:
-            raise ValueError(f"unknown view kind {k!r}; valid kinds: {list(VISIBLE_KINDS)}")
+            raise ValueError(
+                f"unknown view kind {k!r}; valid kinds: {list(VISIBLE_KINDS)}"
+            )
     return kinds
 
 
@@ -168,10 +170,10 @@ def initialize(
     keys = jax.random.split(rng_key, len(kinds))
     weights = tuple(
         weight_scale * jax.random.normal(k, (d, num_hidden), jnp.float32)
-        for k, d in zip(keys, dims)
+        for k, d in zip(keys, dims, strict=False)
     )
     biases, log_vars = [], []
-    for v, (kind, d) in enumerate(zip(kinds, dims)):
+    for v, (kind, d) in enumerate(zip(kinds, dims, strict=False)):
         bias = np.zeros(d, np.float32)
         log_var = np.zeros(d, np.float32)
         if views is not None:
@@ -198,9 +200,9 @@ def initialize(
 
 # ------------------------------------------------------------------ conditionals
 def hidden_mean(params: HarmoniumParams, means: Sequence[Array]) -> Array:
-    r""":math:`E[h \mid x] = \lambda + \sum_v x^{(v)\top} W_v` for one image, ``[K]``."""
+    r""":math:`E[h \mid x] = \lambda + \sum_v x^{(v)\top} W_v`, one image, ``[K]``."""
     out = params.hidden_bias
-    for m, w in zip(means, params.weights):
+    for m, w in zip(means, params.weights, strict=False):
         out = out + m @ w
     return out
 
@@ -213,7 +215,7 @@ def visible_natural(params: HarmoniumParams, view: int, hidden: Array) -> Array:
 def visible_mean(
     params: HarmoniumParams, kind: str, view: int, hidden: Array, total: Array
 ) -> Array:
-    """:math:`E[x^{(v)} \\mid h]`: logistic, :math:`\\sigma^2\\eta`, or ``N softmax``."""
+    """:math:`E[x^{(v)} \\mid h]`: logistic, :math:`\\sigma^2\\eta` or ``N softmax``."""
     eta = visible_natural(params, view, hidden)
     if kind == "bernoulli":
         return jax.nn.sigmoid(eta)

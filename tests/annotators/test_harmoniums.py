@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators import get_method, load, save
-from jaxannot.annotators import harmoniums as hmm
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
@@ -39,7 +38,10 @@ def _two_view_classes(rng, n=90, t=3):
     [
         ("dwh-svm", FAST),
         ("twh", FAST),
-        ("mmh", {"topics": 6, "iterations": 3, "inner_steps": 10, "pretrain_steps": 20}),
+        (
+            "mmh",
+            {"topics": 6, "iterations": 3, "inner_steps": 10, "pretrain_steps": 20},
+        ),
         ("svm", {}),
     ],
 )
@@ -61,17 +63,26 @@ def test_classifiers_round_trip_and_learn(name, hyper, rng, tmp_path):
 def test_mmh_prediction_is_one_linear_pass(rng):
     corpus = _two_view_classes(rng)
     m = get_method("mmh")
-    fitted = m.fit(corpus, rng_key=jax.random.key(1),
-                   **{**m.hyper, "topics": 4, "iterations": 2, "inner_steps": 5})
+    fitted = m.fit(
+        corpus,
+        rng_key=jax.random.key(1),
+        **{**m.hyper, "topics": 4, "iterations": 2, "inner_steps": 5},
+    )
     params = fitted.params["harmonium"]
     real = (corpus.views["real"] - fitted.params["scaling"]["real"]["mean"]) / (
         fitted.params["scaling"]["real"]["std"]
     )
     bag = (corpus.views["bag"] > 0).astype(np.float32)
-    h = (params["hidden_bias"] + real @ params["weights"]["0"]
-         + bag @ params["weights"]["1"])
-    by_hand = np.argmax(np.asarray(with_offset(jnp.asarray(h)))
-                        @ np.asarray(fitted.params["predictor"]).T, 1)
+    h = (
+        params["hidden_bias"]
+        + real @ params["weights"]["0"]
+        + bag @ params["weights"]["1"]
+    )
+    by_hand = np.argmax(
+        np.asarray(with_offset(jnp.asarray(h)))
+        @ np.asarray(fitted.params["predictor"]).T,
+        1,
+    )
     np.testing.assert_array_equal(m.predict_labels(fitted, corpus), by_hand)
     np.testing.assert_allclose(m.embed(fitted, corpus), h, rtol=1e-4, atol=1e-4)
 
@@ -85,20 +96,25 @@ def test_dwh_annotates_better_than_word_frequency(task, tmp_path):
     save(tmp_path / "dwh.npz", dwh.fitted)
     np.testing.assert_allclose(
         m.score_words(load(tmp_path / "dwh.npz"), task.test),
-        m.score_words(dwh.fitted, task.test), rtol=1e-5, atol=1e-6,
+        m.score_words(dwh.fitted, task.test),
+        rtol=1e-5,
+        atol=1e-6,
     )
 
 
 @pytest.mark.parametrize("name", ["mmh", "twh", "dwh-svm", "svm"])
 def test_supervised_methods_need_labels(name, task):
-    no_labels = Corpus.from_arrays(dict(task.train.views), view_kinds=task.train.view_kinds,
-                                   words=task.train.words)
+    no_labels = Corpus.from_arrays(
+        dict(task.train.views), view_kinds=task.train.view_kinds, words=task.train.words
+    )
     with pytest.raises(ValueError, match="needs class labels"):
         get_method(name).fit(no_labels, rng_key=jax.random.key(0))
 
 
 def test_bad_hyper_raises(task):
     with pytest.raises(ValueError, match="valid"):
-        get_method("dwh").fit(task.train, rng_key=jax.random.key(0), bag_model="poisson")
+        get_method("dwh").fit(
+            task.train, rng_key=jax.random.key(0), bag_model="poisson"
+        )
     with pytest.raises(ValueError, match="valid optimizers"):
         get_method("dwh").fit(task.train, rng_key=jax.random.key(0), optimizer="rprop")

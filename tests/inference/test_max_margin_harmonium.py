@@ -37,7 +37,9 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     c2 = 2.0
     extra = mmh.classification_extra_loss(_embed, c2)
     grads = jax.grad(extra)(params, (_images(x, z), (jnp.asarray(y), v)))
-    feats = np.asarray(mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z))))
+    feats = np.asarray(
+        mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
+    )
     vn = np.asarray(v)
     scores = feats @ vn.T
     ybar = np.argmax(scores + 1.0 - np.eye(3)[y], axis=1)  # loss-augmented prediction
@@ -73,10 +75,19 @@ def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
 
     opt = cd.make_optimizer("adam", 0.02)
     res = mmh.fit_mmh_classifier(
-        rng_key, params, _images(x, z), y, 3,
+        rng_key,
+        params,
+        _images(x, z),
+        y,
+        3,
         phase_statistics=hm.cd_phase_statistics(KINDS, 5),
         expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
-        embed=embed, optimizer=opt, c1=0.5, c2=1.0, iterations=4, inner_steps=10,
+        embed=embed,
+        optimizer=opt,
+        c1=0.5,
+        c2=1.0,
+        iterations=4,
+        inner_steps=10,
         pretrain_steps=10,
     )
     # embed_all traced once, the Θ-step loss traced once (+ its scan body): no
@@ -94,11 +105,19 @@ def test_regressor_fits(rng_key, rng):
     target = (z @ np.array([1.0, -0.5, 0.3, 0.0]) + x[:, 0]).astype(np.float32)
     params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
     res = mmh.fit_mmh_regressor(
-        rng_key, params, _images(x, z), target,
+        rng_key,
+        params,
+        _images(x, z),
+        target,
         phase_statistics=hm.cd_phase_statistics(KINDS, 5),
         expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
-        embed=_embed, optimizer=cd.make_optimizer("adam", 0.02), c1=0.5, c2=5.0,
-        epsilon=0.05, iterations=4, inner_steps=20,
+        embed=_embed,
+        optimizer=cd.make_optimizer("adam", 0.02),
+        c1=0.5,
+        c2=5.0,
+        epsilon=0.05,
+        iterations=4,
+        inner_steps=20,
     )
     feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
     pred = np.asarray(feats @ res.predictor)

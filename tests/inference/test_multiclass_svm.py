@@ -25,7 +25,10 @@ def test_objective_matches_sklearn(rng, c):
     )
     ours = float(cs.primal_objective(state.weights, jnp.asarray(x), jnp.asarray(y), c))
     ref = LinearSVC(
-        multi_class="crammer_singer", C=c, fit_intercept=False, tol=1e-10,
+        multi_class="crammer_singer",
+        C=c,
+        fit_intercept=False,
+        tol=1e-10,
         max_iter=200_000,
     ).fit(x, y)
     theirs = float(cs.primal_objective(jnp.asarray(ref.coef_, jnp.float32), x, y, c))
@@ -40,8 +43,9 @@ def test_objective_matches_sklearn(rng, c):
 
 def test_dual_never_increases_and_bounds_primal(rng):
     x, y = _problem(rng, n=40)
-    _, info = cs.fit_multiclass_svm(jax.random.key(1), x, y, 4, 1.0, tol=0.0,
-                                    max_epochs=30)
+    _, info = cs.fit_multiclass_svm(
+        jax.random.key(1), x, y, 4, 1.0, tol=0.0, max_epochs=30
+    )
     dual = np.asarray(info.dual)
     assert np.all(np.diff(dual) <= 1e-5 * np.abs(dual[:-1]).max())  # float32 slack
     assert np.all(np.asarray(info.primal) + dual >= -1e-4)  # weak duality

@@ -23,16 +23,24 @@ def test_objective_matches_sklearn_and_qp(rng, c1, c2, eps):
     state, info = svr.fit_svr(jax.random.key(0), x, y, c1, c2, eps, tol=1e-7)
     ours = float(svr.primal_objective(state.weights, x, y, c1, c2, eps))
     ref = LinearSVR(
-        C=c2 / c1, epsilon=eps, loss="epsilon_insensitive", fit_intercept=False,
-        dual=True, tol=1e-10, max_iter=200_000,
+        C=c2 / c1,
+        epsilon=eps,
+        loss="epsilon_insensitive",
+        fit_intercept=False,
+        dual=True,
+        tol=1e-10,
+        max_iter=200_000,
     ).fit(x, y)
-    theirs = float(svr.primal_objective(jnp.asarray(ref.coef_, jnp.float32), x, y,
-                                        c1, c2, eps))
+    theirs = float(
+        svr.primal_objective(jnp.asarray(ref.coef_, jnp.float32), x, y, c1, c2, eps)
+    )
     v = cp.Variable(x.shape[1])
-    qp = cp.Problem(cp.Minimize(
-        0.5 * c1 * cp.sum_squares(v)
-        + c2 * cp.sum(cp.pos(cp.abs(y.astype(float) - x.astype(float) @ v) - eps))
-    ))
+    qp = cp.Problem(
+        cp.Minimize(
+            0.5 * c1 * cp.sum_squares(v)
+            + c2 * cp.sum(cp.pos(cp.abs(y.astype(float) - x.astype(float) @ v) - eps))
+        )
+    )
     qp.solve()
     # float32 sums over 50 examples; the QP solver's own accuracy is ~1e-6 relative
     assert ours == pytest.approx(qp.value, rel=1e-4)
@@ -47,8 +55,9 @@ def test_objective_matches_sklearn_and_qp(rng, c1, c2, eps):
 
 def test_dual_never_increases(rng):
     x, y = _problem(rng, n=30)
-    _, info = svr.fit_svr(jax.random.key(1), x, y, 1.0, 1.0, 0.1, tol=0.0,
-                          max_epochs=25)
+    _, info = svr.fit_svr(
+        jax.random.key(1), x, y, 1.0, 1.0, 0.1, tol=0.0, max_epochs=25
+    )
     dual = np.asarray(info.dual)
     assert np.all(np.diff(dual) <= 1e-5 * np.abs(dual).max())
     assert np.all(np.asarray(info.primal) + dual >= -1e-4)

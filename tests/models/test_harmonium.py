@@ -28,12 +28,14 @@ def _params(rng_key, kinds, dims, k=2, scale=0.7):
 
 
 def test_bernoulli_conditional_matches_enumeration(rng_key):
-    """p(x|h) from the numpyro Bernoulli equals exp(log p~(x,h)) normalized over all x."""
+    """numpyro p(x|h) equals exp(log p~(x,h)) normalized over all x."""
     kinds, dims = ("bernoulli",), (3,)
     params = _params(rng_key, kinds, dims)
     h = jnp.array([0.4, -1.1])
     configs = jnp.array(list(itertools.product([0.0, 1.0], repeat=3)))
-    logj = jnp.array([hm.unnormalized_log_joint(params, kinds, (x,), h) for x in configs])
+    logj = jnp.array(
+        [hm.unnormalized_log_joint(params, kinds, (x,), h) for x in configs]
+    )
     brute = logj - jax.scipy.special.logsumexp(logj)
     (cond,) = hm.conditional_visible(params, kinds, h)
     np.testing.assert_allclose(cond.log_prob(configs), brute, atol=1e-5)  # float32
@@ -103,7 +105,7 @@ def test_initialize_matches_margins_and_round_trips(rng_key, rng):
         hm.visible_mean(params, "gaussian", 1, h0, 1.0), z.mean(0), rtol=1e-4
     )
     back = hm.params_from_dict(hm.params_to_dict(params))
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(back)):
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(back), strict=False):
         np.testing.assert_array_equal(a, b)
 
 
