@@ -72,10 +72,12 @@ _SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
 _MMH_HYPER = {
     **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
     **_SVM_HYPER,
-    "svm_epochs": 20,
+    "c1": 5.0,
+    "c2": 10.0,
+    "svm_epochs": 50,
     "final_svm_epochs": 300,
-    "iterations": 20,
-    "inner_steps": 20,
+    "iterations": 8,
+    "inner_steps": 30,
     "pretrain_steps": 100,
 }
 

@@ -74,7 +74,8 @@ class MMHResult(NamedTuple):
     predictor : [T, K+1] or [K+1] array
         ``V`` (class weights, or the regression vector), offset last.
     trace : dict of numpy arrays
-        ``hinge`` / ``svm_primal`` per alternation, ``cd_gap`` per Θ-step.
+        ``svm_primal`` per V-step; ``cd_gap`` and ``extra_loss`` (the hinge or
+        regression term) per Θ-step.
     """
 
     params: ArrayTree
@@ -106,27 +107,42 @@ def loss_augmented_prediction(weights: Array, features: Array, labels: Array) ->
     return jnp.argmax(margin + scores, axis=1)
 
 
+def _features(embed, params, images, center, scale):
+    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
+    return with_offset((hidden - center) / scale)
+
+
 def classification_extra_loss(embed: Callable, c2: float) -> Callable:
-    """``extra_loss(params, (images, (labels, V)))`` = :math:`C_2` × mean hinge."""
+    """``extra_loss(params, (images, (labels, V, center, scale)))`` = :math:`C_2` ×
+    mean hinge on the features :math:`[(\\bar h_d - \\text{center}) / \\text{scale},
+    1]`."""
 
     def extra(params, data):
-        images, (labels, weights) = data
-        feats = with_offset(jax.vmap(embed, in_axes=(None, 0))(params, images))
+        images, (labels, weights, center, scale) = data
+        feats = _features(embed, params, images, center, scale)
         return c2 * hinge_loss(weights, feats, labels)
 
     return extra
 
 
 def regression_extra_loss(embed: Callable) -> Callable:
-    """``extra_loss(params, (images, (beta, V)))`` = :math:`-\\frac1D\\sum_d \\beta_d
-    V^\\top \\bar h_d` (its gradient is eq. 11's extra term)."""
+    """``extra_loss(params, (images, (beta, V, center, scale)))`` =
+    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` (its gradient is eq. 11's extra
+    term)."""
 
     def extra(params, data):
-        images, (beta, weights) = data
-        feats = with_offset(jax.vmap(embed, in_axes=(None, 0))(params, images))
+        images, (beta, weights, center, scale) = data
+        feats = _features(embed, params, images, center, scale)
         return -jnp.mean(beta * (feats @ weights))
 
     return extra
+
+
+def _to_raw(weights: Array, center: Array, scale: Array) -> Array:
+    """Fold the standardization into V: the same scores on ``[h, 1]``."""
+    lin = weights[..., :-1] / scale
+    offset = weights[..., -1] - lin @ center
+    return jnp.concatenate([lin, offset[..., None]], axis=-1)
 
 
 def _alternate(
@@ -145,11 +161,19 @@ def _alternate(
     inner_steps,
     pretrain_steps,
     batch_size=None,
+    standardize=True,
 ):
     fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
-    embed_all = jax.jit(
-        lambda p: with_offset(jax.vmap(embed, in_axes=(None, 0))(p, images))
-    )
+
+    @jax.jit
+    def embed_all(p):
+        hidden = jax.vmap(embed, in_axes=(None, 0))(p, images)
+        if standardize:
+            center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+        else:
+            center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
+        return with_offset((hidden - center) / scale), (center, scale)
+
     state = cd.init(params, optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
@@ -164,30 +188,32 @@ def _alternate(
     step = cd.build_kernel(
         optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
     )
-    v_state, aux = v_init(embed_all(state.params))
-    objective = []
+    v_state = v_init(embed_all(state.params)[0])
+    objective, extras = [], []
     for it in range(iterations):
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
-        v_state, aux, value = v_step(k_v, embed_all(state.params), v_state)
+        feats, standard = embed_all(state.params)
+        v_state, aux, value = v_step(k_v, feats, v_state)
+        aux = (*aux, *standard)
         objective.append(value)
         state, info = fit(
             k_theta, state, (images, aux), step=step, num_steps=inner_steps
         )
         gaps.append(np.asarray(info.cd_gap))
-    v_state, aux, value = v_step(
-        jax.random.fold_in(k_alt, iterations),
-        embed_all(state.params),
-        v_state,
-        final=True,
+        extras.append(np.asarray(info.extra_loss))
+    feats, (center, scale) = embed_all(state.params)
+    v_state, _, value = v_step(
+        jax.random.fold_in(k_alt, iterations), feats, v_state, final=True
     )
     objective.append(value)
     return (
         state.params,
         v_state,
-        aux,
+        _to_raw(v_state.weights, center, scale),
         {
             "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
             "svm_primal": np.asarray(objective),
+            "extra_loss": np.concatenate(extras) if extras else np.zeros(0),
         },
     )
 
@@ -211,6 +237,7 @@ def fit_mmh_classifier(
     svm_epochs: int = 50,
     final_svm_epochs: int = 300,
     batch_size: int | None = None,
+    standardize: bool = True,
 ) -> MMHResult:
     """Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
 
@@ -241,6 +268,12 @@ def fit_mmh_classifier(
         last V-step (on the final features).
     batch_size : int, optional
         Minibatch of the CD term (the hinge always uses every image).
+    standardize : bool
+        Give the SVM standardized features :math:`(\\bar h - m) / s` (mean and
+        standard deviation over the images, refreshed at every V-step and held fixed
+        in the Θ-step). This only conditions the dual coordinate descent (which is
+        slow on uncentred, badly scaled features); the returned ``V`` is folded back
+        so that it applies to ``[E_{q_0}[h], 1]`` directly.
 
     Returns
     -------
@@ -252,8 +285,7 @@ def fit_mmh_classifier(
     c = c2 / c1
 
     def v_init(feats):
-        v = cs.init(feats, num_classes)
-        return v, (labels, v.weights)
+        return cs.init(feats, num_classes)
 
     def v_step(key, feats, v_state, final=False):
         warm = cs.CSState(
@@ -275,7 +307,7 @@ def fit_mmh_classifier(
             float(primal[np.isfinite(primal)][-1]),
         )
 
-    out_params, v_state, _, trace = _alternate(
+    out_params, _, predictor, trace = _alternate(
         rng_key,
         params,
         images,
@@ -290,8 +322,9 @@ def fit_mmh_classifier(
         inner_steps=inner_steps,
         pretrain_steps=pretrain_steps,
         batch_size=batch_size,
+        standardize=standardize,
     )
-    return MMHResult(out_params, v_state.weights, trace)
+    return MMHResult(out_params, predictor, trace)
 
 
 def fit_mmh_regressor(
@@ -313,6 +346,7 @@ def fit_mmh_regressor(
     svr_epochs: int = 50,
     final_svr_epochs: int = 300,
     batch_size: int | None = None,
+    standardize: bool = True,
 ) -> MMHResult:
     """Fit the max-margin harmonium for regression (seed 001 §4.2).
 
@@ -323,8 +357,7 @@ def fit_mmh_regressor(
     targets = jnp.asarray(targets, jnp.float32)
 
     def v_init(feats):
-        v = svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
-        return v, (v.beta, v.weights)
+        return svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
 
     def v_step(key, feats, v_state, final=False):
         warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
@@ -345,7 +378,7 @@ def fit_mmh_regressor(
             float(primal[np.isfinite(primal)][-1]),
         )
 
-    out_params, v_state, _, trace = _alternate(
+    out_params, _, predictor, trace = _alternate(
         rng_key,
         params,
         images,
@@ -360,5 +393,6 @@ def fit_mmh_regressor(
         inner_steps=inner_steps,
         pretrain_steps=pretrain_steps,
         batch_size=batch_size,
+        standardize=standardize,
     )
-    return MMHResult(out_params, v_state.weights, trace)
+    return MMHResult(out_params, predictor, trace)

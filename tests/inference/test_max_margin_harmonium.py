@@ -36,7 +36,9 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)  # K + 1 offset column
     c2 = 2.0
     extra = mmh.classification_extra_loss(_embed, c2)
-    grads = jax.grad(extra)(params, (_images(x, z), (jnp.asarray(y), v)))
+    grads = jax.grad(extra)(
+        params, (_images(x, z), (jnp.asarray(y), v, jnp.zeros(3), jnp.ones(3)))
+    )
     feats = np.asarray(
         mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
     )
@@ -58,7 +60,7 @@ def test_regression_gradient_is_eq11(rng_key, rng):
     v = jnp.asarray(rng.normal(size=4), jnp.float32)
     beta = jnp.asarray(rng.uniform(-1, 1, 10), jnp.float32)  # mu - mu*
     grads = jax.grad(mmh.regression_extra_loss(_embed))(
-        params, (_images(x, z), (beta, v))
+        params, (_images(x, z), (beta, v, jnp.zeros(3), jnp.ones(3)))
     )
     expect = -np.outer(x.T @ np.asarray(beta), np.asarray(v)[:3]) / 10
     np.testing.assert_allclose(grads.weights[0], expect, rtol=1e-4, atol=1e-6)
