@@ -42,16 +42,11 @@ from jaxannot.evaluation import evaluate
 
 FULL = {
     "datasets": ["wikipedia", "mfeat"],
-    "topics": [10, 20, 30, 40],
+    "topics": [10, 20, 30],
     "seeds": [0, 1, 2],
-    "latent": {"steps": 300, "batch_size": 0},
-    "mmh": {
-        "iterations": 10,
-        "inner_steps": 30,
-        "pretrain_steps": 100,
-        "svm_epochs": 50,
-    },
-    "corel": {"topics": 60, "steps": 300, "batch_size": 500, "annotate_sweeps": 10},
+    "latent": {},  # the registered defaults (steps=300, full batch)
+    "mmh": {},  # the registered defaults (c1=5, c2=10, 8 alternations x 30 steps)
+    "corel": {"topics": 60, "steps": 50, "batch_size": 500, "annotate_sweeps": 10},
     "rows": None,
 }
 SMALL = {
@@ -59,7 +54,13 @@ SMALL = {
     "topics": [4],
     "seeds": [0],
     "latent": {"steps": 20, "batch_size": 0},
-    "mmh": {"iterations": 2, "inner_steps": 5, "pretrain_steps": 5, "svm_epochs": 10},
+    "mmh": {
+        "iterations": 2,
+        "inner_steps": 5,
+        "pretrain_steps": 5,
+        "svm_epochs": 10,
+        "final_svm_epochs": 20,
+    },
     "corel": {"topics": 8, "steps": 20, "batch_size": 0, "annotate_sweeps": 3},
     "rows": (150, 60),
 }
@@ -123,7 +124,6 @@ def classification(dataset, cfg, data_dir):
                 hyper = {"topics": k}
                 if m == "mmh":
                     hyper.update(cfg["mmh"])
-                    hyper["batch_size"] = cfg["latent"]["batch_size"]
                 else:
                     hyper.update(cfg["latent"])
                 t0 = time.perf_counter()

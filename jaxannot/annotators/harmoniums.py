@@ -303,7 +303,10 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
     params = _init(k_init, kinds, views, hyper)
     params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
-    feats = mmh_inf.with_offset(_clamped_hidden(params, tuple(kinds), tuple(views)))
+    hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
+    # the SVM sees standardized E_q0[h] (as in mmh), folded back into V afterwards
+    center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+    feats = mmh_inf.with_offset((hidden - center) / scale)
     y = jnp.asarray(np.asarray(train.labels), jnp.int32)
     svm, _ = cs.fit_multiclass_svm(
         k_svm,
@@ -313,6 +316,7 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
         hyper["c2"] / hyper["c1"],
         max_epochs=hyper["svm_epochs"],
     )
+    svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
     return _fitted(
         "dwh-svm",
         params,

@@ -33,8 +33,8 @@ def test_bernoulli_conditional_matches_enumeration(rng_key):
     params = _params(rng_key, kinds, dims)
     h = jnp.array([0.4, -1.1])
     configs = jnp.array(list(itertools.product([0.0, 1.0], repeat=3)))
-    logj = jnp.array(
-        [hm.unnormalized_log_joint(params, kinds, (x,), h) for x in configs]
+    logj = jax.vmap(lambda x: hm.unnormalized_log_joint(params, kinds, (x,), h))(
+        configs
     )
     brute = logj - jax.scipy.special.logsumexp(logj)
     (cond,) = hm.conditional_visible(params, kinds, h)
