@@ -45,7 +45,7 @@ FULL = {
     "topics": [10, 20, 30],
     "seeds": [0, 1, 2],
     "latent": {},  # the registered defaults (steps=300, full batch)
-    "mmh": {},  # the registered defaults (c1=5, c2=10, 8 alternations x 30 steps)
+    "mmh": {},  # registered defaults: c1=5, c2=10, 8 alternations x 30 steps
     "corel": {"topics": 60, "steps": 50, "batch_size": 500, "annotate_sweeps": 10},
     "rows": None,
 }

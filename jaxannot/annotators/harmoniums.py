@@ -78,7 +78,7 @@ _MMH_HYPER = {
     "final_svm_epochs": 300,
     "iterations": 8,
     "inner_steps": 30,
-    "pretrain_steps": 100,
+    "pretrain_steps": 0,
 }
 
 
