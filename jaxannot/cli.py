@@ -89,12 +89,13 @@ def _present_columns(rows: list[dict]) -> list[str]:
 
 # ------------------------------------------------------------------- commands
 def _cmd_evaluate(args) -> int:
-    from jaxannot.annotators import get_method, save
+    from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
     from jaxannot.evaluation import evaluate
 
     method = get_method(args.method)
+    hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -108,7 +109,7 @@ def _cmd_evaluate(args) -> int:
         f"{task.train.num_images} images, scoring {len(task.eval_rows)}",
         file=sys.stderr,
     )
-    result = evaluate(method, task, hyper=args.set or [], seed=args.seed)
+    result = evaluate(method, task, hyper=hyper, seed=args.seed)
     payload = result.as_json()
     print(_format_table([payload], _present_columns([payload])))
     if args.json:
