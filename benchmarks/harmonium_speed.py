@@ -49,7 +49,8 @@ def _timed(fn, repeat=3):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--images", type=int, default=2000, help="training images")
+    parser.add_argument("--test-images", type=int, default=20000)
     parser.add_argument("--dims", type=int, default=500)
     parser.add_argument("--topics", type=int, default=30)
     parser.add_argument("--classes", type=int, default=5)
@@ -64,7 +65,7 @@ def main(argv=None):
 
     synth = make_synthetic(
         seed=0,
-        num_images=args.images,
+        num_images=args.images + args.test_images,
         blob_vocab=args.dims,
         num_topics=args.classes,
         num_classes=args.classes,
@@ -74,10 +75,10 @@ def main(argv=None):
     corpus = Corpus.from_arrays(
         {"blobs": x}, view_kinds={"blobs": "binary"}, labels=synth.labels
     )
-    n_train = int(0.8 * args.images)
+    n_train = args.images
     train, test = (
         corpus.subset(np.arange(n_train)),
-        corpus.subset(np.arange(n_train, args.images)),
+        corpus.subset(np.arange(n_train, n_train + args.test_images)),
     )
     results = {
         "config": vars(args),
