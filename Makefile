@@ -22,7 +22,10 @@ demo: $(VENV)/.installed
 	$(BIN)/jaxannot demo
 
 test: $(VENV)/.installed-test
-	XLA_FLAGS=--xla_force_host_platform_device_count=2 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	# one BLAS thread per test worker: oversubscribed OpenBLAS threads make LAPACK calls
+	# tens of times slower on 2 cores
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 XLA_FLAGS=--xla_force_host_platform_device_count=2 \
+		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check jaxannot tests benchmarks notebooks

@@ -1,0 +1,259 @@
+"""Annotators ``emml`` (structured max-margin, Guo et al. 2016) and ``mbrm`` (Feng
+et al. 2004).
+
+``emml``: VReps (k-means centroids of a feature view with their members' majority
+words, or random annotated images), an RBF or linear kernel, and the working-set dual
+solver :func:`jaxannot.inference.emml.fit_emml`. Word scores of an image are eq. (1),
+:math:`f(\\mathbf x, \\mathbf e_j) = \\sum_v k(\\mathbf x, \\mathbf x_v) B_{vj}`
+(``top_vreps = 0``), or the §4.1 merge of the ``top_vreps`` most similar VReps' word
+rankings (``top_vreps > 0``), as :func:`jaxannot.retrieval.annotation_scores` does.
+
+``mbrm``: the multiple-Bernoulli relevance model (:mod:`jaxannot.models.mbrm`).
+
+Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related: US
+8,923,630 and US 10,007,679).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.models.mbrm import MBRMParams, fit_mbrm, mbrm_word_probabilities
+from jaxannot.models.structured_output import (
+    KERNELS,
+    default_gamma,
+    kernel_matrix,
+    kmeans_vreps,
+    random_vreps,
+)
+
+__all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm"]
+
+_VREP_METHODS = ("kmeans", "random")
+
+
+def _features(corpus, view: str) -> np.ndarray:
+    name = view or corpus.primary_view
+    if name not in corpus.views:
+        raise KeyError(f"unknown view {name!r}; valid views: {', '.join(corpus.views)}")
+    return np.asarray(corpus.views[name], np.float32)
+
+
+def _observed_words(corpus):
+    if corpus.words is None:
+        raise ValueError(f"corpus {corpus.name!r} has no words to learn from")
+    mask = np.asarray(corpus.word_mask, bool)
+    words = np.asarray(corpus.words)[mask]
+    if words.shape[0] == 0 or not np.any(words > 0):
+        raise ValueError(f"corpus {corpus.name!r} has no observed words")
+    return mask, words
+
+
+def fit_emml_annotator(
+    corpus,
+    *,
+    rng_key,
+    vreps: int = 1000,
+    vrep_method: str = "random",
+    word_rule: str = "majority",
+    kernel: str = "rbf",
+    gamma: float = 0.0,
+    gamma_scale: float = 30.0,
+    c: float = 1.0,
+    tolerance: float = 1e-3,
+    capacity: int = 32,
+    violators_per_vrep: int = 8,
+    max_iterations: int = 300,
+    max_sweeps: int = 4,
+    top_vreps: int = 0,
+    view: str = "",
+) -> Fitted:
+    """Fit EMML on the observed words of ``corpus``.
+
+    Parameters
+    ----------
+    vreps : int
+        Number of VReps.
+    vrep_method : {"kmeans", "random"}
+    word_rule : {"majority", "union"}
+        Words of a k-means VRep.
+    kernel : {"rbf", "linear"}
+    gamma : float
+        RBF width; ``0`` means ``gamma_scale / median squared distance``.
+    c, tolerance, capacity, violators_per_vrep, max_iterations, max_sweeps
+        Solver settings (:func:`jaxannot.inference.emml.fit_emml`).
+    top_vreps : int
+        ``0``: eq. (1) scores; ``> 0``: §4.1 merge of the nearest VReps.
+    view : str
+        Feature view (default: the corpus's primary view).
+    """
+    if vrep_method not in _VREP_METHODS:
+        raise ValueError(
+            f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
+        )
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1:
+        raise ValueError("c, tolerance, vreps and capacity must be positive")
+    x = _features(corpus, view)
+    mask, words = _observed_words(corpus)
+    x_obs = x[mask]
+    if vrep_method == "kmeans":
+        v = kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
+    else:
+        v = random_vreps(rng_key, x_obs, words, vreps)
+    g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
+    k = kernel_matrix(v.features, v.features, kernel, g)
+    state, hist = fit_emml(
+        StructuredData(k, v.words),
+        c,
+        tolerance,
+        capacity=capacity,
+        max_iterations=max_iterations,
+        max_sweeps=max_sweeps,
+        violators_per_vrep=violators_per_vrep,
+    )
+    iterations = int(state.iteration)
+    last = iterations - 1
+    converged = (
+        int(hist.num_added[last]) == 0
+        and float(hist.subproblem_gap[last]) <= tolerance
+        and int(state.overflow) == 0
+    )
+    params = {
+        "vrep_features": np.asarray(v.features),
+        "vrep_words": np.asarray(v.words),
+        "coefficients": np.asarray(state.coefficients),
+        "vrep_word_scores": np.asarray(state.scores),
+        "gamma": np.asarray(g, np.float32),
+    }
+    hyper = dict(
+        vreps=vreps,
+        vrep_method=vrep_method,
+        word_rule=word_rule,
+        kernel=kernel,
+        gamma=gamma,
+        gamma_scale=gamma_scale,
+        c=c,
+        tolerance=tolerance,
+        capacity=capacity,
+        violators_per_vrep=violators_per_vrep,
+        max_iterations=max_iterations,
+        max_sweeps=max_sweeps,
+        top_vreps=top_vreps,
+        view=view,
+    )
+    info = {
+        "dual_objective": float(state.objective),
+        "iterations": iterations,
+        "active_constraints": int(np.asarray(state.working_set.active).sum()),
+        "constraints_added": int(state.total_added),
+        "overflow": int(state.overflow),
+        "converged": bool(converged),
+        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
+    }
+    return Fitted("emml", params, hyper, info)
+
+
+def score_emml(fitted: Fitted, corpus) -> jax.Array:
+    """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
+    ``top_vreps > 0``)."""
+    p, h = fitted.params, fitted.hyper
+    x = jnp.asarray(_features(corpus, h.get("view", "")))
+    v = jnp.asarray(p["vrep_features"])
+    if x.shape[1] != v.shape[1]:
+        raise ValueError(
+            f"corpus view has {x.shape[1]} dims but the model was fitted on "
+            f"{v.shape[1]}"
+        )
+    rows = kernel_matrix(x, v, h["kernel"], float(p["gamma"]))
+    top = int(h.get("top_vreps", 0))
+    if top <= 0:
+        return rows @ jnp.asarray(p["coefficients"])
+    sims, idx = jax.lax.top_k(rows, min(top, v.shape[0]))
+    return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p["vrep_word_scores"])[idx])
+
+
+def fit_mbrm_annotator(
+    corpus, *, rng_key, bandwidth: float = 0.0, smoothing: float = 0.0, view: str = ""
+) -> Fitted:
+    """Fit MBRM: keep the annotated images' features and Bernoulli word model.
+
+    ``bandwidth = 0`` picks :func:`jaxannot.models.mbrm.default_bandwidth`;
+    ``smoothing = 0`` picks :math:`\\mu = 9N` (:func:`~jaxannot.models.mbrm.fit_mbrm`).
+    """
+    del rng_key  # deterministic
+    x = _features(corpus, view)
+    mask, words = _observed_words(corpus)
+    params = fit_mbrm(
+        x[mask],
+        words,
+        bandwidth=bandwidth if bandwidth > 0 else None,
+        smoothing=smoothing if smoothing > 0 else None,
+    )
+    return Fitted(
+        "mbrm",
+        {k: np.asarray(v) for k, v in params._asdict().items()},
+        dict(bandwidth=bandwidth, smoothing=smoothing, view=view),
+        {"bandwidth_used": float(params.bandwidth), "train_images": int(mask.sum())},
+    )
+
+
+def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
+    """:math:`P(w \\mid \\mathbf x)` for every image of ``corpus``."""
+    p = fitted.params
+    params = MBRMParams(
+        jnp.asarray(p["features"]),
+        jnp.asarray(p["word_probabilities"]),
+        jnp.asarray(p["bandwidth"]),
+    )
+    x = _features(corpus, fitted.hyper.get("view", ""))
+    if x.shape[1] != params.features.shape[1]:
+        raise ValueError(
+            f"corpus view has {x.shape[1]} dims but the model was fitted on "
+            f"{params.features.shape[1]}"
+        )
+    return mbrm_word_probabilities(params, x)
+
+
+register(
+    Method(
+        name="emml",
+        fit=fit_emml_annotator,
+        score_words=score_emml,
+        hyper=dict(
+            vreps=1000,
+            vrep_method="random",
+            word_rule="majority",
+            kernel="rbf",
+            gamma=0.0,
+            gamma_scale=30.0,
+            c=1.0,
+            tolerance=1e-3,
+            capacity=32,
+            violators_per_vrep=8,
+            max_iterations=300,
+            max_sweeps=4,
+            top_vreps=0,
+            view="",
+        ),
+        summary="EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
+        needs=("words",),
+    )
+)
+
+register(
+    Method(
+        name="mbrm",
+        fit=fit_mbrm_annotator,
+        score_words=score_mbrm,
+        hyper=dict(bandwidth=0.0, smoothing=0.0, view=""),
+        summary="Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
+        needs=("words",),
+    )
+)

@@ -1,0 +1,164 @@
+"""The ``emml`` and ``mbrm`` methods through the registry: fit, score, save/load, and
+agreement with their building blocks."""
+
+import numpy as np
+import pytest
+
+import jax
+
+from jaxannot.annotators import get_method, load, parse_hyper, save
+from jaxannot.data.corpus import Corpus
+from jaxannot.models.structured_output import kernel_matrix
+
+
+def _corpus(seed, n=80):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(4, 5)) * 4.0
+    cluster = rng.integers(0, 4, n)
+    x = (centres[cluster] + rng.normal(size=(n, 5))).astype(np.float32)
+    words = np.zeros((n, 8), np.float32)
+    words[np.arange(n), cluster] = 1.0  # one word per cluster
+    words[np.arange(n), 4 + rng.integers(0, 4, n)] = 1.0  # a noise word
+    return Corpus.from_arrays(
+        {"features": x}, words=words, view_kinds={"features": "real"}
+    )
+
+
+@pytest.fixture(scope="module")
+def corpora():
+    return _corpus(0), _corpus(0, 120)
+
+
+def _cluster_hits(scores, corpus):
+    truth = np.asarray(corpus.words)[:, :4].argmax(1)
+    return np.mean(np.asarray(scores)[:, :4].argmax(1) == truth)
+
+
+@pytest.mark.parametrize("name", ["emml", "mbrm"])
+def test_method_fits_scores_and_round_trips(name, corpora, tmp_path):
+    train, test = corpora
+    method = get_method(name)
+    hyper = parse_hyper(
+        method,
+        ["vreps=20", "capacity=32", "violators_per_vrep=2"] if name == "emml" else [],
+    )
+    fitted = method.fit(train, rng_key=jax.random.key(0), **hyper)
+    scores = np.asarray(method.score_words(fitted, test))
+    assert scores.shape == (test.num_images, test.num_words)
+    assert np.all(np.isfinite(scores))
+    # the cluster word is learnable from the features; the noise words are not
+    assert _cluster_hits(scores, test) > 0.9
+    save(tmp_path / "m.npz", fitted)
+    again = np.asarray(method.score_words(load(tmp_path / "m.npz"), test))
+    np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-6)
+    if name == "emml":
+        info = fitted.info
+        assert info["converged"] and info["overflow"] == 0
+        trace = np.asarray(info["objective_trace"])
+        assert np.all(np.diff(trace) <= 1e-4 * np.abs(trace).max())
+
+
+def test_emml_scores_are_eq_1_and_the_merge(corpora):
+    train, test = corpora
+    method = get_method("emml")
+    hyper = parse_hyper(method, {"vreps": 20, "capacity": 32, "violators_per_vrep": 2})
+    fitted = method.fit(train, rng_key=jax.random.key(1), **hyper)
+    p = fitted.params
+    x = np.asarray(test.views["features"])
+    rows = np.asarray(kernel_matrix(x, p["vrep_features"], "rbf", float(p["gamma"])))
+    np.testing.assert_allclose(
+        np.asarray(method.score_words(fitted, test)),
+        rows @ p["coefficients"],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    merged = fitted.__class__(
+        fitted.method, fitted.params, {**fitted.hyper, "top_vreps": 3}, fitted.info
+    )
+    top = np.argsort(-rows, 1)[:, :3]
+    want = np.stack(
+        [rows[i, top[i]] @ p["vrep_word_scores"][top[i]] for i in range(len(x))]
+    )
+    np.testing.assert_allclose(
+        np.asarray(method.score_words(merged, test)), want, rtol=1e-4, atol=1e-5
+    )
+    # the VReps' word scores are F = K B of the solver
+    k = np.asarray(
+        kernel_matrix(p["vrep_features"], p["vrep_features"], "rbf", float(p["gamma"]))
+    )
+    np.testing.assert_allclose(
+        k @ p["coefficients"], p["vrep_word_scores"], rtol=1e-3, atol=1e-3
+    )
+
+
+def test_mbrm_matches_the_relevance_model_formula(corpora):
+    train, test = corpora
+    method = get_method("mbrm")
+    fitted = method.fit(train, rng_key=jax.random.key(0), bandwidth=3.0, smoothing=2.0)
+    x, xq = (
+        np.asarray(train.views["features"], np.float64),
+        np.asarray(test.views["features"], np.float64)[:5],
+    )
+    y = np.asarray(train.words) > 0
+    pv = (2.0 * y + y.sum(0)) / (2.0 + len(x))
+    d2 = ((xq[:, None] - x[None]) ** 2).sum(-1)
+    w = np.exp(-(d2 - d2.min(1, keepdims=True)) / 6.0)
+    want = (w / w.sum(1, keepdims=True)) @ pv
+    got = np.asarray(method.score_words(fitted, test))[:5]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_hyper_parameters_are_rejected(corpora):
+    train, _ = corpora
+    method = get_method("emml")
+    with pytest.raises(ValueError, match="unknown vrep_method 'spectral'"):
+        method.fit(train, rng_key=jax.random.key(0), vreps=5, vrep_method="spectral")
+    with pytest.raises(ValueError, match="unknown kernel 'poly'"):
+        method.fit(train, rng_key=jax.random.key(0), vreps=5, kernel="poly")
+    with pytest.raises(KeyError, match="unknown view 'pixels'"):
+        method.fit(train, rng_key=jax.random.key(0), vreps=5, view="pixels")
+    with pytest.raises(KeyError, match="valid"):
+        parse_hyper(method, ["nonsense=1"])
+    bare = Corpus.from_arrays(
+        {"features": np.ones((4, 2), np.float32)}, view_kinds={"features": "real"}
+    )
+    with pytest.raises(ValueError, match="no words"):
+        method.fit(bare, rng_key=jax.random.key(0))
+
+
+def test_cli_query_on_a_saved_model(data_root, tmp_path, capsys):
+    import json
+
+    from jaxannot.cli import main
+    from jaxannot.data.datasets import load_dataset
+
+    train, _ = load_dataset("scene", data_dir=str(data_root))
+    small = train.subset(np.arange(150))
+    method = get_method("emml")
+    hyper = parse_hyper(method, {"vreps": 20, "capacity": 16, "violators_per_vrep": 2})
+    path = tmp_path / "scene_emml.npz"
+    save(path, method.fit(small, rng_key=jax.random.key(0), **hyper))
+    base = [str(path)]
+    opts = ["--dataset", "scene", "--data-dir", str(data_root), "--top", "3"]
+    names = list(train.word_names)
+
+    assert main(["query", *base, "annotate", *opts, "--row", "0", "--row", "5"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["row"] for x in lines] == [0, 5]
+    assert all(len(x["words"]) == 3 and set(x["words"]) <= set(names) for x in lines)
+
+    assert main(["query", *base, "word", *opts, "--word", names[0]]) == 0
+    hits = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert 1 <= len(hits) <= 3 and all(0 <= h["image"] < train.num_images for h in hits)
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+    for kind, extra in (
+        ("image", ["--row", "2"]),
+        ("multimodal", ["--row", "2", "--word", names[1]]),
+    ):
+        assert main(["query", *base, kind, *opts, *extra]) == 0
+        assert capsys.readouterr().out.strip()
+
+    assert main(["query", *base, "word", *opts, "--word", "no-such-word"]) == 2
+    assert "unknown word 'no-such-word'" in capsys.readouterr().err
