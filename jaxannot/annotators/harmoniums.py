@@ -1,0 +1,531 @@
+"""Harmonium methods: ``dwh``, ``dwh-svm``, ``twh``, ``mmh`` and the flat ``svm``.
+
+How a corpus becomes a harmonium: every feature view is a visible wing — ``"real"``
+views are Gaussian (standardized with the training mean and standard deviation, the
+per-dimension :math:`\\sigma^2` starting at the data variance), ``"bag"`` and
+``"binary"`` views are Bernoulli on presence (seed 001 §5.1 treats bag-of-words as
+binary) or, with ``bag_model="softmax"``, replicated-softmax counts.
+
+``dwh``
+    Dual-wing harmonium (Xing et al. 2005) for annotation: the words are one more
+    Bernoulli wing; trained by CD; ``score_words`` runs mean field with the feature
+    views clamped and ranks :math:`E[x_i]` (seed 001 §4.4). ``embed`` = :math:`E[h]`.
+``dwh-svm``
+    Two-stage baseline: a DWH on the feature views, then a Crammer–Singer SVM on
+    :math:`E_{q_0}[h]`.
+``twh``
+    Tri-wing (supervised) harmonium: a softmax label wing (seed 001 eq. 3) trained by
+    CD; prediction runs mean field with the label wing free (§4.4's iterative test).
+``mmh``
+    Max-margin harmonium (§4.1): CD + hinge loss alternating with the SVM; prediction is
+    the single linear pass :math:`\\arg\\max_y V_y^\\top [E_{q_0}[h], 1]`.
+``svm``
+    Crammer–Singer SVM on the concatenated, standardized views.
+
+``twh``, ``mmh``, ``dwh-svm`` and ``svm`` need class labels and raise ``ValueError`` on
+a corpus without them; they predict labels (:func:`score_classes` gives the class
+scores).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.inference import contrastive_divergence as cd
+from jaxannot.inference import max_margin_harmonium as mmh_inf
+from jaxannot.inference import multiclass_svm as cs
+from jaxannot.models import harmonium as hm
+
+__all__ = [
+    "fit_dwh",
+    "fit_dwh_svm",
+    "fit_twh",
+    "fit_mmh",
+    "fit_svm",
+    "score_words_dwh",
+    "embed_harmonium",
+    "predict_labels",
+    "score_classes",
+]
+
+_BASE_HYPER = {
+    "topics": 20,
+    "learning_rate": 0.01,
+    "optimizer": "adam",
+    "sweeps": 5,
+    "steps": 300,
+    "batch_size": 0,
+    "weight_decay": 1e-4,
+    "weight_scale": 0.01,
+    "learn_variance": False,
+    "bag_model": "bernoulli",
+    "annotate_sweeps": 10,
+}
+_SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
+_MMH_HYPER = {
+    **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
+    **_SVM_HYPER,
+    "c1": 5.0,
+    "c2": 10.0,
+    "svm_epochs": 50,
+    "final_svm_epochs": 300,
+    "iterations": 8,
+    "inner_steps": 30,
+    "pretrain_steps": 0,
+}
+
+
+# ----------------------------------------------------------------- corpus -> wings
+def _view_setup(corpus, bag_model: str):
+    if bag_model not in ("bernoulli", "softmax"):
+        raise ValueError(f"unknown bag_model {bag_model!r}; valid: bernoulli, softmax")
+    names = list(corpus.view_names)
+    kinds, scaling = [], {}
+    for name in names:
+        x = np.asarray(corpus.views[name], np.float32)
+        if corpus.view_kinds[name] == "real":
+            kinds.append("gaussian")
+            std = x.std(0)
+            scaling[name] = {
+                "mean": x.mean(0).astype(np.float32),
+                "std": np.where(std > 1e-6, std, 1.0).astype(np.float32),
+            }
+        elif corpus.view_kinds[name] == "bag" and bag_model == "softmax":
+            kinds.append("softmax")
+        else:
+            kinds.append("bernoulli")
+    return names, kinds, scaling
+
+
+def _encode(corpus, names, kinds, scaling):
+    views, totals = [], []
+    n = corpus.num_images
+    for name, kind in zip(names, kinds, strict=False):
+        if name not in corpus.views:
+            raise KeyError(
+                f"the model was fitted on view {name!r}; corpus views: "
+                f"{list(corpus.views)}"
+            )
+        x = np.asarray(corpus.views[name], np.float32)
+        if kind == "gaussian":
+            s = scaling[name]
+            x = (x - np.asarray(s["mean"])) / np.asarray(s["std"])
+            totals.append(np.ones(n, np.float32))
+        elif kind == "softmax":
+            totals.append(x.sum(1))
+        else:
+            x = (x > 0).astype(np.float32)
+            totals.append(np.ones(n, np.float32))
+        views.append(jnp.asarray(x))
+    return views, [jnp.asarray(t) for t in totals]
+
+
+def _labels(corpus, method: str):
+    if corpus.labels is None or not np.any(np.asarray(corpus.labels) >= 0):
+        raise ValueError(
+            f"method {method!r} needs class labels, but corpus {corpus.name!r} has "
+            "none; use 'dwh' for annotation of a corpus with words only"
+        )
+    labels = np.asarray(corpus.labels)
+    num_classes = corpus.num_classes or int(labels.max()) + 1
+    return labels, num_classes
+
+
+def _optimizer(hyper, params: hm.HarmoniumParams):
+    base = cd.make_optimizer(hyper["optimizer"], hyper["learning_rate"])
+    false = lambda t: tuple(False for _ in t)
+    decay_mask = hm.HarmoniumParams(
+        false(params.visible_bias),
+        tuple(True for _ in params.weights),
+        false(params.log_variance),
+        False,
+    )
+    frozen = hm.HarmoniumParams(
+        false(params.visible_bias),
+        false(params.weights),
+        tuple(not hyper["learn_variance"] for _ in params.log_variance),
+        False,
+    )
+    parts = []
+    if hyper["weight_decay"] > 0:
+        parts.append(optax.add_decayed_weights(hyper["weight_decay"], decay_mask))
+    parts += [base, optax.masked(optax.set_to_zero(), frozen)]
+    return optax.chain(*parts)
+
+
+def _init(rng_key, kinds, views, hyper):
+    return hm.initialize(
+        rng_key,
+        kinds,
+        [v.shape[1] for v in views],
+        hyper["topics"],
+        weight_scale=hyper["weight_scale"],
+        views=[np.asarray(v) for v in views],
+    )
+
+
+def _train_cd(rng_key, params, kinds, images, hyper):
+    opt = _optimizer(hyper, params)
+    step = cd.build_kernel(
+        opt,
+        hm.cd_phase_statistics(tuple(kinds), hyper["sweeps"]),
+        _elp(tuple(kinds)),
+        batch_size=hyper["batch_size"] or None,
+    )
+    fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
+    state, info = fit(
+        rng_key,
+        cd.init(params, opt),
+        (images, None),
+        step=step,
+        num_steps=hyper["steps"],
+    )
+    return state.params, np.asarray(info.cd_gap)
+
+
+def _elp(kinds):
+    def elp(params, q):
+        return hm.expected_log_potential(params, kinds, q)
+
+    return elp
+
+
+def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):
+    out = {"harmonium": hm.params_to_dict(params), "scaling": scaling}
+    out.update(extra_params or {})
+    return Fitted(
+        method=name,
+        params=out,
+        hyper=dict(hyper),
+        info={"view_names": list(names), "harmonium_kinds": list(kinds), **info},
+    )
+
+
+def _model(fitted: Fitted):
+    params = hm.params_from_dict(fitted.params["harmonium"])
+    return params, tuple(fitted.info["harmonium_kinds"]), fitted.info["view_names"]
+
+
+# ----------------------------------------------------------------- jitted kernels
+@partial(jax.jit, static_argnames=("kinds",))
+def _clamped_hidden(params, kinds, views):
+    """E_q0[h] of every image (all views clamped): the single linear pass."""
+    return jax.vmap(lambda v: hm.hidden_mean(params, v))(tuple(views))
+
+
+@partial(jax.jit, static_argnames=("kinds", "free", "sweeps"))
+def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
+    """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored."""
+    clamp = tuple(v != free for v in range(len(kinds)))
+
+    def one(vs, ts):
+        vs = list(vs)
+        vs[free] = jnp.zeros_like(vs[free])  # no evidence for the free view
+        state = hm.clamped_state(params, kinds, vs)
+        state = hm.mean_field(params, kinds, state, ts, num_sweeps=sweeps, clamp=clamp)
+        return state.means[free], state.hidden
+
+    return jax.vmap(one)(tuple(views), tuple(totals))
+
+
+# ----------------------------------------------------------------- dwh (annotation)
+def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
+    """DWH with the words as a Bernoulli wing next to the feature views."""
+    hyper = {**_BASE_HYPER, **hyper}
+    if corpus.words is None:
+        raise ValueError(
+            f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
+            "has none (for classification use 'dwh-svm')"
+        )
+    train = corpus.observed()
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
+    kinds = ["bernoulli", *kinds]
+    views = [words, *views]
+    totals = [jnp.ones(train.num_images), *totals]
+    k_init, k_fit = jax.random.split(rng_key)
+    params = _init(k_init, kinds, views, hyper)
+    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    return _fitted(
+        "dwh",
+        params,
+        hyper,
+        ["__words__", *names],
+        kinds,
+        scaling,
+        cd_gap=gaps[-10:].tolist(),
+    )
+
+
+def _dwh_infer(fitted, corpus):
+    params, kinds, names = _model(fitted)
+    views, totals = _encode(
+        corpus, names[1:], kinds[1:], fitted.params.get("scaling", {})
+    )
+    n = corpus.num_images
+    views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
+    totals = [jnp.ones(n), *totals]
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        0,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
+
+
+def score_words_dwh(fitted: Fitted, corpus) -> jax.Array:
+    """:math:`E_q[x_i]` of every word after mean field with the features clamped."""
+    return _dwh_infer(fitted, corpus)[0]
+
+
+def _embed_dwh(fitted, corpus):
+    return _dwh_infer(fitted, corpus)[1]
+
+
+# ----------------------------------------------------------------- classifiers
+def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
+    """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
+    hyper = {**_BASE_HYPER, **_SVM_HYPER, **hyper}
+    labels, num_classes = _labels(corpus, "dwh-svm")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
+    params = _init(k_init, kinds, views, hyper)
+    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
+    # the SVM sees standardized E_q0[h] (as in mmh), folded back into V afterwards
+    center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+    feats = mmh_inf.with_offset((hidden - center) / scale)
+    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
+    svm, _ = cs.fit_multiclass_svm(
+        k_svm,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
+        max_epochs=hyper["svm_epochs"],
+    )
+    svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
+    return _fitted(
+        "dwh-svm",
+        params,
+        hyper,
+        names,
+        kinds,
+        scaling,
+        {"predictor": svm.weights},
+        num_classes=num_classes,
+        cd_gap=gaps[-10:].tolist(),
+    )
+
+
+def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
+    """Max-margin harmonium (seed 001 §4.1) on the feature views."""
+    hyper = {**_MMH_HYPER, **hyper}
+    labels, num_classes = _labels(corpus, "mmh")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    k_init, k_fit = jax.random.split(rng_key)
+    params = _init(k_init, kinds, views, hyper)
+    kinds_t = tuple(kinds)
+    res = mmh_inf.fit_mmh_classifier(
+        k_fit,
+        params,
+        (tuple(views), tuple(totals)),
+        jnp.asarray(np.asarray(train.labels), jnp.int32),
+        num_classes,
+        phase_statistics=hm.cd_phase_statistics(kinds_t, hyper["sweeps"]),
+        expected_log_potential=_elp(kinds_t),
+        embed=lambda p, image: hm.hidden_mean(p, image[0]),
+        optimizer=_optimizer(hyper, params),
+        c1=hyper["c1"],
+        c2=hyper["c2"],
+        iterations=hyper["iterations"],
+        inner_steps=hyper["inner_steps"],
+        pretrain_steps=hyper["pretrain_steps"],
+        svm_epochs=hyper["svm_epochs"],
+        final_svm_epochs=hyper["final_svm_epochs"],
+        batch_size=hyper["batch_size"] or None,
+    )
+    return _fitted(
+        "mmh",
+        res.params,
+        hyper,
+        names,
+        kinds,
+        scaling,
+        {"predictor": res.predictor},
+        num_classes=num_classes,
+        svm_primal=res.trace["svm_primal"].tolist(),
+    )
+
+
+def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
+    """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
+    hyper = {**_BASE_HYPER, **hyper}
+    labels, num_classes = _labels(corpus, "twh")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
+    kinds = [*kinds, "softmax"]
+    views = [*views, onehot]
+    totals = [*totals, jnp.ones(train.num_images)]
+    k_init, k_fit = jax.random.split(rng_key)
+    params = _init(k_init, kinds, views, hyper)
+    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    return _fitted(
+        "twh",
+        params,
+        hyper,
+        [*names, "__labels__"],
+        kinds,
+        scaling,
+        num_classes=num_classes,
+        cd_gap=gaps[-10:].tolist(),
+    )
+
+
+def _twh_infer(fitted, corpus):
+    params, kinds, names = _model(fitted)
+    views, totals = _encode(
+        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
+    )
+    n, t = corpus.num_images, int(fitted.info["num_classes"])
+    views = [*views, jnp.zeros((n, t))]
+    totals = [*totals, jnp.ones(n)]
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        len(kinds) - 1,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
+
+
+def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
+    """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
+    hyper = {**_SVM_HYPER, "svm_epochs": 1000, **hyper}
+    labels, num_classes = _labels(corpus, "svm")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling = _view_setup(train, "bernoulli")
+    views, _ = _encode(train, names, kinds, scaling)
+    feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
+    state, info = cs.fit_multiclass_svm(
+        rng_key,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
+        max_epochs=hyper["svm_epochs"],
+    )
+    return Fitted(
+        "svm",
+        {"predictor": state.weights, "scaling": scaling},
+        dict(hyper),
+        {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
+    )
+
+
+# ----------------------------------------------------------------- shared outputs
+def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
+    """:math:`E[h]` per image: the clamped linear pass for ``mmh`` / ``dwh-svm``, mean
+    field with the words / label wing free for ``dwh`` / ``twh``."""
+    if fitted.method == "dwh":
+        return _embed_dwh(fitted, corpus)
+    if fitted.method == "twh":
+        return _twh_infer(fitted, corpus)[1]
+    if fitted.method == "svm":
+        raise ValueError("the flat 'svm' has no latent space to embed into")
+    params, kinds, names = _model(fitted)
+    views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+    return _clamped_hidden(params, kinds, tuple(views))
+
+
+def score_classes(fitted: Fitted, corpus) -> jax.Array:
+    """Class scores ``[images, classes]`` (higher = more likely)."""
+    if fitted.method == "twh":
+        return _twh_infer(fitted, corpus)[0]
+    if fitted.method == "svm":
+        names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
+        views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+        feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+    else:
+        feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
+    return cs.decision_function(jnp.asarray(fitted.params["predictor"]), feats)
+
+
+def predict_labels(fitted: Fitted, corpus) -> jax.Array:
+    """Class predictions: ``argmax`` of :func:`score_classes`."""
+    return jnp.argmax(score_classes(fitted, corpus), axis=1).astype(jnp.int32)
+
+
+_SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
+register(
+    Method(
+        name="dwh",
+        fit=fit_dwh,
+        score_words=score_words_dwh,
+        embed=embed_harmonium,
+        hyper=dict(_BASE_HYPER),
+        needs=("words",),
+        summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="dwh-svm",
+        fit=fit_dwh_svm,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper={**_BASE_HYPER, **_SVM_HYPER},
+        needs=("labels",),
+        summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="twh",
+        fit=fit_twh,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper=dict(_BASE_HYPER),
+        needs=("labels",),
+        summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="mmh",
+        fit=fit_mmh,
+        embed=embed_harmonium,
+        predict_labels=predict_labels,
+        hyper=dict(_MMH_HYPER),
+        needs=("labels",),
+        summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
+    )
+)
+register(
+    Method(
+        name="svm",
+        fit=fit_svm,
+        predict_labels=predict_labels,
+        hyper={**_SVM_HYPER, "svm_epochs": 1000},
+        needs=("labels",),
+        summary="Crammer-Singer linear SVM on the concatenated standardized views",
+    )
+)

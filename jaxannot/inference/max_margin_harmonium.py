@@ -1,0 +1,398 @@
+r"""Max-margin training of latent subspace models (MMH, seed 001 §4).
+
+Classification (problem P1, eq. 6):
+
+.. math::
+
+    \min_{\Theta, V} \; \mathcal L^v(\Theta) + \tfrac12 C_1 \|V\|^2
+        + C_2 \sum_d \max_y \big[\Delta\ell_d(y) + V_y^\top \bar h_d
+        - V_{y_d}^\top \bar h_d\big],
+
+with :math:`\bar h_d = E_{q_0}[h \mid x_d]` (the *expected prediction rule*, eq. 5, with
+a constant unit appended for the offset) and the 0/1 loss. Coordinate descent
+alternates
+
+1. the V-step: a Crammer–Singer multiclass SVM on :math:`\bar h_d` with
+   :math:`C = C_2 / C_1` (:mod:`jaxannot.inference.multiclass_svm`), warm-started;
+2. the Θ-step: optax steps on the CD surrogate plus :math:`C_2` times the hinge loss.
+   Autodiff of the hinge through :math:`\bar h_d(\Theta)` gives exactly seed 001's extra
+   subgradient :math:`-C_2 \sum_d (V_{y_d k} - V_{\bar y_d k})\,
+   \partial E_{q_0}[h_k] / \partial W_{ik}` with :math:`\partial E_{q_0}[h_k] /
+   \partial W_{ik} = x_i` and :math:`\bar y_d` the loss-augmented prediction.
+
+Regression (P2, eqs. 10–12): the V-step solves the ε-insensitive dual
+(:mod:`jaxannot.inference.svr`) for :math:`\beta_d = \mu_d - \mu_d^*`, and the Θ-step
+adds :math:`-\sum_d \beta_d V^\top \bar h_d(\Theta)`, whose gradient is eq. (11)'s extra
+term.
+
+Both terms are averaged over images (the paper's sums divided by :math:`D`, which
+rescales the Θ-step only). The module sees the model only through the functions it is
+handed: ``phase_statistics`` and ``expected_log_potential`` (for CD) and
+``embed(params, image) -> [K]`` (:math:`E_{q_0}[h]`, differentiable in ``params``).
+
+References
+----------
+N. Chen, J. Zhu, F. Sun, E. P. Xing. Large-Margin Predictive Latent Subspace Learning
+for Multiview Data Analysis. IEEE TPAMI 34(12), 2012, §4.1–4.2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxannot.inference import contrastive_divergence as cd
+from jaxannot.inference import multiclass_svm as cs
+from jaxannot.inference import svr as svr_mod
+from jaxannot.types import Array, ArrayTree, PRNGKey
+
+__all__ = [
+    "MMHResult",
+    "with_offset",
+    "hinge_loss",
+    "loss_augmented_prediction",
+    "classification_extra_loss",
+    "regression_extra_loss",
+    "fit_mmh_classifier",
+    "fit_mmh_regressor",
+]
+
+
+class MMHResult(NamedTuple):
+    """Output of a max-margin fit.
+
+    Attributes
+    ----------
+    params : pytree
+        Likelihood-model parameters Θ.
+    predictor : [T, K+1] or [K+1] array
+        ``V`` (class weights, or the regression vector), offset last.
+    trace : dict of numpy arrays
+        ``svm_primal`` per V-step; ``cd_gap`` and ``extra_loss`` (the hinge or
+        regression term) per Θ-step.
+    """
+
+    params: ArrayTree
+    predictor: Array
+    trace: dict
+
+
+def with_offset(features: Array) -> Array:
+    """Append the constant unit dimension of seed 001 footnote 3: ``[..., K+1]``."""
+    ones = jnp.ones(features.shape[:-1] + (1,), features.dtype)
+    return jnp.concatenate([features, ones], axis=-1)
+
+
+def hinge_loss(weights: Array, features: Array, labels: Array) -> Array:
+    """Multiclass hinge averaged over images.
+
+    :math:`\\frac1D \\sum_d \\max_y[\\Delta\\ell(y) + (V_y - V_{y_d})^\\top f_d]`.
+    """
+    scores = features @ weights.T
+    margin = 1.0 - jax.nn.one_hot(labels, weights.shape[0], dtype=scores.dtype)
+    true = jnp.take_along_axis(scores, labels[:, None], axis=1)
+    return jnp.mean(jnp.max(margin + scores - true, axis=1))
+
+
+def loss_augmented_prediction(weights: Array, features: Array, labels: Array) -> Array:
+    """:math:`\\bar y_d = \\arg\\max_y [\\Delta\\ell_d(y) + V_y^\\top f_d]`."""
+    scores = features @ weights.T
+    margin = 1.0 - jax.nn.one_hot(labels, weights.shape[0], dtype=scores.dtype)
+    return jnp.argmax(margin + scores, axis=1)
+
+
+def _features(embed, params, images, center, scale):
+    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
+    return with_offset((hidden - center) / scale)
+
+
+def classification_extra_loss(embed: Callable, c2: float) -> Callable:
+    """``extra_loss(params, (images, (labels, V, center, scale)))`` = :math:`C_2` ×
+    mean hinge on the features :math:`[(\\bar h_d - \\text{center}) / \\text{scale},
+    1]`."""
+
+    def extra(params, data):
+        images, (labels, weights, center, scale) = data
+        feats = _features(embed, params, images, center, scale)
+        return c2 * hinge_loss(weights, feats, labels)
+
+    return extra
+
+
+def regression_extra_loss(embed: Callable) -> Callable:
+    """``extra_loss(params, (images, (beta, V, center, scale)))`` =
+    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` (its gradient is eq. 11's extra
+    term)."""
+
+    def extra(params, data):
+        images, (beta, weights, center, scale) = data
+        feats = _features(embed, params, images, center, scale)
+        return -jnp.mean(beta * (feats @ weights))
+
+    return extra
+
+
+def _to_raw(weights: Array, center: Array, scale: Array) -> Array:
+    """Fold the standardization into V: the same scores on ``[h, 1]``."""
+    lin = weights[..., :-1] / scale
+    offset = weights[..., -1] - lin @ center
+    return jnp.concatenate([lin, offset[..., None]], axis=-1)
+
+
+def _alternate(
+    rng_key,
+    params,
+    images,
+    *,
+    optimizer,
+    phase_statistics,
+    expected_log_potential,
+    embed,
+    extra_loss,
+    v_step,
+    v_init,
+    iterations,
+    inner_steps,
+    pretrain_steps,
+    batch_size=None,
+    standardize=True,
+):
+    fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
+
+    @jax.jit
+    def embed_all(p):
+        hidden = jax.vmap(embed, in_axes=(None, 0))(p, images)
+        if standardize:
+            center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+        else:
+            center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
+        return with_offset((hidden - center) / scale), (center, scale)
+
+    state = cd.init(params, optimizer)
+    k_pre, k_alt = jax.random.split(rng_key)
+    gaps = []
+    if pretrain_steps > 0:
+        plain = cd.build_kernel(
+            optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
+        )
+        state, info = fit(
+            k_pre, state, (images, None), step=plain, num_steps=pretrain_steps
+        )
+        gaps.append(np.asarray(info.cd_gap))
+    step = cd.build_kernel(
+        optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
+    )
+    v_state = v_init(embed_all(state.params)[0])
+    objective, extras = [], []
+    for it in range(iterations):
+        k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
+        feats, standard = embed_all(state.params)
+        v_state, aux, value = v_step(k_v, feats, v_state)
+        aux = (*aux, *standard)
+        objective.append(value)
+        state, info = fit(
+            k_theta, state, (images, aux), step=step, num_steps=inner_steps
+        )
+        gaps.append(np.asarray(info.cd_gap))
+        extras.append(np.asarray(info.extra_loss))
+    feats, (center, scale) = embed_all(state.params)
+    v_state, _, value = v_step(
+        jax.random.fold_in(k_alt, iterations), feats, v_state, final=True
+    )
+    objective.append(value)
+    return (
+        state.params,
+        v_state,
+        _to_raw(v_state.weights, center, scale),
+        {
+            "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
+            "svm_primal": np.asarray(objective),
+            "extra_loss": np.concatenate(extras) if extras else np.zeros(0),
+        },
+    )
+
+
+def fit_mmh_classifier(
+    rng_key: PRNGKey,
+    params: ArrayTree,
+    images,
+    labels: Array,
+    num_classes: int,
+    *,
+    phase_statistics: Callable,
+    expected_log_potential: Callable,
+    embed: Callable,
+    optimizer: optax.GradientTransformation,
+    c1: float = 0.5,
+    c2: float = 1.0,
+    iterations: int = 10,
+    inner_steps: int = 50,
+    pretrain_steps: int = 0,
+    svm_epochs: int = 50,
+    final_svm_epochs: int = 300,
+    batch_size: int | None = None,
+    standardize: bool = True,
+) -> MMHResult:
+    """Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+    params : pytree
+        Initial Θ (e.g. :func:`jaxannot.models.harmonium.initialize`).
+    images : pytree
+        Batch handed to ``phase_statistics`` / ``embed`` (leading image axis).
+    labels : [D] int array
+    num_classes : int
+    phase_statistics, expected_log_potential : callables
+        The model's CD pieces (see :mod:`jaxannot.inference.contrastive_divergence`).
+    embed : callable
+        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
+    optimizer : optax.GradientTransformation
+    c1, c2 : float
+        Seed 001's constants (it fixes :math:`C_1 = 0.5`).
+    iterations : int
+        Number of (V-step, Θ-step) alternations.
+    inner_steps : int
+        Optax steps per Θ-step.
+    pretrain_steps : int
+        Plain CD steps (the DWH likelihood alone) before the first V-step.
+    svm_epochs, final_svm_epochs : int
+        Epoch budgets of the warm-started V-steps inside the alternation and of the
+        last V-step (on the final features).
+    batch_size : int, optional
+        Minibatch of the CD term (the hinge always uses every image).
+    standardize : bool
+        Give the SVM standardized features :math:`(\\bar h - m) / s` (mean and
+        standard deviation over the images, refreshed at every V-step and held fixed
+        in the Θ-step). This only conditions the dual coordinate descent (which is
+        slow on uncentred, badly scaled features); the returned ``V`` is folded back
+        so that it applies to ``[E_{q_0}[h], 1]`` directly.
+
+    Returns
+    -------
+    MMHResult
+        ``predictor`` is ``V`` ``[T, K+1]``; predict with
+        ``argmax(with_offset(embed) @ V.T)`` — one linear pass (seed 001 §4.4).
+    """
+    labels = jnp.asarray(labels, jnp.int32)
+    c = c2 / c1
+
+    def v_init(feats):
+        return cs.init(feats, num_classes)
+
+    def v_step(key, feats, v_state, final=False):
+        warm = cs.CSState(
+            v_state.alpha, v_state.alpha.T @ feats
+        )  # W(α) on new features
+        v_state, info = cs.fit_multiclass_svm(
+            key,
+            feats,
+            labels,
+            num_classes,
+            c,
+            init_state=warm,
+            max_epochs=final_svm_epochs if final else svm_epochs,
+        )
+        primal = np.asarray(info.primal)
+        return (
+            v_state,
+            (labels, v_state.weights),
+            float(primal[np.isfinite(primal)][-1]),
+        )
+
+    out_params, _, predictor, trace = _alternate(
+        rng_key,
+        params,
+        images,
+        optimizer=optimizer,
+        phase_statistics=phase_statistics,
+        expected_log_potential=expected_log_potential,
+        embed=embed,
+        extra_loss=classification_extra_loss(embed, c2),
+        v_step=v_step,
+        v_init=v_init,
+        iterations=iterations,
+        inner_steps=inner_steps,
+        pretrain_steps=pretrain_steps,
+        batch_size=batch_size,
+        standardize=standardize,
+    )
+    return MMHResult(out_params, predictor, trace)
+
+
+def fit_mmh_regressor(
+    rng_key: PRNGKey,
+    params: ArrayTree,
+    images,
+    targets: Array,
+    *,
+    phase_statistics: Callable,
+    expected_log_potential: Callable,
+    embed: Callable,
+    optimizer: optax.GradientTransformation,
+    c1: float = 0.5,
+    c2: float = 1.0,
+    epsilon: float = 0.1,
+    iterations: int = 10,
+    inner_steps: int = 50,
+    pretrain_steps: int = 0,
+    svr_epochs: int = 50,
+    final_svr_epochs: int = 300,
+    batch_size: int | None = None,
+    standardize: bool = True,
+) -> MMHResult:
+    """Fit the max-margin harmonium for regression (seed 001 §4.2).
+
+    Same arguments as :func:`fit_mmh_classifier` with real ``targets`` and the
+    insensitivity ``epsilon``; the V-step is the box-constrained dual of eq. (12).
+    ``predictor`` is ``V`` ``[K+1]``; predict with ``with_offset(embed) @ V``.
+    """
+    targets = jnp.asarray(targets, jnp.float32)
+
+    def v_init(feats):
+        return svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
+
+    def v_step(key, feats, v_state, final=False):
+        warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
+        v_state, info = svr_mod.fit_svr(
+            key,
+            feats,
+            targets,
+            c1,
+            c2,
+            epsilon,
+            init_state=warm,
+            max_epochs=final_svr_epochs if final else svr_epochs,
+        )
+        primal = np.asarray(info.primal)
+        return (
+            v_state,
+            (v_state.beta, v_state.weights),
+            float(primal[np.isfinite(primal)][-1]),
+        )
+
+    out_params, _, predictor, trace = _alternate(
+        rng_key,
+        params,
+        images,
+        optimizer=optimizer,
+        phase_statistics=phase_statistics,
+        expected_log_potential=expected_log_potential,
+        embed=embed,
+        extra_loss=regression_extra_loss(embed),
+        v_step=v_step,
+        v_init=v_init,
+        iterations=iterations,
+        inner_steps=inner_steps,
+        pretrain_steps=pretrain_steps,
+        batch_size=batch_size,
+        standardize=standardize,
+    )
+    return MMHResult(out_params, predictor, trace)

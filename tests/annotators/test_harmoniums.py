@@ -1,0 +1,120 @@
+"""The harmonium methods through the registry: fit, predict, save/load, errors."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators import get_method, load, save
+from jaxannot.data import Corpus, make_task
+from jaxannot.data.synthetic import make_synthetic
+from jaxannot.evaluation import evaluate
+from jaxannot.inference.max_margin_harmonium import with_offset
+
+FAST = {"topics": 6, "steps": 60}
+
+
+@pytest.fixture(scope="module")
+def task():
+    corpus = make_synthetic(seed=0, num_images=120, num_classes=True)
+    return make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+
+
+def _two_view_classes(rng, n=90, t=3):
+    """A real view and a bag view, both informative about the class."""
+    y = rng.integers(0, t, n)
+    real = rng.normal(0, 1, (t, 5))[y] + rng.normal(0, 1, (n, 5))
+    bag = rng.poisson(3 * rng.random((t, 12))[y])
+    return Corpus.from_arrays(
+        {"real": real.astype(np.float32), "bag": bag.astype(np.float32)},
+        view_kinds={"real": "real", "bag": "bag"},
+        labels=y,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "hyper"),
+    [
+        ("dwh-svm", FAST),
+        ("twh", FAST),
+        (
+            "mmh",
+            {"topics": 6, "iterations": 3, "inner_steps": 10, "pretrain_steps": 20},
+        ),
+        ("svm", {}),
+    ],
+)
+def test_classifiers_round_trip_and_learn(name, hyper, rng, tmp_path):
+    corpus = _two_view_classes(rng)
+    train, test = corpus.subset(np.arange(60)), corpus.subset(np.arange(60, 90))
+    method = get_method(name)
+    fitted = method.fit(train, rng_key=jax.random.key(0), **{**method.hyper, **hyper})
+    pred = np.asarray(method.predict_labels(fitted, test))
+    save(tmp_path / "m.npz", fitted)
+    again = np.asarray(method.predict_labels(load(tmp_path / "m.npz"), test))
+    np.testing.assert_array_equal(pred, again)
+    assert np.mean(pred == test.labels) > 0.6  # 3 separable classes; chance is 1/3
+    if method.embed is not None:
+        z = np.asarray(method.embed(fitted, test))
+        assert z.shape == (30, 6) and np.all(np.isfinite(z))
+
+
+def test_mmh_prediction_is_one_linear_pass(rng):
+    corpus = _two_view_classes(rng)
+    m = get_method("mmh")
+    fitted = m.fit(
+        corpus,
+        rng_key=jax.random.key(1),
+        **{**m.hyper, "topics": 4, "iterations": 2, "inner_steps": 5},
+    )
+    params = fitted.params["harmonium"]
+    real = (corpus.views["real"] - fitted.params["scaling"]["real"]["mean"]) / (
+        fitted.params["scaling"]["real"]["std"]
+    )
+    bag = (corpus.views["bag"] > 0).astype(np.float32)
+    h = (
+        params["hidden_bias"]
+        + real @ params["weights"]["0"]
+        + bag @ params["weights"]["1"]
+    )
+    by_hand = np.argmax(
+        np.asarray(with_offset(jnp.asarray(h)))
+        @ np.asarray(fitted.params["predictor"]).T,
+        1,
+    )
+    np.testing.assert_array_equal(m.predict_labels(fitted, corpus), by_hand)
+    np.testing.assert_allclose(m.embed(fitted, corpus), h, rtol=1e-4, atol=1e-4)
+
+
+def test_dwh_annotates_better_than_word_frequency(task, tmp_path):
+    dwh = evaluate("dwh", task, hyper={"topics": 10, "steps": 150})
+    emp = evaluate("empirical", task)
+    assert dwh.metrics["f1@5"] > emp.metrics["f1@5"]
+    assert dwh.metrics["map"] > emp.metrics["map"]
+    m = get_method("dwh")
+    save(tmp_path / "dwh.npz", dwh.fitted)
+    np.testing.assert_allclose(
+        m.score_words(load(tmp_path / "dwh.npz"), task.test),
+        m.score_words(dwh.fitted, task.test),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+@pytest.mark.parametrize("name", ["mmh", "twh", "dwh-svm", "svm"])
+def test_supervised_methods_need_labels(name, task):
+    no_labels = Corpus.from_arrays(
+        dict(task.train.views), view_kinds=task.train.view_kinds, words=task.train.words
+    )
+    with pytest.raises(ValueError, match="needs class labels"):
+        get_method(name).fit(no_labels, rng_key=jax.random.key(0))
+
+
+def test_bad_hyper_raises(task):
+    with pytest.raises(ValueError, match="valid"):
+        get_method("dwh").fit(
+            task.train, rng_key=jax.random.key(0), bag_model="poisson"
+        )
+    with pytest.raises(ValueError, match="valid optimizers"):
+        get_method("dwh").fit(task.train, rng_key=jax.random.key(0), optimizer="rprop")
