@@ -106,10 +106,6 @@ def _key_data(rng_key) -> np.ndarray:
     return np.asarray(rng_key)
 
 
-def _features(corpus) -> np.ndarray:
-    return corpus.concatenated_views().astype(np.float32)
-
-
 def _check_detector(detector: str) -> None:
     if detector not in DETECTORS:
         raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
@@ -193,7 +189,7 @@ def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
     _check_detector(detector)
     hyper = {**ALE_HYPER, **hyper}
     y, labelled = concept_targets(corpus)
-    x = _features(corpus)
+    x = corpus.features()
     model = _fit_ale_model(x, hyper)
     u = ale_embed(model, x, batch_size=int(hyper["batch_size"]))
     det, info = _train_detector(
@@ -211,7 +207,7 @@ def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
 def _iale_embed(fitted: Fitted, corpus) -> np.ndarray:
     model = _ale_from_params(fitted.params["ale"])
     return ale_embed(
-        model, _features(corpus), batch_size=int(fitted.hyper["batch_size"])
+        model, corpus.features(), batch_size=int(fitted.hyper["batch_size"])
     )
 
 
@@ -224,7 +220,7 @@ def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> 
     scoring can recompute the eigenfunctions over fit + scored images."""
     fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
     model = _ale_from_params(fitted.params["ale"])
-    x = _features(corpus)
+    x = corpus.features()
     y, labelled = concept_targets(corpus)
     coords = (x - model.pca.mean) @ model.pca.components
     params = dict(fitted.params)
@@ -243,7 +239,7 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
     detector = fitted.method.split("-", 1)[1]
     stored = _ale_from_params(fitted.params["ale"])
     train = fitted.params["train"]
-    new = (_features(corpus) - stored.pca.mean) @ stored.pca.components
+    new = (corpus.features() - stored.pca.mean) @ stored.pca.components
     coords = np.concatenate([np.asarray(train["coords"]), new]).astype(np.float32)
     n_train, dims = len(train["coords"]), coords.shape[1]
     identity = PCAModel(
@@ -285,7 +281,7 @@ def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
     """Linear SVM (dual CD) on the standardized raw features of the labelled images."""
     hyper = {**SVM_HYPER, **hyper}
     y, labelled = concept_targets(corpus)
-    x = _features(corpus)
+    x = corpus.features()
     mean, scale = _standardizer(x)
     z = (x - mean) / scale
     det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
@@ -296,7 +292,7 @@ def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
 
 def _bsvm_scores(fitted: Fitted, corpus) -> np.ndarray:
     p = fitted.params
-    z = (_features(corpus) - np.asarray(p["mean"])) / np.asarray(p["scale"])
+    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
     return _detector_scores(z, p["detector"])
 
 
@@ -334,7 +330,7 @@ def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
             "use ale-svm / iale-svm for larger corpora"
         )
     y, labelled = concept_targets(corpus)
-    x = _features(corpus)
+    x = corpus.features()
     mean, scale = _standardizer(x)
     z = (x - mean) / scale
     params = {
@@ -376,7 +372,7 @@ def _gsf_fit_scores(fitted: Fitted) -> np.ndarray:
 
 def _gsf_scores(fitted: Fitted, corpus) -> np.ndarray:
     p = fitted.params
-    z = (_features(corpus) - np.asarray(p["mean"])) / np.asarray(p["scale"])
+    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
     return _gsf_scores_of(fitted, z.astype(np.float32))
 
 

@@ -79,12 +79,6 @@ EMPIRICAL = register(
 
 
 # ------------------------------------------------------------------------ knn
-def _features(corpus: Corpus, view: str) -> np.ndarray:
-    if view in ("", "all"):
-        return corpus.concatenated_views()
-    return np.asarray(corpus.view(view), dtype=np.float32)
-
-
 def _knn_fit(
     corpus: Corpus,
     *,
@@ -102,7 +96,7 @@ def _knn_fit(
     if metric not in ("cosine", "euclidean"):
         raise ValueError(f"unknown metric {metric!r}; valid: ['cosine', 'euclidean']")
     rows, words = _observed_words(corpus)
-    features = _features(corpus, view)[rows]
+    features = corpus.features(view)[rows]
     hyper = {"k": k, "view": view, "metric": metric, "weight": weight}
     params = {
         "features": features,
@@ -124,7 +118,7 @@ def _vote(indices, distances, words, frequency, heat):
 def _knn_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     hyper, params = fitted.hyper, fitted.params
     database = np.asarray(params["features"])
-    queries = _features(corpus, hyper["view"])
+    queries = corpus.features(hyper["view"])
     if queries.shape[1] != database.shape[1]:
         raise ValueError(
             f"the corpus has {queries.shape[1]} feature dimensions, the fitted model "

@@ -37,13 +37,6 @@ __all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm
 _VREP_METHODS = ("kmeans", "random")
 
 
-def _features(corpus, view: str) -> np.ndarray:
-    name = view or corpus.primary_view
-    if name not in corpus.views:
-        raise KeyError(f"unknown view {name!r}; valid views: {', '.join(corpus.views)}")
-    return np.asarray(corpus.views[name], np.float32)
-
-
 def _observed_words(corpus):
     if corpus.words is None:
         raise ValueError(f"corpus {corpus.name!r} has no words to learn from")
@@ -100,7 +93,7 @@ def fit_emml_annotator(
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1:
         raise ValueError("c, tolerance, vreps and capacity must be positive")
-    x = _features(corpus, view)
+    x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
     if vrep_method == "kmeans":
@@ -164,7 +157,7 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
     """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
     ``top_vreps > 0``)."""
     p, h = fitted.params, fitted.hyper
-    x = jnp.asarray(_features(corpus, h.get("view", "")))
+    x = jnp.asarray(corpus.features(h.get("view", "") or corpus.primary_view))
     v = jnp.asarray(p["vrep_features"])
     if x.shape[1] != v.shape[1]:
         raise ValueError(
@@ -188,7 +181,7 @@ def fit_mbrm_annotator(
     ``smoothing = 0`` picks :math:`\\mu = 9N` (:func:`~jaxannot.models.mbrm.fit_mbrm`).
     """
     del rng_key  # deterministic
-    x = _features(corpus, view)
+    x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     params = fit_mbrm(
         x[mask],
@@ -212,7 +205,7 @@ def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
         jnp.asarray(p["word_probabilities"]),
         jnp.asarray(p["bandwidth"]),
     )
-    x = _features(corpus, fitted.hyper.get("view", ""))
+    x = corpus.features(fitted.hyper.get("view", "") or corpus.primary_view)
     if x.shape[1] != params.features.shape[1]:
         raise ValueError(
             f"corpus view has {x.shape[1]} dims but the model was fitted on "

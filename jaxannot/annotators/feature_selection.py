@@ -38,12 +38,6 @@ from jaxannot.models.sparse_projection import feature_ranking
 __all__ = ["SFSLS", "SFSS", "FSNM", "ranked_features", "selected_features"]
 
 
-def _features(corpus: Corpus, view: str) -> np.ndarray:
-    if view in ("", "all"):
-        return corpus.concatenated_views()
-    return np.asarray(corpus.view(view), dtype=np.float32)
-
-
 def _targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     if corpus.words is None:
         raise ValueError(
@@ -64,7 +58,7 @@ def _standardize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _scores(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     params = fitted.params
-    x = _features(corpus, fitted.hyper.get("view", ""))
+    x = corpus.features(fitted.hyper.get("view", ""))
     mean = np.asarray(params["mean"])
     if x.shape[1] != mean.shape[0]:
         raise ValueError(
@@ -136,7 +130,7 @@ def _sfsls_fit(
     if neighbors < 1:
         raise ValueError(f"neighbors must be >= 1, got {neighbors}")
     y, labelled = _targets(corpus)
-    x = _features(corpus, view)
+    x = corpus.features(view)
     if not use_unlabelled:
         x, y, labelled = x[labelled], y[labelled], labelled[labelled]
     mean, std = _standardize(x)
@@ -192,7 +186,7 @@ def _sfsls_fit(
 
 
 def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    x = _features(corpus, fitted.hyper.get("view", ""))
+    x = corpus.features(fitted.hyper.get("view", ""))
     z = (x - np.asarray(fitted.params["mean"])) / np.asarray(fitted.params["std"])
     return z @ np.asarray(fitted.params["u"])
 
@@ -266,7 +260,7 @@ def _fsnm_fit(
             f"selected (fraction of features kept) must be in (0, 1], got {selected}"
         )
     y, labelled = _targets(corpus)
-    x = _features(corpus, view)[labelled]
+    x = corpus.features(view)[labelled]
     y = y[labelled]
     mean, std = _standardize(x)
     z = (x - mean) / std

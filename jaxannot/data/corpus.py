@@ -220,6 +220,12 @@ class Corpus:
             raise KeyError(f"unknown view {name!r}; valid views: {list(self.views)}")
         return self.views[name]
 
+    def features(self, view: str = "") -> np.ndarray:
+        """A view as float32 by name; ``""`` or ``"all"``: all views side by side."""
+        if view in ("", "all"):
+            return self.concatenated_views()
+        return np.asarray(self.view(view), dtype=np.float32)
+
     def concatenated_views(self) -> np.ndarray:
         """All feature views side by side, ``[images, sum of dims]``."""
         return np.concatenate(
