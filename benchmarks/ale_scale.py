@@ -170,7 +170,7 @@ def main(argv=None):
         model, alpha, secs = fit_iale_sf_streaming(gen, 1, args.n, args.chunk, args)
         scores, pred_secs = predict_iale_sf(model, alpha, x_test, 1000)
         result["full"] = {
-            "args": vars(args),
+            "args": {**vars(args), "out": pathlib.Path(args.out).name},
             "n": args.n,
             "fit_seconds": secs,
             "fit_cpu_seconds": fit_cpu_seconds[0],
@@ -192,7 +192,7 @@ def main(argv=None):
     model, alpha, secs = fit_iale_sf_streaming(gen, 3, args.subsample, sub_chunk, args)
     scores, _ = predict_iale_sf(model, alpha, x_test, 1000)
     sub = {
-        "args": vars(args),
+        "args": {**vars(args), "out": pathlib.Path(args.out).name},
         "n": args.subsample,
         "iale_sf": {
             "fit_seconds": secs,

@@ -106,7 +106,11 @@ def main(argv=None):
             row["spectral_embedding"] = {"fit_seconds": time.perf_counter() - start}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    result = {"args": vars(args), "rows": rows, "peak_rss_mb": peak_rss_mb()}
+    result = {
+        "args": {**vars(args), "out": pathlib.Path(args.out).name},
+        "rows": rows,
+        "peak_rss_mb": peak_rss_mb(),
+    }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
