@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+
+import jax
+import numpyro
+import numpyro.distributions as dist
+import optax
+
+from jaxannot.inference.map_estimate import MAP
+
+
+def normal_mean(y, prior_mean, prior_scale):
+    mu = numpyro.sample("mu", dist.Normal(prior_mean, prior_scale))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def beta_bernoulli(y, a, b):
+    p = numpyro.sample("p", dist.Beta(a, b))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(probs=p), obs=y)
+
+
+def test_normal_mean_equals_the_closed_form_map():
+    y = np.random.default_rng(0).normal(2.0, 1.0, size=10).astype(np.float32)
+    result = MAP(normal_mean, optax.sgd(0.05)).run(
+        jax.random.key(0), 500, y, 1.0, 2.0, progress_bar=False
+    )
+    expected = (1.0 / 4.0 + y.sum()) / (1.0 / 4.0 + y.size)  # precision-weighted
+    assert float(result.params["mu"]) == pytest.approx(expected, abs=1e-4)
+
+
+def test_beta_bernoulli_equals_the_mode_without_jacobian():
+    y = np.r_[np.ones(12), np.zeros(8)].astype(np.float32)
+    result = MAP(beta_bernoulli, optax.sgd(0.1)).run(
+        jax.random.key(0), 1000, y, 3.0, 2.0, progress_bar=False
+    )
+    # mode of Beta(3 + 12, 2 + 8) is 14/23; with the logit Jacobian it would be 15/25
+    assert float(result.params["p"]) == pytest.approx(14 / 23, abs=1e-4)
+
+
+def test_losses_are_the_negative_log_joint_and_decrease():
+    y = np.r_[np.ones(12), np.zeros(8)].astype(np.float32)
+    fitter = MAP(beta_bernoulli, optax.sgd(0.1))
+    result = fitter.run(
+        jax.random.key(0), 50, y, 3.0, 2.0, init_params={"p": 0.2}, progress_bar=False
+    )
+    start = float(fitter.loss({"p": 0.2}, y, 3.0, 2.0))
+    assert result.losses[0] == pytest.approx(start, rel=1e-6)
+    assert np.all(np.diff(result.losses) <= 1e-5)
+    final = float(fitter.loss(result.params, y, 3.0, 2.0))
+    assert final <= result.losses[-1]
+
+
+def test_a_second_run_compiles_nothing(count_compiles):
+    rng = np.random.default_rng(0)
+    fitter = MAP(normal_mean, optax.adam(0.1))
+    y1, y2 = (rng.normal(size=8).astype(np.float32) for _ in range(2))
+    fitter.run(jax.random.key(0), 20, y1, 0.0, 1.0, progress_bar=False)
+    with count_compiles() as c:
+        second = fitter.run(jax.random.key(1), 20, y2, 0.0, 1.0, progress_bar=True)
+    assert c.count == 0
+    assert np.isfinite(second.losses).all()
+
+
+def test_bad_models_and_init_params_raise_clear_errors():
+    def all_observed(y):
+        numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
+
+    def discrete(y):
+        k = numpyro.sample("k", dist.Poisson(3.0))
+        numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
+
+    y = np.zeros(3, np.float32)
+    with pytest.raises(ValueError, match="no latent sample sites"):
+        MAP(all_observed).run(jax.random.key(0), 1, y, progress_bar=False)
+    with pytest.raises(ValueError, match="discrete"):
+        MAP(discrete).run(jax.random.key(0), 1, y, progress_bar=False)
+    with pytest.raises(KeyError, match="latent sites: \\['mu'\\]"):
+        MAP(normal_mean).run(
+            jax.random.key(0), 1, y, 0.0, 1.0, init_params={"sigma": 1.0}
+        )
