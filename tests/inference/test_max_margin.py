@@ -1,0 +1,215 @@
+"""Max-margin term (MaxMargin for VEM) and MaxMarginELBO for SVI."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+import optax
+from jax.test_util import check_grads
+from numpyro.infer import SVI, Trace_ELBO
+from numpyro.infer.autoguide import AutoDelta
+
+from jaxannot.graph import knn_graph
+from jaxannot.inference.laplacian_elbo import LaplacianELBO, local_summary, penalty
+from jaxannot.inference.max_margin import LOSSES, MaxMargin, MaxMarginELBO
+
+# labels per loss for 8 images; the last image is unlabelled (-1 or NaN)
+LABELS = {
+    "hinge": [1, -1, 1, 1, -1, -1, 1, np.nan],
+    "crammer_singer": [0, 1, 2, 0, 1, 2, 2, -1],
+    "epsilon_insensitive": [0.5, -1.0, 2.0, 0.3, -0.2, 1.5, -0.7, np.nan],
+}
+
+
+def _problem(loss, seed=0):
+    rng = np.random.default_rng(seed)
+    mm = MaxMargin(np.array(LABELS[loss]), c=2.0, loss=loss, epsilon=0.1)
+    features = rng.normal(size=(8, 3))
+    return mm, features
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_penalty_gradient_matches_finite_differences(loss):
+    with jax.enable_x64(True):
+        mm, features = _problem(loss)
+        params = mm.init(jax.random.key(1), 3)
+        params = jax.tree.map(lambda a: a + 0.5, params)  # away from w = 0
+        index = jnp.array([7, 2, 0, 5, 1])
+        check_grads(
+            lambda p, f: mm.penalty(p, f, index),
+            (params, jnp.asarray(features[:5])),
+            order=1,
+            modes=["rev"],
+            eps=1e-6,
+            atol=1e-6,
+            rtol=1e-6,
+        )
+
+
+def test_unlabelled_images_do_not_count():
+    mm, features = _problem("epsilon_insensitive")
+    params = mm.init(jax.random.key(0), 3)
+    index = jnp.arange(8)
+    moved = features.copy()
+    moved[7] += 100.0  # the unlabelled image (NaN target)
+    a = mm.penalty(params, jnp.asarray(features, jnp.float32), index)
+    b = mm.penalty(params, jnp.asarray(moved, jnp.float32), index)
+    assert float(a) == pytest.approx(float(b), rel=1e-6)
+    grad = jax.grad(mm.penalty, argnums=1)(params, jnp.asarray(moved), index)
+    assert np.all(np.isfinite(grad)) and np.all(np.asarray(grad[7]) == 0.0)
+
+
+def _cvxpy_objective(mm, features, loss):
+    # NaN marks the unlabelled image; -1 too for crammer_singer (a target elsewhere)
+    unlabelled = (-1,) if loss == "crammer_singer" else ()
+    labelled = [
+        i for i, y in enumerate(LABELS[loss]) if not np.isnan(y) and y not in unlabelled
+    ]
+    x, y = features[labelled], np.array(LABELS[loss])[labelled]
+    w = cp.Variable((mm.num_outputs, features.shape[1]))
+    b = cp.Variable(mm.num_outputs)
+    scores = x @ w.T + np.ones((len(labelled), 1)) @ cp.reshape(b, (1, -1), "C")
+    if loss == "hinge":
+        terms = cp.pos(1 - cp.multiply(y, scores[:, 0]))
+    elif loss == "epsilon_insensitive":
+        terms = cp.pos(cp.abs(y - scores[:, 0]) - mm.epsilon)
+    else:
+        y = y.astype(int)
+        margin = 1.0 - np.eye(mm.num_outputs)[y]
+        true = cp.hstack([scores[i, y[i]] for i in range(len(y))])
+        terms = cp.max(margin + scores - cp.reshape(true, (-1, 1), "C"), axis=1)
+    objective = 0.5 * (cp.sum_squares(w) + cp.sum_squares(b)) + mm.c * cp.sum(terms)
+    problem = cp.Problem(cp.Minimize(objective))
+    problem.solve(solver=cp.CLARABEL)
+    return problem.value
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_dual_update_matches_generic_primal_solver(loss):
+    with jax.enable_x64(True):
+        mm, features = _problem(loss)
+        params = mm.init(jax.random.key(0), 3)
+        refit = mm.dual_update(jnp.asarray(features), params)
+        ours = float(mm.objective(refit, jnp.asarray(features)))
+        start = float(mm.objective(params, jnp.asarray(features)))
+    reference = _cvxpy_objective(mm, features, loss)
+    # both solvers stop at ~1e-6 relative optimality
+    assert ours == pytest.approx(reference, rel=1e-5)
+    assert ours < start
+
+
+def test_dual_update_with_zero_cost_gives_zero_weights():
+    mm = MaxMargin(np.array(LABELS["crammer_singer"]), c=0.0, solver="dual")
+    params = mm.dual_update(jnp.ones((8, 3)), mm.init(jax.random.key(0), 3))
+    assert all(np.all(np.asarray(a) == 0) for a in jax.tree.leaves(params))
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(ValueError, match="hinge.*crammer_singer.*epsilon"):
+        MaxMargin(np.zeros(4), loss="squared")
+    with pytest.raises(ValueError, match="1-D"):
+        MaxMargin(np.zeros((4, 2), int))
+    with pytest.raises(ValueError, match="c must be >= 0"):
+        MaxMargin(np.zeros(4, int), c=-1.0)
+    with pytest.raises(ValueError, match="integers"):
+        MaxMargin(np.array([0.5, 1.0]))
+    with pytest.raises(ValueError, match="-1, \\+1"):
+        MaxMargin(np.array([1, 2]), loss="hinge")
+    with pytest.raises(ValueError, match="no labelled"):
+        MaxMargin(np.array([-1, -1]))
+    with pytest.raises(ValueError, match="num_classes"):
+        MaxMargin(np.array([0, 3]), num_classes=3)
+    with pytest.raises(ValueError, match="solver"):
+        MaxMargin(np.array([0, 1]), solver="cvx")
+
+
+# A separable toy for SVI: h_i ~ N(0, I), x_i ~ N(h_i, 0.5^2 I), label = sign pattern.
+Y = np.where(np.arange(10) % 2 == 0, 1, -1)
+X = (Y[:, None] * np.array([1.0, 0.5]) + 0.3 * np.random.default_rng(0).normal(
+    size=(10, 2)
+)).astype(np.float32)  # fmt: skip
+
+
+def model(x):
+    with numpyro.plate("image", x.shape[0]):
+        h = numpyro.sample("h", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        numpyro.sample("x", dist.Normal(h, 0.5).to_event(1), obs=x)
+
+
+def _fit(elbo, steps=1500):
+    guide = elbo.guide(AutoDelta(model))
+    schedule = optax.exponential_decay(0.05, steps, 0.01)
+    optimizer = numpyro.optim.optax_to_numpyro(optax.adam(schedule))
+    svi = SVI(model, guide, optimizer, elbo)
+    return guide, svi.run(jax.random.key(0), steps, X, progress_bar=False).params
+
+
+def test_max_margin_elbo_separable_toy_reaches_zero_hinge_loss():
+    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
+    guide, params = _fit(elbo)
+    features = local_summary(jax.random.key(0), params, None, guide, "h", X).q
+    hinge = elbo.max_margin.losses(elbo.params(params), features, jnp.arange(10))
+    assert float(hinge.sum()) < 1e-3  # measured ~1e-5: Adam settles on the margin
+    np.testing.assert_array_equal(np.asarray(elbo.predict(params, guide, X)), Y)
+    # c = 0: no margin is enforced and the untrained predictor misclassifies
+    untrained = MaxMarginELBO(Trace_ELBO(), "h", Y, c=0.0, loss="hinge")
+    guide, params = _fit(untrained, steps=200)
+    hinge = untrained.max_margin.losses(
+        untrained.params(params), features, jnp.arange(10)
+    )
+    assert float(hinge.sum()) > 5.0
+
+
+def _deterministic_guide(x):
+    loc = numpyro.param("loc", jnp.asarray(X) * 0.8)
+    with numpyro.plate("image", x.shape[0]):
+        numpyro.sample("h", dist.Delta(loc, event_dim=1))
+
+
+def test_max_margin_elbo_gradient_matches_finite_differences():
+    with jax.enable_x64(True):
+        elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=1.5, loss="hinge")
+        rng = np.random.default_rng(3)
+        params = {
+            "loc": jnp.asarray(rng.normal(size=(10, 2))),
+            "h_maxmargin_weights": jnp.asarray(rng.normal(size=(1, 3))),
+        }
+        x = jnp.asarray(X, jnp.float64)
+
+        def loss(p):
+            return elbo.loss(jax.random.key(0), p, model, _deterministic_guide, x)
+
+        check_grads(loss, (params,), order=1, modes=["rev"], eps=1e-6, rtol=1e-6)
+
+
+def test_composes_with_laplacian_elbo():
+    graph = knn_graph(X, 2, weight="binary")
+    lam, c = 0.7, 2.0
+    inner = LaplacianELBO(Trace_ELBO(), "h", graph, lam)
+    elbo = MaxMarginELBO(inner, "h", Y, c=c, loss="hinge")
+    guide, params = _fit(elbo, steps=50)
+    got = elbo.loss(jax.random.key(0), params, model, guide, X)
+    q = local_summary(jax.random.key(0), params, None, guide, "h", X).q
+    weights = elbo.params(params)
+    expected = (
+        Trace_ELBO().loss(jax.random.key(0), params, model, guide, X)
+        + lam * penalty(graph, q)
+        + elbo.max_margin.regularizer(weights)
+        + c * elbo.max_margin.losses(weights, q, jnp.arange(10)).sum()
+    )
+    assert float(got) == pytest.approx(float(expected), rel=1e-5)  # AutoDelta: exact
+
+
+def test_max_margin_elbo_errors():
+    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y[:6], loss="hinge")
+    guide = elbo.guide(AutoDelta(model))
+    svi = SVI(model, guide, numpyro.optim.optax_to_numpyro(optax.adam(0.1)), elbo)
+    with pytest.raises(ValueError, match="10 images but labels has 6"):
+        svi.run(jax.random.key(0), 1, X, progress_bar=False)
+    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, loss="hinge")
+    with pytest.raises(KeyError, match="MaxMarginELBO.guide"):
+        elbo.params({})
