@@ -39,8 +39,8 @@ N. Chen, J. Zhu, F. Sun, E. P. Xing. Large-Margin Predictive Latent Subspace Lea
 for Multiview Data Analysis. IEEE TPAMI 34(12), 2012 (seed 001).
 J. Zhu, A. Ahmed, E. P. Xing. MedLDA: Maximum Margin Supervised Topic Models for
 Regression and Classification. ICML 2009.
-J. Zhu, N. Chen, E. P. Xing. Infinite SVM: a Dirichlet Process Mixture of Large-margin
-Kernel Machines / Regularized Bayesian Inference (RegBayes). NIPS 2011.
+J. Zhu, N. Chen, E. P. Xing. Infinite Latent SVM for Classification and Multi-task
+Learning. NIPS 2011 (regularized Bayesian inference, RegBayes).
 K. Crammer, Y. Singer. On the Algorithmic Implementation of Multiclass Kernel-Based
 Vector Machines. JMLR 2, 2001.
 """

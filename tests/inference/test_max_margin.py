@@ -153,7 +153,7 @@ def test_max_margin_elbo_separable_toy_reaches_zero_hinge_loss():
     guide, params = _fit(elbo)
     features = local_summary(jax.random.key(0), params, None, guide, "h", X).q
     hinge = elbo.max_margin.losses(elbo.params(params), features, jnp.arange(10))
-    assert float(hinge.sum()) < 1e-3  # measured ~1e-5: Adam settles on the margin
+    assert float(hinge.sum()) < 1e-3  # measured 1.0e-4: Adam hovers at the margin
     np.testing.assert_array_equal(np.asarray(elbo.predict(params, guide, X)), Y)
     # c = 0: no margin is enforced and the untrained predictor misclassifies
     untrained = MaxMarginELBO(Trace_ELBO(), "h", Y, c=0.0, loss="hinge")
