@@ -55,8 +55,10 @@ def test_corel5k_subset_tagprop_beats_knn(data_root):
     rows = np.random.default_rng(0).permutation(train.num_images)[:1500]
     task = make_task(train.subset(rows), test, protocol="inductive")
     knn = evaluate("knn", task).metrics
-    tagprop = evaluate("tagprop", task, hyper={"neighbors": 40, "steps": 150}).metrics
+    tagprop = evaluate(
+        "tagprop", task, hyper={"neighbors": 40, "steps": 150, "balance": False}
+    ).metrics
     print({k: (knn[k], tagprop[k]) for k in ("word_f1@5", "n_plus@5", "map")})
-    # measured: knn 0.076 / 0.102, tagprop 0.076 / 0.125 (word F1@5 / MAP)
+    # measured: knn 0.0761 / 0.0926, tagprop 0.0760 / 0.1083 (word F1@5 / MAP)
     assert tagprop["map"] > knn["map"] + 0.01
     assert tagprop["word_f1@5"] > 0.9 * knn["word_f1@5"]
