@@ -47,3 +47,36 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def rng_key() -> jax.Array:
     return jax.random.key(0)
+
+
+class _CompileCounter:
+    """Counts XLA backend compiles while active (``jax.monitoring`` events)."""
+
+    def __init__(self):
+        self.count = 0
+        self.active = False
+
+    def __enter__(self):
+        self.count = 0
+        self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+
+
+_COUNTER = _CompileCounter()
+
+
+def _on_event(name, _duration, **_kwargs):
+    if _COUNTER.active and name == "/jax/core/compile/backend_compile_duration":
+        _COUNTER.count += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+@pytest.fixture
+def count_compiles():
+    """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles."""
+    return lambda: _COUNTER
