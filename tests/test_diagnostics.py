@@ -70,6 +70,7 @@ def test_nuts_on_the_declaration_gives_chain_draw_dims():
         (counts,),
         num_topics=2,
         vocab_sizes=(4,),
+        marginalize=True,
         num_warmup=100,
         num_samples=100,
         num_chains=2,

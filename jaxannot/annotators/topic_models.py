@@ -27,6 +27,8 @@ only. Every method works under both protocols:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import jax
@@ -35,6 +37,7 @@ import jax.numpy as jnp
 from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
+from jaxannot.inference.vem import VEM, ExactEStep
 from jaxannot.models import link_lda as ll
 from jaxannot.models import mixture_of_unigrams as mu
 from jaxannot.models import plsa_words as pw
@@ -120,6 +123,51 @@ def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     )
 
 
+@functools.cache
+def _vem(algorithm: str = "exact") -> VEM:
+    """One VEM per E-step kind, shared by every fit (compiled once per shape)."""
+    del algorithm  # the E-step is assigned per fit; the cache key keeps them apart
+    return VEM(mu.mixture_of_unigrams, local_site="z")
+
+
+def _mix_kwargs(topics, pi_concentration, beta_concentration) -> dict:
+    return dict(
+        num_topics=int(topics),
+        pi_concentration=float(pi_concentration),
+        beta_concentration=float(beta_concentration),
+    )
+
+
+def _to_mixture_params(values: dict, num_views: int) -> mu.MixtureParams:
+    return mu.MixtureParams(
+        jnp.log(values["pi"]),
+        tuple(jnp.log(values[f"beta_{v}"]) for v in range(num_views)),
+    )
+
+
+def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
+    """The mixture declaration fitted by VEM (closed-form M-step, registered);
+    LapVar2 stops when its objective improves by less than 1e-6 (relative)."""
+    vem = _vem("exact" if estep is None else estep.static_key[0])
+    vem.estep = estep if estep is not None else ExactEStep()
+    result = vem.run(
+        rng_key,
+        int(iterations),
+        data,
+        init_params=init,
+        progress_bar=_progress(),
+        tolerance=1e-6 if vem.estep.keep_best else 0.0,
+        **kwargs,
+    )
+    return result, _to_mixture_params(result.params, len(data))
+
+
+def _progress() -> bool:
+    import sys
+
+    return sys.stderr.isatty()
+
+
 def _mix_fit(
     corpus: Corpus,
     *,
@@ -132,16 +180,11 @@ def _mix_fit(
     views="",
 ) -> Fitted:
     _check_topics(topics)
+    mu.check_priors(pi_concentration, beta_concentration)
     names = _visual_views(corpus, views)
     data = _mix_data(corpus, names, text_weight)
-    params, objective = mu.fit_em(
-        rng_key,
-        data,
-        int(topics),
-        num_iterations=int(iterations),
-        pi_concentration=pi_concentration,
-        beta_concentration=beta_concentration,
-    )
+    kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
+    result, params = _run_mixture(rng_key, data, kwargs, iterations)
     phi = mu.posterior(params, data)
     hyper = dict(
         topics=topics,
@@ -156,7 +199,7 @@ def _mix_fit(
         "mix-unigram",
         _mix_params(params, phi),
         hyper,
-        {"objective": [float(x) for x in objective]},
+        {"objective": [float(-x) for x in result.losses]},
     )
 
 
@@ -202,18 +245,6 @@ MIX_UNIGRAM = register(
 
 
 # ----------------------------------------------- Laplacian mixture of unigrams
-def _lt(params, data):
-    return mu.linear_terms(params, data[0])
-
-
-def _ms(phi, data):
-    return mu.m_step(phi, data[0], data[1], data[2])
-
-
-def _lp(params, data):
-    return mu.log_prior(params, data[1], data[2])
-
-
 def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
 
@@ -249,6 +280,7 @@ def _lap_fit(
         )
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
+    mu.check_priors(pi_concentration, beta_concentration)
     names = _visual_views(corpus, views)
     data = _mix_data(corpus, names, text_weight)
     feats = _graph_features(_visual(corpus, names))
@@ -256,40 +288,25 @@ def _lap_fit(
     _, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
     t = float(np.mean(np.asarray(dist))) or 1.0
     graph = knn_graph(feats, k, weight=weight, t=t, metric=metric)
-    table = lapvar.neighbour_table(
-        graph, schedule=schedule, seed=int(jax.random.randint(rng_key, (), 0, 2**30))
-    )
-    init_key, em_key, run_key = jax.random.split(rng_key, 3)
-    a_conc, b_conc = jnp.float32(pi_concentration), jnp.float32(beta_concentration)
-    if int(warm_start) > 0:  # plain EM first: the regularized EM refines its optimum
-        params, _ = mu.fit_em(
-            init_key,
-            data,
-            int(topics),
-            num_iterations=int(warm_start),
-            pi_concentration=pi_concentration,
-            beta_concentration=beta_concentration,
+    kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
+    if algorithm == "lapvar1":
+        estep = lapvar.LapVar1(
+            graph,
+            lam,
+            sweeps=int(sweeps),
+            newton_steps=int(newton_steps),
+            schedule=schedule,
+            seed=int(jax.random.randint(rng_key, (), 0, 2**30)),
         )
     else:
-        params = mu.init_params(init_key, data, int(topics), a_conc, b_conc)
-    state, objective, num_run = lapvar.fit_regularized_em(
-        run_key,
-        params,
-        (data, a_conc, b_conc),
-        table,
-        jnp.float32(lam),
-        jnp.float32(gamma),
-        jnp.float32(1e-6),
-        linear_terms=_lt,
-        m_step=_ms,
-        log_prior=_lp,
-        algorithm=algorithm,
-        num_iterations=int(iterations),
-        num_sweeps=int(sweeps),
-        num_newton_steps=int(newton_steps),
-        num_smoothing=int(smoothing_steps),
-    )
-    objective = np.asarray(objective)[: int(num_run)]
+        estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
+    warm_key, run_key = jax.random.split(rng_key)
+    init = None
+    if int(warm_start) > 0:  # plain EM first: the regularized EM refines its optimum
+        warm, _ = _run_mixture(warm_key, data, kwargs, warm_start)
+        init = {k: v for k, v in warm.params.items() if k != "terms"}
+    result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
+    objective = -result.losses[~np.isnan(result.losses)]
     hyper = dict(
         topics=topics,
         lam=lam,
@@ -313,7 +330,7 @@ def _lap_fit(
     extra = {"graph_features": feats, "heat_width": np.float32(t)}
     return Fitted(
         "lap-mix-unigram",
-        _mix_params(state.params, state.phi, extra),
+        _mix_params(params, result.posteriors, extra),
         hyper,
         {"objective": [float(x) for x in objective]},
     )

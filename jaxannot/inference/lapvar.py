@@ -57,6 +57,8 @@ import jax.numpy as jnp
 from jax import lax
 
 __all__ = [
+    "LapVar1",
+    "LapVar2",
     "NeighbourTable",
     "LapVarState",
     "LapVarInfo",
@@ -314,6 +316,107 @@ def lapvar2_estep(
         smooth, (phi0, phi0, q0), None, length=num_smoothing
     )
     return best_phi, best_q
+
+
+class LapVar1:
+    """LapVar1 as an E-step transform of :class:`~jaxannot.inference.VEM`.
+
+    Each E-step runs ``sweeps`` LapVar1 sweeps (:func:`lapvar1_sweep`) from the
+    previous posteriors on the current linear terms :math:`a`; the objective is
+    :math:`Q(\\Phi)` (:func:`regularized_objective`), which never decreases.
+
+    Parameters
+    ----------
+    graph : jaxannot.graph.Graph
+        Symmetric weighted graph over the images of the fit (its ``num_nodes`` is
+        the image plate's size).
+    lam : float
+        Penalty weight :math:`\\lambda \\ge 0`.
+    sweeps, newton_steps : int
+        Sweeps per E-step; damped Newton steps per variable.
+    schedule : {"colouring", "sequential"}
+        Colour classes updated together, or one node at a time.
+    seed : int
+        Seeds the greedy colouring.
+    """
+
+    keep_best = False
+
+    def __init__(
+        self,
+        graph: Any,
+        lam: float,
+        *,
+        sweeps: int = 1,
+        newton_steps: int = 5,
+        schedule: str = "colouring",
+        seed: int = 0,
+    ):
+        if lam < 0:
+            raise ValueError(f"lam must be >= 0, got {lam}")
+        if int(sweeps) < 1 or int(newton_steps) < 1:
+            raise ValueError("sweeps and newton_steps must be >= 1")
+        self.num_nodes = int(graph.num_nodes)
+        self.sweeps, self.newton_steps = int(sweeps), int(newton_steps)
+        table = neighbour_table(graph, schedule=schedule, seed=seed)
+        self.arrays = (table, jnp.float32(lam))
+        self.static_key = ("lapvar1", self.sweeps, self.newton_steps)
+
+    def apply(self, arrays, rng_key, phi, a):
+        table, lam = arrays
+        keys = jax.random.split(rng_key, self.sweeps)
+        phi = lax.fori_loop(
+            0,
+            self.sweeps,
+            lambda s, p: lapvar1_sweep(keys[s], p, a, table, lam, self.newton_steps),
+            phi,
+        )
+        return phi, regularized_objective(phi, a, table, lam)
+
+    def objective(self, arrays, phi, a):
+        table, lam = arrays
+        return regularized_objective(phi, a, table, lam)
+
+
+class LapVar2(LapVar1):
+    """LapVar2 as an E-step transform of :class:`~jaxannot.inference.VEM`.
+
+    Each E-step is plain VI followed by ``smoothing`` steps
+    :math:`\\phi_i \\leftarrow (1-\\gamma)\\phi_i + \\gamma m_i/d_i`, keeping the
+    iterate with the best :math:`Q` (:func:`lapvar2_estep`). VEM keeps the best
+    major iteration and stops as soon as :math:`Q` + log prior fails to improve
+    (seed 000: "if the maximized Q is larger than in the last major iteration,
+    continue").
+
+    Parameters
+    ----------
+    graph, lam : as :class:`LapVar1`
+    gamma : float
+        Smoothing rate in (0, 1].
+    smoothing : int
+        Smoothing steps per E-step.
+    """
+
+    keep_best = True
+
+    def __init__(self, graph: Any, lam: float, *, gamma: float = 0.5, smoothing=10):
+        if lam < 0:
+            raise ValueError(f"lam must be >= 0, got {lam}")
+        if not 0 < gamma <= 1 or int(smoothing) < 1:
+            raise ValueError("gamma must be in (0, 1] and smoothing >= 1")
+        self.num_nodes = int(graph.num_nodes)
+        self.smoothing = int(smoothing)
+        table = neighbour_table(graph, schedule="sequential")
+        self.arrays = (table, jnp.float32(lam), jnp.float32(gamma))
+        self.static_key = ("lapvar2", self.smoothing)
+
+    def apply(self, arrays, rng_key, phi, a):
+        del rng_key, phi
+        table, lam, gamma = arrays
+        return lapvar2_estep(a, table, lam, gamma, self.smoothing)
+
+    def objective(self, arrays, phi, a):
+        return regularized_objective(phi, a, arrays[0], arrays[1])
 
 
 class LapVarState(NamedTuple):

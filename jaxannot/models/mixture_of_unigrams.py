@@ -44,12 +44,16 @@ import numpyro.distributions as dist
 from jax.scipy.special import gammaln, logsumexp
 
 from jaxannot.inference.em import run_em, run_em_until_converged
+from jaxannot.inference.vem import register_closed_form
 
 __all__ = [
+    "BagOfWords",
     "MixtureParams",
     "MixtureEMState",
     "MixtureEMInfo",
     "mixture_of_unigrams",
+    "closed_form_m_step",
+    "check_priors",
     "image_log_joint",
     "linear_terms",
     "log_prior",
@@ -88,36 +92,69 @@ class MixtureEMInfo(NamedTuple):
     objective: jax.Array
 
 
+class BagOfWords(dist.MultinomialProbs):
+    r"""A bag of i.i.d. ``Categorical(p)`` tokens, observed as its count vector.
+
+    It samples like ``Multinomial(N, p)``; its log density is the log probability of
+    the image's token *sequence*, :math:`\sum_w n_w \log p_w` — the likelihood of
+    the generative process "every token :math:`\sim \mathrm{Cat}(p)`". It differs
+    from the multinomial log pmf by the coefficient
+    :math:`\log(N!/\prod_w n_w!)`, which does not depend on :math:`p`, so it changes
+    no posterior and no estimate, and it is not computed.
+
+    When every image shares one probability vector (as when
+    :class:`~jaxannot.inference.VEM` evaluates the model at one topic value for a
+    chunk of images) the sum is a matrix-vector product, and ``vmap`` over the topic
+    values makes it one matrix product. Probabilities are floored at 1e-30 inside
+    the log (a zero count contributes 0 either way).
+    """
+
+    def log_prob(self, value):
+        value = jnp.asarray(value, jnp.result_type(float))
+        log_p = jnp.log(jnp.maximum(self.probs, 1e-30))
+        if all(d == 1 for d in log_p.shape[:-1]):
+            return value @ log_p.reshape(-1)
+        return (value * log_p).sum(-1)
+
+
 # ---------------------------------------------------------------- declaration
 def mixture_of_unigrams(
     counts_by_view: Sequence[jax.Array] | None = None,
     *,
     num_topics: int,
-    vocab_sizes: Sequence[int],
+    vocab_sizes: Sequence[int] | None = None,
     num_images: int | None = None,
     lengths_by_view: Sequence[jax.Array] | None = None,
     max_length: int | None = None,
     pi_concentration: float = 1.0,
     beta_concentration: float = 1.1,
+    marginalize: bool = False,
 ) -> None:
     r"""numpyro model of the multimodal mixture of unigrams (see module docstring).
 
-    With ``counts_by_view`` given, :math:`z_d` is marginalized with ``logsumexp`` in a
-    ``factor`` site (site ``"z_marginal"``). Without it the model is generative: it
-    samples ``z`` and one multinomial count vector per view (sites ``"counts_v"``)
-    whose lengths are ``lengths_by_view`` (``max_length`` bounds them, as numpyro's
-    multinomial sampler needs a static maximum).
+    With ``counts_by_view`` given, every image has an explicit topic site ``"z"``
+    inside ``plate("image")`` and one observed ``Multinomial`` count vector per view
+    (sites ``"counts_v"``), read through the plate with ``numpyro.subsample`` so
+    :class:`~jaxannot.inference.VEM` can process the images in chunks; its
+    closed-form M-step is registered (:func:`closed_form_m_step`).
+    ``marginalize=True`` sums ``z`` out with ``logsumexp`` in a ``factor`` site
+    (``"z_marginal"``, without the multinomial coefficients) for NUTS/HMC. Without
+    counts the model is generative: it samples ``z`` and the counts with lengths
+    ``lengths_by_view`` (``max_length`` bounds them, as numpyro's multinomial
+    sampler needs a static maximum).
 
     Parameters
     ----------
     counts_by_view : sequence of Float[Array, "images vocab_v"] or None
     num_topics : int
-    vocab_sizes : sequence of int
+    vocab_sizes : sequence of int (default: from the counts)
     num_images : int, only for generation
     lengths_by_view : sequence of Int[Array, "images"], only for generation
     max_length : int, only for generation
     pi_concentration, beta_concentration : float
         Symmetric Dirichlet priors on :math:`\pi` and every :math:`\beta^v_k`.
+    marginalize : bool
+        Sum the topic out (a ``factor``) instead of declaring the site ``"z"``.
 
     Examples
     --------
@@ -129,34 +166,70 @@ def mixture_of_unigrams(
     >>> out["counts_0"].shape
     (1, 4, 3)
     """
+    if vocab_sizes is None:
+        if counts_by_view is None:
+            raise ValueError("give counts_by_view or vocab_sizes")
+        vocab_sizes = tuple(c.shape[1] for c in counts_by_view)
     pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(num_topics, pi_concentration)))
     betas = []
     with numpyro.plate("topic", num_topics):
         for v, size in enumerate(vocab_sizes):
-            betas.append(
-                numpyro.sample(
-                    f"beta_{v}", dist.Dirichlet(jnp.full(size, beta_concentration))
-                )
-            )
-    if counts_by_view is not None:
+            conc = jnp.full(size, beta_concentration)
+            betas.append(numpyro.sample(f"beta_{v}", dist.Dirichlet(conc)))
+    if counts_by_view is None:
+        if num_images is None or lengths_by_view is None:
+            raise ValueError("generation needs num_images and lengths_by_view")
+        counts_by_view = (None,) * len(vocab_sizes)
+    else:
         num_images = counts_by_view[0].shape[0]
-        with numpyro.plate("image", num_images):
+    with numpyro.plate("image", num_images):
+        if marginalize:
             log_lik = sum(
-                c @ jnp.log(b).T for c, b in zip(counts_by_view, betas, strict=False)
+                c @ jnp.log(b).T for c, b in zip(counts_by_view, betas, strict=True)
             )
             numpyro.factor("z_marginal", logsumexp(jnp.log(pi) + log_lik, axis=-1))
-        return
-    if num_images is None or lengths_by_view is None:
-        raise ValueError("generation needs num_images and lengths_by_view")
-    with numpyro.plate("image", num_images):
+            return
         z = numpyro.sample("z", dist.Categorical(pi))
-        for v, (beta, lengths) in enumerate(zip(betas, lengths_by_view, strict=False)):
+        for v, (beta, counts) in enumerate(zip(betas, counts_by_view, strict=True)):
+            if counts is None:
+                obs, length = None, lengths_by_view[v]
+            else:
+                obs = numpyro.subsample(counts, event_dim=1)
+                length = obs.sum(-1)
             numpyro.sample(
                 f"counts_{v}",
-                dist.Multinomial(
-                    total_count=lengths, probs=beta[z], total_count_max=max_length
-                ),
+                BagOfWords(beta[z], length, total_count_max=max_length),
+                obs=obs,
             )
+
+
+def closed_form_m_step(
+    phi: jax.Array,
+    counts_by_view: Sequence[jax.Array],
+    *,
+    pi_concentration: float = 1.0,
+    beta_concentration: float = 1.1,
+    **_,
+) -> dict:
+    r"""The MAP M-step of :func:`mixture_of_unigrams` given posteriors ``phi``.
+
+    :math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
+    :math:`\beta^v_{kw} \propto \sum_d\phi_{dk}n^v_{dw} + b - 1`: the maximum of
+    the expected complete log joint (registered with
+    :func:`jaxannot.inference.vem.register_closed_form`).
+
+    Returns
+    -------
+    dict
+        ``{"pi": [K], "beta_v": [K, V_v]}`` (constrained values).
+    """
+    params = m_step(phi, counts_by_view, pi_concentration, beta_concentration)
+    out = {"pi": jnp.exp(params.log_pi)}
+    out.update({f"beta_{v}": jnp.exp(b) for v, b in enumerate(params.log_betas)})
+    return out
+
+
+register_closed_form(mixture_of_unigrams, closed_form_m_step)
 
 
 # ------------------------------------------------------------------ fast path
@@ -275,9 +348,8 @@ def build_em_kernel():
     return step
 
 
-def _check(counts_by_view, num_topics, pi_concentration, beta_concentration):
-    if num_topics < 1:
-        raise ValueError(f"num_topics must be >= 1, got {num_topics}")
+def check_priors(pi_concentration, beta_concentration) -> None:
+    """Raise ``ValueError`` unless the priors give a finite MAP (a >= 1, b > 1)."""
     if pi_concentration < 1.0:
         raise ValueError(f"pi_concentration must be >= 1 (MAP), got {pi_concentration}")
     if beta_concentration <= 1.0:
@@ -285,6 +357,12 @@ def _check(counts_by_view, num_topics, pi_concentration, beta_concentration):
             f"beta_concentration must be > 1 (keeps log β finite), got "
             f"{beta_concentration}"
         )
+
+
+def _check(counts_by_view, num_topics, pi_concentration, beta_concentration):
+    if num_topics < 1:
+        raise ValueError(f"num_topics must be >= 1, got {num_topics}")
+    check_priors(pi_concentration, beta_concentration)
     counts = tuple(jnp.asarray(c, dtype=jnp.float32) for c in counts_by_view)
     if not counts:
         raise ValueError("need at least one view of counts")

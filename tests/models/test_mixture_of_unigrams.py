@@ -63,6 +63,7 @@ def test_log_joint_matches_numpyro_log_density():
             vocab_sizes=(6, 5),
             pi_concentration=1.5,
             beta_concentration=1.1,
+            marginalize=True,
         ),
         values,
     )
@@ -99,7 +100,11 @@ def test_posterior_matches_brute_force_bayes_rule():
 def test_svi_on_declaration_reaches_em_optimum():
     counts, _ = _corpus(seed=5, images=30)
     kwargs = dict(
-        num_topics=2, vocab_sizes=(6, 5), pi_concentration=1.0, beta_concentration=1.1
+        num_topics=2,
+        vocab_sizes=(6, 5),
+        pi_concentration=1.0,
+        beta_concentration=1.1,
+        marginalize=True,
     )
     best = None
     for seed in range(4):  # EM restarts; keep the best local optimum
