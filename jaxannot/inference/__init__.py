@@ -1,9 +1,22 @@
-"""How models are fitted: reusable algorithms (imported on demand).
+"""How models are fitted: reusable algorithms.
+
+The modelling core — what a modeller uses on a model declared in numpyro — is
+importable from here: :class:`VEM` (variational EM for a discrete per-image site),
+its E-step transforms :class:`LapVar1` / :class:`LapVar2` and extra term
+:class:`MaxMargin`; :class:`LaplacianELBO` and :class:`MaxMarginELBO` for
+``numpyro.infer.SVI``; :class:`MAP` for models without local sites. The other
+modules are imported on demand.
 
 Each module follows the three-layer shape ``init`` / ``build_kernel`` / ``step`` with a
 ``fit_*`` driver, and never imports a specific model except through the functions it
 is handed.
 
+- :mod:`~jaxannot.inference.vem` — variational EM for any declared model with one
+  discrete per-image site (:class:`VEM`).
+- :mod:`~jaxannot.inference.map_estimate` — MAP of a declared model (:class:`MAP`).
+- :mod:`~jaxannot.inference.max_margin` — the hinge / Crammer–Singer /
+  ε-insensitive term for VEM (:class:`MaxMargin`) and SVI (:class:`MaxMarginELBO`).
+- :mod:`~jaxannot.inference.progress` — compiled step loops with a progress bar.
 - :mod:`~jaxannot.inference.em` — generic (variational) EM driver, jit-compiled once.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
@@ -18,3 +31,20 @@ is handed.
 - :mod:`~jaxannot.inference.reweighted_l2p` — SFSLS's Algorithm 1;
   :mod:`~jaxannot.inference.fsnm` — the FSNM baseline.
 """
+
+from jaxannot.inference.laplacian_elbo import LaplacianELBO
+from jaxannot.inference.lapvar import LapVar1, LapVar2
+from jaxannot.inference.map_estimate import MAP
+from jaxannot.inference.max_margin import MaxMargin, MaxMarginELBO
+from jaxannot.inference.vem import VEM, register_closed_form
+
+__all__ = [
+    "MAP",
+    "VEM",
+    "LapVar1",
+    "LapVar2",
+    "LaplacianELBO",
+    "MaxMargin",
+    "MaxMarginELBO",
+    "register_closed_form",
+]
