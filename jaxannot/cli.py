@@ -1,6 +1,7 @@
 """The ``jaxannot`` command line.
 
 ``jaxannot evaluate METHOD --dataset NAME|DIR``  fit and measure a method
+``jaxannot tune METHOD --dataset D --grid k=..``  cross-validate a hyper-parameter grid
 ``jaxannot datasets``                            datasets found under the data root
 ``jaxannot methods``                             methods and their hyper-parameters
 ``jaxannot demo``                                every method on a synthetic corpus
@@ -52,36 +53,52 @@ def _write_json_atomic(path: str, payload) -> None:
         raise
 
 
-def _format_table(rows: list[dict], columns: Sequence[str]) -> str:
-    header = ["method", *columns, "fit s"]
-    lines = [header]
-    for row in rows:
-        cells = [row["method"]]
-        for c in columns:
-            v = row["metrics"].get(c)
-            cells.append(
-                "-"
-                if v is None
-                else (
-                    f"{v:.2f}"
-                    if c == "complete_length" or c.startswith("n_plus")
-                    else f"{v:.4f}"
-                )
-            )
-        cells.append(f"{row['fit_seconds']:.2f}")
-        lines.append(cells)
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+def _check_writable(path: str) -> None:
+    """Fail now, not after hours of fitting, when ``path`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"cannot write {path}: folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: it is a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".probe")
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+    os.close(fd)
+    os.unlink(probe)  # _write_json_atomic writes the same way: a temp file, renamed
+
+
+def _format_value(column: str, v) -> str:
+    if v is None:
+        return "-"
+    if column == "complete_length" or column.startswith("n_plus"):
+        return f"{v:.2f}"
+    return f"{v:.4f}"
+
+
+def _align(lines: list[list[str]], left: int = 1) -> str:
+    """Columns padded to their widths (the first ``left`` left-aligned), a rule under
+    the header row."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = []
     for j, line in enumerate(lines):
         out.append(
             "  ".join(
-                str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                c.ljust(w) if i < left else c.rjust(w)
                 for i, (c, w) in enumerate(zip(line, widths, strict=True))
             )
         )
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)
+    return "\n".join(line.rstrip() for line in out)
+
+
+def _format_table(rows: list[dict], columns: Sequence[str]) -> str:
+    lines = [["method", *columns, "fit s"]]
+    for row in rows:
+        cells = [_format_value(c, row["metrics"].get(c)) for c in columns]
+        lines.append([row["method"], *cells, f"{row['fit_seconds']:.2f}"])
+    return _align(lines)
 
 
 def _present_columns(rows: list[dict]) -> list[str]:
@@ -195,6 +212,90 @@ def _cmd_diagnose(args) -> int:
     return 0
 
 
+def _format_tune_table(result) -> str:
+    """One row per setting: its grid values, the metric's mean ± sd over the folds,
+    the other table metrics' means; ``*`` marks the best."""
+    first = result.results[0].metrics_mean
+    others = [c for c in _TABLE_METRICS if c in first and c != result.metric]
+    keys = list(result.grid) or ["setting"]
+    arrow = "higher" if result.higher_is_better else "lower"
+    header = [*keys, f"{result.metric} mean ± sd ({arrow} better)", *others, ""]
+    lines = [header]
+    for i, r in enumerate(result.results):
+        params = [str(r.params[k]) for k in result.grid] or ["fixed"]
+        m = result.metric
+        score = f"{_format_value(m, r.mean)} ± {_format_value(m, r.sd)}"
+        means = [_format_value(c, r.metrics_mean.get(c)) for c in others]
+        lines.append([*params, score, *means, "*" if i == result.best_index else ""])
+    return _align(lines, left=len(keys))
+
+
+def _cmd_tune(args) -> int:
+    import shlex
+
+    from jaxannot.annotators import get_method
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.tuning import (
+        cross_validate,
+        kfold_rows,
+        parse_grid,
+        resolve_fixed,
+        resolve_metric,
+        training_images,
+    )
+
+    method = get_method(args.method)
+    # the checks that need no data come before loading it; all come before fitting
+    grid = parse_grid(method, args.grid or [])
+    fixed = resolve_fixed(method, grid, args.set or [])
+    if args.folds < 2:
+        raise UserError(f"--folds must be >= 2, got {args.folds}")
+    lf = args.labelled_fraction
+    if lf is not None and not 0.0 < lf <= 1.0:
+        raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    if args.json:
+        _check_writable(args.json)
+    train, test = load_dataset(args.dataset, data_dir=args.data_dir)
+    corpus = training_images(train, test, seed=args.seed)  # the test split: left out
+    kfold_rows(corpus.num_images, args.folds, args.seed)
+    metric = resolve_metric(method, corpus, args.metric)
+    n_settings = 1
+    for values in grid.values():
+        n_settings *= len(values)
+    print(
+        f"{method.name} on {corpus.name} ({args.protocol}): {args.folds}-fold "
+        f"cross-validation of {n_settings} setting(s) on the {corpus.num_images} "
+        f"training images ({n_settings * args.folds} fits), comparing {metric}",
+        file=sys.stderr,
+    )
+    result = cross_validate(
+        method,
+        corpus,
+        grid,
+        folds=args.folds,
+        metric=metric,
+        protocol=args.protocol,
+        labelled_fraction=args.labelled_fraction,
+        seed=args.seed,
+        fixed=fixed,
+        progress=sys.stderr.isatty() and not args.quiet,
+    )
+    print(_format_tune_table(result))
+    best = result.best
+    described = ", ".join(f"{k}={v}" for k, v in best.params.items()) or "(fixed)"
+    print(
+        f"\nbest {result.metric}: {described}  "
+        f"({_format_value(result.metric, best.mean)} ± "
+        f"{_format_value(result.metric, best.sd)} over {result.folds} folds)"
+    )
+    flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
+    print(f"best: {flags}".rstrip())
+    if args.json:
+        _write_json_atomic(args.json, result.as_json())
+    print(f"tuned in {result.seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
 # --------------------------------------------------------------------- parser
 def _cmd_query(args) -> int:
     """``jaxannot query MODEL KIND``: EMML queries (§4 of Guo et al. 2016) on a saved
@@ -302,6 +403,72 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", default=None, help="write the result as JSON here")
     ev.add_argument("--save", default=None, help="save the fitted model (.npz) here")
     ev.set_defaults(func=_cmd_evaluate)
+
+    tu = sub.add_parser(
+        "tune",
+        help="choose hyper-parameters by k-fold cross-validation on the training split",
+        description=(
+            "Score every setting of a hyper-parameter grid by k-fold cross-validation "
+            "on the dataset's TRAINING images (the test split is never used; for a "
+            "dataset without a split, the images `evaluate --seed N` holds out are "
+            "left out). Each fold is fitted and scored by the same driver as "
+            "`jaxannot evaluate`. Prints every setting's mean ± sd of the metric "
+            "over the folds, the other metrics' means, and the best setting as "
+            "--set flags ready to paste into `jaxannot evaluate`."
+        ),
+        epilog=(
+            "example: jaxannot tune knn --dataset corel5k --grid k=5,10,20,40 "
+            "--grid metric=cosine,euclidean --folds 5 --json tune.json. "
+            "Folds: a RandomState(seed) shuffle cut into --folds parts, as "
+            "sklearn's KFold(shuffle=True, random_state=seed). Metrics: higher is "
+            "better except complete_length. --protocol transductive: the held-out "
+            "fold's images take part in the fit with their words hidden."
+        ),
+    )
+    tu.add_argument("method", help="a method name (see `jaxannot methods`)")
+    tu.add_argument(
+        "--dataset", required=True, help="a dataset name or a Mulan directory"
+    )
+    tu.add_argument(
+        "--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)"
+    )
+    tu.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="values of a hyper-parameter to try (repeat for a Cartesian product; "
+        "parsed like --set)",
+    )
+    tu.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a hyper-parameter held fixed for every setting",
+    )
+    tu.add_argument("--folds", type=int, default=5, help="number of folds (5)")
+    tu.add_argument(
+        "--metric",
+        default=None,
+        help="metric to compare (map; classification_accuracy for a classifier on "
+        "a dataset with classes); any metric `evaluate` reports",
+    )
+    tu.add_argument(
+        "--protocol", default="inductive", choices=("inductive", "transductive")
+    )
+    tu.add_argument(
+        "--labelled-fraction",
+        type=float,
+        default=None,
+        help="fraction of the fit folds' images with observed words "
+        "(1; transductive 0.25)",
+    )
+    tu.add_argument("--seed", type=int, default=0, help="seeds the folds and fits")
+    tu.add_argument(
+        "--json", default=None, help="write every setting's scores as JSON here"
+    )
+    tu.add_argument("--quiet", action="store_true", help="no progress bar")
+    tu.set_defaults(func=_cmd_tune)
 
     ds = sub.add_parser("datasets", help="list the datasets under the data root")
     ds.add_argument("--data-dir", default=None)

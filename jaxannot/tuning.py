@@ -1,0 +1,536 @@
+"""Hyper-parameter tuning by k-fold cross-validation on the training images.
+
+:func:`cross_validate` scores every setting of a grid of hyper-parameters by k-fold
+cross-validation of the *training* images only — the dataset's test images are never
+part of a fold — with the driver of :func:`jaxannot.evaluation.evaluate`: each fold is
+turned into a :class:`~jaxannot.data.Task` and evaluated exactly as ``jaxannot
+evaluate`` evaluates a dataset.
+
+Folds
+    The training images are shuffled by ``numpy.random.RandomState(seed)`` and cut into
+    ``folds`` contiguous chunks (the first ``n % folds`` one image larger): the same
+    folds as ``sklearn.model_selection.KFold(folds, shuffle=True, random_state=seed)``.
+    No stratification.
+``inductive``
+    Fold ``f``'s task is ``make_task(others, fold_f, protocol="inductive", ...)``: fit
+    on the other folds (the words of a seeded random ``labelled_fraction`` of them
+    observed, default 1), score the held-out fold from its features.
+``transductive``
+    The same task with the held-out fold's images appended to the fit corpus, words
+    and labels hidden (:func:`~jaxannot.data.concatenate`, as ``make_task`` builds its
+    transductive tasks): the held-out images take part in the fit (a graph spans them)
+    and are scored through ``score_fit_corpus`` where the method has it.
+    ``labelled_fraction`` (default 0.25, as ``make_task``) applies to the other folds.
+
+Every setting is fitted on the same folds with the same seed (common random numbers),
+so differences between settings are not fold noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxannot import metrics as _metrics
+from jaxannot.annotators.base import Method, get_method, parse_hyper
+from jaxannot.data.corpus import Corpus
+from jaxannot.data.protocols import PROTOCOLS, Task, concatenate, make_task
+from jaxannot.evaluation import check_applicable, evaluate
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "SettingResult",
+    "TuneResult",
+    "available_metrics",
+    "cross_validate",
+    "default_metric",
+    "fold_tasks",
+    "kfold_rows",
+    "parse_grid",
+    "resolve_fixed",
+    "resolve_metric",
+    "training_images",
+]
+
+#: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
+#: better for every other one.
+LOWER_IS_BETTER = frozenset({"complete_length"})
+
+
+# ------------------------------------------------------------------- settings
+def parse_grid(
+    method: str | Method, specs: Sequence[str] | Mapping[str, Sequence[Any]]
+) -> dict[str, list]:
+    """Parse ``--grid key=v1,v2`` strings (or a mapping) into typed value lists.
+
+    Parameters
+    ----------
+    method : str or Method
+        Decides the valid keys and the value types (those of its defaults, as
+        :func:`~jaxannot.annotators.parse_hyper` parses ``--set``).
+    specs : list of ``"key=v1,v2,..."`` or mapping ``{key: [values]}``
+
+    Returns
+    -------
+    dict
+        ``{key: [typed values]}`` in the order given.
+
+    Raises
+    ------
+    ValueError
+        A spec without ``=``, an empty value, a key given twice, a value listed twice.
+    KeyError
+        An unknown hyper-parameter (the message lists the valid ones).
+    """
+    if isinstance(method, str):
+        method = get_method(method)
+    if isinstance(specs, Mapping):
+        items = [(k, list(v)) for k, v in specs.items()]
+    else:
+        items = []
+        for text in specs:
+            if "=" not in text:
+                raise ValueError(f"--grid expects key=v1,v2,..., got {text!r}")
+            key, values = text.split("=", 1)
+            key = key.strip()
+            if not key:
+                raise ValueError(f"--grid {text!r} has no hyper-parameter name")
+            items.append((key, [v.strip() for v in values.split(",")]))
+    grid: dict[str, list] = {}
+    for key, values in items:
+        if key in grid:
+            raise ValueError(f"--grid {key} is given twice; list its values once")
+        if not values or any(isinstance(v, str) and not v for v in values):
+            raise ValueError(f"--grid {key} has an empty value (expected {key}=v1,v2)")
+        typed = [parse_hyper(method, {key: v})[key] for v in values]
+        for i, v in enumerate(typed):
+            if v in typed[:i]:
+                raise ValueError(f"--grid {key} lists the value {v!r} twice")
+        grid[key] = typed
+    return grid
+
+
+def _settings(grid: Mapping[str, Sequence]) -> list[dict]:
+    keys = list(grid)
+    return [
+        dict(zip(keys, combo, strict=True))
+        for combo in itertools.product(*grid.values())
+    ]
+
+
+# -------------------------------------------------------------------- metrics
+def _annotation_metric_names(n: int = 5) -> list[str]:
+    truth = np.eye(n + 1, dtype=np.float32)
+    return list(_metrics.annotation_report(truth, truth, n=n))
+
+
+def available_metrics(method: str | Method, corpus: Corpus, n: int = 5) -> list[str]:
+    """The metrics :func:`~jaxannot.evaluation.evaluate` reports for ``method`` on
+    ``corpus``: the annotation metrics where it scores words of a corpus with words,
+    ``classification_accuracy`` where the corpus has classes and the method predicts
+    labels (or scores one word per class)."""
+    if isinstance(method, str):
+        method = get_method(method)
+    names = []
+    scores_words = method.score_words is not None and corpus.words is not None
+    if scores_words:
+        names += _annotation_metric_names(n)
+    if corpus.labels is not None and (
+        method.predict_labels is not None
+        or (scores_words and corpus.num_words == corpus.num_classes)
+    ):
+        names.append("classification_accuracy")
+    return names
+
+
+def default_metric(method: str | Method, corpus: Corpus) -> str:
+    """``classification_accuracy`` for a classifier (a method with ``predict_labels``)
+    on a corpus with classes, ``map`` otherwise."""
+    if isinstance(method, str):
+        method = get_method(method)
+    if method.predict_labels is not None and corpus.labels is not None:
+        return "classification_accuracy"
+    return "map"
+
+
+def resolve_metric(method: str | Method, corpus: Corpus, metric: str | None) -> str:
+    """``metric``, or :func:`default_metric` when None; ``ValueError`` listing the
+    valid names (:func:`available_metrics`) when ``evaluate`` would not report it."""
+    if isinstance(method, str):
+        method = get_method(method)
+    valid = available_metrics(method, corpus)
+    if metric is None:
+        metric = default_metric(method, corpus)
+    if metric not in valid:
+        raise ValueError(
+            f"unknown metric {metric!r} for {method.name!r} on {corpus.name!r}; "
+            f"valid metrics: {', '.join(valid) or '(none)'}"
+        )
+    return metric
+
+
+def resolve_fixed(
+    method: str | Method,
+    grid: Mapping[str, Sequence[Any]],
+    fixed: Mapping[str, Any] | Sequence[str] | None,
+) -> dict:
+    """The fixed hyper-parameters (``--set``) parsed to their types, in the order
+    given; ``ValueError`` when one is also a key of ``grid``."""
+    if isinstance(method, str):
+        method = get_method(method)
+    parsed = parse_hyper(method, fixed or [])  # validates keys and values
+    keys = (
+        list(fixed)
+        if isinstance(fixed, Mapping)
+        else [s.split("=", 1)[0].strip() for s in fixed or []]
+    )
+    both = [k for k in keys if k in grid]
+    if both:
+        raise ValueError(
+            f"hyper-parameter {both[0]!r} is both in --grid and --set; give it once"
+        )
+    return {k: parsed[k] for k in keys}
+
+
+# ---------------------------------------------------------------------- folds
+def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:
+    """The images ``jaxannot evaluate --seed seed`` fits on, all words observed.
+
+    ``train`` itself for a dataset with a split; for one without (``test=None``) the
+    seeded random 70% that :func:`~jaxannot.data.make_task` keeps for training, so the
+    images it holds out for testing never enter a fold. ``test`` is not used otherwise.
+    """
+    if test is not None:
+        return train
+    return make_task(train, None, protocol="inductive", seed=seed).train
+
+
+def kfold_rows(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """Held-out rows of each fold (sorted), a partition of ``range(n)``.
+
+    The same folds as ``sklearn.model_selection.KFold(folds, shuffle=True,
+    random_state=seed)``: a ``RandomState(seed)`` permutation cut into ``folds``
+    chunks, the first ``n % folds`` of them one row larger.
+    """
+    if not isinstance(folds, int | np.integer) or folds < 2:
+        raise ValueError(f"--folds must be an integer >= 2, got {folds}")
+    if folds > n:
+        raise ValueError(f"--folds {folds} is more than the {n} training images")
+    order = np.random.RandomState(seed).permutation(n)
+    return [np.sort(chunk) for chunk in np.array_split(order, folds)]
+
+
+def fold_tasks(
+    corpus: Corpus,
+    held_out: Sequence[np.ndarray],
+    *,
+    protocol: str = "inductive",
+    labelled_fraction: float | None = None,
+    seed: int = 0,
+) -> Iterator[Task]:
+    """Yield the :class:`~jaxannot.data.Task` of each fold (module docstring).
+
+    Parameters
+    ----------
+    corpus : Corpus
+        The training images (:func:`training_images`).
+    held_out : sequence of int arrays
+        Held-out rows of each fold (:func:`kfold_rows`).
+    protocol : {"inductive", "transductive"}
+    labelled_fraction : float in (0, 1], optional
+        Fraction of the other folds' images whose words are observed (default 1
+        inductive, 0.25 transductive).
+    seed : int
+        Seeds the labelled subset (the same for every fold).
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(
+            f"unknown protocol {protocol!r}; valid protocols: {list(PROTOCOLS)}"
+        )
+    if labelled_fraction is None:
+        labelled_fraction = 0.25 if protocol == "transductive" else 1.0
+    for rows in held_out:
+        is_held = np.zeros(corpus.num_images, dtype=bool)
+        is_held[rows] = True
+        task = make_task(
+            corpus.subset(~is_held),
+            corpus.subset(is_held),
+            protocol="inductive",
+            labelled_fraction=labelled_fraction,
+            seed=seed,
+        )
+        if protocol == "transductive":
+            full = concatenate(task.train, task.test)
+            n_fit = task.train.num_images
+            task = dataclasses.replace(
+                task,
+                train=full,
+                test=full,
+                eval_rows=n_fit + np.asarray(task.eval_rows),
+                protocol="transductive",
+            )
+        yield task
+
+
+# -------------------------------------------------------------------- results
+@dataclasses.dataclass(frozen=True)
+class SettingResult:
+    """The cross-validated score of one setting of the grid.
+
+    Attributes
+    ----------
+    params : dict
+        The grid values of this setting.
+    hyper : dict
+        Every hyper-parameter it was fitted with (defaults, fixed, params).
+    folds : list of float
+        The metric on each held-out fold.
+    fold_metrics : list of dict
+        Every metric on each held-out fold.
+    """
+
+    params: dict
+    hyper: dict
+    folds: list[float]
+    fold_metrics: list[dict]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.folds))
+
+    @property
+    def sd(self) -> float:
+        """Sample standard deviation over the folds (``ddof=1``)."""
+        return float(np.std(self.folds, ddof=1)) if len(self.folds) > 1 else 0.0
+
+    @property
+    def metrics_mean(self) -> dict[str, float]:
+        keys = self.fold_metrics[0] if self.fold_metrics else {}
+        return {k: float(np.mean([m[k] for m in self.fold_metrics])) for k in keys}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "params": dict(self.params),
+            "mean": self.mean,
+            "sd": self.sd,
+            "folds": [float(v) for v in self.folds],
+            "metrics_mean": self.metrics_mean,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneResult:
+    """The outcome of :func:`cross_validate` (``as_json`` gives the CLI's JSON).
+
+    Attributes
+    ----------
+    method, dataset, protocol, metric : str
+    higher_is_better : bool
+        Direction of ``metric`` (False for ``complete_length``).
+    folds : int
+    held_out : list of int arrays
+        Held-out rows of each fold, into the corpus given to :func:`cross_validate`.
+    grid : dict
+        ``{key: [values]}``.
+    fixed : dict
+        Hyper-parameters fixed for every setting (``--set``).
+    results : list of SettingResult
+        One per setting, in the order of the grid's Cartesian product.
+    best_index : int
+        Index of the best setting in ``results`` (the first among equals).
+    labelled_fraction : float or None
+    seed : int
+    n_images : int
+        Number of training images cross-validated.
+    seconds : float
+        Wall time of the cross-validation.
+    """
+
+    method: str
+    dataset: str
+    protocol: str
+    metric: str
+    higher_is_better: bool
+    folds: int
+    held_out: list[np.ndarray]
+    grid: dict
+    fixed: dict
+    results: list[SettingResult]
+    best_index: int
+    labelled_fraction: float | None
+    seed: int
+    n_images: int
+    seconds: float
+
+    @property
+    def best(self) -> SettingResult:
+        return self.results[self.best_index]
+
+    def set_flags(self) -> list[str]:
+        """``key=value`` of the best setting and the fixed hyper-parameters, ready
+        for ``--set``."""
+        both = {**self.best.params, **self.fixed}
+        return [f"{k}={_flag_value(v)}" for k, v in both.items()]
+
+    def as_json(self) -> dict[str, Any]:
+        best = self.best.as_json()
+        best["hyper"] = dict(self.best.hyper)
+        best["set"] = self.set_flags()
+        return {
+            "method": self.method,
+            "dataset": self.dataset,
+            "protocol": self.protocol,
+            "folds": self.folds,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "grid": {k: list(v) for k, v in self.grid.items()},
+            "fixed": dict(self.fixed),
+            "labelled_fraction": self.labelled_fraction,
+            "seed": self.seed,
+            "n_images": self.n_images,
+            "seconds": self.seconds,
+            "results": [r.as_json() for r in self.results],
+            "best": best,
+        }
+
+
+def _flag_value(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _best_index(means: Sequence[float], higher_is_better: bool) -> int:
+    """Index of the best mean (the first among equals; NaN is never best)."""
+    sign = 1.0 if higher_is_better else -1.0
+    keyed = [sign * m if not math.isnan(m) else -math.inf for m in means]
+    return int(np.argmax(keyed))
+
+
+# ---------------------------------------------------------------------- driver
+def cross_validate(
+    method: str | Method,
+    corpus: Corpus,
+    grid: Mapping[str, Sequence[Any]] | Sequence[str],
+    *,
+    folds: int = 5,
+    metric: str | None = None,
+    protocol: str = "inductive",
+    labelled_fraction: float | None = None,
+    seed: int = 0,
+    fixed: Mapping[str, Any] | Sequence[str] | None = None,
+    progress: bool = False,
+) -> TuneResult:
+    """Score every setting of ``grid`` by k-fold cross-validation on ``corpus``.
+
+    Parameters
+    ----------
+    method : str or Method
+        A registered method or its name.
+    corpus : Corpus
+        The training images only (see :func:`training_images`); all of them must have
+        their words / labels, which the folds hide as needed.
+    grid : mapping ``{key: [values]}`` or list of ``"key=v1,v2"``
+        Every combination (Cartesian product, in order) is a setting. Values are
+        parsed to the type of the hyper-parameter's default, like ``--set``. An empty
+        grid cross-validates the single setting ``fixed``.
+    folds : int
+        Number of folds, 2 to ``corpus.num_images``.
+    metric : str, optional
+        What is compared: a metric reported by :func:`~jaxannot.evaluation.evaluate`
+        (:func:`available_metrics`); default :func:`default_metric`. Higher is better
+        except for those in :data:`LOWER_IS_BETTER`.
+    protocol : {"inductive", "transductive"}
+        How a fold is turned into a task (module docstring).
+    labelled_fraction : float in (0, 1], optional
+        Fraction of the fit folds' images with observed words (default 1 inductive,
+        0.25 transductive).
+    seed : int
+        Seeds the folds, the labelled subset and every fit's ``rng_key``.
+    fixed : mapping or list of ``"key=value"``, optional
+        Hyper-parameters held fixed (``--set``); may not repeat a grid key.
+    progress : bool
+        Show a tqdm bar over the (setting x fold) fits on stderr.
+
+    Returns
+    -------
+    TuneResult
+
+    Raises
+    ------
+    KeyError
+        Unknown method or hyper-parameter (the message lists the valid names).
+    ValueError
+        A malformed grid, bad ``folds``, an unknown metric (the message lists the
+        valid ones), a method that does not apply to the corpus.
+    """
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    if isinstance(method, str):
+        method = get_method(method)
+    grid = parse_grid(method, grid)
+    fixed = resolve_fixed(method, grid, fixed)
+    metric = resolve_metric(method, corpus, metric)
+    held_out = kfold_rows(corpus.num_images, folds, seed)
+    settings = _settings(grid)
+    hypers = [parse_hyper(method, {**fixed, **s}) for s in settings]
+    scores: list[list[float]] = [[] for _ in settings]
+    reports: list[list[dict]] = [[] for _ in settings]
+
+    bar = tqdm(
+        total=len(settings) * folds,
+        desc=f"tune {method.name}",
+        unit="fit",
+        disable=not progress,
+    )
+    try:
+        tasks = fold_tasks(
+            corpus,
+            held_out,
+            protocol=protocol,
+            labelled_fraction=labelled_fraction,
+            seed=seed,
+        )
+        for f, task in enumerate(tasks):
+            if f == 0:
+                check_applicable(method, task)
+            for i, hyper in enumerate(hypers):
+                result = evaluate(method, task, hyper=hyper, seed=seed)
+                if metric not in result.metrics:
+                    raise ValueError(
+                        f"{method.name!r} did not report {metric!r}; it reported: "
+                        f"{', '.join(result.metrics)}"
+                    )
+                scores[i].append(result.metrics[metric])
+                reports[i].append(dict(result.metrics))
+                bar.update(1)
+    finally:
+        bar.close()
+
+    results = [
+        SettingResult(params=s, hyper=h, folds=sc, fold_metrics=rp)
+        for s, h, sc, rp in zip(settings, hypers, scores, reports, strict=True)
+    ]
+    higher = metric not in LOWER_IS_BETTER
+    return TuneResult(
+        method=method.name,
+        dataset=corpus.name,
+        protocol=protocol,
+        metric=metric,
+        higher_is_better=higher,
+        folds=folds,
+        held_out=held_out,
+        grid=grid,
+        fixed=fixed,
+        results=results,
+        best_index=_best_index([r.mean for r in results], higher),
+        labelled_fraction=labelled_fraction,
+        seed=seed,
+        n_images=corpus.num_images,
+        seconds=time.perf_counter() - start,
+    )

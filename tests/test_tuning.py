@@ -1,0 +1,311 @@
+"""``jaxannot.tuning`` and ``jaxannot tune``: k-fold cross-validation of a grid."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from sklearn.model_selection import KFold
+
+from jaxannot import tuning
+from jaxannot.annotators import get_method
+from jaxannot.cli import main
+from jaxannot.data import Task, concatenate, make_task
+from jaxannot.data.datasets import load_dataset
+from jaxannot.data.synthetic import make_synthetic
+from jaxannot.evaluation import evaluate
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return make_synthetic(seed=0, num_images=120, num_classes=True)
+
+
+@pytest.fixture(scope="module")
+def scene(data_root):
+    train, test = load_dataset("scene", data_dir=data_root)
+    rows = np.random.default_rng(0).permutation(train.num_images)[:300]
+    return train.subset(np.sort(rows)), test
+
+
+def _partition(held_out, n):
+    rows = np.concatenate(held_out)
+    return rows.size == n and np.array_equal(np.sort(rows), np.arange(n))
+
+
+@pytest.mark.parametrize("n, folds, seed", [(10, 2, 0), (37, 5, 3), (300, 3, 1)])
+def test_folds_are_sklearn_kfold_with_shuffle(n, folds, seed):
+    ours = tuning.kfold_rows(n, folds, seed)
+    theirs = [
+        test
+        for _, test in KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n))
+    ]
+    assert len(ours) == folds and _partition(ours, n)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def _with_ids(corpus, first):
+    """``corpus`` with an extra view holding each image's id (the features stay the
+    first view, so methods told ``view="features"`` ignore it)."""
+    ids = np.arange(first, first + corpus.num_images, dtype=np.float32)[:, None]
+    views = {**corpus.views, "id": ids}
+    return dataclasses.replace(
+        corpus, views=views, view_kinds={**corpus.view_kinds, "id": "real"}
+    )
+
+
+def test_folds_partition_the_training_images_only(scene):
+    train, test = scene
+    train, test = _with_ids(train, 0), _with_ids(test, 10_000)
+    corpus = tuning.training_images(train, test)
+    assert corpus is train  # the test split is not used
+    knn = get_method("knn")
+    fitted_on, scored = [], []
+
+    def fit(corpus, **kw):
+        fitted_on.append(np.asarray(corpus.view("id"))[:, 0])
+        return knn.fit(corpus, **kw)
+
+    def score(fitted, corpus):
+        scored.append(np.asarray(corpus.view("id"))[:, 0])
+        return knn.score_words(fitted, corpus)
+
+    spy = dataclasses.replace(knn, fit=fit, score_words=score)
+    result = tuning.cross_validate(
+        spy, corpus, {"k": [1, 10]}, folds=3, fixed={"view": "features"}
+    )
+    assert result.n_images == 300 and _partition(result.held_out, 300)
+    assert len(fitted_on) == len(scored) == 6  # 2 settings x 3 folds
+    train_ids = np.asarray(train.view("id"))[:, 0]
+    for i, held in enumerate(result.held_out):
+        pairs = zip(
+            fitted_on[2 * i : 2 * i + 2], scored[2 * i : 2 * i + 2], strict=True
+        )
+        for fit_ids, score_ids in pairs:
+            np.testing.assert_array_equal(score_ids, train_ids[held])
+            np.testing.assert_array_equal(np.sort(np.r_[fit_ids, score_ids]), train_ids)
+    assert all(len(r.folds) == 3 for r in result.results)
+
+
+def test_a_dataset_without_split_keeps_out_what_evaluate_tests_on(synthetic):
+    corpus = tuning.training_images(synthetic, None, seed=3)
+    task = make_task(synthetic, None, protocol="inductive", seed=3)
+    np.testing.assert_array_equal(corpus.view(), task.train.view())
+    assert corpus.num_images + task.test.num_images == synthetic.num_images
+
+
+def test_best_setting_matches_a_recomputation_with_kfold(scene):
+    train, _ = scene
+    grid = {"k": [1, 10]}
+    result = tuning.cross_validate("knn", train, grid, folds=3, seed=2)
+    means = []
+    for k in grid["k"]:
+        values = []
+        kf = KFold(3, shuffle=True, random_state=2)
+        for fit, held in kf.split(np.zeros(train.num_images)):
+            task = make_task(train.subset(fit), train.subset(held), seed=2)
+            values.append(evaluate("knn", task, hyper={"k": k}, seed=2).metrics["map"])
+        means.append(np.mean(values))
+    got = [r.mean for r in result.results]
+    np.testing.assert_allclose(got, means, rtol=0, atol=1e-12)
+    assert result.metric == "map" and result.best_index == int(np.argmax(means))
+    assert result.best.params == {"k": grid["k"][int(np.argmax(means))]}
+
+
+def test_transductive_folds_fit_on_the_held_out_images_with_words_hidden(synthetic):
+    knn = get_method("knn")
+    seen = []
+
+    def spy(corpus, **kw):
+        seen.append((corpus.num_images, np.asarray(corpus.word_mask).copy()))
+        return knn.fit(corpus, **kw)
+
+    method = dataclasses.replace(knn, fit=spy)
+    result = tuning.cross_validate(
+        method,
+        synthetic,
+        {"k": [3]},
+        folds=4,
+        protocol="transductive",
+        labelled_fraction=1.0,
+    )
+    n = synthetic.num_images
+    for (size, mask), held in zip(seen, result.held_out, strict=True):
+        assert size == n and mask.sum() == n - held.size  # held-out fold hidden
+    # the same by hand: held-out images appended to the fit corpus, words hidden
+    values = []
+    for fit, held in KFold(4, shuffle=True, random_state=0).split(np.zeros(n)):
+        hidden = synthetic.subset(held).with_hidden(np.ones(held.size, bool))
+        full = concatenate(synthetic.subset(fit), hidden)
+        task = Task(
+            train=full,
+            test=full,
+            eval_rows=np.arange(fit.size, n),
+            truth_words=np.asarray(synthetic.words)[held],
+            truth_labels=np.asarray(synthetic.labels)[held],
+            protocol="transductive",
+            labelled_fraction=1.0,
+            seed=0,
+        )
+        values.append(evaluate(knn, task, hyper={"k": 3}).metrics["map"])
+    assert result.results[0].mean == pytest.approx(np.mean(values), abs=1e-12)
+
+
+def test_complete_length_is_minimised(synthetic):
+    grid = {"k": [1, 4, 60]}
+    cl = tuning.cross_validate(
+        "knn", synthetic, grid, folds=3, metric="complete_length"
+    )
+    means = [r.mean for r in cl.results]
+    assert len(set(means)) == 3  # the check below is not vacuous
+    assert not cl.higher_is_better and cl.best_index == int(np.argmin(means))
+    mp = tuning.cross_validate("knn", synthetic, grid, folds=3, metric="map")
+    assert mp.higher_is_better
+    assert mp.best_index == int(np.argmax([r.mean for r in mp.results]))
+    assert tuning._best_index([np.nan, 2.0, 1.0], False) == 2
+    assert tuning._best_index([1.0, 1.0, np.nan], True) == 0  # first among equals
+
+
+def test_default_metric_and_unknown_metric(synthetic):
+    knn = get_method("knn")
+    assert tuning.default_metric(knn, synthetic) == "map"
+    classifier = dataclasses.replace(
+        knn,
+        name="knn-classifier",
+        predict_labels=lambda f, c: np.argmax(knn.score_words(f, c), axis=1),
+    )
+    no_classes = dataclasses.replace(synthetic, labels=None, class_names=())
+    assert tuning.default_metric(classifier, synthetic) == "classification_accuracy"
+    assert tuning.default_metric(classifier, no_classes) == "map"
+    assert "classification_accuracy" not in tuning.available_metrics(knn, no_classes)
+    with pytest.raises(ValueError, match="valid metrics: accuracy, complete_length"):
+        tuning.cross_validate(knn, synthetic, {"k": [1]}, folds=2, metric="nope")
+
+
+@pytest.mark.parametrize(
+    "specs, needle",
+    [
+        (["k"], "expects key=v1,v2"),
+        (["k="], "empty value"),
+        (["k=1,,2"], "empty value"),
+        (["=1"], "no hyper-parameter name"),
+        (["k=1", "k=2"], "given twice"),
+        (["k=1,01"], "twice"),
+        (["kk=1"], "valid: k, view, metric, weight"),
+        (["k=x"], "expects int"),
+    ],
+)
+def test_malformed_grids(specs, needle):
+    with pytest.raises((ValueError, KeyError), match=needle):
+        tuning.parse_grid("knn", specs)
+
+
+def test_grid_values_are_typed_and_the_product_is_ordered(synthetic):
+    grid = tuning.parse_grid("knn", ["k=2,3", "weight=heat,uniform"])
+    assert grid == {"k": [2, 3], "weight": ["heat", "uniform"]}
+    result = tuning.cross_validate(
+        "knn", synthetic, grid, folds=2, fixed=["metric=euclidean"], progress=True
+    )
+    assert [r.params for r in result.results] == [
+        {"k": 2, "weight": "heat"},
+        {"k": 2, "weight": "uniform"},
+        {"k": 3, "weight": "heat"},
+        {"k": 3, "weight": "uniform"},
+    ]
+    assert all(r.hyper["metric"] == "euclidean" for r in result.results)
+    assert result.set_flags()[-1] == "metric=euclidean"
+    with pytest.raises(ValueError, match="both in --grid and --set"):
+        tuning.cross_validate("knn", synthetic, grid, folds=2, fixed={"k": 4})
+
+
+@pytest.mark.parametrize("folds", [1, 121])
+def test_bad_fold_counts(synthetic, folds):
+    with pytest.raises(ValueError, match="--folds"):
+        tuning.cross_validate("knn", synthetic, {"k": [1]}, folds=folds)
+
+
+# ------------------------------------------------------------------------ CLI
+def test_cli_tune_writes_the_documented_json(data_root, tmp_path, capsys):
+    out = tmp_path / "tune.json"
+    argv = ["tune", "knn", "--dataset", "scene", "--data-dir", str(data_root)]
+    argv += ["--grid", "k=1,10", "--folds", "2", "--set", "weight=uniform"]
+    assert main([*argv, "--json", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert {
+        "method",
+        "dataset",
+        "folds",
+        "metric",
+        "grid",
+        "fixed",
+        "results",
+        "best",
+    } <= set(payload)
+    assert (payload["method"], payload["dataset"], payload["folds"]) == (
+        "knn",
+        "scene",
+        2,
+    )
+    assert payload["metric"] == "map" and payload["grid"] == {"k": [1, 10]}
+    assert payload["fixed"] == {"weight": "uniform"}
+    assert payload["n_images"] == 1211  # the training split of scene, not its test
+    for r in payload["results"]:
+        assert set(r) == {"params", "mean", "sd", "folds", "metrics_mean"}
+        assert len(r["folds"]) == 2 and r["mean"] == pytest.approx(np.mean(r["folds"]))
+        assert r["sd"] == pytest.approx(np.std(r["folds"], ddof=1))
+        assert r["metrics_mean"]["map"] == pytest.approx(r["mean"])
+    best = max(payload["results"], key=lambda r: r["mean"])
+    assert payload["best"]["params"] == best["params"]
+    assert payload["best"]["hyper"]["weight"] == "uniform"
+    stdout = capsys.readouterr().out
+    k = best["params"]["k"]
+    assert f"best: --set k={k} --set weight=uniform" in stdout
+    assert "map mean ± sd" in stdout
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["nope", "--grid", "k=1"], "valid methods: "),
+        (["knn", "--grid", "kk=1"], "valid: k,"),
+        (["knn", "--grid", "k"], "expects key=v1,v2"),
+        (["knn", "--grid", "k=1,"], "empty value"),
+        (["knn", "--grid", "k=1", "--grid", "k=2"], "given twice"),
+        (["knn", "--grid", "k=1", "--set", "k=2"], "both in --grid and --set"),
+        (["knn", "--grid", "k=1", "--folds", "1"], "--folds must be >= 2"),
+        (["knn", "--grid", "k=1", "--folds", "1212"], "more than the 1211"),
+        (["knn", "--grid", "k=1", "--metric", "nope"], "valid metrics: accuracy"),
+    ],
+)
+def test_cli_tune_user_errors_are_one_line(extra, needle, data_root, capsys):
+    method, *rest = extra
+    argv = ["tune", method, "--dataset", "scene", "--data-dir", str(data_root), *rest]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert needle in last and last.startswith("jaxannot: error:")
+    assert "Traceback" not in err
+
+
+def test_cli_tune_unknown_dataset(data_root, capsys):
+    argv = ["tune", "knn", "--dataset", "nope", "--grid", "k=1"]
+    assert main([*argv, "--data-dir", str(data_root)]) == 2
+    assert "valid names" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["missing-folder/out.json", "a-file/out.json", "."])
+def test_cli_tune_unwritable_json_fails_before_fitting(
+    where, data_root, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "a-file").write_text("")
+
+    def fail(*args, **kwargs):
+        raise AssertionError("loaded or fitted before checking --json")
+
+    monkeypatch.setattr(tuning, "cross_validate", fail)
+    monkeypatch.setattr("jaxannot.data.datasets.load_dataset", fail)
+    argv = ["tune", "knn", "--dataset", "scene", "--data-dir", str(data_root)]
+    code = main([*argv, "--grid", "k=1", "--json", str(tmp_path / where)])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
