@@ -9,25 +9,41 @@ Classification (problem P1, eq. 6):
         - V_{y_d}^\top \bar h_d\big],
 
 with :math:`\bar h_d = E_{q_0}[h \mid x_d]` (the *expected prediction rule*, eq. 5, with
-a constant unit appended for the offset) and the 0/1 loss. Coordinate descent
-alternates
+a constant unit appended for the offset) and the 0/1 loss. Divided by :math:`C_1`, the
+:math:`V`-part is the library's max-margin term
+:class:`~jaxannot.inference.max_margin.MaxMargin` with ``loss="crammer_singer"`` and
+:math:`c = C_2 / C_1` (weights :math:`V_{:, :K}`, bias = the offset column, regularized
+like the weights), so P1 is :math:`\mathcal L^v + C_1 \cdot` ``term.objective``.
+Coordinate descent alternates
 
-1. the V-step: a Crammer–Singer multiclass SVM on :math:`\bar h_d` with
-   :math:`C = C_2 / C_1` (:mod:`jaxannot.inference.multiclass_svm`), warm-started;
-2. the Θ-step: optax steps on the CD surrogate plus :math:`C_2` times the hinge loss.
-   Autodiff of the hinge through :math:`\bar h_d(\Theta)` gives exactly seed 001's extra
-   subgradient :math:`-C_2 \sum_d (V_{y_d k} - V_{\bar y_d k})\,
-   \partial E_{q_0}[h_k] / \partial W_{ik}` with :math:`\partial E_{q_0}[h_k] /
-   \partial W_{ik} = x_i` and :math:`\bar y_d` the loss-augmented prediction.
+1. the V-step: the Crammer–Singer dual solver that ``MaxMargin.dual_update`` wraps
+   (:mod:`jaxannot.inference.multiclass_svm`), warm-started from the previous duals with
+   an epoch budget per V-step;
+2. the Θ-step: optax steps on the CD surrogate plus :math:`C_1` times the term's
+   ``penalty`` (= :math:`C_2` times the hinge sum). Autodiff of the hinge through
+   :math:`\bar h_d(\Theta)` gives exactly seed 001's extra subgradient :math:`-C_2
+   \sum_d (V_{y_d k} - V_{\bar y_d k})\, \partial E_{q_0}[h_k] / \partial W_{ik}` with
+   :math:`\partial E_{q_0}[h_k] / \partial W_{ik} = x_i` and :math:`\bar y_d` the
+   loss-augmented prediction.
+
+With ``standardize=True`` (the default) the V-step sees :math:`(\bar h_d - m) / s`
+instead of :math:`\bar h_d`; the Θ-step is then still P1's hinge at the folded-back
+:math:`V`, but the V-step minimizes a different regularizer (``docs/harmoniums.md``,
+"MMH and the generic MaxMargin term").
 
 Regression (P2, eqs. 10–12): the V-step solves the ε-insensitive dual
-(:mod:`jaxannot.inference.svr`) for :math:`\beta_d = \mu_d - \mu_d^*`, and the Θ-step
-adds :math:`-\sum_d \beta_d V^\top \bar h_d(\Theta)`, whose gradient is eq. (11)'s extra
-term.
+(:mod:`jaxannot.inference.svr`, the solver of the term's ``"epsilon_insensitive"``
+loss) for :math:`\beta_d = \mu_d - \mu_d^*`, and the Θ-step adds the Lagrangian term
+:math:`-\sum_d \beta_d V^\top \bar h_d(\Theta)` with :math:`\beta` held fixed, whose
+gradient is eq. (11)'s extra term. At the V-step optimum this gradient equals that of
+:math:`C_2 \sum_d \max(0, |y_d - V^\top \bar h_d| - \epsilon)` (the term's penalty
+times :math:`C_1`) for every image off the tube's boundary; within a Θ-step the two
+differ (the multipliers do not follow the residuals), which is why the seed's
+Lagrangian step is kept rather than the term's penalty.
 
-Both terms are averaged over images (the paper's sums divided by :math:`D`, which
-rescales the Θ-step only). The module sees the model only through the functions it is
-handed: ``phase_statistics`` and ``expected_log_potential`` (for CD) and
+Both Θ-step terms are averaged over images (the paper's sums divided by :math:`D`,
+which rescales the Θ-step only). The module sees the model only through the functions
+it is handed: ``phase_statistics`` and ``expected_log_potential`` (for CD) and
 ``embed(params, image) -> [K]`` (:math:`E_{q_0}[h]`, differentiable in ``params``).
 
 References
@@ -50,13 +66,13 @@ import optax
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import multiclass_svm as cs
 from jaxannot.inference import svr as svr_mod
+from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
     "MMHResult",
     "with_offset",
-    "hinge_loss",
-    "loss_augmented_prediction",
+    "term_params",
     "classification_extra_loss",
     "regression_extra_loss",
     "fit_mmh_classifier",
@@ -89,50 +105,60 @@ def with_offset(features: Array) -> Array:
     return jnp.concatenate([features, ones], axis=-1)
 
 
-def hinge_loss(weights: Array, features: Array, labels: Array) -> Array:
-    """Multiclass hinge averaged over images.
+def term_params(weights: Array) -> dict[str, Array]:
+    """``V`` ``[..., K+1]`` (offset last) as :class:`MaxMargin`'s params.
 
-    :math:`\\frac1D \\sum_d \\max_y[\\Delta\\ell(y) + (V_y - V_{y_d})^\\top f_d]`.
+    Returns ``{"weights": V[..., :K], "bias": V[..., K]}``.
     """
-    scores = features @ weights.T
-    margin = 1.0 - jax.nn.one_hot(labels, weights.shape[0], dtype=scores.dtype)
-    true = jnp.take_along_axis(scores, labels[:, None], axis=1)
-    return jnp.mean(jnp.max(margin + scores - true, axis=1))
+    return {"weights": weights[..., :-1], "bias": weights[..., -1]}
 
 
-def loss_augmented_prediction(weights: Array, features: Array, labels: Array) -> Array:
-    """:math:`\\bar y_d = \\arg\\max_y [\\Delta\\ell_d(y) + V_y^\\top f_d]`."""
-    scores = features @ weights.T
-    margin = 1.0 - jax.nn.one_hot(labels, weights.shape[0], dtype=scores.dtype)
-    return jnp.argmax(margin + scores, axis=1)
-
-
-def _features(embed, params, images, center, scale):
+def _hidden(embed, params, images, center, scale):
+    """:math:`(\\bar h_d - \\text{center}) / \\text{scale}`, ``[D, K]``."""
     hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
-    return with_offset((hidden - center) / scale)
+    return (hidden - center) / scale
 
 
-def classification_extra_loss(embed: Callable, c2: float) -> Callable:
-    """``extra_loss(params, (images, (labels, V, center, scale)))`` = :math:`C_2` ×
-    mean hinge on the features :math:`[(\\bar h_d - \\text{center}) / \\text{scale},
-    1]`."""
+def classification_extra_loss(embed: Callable, term: MaxMargin, c1: float) -> Callable:
+    r"""The Θ-step's hinge term of P1, averaged over the ``D`` images.
+
+    Parameters
+    ----------
+    embed : callable
+        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
+    term : MaxMargin
+        ``MaxMargin(labels, c2 / c1, loss="crammer_singer")`` over the ``D`` images.
+    c1 : float
+        Seed 001's :math:`C_1`.
+
+    Returns
+    -------
+    callable
+        ``extra_loss(params, (images, (V, center, scale)))`` =
+        :math:`\frac{C_1}{D}` ``term.penalty`` on the features
+        :math:`(\bar h_d - \text{center}) / \text{scale}` with ``V`` ``[T, K+1]``
+        (offset last), i.e. :math:`\frac{C_2}{D} \sum_d \max_y[\Delta\ell_d(y) +
+        (V_y - V_{y_d})^\top f_d]`.
+    """
+    index = jnp.arange(term.labels.shape[0])
+    weight = c1 / term.labels.shape[0]
 
     def extra(params, data):
-        images, (labels, weights, center, scale) = data
-        feats = _features(embed, params, images, center, scale)
-        return c2 * hinge_loss(weights, feats, labels)
+        images, (weights, center, scale) = data
+        feats = _hidden(embed, params, images, center, scale)
+        return weight * term.penalty(term_params(weights), feats, index)
 
     return extra
 
 
 def regression_extra_loss(embed: Callable) -> Callable:
     """``extra_loss(params, (images, (beta, V, center, scale)))`` =
-    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` (its gradient is eq. 11's extra
-    term)."""
+    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` with :math:`f_d = [(\\bar h_d -
+    \\text{center}) / \\text{scale}, 1]` (its gradient is eq. 11's extra term)."""
 
     def extra(params, data):
         images, (beta, weights, center, scale) = data
-        feats = _features(embed, params, images, center, scale)
+        feats = with_offset(_hidden(embed, params, images, center, scale))
         return -jnp.mean(beta * (feats @ weights))
 
     return extra
@@ -271,9 +297,12 @@ def fit_mmh_classifier(
     standardize : bool
         Give the SVM standardized features :math:`(\\bar h - m) / s` (mean and
         standard deviation over the images, refreshed at every V-step and held fixed
-        in the Θ-step). This only conditions the dual coordinate descent (which is
-        slow on uncentred, badly scaled features); the returned ``V`` is folded back
-        so that it applies to ``[E_{q_0}[h], 1]`` directly.
+        in the Θ-step); the returned ``V`` is folded back so that it applies to
+        ``[E_{q_0}[h], 1]`` directly. This conditions the dual coordinate descent
+        (slow on uncentred, badly scaled features) but is not P1: the V-step then
+        regularizes the standardized weights, :math:`\\tfrac12\\|V'\\|^2`, not
+        :math:`\\tfrac12\\|V\\|^2` (``docs/harmoniums.md``). ``False`` solves P1's
+        V-step exactly (up to the epoch budget).
 
     Returns
     -------
@@ -282,7 +311,7 @@ def fit_mmh_classifier(
         ``argmax(with_offset(embed) @ V.T)`` — one linear pass (seed 001 §4.4).
     """
     labels = jnp.asarray(labels, jnp.int32)
-    c = c2 / c1
+    term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
 
     def v_init(feats):
         return cs.init(feats, num_classes)
@@ -296,14 +325,14 @@ def fit_mmh_classifier(
             feats,
             labels,
             num_classes,
-            c,
+            term.c,
             init_state=warm,
             max_epochs=final_svm_epochs if final else svm_epochs,
         )
         primal = np.asarray(info.primal)
         return (
             v_state,
-            (labels, v_state.weights),
+            (v_state.weights,),
             float(primal[np.isfinite(primal)][-1]),
         )
 
@@ -315,7 +344,7 @@ def fit_mmh_classifier(
         phase_statistics=phase_statistics,
         expected_log_potential=expected_log_potential,
         embed=embed,
-        extra_loss=classification_extra_loss(embed, c2),
+        extra_loss=classification_extra_loss(embed, term, c1),
         v_step=v_step,
         v_init=v_init,
         iterations=iterations,
