@@ -179,3 +179,138 @@ def test_diagnose_cli(data_root, tmp_path, capsys):
         )
         == 2
     )  # no topic-word matrix: a one-line error
+
+
+# ---------------------------------------------------------------- to_inference_data
+@pytest.fixture(scope="module")
+def vem_restarts():
+    """Four 10-step VEM restarts of the mixture of unigrams (K = 3, 30 images);
+    seeds 1 and 3 find restart 0's optimum with its topics in another order."""
+    from jaxannot.inference.vem import VEM
+
+    rng = np.random.default_rng(0)
+    z = rng.integers(3, size=30)
+    beta = rng.dirichlet(np.full(8, 0.2), size=3)
+    counts = np.stack([rng.multinomial(20, beta[k]) for k in z])
+    vem = VEM(mu.mixture_of_unigrams, "z")
+    return [
+        vem.run(
+            jax.random.key(s),
+            10,
+            (jnp.asarray(counts, jnp.float32),),
+            num_topics=3,
+            progress_bar=False,
+        )
+        for s in range(4)
+    ]
+
+
+def test_vem_restarts_are_aligned_chains_on_their_posteriors(vem_restarts):
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idata = diagnostics.to_inference_data(vem_restarts)
+    post = idata.posterior
+    assert post["beta_0"].dims == ("chain", "draw", "topic", "beta_0_dim_1")
+    assert post["beta_0"].shape == (4, 1, 3, 8)
+    assert post["z_probs"].dims == ("chain", "draw", "image", "topic")
+    perms = np.array(post.attrs["topic_permutations"])
+    assert perms[0].tolist() == [0, 1, 2]
+    assert (perms != np.arange(3)).any()  # label switching happened
+    for r, (fit, p) in enumerate(zip(vem_restarts, perms, strict=True)):
+        # the recorded permutation is the one applied, to globals and posteriors
+        np.testing.assert_array_equal(post["pi"][r, 0], fit.params["pi"][p])
+        np.testing.assert_array_equal(post["z_probs"][r, 0], fit.posteriors[:, p])
+    raw = np.stack([np.asarray(f.params["beta_0"]) for f in vem_restarts])
+    aligned = post["beta_0"].values[:, 0]
+    assert np.abs(raw - raw[0]).max() > 0.1  # unaligned restarts disagree
+    assert np.abs(aligned - aligned[0]).max() < 1e-4  # aligned: the same topics
+    stats = idata.sample_stats
+    assert stats["loss"].dims == ("chain", "draw", "step")
+    assert stats["loss"].shape == (4, 1, 10)
+    np.testing.assert_allclose(
+        stats["final_loss"].values[:, 0], [f.losses[-1] for f in vem_restarts]
+    )
+    summ = az.summary(idata, var_names=["pi", "beta_0"])
+    assert "pi[0]" in summ.index and "beta_0[2, 7]" in summ.index
+    assert len(az.summary(idata)) == 3 + 3 * 8 + 30 * 3  # pi, beta_0, z_probs
+    axes = az.plot_trace(idata)  # one row per variable: beta_0, pi, z_probs
+    assert axes.shape == (3, 2)
+    plt.close("all")
+    # sites named explicitly; no local posteriors
+    only_pi = diagnostics.to_inference_data(
+        vem_restarts, topic_axes={"pi": 0}, local_site=None
+    )
+    assert "z_probs" not in only_pi.posterior
+    assert only_pi.posterior["beta_0"].dims[2] == "beta_0_dim_0"  # not permuted
+    np.testing.assert_array_equal(only_pi.posterior["beta_0"].values[:, 0], raw)
+
+
+def test_vem_bad_inputs_are_rejected(vem_restarts):
+    from jaxannot.inference.vem import VEMResult
+
+    fit = vem_restarts[0]
+    one = diagnostics.to_inference_data(fit)  # a single fit is one chain
+    assert one.posterior.sizes["chain"] == 1
+    with pytest.raises(ValueError, match="empty"):
+        diagnostics.to_inference_data([])
+    fewer_topics = VEMResult(
+        {"pi": fit.params["pi"][:2], "beta_0": fit.params["beta_0"][:2], "terms": ()},
+        fit.posteriors[:, :2],
+        fit.losses,
+    )
+    with pytest.raises(ValueError, match="differs in shape"):
+        diagnostics.to_inference_data([fit, fewer_topics])
+    other_model = VEMResult({"pi": fit.params["pi"]}, fit.posteriors, fit.losses)
+    with pytest.raises(ValueError, match="one model"):
+        diagnostics.to_inference_data([fit, other_model])
+    with pytest.raises(ValueError, match="VEMResult"):
+        diagnostics.to_inference_data([fit, {"pi": 1.0}])
+    with pytest.raises(ValueError, match="topic axis 1 of site 'beta_0'"):
+        diagnostics.to_inference_data(fit, topic_axes={"beta_0": 1})
+    with pytest.raises(ValueError, match="not a global site"):
+        diagnostics.to_inference_data(fit, topic_axes={"theta": 0})
+    with pytest.raises(ValueError, match="SVI"):
+        diagnostics.to_inference_data(fit, rng_key=jax.random.key(0))
+    with pytest.raises(TypeError, match="VEMResult"):
+        diagnostics.to_inference_data(fit.params)
+
+
+def test_svi_result_to_inference_data_keeps_the_global_sites():
+    import arviz as az
+
+    from numpyro.infer.autoguide import AutoNormal
+
+    x = jnp.array([0.5, -1.0, 2.0, 1.5])
+
+    def model(x):
+        loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+        with numpyro.plate("image", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(loc, 1.0))
+            numpyro.sample("x", dist.Normal(z, 1.0), obs=x)
+
+    guide = AutoNormal(model)
+    svi = SVI(model, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
+    res = svi.run(jax.random.key(0), 30, x, progress_bar=False)
+    idata = diagnostics.to_inference_data(
+        res, guide=guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=50
+    )
+    assert list(idata.posterior.data_vars) == ["loc"]  # z is per image
+    assert idata.posterior["loc"].shape == (1, 50)
+    loss = idata.sample_stats["loss"]
+    assert loss.dims == ("chain", "draw", "step") and loss.shape == (1, 1, 30)
+    np.testing.assert_allclose(loss.values[0, 0], res.losses)
+    assert "loc" in az.summary(idata).index
+    every = diagnostics.to_inference_data(
+        res, guide=guide, model_args=(x,), rng_key=jax.random.key(1), plate=None
+    )
+    assert every.posterior["z"].shape == (1, 200, 4)
+    with pytest.raises(ValueError, match="rng_key"):
+        diagnostics.to_inference_data(res, guide=guide, model_args=(x,))
+    with pytest.raises(ValueError, match="guide"):
+        diagnostics.to_inference_data(res, rng_key=jax.random.key(1))
+    with pytest.raises(ValueError, match="topic_axes"):
+        diagnostics.to_inference_data(res, guide=guide, topic_axes={"loc": 0})
