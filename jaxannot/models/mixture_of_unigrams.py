@@ -203,6 +203,9 @@ def mixture_of_unigrams(
             )
 
 
+_PI_FLOOR = 1e-30
+
+
 def closed_form_m_step(
     phi: jax.Array,
     counts_by_view: Sequence[jax.Array],
@@ -224,7 +227,9 @@ def closed_form_m_step(
         ``{"pi": [K], "beta_v": [K, V_v]}`` (constrained values).
     """
     params = m_step(phi, counts_by_view, pi_concentration, beta_concentration)
-    out = {"pi": jnp.exp(params.log_pi)}
+    # a topic that lost every image has pi_k = 0 when a = 1; keep it a hair above 0 so
+    # the Dirichlet log density (log 0 * 0 in numpyro) stays finite
+    out = {"pi": jnp.maximum(jnp.exp(params.log_pi), _PI_FLOOR)}
     out.update({f"beta_{v}": jnp.exp(b) for v, b in enumerate(params.log_betas)})
     return out
 

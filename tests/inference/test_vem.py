@@ -300,3 +300,19 @@ def test_bad_models_and_inputs_raise_clear_errors():
         VEM(gauss_tag_mixture, estep=lapvar.LapVar1(graph, 1.0)).run(
             jax.random.key(0), 1, x, tags, num_topics=2, init_params={"pi": None}
         )
+
+
+def test_an_emptied_topic_keeps_the_objective_finite():
+    # two true topics fitted with eight: most topics lose every image, pi_k -> 0 under
+    # the Dirichlet(1) prior (numpyro's Dirichlet log density would be log 0 * 0 = NaN)
+    rng = np.random.default_rng(0)
+    z = rng.integers(2, size=12)
+    beta = np.array([[0.9, 0.05, 0.03, 0.02], [0.02, 0.03, 0.05, 0.9]])
+    counts = (
+        jnp.asarray(np.stack([rng.multinomial(30, beta[k]) for k in z]), jnp.float32),
+    )
+    vem = VEM(mu.mixture_of_unigrams, "z")
+    result = vem.run(jax.random.key(0), 40, counts, num_topics=8, progress_bar=False)
+    assert float(result.params["pi"].min()) < 1e-20  # a topic did empty
+    assert np.all(np.isfinite(result.losses))
+    assert np.all(np.diff(result.losses) <= 1e-5 * np.abs(result.losses[1:]))
