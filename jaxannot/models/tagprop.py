@@ -24,8 +24,9 @@ with :math:`\epsilon = 10^{-5}` as in the paper (without boosting,
 Every :math:`y_{iw}` of the training set is observed (Bernoulli), so the log joint is
 the paper's log-likelihood :math:`\sum_{iw} \log p(y_{iw})` plus the log priors below;
 optionally each term is weighted by :math:`c_{iw}` (the paper's balancing of
-positive and negative labels, sec. 2.3: :math:`c_{iw} \propto 1/n_+` for positives,
-:math:`1/n_-` for negatives; here scaled so that the weights average 1).
+positive and negative labels: :math:`c_{iw} \propto 1/n_+` for positives,
+:math:`1/n_-` for negatives; here scaled so that the weights average 1), with the
+counts over all words (the paper) or per word (:func:`class_weights`).
 
 Priors (weak: their scale 100 is far above the values fitted on Corel5k, so the MAP is
 close to the paper's maximum likelihood while keeping the mode finite):
@@ -64,6 +65,7 @@ __all__ = [
     "neighbor_weights",
     "word_probability_logits",
     "class_weights",
+    "BALANCE",
 ]
 
 #: Probability of a word an image does not carry (the paper's ε = 1e-5).
@@ -115,14 +117,32 @@ def word_probability_logits(votes, alpha=None, beta=None):
     return alpha * votes + beta
 
 
-def class_weights(words) -> np.ndarray:
-    r"""Weights :math:`c_{iw} = N / 2n_+` (positives), :math:`N / 2n_-` (negatives)."""
+#: Balancing of positive and negative labels: none, the paper's (global counts) or
+#: per word.
+BALANCE = ("none", "global", "word")
+
+
+def class_weights(words, balance: str = "global") -> np.ndarray | None:
+    r"""Weights :math:`c_{iw}` of the log-likelihood terms (``None`` for ``"none"``).
+
+    ``"global"`` (the paper's): :math:`c_{iw} = N / 2n_+` for positives and
+    :math:`N / 2n_-` for negatives, :math:`n_\pm` counted over all words and images
+    (``N = n_+ + n_-``). ``"word"``: the same per word, :math:`c_{iw} = n / 2n_{+w}`
+    and :math:`n / 2n_{-w}` with :math:`n_{\pm w}` the images with / without word
+    :math:`w` (``n`` images), so that every word's positives and negatives weigh the
+    same and the per-word sigmoid is not pulled towards "absent" for rare words.
+    Both average 1 over the terms (of each word for ``"word"``).
+    """
+    if balance not in BALANCE:
+        raise ValueError(f"unknown balance {balance!r}; valid: {list(BALANCE)}")
+    if balance == "none":
+        return None
     positive = np.asarray(words) > 0
-    n_pos = max(int(positive.sum()), 1)
-    n_neg = max(positive.size - n_pos, 1)
-    weights = np.where(
-        positive, positive.size / (2 * n_pos), positive.size / (2 * n_neg)
-    )
+    axis = None if balance == "global" else 0
+    total = positive.size if balance == "global" else positive.shape[0]
+    n_pos = np.maximum(positive.sum(axis=axis), 1)
+    n_neg = np.maximum(total - positive.sum(axis=axis), 1)
+    weights = np.where(positive, total / (2 * n_pos), total / (2 * n_neg))
     return weights.astype(np.float32)
 
 

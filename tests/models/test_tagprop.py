@@ -62,7 +62,7 @@ def _numpy_log_joint(params, neighbors, distances, words, variant, boosting, wei
 
 def _data(neighbors, distances, words, balance=False):
     ids, mask = word_lists(words)
-    weights = class_weights(words) if balance else None
+    weights = class_weights(words, "global") if balance else None
     return (neighbors, ids, mask, distances, words, weights)
 
 
@@ -91,6 +91,24 @@ def test_log_density_matches_an_independent_numpy_computation(
         params, neighbors, distances, words, variant, boosting, data[-1]
     )
     assert float(got) == pytest.approx(expected, rel=1e-5)
+
+
+def test_class_weights_balance_positives_and_negatives():
+    words = (np.random.default_rng(0).random((50, 4)) < [0.5, 0.2, 0.06, 0.02]).astype(
+        np.float32
+    )
+    assert class_weights(words, "none") is None
+    glob, word = class_weights(words, "global"), class_weights(words, "word")
+    pos = words > 0
+    # global: all positives weigh as much as all negatives, one factor for every word
+    assert glob[pos].sum() == pytest.approx(glob[~pos].sum(), rel=1e-5)
+    assert np.unique(glob[pos]).size == 1
+    # word: the same within every word column, so rare words get larger weights
+    np.testing.assert_allclose((word * pos).sum(0), (word * ~pos).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(word.mean(0), 1.0, rtol=1e-5)
+    assert word[pos[:, 3], 3].min() > word[pos[:, 0], 0].max()
+    with pytest.raises(ValueError, match="valid: \\['none', 'global', 'word'\\]"):
+        class_weights(words, "per-image")
 
 
 def test_word_lists_round_trip():
