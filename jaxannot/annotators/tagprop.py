@@ -40,6 +40,7 @@ from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.models.tagprop import (
+    BALANCE,
     VARIANTS,
     class_weights,
     neighbor_vote,
@@ -140,17 +141,20 @@ def _tagprop_fit(
     corpus: Corpus,
     *,
     rng_key,
-    neighbors: int = 200,
+    neighbors: int = 800,
     variant: str = "distance",
     distances: str = "cosine,sqeuclidean,jaccard,idf",
     boosting: bool = True,
-    balance: bool = True,
+    balance: str = "word",
     metric: str = "cosine",
-    steps: int = 300,
-    learning_rate: float = 0.05,
+    steps: int = 500,
+    learning_rate: float = 0.1,
     view: str = "",
 ) -> Fitted:
+    if isinstance(balance, bool):  # older saved settings: true/false
+        balance = "global" if balance else "none"
     _check("variant", variant, VARIANTS)
+    _check("balance", balance, BALANCE)
     _check("metric", metric, KNN_METRICS)
     names = _distance_names(distances)
     if neighbors < 1 or steps < 0 or not learning_rate > 0:
@@ -172,7 +176,7 @@ def _tagprop_fit(
         scale = jnp.maximum(jnp.std(pair.reshape(-1, len(names)), axis=0), 1e-6)
         pair = pair / scale
     data = (idx, word_ids, word_mask, pair, words)
-    data += (class_weights(words) if balance else None,)
+    data += (class_weights(words, balance),)
     result = MAP(tagprop, optax.adam(learning_rate)).run(
         rng_key,
         steps,
@@ -262,14 +266,14 @@ TAGPROP = register(
         fit=_tagprop_fit,
         score_words=_tagprop_score,
         hyper={
-            "neighbors": 200,
+            "neighbors": 800,
             "variant": "distance",
             "distances": "cosine,sqeuclidean,jaccard,idf",
             "boosting": True,
-            "balance": True,
+            "balance": "word",
             "metric": "cosine",
-            "steps": 300,
-            "learning_rate": 0.05,
+            "steps": 500,
+            "learning_rate": 0.1,
             "view": "",
         },
         summary="TagProp: neighbour word transfer with learned weights (MAP, numpyro)",

@@ -21,7 +21,8 @@ def _corpus(n=60, seed=0):
     "hyper",
     [
         {"variant": "distance", "boosting": True},
-        {"variant": "rank", "boosting": False, "balance": True},
+        {"variant": "rank", "boosting": False, "balance": "global"},
+        {"variant": "distance", "boosting": True, "balance": "word"},
     ],
 )
 def test_save_load_gives_identical_scores(tmp_path, hyper):
@@ -44,21 +45,33 @@ def test_bad_hyper_parameters_list_the_valid_choices():
         m.fit(_corpus(), rng_key=jax.random.key(0), variant="metric")
     with pytest.raises(ValueError, match="valid: \\['cosine', 'sqeuclidean'"):
         m.fit(_corpus(), rng_key=jax.random.key(0), distances="cosine,manhattan")
+    with pytest.raises(ValueError, match="valid: \\['none', 'global', 'word'\\]"):
+        m.fit(_corpus(), rng_key=jax.random.key(0), balance="image")
     fitted = m.fit(_corpus(), rng_key=jax.random.key(0), neighbors=5, steps=2)
     with pytest.raises(ValueError, match="3 feature dimensions"):
         m.score_words(fitted, Corpus.from_arrays({"x": np.ones((2, 3))}))
 
 
 def test_corel5k_subset_tagprop_beats_knn(data_root):
-    """1500 training images, 40 neighbours, 150 steps: a few seconds of fitting."""
+    """1500 training images, 40 neighbours, 150 steps: a few seconds per fit."""
     train, test = load_dataset("corel5k", data_dir=data_root)
     rows = np.random.default_rng(0).permutation(train.num_images)[:1500]
     task = make_task(train.subset(rows), test, protocol="inductive")
     knn = evaluate("knn", task).metrics
-    tagprop = evaluate(
-        "tagprop", task, hyper={"neighbors": 40, "steps": 150, "balance": False}
-    ).metrics
-    print({k: (knn[k], tagprop[k]) for k in ("word_f1@5", "n_plus@5", "map")})
-    # measured: knn 0.0761 / 0.0926, tagprop 0.0760 / 0.1083 (word F1@5 / MAP)
-    assert tagprop["map"] > knn["map"] + 0.01
-    assert tagprop["word_f1@5"] > 0.9 * knn["word_f1@5"]
+    fits = {
+        balance: evaluate(
+            "tagprop", task, hyper={"neighbors": 40, "steps": 150, "balance": balance}
+        ).metrics
+        for balance in ("none", "word")
+    }
+    keys = ("word_f1@5", "n_plus@5", "map")
+    print({name: [m[k] for k in keys] for name, m in [("knn", knn), *fits.items()]})
+    # measured (word F1@5 / N+@5 / MAP): knn 0.0761 / 57 / 0.0926,
+    # none 0.0740 / 53 / 0.1080, word 0.0749 / 70 / 0.1064
+    assert fits["none"]["map"] > knn["map"] + 0.01
+    assert fits["none"]["word_f1@5"] > 0.9 * knn["word_f1@5"]
+    # per-word balancing lifts the rare words: more words recalled (this small
+    # subset and K leave word F1 about even; on the full split see docs/tagprop.md)
+    assert fits["word"]["n_plus@5"] > fits["none"]["n_plus@5"] + 10
+    assert fits["word"]["n_plus@5"] > knn["n_plus@5"] + 5
+    assert fits["word"]["word_f1@5"] > 0.95 * knn["word_f1@5"]
