@@ -316,3 +316,19 @@ def test_an_emptied_topic_keeps_the_objective_finite():
     assert float(result.params["pi"].min()) < 1e-20  # a topic did empty
     assert np.all(np.isfinite(result.losses))
     assert np.all(np.diff(result.losses) <= 1e-5 * np.abs(result.losses[1:]))
+
+
+def test_max_margin_term_with_the_dual_solver_is_refit_exactly():
+    x, tags, z = _toy(seed=4, n=60, k=3)
+    term = MaxMargin(jnp.asarray(z, jnp.int32), c=1.0, solver="dual")
+    vem = VEM(gauss_tag_mixture, "z", m_step=gauss_tag_closed_form, terms=[term])
+    res = vem.run(jax.random.key(0), 10, x, tags, num_topics=3, progress_bar=False)
+    # after the last M-step the weights are the exact SVM on the posteriors they saw
+    again = term.dual_update(res.posteriors, term.init(jax.random.key(1), 3))
+    np.testing.assert_allclose(
+        float(term.objective(res.params["terms"][0], res.posteriors)),
+        float(term.objective(again, res.posteriors)),
+        rtol=1e-4,
+    )
+    pred = np.asarray(vem.predict(res, x, tags, num_topics=3))
+    assert np.mean(pred == np.asarray(z)) > 0.9
