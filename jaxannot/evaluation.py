@@ -44,7 +44,23 @@ class Evaluation:
     def as_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("fitted")
+        info = self.fitted.info if self.fitted is not None else {}
+        out["info"] = _jsonable(info or {})
         return out
+
+
+def _jsonable(value):
+    """``value`` with numpy/JAX scalars and arrays turned into Python numbers/lists
+    (and anything else into its ``str``), so ``json.dumps`` accepts it."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if hasattr(value, "tolist"):  # numpy / JAX arrays and scalars
+        return _jsonable(np.asarray(value).tolist())
+    return str(value)
 
 
 def check_applicable(method: Method, task: Task) -> None:

@@ -18,6 +18,7 @@ KEYS = {
     "n_train",
     "n_test",
     "n_words",
+    "info",  # the fitted model's info (JSON-able), e.g. emml's "converged"
 }
 METRICS = {
     "accuracy",

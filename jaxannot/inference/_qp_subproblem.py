@@ -261,19 +261,30 @@ def solve_subproblem(
     return ws._replace(mu=mu), coef, scores, SubproblemInfo(sweeps, worst)
 
 
-def most_violated(scores: Array, words: Array) -> tuple[Array, Array]:
+def _row_keys(key, n: int):
+    return None if key is None else jax.random.split(key, n)
+
+
+def most_violated(scores: Array, words: Array, key=None) -> tuple[Array, Array]:
     """Per VRep, the loss-augmented maximizer :math:`\\bar{\\mathbf y}^*` and its
     gradient :math:`g^* = F_i^\\top(\\mathbf y_i - \\bar{\\mathbf y}^*) -
     l(\\bar{\\mathbf y}^*, \\mathbf y_i)` (the minimum over
-    :math:`\\operatorname{perm}(\\mathbf y_i)`)."""
-    ybar = jax.vmap(loss_augmented_argmax)(scores, words)
+    :math:`\\operatorname{perm}(\\mathbf y_i)`). Ties by lower word index, or at
+    random (one draw per VRep) when ``key`` is given."""
+    keys = _row_keys(key, scores.shape[0])
+    if keys is None:
+        ybar = jax.vmap(loss_augmented_argmax)(scores, words)
+    else:
+        ybar = jax.vmap(loss_augmented_argmax)(scores, words, keys)
     delta = words - ybar
     loss = jnp.abs(delta).sum(-1)
     grad = (delta * scores).sum(-1) - loss
     return ybar, grad
 
 
-def violator_candidates(scores: Array, words: Array, num: int) -> tuple[Array, Array]:
+def violator_candidates(
+    scores: Array, words: Array, num: int, key=None
+) -> tuple[Array, Array]:
     r"""``num`` distinct outputs per VRep, in decreasing loss-augmented score.
 
     Candidate 0 is the most violated :math:`\bar{\mathbf y}^*` (top-:math:`r_i` of
@@ -282,7 +293,8 @@ def violator_candidates(scores: Array, words: Array, num: int) -> tuple[Array, A
     the wrong words ranked :math:`kt, \dots, (k+1)t - 1` among the wrong words — the
     next competitors, which the optimum typically has to push down as well. Each is
     in :math:`\operatorname{perm}(\mathbf y_i)`; whether it violates (13) is tested by
-    the caller.
+    the caller. Ties among equal scores go to the lower word index, or, when ``key``
+    is given, are broken at random (the same draw for all candidates of a VRep).
 
     Returns
     -------
@@ -291,15 +303,23 @@ def violator_candidates(scores: Array, words: Array, num: int) -> tuple[Array, A
         :math:`g = F_i^\top(\mathbf y_i - \bar{\mathbf y}) - l(\bar{\mathbf y},
         \mathbf y_i)` of each candidate.
     """
-    best, _ = most_violated(scores, words)
+    n = scores.shape[0]
+    keys = _row_keys(key, n)
+    best, _ = most_violated(scores, words, key)
     aug = scores + 2.0 * (1.0 - words)
     wrong = words <= 0
+    if keys is None:
+        priority = jnp.zeros_like(aug)  # lexsort then falls back to the index
+    else:
+        priority = jax.vmap(lambda k: jax.random.uniform(k, aug.shape[1:]))(keys)
+    # most_violated split the same key the same way: its top-r and the ranking
+    # below agree on how ties are broken
 
-    def one(aug_i, wrong_i, best_i):
+    def one(aug_i, wrong_i, best_i, prio_i):
         keep = best_i * (1.0 - wrong_i)  # the true words kept by the best candidate
         t = jnp.sum(best_i * wrong_i)
         masked = jnp.where(wrong_i, aug_i, -jnp.inf)
-        order = jnp.argsort(-masked, stable=True)
+        order = jnp.lexsort((prio_i, -masked))
         rank = jnp.empty_like(order).at[order].set(jnp.arange(order.shape[0]))
         rank = rank.astype(aug_i.dtype)
         n_wrong = jnp.sum(wrong_i)
@@ -312,7 +332,7 @@ def violator_candidates(scores: Array, words: Array, num: int) -> tuple[Array, A
 
         return jax.vmap(cand)(jnp.arange(num, dtype=aug_i.dtype))
 
-    ybar = jax.vmap(one)(aug, wrong, best)  # [vreps, num, words]
+    ybar = jax.vmap(one)(aug, wrong, best, priority)  # [vreps, num, words]
     ybar = jnp.swapaxes(ybar, 0, 1)
     delta = words[None] - ybar
     grad = (delta * scores[None]).sum(-1) - jnp.abs(delta).sum(-1)

@@ -53,7 +53,8 @@ def test_method_fits_scores_and_round_trips(name, corpora, tmp_path):
     np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-6)
     if name == "emml":
         info = fitted.info
-        assert info["converged"] and info["overflow"] == 0
+        assert info["converged"] is True and info["solver"] == "exact"
+        assert info["max_violation"] <= hyper["tolerance"]
         trace = np.asarray(info["objective_trace"])
         assert np.all(np.diff(trace) <= 1e-4 * np.abs(trace).max())
 
@@ -108,11 +109,53 @@ def test_mbrm_matches_the_relevance_model_formula(corpora):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
+def test_emml_reports_convergence_for_both_solvers(corpora, caplog):
+    import json
+
+    train, test = corpora
+    method = get_method("emml")
+    key = jax.random.key(0)
+    ws = method.fit(
+        train, rng_key=key, vreps=20, solver="working_set", violators_per_vrep=2
+    )
+    assert ws.info["solver"] == "working_set" and ws.info["overflow"] == 0
+    assert ws.info["converged"] is True
+    exact = method.fit(train, rng_key=key, vreps=20)
+    # both solve the same dual: the same optimum (float32, tolerance 1e-3)
+    np.testing.assert_allclose(
+        exact.info["dual_objective"], ws.info["dual_objective"], rtol=1e-3
+    )
+    # a fit stopped early says so, in info and on the "jaxannot" logger
+    with caplog.at_level("WARNING", logger="jaxannot"):
+        short = method.fit(train, rng_key=key, vreps=20, exact_sweeps=1, tolerance=1e-7)
+    assert short.info["converged"] is False
+    assert any("before convergence" in r.getMessage() for r in caplog.records)
+    # evaluate's JSON carries the fitted model's info
+    from jaxannot.data.protocols import Task
+    from jaxannot.evaluation import evaluate
+
+    task = Task(
+        train=train,
+        test=test,
+        eval_rows=np.arange(test.num_images),
+        truth_words=np.asarray(test.words),
+        truth_labels=None,
+        protocol="inductive",
+        labelled_fraction=1.0,
+        seed=0,
+    )
+    payload = evaluate("emml", task, hyper=["vreps=20"]).as_json()
+    assert payload["info"]["converged"] is True
+    assert json.loads(json.dumps(payload))["info"]["solver"] == "exact"
+
+
 def test_bad_hyper_parameters_are_rejected(corpora):
     train, _ = corpora
     method = get_method("emml")
     with pytest.raises(ValueError, match="unknown vrep_method 'spectral'"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, vrep_method="spectral")
+    with pytest.raises(ValueError, match="unknown solver 'smo'"):
+        method.fit(train, rng_key=jax.random.key(0), vreps=5, solver="smo")
     with pytest.raises(ValueError, match="unknown kernel 'poly'"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, kernel="poly")
     with pytest.raises(KeyError, match="unknown view 'pixels'"):
