@@ -16,16 +16,20 @@ Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.inference.emml import StructuredData, fit_emml, fit_emml_exact
-from jaxannot.models.mbrm import MBRMParams, fit_mbrm, mbrm_word_probabilities
+from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.models.mbrm import (
+    MBRMParams,
+    fit_mbrm,
+    mbrm_word_probabilities,
+    region_log_kernel,
+    select_bandwidth,
+)
 from jaxannot.models.structured_output import (
     KERNELS,
     default_gamma,
@@ -37,8 +41,6 @@ from jaxannot.models.structured_output import (
 __all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm"]
 
 _VREP_METHODS = ("kmeans", "random")
-_SOLVERS = ("exact", "working_set")
-_log = logging.getLogger("jaxannot")
 
 
 def _observed_words(corpus):
@@ -69,8 +71,6 @@ def fit_emml_annotator(
     max_sweeps: int = 4,
     top_vreps: int = 0,
     view: str = "",
-    solver: str = "exact",
-    exact_sweeps: int = 3000,
 ) -> Fitted:
     """Fit EMML on the observed words of ``corpus``.
 
@@ -84,23 +84,12 @@ def fit_emml_annotator(
     kernel : {"rbf", "linear"}
     gamma : float
         RBF width; ``0`` means ``gamma_scale / median squared distance``.
-    c, tolerance
-        :math:`C` and the KKT tolerance (loss units).
-    solver : {"exact", "working_set"}
-        ``"exact"``: the dual over per-VRep mixtures, no cap on how many outputs a
-        VRep uses (:func:`jaxannot.inference.emml.fit_emml_exact`, at most
-        ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1 with
-        ``capacity`` slots per VRep (:func:`jaxannot.inference.emml.fit_emml`;
-        ``capacity, violators_per_vrep, max_iterations, max_sweeps``), whose answer is
-        the capacity-restricted optimum when slots overflow; its ties among wrong
-        words are broken at random from ``rng_key``.
+    c, tolerance, capacity, violators_per_vrep, max_iterations, max_sweeps
+        Solver settings (:func:`jaxannot.inference.emml.fit_emml`).
     top_vreps : int
         ``0``: eq. (1) scores; ``> 0``: §4.1 merge of the nearest VReps.
     view : str
         Feature view (default: the corpus's primary view).
-
-    ``info["converged"]`` says whether the KKT conditions hold to ``tolerance``; an
-    unconverged fit also logs a warning on the ``"jaxannot"`` logger.
     """
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
@@ -108,12 +97,8 @@ def fit_emml_annotator(
         )
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if solver not in _SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
-    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1 or exact_sweeps < 1:
-        raise ValueError(
-            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
-        )
+    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1:
+        raise ValueError("c, tolerance, vreps and capacity must be positive")
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
@@ -123,56 +108,22 @@ def fit_emml_annotator(
         v = random_vreps(rng_key, x_obs, words, vreps)
     g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
     k = kernel_matrix(v.features, v.features, kernel, g)
-    data = StructuredData(k, v.words)
-    if solver == "exact":
-        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
-        sweeps = int(state.sweeps)
-        converged = bool(state.converged)
-        wrong = np.asarray(v.words) <= 0
-        support = (np.asarray(state.mixtures) > 0) & wrong
-        solver_info = {
-            "sweeps": sweeps,
-            "max_violation": float(state.max_violation),
-            "duality_gap": float(state.duality_gap),
-            "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
-            "wrong_words_pushed_down_max": int(support.sum(1).max()),
-            "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
-        }
-    else:
-        state, hist = fit_emml(
-            data,
-            c,
-            tolerance,
-            capacity=capacity,
-            max_iterations=max_iterations,
-            max_sweeps=max_sweeps,
-            violators_per_vrep=violators_per_vrep,
-            tie_key=jax.random.fold_in(rng_key, 1),
-        )
-        iterations = int(state.iteration)
-        last = iterations - 1
-        converged = (
-            int(hist.num_added[last]) == 0
-            and float(hist.subproblem_gap[last]) <= tolerance
-            and int(state.overflow) == 0
-        )
-        solver_info = {
-            "iterations": iterations,
-            "active_constraints": int(np.asarray(state.working_set.active).sum()),
-            "constraints_added": int(state.total_added),
-            "overflow": int(state.overflow),
-            "objective_trace": [
-                float(o) for o in np.asarray(hist.objective)[:iterations]
-            ],
-        }
-    if not converged:
-        _log.warning(
-            "emml (%s solver) stopped before convergence: the KKT conditions do not "
-            "hold to tolerance %g (info: %s); the scores come from an inexact dual",
-            solver,
-            tolerance,
-            {k: x for k, x in solver_info.items() if k != "objective_trace"},
-        )
+    state, hist = fit_emml(
+        StructuredData(k, v.words),
+        c,
+        tolerance,
+        capacity=capacity,
+        max_iterations=max_iterations,
+        max_sweeps=max_sweeps,
+        violators_per_vrep=violators_per_vrep,
+    )
+    iterations = int(state.iteration)
+    last = iterations - 1
+    converged = (
+        int(hist.num_added[last]) == 0
+        and float(hist.subproblem_gap[last]) <= tolerance
+        and int(state.overflow) == 0
+    )
     params = {
         "vrep_features": np.asarray(v.features),
         "vrep_words": np.asarray(v.words),
@@ -195,14 +146,15 @@ def fit_emml_annotator(
         max_sweeps=max_sweeps,
         top_vreps=top_vreps,
         view=view,
-        solver=solver,
-        exact_sweeps=exact_sweeps,
     )
     info = {
-        "solver": solver,
-        "converged": converged,
         "dual_objective": float(state.objective),
-        **solver_info,
+        "iterations": iterations,
+        "active_constraints": int(np.asarray(state.working_set.active).sum()),
+        "constraints_added": int(state.total_added),
+        "overflow": int(state.overflow),
+        "converged": bool(converged),
+        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
     }
     return Fitted("emml", params, hyper, info)
 
@@ -227,37 +179,83 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
 
 
 def fit_mbrm_annotator(
-    corpus, *, rng_key, bandwidth: float = 0.0, smoothing: float = 0.0, view: str = ""
+    corpus,
+    *,
+    rng_key,
+    bandwidth: float = 0.0,
+    smoothing: float = 0.0,
+    view: str = "",
+    kernel: str = "auto",
+    folds: int = 3,
+    select_metric: str = "word_f1@5",
 ) -> Fitted:
     """Fit MBRM: keep the annotated images' features and Bernoulli word model.
 
-    ``bandwidth = 0`` picks :func:`jaxannot.models.mbrm.default_bandwidth`;
-    ``smoothing = 0`` picks :math:`\\mu = 9N` (:func:`~jaxannot.models.mbrm.fit_mbrm`).
+    ``kernel = "auto"`` uses ``"regions"`` (each blob a region) for a bag view and
+    ``"gaussian"`` (the global feature vector) otherwise. ``bandwidth = 0`` chooses
+    :math:`\\beta` by ``folds``-fold cross-validation of ``select_metric``
+    (``"word_f1@5"``: the per-image top-5 ranking the issue is about, or ``"map"``:
+    images ranked per word) on the annotated images of ``corpus`` only
+    (:func:`jaxannot.models.mbrm.select_bandwidth`); the choice and its validation
+    scores are in ``info``. ``smoothing = 0`` picks :math:`\\mu = 9N`
+    (:func:`~jaxannot.models.mbrm.fit_mbrm`).
     """
     del rng_key  # deterministic
-    x = corpus.features(view or corpus.primary_view)
+    name = view or corpus.primary_view
+    x = corpus.features(name)
+    if kernel == "auto":
+        kernel = "regions" if corpus.view_kinds.get(name) == "bag" else "gaussian"
     mask, words = _observed_words(corpus)
-    params = fit_mbrm(
-        x[mask],
-        words,
-        bandwidth=bandwidth if bandwidth > 0 else None,
-        smoothing=smoothing if smoothing > 0 else None,
-    )
+    mu = smoothing if smoothing > 0 else None
+    info = {}
+    beta = bandwidth
+    if beta <= 0:
+        beta, info = select_bandwidth(
+            x[mask],
+            words,
+            kernel=kernel,
+            smoothing=mu,
+            folds=int(folds),
+            metric=select_metric,
+        )
+    params = fit_mbrm(x[mask], words, bandwidth=beta, smoothing=mu, kernel=kernel)
     return Fitted(
         "mbrm",
-        {k: np.asarray(v) for k, v in params._asdict().items()},
-        dict(bandwidth=bandwidth, smoothing=smoothing, view=view),
-        {"bandwidth_used": float(params.bandwidth), "train_images": int(mask.sum())},
+        {
+            k: np.asarray(v)
+            for k, v in params._asdict().items()
+            if v is not None and k != "log_region_kernel"
+        },
+        dict(
+            bandwidth=bandwidth,
+            smoothing=smoothing,
+            view=view,
+            kernel=kernel,
+            folds=folds,
+            select_metric=select_metric,
+        ),
+        {
+            "bandwidth_used": float(params.bandwidth),
+            "bandwidth_chosen_by": "given" if bandwidth > 0 else f"{folds}-fold CV",
+            "kernel": kernel,
+            "train_images": int(mask.sum()),
+            **info,
+        },
     )
 
 
 def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
     """:math:`P(w \\mid \\mathbf x)` for every image of ``corpus``."""
     p = fitted.params
+    kernel = fitted.hyper.get("kernel", "gaussian")
+    table = None
+    if kernel == "regions":  # rebuilt from the blob counts (not stored)
+        table = jnp.asarray(region_log_kernel(p["features"], float(p["bandwidth"])))
     params = MBRMParams(
         jnp.asarray(p["features"]),
         jnp.asarray(p["word_probabilities"]),
         jnp.asarray(p["bandwidth"]),
+        table,
     )
     x = corpus.features(fitted.hyper.get("view", "") or corpus.primary_view)
     if x.shape[1] != params.features.shape[1]:
@@ -288,8 +286,6 @@ register(
             max_sweeps=4,
             top_vreps=0,
             view="",
-            solver="exact",
-            exact_sweeps=3000,
         ),
         summary="EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
         needs=("words",),
@@ -301,7 +297,14 @@ register(
         name="mbrm",
         fit=fit_mbrm_annotator,
         score_words=score_mbrm,
-        hyper=dict(bandwidth=0.0, smoothing=0.0, view=""),
+        hyper=dict(
+            bandwidth=0.0,
+            smoothing=0.0,
+            view="",
+            kernel="auto",
+            folds=3,
+            select_metric="word_f1@5",
+        ),
         summary="Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
         needs=("words",),
     )

@@ -1,15 +1,29 @@
 r"""MBRM: the multiple-Bernoulli relevance model (Feng, Manmatha & Lavrenko 2004).
 
-Every training image :math:`J` is a "relevance" component. Given a query image with
-features :math:`\mathbf x` (one global feature vector per image here),
+Every training image :math:`J` is a "relevance" component. A query image is a set of
+regions :math:`r`, and
 
 .. math::
 
-    P(J \mid \mathbf x) \propto P(J)\, \mathcal N(\mathbf x; \mathbf x_J, \beta I),
-    \qquad P(w \mid \mathbf x) = \sum_J P(J \mid \mathbf x)\, P_V(w \mid J),
+    P(J \mid I_q) \propto P(J) \prod_{r \in I_q} K(r, J), \qquad
+    K(r, J) = \frac1{|J|} \sum_{r' \in J} \exp\Big(-\frac{\lVert r - r'\rVert^2}{2\beta}
+    \Big), \qquad P(w \mid I_q) = \sum_J P(J \mid I_q)\, P_V(w \mid J),
 
-with a uniform :math:`P(J)`, a Gaussian kernel density of bandwidth :math:`\beta`, and
-the smoothed multiple-Bernoulli word model
+with a uniform :math:`P(J)` and a Gaussian kernel of bandwidth (variance)
+:math:`\beta` (its normalizing constant is common to every :math:`J` and cancels).
+Two region kernels:
+
+- ``"gaussian"`` (real features): one region per image, its global feature vector, so
+  :math:`\log K = -\lVert \mathbf x - \mathbf x_J\rVert^2 / 2\beta`;
+- ``"regions"`` (bag-of-blobs features, e.g. Corel5k): each counted blob is a region,
+  represented by its one-hot vector (the blob's token is all the dataset gives), so two
+  different blobs are at squared distance 2 and
+  :math:`K(b, J) = (n_{bJ} + (|J| - n_{bJ})\, e^{-1/\beta}) / |J|`.
+
+Everything is computed in the log domain: :math:`\log P(I_q \mid J) = \sum_r
+\log K(r, J)` (the bag kernel by ``logaddexp``), normalized over the training images by
+a streaming log-sum-exp, so nothing underflows however small :math:`\beta` is or
+however many regions an image has. The word model is the smoothed multiple-Bernoulli
 
 .. math::
 
@@ -44,6 +58,10 @@ __all__ = [
     "MBRMParams",
     "fit_mbrm",
     "default_bandwidth",
+    "KERNELS",
+    "bandwidth_scale",
+    "region_log_kernel",
+    "select_bandwidth",
     "mbrm_word_probabilities",
     "mbrm_word_query",
 ]
@@ -59,17 +77,25 @@ class MBRMParams(NamedTuple):
         :math:`P_V(w \\mid J)`.
     bandwidth : Float[Array, ""]
         Kernel variance :math:`\\beta`.
+    log_region_kernel : Float[Array, "train dims"] or None
+        :math:`\\log K(b, J)` of the ``"regions"`` kernel (:func:`region_log_kernel`);
+        ``None`` for the ``"gaussian"`` kernel on the global feature vectors.
     """
 
     features: Array
     word_probabilities: Array
     bandwidth: Array
+    log_region_kernel: Array | None = None
+
+
+KERNELS = ("gaussian", "regions")
 
 
 def default_bandwidth(features: ArrayLike, neighbours: int = 10) -> float:
     """:math:`\\beta` = mean squared distance to the ``neighbours``-th nearest training
     image over a sample of at most 500 images (a local scale, so the density is
-    dominated by near neighbours), floored at 1e-6."""
+    dominated by near neighbours), floored at 1e-6. (The old default of the
+    ``"gaussian"`` kernel; :func:`select_bandwidth` now picks it by validation.)"""
     x = np.asarray(features, np.float64)
     sample = x[:500]
     d2 = ((sample**2).sum(1)[:, None] + (x**2).sum(1)[None] - 2 * sample @ x.T).clip(0)
@@ -80,27 +106,68 @@ def default_bandwidth(features: ArrayLike, neighbours: int = 10) -> float:
     return float(max(kth.mean(), 1e-6))
 
 
+def bandwidth_scale(features: ArrayLike, kernel: str = "gaussian") -> float:
+    """The scale that :func:`select_bandwidth`'s grid multiplies: the median squared
+    distance between two regions. ``"regions"``: 2 (two different one-hot blobs);
+    ``"gaussian"``: the median over pairs of distinct images among the first 500,
+    floored at 1e-6."""
+    _check_kernel(kernel)
+    if kernel == "regions":
+        return 2.0
+    x = np.asarray(features, np.float64)[:500]
+    d2 = ((x**2).sum(1)[:, None] + (x**2).sum(1)[None] - 2 * x @ x.T).clip(0)
+    off = d2[np.triu_indices(len(x), k=1)]
+    return float(max(np.median(off), 1e-6)) if off.size else 1.0
+
+
+def region_log_kernel(features: ArrayLike, bandwidth: float) -> np.ndarray:
+    """:math:`\\log K(b, J)` ``[train, dims]`` of the ``"regions"`` kernel.
+
+    ``features`` are blob counts :math:`n_{bJ}`; :math:`K(b, J) = (n_{bJ} + (|J| -
+    n_{bJ}) e^{-1/\\beta}) / |J|`, computed as a ``logaddexp`` (exact for any
+    :math:`\\beta > 0`). An image with no blobs has :math:`K = e^{-1/\\beta}`.
+    """
+    n = np.asarray(features, np.float64)
+    if np.any(n < 0):
+        raise ValueError("the 'regions' kernel needs non-negative blob counts")
+    size = np.maximum(n.sum(1, keepdims=True), 1.0)
+    with np.errstate(divide="ignore"):
+        out = np.logaddexp(np.log(n), np.log(size - n) - 1.0 / bandwidth) - np.log(size)
+    return out.astype(np.float32)
+
+
+def _check_kernel(kernel):
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of {KERNELS}")
+
+
 def fit_mbrm(
     features: ArrayLike,
     words: ArrayLike,
     *,
     bandwidth: float | None = None,
     smoothing: float | None = None,
+    kernel: str = "gaussian",
 ) -> MBRMParams:
     """Build the relevance model from annotated training images.
 
     Parameters
     ----------
     features : [train, dims]
+        Real feature vectors (``kernel="gaussian"``) or blob counts (``"regions"``).
     words : [train, words]
         Counts or 0/1 (binarized).
     bandwidth : float, optional
-        :math:`\\beta` (default :func:`default_bandwidth`).
+        :math:`\\beta` (default :func:`default_bandwidth`; the annotator ``mbrm``
+        chooses it by :func:`select_bandwidth` instead).
     smoothing : float, optional
         :math:`\\mu > 0` of the Bernoulli model. The own annotation of :math:`J` gets
         weight :math:`\\mu / (\\mu + N)`; the default :math:`\\mu = 9N` gives it 0.9
         (with :math:`\\mu \\ll N` the model collapses to the word prior).
+    kernel : ``"gaussian"`` or ``"regions"``
+        The region kernel (module docstring).
     """
+    _check_kernel(kernel)
     x = np.asarray(features, np.float32)
     y = (np.asarray(words) > 0).astype(np.float32)
     if x.shape[0] != y.shape[0]:
@@ -115,9 +182,70 @@ def fit_mbrm(
     beta = default_bandwidth(x) if bandwidth is None else float(bandwidth)
     if beta <= 0:
         raise ValueError(f"bandwidth must be > 0, got {beta}")
+    table = None
+    if kernel == "regions":
+        table = jnp.asarray(region_log_kernel(x, beta))
     return MBRMParams(
-        jnp.asarray(x), jnp.asarray(probs, jnp.float32), jnp.asarray(beta, jnp.float32)
+        jnp.asarray(x),
+        jnp.asarray(probs, jnp.float32),
+        jnp.asarray(beta, jnp.float32),
+        table,
     )
+
+
+def select_bandwidth(
+    features: ArrayLike,
+    words: ArrayLike,
+    *,
+    kernel: str = "gaussian",
+    smoothing: float | None = None,
+    factors: tuple[float, ...] = tuple(2.0**k for k in range(-10, 2)),
+    folds: int = 3,
+    metric: str = "word_f1@5",
+    seed: int = 0,
+) -> tuple[float, dict]:
+    """Choose :math:`\\beta` by ``folds``-fold cross-validation on the given
+    (training) images only.
+
+    The grid is ``factors`` x :func:`bandwidth_scale`; each fold fits on the other
+    folds (same ``smoothing`` rule) and scores its held-out images; the bandwidth with
+    the best mean ``metric`` (``"map"``: word MAP, images ranked per word, or
+    ``"word_f1@5"``) wins, the smaller one on ties. Held-out images without words are
+    ignored by the metrics. Returns ``(beta, info)`` with the grid and its scores.
+    """
+    from jaxannot.metrics import mean_average_precision, word_prf_at_n
+    from jaxannot.tuning import kfold_rows
+
+    if metric not in ("map", "word_f1@5"):
+        raise ValueError(f"unknown metric {metric!r}; expected 'map' or 'word_f1@5'")
+    x = np.asarray(features, np.float32)
+    y = (np.asarray(words) > 0).astype(np.float32)
+    scale = bandwidth_scale(x, kernel)
+    grid = [float(f * scale) for f in factors]
+    held = kfold_rows(x.shape[0], folds, seed)
+    scores = np.zeros((len(grid), folds))
+    for k, rows in enumerate(held):
+        train = np.ones(x.shape[0], bool)
+        train[rows] = False
+        truth = y[rows]
+        for g, beta in enumerate(grid):
+            params = fit_mbrm(
+                x[train], y[train], bandwidth=beta, smoothing=smoothing, kernel=kernel
+            )
+            pred = np.asarray(mbrm_word_probabilities(params, x[rows]))
+            if metric == "map":
+                scores[g, k] = mean_average_precision(pred, truth)
+            else:
+                scores[g, k] = word_prf_at_n(pred, truth, 5)["f1"]
+    means = scores.mean(1)
+    best = int(np.flatnonzero(means >= means.max() - 1e-12)[0])
+    info = {
+        "bandwidth_scale": scale,
+        "bandwidth_grid": grid,
+        f"validation_{metric}": [float(m) for m in means],
+        "folds": folds,
+    }
+    return grid[best], info
 
 
 def _log_weights(train, queries, beta):
@@ -135,8 +263,10 @@ def mbrm_word_probabilities(
 ) -> Array:
     """:math:`P(w \\mid \\mathbf x)` for each query ``[queries, words]``.
 
-    A streaming log-sum-exp over blocks of ``block_size`` training images keeps memory
-    at ``queries x block_size``; the cost is linear in the number of training images.
+    :math:`P(J \\mid I_q)` is the softmax over :math:`J` of :math:`\\log P(I_q \\mid J)`
+    (module docstring). A streaming log-sum-exp over blocks of ``block_size`` training
+    images keeps memory at ``queries x block_size``; the cost is linear in the number
+    of training images.
     """
     q = jnp.atleast_2d(jnp.asarray(queries, jnp.float32))
     x, p = params.features, params.word_probabilities
@@ -147,11 +277,21 @@ def mbrm_word_probabilities(
     xb = jnp.concatenate([x, jnp.zeros((pad, x.shape[1]), x.dtype)]).reshape(nb, bs, -1)
     pb = jnp.concatenate([p, jnp.zeros((pad, p.shape[1]), p.dtype)]).reshape(nb, bs, -1)
     valid = (jnp.arange(nb * bs) < n).reshape(nb, bs)
+    if params.log_region_kernel is not None:  # log P(I_q | J) = sum_b q_b log K(b, J)
+        t = params.log_region_kernel
+        xb = jnp.concatenate([t, jnp.zeros((pad, t.shape[1]), t.dtype)]).reshape(
+            nb, bs, -1
+        )
+
+    def log_weights(xk):
+        if params.log_region_kernel is not None:
+            return q @ xk.T
+        return _log_weights(xk, q, params.bandwidth)
 
     def body(carry, blk):
         m, acc, z = carry
         xk, pk, vk = blk
-        lw = jnp.where(vk[None], _log_weights(xk, q, params.bandwidth), -jnp.inf)
+        lw = jnp.where(vk[None], log_weights(xk), -jnp.inf)
         m_new = jnp.maximum(m, lw.max(1))
         scale = jnp.exp(m - m_new)
         w = jnp.exp(lw - m_new[:, None])

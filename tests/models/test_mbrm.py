@@ -1,0 +1,154 @@
+"""MBRM (Feng et al. 2004): log-domain relevance weights against a direct float64
+computation, no underflow where the direct one underflows, and the bandwidth chosen by
+cross-validation on the training images only."""
+
+import numpy as np
+import pytest
+
+import jax
+
+from jaxannot.annotators import get_method
+from jaxannot.data.corpus import Corpus
+from jaxannot.metrics import mean_average_precision
+from jaxannot.models.mbrm import (
+    fit_mbrm,
+    mbrm_word_probabilities,
+    select_bandwidth,
+)
+
+
+def _direct(train_regions, queries_regions, words, beta, mu):
+    """P(w | I_q) straight from the paper, float64, no logs: P(I_q | J) =
+    prod_r mean_{r' in J} exp(-|r - r'|^2 / 2 beta)."""
+    y = (np.asarray(words) > 0).astype(np.float64)
+    pv = (mu * y + y.sum(0)) / (mu + len(y))
+    out, weights = [], []
+    for q in queries_regions:
+        w = np.array(
+            [
+                np.prod(
+                    [
+                        np.mean(
+                            np.exp(-((r - np.asarray(j)) ** 2).sum(-1) / (2 * beta))
+                        )
+                        for r in q
+                    ]
+                )
+                for j in train_regions
+            ]
+        )
+        weights.append(w)
+        with np.errstate(invalid="ignore"):
+            out.append((w / w.sum()) @ pv)
+    return np.array(out), np.array(weights)
+
+
+def _blob_problem(seed, n, dims=12, blobs=4, words=6):
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, dims), np.float32)
+    for i in range(n):
+        x[i, rng.choice(dims, blobs, replace=False)] = 1.0
+    y = (rng.random((n, words)) < 0.3).astype(np.float32)
+    y[np.arange(n), x[:, :words].argmax(1)] = 1.0  # words follow the blobs a little
+    return x, y
+
+
+def _regions(bag):
+    """Each counted blob of a bag as a one-hot region vector."""
+    eye = np.eye(bag.shape[1])
+    return [eye[np.repeat(np.arange(bag.shape[1]), row.astype(int))] for row in bag]
+
+
+def test_log_domain_equals_the_direct_float64_computation():
+    x, y = _blob_problem(0, 30)
+    q, _ = _blob_problem(1, 5)
+    for beta in (0.3, 1.0, 4.0):  # nothing underflows here
+        want, _ = _direct(_regions(x), _regions(q), y, beta, mu=7.0)
+        got = mbrm_word_probabilities(
+            fit_mbrm(x, y, bandwidth=beta, smoothing=7.0, kernel="regions"), q
+        )
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=1e-7)
+    # the gaussian kernel: one region per image, its real feature vector
+    rng = np.random.default_rng(2)
+    xr, qr = rng.normal(size=(30, 3)), rng.normal(size=(5, 3))
+    want, _ = _direct([[r] for r in xr], [[r] for r in qr], y, 2.0, mu=7.0)
+    got = mbrm_word_probabilities(fit_mbrm(xr, y, bandwidth=2.0, smoothing=7.0), qr)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=1e-7)
+
+
+def test_no_underflow_where_the_direct_computation_underflows():
+    x, y = _blob_problem(3, 40, dims=30, blobs=8)
+    q, _ = _blob_problem(4, 6, dims=30, blobs=8)
+    beta = 0.002  # exp(-1/beta) = e^-500 per unmatched blob
+    direct, weights = _direct(_regions(x), _regions(q), y, beta, mu=7.0)
+    assert np.all(weights == 0.0) and np.all(np.isnan(direct))  # underflowed
+    got = np.asarray(
+        mbrm_word_probabilities(fit_mbrm(x, y, bandwidth=beta, kernel="regions"), q)
+    )
+    assert np.all(np.isfinite(got))
+    ranks = {tuple(np.argsort(-row, kind="stable")) for row in got}
+    assert len(ranks) > 1  # not the word prior for every image
+    prior = tuple(np.argsort(-y.sum(0), kind="stable"))
+    assert ranks != {prior}
+
+
+def test_corel5k_subset_beats_word_frequency(data_root):
+    from jaxannot.data.datasets import load_dataset
+
+    train, test = load_dataset("corel5k", data_dir=str(data_root))
+    train, test = train.subset(np.arange(1500)), test.subset(np.arange(300))
+    method = get_method("mbrm")
+    fitted = method.fit(train, rng_key=jax.random.key(0))
+    assert fitted.info["kernel"] == "regions"
+    assert fitted.info["bandwidth_used"] in fitted.info["bandwidth_grid"]
+    scores = np.asarray(method.score_words(fitted, test))
+    freq = np.argsort(-np.asarray(train.words).sum(0), kind="stable")[:5]
+    top5 = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    assert np.mean([set(t) == set(freq) for t in top5]) < 0.5
+    empirical = get_method("empirical")
+    base = np.asarray(
+        empirical.score_words(empirical.fit(train, rng_key=jax.random.key(0)), test)
+    )
+    truth = np.asarray(test.words)
+    assert mean_average_precision(scores, truth) > mean_average_precision(base, truth)
+
+
+def _with_test_rows(train, test_x, kind):
+    x = np.concatenate([train.views["features"], test_x]).astype(np.float32)
+    words = np.concatenate([train.words, np.zeros((len(test_x), train.num_words))])
+    hidden = np.arange(len(x)) >= train.num_images
+    corpus = Corpus.from_arrays(
+        {"features": x}, words=words.astype(np.float32), view_kinds={"features": kind}
+    )
+    return corpus.with_hidden(hidden)
+
+
+@pytest.mark.parametrize("kind", ["bag", "real"])
+def test_bandwidth_choice_never_sees_held_out_rows(kind):
+    x, y = _blob_problem(5, 60)
+    train = Corpus.from_arrays({"features": x}, words=y, view_kinds={"features": kind})
+    method = get_method("mbrm")
+    alone = method.fit(train, rng_key=jax.random.key(0))
+    chosen = {alone.info["bandwidth_used"]}
+    rng = np.random.default_rng(6)
+    for _ in range(2):
+        test_x = (rng.random((25, x.shape[1])) < 0.3).astype(np.float32)
+        corpus = _with_test_rows(train, test_x, kind)
+        fitted = method.fit(corpus, rng_key=jax.random.key(0))
+        chosen.add(fitted.info["bandwidth_used"])
+        assert fitted.info["train_images"] == 60
+    assert len(chosen) == 1
+    kernel = "regions" if kind == "bag" else "gaussian"
+    b, info = select_bandwidth(x, y, kernel=kernel, metric="word_f1@5")
+    assert (
+        np.float32(b) == alone.info["bandwidth_used"]
+        and len(info["bandwidth_grid"]) == 12
+    )
+
+
+def test_bad_settings_are_rejected():
+    x, y = _blob_problem(7, 10)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        fit_mbrm(x, y, bandwidth=1.0, kernel="laplace")
+    with pytest.raises(ValueError, match="unknown metric"):
+        select_bandwidth(x, y, metric="accuracy")
