@@ -16,13 +16,15 @@ Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.inference.emml import StructuredData, fit_emml, fit_emml_exact
 from jaxannot.models.mbrm import (
     MBRMParams,
     fit_mbrm,
@@ -41,6 +43,8 @@ from jaxannot.models.structured_output import (
 __all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm"]
 
 _VREP_METHODS = ("kmeans", "random")
+_SOLVERS = ("exact", "working_set")
+_log = logging.getLogger("jaxannot")
 
 
 def _observed_words(corpus):
@@ -71,6 +75,8 @@ def fit_emml_annotator(
     max_sweeps: int = 4,
     top_vreps: int = 0,
     view: str = "",
+    solver: str = "exact",
+    exact_sweeps: int = 3000,
 ) -> Fitted:
     """Fit EMML on the observed words of ``corpus``.
 
@@ -84,12 +90,23 @@ def fit_emml_annotator(
     kernel : {"rbf", "linear"}
     gamma : float
         RBF width; ``0`` means ``gamma_scale / median squared distance``.
-    c, tolerance, capacity, violators_per_vrep, max_iterations, max_sweeps
-        Solver settings (:func:`jaxannot.inference.emml.fit_emml`).
+    c, tolerance
+        :math:`C` and the KKT tolerance (loss units).
+    solver : {"exact", "working_set"}
+        ``"exact"``: the dual over per-VRep mixtures, no cap on how many outputs a
+        VRep uses (:func:`jaxannot.inference.emml.fit_emml_exact`, at most
+        ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1 with
+        ``capacity`` slots per VRep (:func:`jaxannot.inference.emml.fit_emml`;
+        ``capacity, violators_per_vrep, max_iterations, max_sweeps``), whose answer is
+        the capacity-restricted optimum when slots overflow; its ties among wrong
+        words are broken at random from ``rng_key``.
     top_vreps : int
         ``0``: eq. (1) scores; ``> 0``: §4.1 merge of the nearest VReps.
     view : str
         Feature view (default: the corpus's primary view).
+
+    ``info["converged"]`` says whether the KKT conditions hold to ``tolerance``; an
+    unconverged fit also logs a warning on the ``"jaxannot"`` logger.
     """
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
@@ -97,8 +114,12 @@ def fit_emml_annotator(
         )
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1:
-        raise ValueError("c, tolerance, vreps and capacity must be positive")
+    if solver not in _SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
+    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1 or exact_sweeps < 1:
+        raise ValueError(
+            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
+        )
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
@@ -108,22 +129,56 @@ def fit_emml_annotator(
         v = random_vreps(rng_key, x_obs, words, vreps)
     g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
     k = kernel_matrix(v.features, v.features, kernel, g)
-    state, hist = fit_emml(
-        StructuredData(k, v.words),
-        c,
-        tolerance,
-        capacity=capacity,
-        max_iterations=max_iterations,
-        max_sweeps=max_sweeps,
-        violators_per_vrep=violators_per_vrep,
-    )
-    iterations = int(state.iteration)
-    last = iterations - 1
-    converged = (
-        int(hist.num_added[last]) == 0
-        and float(hist.subproblem_gap[last]) <= tolerance
-        and int(state.overflow) == 0
-    )
+    data = StructuredData(k, v.words)
+    if solver == "exact":
+        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
+        sweeps = int(state.sweeps)
+        converged = bool(state.converged)
+        wrong = np.asarray(v.words) <= 0
+        support = (np.asarray(state.mixtures) > 0) & wrong
+        solver_info = {
+            "sweeps": sweeps,
+            "max_violation": float(state.max_violation),
+            "duality_gap": float(state.duality_gap),
+            "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
+            "wrong_words_pushed_down_max": int(support.sum(1).max()),
+            "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
+        }
+    else:
+        state, hist = fit_emml(
+            data,
+            c,
+            tolerance,
+            capacity=capacity,
+            max_iterations=max_iterations,
+            max_sweeps=max_sweeps,
+            violators_per_vrep=violators_per_vrep,
+            tie_key=jax.random.fold_in(rng_key, 1),
+        )
+        iterations = int(state.iteration)
+        last = iterations - 1
+        converged = (
+            int(hist.num_added[last]) == 0
+            and float(hist.subproblem_gap[last]) <= tolerance
+            and int(state.overflow) == 0
+        )
+        solver_info = {
+            "iterations": iterations,
+            "active_constraints": int(np.asarray(state.working_set.active).sum()),
+            "constraints_added": int(state.total_added),
+            "overflow": int(state.overflow),
+            "objective_trace": [
+                float(o) for o in np.asarray(hist.objective)[:iterations]
+            ],
+        }
+    if not converged:
+        _log.warning(
+            "emml (%s solver) stopped before convergence: the KKT conditions do not "
+            "hold to tolerance %g (info: %s); the scores come from an inexact dual",
+            solver,
+            tolerance,
+            {k: x for k, x in solver_info.items() if k != "objective_trace"},
+        )
     params = {
         "vrep_features": np.asarray(v.features),
         "vrep_words": np.asarray(v.words),
@@ -146,15 +201,14 @@ def fit_emml_annotator(
         max_sweeps=max_sweeps,
         top_vreps=top_vreps,
         view=view,
+        solver=solver,
+        exact_sweeps=exact_sweeps,
     )
     info = {
+        "solver": solver,
+        "converged": converged,
         "dual_objective": float(state.objective),
-        "iterations": iterations,
-        "active_constraints": int(np.asarray(state.working_set.active).sum()),
-        "constraints_added": int(state.total_added),
-        "overflow": int(state.overflow),
-        "converged": bool(converged),
-        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
+        **solver_info,
     }
     return Fitted("emml", params, hyper, info)
 
@@ -286,6 +340,8 @@ register(
             max_sweeps=4,
             top_vreps=0,
             view="",
+            solver="exact",
+            exact_sweeps=3000,
         ),
         summary="EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
         needs=("words",),
