@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import pkgutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "parse_hyper",
     "save",
     "load",
+    "show_progress",
 ]
 
 
@@ -107,6 +109,12 @@ class Method:
     hyper: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     summary: str = ""
     needs: tuple[str, ...] = ()
+
+
+def show_progress() -> bool:
+    """Whether fits show progress bars: only when stderr is a terminal (so logs, CI
+    output and captured runs stay free of bar redraws)."""
+    return sys.stderr.isatty()
 
 
 _REGISTRY: dict[str, Method] = {}

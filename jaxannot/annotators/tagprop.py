@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted, Method, register, show_progress
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
@@ -137,6 +137,13 @@ def _training_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     return rows, (np.asarray(corpus.words)[rows] > 0).astype(np.float32)
 
 
+@functools.cache
+def _map(learning_rate: float) -> MAP:
+    """One MAP fitter per learning rate, shared by every fit (compiled once per
+    shape)."""
+    return MAP(tagprop, optax.adam(learning_rate))
+
+
 def _tagprop_fit(
     corpus: Corpus,
     *,
@@ -177,10 +184,11 @@ def _tagprop_fit(
         pair = pair / scale
     data = (idx, word_ids, word_mask, pair, words)
     data += (class_weights(words, balance),)
-    result = MAP(tagprop, optax.adam(learning_rate)).run(
+    result = _map(float(learning_rate)).run(
         rng_key,
         steps,
         *data,
+        progress_bar=show_progress(),
         num_words=words.shape[1],
         variant=variant,
         boosting=boosting,

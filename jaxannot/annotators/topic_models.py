@@ -34,7 +34,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted, Method, register, show_progress
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem import VEM, ExactEStep
@@ -155,17 +155,11 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
         int(iterations),
         data,
         init_params=init,
-        progress_bar=_progress(),
+        progress_bar=show_progress(),
         tolerance=1e-6 if vem.estep.keep_best else 0.0,
         **kwargs,
     )
     return result, _to_mixture_params(result.params, len(data))
-
-
-def _progress() -> bool:
-    import sys
-
-    return sys.stderr.isatty()
 
 
 def _mix_fit(
