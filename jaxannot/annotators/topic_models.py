@@ -284,13 +284,14 @@ def _lap_fit(
     graph = knn_graph(feats, k, weight=weight, t=t, metric=metric)
     kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
     if algorithm == "lapvar1":
+        # the colour classes of a graph are fixed (colouring seed 0), so a refit with
+        # another key reuses the compiled fit; sweeps visit them in a random order
         estep = lapvar.LapVar1(
             graph,
             lam,
             sweeps=int(sweeps),
             newton_steps=int(newton_steps),
             schedule=schedule,
-            seed=int(jax.random.randint(rng_key, (), 0, 2**30)),
         )
     else:
         estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
