@@ -219,9 +219,42 @@ def test_regularized_em_lapvar2_stops_when_q_stops_improving():
         algorithm="lapvar2",
         num_iterations=200,
     )
-    obj = np.asarray(obj)[: int(t)]
-    assert 2 <= int(t) < 200
-    assert np.all(np.isfinite(obj))
-    # the returned state is the best iterate: its objective is the maximum seen
-    assert np.argmax(obj) < int(t)
+    t = int(t)
+    trace = np.asarray(obj)
+    obj = trace[:t]
+    assert 2 <= t < 200
+    assert np.all(np.isfinite(obj)) and np.all(np.isnan(trace[t:]))
+    tol = 1e-4
+    # every iteration before the last improved on the best so far by the tolerance,
+    # and the loop stopped at the first that did not
+    for i in range(1, t - 1):
+        assert obj[i] > obj[:i].max() + tol * abs(obj[:i].max()), (i, obj)
+    assert obj[t - 1] <= obj[: t - 1].max() + tol * abs(obj[: t - 1].max()), obj
+    assert np.argmax(obj) == t - 2
+    # the returned state is the best iterate (fitted at iteration t - 2), not the
+    # last: the E-step run from its parameters reproduces the objective recorded at
+    # the stopping iteration t - 1 (which started from exactly those parameters)
+    a = _lt(state.params, data)
+    _, q = lapvar.lapvar2_estep(a, table, 0.5, 0.5)
+    np.testing.assert_allclose(
+        float(q + _lp(state.params, data)), obj[t - 1], rtol=1e-5
+    )
+    # and it equals the final state of a run capped at the best iteration
+    capped, capped_obj, capped_t = lapvar.fit_regularized_em(
+        jax.random.key(0),
+        params,
+        data,
+        table,
+        0.5,
+        0.5,
+        tol,
+        linear_terms=_lt,
+        m_step=_ms,
+        log_prior=_lp,
+        algorithm="lapvar2",
+        num_iterations=t - 1,
+    )
+    assert int(capped_t) == t - 1
+    np.testing.assert_allclose(np.asarray(capped_obj), obj[: t - 1], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(capped.phi), np.asarray(state.phi), atol=1e-6)
     np.testing.assert_allclose(np.asarray(state.phi).sum(1), 1.0, atol=1e-5)
