@@ -20,7 +20,28 @@ def test_notebook_small(data_root):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    for label in ("ALE-SVM", "IALE-SVM", "ALE-SF", "IALE-SF", "BSVM", "GSF"):
-        assert f"| {label} |" in out
     assert "**scene**" in out
     assert "§4.2.5" in out
+    miap = _table(out, "**scene** — miap vs labelled training images")
+    assert set(miap) == {"ALE-SVM", "IALE-SVM", "ALE-SF", "IALE-SF", "BSVM", "GSF"}
+    # 6 scene concepts: a random ranking scores MiAP ≈ the base rate (≈ 18 %). In the
+    # small mode (150 labelled images, seed 0) every method measured 50.8–63.8, and
+    # the smooth-function detectors beat the SVM on the same eigenfunctions (ALE-SF
+    # 63.1 vs ALE-SVM 50.8, IALE-SF 63.8 vs IALE-SVM 56.0).
+    for label, (value,) in miap.items():
+        assert value > 40.0, (label, value)
+    assert miap["ALE-SF"][0] > miap["ALE-SVM"][0] + 5.0, miap
+    assert miap["IALE-SF"][0] > miap["IALE-SVM"][0] + 3.0, miap
+
+
+def _table(out: str, title: str) -> dict[str, list[float]]:
+    """The rows of the markdown table printed after ``title``: label -> values."""
+    lines = out[out.index(title) :].splitlines()[1:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("| method"))
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = [float(c.strip("*")) for c in cells[1:]]
+    return rows

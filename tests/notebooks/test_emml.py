@@ -38,4 +38,15 @@ def test_seed004_notebook_small(data_root, tmp_path):
             assert 0.0 <= f1 <= 1.0
         for key in ("annotation_tests_image_f1@5", "word_query_tests_p@5"):
             assert 0.0 <= r[key]["t_p"] <= 1.0 and 0.0 <= r[key]["wilcoxon_p"] <= 1.0
-        assert r["emml_solver"]["iterations"] >= 1
+        solver = r["emml_solver"]
+        # the exact solver reports sweeps, the cutting-plane one iterations
+        assert solver.get("sweeps", solver.get("iterations", 0)) >= 1, solver
+        assert solver["converged"], solver
+    # On scene (6 words) both retrieval-style annotators beat the empirical word
+    # prior; measured in the small mode (seed 0): word F1@5 0.375 (EMML), 0.458
+    # (MBRM), 0.274 (empirical). Corel5k's small-mode F1s (≤ 0.04 on 60 test
+    # images) are too small to compare reliably.
+    scene = next(r for r in results if r["dataset"] == "scene")["annotation"]
+    base = scene["empirical"]["word_f1@5"]
+    for m in ("emml", "mbrm"):
+        assert scene[m]["word_f1@5"] > base + 0.05, (m, scene)
