@@ -70,6 +70,7 @@ from jaxannot.graph import PENALTY_DISTANCES, Graph, laplacian_penalty
 __all__ = [
     "DISTANCES",
     "LaplacianELBO",
+    "PenalizedELBO",
     "LocalSummary",
     "base_loss_with_mutable_state",
     "local_distribution",
@@ -343,7 +344,29 @@ def base_loss_with_mutable_state(
     )
 
 
-class LaplacianELBO(ELBO):
+class PenalizedELBO(ELBO):
+    """A numpyro ELBO ``self.base`` plus ``self.penalty(rng_key, param_map, model,
+    guide, *args, **kwargs)``; subclasses define the penalty (the base's mutable state,
+    if any, is kept).
+    """
+
+    def loss_with_mutable_state(
+        self, rng_key, param_map, model, guide, *args, **kwargs
+    ):
+        base_key, pen_key = jax.random.split(rng_key)
+        out = base_loss_with_mutable_state(
+            self.base, base_key, param_map, model, guide, *args, **kwargs
+        )
+        pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
+        return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
+
+    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
+        return self.loss_with_mutable_state(
+            rng_key, param_map, model, guide, *args, **kwargs
+        )["loss"]
+
+
+class LaplacianELBO(PenalizedELBO):
     r"""A numpyro ELBO plus :math:`\sum_s \lambda_s\sum_{ij}S_{ij}d(q^s_i,q^s_j)`.
 
     Parameters
@@ -419,18 +442,3 @@ class LaplacianELBO(ELBO):
             summary = local_summary(key, param_map, model, guide, site, *args, **kwargs)
             total = total + lam * self._site_penalty(summary, site)
         return total
-
-    def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
-        base_key, pen_key = jax.random.split(rng_key)
-        out = base_loss_with_mutable_state(
-            self.base, base_key, param_map, model, guide, *args, **kwargs
-        )
-        pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
-        return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
-
-    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
-        return self.loss_with_mutable_state(
-            rng_key, param_map, model, guide, *args, **kwargs
-        )["loss"]

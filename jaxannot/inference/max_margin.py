@@ -58,7 +58,7 @@ from numpyro.infer.elbo import ELBO
 from jaxannot.inference import linear_svm, multiclass_svm, svr
 from jaxannot.inference.laplacian_elbo import (
     LocalSummary,
-    base_loss_with_mutable_state,
+    PenalizedELBO,
     local_summary,
 )
 from jaxannot.types import Array, ArrayTree, PRNGKey
@@ -338,7 +338,7 @@ def _binary_hinge_weights(rng_key: PRNGKey, x: Array, y: Array, c: float) -> Arr
     return state.w
 
 
-class MaxMarginELBO(ELBO):
+class MaxMarginELBO(PenalizedELBO):
     r"""A numpyro ELBO plus a max-margin term on the posterior means at ``site``.
 
     The loss is
@@ -486,21 +486,6 @@ class MaxMarginELBO(ELBO):
         scale = summary.size / summary.q.shape[0]
         loss = self.max_margin.penalty(params, summary.q, summary.index)
         return self.max_margin.regularizer(params) + scale * loss
-
-    def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
-        base_key, pen_key = jax.random.split(rng_key)
-        out = base_loss_with_mutable_state(
-            self.base, base_key, param_map, model, guide, *args, **kwargs
-        )
-        pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
-        return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
-
-    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
-        return self.loss_with_mutable_state(
-            rng_key, param_map, model, guide, *args, **kwargs
-        )["loss"]
 
     def decision_function(self, params: dict, guide, *args, model=None, **kwargs):
         """Scores of the images the guide folds in (class docstring)."""
