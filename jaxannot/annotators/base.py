@@ -46,6 +46,7 @@ __all__ = [
     "save",
     "load",
     "show_progress",
+    "database_and_queries",
 ]
 
 
@@ -115,6 +116,20 @@ def show_progress() -> bool:
     """Whether fits show progress bars: only when stderr is a terminal (so logs, CI
     output and captured runs stay free of bar redraws)."""
     return sys.stderr.isatty()
+
+
+def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray]:
+    """The training features a nearest-neighbour method stored (``params["features"]``)
+    and the same view of ``corpus`` (``hyper["view"]``); ``ValueError`` when their
+    dimensions differ."""
+    database = np.asarray(fitted.params["features"])
+    queries = corpus.features(fitted.hyper["view"])
+    if queries.shape[1] != database.shape[1]:
+        raise ValueError(
+            f"the corpus has {queries.shape[1]} feature dimensions, the fitted model "
+            f"{database.shape[1]}"
+        )
+    return database, queries
 
 
 _REGISTRY: dict[str, Method] = {}

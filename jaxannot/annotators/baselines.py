@@ -26,7 +26,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted, Method, database_and_queries, register
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 
@@ -117,13 +117,7 @@ def _vote(indices, distances, words, frequency, heat):
 
 def _knn_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     hyper, params = fitted.hyper, fitted.params
-    database = np.asarray(params["features"])
-    queries = corpus.features(hyper["view"])
-    if queries.shape[1] != database.shape[1]:
-        raise ValueError(
-            f"the corpus has {queries.shape[1]} feature dimensions, the fitted model "
-            f"{database.shape[1]}"
-        )
+    database, queries = database_and_queries(fitted, corpus)
     k = min(int(hyper["k"]), database.shape[0])
     indices, distances = knn_search(queries, database, k, metric=hyper["metric"])
     scores = _vote(

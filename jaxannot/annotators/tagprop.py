@@ -34,7 +34,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxannot.annotators.base import Fitted, Method, register, show_progress
+from jaxannot.annotators.base import (
+    Fitted,
+    Method,
+    database_and_queries,
+    register,
+    show_progress,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
@@ -239,13 +245,7 @@ def _initial_values(words, variant: str, num_distances: int, boosting: bool) -> 
 
 def _tagprop_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     hyper, params = fitted.hyper, fitted.params
-    database = np.asarray(params["features"])
-    queries = corpus.features(hyper["view"])
-    if queries.shape[1] != database.shape[1]:
-        raise ValueError(
-            f"the corpus has {queries.shape[1]} feature dimensions, the fitted model "
-            f"{database.shape[1]}"
-        )
+    database, queries = database_and_queries(fitted, corpus)
     latent = params["latent"]
     k = min(int(hyper["neighbors"]), database.shape[0] - 1)
     idx, _ = knn_search(queries, database, k, metric=hyper["metric"])
