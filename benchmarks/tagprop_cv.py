@@ -7,7 +7,7 @@ Selection rule: the best mean word F1@5 (the acceptance metric most sensitive to
 readout); N+@5 and MAP are reported beside it.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/tagprop_cv.py \\
-        --data-dir /work/shared/data --json benchmarks/results/tagprop_cv.json
+        --data-dir DATA --json benchmarks/results/tagprop_cv.json
 
 About 15 minutes on 2 shared CPU cores.
 """
@@ -80,7 +80,7 @@ def cross_validate(train, config: dict, folds: list[np.ndarray]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default="/work/shared/data")
+    parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument("--json", required=True, help="where to write the results")
     parser.add_argument("--folds", type=int, default=3)
     args = parser.parse_args()
