@@ -6,6 +6,8 @@
 ``jaxannot methods``                             methods and their hyper-parameters
 ``jaxannot demo``                                every method on a synthetic corpus
 ``jaxannot diagnose METHOD --dataset NAME``      compare a topic model's restarts
+``jaxannot features PHOTOS_DIR --out DIR``       a folder of photos as a dataset
+``jaxannot annotate MODEL PHOTO... --dataset DIR``  top tags of photos
 
 User errors (unknown names, malformed files, bad shapes or values) print one line
 ``jaxannot: error: ...`` and exit with status 2, never a traceback.
@@ -506,6 +508,10 @@ def build_parser() -> argparse.ArgumentParser:
     qu.add_argument("--image-weight", type=float, default=1.0)
     qu.add_argument("--top", type=int, default=5)
     qu.set_defaults(func=_cmd_query)
+
+    from jaxannot.cli_photos import add_photo_commands
+
+    add_photo_commands(sub)  # `features` and `annotate`: your own photos
     return parser
 
 

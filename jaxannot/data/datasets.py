@@ -260,7 +260,9 @@ def load_dataset(
     Parameters
     ----------
     name_or_dir : str or path-like
-        A key of ``DATASETS`` (case-insensitive) or the path of a Mulan directory.
+        A key of ``DATASETS`` (case-insensitive), the path of a Mulan directory, or
+        the path of a photo dataset directory (``jaxannot features``; see
+        :mod:`jaxannot.data.photos`).
     data_dir : path-like, optional
         Data root for named datasets (default ``$JAXANNOT_DATA``).
 
@@ -282,11 +284,16 @@ def load_dataset(
     key = os.fspath(name_or_dir)
     spec = DATASETS.get(key.lower())
     if spec is None:
-        if pathlib.Path(key).expanduser().is_dir():
-            return load_mulan_dir(pathlib.Path(key).expanduser())
+        folder = pathlib.Path(key).expanduser()
+        if folder.is_dir():
+            from jaxannot.data.photos import is_photo_dataset, load_photo_dir
+
+            if is_photo_dataset(folder):  # written by `jaxannot features`
+                return load_photo_dir(folder)
+            return load_mulan_dir(folder)
         raise KeyError(
             f"unknown dataset {key!r}; valid names: {sorted(DATASETS)} "
-            f"(or the path of a Mulan directory)"
+            f"(or the path of a Mulan directory or a photo dataset directory)"
         )
     folder = data_root(data_dir) / spec.folder
     missing = [f for f in spec.files if not (folder / f).is_file()]

@@ -1,0 +1,198 @@
+"""``jaxannot features`` and ``jaxannot annotate``: your own photos.
+
+``jaxannot features PHOTOS_DIR [--tags tags.csv] --out DATASET_DIR``
+    Featurize a folder of photos into a dataset directory that every method reads
+    (``jaxannot evaluate METHOD --dataset DATASET_DIR``); see
+    :mod:`jaxannot.data.photos` for the format.
+``jaxannot annotate MODEL PHOTO... --dataset DATASET_DIR [--top N]``
+    Top tags of new photos under a model saved by ``jaxannot evaluate METHOD
+    --dataset DATASET_DIR --save MODEL``. A saved model does not know how its
+    features were made, so ``--dataset`` names the photo dataset whose extractor
+    (codebook and settings) featurizes the photos and whose tag vocabulary names the
+    scores. Without PHOTO arguments, the dataset's unlabelled photos are annotated.
+
+Registered in :func:`jaxannot.cli.build_parser` by :func:`add_photo_commands`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+
+__all__ = ["add_photo_commands"]
+
+
+def _cmd_features(args) -> int:
+    from tqdm.auto import tqdm
+
+    from jaxannot.data.image_features import ExtractorSettings
+    from jaxannot.data.photos import build_photo_dataset
+
+    if not os.path.isdir(args.photos):
+        raise NotADirectoryError(f"{args.photos}: not a folder of photos")
+    if args.tags is not None and not os.path.isfile(args.tags):
+        raise FileNotFoundError(f"tags file {args.tags} does not exist")
+    settings = ExtractorSettings(
+        size=args.size,
+        daisy_step=args.step,
+        codebook_size=args.words,
+        seed=args.seed,
+    )
+
+    def report(name: str, reason: str) -> None:
+        tqdm.write(f"jaxannot: skipped {name}: {reason}", file=sys.stderr)
+
+    try:
+        result = build_photo_dataset(
+            args.photos,
+            args.out,
+            tags=args.tags,
+            settings=settings,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            name=args.name,
+            progress=not args.quiet,
+            on_skip=report,
+        )
+    except FileExistsError as err:
+        raise ValueError(str(err)) from None
+    if result.unmatched_tags:
+        shown = ", ".join(result.unmatched_tags[:5])
+        more = len(result.unmatched_tags) - 5
+        print(
+            f"jaxannot: {len(result.unmatched_tags)} file(s) of the tags file are not "
+            f"among the photos: {shown}" + (f" and {more} more" if more > 0 else ""),
+            file=sys.stderr,
+        )
+    print(
+        f"{len(result.files)} photos featurized into {args.out} "
+        f"({result.count('train')} train, {result.count('test')} test, "
+        f"{result.count('unlabelled')} unlabelled; {len(result.tags)} tags)"
+    )
+    print(f"skipped {len(result.skipped)} file(s) that are not readable images")
+    return 0
+
+
+def _cmd_annotate(args) -> int:
+    import numpy as np
+
+    from jaxannot.annotators import get_method, load
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.data.photos import photo_corpus, read_manifest
+
+    if args.top < 1:
+        raise ValueError(f"--top must be >= 1, got {args.top}")
+    if not os.path.isfile(args.model):
+        raise FileNotFoundError(f"model file {args.model} does not exist")
+    fitted = load(args.model)
+    method = get_method(fitted.method)
+    if method.score_words is None:
+        raise ValueError(f"method {method.name!r} does not score tags")
+    manifest = read_manifest(args.dataset)
+    if args.photos:
+        missing = [p for p in args.photos if not os.path.isfile(p)]
+        if missing:
+            raise FileNotFoundError(f"photo {missing[0]} does not exist")
+        corpus = photo_corpus(args.dataset, args.photos)
+        names = list(args.photos)
+    else:
+        train, _ = load_dataset(args.dataset)
+        rows = np.flatnonzero(~np.asarray(train.word_mask, dtype=bool))
+        if rows.size == 0:
+            raise ValueError(f"{args.dataset} has no unlabelled photos; name PHOTOs")
+        corpus = train.subset(rows)
+        names = [str(pathlib.Path(f)) for f in _unlabelled_files(args.dataset)]
+    vocabulary = list(manifest["tags"])
+    scores = np.asarray(method.score_words(fitted, corpus))
+    if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
+        raise ValueError(
+            f"{args.model} scores {scores.shape[-1]} tags, the dataset "
+            f"{args.dataset} has {len(vocabulary)}: was the model fitted on it?"
+        )
+    top = min(args.top, len(vocabulary))
+    for name, row in zip(names, scores, strict=True):
+        best = np.argsort(-row, kind="stable")[:top]
+        tags = [(vocabulary[j], float(row[j])) for j in best]
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "photo": name,
+                        "tags": [t for t, _ in tags],
+                        "scores": [s for _, s in tags],
+                    }
+                )
+            )
+        else:
+            print(f"{name}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
+    return 0
+
+
+def _unlabelled_files(folder) -> list[str]:
+    import csv
+
+    with open(pathlib.Path(folder) / "photos.csv", encoding="utf-8") as fh:
+        return [r["file"] for r in csv.DictReader(fh) if r["split"] == "unlabelled"]
+
+
+def add_photo_commands(sub) -> None:
+    """Add ``features`` and ``annotate`` to the ``jaxannot`` sub-command parsers."""
+    fe = sub.add_parser(
+        "features",
+        help="turn a folder of photos into a dataset directory",
+        description=(
+            "Featurize every image under PHOTOS_DIR (recursively) into DATASET_DIR: "
+            "an HSV colour histogram, LBP + Gabor texture, and DAISY visual words "
+            "over a k-means codebook learned on these photos. Files that are not "
+            "readable images are reported and skipped. Photos without a row in "
+            "--tags are unlabelled: their tags are hidden from every method."
+        ),
+        epilog=(
+            "example: jaxannot features photos/ --tags tags.csv --out mydata && "
+            "jaxannot evaluate knn --dataset mydata --save knn.npz"
+        ),
+    )
+    fe.add_argument("photos", metavar="PHOTOS_DIR", help="folder of JPEG/PNG files")
+    fe.add_argument(
+        "--tags", default=None, help="CSV with header file,tags (tags space-separated)"
+    )
+    fe.add_argument("--out", required=True, metavar="DATASET_DIR")
+    fe.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.3,
+        help="seeded random fraction of the labelled photos held out as test (0.3)",
+    )
+    fe.add_argument("--words", type=int, default=100, help="codebook size (100)")
+    fe.add_argument(
+        "--size", type=int, default=160, help="photos are resized to SIZE x SIZE (160)"
+    )
+    fe.add_argument("--step", type=int, default=12, help="DAISY grid step, px (12)")
+    fe.add_argument("--seed", type=int, default=0, help="seeds the split and k-means")
+    fe.add_argument("--name", default=None, help="dataset name (the folder's name)")
+    fe.add_argument("--quiet", action="store_true", help="no progress bar")
+    fe.set_defaults(func=_cmd_features)
+
+    an = sub.add_parser(
+        "annotate",
+        help="top tags of photos under a saved model",
+        description=(
+            "Print the top tags of each PHOTO under MODEL (saved by `jaxannot "
+            "evaluate METHOD --dataset DATASET_DIR --save MODEL`). The photos are "
+            "featurized by DATASET_DIR's saved extractor; with no PHOTO, the "
+            "dataset's unlabelled photos are annotated."
+        ),
+    )
+    an.add_argument("model", metavar="MODEL", help="a model saved by evaluate --save")
+    an.add_argument("photos", metavar="PHOTO", nargs="*", help="image files")
+    an.add_argument(
+        "--dataset",
+        required=True,
+        metavar="DATASET_DIR",
+        help="the photo dataset the model was fitted on (written by features)",
+    )
+    an.add_argument("--top", type=int, default=5, help="tags per photo (5)")
+    an.add_argument("--json", action="store_true", help="one JSON object per line")
+    an.set_defaults(func=_cmd_annotate)

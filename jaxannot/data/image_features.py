@@ -1,0 +1,446 @@
+"""Features of photos: colour histogram, texture, and visual words over a codebook.
+
+A :class:`PhotoExtractor` turns an image file into three feature views:
+
+``colour``
+    Joint HSV histogram (``hue_bins x saturation_bins x value_bins`` cells) of the
+    photo's pixels (Swain & Ballard 1991, colour indexing).
+``texture``
+    Uniform local binary pattern histograms (Ojala, Pietikäinen & Mäenpää 2002) at
+    each ``(points, radius)`` of ``lbp``, then the mean magnitude of the responses to
+    a bank of Gabor filters (``gabor_frequencies`` x ``gabor_orientations``; Manjunath
+    & Ma 1996), each part normalised to sum 1.
+``visual_words``
+    Bag of visual words (Sivic & Zisserman 2003; Csurka et al. 2004): DAISY
+    descriptors (Tola, Lepetit & Fua 2010) on a dense grid of the grey image, each
+    assigned to its nearest centre of a k-means codebook learned on the photos;
+    the view holds the count of each word.
+
+Every photo is first resized to ``size x size`` pixels (aspect ratio not kept), so
+every photo has the same number ``P`` of grid descriptors and its word counts sum to
+``P``. The colour and texture views are scaled to the same total ``P`` (each of the
+texture view's parts to ``P`` divided by the number of parts), so that no view
+dominates when a method concatenates the views (``Corpus.features()``, as knn and
+tagprop do by default). The extractor is saved as ``extractor.json`` (settings) and
+``extractor.npz`` (codebook), never pickled, so new photos are featurized identically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "ExtractorSettings",
+    "PhotoExtractor",
+    "UnreadableImage",
+    "read_image",
+    "fit_codebook",
+    "VIEW_KINDS",
+]
+
+VIEW_KINDS = {"colour": "real", "texture": "real", "visual_words": "bag"}
+GABOR_GAIN = 10.0  # mean |response| of a [0, 1] grey image, to the scale of LBP bins
+_FORMAT = "jaxannot.photo_extractor"
+_VERSION = 1
+
+
+class UnreadableImage(ValueError):
+    """A file that Pillow cannot decode as an image."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractorSettings:
+    """How photos are featurized (everything but the learned codebook).
+
+    Parameters
+    ----------
+    size : int
+        Photos are resized to ``size x size`` pixels before any feature.
+    hue_bins, saturation_bins, value_bins : int
+        Cells of the joint HSV colour histogram.
+    lbp : tuple of (int, int)
+        ``(points, radius)`` of each uniform LBP histogram (``points + 2`` bins each).
+    gabor_frequencies : tuple of float
+        Spatial frequencies (cycles per pixel) of the Gabor bank.
+    gabor_orientations : int
+        Orientations of the Gabor bank, evenly spaced over ``[0, pi)``.
+    daisy_step, daisy_radius, daisy_rings, daisy_histograms, daisy_orientations : int
+        The DAISY grid step and descriptor shape (``skimage.feature.daisy``).
+    codebook_size : int
+        Number of visual words (k-means centres); fewer when the photos give fewer
+        distinct descriptors.
+    max_descriptors : int
+        At most this many descriptors (sampled evenly over the photos) train the
+        codebook.
+    kmeans_iterations : int
+        Lloyd iterations of k-means.
+    seed : int
+        Seeds the descriptor sample and the k-means++ start.
+    """
+
+    size: int = 160
+    hue_bins: int = 8
+    saturation_bins: int = 3
+    value_bins: int = 3
+    lbp: tuple[tuple[int, int], ...] = ((8, 1), (16, 2))
+    gabor_frequencies: tuple[float, ...] = (0.1, 0.25)
+    gabor_orientations: int = 4
+    daisy_step: int = 12
+    daisy_radius: int = 15
+    daisy_rings: int = 2
+    daisy_histograms: int = 6
+    daisy_orientations: int = 8
+    codebook_size: int = 100
+    max_descriptors: int = 20000
+    kmeans_iterations: int = 30
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size < 2 * self.daisy_radius + 1:
+            raise ValueError(
+                f"size {self.size} is too small for DAISY radius {self.daisy_radius}: "
+                f"use size >= {2 * self.daisy_radius + 1}"
+            )
+        if self.codebook_size < 1:
+            raise ValueError(f"codebook size must be >= 1, got {self.codebook_size}")
+        for name in ("hue_bins", "saturation_bins", "value_bins", "daisy_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @classmethod
+    def from_json(cls, payload: dict) -> ExtractorSettings:
+        """Settings from the JSON form of :meth:`as_json`."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(payload) - known)
+        if unknown:
+            raise ValueError(f"unknown extractor settings {unknown}")
+        values = dict(payload)
+        if "lbp" in values:
+            values["lbp"] = tuple(tuple(int(v) for v in pr) for pr in values["lbp"])
+        if "gabor_frequencies" in values:
+            values["gabor_frequencies"] = tuple(values["gabor_frequencies"])
+        return cls(**values)
+
+    def as_json(self) -> dict:
+        """The settings as a JSON-able dict."""
+        return dataclasses.asdict(self)
+
+    @property
+    def grid_points(self) -> int:
+        """Descriptors per photo: the number of DAISY grid positions."""
+        side = -(-(self.size - 2 * self.daisy_radius) // self.daisy_step)
+        return side * side
+
+
+def read_image(path: str | os.PathLike, size: int) -> np.ndarray:
+    """Decode an image file into RGB floats in ``[0, 1]``, shape ``[size, size, 3]``.
+
+    EXIF orientation is applied; grey, palette and alpha images become RGB.
+
+    Raises
+    ------
+    UnreadableImage
+        When the file is not an image Pillow can decode (the message names it).
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im.draft("RGB", (size, size))  # fast JPEG decoding at reduced scale
+            im = ImageOps.exif_transpose(im)
+            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+            pixels = np.asarray(rgb, dtype=np.float32) / 255.0
+    except (
+        UnidentifiedImageError,
+        Image.DecompressionBombError,
+        OSError,
+        ValueError,
+        SyntaxError,
+    ) as err:
+        if isinstance(err, UnidentifiedImageError):
+            reason = "unknown or corrupt format"
+        else:
+            reason = str(err) or type(err).__name__
+        raise UnreadableImage(
+            f"{os.fspath(path)}: not a readable image ({reason})"
+        ) from None
+    return pixels
+
+
+def _colour_histogram(rgb: np.ndarray, s: ExtractorSettings) -> np.ndarray:
+    from skimage.color import rgb2hsv
+
+    hsv = rgb2hsv(rgb).reshape(-1, 3)
+    bins = np.array([s.hue_bins, s.saturation_bins, s.value_bins])
+    cells = np.minimum((hsv * bins).astype(np.int64), bins - 1)
+    index = np.ravel_multi_index(cells.T, tuple(bins))
+    counts = np.bincount(index, minlength=int(bins.prod())).astype(np.float64)
+    return counts / counts.sum()
+
+
+def _gabor_bank(s: ExtractorSettings) -> list[np.ndarray]:
+    from skimage.filters import gabor_kernel
+
+    return [
+        gabor_kernel(f, theta=np.pi * o / s.gabor_orientations)
+        for f in s.gabor_frequencies
+        for o in range(s.gabor_orientations)
+    ]
+
+
+def _texture(grey: np.ndarray, s: ExtractorSettings, bank) -> np.ndarray:
+    from scipy.signal import fftconvolve
+    from skimage.feature import local_binary_pattern
+
+    grey8 = np.round(grey * 255).astype(np.uint8)
+    parts = []
+    for points, radius in s.lbp:
+        codes = local_binary_pattern(grey8, points, radius, method="uniform")
+        counts = np.bincount(codes.astype(np.int64).ravel(), minlength=points + 2)
+        parts.append(counts / counts.sum())
+    if bank:
+        centred = grey - grey.mean()
+        energy = [np.abs(fftconvolve(centred, k, mode="same")).mean() for k in bank]
+        parts.append(GABOR_GAIN * np.array(energy))
+    return np.concatenate(parts)
+
+
+def _descriptors(grey: np.ndarray, s: ExtractorSettings) -> np.ndarray:
+    from skimage.feature import daisy
+
+    d = daisy(
+        grey,
+        step=s.daisy_step,
+        radius=s.daisy_radius,
+        rings=s.daisy_rings,
+        histograms=s.daisy_histograms,
+        orientations=s.daisy_orientations,
+    )
+    return d.reshape(-1, d.shape[-1]).astype(np.float32)
+
+
+def describe(rgb: np.ndarray, s: ExtractorSettings, bank=None):
+    """``(colour, texture, descriptors)`` of one RGB image from :func:`read_image`.
+
+    ``colour`` and ``texture`` sum to 1; ``descriptors`` is ``[P, D]``.
+    """
+    from skimage.color import rgb2gray
+
+    grey = rgb2gray(rgb)
+    bank = _gabor_bank(s) if bank is None else bank
+    return _colour_histogram(rgb, s), _texture(grey, s, bank), _descriptors(grey, s)
+
+
+def _sq_distances(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    d = (x * x).sum(1)[:, None] - 2.0 * x @ centres.T + (centres * centres).sum(1)
+    return np.maximum(d, 0.0)
+
+
+def assign(descriptors: np.ndarray, codebook: np.ndarray) -> np.ndarray:
+    """Index of the nearest codebook centre of every descriptor (ties: lowest)."""
+    x = np.asarray(descriptors, dtype=np.float32)
+    return np.argmin(_sq_distances(x, codebook), axis=1)
+
+
+def fit_codebook(descriptors: np.ndarray, k: int, *, iterations: int, seed: int):
+    """k-means (k-means++ start, Lloyd iterations) on ``descriptors`` ``[n, D]``.
+
+    Returns the ``[k', D]`` centres, ``k' = min(k, distinct descriptors)``. An empty
+    cluster is restarted at the descriptor farthest from its centre.
+    """
+    x = np.asarray(descriptors, dtype=np.float32)
+    distinct = np.unique(x, axis=0)
+    k = min(k, distinct.shape[0])
+    rng = np.random.default_rng(seed)
+    centres = np.empty((k, x.shape[1]), dtype=np.float32)
+    centres[0] = distinct[rng.integers(distinct.shape[0])]
+    nearest = _sq_distances(distinct, centres[:1])[:, 0]
+    for j in range(1, k):  # k-means++ over the distinct descriptors
+        total = nearest.sum()
+        if total <= 0:
+            pick = rng.integers(distinct.shape[0])
+        else:
+            pick = rng.choice(distinct.shape[0], p=nearest / total)
+        centres[j] = distinct[pick]
+        nearest = np.minimum(nearest, _sq_distances(distinct, centres[j : j + 1])[:, 0])
+    for _ in range(iterations):
+        d = _sq_distances(x, centres)
+        labels = np.argmin(d, axis=1)
+        counts = np.bincount(labels, minlength=k)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, labels, x)
+        new = centres.copy()
+        filled = counts > 0
+        new[filled] = sums[filled] / counts[filled, None]
+        own = d[np.arange(x.shape[0]), labels]
+        for j in np.flatnonzero(~filled):
+            far = int(np.argmax(own))
+            new[j], own[far] = x[far], 0.0
+        if np.allclose(new, centres):
+            centres = new
+            break
+        centres = new
+    return centres
+
+
+@dataclasses.dataclass(frozen=True)
+class PhotoExtractor:
+    """Fitted featurizer: settings plus the visual-word codebook.
+
+    Parameters
+    ----------
+    settings : ExtractorSettings
+    codebook : array [words, D]
+        k-means centres of the DAISY descriptors.
+    scale : float
+        L2 norm of every row of the colour and texture views: the median L2 norm of
+        the visual-word counts of the photos the codebook was learned on, so the
+        three views weigh alike in the concatenated features.
+    """
+
+    settings: ExtractorSettings
+    codebook: np.ndarray
+    scale: float = 1.0
+
+    @property
+    def view_dims(self) -> dict[str, int]:
+        s = self.settings
+        texture = sum(p + 2 for p, _ in s.lbp)
+        texture += len(s.gabor_frequencies) * s.gabor_orientations
+        return {
+            "colour": s.hue_bins * s.saturation_bins * s.value_bins,
+            "texture": texture,
+            "visual_words": int(self.codebook.shape[0]),
+        }
+
+    def word_counts(self, descriptors) -> np.ndarray:
+        """Visual-word counts ``[n, words]`` of a list of ``[P, D]`` descriptors."""
+        k = self.codebook.shape[0]
+        counts = [
+            np.bincount(assign(d, self.codebook), minlength=k) for d in descriptors
+        ]
+        return np.stack(counts).astype(np.float32)
+
+    def views(self, colour, texture, words) -> dict[str, np.ndarray]:
+        """The three views from :func:`describe`'s parts and :meth:`word_counts`.
+
+        Each row of ``colour`` ``[n, C]`` and ``texture`` ``[n, T]`` is scaled to
+        L2 norm ``scale``. Returns float32 ``{"colour", "texture", "visual_words"}``.
+        """
+        return {
+            "colour": _rescale(colour, self.scale),
+            "texture": _rescale(texture, self.scale),
+            "visual_words": np.asarray(words, dtype=np.float32),
+        }
+
+    def transform(
+        self,
+        paths,
+        *,
+        on_error: Callable[[str, str], None] | None = None,
+        progress: bool = False,
+    ) -> tuple[dict[str, np.ndarray], list[int]]:
+        """Featurize image files with this extractor.
+
+        Parameters
+        ----------
+        paths : sequence of path-like
+        on_error : callable(path, message), optional
+            Called for an unreadable file, which is then skipped. Without it the
+            first unreadable file raises :class:`UnreadableImage`.
+        progress : bool
+            Show a tqdm bar.
+
+        Returns
+        -------
+        views : dict of float32 arrays ``[kept, dims]``
+        kept : list of int
+            Indices into ``paths`` of the photos featurized.
+        """
+        from tqdm.auto import tqdm
+
+        bank = _gabor_bank(self.settings)
+        colour, texture, desc, kept = [], [], [], []
+        for i, path in enumerate(tqdm(paths, desc="photos", disable=not progress)):
+            try:
+                rgb = read_image(path, self.settings.size)
+            except UnreadableImage as err:
+                if on_error is None:
+                    raise
+                on_error(os.fspath(path), str(err))
+                continue
+            c, t, d = describe(rgb, self.settings, bank)
+            colour.append(c)
+            texture.append(t)
+            desc.append(d)
+            kept.append(i)
+        if not kept:
+            dims = self.view_dims
+            return {v: np.zeros((0, n), np.float32) for v, n in dims.items()}, kept
+        words = self.word_counts(desc)
+        return self.views(np.stack(colour), np.stack(texture), words), kept
+
+    # ------------------------------------------------------------- save / load
+    def save(self, folder: str | os.PathLike) -> None:
+        """Write ``extractor.json`` and ``extractor.npz`` into ``folder`` (atomic)."""
+        folder = pathlib.Path(folder)
+        meta = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "settings": self.settings.as_json(),
+            "scale": self.scale,
+            "view_kinds": VIEW_KINDS,
+            "view_dims": self.view_dims,
+        }
+        atomic_write(
+            folder / "extractor.npz",
+            lambda fh: np.savez_compressed(fh, codebook=self.codebook),
+        )
+        text = json.dumps(meta, indent=2) + "\n"
+        atomic_write(folder / "extractor.json", lambda fh: fh.write(text.encode()))
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> PhotoExtractor:
+        """Read an extractor written by :meth:`save` (``ValueError`` if malformed)."""
+        folder = pathlib.Path(folder)
+        for name in ("extractor.json", "extractor.npz"):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder}: no {name} (not a photo dataset?)")
+        try:
+            meta = json.loads((folder / "extractor.json").read_text())
+            with np.load(folder / "extractor.npz", allow_pickle=False) as archive:
+                codebook = np.asarray(archive["codebook"], dtype=np.float32)
+        except (OSError, ValueError, KeyError) as err:
+            raise ValueError(f"{folder}: cannot read the extractor: {err}") from None
+        if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
+            raise ValueError(f"{folder}/extractor.json: not a {_FORMAT} v{_VERSION}")
+        settings = ExtractorSettings.from_json(meta["settings"])
+        return cls(settings, codebook, float(meta["scale"]))
+
+
+def _rescale(rows, scale: float) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows * (scale / np.maximum(norms, 1e-12))).astype(np.float32)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable) -> None:
+    """Call ``write(binary file)`` on a temporary file next to ``path``, then rename
+    it to ``path`` (a crash never leaves a half-written file)."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".jaxannot-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,446 @@
+"""A folder of photos as a dataset: build it (``jaxannot features``) and load it.
+
+A *photo dataset* directory, written by :func:`build_photo_dataset`, holds:
+
+``photos.json``
+    The manifest (written last, so a half-built folder never loads):
+    ``{"format": "jaxannot.photos", "version": 1, "name", "views": {view: kind},
+    "tags": [vocabulary], "num_photos", "test_fraction", "seed", "skipped":
+    [{"file", "reason"}]}``.
+``photos.csv``
+    One row per featurized photo, in the row order of the arrays: ``file`` (path
+    relative to the photo folder, ``/``-separated), ``split`` (``train``, ``test`` or
+    ``unlabelled``) and ``tags`` (space-separated).
+``features.npz``
+    One ``float32 [photos, dims]`` array per view (``colour``, ``texture``,
+    ``visual_words``; see :mod:`jaxannot.data.image_features`).
+``extractor.json``, ``extractor.npz``
+    The fitted :class:`~jaxannot.data.image_features.PhotoExtractor` (settings and
+    codebook), to featurize new photos identically.
+
+:func:`load_photo_dir` (what :func:`jaxannot.data.datasets.load_dataset` calls for such
+a folder) returns ``(train, test)``: ``train`` holds the ``train`` photos and the
+``unlabelled`` ones (their words hidden: ``word_mask`` False, so methods never learn
+their tags), ``test`` the ``test`` photos (``None`` when there are none).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import logging
+import os
+import pathlib
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from jaxannot.data.corpus import Corpus
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.image_features import (
+    VIEW_KINDS,
+    ExtractorSettings,
+    PhotoExtractor,
+    UnreadableImage,
+    atomic_write,
+    describe,
+    fit_codebook,
+    read_image,
+)
+
+__all__ = [
+    "MANIFEST",
+    "PhotoDatasetReport",
+    "build_photo_dataset",
+    "is_photo_dataset",
+    "list_photos",
+    "load_photo_dir",
+    "photo_corpus",
+    "read_manifest",
+    "read_tags",
+]
+
+MANIFEST = "photos.json"
+_FORMAT = "jaxannot.photos"
+_VERSION = 1
+_SPLITS = ("train", "test", "unlabelled")
+_OUTPUTS = (MANIFEST, "photos.csv", "features.npz", "extractor.json", "extractor.npz")
+
+log = logging.getLogger(__name__)
+
+
+def is_photo_dataset(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder written by :func:`build_photo_dataset`."""
+    return (pathlib.Path(path) / MANIFEST).is_file()
+
+
+def list_photos(
+    folder: str | os.PathLike, exclude: str | os.PathLike | None = None
+) -> list[str]:
+    """Every file under ``folder`` (recursively, sorted), relative and ``/``-separated.
+
+    Hidden files and folders (names starting with ``.``) and everything under
+    ``exclude`` are left out. No file is opened: which files are images is found
+    when they are read.
+    """
+    root = pathlib.Path(folder)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{folder}: not a folder of photos")
+    skip = pathlib.Path(exclude).resolve() if exclude is not None else None
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = pathlib.Path(dirpath)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and (skip is None or (here / d).resolve() != skip)
+        )
+        for f in filenames:
+            if not f.startswith("."):
+                found.append((here / f).relative_to(root).as_posix())
+    return sorted(found)
+
+
+def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
+    """Read a tags CSV: header ``file,tags``, one row per photo, tags space-separated.
+
+    Returns ``{file: [tags]}`` (``file`` normalised to ``/`` separators). A photo
+    may have an empty tag list.
+
+    Raises
+    ------
+    DataFormatError
+        Missing columns or a file listed twice (the message gives the line).
+    """
+    try:
+        text = pathlib.Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(path, f"not UTF-8 text: {err}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    columns = [c.strip() for c in (reader.fieldnames or [])]
+    if "file" not in columns or "tags" not in columns:
+        raise DataFormatError(
+            path, f"needs a header with columns 'file,tags', got {columns}", line=1
+        )
+    reader.fieldnames = columns
+    out: dict[str, list[str]] = {}
+    for row in reader:
+        name = _normalise((row.get("file") or "").strip())
+        if not name:
+            raise DataFormatError(path, "empty file name", line=reader.line_num)
+        if name in out:
+            raise DataFormatError(path, f"{name!r} listed twice", line=reader.line_num)
+        out[name] = (row.get("tags") or "").split()
+    return out
+
+
+def _normalise(name: str) -> str:
+    name = name.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class PhotoDatasetReport:
+    """What :func:`build_photo_dataset` did.
+
+    Attributes
+    ----------
+    folder : pathlib.Path
+        The dataset directory written.
+    files : tuple of str
+        The photos featurized (rows of the dataset).
+    splits : tuple of str
+        ``train`` / ``test`` / ``unlabelled`` for each photo.
+    tags : tuple of str
+        The tag vocabulary.
+    skipped : tuple of (str, str)
+        ``(file, reason)`` of every file that could not be read as an image.
+    unmatched_tags : tuple of str
+        Files of the tags CSV that are not among the photos featurized.
+    """
+
+    folder: pathlib.Path
+    files: tuple[str, ...]
+    splits: tuple[str, ...]
+    tags: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    unmatched_tags: tuple[str, ...]
+
+    def count(self, split: str) -> int:
+        """Number of photos in ``split``."""
+        return sum(s == split for s in self.splits)
+
+
+def build_photo_dataset(
+    photos_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    tags: str | os.PathLike | Mapping[str, list[str]] | None = None,
+    settings: ExtractorSettings | None = None,
+    test_fraction: float = 0.3,
+    seed: int = 0,
+    name: str | None = None,
+    progress: bool = False,
+    on_skip: Callable[[str, str], None] | None = None,
+) -> PhotoDatasetReport:
+    """Featurize a folder of photos into a dataset directory.
+
+    Parameters
+    ----------
+    photos_dir : path-like
+        Folder of JPEG / PNG / ... files (searched recursively).
+    out_dir : path-like
+        The dataset directory to write (created; an existing one must be empty or a
+        photo dataset, which is then replaced).
+    tags : path-like or mapping, optional
+        Tags CSV (see :func:`read_tags`) or ``{file: [tags]}``. Photos without an
+        entry are unlabelled.
+    settings : ExtractorSettings, optional
+        Feature settings (defaults of :class:`ExtractorSettings`).
+    test_fraction : float in [0, 1)
+        Seeded random fraction of the labelled photos put in the ``test`` split.
+    seed : int
+        Seeds the split (the codebook uses ``settings.seed``).
+    name : str, optional
+        Dataset name (default: the name of ``out_dir``).
+    progress : bool
+        Show a progress bar over the photos.
+    on_skip : callable(file, reason), optional
+        Called for every file that is not a readable image (it is skipped);
+        without it, each is logged as a warning (logger ``jaxannot.data.photos``).
+
+    Returns
+    -------
+    PhotoDatasetReport
+    """
+    settings = settings or ExtractorSettings()
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test fraction must be in [0, 1), got {test_fraction}")
+    photos_dir, out = pathlib.Path(photos_dir), pathlib.Path(out_dir)
+    _prepare_output(out)
+    files = list_photos(photos_dir, exclude=out)
+    if isinstance(tags, Mapping):
+        tag_rows = {_normalise(k): list(v) for k, v in tags.items()}
+    else:
+        tag_rows = read_tags(tags) if tags is not None else {}
+
+    from tqdm.auto import tqdm
+
+    colour, texture, desc, kept, skipped = [], [], [], [], []
+    for f in tqdm(files, desc="photos", unit="photo", disable=not progress):
+        try:
+            rgb = read_image(photos_dir / f, settings.size)
+        except UnreadableImage as err:
+            reason = str(err).split(": ", 1)[-1]
+            skipped.append((f, reason))
+            if on_skip is None:
+                log.warning("skipped %s: %s", f, reason)
+            else:
+                on_skip(f, reason)
+            continue
+        c, t, d = describe(rgb, settings)
+        colour.append(c)
+        texture.append(t)
+        desc.append(d.astype(np.float16))  # halves the memory of large folders
+        kept.append(f)
+    if not kept:
+        raise ValueError(
+            f"{photos_dir}: no readable image among {len(files)} file(s)"
+            + (f" ({len(skipped)} skipped)" if skipped else "")
+        )
+
+    rng = np.random.default_rng(settings.seed)
+    per_photo = max(1, -(-settings.max_descriptors // len(desc)))
+    sample = np.concatenate(
+        [d[rng.choice(len(d), min(len(d), per_photo), replace=False)] for d in desc]
+    )
+    codebook = fit_codebook(
+        sample.astype(np.float32),
+        settings.codebook_size,
+        iterations=settings.kmeans_iterations,
+        seed=settings.seed,
+    )
+    words = PhotoExtractor(settings, codebook).word_counts(desc)
+    scale = float(np.median(np.linalg.norm(words, axis=1)))
+    extractor = PhotoExtractor(settings, codebook, scale)
+    views = extractor.views(np.stack(colour), np.stack(texture), words)
+
+    labelled = np.array([f in tag_rows for f in kept])
+    splits = np.where(labelled, "train", "unlabelled").astype(object)
+    n_test = int(round(test_fraction * labelled.sum()))
+    if n_test:
+        split_rng = np.random.default_rng(seed)
+        splits[split_rng.permutation(np.flatnonzero(labelled))[:n_test]] = "test"
+    vocabulary = sorted({t for f in kept if f in tag_rows for t in tag_rows[f]})
+    unmatched = tuple(sorted(set(tag_rows) - set(kept) - {f for f, _ in skipped}))
+
+    rows = [
+        (f, s, " ".join(tag_rows.get(f, [])))
+        for f, s in zip(kept, splits.tolist(), strict=True)
+    ]
+    manifest = {
+        "format": _FORMAT,
+        "version": _VERSION,
+        "name": name or out.resolve().name,
+        "views": VIEW_KINDS,
+        "tags": vocabulary,
+        "num_photos": len(kept),
+        "test_fraction": test_fraction,
+        "seed": seed,
+        "skipped": [{"file": f, "reason": r} for f, r in skipped],
+    }
+    _write_dataset(out, extractor, views, rows, manifest)
+    return PhotoDatasetReport(
+        folder=out,
+        files=tuple(kept),
+        splits=tuple(splits.tolist()),
+        tags=tuple(vocabulary),
+        skipped=tuple(skipped),
+        unmatched_tags=unmatched,
+    )
+
+
+def _prepare_output(out: pathlib.Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out}: exists and is not a folder")
+    if out.is_dir():
+        entries = [p.name for p in out.iterdir() if not p.name.startswith(".")]
+        if entries and not is_photo_dataset(out):
+            raise FileExistsError(
+                f"{out}: not empty and not a photo dataset; choose a new --out folder"
+            )
+        if is_photo_dataset(out):
+            (out / MANIFEST).unlink()  # the old dataset stops loading until rewritten
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _write_dataset(out, extractor, views, rows, manifest) -> None:
+    extractor.save(out)
+    atomic_write(out / "features.npz", lambda fh: np.savez_compressed(fh, **views))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(("file", "split", "tags"))
+    writer.writerows(rows)
+    table = buffer.getvalue().encode()
+    atomic_write(out / "photos.csv", lambda fh: fh.write(table))
+    text = (json.dumps(manifest, indent=2) + "\n").encode()
+    atomic_write(out / MANIFEST, lambda fh: fh.write(text))
+
+
+def read_manifest(folder: str | os.PathLike) -> dict:
+    """The manifest ``photos.json`` of a photo dataset (``DataFormatError`` if bad)."""
+    path = pathlib.Path(folder) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{folder}: no {MANIFEST}; not a photo dataset (write one with "
+            f"`jaxannot features PHOTOS_DIR --out DIR`)"
+        )
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataFormatError(path, f"not JSON: {err}") from None
+    if manifest.get("format") != _FORMAT or manifest.get("version") != _VERSION:
+        raise DataFormatError(path, f"not a {_FORMAT} v{_VERSION} manifest")
+    return manifest
+
+
+def _read_table(folder: pathlib.Path) -> list[tuple[str, str, list[str]]]:
+    path = folder / "photos.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no photos.csv")
+    reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
+    if reader.fieldnames != ["file", "split", "tags"]:
+        raise DataFormatError(path, "header must be file,split,tags", line=1)
+    rows = []
+    for row in reader:
+        if row["split"] not in _SPLITS:
+            raise DataFormatError(
+                path, f"split {row['split']!r} not in {_SPLITS}", line=reader.line_num
+            )
+        rows.append((row["file"], row["split"], (row["tags"] or "").split()))
+    return rows
+
+
+def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
+    """Load a photo dataset as ``(train, test)`` (see the module docstring).
+
+    Raises
+    ------
+    FileNotFoundError
+        A missing file of the dataset.
+    DataFormatError
+        Files that disagree (row counts, views, tags outside the vocabulary).
+    """
+    folder = pathlib.Path(folder)
+    manifest = read_manifest(folder)
+    rows = _read_table(folder)
+    path = folder / "features.npz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no features.npz")
+    kinds = dict(manifest["views"])
+    with np.load(path, allow_pickle=False) as archive:
+        missing = sorted(set(kinds) - set(archive.files))
+        if missing:
+            raise DataFormatError(path, f"no array for view(s) {missing}")
+        views = {v: np.asarray(archive[v], dtype=np.float32) for v in kinds}
+    for v, x in views.items():
+        if x.ndim != 2 or x.shape[0] != len(rows):
+            raise DataFormatError(
+                path, f"view {v!r} has shape {x.shape}, expected [{len(rows)}, dims]"
+            )
+    vocabulary = list(manifest["tags"])
+    index = {t: j for j, t in enumerate(vocabulary)}
+    splits = np.array([s for _, s, _ in rows])
+    words = None
+    if vocabulary:
+        words = np.zeros((len(rows), len(vocabulary)), np.float32)
+        for i, (f, _, tags) in enumerate(rows):
+            unknown = [t for t in tags if t not in index]
+            if unknown:
+                raise DataFormatError(
+                    folder / "photos.csv", f"{f}: tags {unknown} not in the manifest"
+                )
+            words[i, [index[t] for t in tags]] = 1.0
+    corpus = Corpus.from_arrays(
+        views,
+        view_kinds=kinds,
+        words=words,
+        word_mask=None if words is None else splits != "unlabelled",
+        word_names=tuple(vocabulary) if vocabulary else None,
+        name=name or manifest.get("name") or folder.name,
+    )
+    test_rows = splits == "test"
+    test = corpus.subset(test_rows) if test_rows.any() else None
+    return corpus.subset(~test_rows), test
+
+
+def photo_corpus(
+    folder: str | os.PathLike, paths, *, extractor: PhotoExtractor | None = None
+) -> Corpus:
+    """Featurize image files with a photo dataset's extractor, as a :class:`Corpus`
+    with the dataset's views and tag vocabulary (every tag unobserved).
+
+    Raises :class:`~jaxannot.data.image_features.UnreadableImage` for a file that is
+    not an image.
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("no photos to featurize")
+    manifest = read_manifest(folder)
+    extractor = extractor or PhotoExtractor.load(folder)
+    views, _ = extractor.transform(paths)
+    vocabulary = tuple(manifest["tags"])
+    n = len(paths)
+    words = np.zeros((n, len(vocabulary)), np.float32) if vocabulary else None
+    return Corpus.from_arrays(
+        views,
+        view_kinds=dict(manifest["views"]),
+        words=words,
+        word_mask=None if words is None else np.zeros(n, bool),
+        word_names=vocabulary or None,
+        name=manifest.get("name", "photos"),
+    )

@@ -1,0 +1,216 @@
+"""Photo datasets: features of synthetic and real photos, the directory format, the
+loader behind ``load_dataset(dir)`` and the saved extractor."""
+
+import logging
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+import jax
+
+from jaxannot.annotators import get_method
+from jaxannot.data.datasets import load_dataset
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.image_features import (
+    ExtractorSettings,
+    PhotoExtractor,
+    UnreadableImage,
+    describe,
+    read_image,
+)
+from jaxannot.data.photos import (
+    build_photo_dataset,
+    load_photo_dir,
+    photo_corpus,
+    read_tags,
+)
+from jaxannot.data.synthetic_photos import write_synthetic_photos
+
+SMALL = ExtractorSettings(size=64, daisy_step=6, codebook_size=16)
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """36 synthetic photos (6 per colour x pattern), 3 of them without tags."""
+    root = tmp_path_factory.mktemp("synthetic")
+    tags = write_synthetic_photos(root / "photos", per_kind=6, seed=0)
+    unlabelled = sorted(tags)[-3:]
+    labelled = {f: t for f, t in tags.items() if f not in unlabelled}
+    report = build_photo_dataset(
+        root / "photos", root / "ds", tags=labelled, settings=SMALL, test_fraction=1 / 3
+    )
+    return root, tags, unlabelled, report
+
+
+def test_grid_points_is_the_number_of_daisy_descriptors():
+    for s in (ExtractorSettings(), SMALL, ExtractorSettings(size=100, daisy_step=7)):
+        rgb = np.random.default_rng(0).uniform(size=(s.size, s.size, 3))
+        colour, texture, desc = describe(rgb, s)
+        assert desc.shape[0] == s.grid_points
+        assert colour.shape == (s.hue_bins * s.saturation_bins * s.value_bins,)
+        assert np.isclose(colour.sum(), 1.0)
+
+
+def test_dataset_views_splits_and_hidden_tags(synthetic):
+    root, tags, unlabelled, report = synthetic
+    assert report.skipped == ()
+    assert report.tags == ("blue", "green", "plain", "red", "stripes")
+    assert (report.count("train"), report.count("test")) == (22, 11)
+    assert report.count("unlabelled") == 3
+    train, test = load_dataset(root / "ds")  # recognised by its photos.json
+    extractor = PhotoExtractor.load(root / "ds")
+    assert train.num_images == 25 and test.num_images == 11
+    assert dict(train.view_kinds) == {
+        "colour": "real",
+        "texture": "real",
+        "visual_words": "bag",
+    }
+    dims = {k: v.shape[1] for k, v in train.views.items()}
+    assert (
+        dims == extractor.view_dims == {"colour": 72, "texture": 36, "visual_words": 16}
+    )
+    # words count the grid descriptors; colour and texture rows have norm `scale`
+    np.testing.assert_allclose(train.views["visual_words"].sum(1), SMALL.grid_points)
+    for view in ("colour", "texture"):
+        norms = np.linalg.norm(train.views[view], axis=1)
+        np.testing.assert_allclose(norms, extractor.scale, rtol=1e-5)
+    # unlabelled photos: in train, words hidden; labelled ones carry their tags
+    mask = np.asarray(train.word_mask)
+    assert (~mask).sum() == 3 and not np.asarray(train.words)[~mask].any()
+    assert np.asarray(train.words)[mask].sum(1).tolist() == [2.0] * 22
+    rows = (root / "ds" / "photos.csv").read_text().splitlines()
+    assert rows[0] == "file,split,tags"
+    by_file = {r.split(",")[0]: r.split(",")[1:] for r in rows[1:]}
+    assert sorted(by_file) == sorted(tags)
+    assert all(by_file[f] == ["unlabelled", ""] for f in unlabelled)
+    assert by_file["photo000.jpg"][1] == " ".join(tags["photo000.jpg"])
+
+
+def test_tags_are_recovered_well_above_chance(synthetic):
+    """knn on the colour view finds the colour tag, on the texture view the pattern
+    tag, and on all views both (chance: 1/3 and 1/2)."""
+    root = synthetic[0]
+    train, test = load_photo_dir(root / "ds")
+    names = list(train.word_names)
+    colours = [names.index(c) for c in ("red", "green", "blue")]
+    patterns = [names.index(p) for p in ("stripes", "plain")]
+    truth = np.asarray(test.words)
+    knn = get_method("knn")
+
+    def hit_rate(view, k, group):
+        fitted = knn.fit(train, rng_key=jax.random.key(0), k=k, view=view)
+        scores = np.asarray(knn.score_words(fitted, test))[:, group]
+        return np.mean(scores.argmax(1) == truth[:, group].argmax(1))
+
+    assert hit_rate("colour", 3, colours) >= 0.9
+    assert hit_rate("texture", 3, patterns) >= 0.7
+    assert hit_rate("", 10, colours) >= 0.8
+    assert hit_rate("", 10, patterns) >= 0.6
+
+
+def test_saved_extractor_featurizes_new_photos_identically(synthetic):
+    root, tags, _, _ = synthetic
+    train, test = load_photo_dir(root / "ds")
+    table = (root / "ds" / "photos.csv").read_text().splitlines()[1:]
+    files = [r.split(",")[0] for r in table]
+    is_test = np.array([r.split(",")[1] == "test" for r in table])
+    # load_photo_dir: train rows (train + unlabelled) first, then test, in file order
+    order = [files[i] for i in np.flatnonzero(~is_test)]
+    order += [files[i] for i in np.flatnonzero(is_test)]
+    stored = np.concatenate([train.features(), test.features()])
+    picked = sorted(tags)[:4] + sorted(tags)[-1:]  # labelled and unlabelled ones
+    again = photo_corpus(root / "ds", [root / "photos" / f for f in picked])
+    expected = stored[[order.index(f) for f in picked]]
+    np.testing.assert_allclose(again.features(), expected, rtol=1e-5, atol=1e-5)
+    assert again.word_names == train.word_names
+    assert not np.asarray(again.word_mask).any()
+
+
+def test_real_photos_shipped_with_scikit_image(tmp_path):
+    """Bundled skimage.data files (colour and grey PNGs, JPEGs): every one is
+    featurized, and a photo annotated afresh gets its own tags back from 1-NN."""
+    import skimage.data
+
+    source = pathlib.Path(skimage.data.__file__).parent
+    tags = {
+        "astronaut.png": "person space",
+        "camera.png": "person grey",
+        "chelsea.png": "cat animal",
+        "coffee.png": "cup drink",
+        "rocket.jpg": "space sky",
+        "brick.png": "wall grey",
+        "grass.png": "plant grey",
+    }
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in tags:
+        if not (source / name).is_file():
+            pytest.skip(f"scikit-image does not ship {name}")
+        shutil.copy(source / name, photos / name)
+    csv = tmp_path / "tags.csv"
+    csv.write_text("file,tags\n" + "".join(f"{f},{t}\n" for f, t in tags.items()))
+    settings = ExtractorSettings(size=96, daisy_step=10, codebook_size=24)
+    report = build_photo_dataset(
+        photos, tmp_path / "ds", tags=csv, settings=settings, test_fraction=0.0
+    )
+    assert report.files == tuple(sorted(tags)) and report.skipped == ()
+    train, test = load_dataset(tmp_path / "ds")
+    assert test is None and train.num_images == 7 and train.num_words == 10
+    knn = get_method("knn")
+    fitted = knn.fit(train, rng_key=jax.random.key(0), k=1)
+    query = ["chelsea.png", "rocket.jpg", "camera.png"]
+    scores = np.asarray(
+        knn.score_words(
+            fitted, photo_corpus(tmp_path / "ds", [photos / q for q in query])
+        )
+    )
+    for q, row in zip(query, scores, strict=True):
+        top = {train.word_names[j] for j in np.argsort(-row)[:2]}
+        assert top == set(tags[q].split()), q
+
+
+def test_unreadable_files_are_skipped_and_logged(tmp_path, caplog):
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    good = (tmp_path / "photos" / "photo000.jpg").read_bytes()
+    (tmp_path / "photos" / "corrupt.jpg").write_bytes(good[: len(good) // 3])
+    (tmp_path / "photos" / "readme.txt").write_text("not a photo")
+    (tmp_path / "photos" / ".hidden.png").write_text("ignored: hidden")
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.photos"):
+        report = build_photo_dataset(
+            tmp_path / "photos", tmp_path / "ds", tags=tags, settings=SMALL
+        )
+    assert [f for f, _ in report.skipped] == ["corrupt.jpg", "readme.txt"]
+    assert "corrupt.jpg" in caplog.text and "readme.txt" in caplog.text
+    assert report.files == tuple(sorted(tags))
+    with pytest.raises(UnreadableImage, match="readme.txt"):
+        read_image(tmp_path / "photos" / "readme.txt", 64)
+
+
+def test_tags_csv_errors_name_the_file_and_line(tmp_path):
+    bad = tmp_path / "tags.csv"
+    bad.write_text("file,labels\na.jpg,x\n")
+    with pytest.raises(DataFormatError, match=r"tags.csv, line 1: .*file,tags"):
+        read_tags(bad)
+    bad.write_text("file,tags\na.jpg,x y\n./a.jpg,z\n")
+    with pytest.raises(DataFormatError, match=r"line 3: 'a.jpg' listed twice"):
+        read_tags(bad)
+    bad.write_text('file,tags\nsub\\b.png,"x  y"\nc.png,\n')
+    assert read_tags(bad) == {"sub/b.png": ["x", "y"], "c.png": []}
+
+
+def test_output_folder_is_checked(tmp_path):
+    write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("someone's file")
+    with pytest.raises(FileExistsError, match="not a photo dataset"):
+        build_photo_dataset(tmp_path / "photos", other, settings=SMALL)
+    with pytest.raises(ValueError, match="no readable image"):
+        build_photo_dataset(other, tmp_path / "ds", settings=SMALL)
+    # no tags: every photo unlabelled, the corpus has no words
+    build_photo_dataset(tmp_path / "photos", tmp_path / "ds", settings=SMALL)
+    train, test = load_dataset(tmp_path / "ds")
+    assert train.words is None and test is None and train.num_images == 6
+    assert not list((tmp_path / "ds").glob(".jaxannot-*"))  # no temp files left
