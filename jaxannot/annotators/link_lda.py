@@ -1,0 +1,136 @@
+r"""Link-LDA (Erosheva et al. 2004), the multi-view LDA baseline of seed 000.
+
+:mod:`jaxannot.models.link_lda` fitted by batch variational Bayes: per-image topic
+proportions shared by the text bag and the visual views (real-valued views binned per
+dimension, :mod:`.visual_words`); new images are folded in from their visual words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators import visual_words as vw
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.data.corpus import Corpus
+from jaxannot.models import link_lda as ll
+
+__all__ = ["LINK_LDA"]
+
+
+def _lda_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics=50,
+    iterations=100,
+    inner=5,
+    fold_in_inner=50,
+    alpha=0.1,
+    eta=0.01,
+    views="",
+    bins=8,
+) -> Fitted:
+    vw.check_topics(topics)
+    names = vw.visual_views(corpus, views)
+    edges = vw.fit_bin_edges(corpus, names, bins)
+    data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
+    state, objective = ll.fit_vb(
+        rng_key,
+        data,
+        int(topics),
+        num_iterations=int(iterations),
+        num_inner=int(inner),
+        alpha=alpha,
+        eta=eta,
+    )
+    # refresh the fit images' posteriors under the final λ (warm start)
+    gamma = ll.fold_in(
+        state.lambdas,
+        data,
+        jnp.float32(alpha),
+        num_inner=int(fold_in_inner),
+        gamma0=state.gamma,
+    )
+    hyper = dict(
+        topics=topics,
+        iterations=iterations,
+        inner=inner,
+        fold_in_inner=fold_in_inner,
+        alpha=alpha,
+        eta=eta,
+        views=views,
+        bins=bins,
+        visual_views=",".join(names),
+    )
+    params = {
+        "lambda_text": state.lambdas[0],
+        "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
+        "gamma": gamma,
+    }
+    if edges:
+        params["bin_edges"] = edges
+    return Fitted(
+        "link-lda", params, hyper, {"objective": [float(x) for x in objective]}
+    )
+
+
+def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    p = fitted.params
+    vis = vw.visual(
+        corpus, vw.views_param(fitted.hyper), fitted.params.get("bin_edges")
+    )
+    lambdas = (jnp.asarray(p["lambda_text"]),) + tuple(
+        jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis))
+    )
+    text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
+    return ll.fold_in(
+        lambdas,
+        (text,) + vis,
+        jnp.float32(fitted.hyper["alpha"]),
+        num_inner=int(fitted.hyper["fold_in_inner"]),
+    )
+
+
+def _lda_words(gamma, lambda_text) -> np.ndarray:
+    theta = gamma / gamma.sum(-1, keepdims=True)
+    return np.asarray(theta @ ll.topic_word(jnp.asarray(lambda_text)))
+
+
+def _lda_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return _lda_words(_lda_gamma(fitted, corpus), fitted.params["lambda_text"])
+
+
+def _lda_score_fit(fitted: Fitted) -> np.ndarray:
+    return _lda_words(jnp.asarray(fitted.params["gamma"]), fitted.params["lambda_text"])
+
+
+def _lda_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    g = _lda_gamma(fitted, corpus)
+    return np.asarray(g / g.sum(-1, keepdims=True))
+
+
+LINK_LDA = register(
+    Method(
+        name="link-lda",
+        fit=_lda_fit,
+        score_words=_lda_score,
+        score_fit_corpus=_lda_score_fit,
+        embed=_lda_embed,
+        hyper=dict(
+            topics=50,
+            iterations=100,
+            inner=5,
+            fold_in_inner=50,
+            alpha=0.1,
+            eta=0.01,
+            views="",
+            bins=8,
+        ),
+        summary="Link-LDA: per-image topic proportions shared by the views, "
+        "variational Bayes (Erosheva et al. 2004)",
+        needs=("words",),
+    )
+)

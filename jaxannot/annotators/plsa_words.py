@@ -1,0 +1,122 @@
+r"""pLSA-Words (Monay & Gatica-Perez 2004), a topic-model baseline of seed 000.
+
+:mod:`jaxannot.models.plsa_words` in two stages on the annotated images — pLSA topics
+defined by the words, then the visual-word distributions with :math:`P(z\mid d)` held
+fixed — and fold-in of every other image from its visual words (real-valued views
+binned per dimension, :mod:`.visual_words`). Under the transductive protocol the
+annotated images keep their text topics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators import visual_words as vw
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.data.corpus import Corpus
+from jaxannot.models import plsa_words as pw
+
+__all__ = ["PLSA_WORDS"]
+
+
+def _plsa_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics=50,
+    iterations=100,
+    fold_in_iterations=50,
+    smoothing=0.01,
+    views="",
+    bins=8,
+) -> Fitted:
+    vw.check_topics(topics)
+    names = vw.visual_views(corpus, views)
+    edges = vw.fit_bin_edges(corpus, names, bins)
+    text = vw.text(corpus)
+    vis = np.concatenate(vw.visual(corpus, names, edges), axis=1)
+    mask = np.asarray(corpus.word_mask, bool)
+    state, objectives = pw.fit_plsa_words(
+        rng_key,
+        text[mask],
+        vis[mask],
+        int(topics),
+        num_iterations=int(iterations),
+        smoothing=smoothing,
+    )
+    theta, _ = pw.fold_in(state.betas[1], vis, num_iterations=int(fold_in_iterations))
+    theta = np.asarray(theta).copy()
+    theta[mask] = np.asarray(state.theta)  # annotated images keep their text topics
+    hyper = dict(
+        topics=topics,
+        iterations=iterations,
+        fold_in_iterations=fold_in_iterations,
+        smoothing=smoothing,
+        views=views,
+        bins=bins,
+        visual_views=",".join(names),
+    )
+    params = {
+        "beta_text": state.betas[0],
+        "beta_visual": state.betas[1],
+        "theta": theta,
+    }
+    if edges:
+        params["bin_edges"] = edges
+    return Fitted(
+        "plsa-words",
+        params,
+        hyper,
+        {
+            "objective_text": [float(x) for x in objectives["text"]],
+            "objective_visual": [float(x) for x in objectives["visual"]],
+        },
+    )
+
+
+def _plsa_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    vis = np.concatenate(
+        vw.visual(corpus, vw.views_param(fitted.hyper), fitted.params.get("bin_edges")),
+        axis=1,
+    )
+    theta, _ = pw.fold_in(
+        jnp.asarray(fitted.params["beta_visual"]),
+        vis,
+        num_iterations=int(fitted.hyper["fold_in_iterations"]),
+    )
+    return theta
+
+
+def _plsa_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return np.asarray(
+        _plsa_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
+    )
+
+
+def _plsa_score_fit(fitted: Fitted) -> np.ndarray:
+    return np.asarray(fitted.params["theta"]) @ np.asarray(fitted.params["beta_text"])
+
+
+PLSA_WORDS = register(
+    Method(
+        name="plsa-words",
+        fit=_plsa_fit,
+        score_words=_plsa_score,
+        score_fit_corpus=_plsa_score_fit,
+        embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
+        hyper=dict(
+            topics=50,
+            iterations=100,
+            fold_in_iterations=50,
+            smoothing=0.01,
+            views="",
+            bins=8,
+        ),
+        summary="pLSA-Words: text-defined pLSA topics, visual fold-in "
+        "(Monay & Gatica-Perez 2004)",
+        needs=("words",),
+    )
+)

@@ -1,0 +1,132 @@
+r"""The visual and text bags that the topic-model annotators read.
+
+The topic models of seed 000 (mixture of unigrams, pLSA-Words, Link-LDA) are
+distributions over *counts*: they read the ``bag`` and ``binary`` views of a corpus as
+visual-word counts. Real-valued views (colour moments, the scene / yeast feature
+vectors of Mulan) are turned into visual words here by **per-dimension quantile
+binning**: for dimension :math:`d` the fit corpus's quantiles at
+:math:`1/B, \dots, (B-1)/B` cut the axis into :math:`B` bins, and an image emits one
+token :math:`(d, b)` per dimension, :math:`b` the bin its value falls in. A view of
+:math:`D` real dimensions becomes a binary view of :math:`D B` visual words with
+exactly :math:`D` tokens per image. The bin edges are learned on the fit corpus only
+and kept in the fitted parameters (``bin_edges``), so new images are binned the same
+way. (The seed papers quantize region features with k-means; per-dimension bins keep
+the vocabulary interpretable and need no clustering when each image has a single
+feature vector.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxannot.data.corpus import Corpus
+
+__all__ = [
+    "visual_views",
+    "fit_bin_edges",
+    "visual",
+    "text",
+    "check_topics",
+    "check_bins",
+    "views_param",
+]
+
+#: View kinds read directly as visual-word counts.
+COUNT_KINDS = ("bag", "binary")
+
+
+def visual_views(corpus: Corpus, views: str = "") -> list[str]:
+    """The views used as visual words (``views``: a comma list, or every view).
+
+    Every view kind is usable: counts as they are, real-valued views through
+    :func:`fit_bin_edges`. An unknown name raises ``KeyError`` listing the valid ones.
+    """
+    if views:
+        names = [v.strip() for v in views.split(",") if v.strip()]
+        for v in names:
+            corpus.view(v)  # KeyError listing the valid views
+    else:
+        counts = [k for k, kind in corpus.view_kinds.items() if kind in COUNT_KINDS]
+        # real-valued views join only when the corpus has no count view
+        names = counts or list(corpus.view_kinds)
+    if not names:
+        raise ValueError(f"corpus {corpus.name!r} has no feature view")
+    return names
+
+
+def check_bins(bins: int) -> None:
+    """``bins`` is the number of quantile bins per real dimension (at least 2)."""
+    if int(bins) < 2:
+        raise ValueError(f"bins must be >= 2 (quantile bins per dimension), got {bins}")
+
+
+def fit_bin_edges(corpus: Corpus, names, bins: int) -> dict[str, np.ndarray]:
+    """Quantile edges ``[dims, bins - 1]`` of every real-valued view among ``names``."""
+    check_bins(bins)
+    q = np.linspace(0.0, 1.0, int(bins) + 1)[1:-1]
+    edges = {}
+    for v in names:
+        if corpus.view_kinds[v] in COUNT_KINDS:
+            continue
+        x = np.asarray(corpus.views[v], np.float64)
+        edges[v] = np.quantile(x, q, axis=0).T.astype(np.float32)
+    return edges
+
+
+def _binned(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    dims, cuts = edges.shape
+    bins = cuts + 1
+    if x.shape[1] != dims:
+        raise ValueError(
+            f"a real view has {x.shape[1]} dimensions; the model was fitted on {dims}"
+        )
+    # bin of x[:, d] among edges[d]: the number of edges strictly below the value
+    b = (x[:, :, None] > edges[None, :, :]).sum(-1)
+    out = np.zeros((x.shape[0], dims * bins), np.float32)
+    rows = np.repeat(np.arange(x.shape[0]), dims)
+    out[rows, (np.arange(dims) * bins + b).ravel()] = 1.0
+    return out
+
+
+def visual(corpus: Corpus, names, edges=None) -> tuple[np.ndarray, ...]:
+    """The visual views ``names`` of ``corpus`` as count matrices (float32).
+
+    Parameters
+    ----------
+    corpus : Corpus
+    names : sequence of str
+        From :func:`visual_views`.
+    edges : mapping, optional
+        From :func:`fit_bin_edges` (or a fitted model's ``bin_edges``); required for
+        every real-valued view among ``names``.
+    """
+    edges = edges or {}
+    out = []
+    for v in names:
+        x = np.asarray(corpus.views[v], np.float32)
+        if corpus.view_kinds[v] not in COUNT_KINDS:
+            if v not in edges:
+                raise ValueError(f"view {v!r} is real-valued and has no bin edges")
+            x = _binned(x, np.asarray(edges[v]))
+        out.append(x)
+    return tuple(out)
+
+
+def text(corpus: Corpus) -> np.ndarray:
+    """The annotation words as a count matrix; refuses a corpus with none observed."""
+    if corpus.words is None:
+        raise ValueError(f"corpus {corpus.name!r} has no annotation words to model")
+    if not np.any(np.asarray(corpus.word_mask)):
+        raise ValueError("no image of the fit corpus has observed words")
+    return np.asarray(corpus.words, np.float32)
+
+
+def check_topics(topics: int) -> None:
+    """At least one topic."""
+    if int(topics) < 1:
+        raise ValueError(f"topics must be >= 1, got {topics}")
+
+
+def views_param(hyper: dict) -> list[str]:
+    """The visual views a fitted model used (its ``visual_views`` hyper entry)."""
+    return [v for v in hyper["visual_views"].split(",") if v]
