@@ -5,17 +5,13 @@ VReps are k-means centroids of Corel5k's blob features with their members' major
 words (374 words), RBF kernel — with the same KKT tolerance and (for the working-set
 solvers) the same block-SMO inner solver. Compared:
 
-* EMML (Algorithm 1) and the cutting plane with the SAME number of violator
-  candidates per VRep, at 1 and at ``--candidates`` (8). The library's cutting plane
-  (:mod:`jaxannot.inference.cutting_plane`) only adds the single most violated output;
-  the k-candidate cutting plane is built here from the same primitives
-  (``violator_candidates`` tested against the same margin, one re-solve per visited
-  VRep, exactly the library pass otherwise).
+* EMML (Algorithm 1) and the cutting plane (:mod:`jaxannot.inference.cutting_plane`)
+  with the SAME number of violator candidates per VRep, at 1 and at ``--candidates``
+  (8): both test the outputs of ``violator_candidates`` against the same margin.
+* The batched cutting plane (``batch=--batch`` VReps visited before one re-solve, and
+  ``batch=n``: one re-solve per pass), at 1 and ``--candidates`` candidates.
 * ``fit_emml_exact`` (mixture form, no working set) for reference: time to its
   converged objective.
-
-No batched cutting plane (several VReps' constraints per re-solve) is run: the
-library's pass has no such option (it would need a library change).
 
 EMML and the cutting planes run one jitted outer iteration / pass per call, so the time
 at which each first comes within ``--rel`` of the best final objective of the four
@@ -44,13 +40,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import cutting_plane, emml
-from jaxannot.inference._qp_subproblem import (
-    add_constraints,
-    is_duplicate,
-    slot_gradients,
-    solve_subproblem,
-    violator_candidates,
-)
 from jaxannot.inference.emml import StructuredData, fit_emml_exact
 from jaxannot.models.structured_output import default_gamma, kernel_matrix, kmeans_vreps
 
@@ -76,87 +65,6 @@ def synthetic_vreps(num_vreps: int, seed: int, num_words: int = 374, dims: int =
     from jaxannot.models.structured_output import VReps
 
     return VReps(jnp.asarray(x), jnp.asarray(y)), default_gamma(x), "synthetic"
-
-
-def cutting_plane_k(c, epsilon, candidates: int, max_sweeps: int = 200):
-    """The library's cutting-plane pass with ``candidates`` outputs tested per VRep.
-
-    Identical to :func:`jaxannot.inference.cutting_plane.build_kernel` (visit order,
-    violation margin ``xi_i + epsilon``, duplicate test, warm-started re-solve of all
-    of S after each visited VRep that gained constraints) except that the
-    ``candidates`` outputs of ``violator_candidates`` — the same ones EMML tests — are
-    added when they violate, before that one re-solve. Returns ``step`` with the
-    library's signature.
-    """
-
-    def visit(i, carry):
-        ws, coef, scores, added, sweeps, overflow, data = carry
-        n = data.words.shape[0]
-        f_i = scores[i][None]
-        y_i = data.words[i][None]
-        ybars, grads = violator_candidates(f_i, y_i, candidates)  # [k, 1, w], [k, 1]
-        ws_i = jax.tree.map(lambda a: a[i][None], ws)
-        g = slot_gradients(ws_i, f_i)[0]
-        xi = jnp.maximum(0.0, jnp.max(jnp.where(ws_i.active[0], -g, -jnp.inf)))
-        want = (-grads[:, 0] > xi + epsilon) & ~jnp.all(ybars[:, 0] == y_i, axis=-1)
-        fresh0 = jnp.stack(
-            [~is_duplicate(ws_i, y_i, ybars[j])[0] for j in range(candidates)]
-        )
-
-        def add_and_resolve(args):
-            ws, coef, scores, added, sweeps, overflow = args
-            row = jnp.zeros(n, bool).at[i].set(True)
-            for j in range(candidates):
-                ybar_full = data.words.at[i].set(ybars[j, 0])
-                fresh = ~is_duplicate(ws, data.words, ybar_full)[i]
-                ws, over = add_constraints(
-                    ws, data.words, ybar_full, row & want[j] & fresh
-                )
-                added += (want[j] & fresh).astype(jnp.int32) - over.astype(jnp.int32)
-                overflow += over.astype(jnp.int32)
-            ws, coef, scores, sub = solve_subproblem(
-                data.kernel, ws, coef, c, epsilon, max_sweeps, None
-            )
-            return ws, coef, scores, added, sweeps + sub.sweeps, overflow
-
-        out = jax.lax.cond(
-            jnp.any(want & fresh0),
-            add_and_resolve,
-            lambda args: args,
-            (ws, coef, scores, added, sweeps, overflow),
-        )
-        return (*out, data)
-
-    def step(rng_key, state, data):
-        del rng_key
-        z = jnp.zeros((), jnp.int32)
-        n = data.words.shape[0]
-        ws, coef, scores, added, sweeps, overflow, _ = jax.lax.fori_loop(
-            0,
-            n,
-            visit,
-            (state.working_set, state.coefficients, state.scores, z, z, z, data),
-        )
-        objective = emml.dual_objective(ws, coef, scores)
-        new = state._replace(
-            working_set=ws,
-            coefficients=coef,
-            scores=scores,
-            objective=objective,
-            iteration=state.iteration + 1,
-            num_added=added,
-            total_added=state.total_added + added,
-            overflow=state.overflow + overflow,
-        )
-        info = cutting_plane.CuttingPlaneInfo(
-            objective=objective,
-            num_active=jnp.sum(ws.active).astype(jnp.int32),
-            num_added=added,
-            sweeps=sweeps,
-        )
-        return new, info
-
-    return step
 
 
 def stepwise(step, state, data, budget, done, max_steps):
@@ -199,6 +107,7 @@ def main(argv=None):
     p.add_argument("--gamma-scale", type=float, default=8.0)
     p.add_argument("--capacity", type=int, default=384)
     p.add_argument("--candidates", type=int, default=8, help="besides 1")
+    p.add_argument("--batch", type=int, default=8, help="VReps per batched re-solve")
     p.add_argument("--emml-sweeps", type=int, default=4)
     p.add_argument("--cp-sweeps", type=int, default=200)
     p.add_argument("--exact-sweeps", type=int, default=2000)
@@ -241,13 +150,17 @@ def main(argv=None):
         )
         print(f"emml_{m}", trace[-1], comp, fin, flush=True)
 
-    for m in (1, a.candidates):
-        if m == 1:
-            step = cutting_plane.build_kernel(a.c, tol, max_sweeps=a.cp_sweeps)
-            name = "cutting plane (library cutting_plane.build_kernel)"
-        else:
-            step = cutting_plane_k(a.c, tol, m, max_sweeps=a.cp_sweeps)
-            name = "cutting plane, k candidates (benchmark-local cutting_plane_k)"
+    n = int(k.shape[0])
+    for m, batch in [
+        (m, batch) for batch in (1, a.batch, n) for m in (1, a.candidates)
+    ]:
+        step = cutting_plane.build_kernel(
+            a.c, tol, max_sweeps=a.cp_sweeps, candidates=m, batch=batch
+        )
+        name = (
+            f"cutting plane (cutting_plane.build_kernel, candidates={m}, batch={batch})"
+        )
+        label = f"cutting_plane_{m}" + ("" if batch == 1 else f"_batch{batch}")
         state, trace, comp, fin = stepwise(
             step,
             cutting_plane.init(data, a.capacity),
@@ -256,16 +169,17 @@ def main(argv=None):
             lambda info: int(info.num_added) == 0,
             10**6,
         )
-        runs[f"cutting_plane_{m}"] = dict(
+        runs[label] = dict(
             solver=name,
             candidates_per_vrep=m,
+            batch=batch,
             max_sweeps_per_subproblem=a.cp_sweeps,
             state=state,
             trace=trace,
             compile_seconds=comp,
             converged=fin,
         )
-        print(f"cutting_plane_{m}", trace[-1], comp, fin, flush=True)
+        print(label, trace[-1], comp, fin, flush=True)
 
     t0 = time.perf_counter()
     exact = fit_emml_exact.lower(data, a.c, tol, max_sweeps=a.exact_sweeps).compile()
@@ -287,6 +201,7 @@ def main(argv=None):
         solvers[n] = {
             "solver": r["solver"],
             "candidates_per_vrep": r["candidates_per_vrep"],
+            "vreps_per_resolve": r.get("batch"),
             "max_sweeps_per_subproblem": r["max_sweeps_per_subproblem"],
             "compile_seconds": r["compile_seconds"],
             "seconds_total": tr[-1]["seconds"],
@@ -333,6 +248,13 @@ def main(argv=None):
         f"cutting_plane_1 / emml_{c8} (old, unequal candidates)": ratio(
             "cutting_plane_1", f"emml_{c8}"
         ),
+        **{
+            f"{cp}_batch{b} / emml_{m} (batched cutting plane, {m} candidates)": ratio(
+                f"{cp}_batch{b}", f"emml_{m}"
+            )
+            for b in (a.batch, n)
+            for m, cp in ((1, "cutting_plane_1"), (c8, f"cutting_plane_{c8}"))
+        },
         f"exact / emml_{c8}": ratio("exact", f"emml_{c8}"),
         "exact / emml_1": ratio("exact", "emml_1"),
     }
@@ -361,10 +283,10 @@ def main(argv=None):
             "timing": "one jitted outer iteration/pass per call, host sync after "
             "each; compile via lower().compile(), recorded in compile_seconds, "
             "not in seconds_*",
-            "batched_cutting_plane": "not run: cutting_plane.build_kernel re-solves "
-            "after each VRep and has no batching option (needs a library change)",
-            "order": "emml_1, emml_k, cutting_plane_1, cutting_plane_k, exact; one "
-            "process",
+            "batched_cutting_plane": f"batch={a.batch} and batch=n={n} VReps per "
+            "re-solve",
+            "order": "emml_1, emml_k, cutting planes (batch 1, --batch, n; 1 and k "
+            "candidates each), exact; one process",
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
             "argv": argv if argv is not None else __import__("sys").argv[1:],
         },

@@ -14,7 +14,14 @@ visits the VReps in order; for VRep :math:`i` it
 3. re-solves the dual over all of :math:`S = \cup_i S_i` (warm start) before moving to
    the next VRep.
 
-Passes repeat until one adds nothing. Constraints are never removed. The re-solve uses
+Passes repeat until one adds nothing. Constraints are never removed.
+
+Two options generalize the pass (both default to 1, Algorithm 1 as published):
+``candidates`` tests the first few outputs of
+:func:`~jaxannot.inference._qp_subproblem.violator_candidates` per VRep (the ones EMML
+tests) instead of the single most violated one, and ``batch`` visits that many VReps
+against the same scores before one re-solve (the *batched* cutting plane; ``batch =
+n`` re-solves once per pass). The re-solve uses
 the same block-SMO solver and tolerance as EMML
 (:func:`jaxannot.inference._qp_subproblem.solve_subproblem`), so a comparison of the two
 isolates how constraints are selected and when the QP is re-solved: EMML adds every
@@ -43,9 +50,9 @@ from jaxannot.inference._qp_subproblem import (
     dual_objective,
     empty_working_set,
     is_duplicate,
-    most_violated,
     slot_gradients,
     solve_subproblem,
+    violator_candidates,
 )
 from jaxannot.inference.emml import StructuredData
 from jaxannot.types import Array, PRNGKey
@@ -103,58 +110,101 @@ def init(data: StructuredData, capacity: int) -> CuttingPlaneState:
     )
 
 
-def build_kernel(c, epsilon, max_sweeps: int = 200, max_smo_steps=None):
+def build_kernel(
+    c,
+    epsilon,
+    max_sweeps: int = 200,
+    max_smo_steps=None,
+    *,
+    candidates: int = 1,
+    batch: int = 1,
+):
     """One pass over the VReps (see the module docstring).
+
+    Parameters
+    ----------
+    c, epsilon : float
+        Dual box constant and violation margin / subproblem KKT tolerance.
+    max_sweeps, max_smo_steps : int
+        Budget of each warm-started re-solve.
+    candidates : int
+        Outputs tested per visited VRep (those of
+        :func:`~jaxannot.inference._qp_subproblem.violator_candidates`, the same ones
+        EMML tests); 1 is Tsochantaridis et al.'s most violated output.
+    batch : int
+        VReps visited (against the same scores) before one re-solve. 1 is Algorithm 1
+        of Tsochantaridis et al.; ``batch = n`` re-solves once per pass, like EMML but
+        without dropping constraints.
 
     Returns ``step(rng_key, state, data) -> (CuttingPlaneState, CuttingPlaneInfo)``;
     ``rng_key`` is unused (deterministic visiting order).
     """
+    candidates, batch = int(candidates), int(batch)
+    if candidates < 1 or batch < 1:
+        raise ValueError(
+            f"candidates and batch must be >= 1, got {candidates} and {batch}"
+        )
 
-    def visit(i, carry):
-        ws, coef, scores, added, sweeps, overflow, data = carry
+    def add_violators(i, ws, scores, data):
+        """Add VRep i's violated candidate outputs to S (no re-solve)."""
+        n = data.words.shape[0]
         f_i = scores[i][None]
         y_i = data.words[i][None]
-        ybar, g_star = most_violated(f_i, y_i)
+        ybars, grads = violator_candidates(f_i, y_i, candidates)  # [k, 1, w], [k, 1]
         ws_i = jax.tree.map(lambda a: a[i][None], ws)
-        grads = slot_gradients(ws_i, f_i)[0]
-        xi = jnp.maximum(0.0, jnp.max(jnp.where(ws_i.active[0], -grads, -jnp.inf)))
-        violated = (-g_star[0] > xi + epsilon) & ~is_duplicate(ws_i, y_i, ybar)[0]
-        violated &= ~jnp.all(ybar[0] == y_i[0])
+        g = slot_gradients(ws_i, f_i)[0]
+        xi = jnp.maximum(0.0, jnp.max(jnp.where(ws_i.active[0], -g, -jnp.inf)))
+        row = jnp.zeros(n, bool).at[i].set(True)
+        added = overflow = jnp.zeros((), jnp.int32)
+        for j in range(candidates):  # candidates are distinct outputs by construction
+            want = (-grads[j, 0] > xi + epsilon) & ~jnp.all(ybars[j, 0] == y_i[0])
+            want &= ~is_duplicate(ws_i, y_i, ybars[j])[0]
+            ws, over = add_constraints(
+                ws, data.words, data.words.at[i].set(ybars[j, 0]), row & want
+            )
+            added += want.astype(jnp.int32) - over.astype(jnp.int32)
+            overflow += over.astype(jnp.int32)
+        return ws, added, overflow
 
-        def add_and_resolve(args):
-            ws, coef, scores, added, sweeps, overflow = args
-            mask = jnp.zeros(ws.mu.shape[0], bool).at[i].set(True)
-            ybars = jnp.zeros_like(data.words).at[i].set(ybar[0])
-            ws, over = add_constraints(ws, data.words, ybars, mask)
+    def visit_block(b, carry):
+        ws, coef, scores, added, sweeps, overflow, resolves, data = carry
+        n = data.words.shape[0]
+
+        def visit(j, inner):
+            i = b * batch + j
+
+            def add(args):
+                ws, got, over = args
+                ws, a, o = add_violators(i, ws, scores, data)
+                return ws, got + a, over + o
+
+            return jax.lax.cond(i < n, add, lambda args: args, inner)
+
+        z = jnp.zeros((), jnp.int32)
+        ws, got, overflow = jax.lax.fori_loop(0, batch, visit, (ws, z, overflow))
+
+        def resolve(args):
+            ws, coef, scores, sweeps = args
             ws, coef, scores, sub = solve_subproblem(
                 data.kernel, ws, coef, c, epsilon, max_sweeps, max_smo_steps
             )
-            return (
-                ws,
-                coef,
-                scores,
-                added + 1 - over.astype(jnp.int32),
-                sweeps + sub.sweeps,
-                overflow + over.astype(jnp.int32),
-            )
+            return ws, coef, scores, sweeps + sub.sweeps
 
-        out = jax.lax.cond(
-            violated,
-            add_and_resolve,
-            lambda args: args,
-            (ws, coef, scores, added, sweeps, overflow),
+        ws, coef, scores, sweeps = jax.lax.cond(
+            got > 0, resolve, lambda args: args, (ws, coef, scores, sweeps)
         )
-        return (*out, data)
+        resolves += (got > 0).astype(jnp.int32)
+        return ws, coef, scores, added + got, sweeps, overflow, resolves, data
 
     def step(rng_key: PRNGKey, state: CuttingPlaneState, data: StructuredData):
         del rng_key
         z = jnp.zeros((), jnp.int32)
         n = data.words.shape[0]
-        ws, coef, scores, added, sweeps, overflow, _ = jax.lax.fori_loop(
+        ws, coef, scores, added, sweeps, overflow, resolves, _ = jax.lax.fori_loop(
             0,
-            n,
-            visit,
-            (state.working_set, state.coefficients, state.scores, z, z, z, data),
+            -(-n // batch),
+            visit_block,
+            (state.working_set, state.coefficients, state.scores, z, z, z, z, data),
         )
         objective = dual_objective(ws, coef, scores)
         new = CuttingPlaneState(
@@ -165,7 +215,7 @@ def build_kernel(c, epsilon, max_sweeps: int = 200, max_smo_steps=None):
             iteration=state.iteration + 1,
             num_added=added,
             total_added=state.total_added + added,
-            resolves=state.resolves + added,
+            resolves=state.resolves + resolves,
             overflow=state.overflow + overflow,
         )
         info = CuttingPlaneInfo(
@@ -180,7 +230,8 @@ def build_kernel(c, epsilon, max_sweeps: int = 200, max_smo_steps=None):
 
 
 @functools.partial(
-    jax.jit, static_argnames=("capacity", "max_iterations", "max_sweeps")
+    jax.jit,
+    static_argnames=("capacity", "max_iterations", "max_sweeps", "candidates", "batch"),
 )
 def fit_cutting_plane(
     data: StructuredData,
@@ -190,19 +241,23 @@ def fit_cutting_plane(
     capacity: int = 32,
     max_iterations: int = 100,
     max_sweeps: int = 200,
+    candidates: int = 1,
+    batch: int = 1,
 ) -> tuple[CuttingPlaneState, CuttingPlaneInfo]:
     """Run passes until one adds no constraint (one ``jit``).
 
     Parameters mirror :func:`jaxannot.inference.emml.fit_emml`; ``epsilon`` is the
     violation margin of Tsochantaridis et al. and the subproblem KKT tolerance.
     ``capacity`` must hold every constraint ever added to a VRep (none are removed).
+    ``candidates`` and ``batch`` as in :func:`build_kernel` (the defaults are
+    Tsochantaridis et al.'s Algorithm 1).
 
     Returns the final state and the per-pass history (length ``max_iterations``).
     """
     dtype = data.kernel.dtype
     c = jnp.asarray(c, dtype)
     epsilon = jnp.asarray(epsilon, dtype)
-    step = build_kernel(c, epsilon, max_sweeps)
+    step = build_kernel(c, epsilon, max_sweeps, candidates=candidates, batch=batch)
     state = init(data, capacity)
     f = jnp.full((max_iterations,), jnp.nan, dtype)
     m = jnp.full((max_iterations,), -1, jnp.int32)

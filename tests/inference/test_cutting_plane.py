@@ -53,3 +53,35 @@ def test_cutting_plane_matches_qp_and_emml(kernel_name, c, seed):
     assert int(np.asarray(cp_state.working_set.active).sum()) == int(
         cp_state.total_added
     )
+
+
+@pytest.mark.parametrize("candidates,batch", [(3, 1), (1, 4), (4, 100)])
+def test_batched_cutting_plane_reaches_the_qp_optimum(candidates, batch):
+    # several candidates per VRep and several VReps per re-solve change only which
+    # constraints enter when: the optimum of the dual is the same
+    x, y = tiny_problem(10)
+    with jax.enable_x64(True):
+        k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.5)
+        data = StructuredData(k, jnp.asarray(y))
+        state, hist = fit_cutting_plane(
+            data, 1.0, 1e-9, capacity=40, candidates=candidates, batch=batch
+        )
+    owners, _, big_d, s = enumerate_dual(np.asarray(k), y)
+    reference, _ = solve_dual_qp(owners, big_d, s, 1.0)
+    assert int(state.overflow) == 0
+    np.testing.assert_allclose(float(state.objective), reference, rtol=1e-4)
+    passes = int(state.iteration)
+    assert int(hist.num_added[passes - 1]) == 0
+    n = y.shape[0]
+    # one re-solve per block that gained constraints: at most ceil(n / batch) a pass
+    assert int(state.resolves) <= passes * -(-n // batch)
+    if batch >= n:
+        assert int(state.resolves) == passes - 1  # the last pass adds nothing
+    assert int(np.asarray(state.working_set.active).sum()) == int(state.total_added)
+
+
+def test_cutting_plane_options_are_checked():
+    from jaxannot.inference.cutting_plane import build_kernel
+
+    with pytest.raises(ValueError, match="candidates and batch"):
+        build_kernel(1.0, 1e-3, batch=0)
