@@ -27,19 +27,24 @@ __all__ = ["add_photo_commands"]
 def _cmd_features(args) -> int:
     from tqdm.auto import tqdm
 
-    from jaxannot.data.image_features import ExtractorSettings
+    from jaxannot.data.image_features import ExtractorSettings, PhotoExtractor
     from jaxannot.data.photos import build_photo_dataset
 
     if not os.path.isdir(args.photos):
         raise NotADirectoryError(f"{args.photos}: not a folder of photos")
     if args.tags is not None and not os.path.isfile(args.tags):
         raise FileNotFoundError(f"tags file {args.tags} does not exist")
-    settings = ExtractorSettings(
-        size=args.size,
-        daisy_step=args.step,
-        codebook_size=args.words,
-        seed=args.seed,
-    )
+    chosen = {"size": args.size, "daisy_step": args.step, "codebook_size": args.words}
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    settings = extractor = None
+    if args.extractor is not None:
+        if chosen:
+            raise ValueError(
+                "--extractor fixes the features: drop --size/--step/--words"
+            )
+        extractor = PhotoExtractor.load(args.extractor)
+    else:
+        settings = ExtractorSettings(seed=args.seed, **chosen)
 
     def report(name: str, reason: str) -> None:
         tqdm.write(f"jaxannot: skipped {name}: {reason}", file=sys.stderr)
@@ -50,6 +55,7 @@ def _cmd_features(args) -> int:
             args.out,
             tags=args.tags,
             settings=settings,
+            extractor=extractor,
             test_fraction=args.test_fraction,
             seed=args.seed,
             name=args.name,
@@ -165,11 +171,17 @@ def add_photo_commands(sub) -> None:
         default=0.3,
         help="seeded random fraction of the labelled photos held out as test (0.3)",
     )
-    fe.add_argument("--words", type=int, default=100, help="codebook size (100)")
+    fe.add_argument("--words", type=int, default=None, help="codebook size (100)")
     fe.add_argument(
-        "--size", type=int, default=160, help="photos are resized to SIZE x SIZE (160)"
+        "--size", type=int, default=None, help="photos are resized to SIZE x SIZE (160)"
     )
-    fe.add_argument("--step", type=int, default=12, help="DAISY grid step, px (12)")
+    fe.add_argument("--step", type=int, default=None, help="DAISY grid step, px (12)")
+    fe.add_argument(
+        "--extractor",
+        default=None,
+        metavar="DATASET_DIR",
+        help="reuse this photo dataset's extractor (codebook, settings) as it is",
+    )
     fe.add_argument("--seed", type=int, default=0, help="seeds the split and k-means")
     fe.add_argument("--name", default=None, help="dataset name (the folder's name)")
     fe.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -143,6 +143,11 @@ def test_features_progress_bar_and_bad_output_folder(photo_run, tmp_path, capsys
     assert "not a photo dataset" in capsys.readouterr().err
     assert main(["features", str(tmp_path / "none"), "--out", str(busy)]) == 2
     assert "not a folder of photos" in capsys.readouterr().err
+    again = ["features", str(small), "--out", str(tmp_path / "again")]
+    assert main([*again, "--extractor", str(tmp_path / "ds"), "--size", "64"]) == 2
+    assert "drop --size" in capsys.readouterr().err
+    assert main([*again, "--extractor", str(tmp_path / "ds"), "--quiet"]) == 0
+    assert "6 photos featurized" in capsys.readouterr().out
     tags = root / "tags.csv"
     assert main(["features", str(small), "--tags", str(tags) + "x", "--out", "o"]) == 2
     assert "does not exist" in capsys.readouterr().err

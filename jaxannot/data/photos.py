@@ -181,6 +181,7 @@ def build_photo_dataset(
     *,
     tags: str | os.PathLike | Mapping[str, list[str]] | None = None,
     settings: ExtractorSettings | None = None,
+    extractor: PhotoExtractor | None = None,
     test_fraction: float = 0.3,
     seed: int = 0,
     name: str | None = None,
@@ -201,6 +202,10 @@ def build_photo_dataset(
         entry are unlabelled.
     settings : ExtractorSettings, optional
         Feature settings (defaults of :class:`ExtractorSettings`).
+    extractor : PhotoExtractor, optional
+        A fitted extractor (e.g. ``PhotoExtractor.load(other_dataset)``) to use as it
+        is: no codebook is learned and ``settings`` must not be given, so the photos
+        are featurized exactly like those of the extractor's dataset.
     test_fraction : float in [0, 1)
         Seeded random fraction of the labelled photos put in the ``test`` split.
     seed : int
@@ -217,6 +222,10 @@ def build_photo_dataset(
     -------
     PhotoDatasetReport
     """
+    if extractor is not None:
+        if settings is not None:
+            raise ValueError("give settings or a fitted extractor, not both")
+        settings = extractor.settings
     settings = settings or ExtractorSettings()
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test fraction must be in [0, 1), got {test_fraction}")
@@ -253,20 +262,9 @@ def build_photo_dataset(
             + (f" ({len(skipped)} skipped)" if skipped else "")
         )
 
-    rng = np.random.default_rng(settings.seed)
-    per_photo = max(1, -(-settings.max_descriptors // len(desc)))
-    sample = np.concatenate(
-        [d[rng.choice(len(d), min(len(d), per_photo), replace=False)] for d in desc]
-    )
-    codebook = fit_codebook(
-        sample.astype(np.float32),
-        settings.codebook_size,
-        iterations=settings.kmeans_iterations,
-        seed=settings.seed,
-    )
-    words = PhotoExtractor(settings, codebook).word_counts(desc)
-    scale = float(np.median(np.linalg.norm(words, axis=1)))
-    extractor = PhotoExtractor(settings, codebook, scale)
+    if extractor is None:
+        extractor = _fit_extractor(settings, desc)
+    words = extractor.word_counts(desc)
     views = extractor.views(np.stack(colour), np.stack(texture), words)
 
     labelled = np.array([f in tag_rows for f in kept])
@@ -302,6 +300,24 @@ def build_photo_dataset(
         skipped=tuple(skipped),
         unmatched_tags=unmatched,
     )
+
+
+def _fit_extractor(settings: ExtractorSettings, desc: list) -> PhotoExtractor:
+    """Learn the codebook on a sample of ``desc`` and the colour/texture scale."""
+    rng = np.random.default_rng(settings.seed)
+    per_photo = max(1, -(-settings.max_descriptors // len(desc)))
+    sample = np.concatenate(
+        [d[rng.choice(len(d), min(len(d), per_photo), replace=False)] for d in desc]
+    )
+    codebook = fit_codebook(
+        sample.astype(np.float32),
+        settings.codebook_size,
+        iterations=settings.kmeans_iterations,
+        seed=settings.seed,
+    )
+    words = PhotoExtractor(settings, codebook).word_counts(desc)
+    scale = float(np.median(np.linalg.norm(words, axis=1)))
+    return PhotoExtractor(settings, codebook, scale)
 
 
 def _prepare_output(out: pathlib.Path) -> None:

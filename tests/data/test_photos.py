@@ -214,3 +214,20 @@ def test_output_folder_is_checked(tmp_path):
     train, test = load_dataset(tmp_path / "ds")
     assert train.words is None and test is None and train.num_images == 6
     assert not list((tmp_path / "ds").glob(".jaxannot-*"))  # no temp files left
+
+
+def test_a_new_folder_featurized_with_a_saved_extractor(synthetic, tmp_path):
+    root, tags, _, _ = synthetic
+    picked = sorted(tags)[5:8]
+    for f in picked:
+        shutil.copy(root / "photos" / f, tmp_path / f)
+    extractor = PhotoExtractor.load(root / "ds")
+    build_photo_dataset(tmp_path, tmp_path / "new", extractor=extractor)
+    new, _ = load_photo_dir(tmp_path / "new")
+    assert PhotoExtractor.load(tmp_path / "new").scale == extractor.scale
+    expected = photo_corpus(root / "ds", [root / "photos" / f for f in picked])
+    np.testing.assert_allclose(new.features(), expected.features(), rtol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        build_photo_dataset(
+            tmp_path, tmp_path / "x", extractor=extractor, settings=SMALL
+        )
