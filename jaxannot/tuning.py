@@ -40,7 +40,13 @@ import numpy as np
 from jaxannot import metrics as _metrics
 from jaxannot.annotators.base import Method, get_method, parse_hyper
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.protocols import PROTOCOLS, Task, concatenate, make_task
+from jaxannot.data.protocols import (
+    PROTOCOLS,
+    Task,
+    concatenate,
+    kfold_rows,
+    make_task,
+)
 from jaxannot.evaluation import check_applicable, evaluate
 
 __all__ = [
@@ -209,21 +215,6 @@ def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Cor
     if test is not None:
         return train
     return make_task(train, None, protocol="inductive", seed=seed).train
-
-
-def kfold_rows(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
-    """Held-out rows of each fold (sorted), a partition of ``range(n)``.
-
-    The same folds as ``sklearn.model_selection.KFold(folds, shuffle=True,
-    random_state=seed)``: a ``RandomState(seed)`` permutation cut into ``folds``
-    chunks, the first ``n % folds`` of them one row larger.
-    """
-    if not isinstance(folds, int | np.integer) or folds < 2:
-        raise ValueError(f"--folds must be an integer >= 2, got {folds}")
-    if folds > n:
-        raise ValueError(f"--folds {folds} is more than the {n} training images")
-    order = np.random.RandomState(seed).permutation(n)
-    return [np.sort(chunk) for chunk in np.array_split(order, folds)]
 
 
 def fold_tasks(

@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxannot.data.corpus import Corpus
 
-__all__ = ["Task", "PROTOCOLS", "make_task", "concatenate"]
+__all__ = ["Task", "PROTOCOLS", "make_task", "concatenate", "kfold_rows"]
 
 PROTOCOLS = ("inductive", "transductive")
 
@@ -161,3 +161,18 @@ def make_task(
         labelled_fraction=labelled_fraction,
         seed=seed,
     )
+
+
+def kfold_rows(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """Held-out rows of each fold (sorted), a partition of ``range(n)``.
+
+    The same folds as ``sklearn.model_selection.KFold(folds, shuffle=True,
+    random_state=seed)``: a ``RandomState(seed)`` permutation cut into ``folds``
+    chunks, the first ``n % folds`` of them one row larger.
+    """
+    if not isinstance(folds, int | np.integer) or folds < 2:
+        raise ValueError(f"--folds must be an integer >= 2, got {folds}")
+    if folds > n:
+        raise ValueError(f"--folds {folds} is more than the {n} training images")
+    order = np.random.RandomState(seed).permutation(n)
+    return [np.sort(chunk) for chunk in np.array_split(order, folds)]

@@ -15,7 +15,7 @@ with one variable per VRep :math:`i` and output :math:`\bar{\mathbf y} \in
 4. move the multipliers that are zero out of :math:`\mu_B`;
 5. move in the multipliers that violate condition (13): for each VRep the
    loss-augmented top-:math:`r_i` selection over its word scores
-   (:func:`~jaxannot.models.structured_output.loss_augmented_argmax`) returns the
+   (:func:`~jaxannot.inference._qp_subproblem.loss_augmented_argmax`) returns the
    minimizer :math:`\bar{\mathbf y}^*` of :math:`g_{i,\bar{\mathbf y}} =
    (D\mu)_{i,\bar{\mathbf y}} - S_{i,\bar{\mathbf y}}` over
    :math:`\operatorname{perm}(\mathbf y_i)` without enumerating it. It violates the

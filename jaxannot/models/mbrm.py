@@ -213,8 +213,8 @@ def select_bandwidth(
     ``"word_f1@5"``) wins, the smaller one on ties. Held-out images without words are
     ignored by the metrics. Returns ``(beta, info)`` with the grid and its scores.
     """
+    from jaxannot.data.protocols import kfold_rows
     from jaxannot.metrics import mean_average_precision, word_prf_at_n
-    from jaxannot.tuning import kfold_rows
 
     if metric not in ("map", "word_f1@5"):
         raise ValueError(f"unknown metric {metric!r}; expected 'map' or 'word_f1@5'")

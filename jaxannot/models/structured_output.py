@@ -56,6 +56,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference._qp_subproblem import loss_augmented_argmax
 from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
@@ -235,47 +236,6 @@ def joint_kernel(k_ij, y_i, ybar, y_j, ytilde) -> Array:
 def hamming_loss(ybar: ArrayLike, y: ArrayLike) -> Array:
     """Number of differing entries, :math:`\\sum_j |\\bar y_j - y_j|`."""
     return jnp.abs(jnp.asarray(ybar) - jnp.asarray(y)).sum(-1)
-
-
-def _descending_order(values: Array, key=None) -> Array:
-    """Indices sorting ``values`` in decreasing order; ties by lower index, or in a
-    random order drawn from ``key`` when given."""
-    if key is None:
-        return jnp.argsort(-values, stable=True)
-    priority = jax.random.uniform(key, values.shape)
-    return jnp.lexsort((priority, -values))
-
-
-def loss_augmented_argmax(scores: Array, y: Array, key=None) -> Array:
-    """The most violated output of one VRep: top-:math:`r` of the augmented scores.
-
-    Maximizes :math:`\\langle \\mathbf f, \\bar{\\mathbf y}\\rangle + l(\\bar{\\mathbf
-    y}, \\mathbf y)` over :math:`\\bar{\\mathbf y} \\in \\operatorname{perm}(\\mathbf
-    y)`, :math:`r = \\sum_j y_j`. Since :math:`l = 2\\bar{\\mathbf y}^\\top(\\mathbf 1
-    - \\mathbf y)` on :math:`\\operatorname{perm}(\\mathbf y)`, the maximizer takes the
-    :math:`r` largest :math:`f_j + 2(1 - y_j)` (ties by lower index, or at random
-    when ``key`` is given). O(W log W).
-
-    Parameters
-    ----------
-    scores : Float[Array, "words"]
-        Word scores :math:`f_j` of the VRep.
-    y : Float[Array, "words"]
-        Its 0/1 word vector.
-    key : PRNGKey, optional
-        Breaks ties among equal augmented scores at random instead of by index (equal
-        wrong words are otherwise always resolved towards the lowest index).
-
-    Returns
-    -------
-    Float[Array, "words"]
-        The 0/1 maximizer :math:`\\bar{\\mathbf y}`.
-    """
-    aug = scores + 2.0 * (1.0 - y)
-    order = _descending_order(aug, key)
-    ranks = jnp.empty_like(order).at[order].set(jnp.arange(order.shape[0]))
-    r = jnp.round(y.sum()).astype(ranks.dtype)
-    return (ranks < r).astype(scores.dtype)
 
 
 def word_scores(kernel_rows: Array, coefficients: Array) -> Array:
