@@ -96,7 +96,9 @@ def _cmd_annotate(args) -> int:
     method = get_method(fitted.method)
     if method.score_words is None:
         raise ValueError(f"method {method.name!r} does not score tags")
-    manifest = read_manifest(args.dataset)
+    vocabulary = list(read_manifest(args.dataset)["tags"])
+    if not vocabulary:
+        raise ValueError(f"{args.dataset} has no tags (built without --tags)")
     if args.photos:
         missing = [p for p in args.photos if not os.path.isfile(p)]
         if missing:
@@ -109,8 +111,7 @@ def _cmd_annotate(args) -> int:
         if rows.size == 0:
             raise ValueError(f"{args.dataset} has no unlabelled photos; name PHOTOs")
         corpus = train.subset(rows)
-        names = [str(pathlib.Path(f)) for f in _unlabelled_files(args.dataset)]
-    vocabulary = list(manifest["tags"])
+        names = _unlabelled_files(args.dataset)
     scores = np.asarray(method.score_words(fitted, corpus))
     if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
         raise ValueError(

@@ -148,6 +148,10 @@ def test_features_progress_bar_and_bad_output_folder(photo_run, tmp_path, capsys
     assert "drop --size" in capsys.readouterr().err
     assert main([*again, "--extractor", str(tmp_path / "ds"), "--quiet"]) == 0
     assert "6 photos featurized" in capsys.readouterr().out
+    model = tmp_path / "m.npz"
+    save(model, Fitted("empirical", {"frequency": np.ones(5)}))
+    assert main(["annotate", str(model), "--dataset", str(tmp_path / "ds")]) == 2
+    assert "has no tags" in capsys.readouterr().err
     tags = root / "tags.csv"
     assert main(["features", str(small), "--tags", str(tags) + "x", "--out", "o"]) == 2
     assert "does not exist" in capsys.readouterr().err
