@@ -7,9 +7,9 @@ A :class:`PhotoExtractor` turns an image file into three feature views:
     photo's pixels (Swain & Ballard 1991, colour indexing).
 ``texture``
     Uniform local binary pattern histograms (Ojala, Pietikäinen & Mäenpää 2002) at
-    each ``(points, radius)`` of ``lbp``, then the mean magnitude of the responses to
-    a bank of Gabor filters (``gabor_frequencies`` x ``gabor_orientations``; Manjunath
-    & Ma 1996), each part normalised to sum 1.
+    each ``(points, radius)`` of ``lbp``, each summing to 1, then the mean magnitude
+    of the responses to a bank of Gabor filters (``gabor_frequencies`` x
+    ``gabor_orientations``; Manjunath & Ma 1996) times ``GABOR_GAIN``.
 ``visual_words``
     Bag of visual words (Sivic & Zisserman 2003; Csurka et al. 2004): DAISY
     descriptors (Tola, Lepetit & Fua 2010) on a dense grid of the grey image, each
@@ -18,11 +18,12 @@ A :class:`PhotoExtractor` turns an image file into three feature views:
 
 Every photo is first resized to ``size x size`` pixels (aspect ratio not kept), so
 every photo has the same number ``P`` of grid descriptors and its word counts sum to
-``P``. The colour and texture views are scaled to the same total ``P`` (each of the
-texture view's parts to ``P`` divided by the number of parts), so that no view
-dominates when a method concatenates the views (``Corpus.features()``, as knn and
-tagprop do by default). The extractor is saved as ``extractor.json`` (settings) and
-``extractor.npz`` (codebook), never pickled, so new photos are featurized identically.
+``P``. Every row of the colour and texture views is scaled to the L2 norm ``scale``,
+the median L2 norm of the word-count rows of the photos the codebook was learned on,
+so that the three views weigh alike when a method concatenates them
+(``Corpus.features()``, as knn and tagprop do by default). The extractor is saved as
+``extractor.json`` (settings, scale) and ``extractor.npz`` (codebook), never pickled,
+so new photos are featurized identically.
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ def _descriptors(grey: np.ndarray, s: ExtractorSettings) -> np.ndarray:
 def describe(rgb: np.ndarray, s: ExtractorSettings, bank=None):
     """``(colour, texture, descriptors)`` of one RGB image from :func:`read_image`.
 
-    ``colour`` and ``texture`` sum to 1; ``descriptors`` is ``[P, D]``.
+    ``colour`` sums to 1 (before the scaling of :meth:`PhotoExtractor.views`);
+    ``descriptors`` is ``[P, D]``.
     """
     from skimage.color import rgb2gray
 
