@@ -1,4 +1,8 @@
-"""Harmonium methods: ``dwh``, ``dwh-svm``, ``twh``, ``mmh`` and the flat ``svm``.
+"""Harmonium methods, shared part: the corpus-to-wings encoding, ``dwh``, and the
+outputs every harmonium method shares (:func:`embed_harmonium`, :func:`score_classes`,
+:func:`predict_labels`). The supervised methods (``dwh-svm``, ``twh``, ``mmh``,
+``mmh-regression``, the flat ``svm``) are fitted in
+:mod:`jaxannot.annotators.harmonium_classifiers`.
 
 How a corpus becomes a harmonium: every feature view is a visible wing — ``"real"``
 views are Gaussian (standardized with the training mean and standard deviation, the
@@ -10,21 +14,11 @@ binary) or, with ``bag_model="softmax"``, replicated-softmax counts.
     Dual-wing harmonium (Xing et al. 2005) for annotation: the words are one more
     Bernoulli wing; trained by CD; ``score_words`` runs mean field with the feature
     views clamped and ranks :math:`E[x_i]` (seed 001 §4.4). ``embed`` = :math:`E[h]`.
-``dwh-svm``
-    Two-stage baseline: a DWH on the feature views, then a Crammer–Singer SVM on
-    :math:`E_{q_0}[h]`.
-``twh``
-    Tri-wing (supervised) harmonium: a softmax label wing (seed 001 eq. 3) trained by
-    CD; prediction runs mean field with the label wing free (§4.4's iterative test).
-``mmh``
-    Max-margin harmonium (§4.1): CD + hinge loss alternating with the SVM; prediction is
-    the single linear pass :math:`\\arg\\max_y V_y^\\top [E_{q_0}[h], 1]`.
-``svm``
-    Crammer–Singer SVM on the concatenated, standardized views.
 
-``twh``, ``mmh``, ``dwh-svm`` and ``svm`` need class labels and raise ``ValueError`` on
-a corpus without them; they predict labels (:func:`score_classes` gives the class
-scores).
+References
+----------
+N. Chen, J. Zhu, F. Sun, E. P. Xing. Large-Margin Predictive Latent Subspace Learning
+for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 """
 
 from __future__ import annotations
@@ -45,16 +39,13 @@ from jaxannot.models import harmonium as hm
 
 __all__ = [
     "fit_dwh",
-    "fit_dwh_svm",
-    "fit_twh",
-    "fit_mmh",
-    "fit_svm",
     "score_words_dwh",
     "embed_harmonium",
     "predict_labels",
     "score_classes",
 ]
 
+#: Hyper-parameters of the CD-trained harmoniums (``dwh`` uses them as they are).
 _BASE_HYPER = {
     "topics": 20,
     "learning_rate": 0.01,
@@ -68,18 +59,7 @@ _BASE_HYPER = {
     "bag_model": "bernoulli",
     "annotate_sweeps": 10,
 }
-_SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
-_MMH_HYPER = {
-    **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
-    **_SVM_HYPER,
-    "c1": 5.0,
-    "c2": 10.0,
-    "svm_epochs": 50,
-    "final_svm_epochs": 300,
-    "iterations": 8,
-    "inner_steps": 30,
-    "pretrain_steps": 0,
-}
+_DWH_HYPER = dict(_BASE_HYPER)
 
 
 # ----------------------------------------------------------------- corpus -> wings
@@ -238,7 +218,7 @@ def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
 # ----------------------------------------------------------------- dwh (annotation)
 def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
     """DWH with the words as a Bernoulli wing next to the feature views."""
-    hyper = {**_BASE_HYPER, **hyper}
+    hyper = {**_DWH_HYPER, **hyper}
     if corpus.words is None:
         raise ValueError(
             f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
@@ -292,112 +272,7 @@ def _embed_dwh(fitted, corpus):
     return _dwh_infer(fitted, corpus)[1]
 
 
-# ----------------------------------------------------------------- classifiers
-def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
-    """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
-    hyper = {**_BASE_HYPER, **_SVM_HYPER, **hyper}
-    labels, num_classes = _labels(corpus, "dwh-svm")
-    train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
-    k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
-    params = _init(k_init, kinds, views, hyper)
-    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
-    hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
-    # the SVM sees standardized E_q0[h] (as in mmh), folded back into V afterwards
-    center, scale = hidden.mean(0), hidden.std(0) + 1e-6
-    feats = mmh_inf.with_offset((hidden - center) / scale)
-    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
-    svm, _ = cs.fit_multiclass_svm(
-        k_svm,
-        feats,
-        y,
-        num_classes,
-        hyper["c2"] / hyper["c1"],
-        max_epochs=hyper["svm_epochs"],
-    )
-    svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
-    return _fitted(
-        "dwh-svm",
-        params,
-        hyper,
-        names,
-        kinds,
-        scaling,
-        {"predictor": svm.weights},
-        num_classes=num_classes,
-        cd_gap=gaps[-10:].tolist(),
-    )
-
-
-def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
-    """Max-margin harmonium (seed 001 §4.1) on the feature views."""
-    hyper = {**_MMH_HYPER, **hyper}
-    labels, num_classes = _labels(corpus, "mmh")
-    train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
-    k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    kinds_t = tuple(kinds)
-    res = mmh_inf.fit_mmh_classifier(
-        k_fit,
-        params,
-        (tuple(views), tuple(totals)),
-        jnp.asarray(np.asarray(train.labels), jnp.int32),
-        num_classes,
-        phase_statistics=hm.cd_phase_statistics(kinds_t, hyper["sweeps"]),
-        expected_log_potential=_elp(kinds_t),
-        embed=lambda p, image: hm.hidden_mean(p, image[0]),
-        optimizer=_optimizer(hyper, params),
-        c1=hyper["c1"],
-        c2=hyper["c2"],
-        iterations=hyper["iterations"],
-        inner_steps=hyper["inner_steps"],
-        pretrain_steps=hyper["pretrain_steps"],
-        svm_epochs=hyper["svm_epochs"],
-        final_svm_epochs=hyper["final_svm_epochs"],
-        batch_size=hyper["batch_size"] or None,
-    )
-    return _fitted(
-        "mmh",
-        res.params,
-        hyper,
-        names,
-        kinds,
-        scaling,
-        {"predictor": res.predictor},
-        num_classes=num_classes,
-        svm_primal=res.trace["svm_primal"].tolist(),
-    )
-
-
-def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
-    """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
-    hyper = {**_BASE_HYPER, **hyper}
-    labels, num_classes = _labels(corpus, "twh")
-    train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
-    onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
-    kinds = [*kinds, "softmax"]
-    views = [*views, onehot]
-    totals = [*totals, jnp.ones(train.num_images)]
-    k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
-    return _fitted(
-        "twh",
-        params,
-        hyper,
-        [*names, "__labels__"],
-        kinds,
-        scaling,
-        num_classes=num_classes,
-        cd_gap=gaps[-10:].tolist(),
-    )
-
-
+# ----------------------------------------------------------------- shared outputs
 def _twh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
     views, totals = _encode(
@@ -416,35 +291,10 @@ def _twh_infer(fitted, corpus):
     )
 
 
-def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
-    """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
-    hyper = {**_SVM_HYPER, "svm_epochs": 1000, **hyper}
-    labels, num_classes = _labels(corpus, "svm")
-    train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, "bernoulli")
-    views, _ = _encode(train, names, kinds, scaling)
-    feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
-    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
-    state, info = cs.fit_multiclass_svm(
-        rng_key,
-        feats,
-        y,
-        num_classes,
-        hyper["c2"] / hyper["c1"],
-        max_epochs=hyper["svm_epochs"],
-    )
-    return Fitted(
-        "svm",
-        {"predictor": state.weights, "scaling": scaling},
-        dict(hyper),
-        {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
-    )
-
-
-# ----------------------------------------------------------------- shared outputs
 def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
-    """:math:`E[h]` per image: the clamped linear pass for ``mmh`` / ``dwh-svm``, mean
-    field with the words / label wing free for ``dwh`` / ``twh``."""
+    """:math:`E[h]` per image: the clamped linear pass over the feature wings for
+    ``mmh`` / ``mmh-regression`` / ``dwh-svm`` (an ``mmh`` words wing is left out),
+    mean field with the words / label wing free for ``dwh`` / ``twh``."""
     if fitted.method == "dwh":
         return _embed_dwh(fitted, corpus)
     if fitted.method == "twh":
@@ -452,6 +302,8 @@ def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
     if fitted.method == "svm":
         raise ValueError("the flat 'svm' has no latent space to embed into")
     params, kinds, names = _model(fitted)
+    if fitted.info.get("words_wing", False):  # mmh's words wing (last) is not clamped
+        kinds, names = kinds[:-1], names[:-1]
     views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
     return _clamped_hidden(params, kinds, tuple(views))
 
@@ -481,51 +333,8 @@ register(
         fit=fit_dwh,
         score_words=score_words_dwh,
         embed=embed_harmonium,
-        hyper=dict(_BASE_HYPER),
+        hyper=dict(_DWH_HYPER),
         needs=("words",),
         summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
-    )
-)
-register(
-    Method(
-        name="dwh-svm",
-        fit=fit_dwh_svm,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper={**_BASE_HYPER, **_SVM_HYPER},
-        needs=("labels",),
-        summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
-    )
-)
-register(
-    Method(
-        name="twh",
-        fit=fit_twh,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper=dict(_BASE_HYPER),
-        needs=("labels",),
-        summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
-    )
-)
-register(
-    Method(
-        name="mmh",
-        fit=fit_mmh,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper=dict(_MMH_HYPER),
-        needs=("labels",),
-        summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
-    )
-)
-register(
-    Method(
-        name="svm",
-        fit=fit_svm,
-        predict_labels=predict_labels,
-        hyper={**_SVM_HYPER, "svm_epochs": 1000},
-        needs=("labels",),
-        summary="Crammer-Singer linear SVM on the concatenated standardized views",
     )
 )

@@ -26,10 +26,20 @@ Coordinate descent alternates
    :math:`\partial E_{q_0}[h_k] / \partial W_{ik} = x_i` and :math:`\bar y_d` the
    loss-augmented prediction.
 
-With ``standardize=True`` (the default) the V-step sees :math:`(\bar h_d - m) / s`
-instead of :math:`\bar h_d`; the Θ-step is then still P1's hinge at the folded-back
-:math:`V`, but the V-step minimizes a different regularizer (``docs/harmoniums.md``,
-"MMH and the generic MaxMargin term").
+The V-step solves P1 itself (``svm_step="p1"``, the default): the dual sees the raw
+features :math:`[\bar h_d, 1]`, so :math:`\tfrac12\|V\|^2` is P1's regularizer. Dual
+coordinate descent converges slowly on uncentred features; standardization is used
+only as a preconditioner of the *start*: the first V-step is warm-started from the
+duals of the SVM on standardized features (feasible for P1's dual, whose constraints do
+not involve the features), every later V-step from the previous duals. Each V-step
+stops at a relative duality gap of :math:`10^{-4}` or at its epoch budget, whichever
+comes first; the gap reached is in ``trace["svm_gap"]`` (not converged when above
+:math:`10^{-4}`). ``svm_step="standardized"`` (the earlier default) solves the SVM on
+:math:`(\bar h_d - m) / s` and folds :math:`V` back: the Θ-step is then still P1's
+hinge at the folded :math:`V`, but the V-step minimizes
+:math:`\tfrac12\|W \operatorname{diag}(s)\|^2 + \tfrac12\|b + W m\|^2` instead
+of :math:`\tfrac12(\|W\|^2 + \|b\|^2)` — a different problem whose
+:math:`m, s` move at every V-step (``docs/harmoniums.md``).
 
 Regression (P2, eqs. 10–12): the V-step solves the ε-insensitive dual
 (:mod:`jaxannot.inference.svr`, the solver of the term's ``"epsilon_insensitive"``
@@ -75,6 +85,7 @@ __all__ = [
     "term_params",
     "classification_extra_loss",
     "regression_extra_loss",
+    "SVM_STEPS",
     "fit_mmh_classifier",
     "fit_mmh_regressor",
 ]
@@ -90,8 +101,9 @@ class MMHResult(NamedTuple):
     predictor : [T, K+1] or [K+1] array
         ``V`` (class weights, or the regression vector), offset last.
     trace : dict of numpy arrays
-        ``svm_primal`` per V-step; ``cd_gap`` and ``extra_loss`` (the hinge or
-        regression term) per Θ-step.
+        ``svm_primal`` and ``svm_gap`` (the relative duality gap reached, above
+        ``1e-4`` when the V-step stopped at its epoch budget) per V-step;
+        ``cd_gap`` and ``extra_loss`` (the hinge or regression term) per Θ-step.
     """
 
     params: ArrayTree
@@ -214,14 +226,15 @@ def _alternate(
     step = cd.build_kernel(
         optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
     )
-    v_state = v_init(embed_all(state.params)[0])
-    objective, extras = [], []
+    v_state = v_init(jax.random.fold_in(k_pre, 1), embed_all(state.params)[0])
+    objective, rel_gaps, extras = [], [], []
     for it in range(iterations):
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
         feats, standard = embed_all(state.params)
         v_state, aux, value = v_step(k_v, feats, v_state)
         aux = (*aux, *standard)
-        objective.append(value)
+        objective.append(value[0])
+        rel_gaps.append(value[1])
         state, info = fit(
             k_theta, state, (images, aux), step=step, num_steps=inner_steps
         )
@@ -231,7 +244,8 @@ def _alternate(
     v_state, _, value = v_step(
         jax.random.fold_in(k_alt, iterations), feats, v_state, final=True
     )
-    objective.append(value)
+    objective.append(value[0])
+    rel_gaps.append(value[1])
     return (
         state.params,
         v_state,
@@ -239,9 +253,34 @@ def _alternate(
         {
             "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
             "svm_primal": np.asarray(objective),
+            "svm_gap": np.asarray(rel_gaps),
             "extra_loss": np.concatenate(extras) if extras else np.zeros(0),
         },
     )
+
+
+SVM_STEPS = ("p1", "standardized")
+
+
+def _check_svm_step(svm_step: str) -> bool:
+    """``True`` for the standardized V-step; ``ValueError`` on an unknown name."""
+    if svm_step not in SVM_STEPS:
+        raise ValueError(f"unknown svm_step {svm_step!r}; valid: p1, standardized")
+    return svm_step == "standardized"
+
+
+def _last(trace) -> tuple[float, float]:
+    """Primal objective and relative duality gap at the last epoch run."""
+    primal, gap = np.asarray(trace.primal), np.asarray(trace.gap)
+    ok = np.isfinite(primal)
+    value = float(primal[ok][-1])
+    return value, float(gap[ok][-1]) / max(1.0, abs(value))
+
+
+def _standardized_start(feats: Array) -> Array:
+    """``[(F - m) / s, 1]`` of ``feats = [F, 1]`` (mean / std over the images)."""
+    hidden = feats[:, :-1]
+    return with_offset((hidden - hidden.mean(0)) / (hidden.std(0) + 1e-6))
 
 
 def fit_mmh_classifier(
@@ -263,9 +302,9 @@ def fit_mmh_classifier(
     svm_epochs: int = 50,
     final_svm_epochs: int = 300,
     batch_size: int | None = None,
-    standardize: bool = True,
+    svm_step: str = "p1",
 ) -> MMHResult:
-    """Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
+    r"""Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
 
     Parameters
     ----------
@@ -291,35 +330,46 @@ def fit_mmh_classifier(
         Plain CD steps (the DWH likelihood alone) before the first V-step.
     svm_epochs, final_svm_epochs : int
         Epoch budgets of the warm-started V-steps inside the alternation and of the
-        last V-step (on the final features).
+        last V-step (on the final features); each stops earlier at a relative
+        duality gap of ``1e-4`` (``trace["svm_gap"]`` says where it stopped).
     batch_size : int, optional
         Minibatch of the CD term (the hinge always uses every image).
-    standardize : bool
-        Give the SVM standardized features :math:`(\\bar h - m) / s` (mean and
-        standard deviation over the images, refreshed at every V-step and held fixed
-        in the Θ-step); the returned ``V`` is folded back so that it applies to
-        ``[E_{q_0}[h], 1]`` directly. This conditions the dual coordinate descent
-        (slow on uncentred, badly scaled features) but is not P1: the V-step then
-        regularizes the standardized weights, :math:`\\tfrac12\\|V'\\|^2`, not
-        :math:`\\tfrac12\\|V\\|^2` (``docs/harmoniums.md``). ``False`` solves P1's
-        V-step exactly (up to the epoch budget).
+    svm_step : {"p1", "standardized"}
+        ``"p1"``: the V-step minimizes P1's :math:`\tfrac12\|V\|^2 + \frac{C_2}{C_1}
+        \sum_d \ell_{CS}(V[\bar h_d, 1], y_d)` on the raw features, its first call
+        warm-started from the duals of the standardized problem (a preconditioner
+        of the start only). ``"standardized"``: the SVM on :math:`(\bar h - m) / s`
+        (mean and standard deviation over the images, refreshed at every V-step and
+        held fixed in the Θ-step), ``V`` folded back; its regularizer is
+        :math:`\tfrac12\|V'\|^2` of the standardized weights, not P1's
+        (``docs/harmoniums.md``).
 
     Returns
     -------
     MMHResult
-        ``predictor`` is ``V`` ``[T, K+1]``; predict with
-        ``argmax(with_offset(embed) @ V.T)`` — one linear pass (seed 001 §4.4).
+        ``predictor`` is ``V`` ``[T, K+1]`` on ``[E_{q_0}[h], 1]`` (folded back for
+        ``"standardized"``); predict with ``argmax(with_offset(embed) @ V.T)`` — one
+        linear pass (seed 001 §4.4).
     """
+    standardize = _check_svm_step(svm_step)
     labels = jnp.asarray(labels, jnp.int32)
     term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
 
-    def v_init(feats):
-        return cs.init(feats, num_classes)
+    def v_init(key, feats):
+        if standardize:
+            return cs.init(feats, num_classes)
+        start, _ = cs.fit_multiclass_svm(
+            key,
+            _standardized_start(feats),
+            labels,
+            num_classes,
+            term.c,
+            max_epochs=svm_epochs,
+        )
+        return cs.CSState(start.alpha, start.alpha.T @ feats)
 
     def v_step(key, feats, v_state, final=False):
-        warm = cs.CSState(
-            v_state.alpha, v_state.alpha.T @ feats
-        )  # W(α) on new features
+        warm = cs.CSState(v_state.alpha, v_state.alpha.T @ feats)  # W(α), new feats
         v_state, info = cs.fit_multiclass_svm(
             key,
             feats,
@@ -329,12 +379,7 @@ def fit_mmh_classifier(
             init_state=warm,
             max_epochs=final_svm_epochs if final else svm_epochs,
         )
-        primal = np.asarray(info.primal)
-        return (
-            v_state,
-            (v_state.weights,),
-            float(primal[np.isfinite(primal)][-1]),
-        )
+        return v_state, (v_state.weights,), _last(info)
 
     out_params, _, predictor, trace = _alternate(
         rng_key,
@@ -375,37 +420,39 @@ def fit_mmh_regressor(
     svr_epochs: int = 50,
     final_svr_epochs: int = 300,
     batch_size: int | None = None,
-    standardize: bool = True,
+    svm_step: str = "p1",
 ) -> MMHResult:
-    """Fit the max-margin harmonium for regression (seed 001 §4.2).
+    r"""Fit the max-margin harmonium for regression (seed 001 §4.2).
 
     Same arguments as :func:`fit_mmh_classifier` with real ``targets`` and the
-    insensitivity ``epsilon``; the V-step is the box-constrained dual of eq. (12).
-    ``predictor`` is ``V`` ``[K+1]``; predict with ``with_offset(embed) @ V``.
+    insensitivity ``epsilon``; the V-step is the box-constrained dual of eq. (12),
+    P2's :math:`\tfrac12 C_1\|V\|^2 + C_2\sum_d \ell_\epsilon` on the raw
+    :math:`[\bar h_d, 1]` for ``svm_step="p1"`` (first V-step warm-started from the
+    standardized problem's multipliers), on the standardized features for
+    ``"standardized"``. ``predictor`` is ``V`` ``[K+1]``; predict with
+    ``with_offset(embed) @ V``.
     """
+    standardize = _check_svm_step(svm_step)
     targets = jnp.asarray(targets, jnp.float32)
 
-    def v_init(feats):
-        return svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
+    def solve(key, feats, warm, epochs):
+        return svr_mod.fit_svr(
+            key, feats, targets, c1, c2, epsilon, init_state=warm, max_epochs=epochs
+        )
+
+    def v_init(key, feats):
+        zero = svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
+        if standardize:
+            return zero
+        start, _ = solve(key, _standardized_start(feats), zero, svr_epochs)
+        return svr_mod.SVRState(start.beta, start.beta @ feats / c1)
 
     def v_step(key, feats, v_state, final=False):
         warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
-        v_state, info = svr_mod.fit_svr(
-            key,
-            feats,
-            targets,
-            c1,
-            c2,
-            epsilon,
-            init_state=warm,
-            max_epochs=final_svr_epochs if final else svr_epochs,
+        v_state, info = solve(
+            key, feats, warm, final_svr_epochs if final else svr_epochs
         )
-        primal = np.asarray(info.primal)
-        return (
-            v_state,
-            (v_state.beta, v_state.weights),
-            float(primal[np.isfinite(primal)][-1]),
-        )
+        return v_state, (v_state.beta, v_state.weights), _last(info)
 
     out_params, _, predictor, trace = _alternate(
         rng_key,
