@@ -30,6 +30,7 @@ test: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check jaxannot tests benchmarks notebooks
 	$(BIN)/ruff format --check jaxannot tests benchmarks notebooks
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m pip install -q -e ".[bench]"
