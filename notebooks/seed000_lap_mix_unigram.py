@@ -210,12 +210,14 @@ def coordinate_search(evaluate, axes, start, extend=EXTEND, max_extend=3):
     """Maximize `evaluate(point)` one axis at a time over growing grids.
 
     `axes` maps a name to its grid; `start` is the first point (each value in its
-    grid). An axis with one value is held fixed. Along an axis every grid value is
-    evaluated with the other coordinates fixed; if the best is at an end of the grid
-    the grid is extended past that end (`extend[name]` = (up, down), down returns
-    None at a natural bound), at most `max_extend` times per end. Passes over the
-    axes repeat until none moves. Returns (best point, final grids, evaluations,
-    edges: the axes whose chosen value still sits at an extendable grid end).
+    grid). An axis with one value is held fixed. Along an axis, with the other
+    coordinates fixed, the search climbs: the current value's two grid neighbours
+    are evaluated and it moves to the best, until the current value beats both; a
+    value at an end of the grid first extends the grid past that end
+    (`extend[name]` = (up, down), down returns None at a natural bound), at most
+    `max_extend` times per end. Passes over the axes repeat until none moves.
+    Returns (best point, final grids, evaluations, edges: the axes whose chosen
+    value still sits at an extendable grid end).
     """
     grids = {a: sorted(set(v)) for a, v in axes.items()}
     point = dict(start)
@@ -234,22 +236,24 @@ def coordinate_search(evaluate, axes, start, extend=EXTEND, max_extend=3):
         for a in grids:
             if len(axes[a]) < 2:
                 continue
-            while True:
-                vals = {v: score({**point, a: v}) for v in grids[a]}
-                best = max(
-                    grids[a], key=lambda v: (vals[v]["accuracy"], -grids[a].index(v))
-                )
-                up, down = extend[a]
-                new = None
-                if best == grids[a][-1] and grown[(a, "up")] < max_extend:
-                    new, grown[(a, "up")] = up(best), grown[(a, "up")] + 1
-                elif best == grids[a][0] and grown[(a, "down")] < max_extend:
-                    new = down(best)
+            up, down = extend[a]
+            while True:  # climb along the axis to a value beating both neighbours
+                g, cur = grids[a], point[a]
+                i = g.index(cur)
+                if i == len(g) - 1 and grown[(a, "up")] < max_extend:
+                    grown[(a, "up")] += 1
+                    g.append(up(cur))
+                if i == 0 and grown[(a, "down")] < max_extend:
                     grown[(a, "down")] += 1
-                if new is None or new in grids[a]:
+                    new = down(cur)
+                    if new is not None and new not in g:
+                        g.insert(0, new)
+                        i += 1
+                cands = [cur] + [v for v in g[max(i - 1, 0) : i + 2] if v != cur]
+                vals = {v: score({**point, a: v})["accuracy"] for v in cands}
+                best = max(cands, key=lambda v: (vals[v], v == cur))
+                if best == cur:
                     break
-                grids[a] = sorted(grids[a] + [new])
-            if best != point[a]:
                 point[a], moved = best, True
         if not moved:
             break
