@@ -116,6 +116,9 @@ def _cmd_evaluate(args) -> int:
 
     method = get_method(args.method)
     hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
+    for path in (args.json, args.save):  # ... and on an unwritable output
+        if path:
+            _check_writable(path)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -152,12 +155,17 @@ def _cmd_datasets(args) -> int:
 
 def _cmd_methods(args) -> int:
     from jaxannot.annotators import available_methods
+    from jaxannot.annotators.hyper_spec import spec_for
 
     for name, m in available_methods().items():
         needs = f" [needs {', '.join(m.needs)}]" if m.needs else ""
         print(f"{name}: {m.summary}{needs}")
-        for key, default in m.hyper.items():
-            print(f"    {key} = {default!r}")
+        settings = [f"{key} = {default!r}" for key, default in m.hyper.items()]
+        width = max(map(len, settings), default=0)
+        for key, setting in zip(m.hyper, settings, strict=True):
+            spec = spec_for(name, key)
+            text = f"{spec.help} [{spec.valid()}]" if spec else "(no description)"
+            print(f"    {setting.ljust(width)}  {text}")
     return 0
 
 

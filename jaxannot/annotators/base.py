@@ -36,6 +36,8 @@ import numpy as np
 
 import jax
 
+from jaxannot.annotators.hyper_spec import spec_for
+
 __all__ = [
     "Fitted",
     "Method",
@@ -43,6 +45,7 @@ __all__ = [
     "get_method",
     "available_methods",
     "parse_hyper",
+    "check_hyper",
     "save",
     "load",
     "show_progress",
@@ -174,7 +177,10 @@ def parse_hyper(method: Method, assignments: list[str] | Mapping[str, Any]) -> d
     """Merge ``key=value`` strings (or a mapping) into the method's defaults.
 
     Values are parsed to the type of the default (bool, int, float, str); an unknown
-    key raises ``KeyError`` listing the valid ones.
+    key raises ``KeyError`` listing the valid ones. Every merged value is then checked
+    against its :class:`~jaxannot.annotators.hyper_spec.HyperSpec` (type, range,
+    choices; :func:`~jaxannot.annotators.hyper_spec.spec_for`): ``ValueError`` names
+    the method, the key, the value and the valid values.
     """
     hyper = dict(method.hyper)
     items = (
@@ -189,7 +195,33 @@ def parse_hyper(method: Method, assignments: list[str] | Mapping[str, Any]) -> d
                 f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
             )
         hyper[key] = _coerce(value, hyper[key], key)
+    for key, value in hyper.items():
+        check_hyper(method.name, key, value)
     return hyper
+
+
+def check_hyper(method: str, key: str, value: Any) -> None:
+    """``ValueError`` unless ``value`` is valid for hyper-parameter ``key`` of
+    ``method`` (a hyper-parameter without a spec is not checked).
+
+    Parameters
+    ----------
+    method : str
+        Method name.
+    key : str
+        Hyper-parameter name.
+    value : object
+        Its value, already parsed.
+    """
+    spec = spec_for(method, key)
+    if spec is None:
+        return
+    problem = spec.problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"method {method!r}: hyper-parameter {key}={value!r} is invalid "
+            f"({problem}); valid: {spec.valid()}"
+        )
 
 
 def _split_assignment(text: str) -> tuple[str, str]:

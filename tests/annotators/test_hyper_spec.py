@@ -1,0 +1,186 @@
+"""Every hyper-parameter of every registered method has a typed spec, its default
+satisfies it, and ``parse_hyper`` refuses values outside it with the valid range."""
+
+import re
+
+import numpy as np
+import pytest
+
+from jaxannot.annotators import available_methods, get_method, parse_hyper
+from jaxannot.annotators.hyper_spec import SHARED, SPECIFIC, HyperSpec, spec_for
+
+METHODS = available_methods()
+PAIRS = [(name, key) for name, m in METHODS.items() for key in m.hyper]
+
+
+def test_every_hyper_parameter_has_a_spec():
+    missing = [f"{name}.{key}" for name, key in PAIRS if spec_for(name, key) is None]
+    assert not missing, f"hyper-parameters without a HyperSpec: {missing}"
+
+
+def test_every_default_satisfies_its_spec():
+    bad = []
+    for name, key in PAIRS:
+        spec = spec_for(name, key)
+        default = METHODS[name].hyper[key]
+        if spec is not None and spec.problem(default) is not None:
+            bad.append(f"{name}.{key}={default!r} ({spec.valid()})")
+    assert not bad, f"defaults outside their own spec: {bad}"
+    for name, m in METHODS.items():
+        assert parse_hyper(m, {}) == dict(m.hyper), name
+
+
+def test_no_spec_describes_a_hyper_parameter_that_does_not_exist():
+    stale = [
+        f"{name}.{key}"
+        for name, key in SPECIFIC
+        if name not in METHODS or key not in METHODS[name].hyper
+    ]
+    assert not stale, f"specs of (method, name) pairs no method has: {stale}"
+    used = {key for _, key in PAIRS}
+    assert set(SHARED) <= used, set(SHARED) - used
+
+
+def test_specs_are_typed_one_liners_matching_their_defaults():
+    for name, key in PAIRS:
+        spec = spec_for(name, key)
+        default = METHODS[name].hyper[key]
+        assert spec.help and "\n" not in spec.help and len(spec.help) < 200
+        # the default's type decides how --set parses, so the two must agree
+        assert type(default) is spec.type, (name, key, type(default), spec.type)
+
+
+def _invalid_value(spec: HyperSpec):
+    """A value just outside the spec: out of its range or choices, else of a wrong
+    type (a mapping's values reach the check as they are)."""
+    if spec.choices is not None:
+        return "not-a-choice"
+    if spec.type in (bool, str):
+        return 1
+    if spec.low is not None:
+        step = 1 if spec.type is int else 1e-3
+        return spec.type(spec.low) if not spec.low_inclusive else spec.low - step
+    if spec.high is not None:
+        step = 1 if spec.type is int else 1e-3
+        return spec.type(spec.high) if not spec.high_inclusive else spec.high + step
+    return "not-a-number"
+
+
+@pytest.mark.parametrize(("name", "key"), PAIRS, ids=[f"{n}.{k}" for n, k in PAIRS])
+def test_a_value_outside_the_spec_is_refused_with_the_valid_range(name, key):
+    spec = spec_for(name, key)
+    value = _invalid_value(spec)
+    with pytest.raises(ValueError) as err:
+        parse_hyper(METHODS[name], {key: value})
+    message = str(err.value)
+    assert f"method {name!r}" in message
+    assert f"{key}={value!r}" in message
+    assert spec.valid() in message
+
+
+def test_knn_k_zero_names_method_key_value_and_range():
+    with pytest.raises(ValueError, match=r"'knn'.*k=0.*valid: int >= 1"):
+        parse_hyper(get_method("knn"), ["k=0"])
+
+
+@pytest.mark.parametrize(
+    ("method", "assignment", "needle"),
+    [
+        ("sfsls", "p=0", r"p=0\.0 .*float in \(0, 1\]"),
+        ("sfsls", "p=1.5", r"float in \(0, 1\]"),
+        ("iale-svm", "clip=0.5", r"clip=0\.5 .*float in \[0, 0\.5\)"),
+        ("iale-svm", "bins=2", r"int >= 3"),
+        ("mix-unigram", "bins=1", r"int >= 2"),
+        ("lap-mix-unigram", "gamma=0", r"float in \(0, 1\]"),
+        ("link-lda", "alpha=0", r"float > 0"),
+        ("mix-unigram", "beta_concentration=1", r"float > 1"),
+        ("mbrm", "folds=1", r"int >= 2"),
+        ("fsnm", "selected=-0.1", r"float in \(0, 1\]"),
+        ("emml", "gamma=-1", r"float >= 0"),
+        ("mmh", "c1=0", r"float > 0"),
+        ("bsvm", "c=nan", r"not finite"),
+    ],
+)
+def test_out_of_range_values_are_refused(method, assignment, needle):
+    with pytest.raises(ValueError, match=needle):
+        parse_hyper(get_method(method), [assignment])
+
+
+@pytest.mark.parametrize(
+    ("method", "assignment", "choices"),
+    [
+        ("knn", "metric=manhattan", "one of cosine, euclidean"),
+        ("bsvm", "loss=log", "one of squared_hinge, hinge"),
+        ("mmh", "svm_step=p2", "one of p1, standardized"),
+        ("mmh", "words_wing=maybe", "one of auto, yes, no"),
+        ("emml", "solver=", "one of exact, working_set"),
+        (
+            "tagprop",
+            "distances=cosine,manhattan",
+            "a comma-separated list of cosine, sqeuclidean, jaccard, idf",
+        ),
+    ],
+)
+def test_a_string_outside_its_choices_is_refused_listing_them(
+    method, assignment, choices
+):
+    with pytest.raises(ValueError) as err:
+        parse_hyper(get_method(method), [assignment])
+    message = str(err.value)
+    key, value = assignment.split("=", 1)
+    assert f"method {method!r}: hyper-parameter {key}={value!r}" in message
+    assert message.endswith(f"valid: {choices}")
+
+
+def test_valid_values_pass_and_keep_their_parsed_types():
+    assert parse_hyper(get_method("sfsls"), ["p=1"])["p"] == 1.0  # inclusive bound
+    assert parse_hyper(get_method("emml"), ["gamma=0"])["gamma"] == 0.0  # 0 = auto
+    hyper = parse_hyper(get_method("lap-mix-unigram"), ["warm_start=0", "lam=0"])
+    assert (hyper["warm_start"], hyper["lam"]) == (0, 0.0)
+    dist = "idf, cosine"
+    assert (
+        parse_hyper(get_method("tagprop"), [f"distances={dist}"])["distances"] == dist
+    )
+    # mappings (tuning grids, scikit-learn parameters): ints and numpy floats for floats
+    assert parse_hyper(get_method("bsvm"), {"c": 2})["c"] == 2
+    assert parse_hyper(get_method("bsvm"), {"c": np.float32(0.5)})["c"] == 0.5
+    assert parse_hyper(get_method("knn"), {"k": np.int64(3)})["k"] == 3
+
+
+def test_wrong_types_in_a_mapping_are_refused():
+    with pytest.raises(ValueError, match=r"balance=True is invalid \(not a str\)"):
+        parse_hyper(get_method("tagprop"), {"balance": True})
+    with pytest.raises(ValueError, match=r"k=2\.5 is invalid \(not an int\)"):
+        parse_hyper(get_method("knn"), {"k": 2.5})
+    with pytest.raises(ValueError, match=r"k=True is invalid \(not an int\)"):
+        parse_hyper(get_method("knn"), {"k": True})
+    with pytest.raises(ValueError, match=r"not a bool"):
+        parse_hyper(get_method("sfsls"), {"use_unlabelled": 1})
+
+
+def test_method_specific_specs_override_the_shared_ones():
+    assert spec_for("mix-unigram", "bins").low == 2  # shared: quantile bins
+    assert spec_for("ale-sf", "bins").low == 3  # ALE's histogram bins B
+    assert "primary view" in spec_for("emml", "view").help
+    assert "'all'" in spec_for("knn", "view").help
+    assert spec_for("link-lda", "alpha") != spec_for("sfsls", "alpha")
+    assert spec_for("no-such-method", "no-such-key") is None
+
+
+def test_hyper_spec_refuses_malformed_specs():
+    with pytest.raises(ValueError, match="one non-empty line"):
+        HyperSpec("two\nlines", int)
+    with pytest.raises(ValueError, match="choices"):
+        HyperSpec("an int with choices", int, choices=("a",))
+    with pytest.raises(ValueError, match="range"):
+        HyperSpec("a str with a range", str, low=0)
+    assert re.fullmatch(r"float in \(0, 1\]", spec_for("sfsls", "p").valid())
+
+
+def test_an_unregistered_method_is_checked_only_by_the_shared_names():
+    from jaxannot.annotators import Method
+
+    m = Method("custom", fit=lambda c, **k: None, hyper={"bins": 8, "lam": 1.0})
+    assert parse_hyper(m, ["lam=-5"])["lam"] == -5.0  # no spec: not checked
+    with pytest.raises(ValueError, match="int >= 2"):
+        parse_hyper(m, ["bins=1"])
