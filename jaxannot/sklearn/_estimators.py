@@ -1,0 +1,493 @@
+"""The estimator base classes behind :mod:`jaxannot.sklearn`.
+
+:class:`AnnotatorEstimator` wraps a method with ``score_words`` (multi-label
+annotation: ``y`` is an ``[images, words]`` matrix), :class:`ClassifierEstimator` a
+method with ``predict_labels`` (``y`` is a vector of class labels). Both turn ``X`` (an
+array or a dict of named views) into a :class:`~jaxannot.data.Corpus`, call the
+registered method's protocol functions and keep what it learned in ``fitted_``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_array,
+    check_consistent_length,
+    check_is_fitted,
+    check_non_negative,
+    column_or_1d,
+    validate_data,
+)
+
+import jax
+
+from jaxannot import metrics
+from jaxannot.annotators.base import Method, get_method, parse_hyper
+from jaxannot.data.corpus import VIEW_KINDS, Corpus
+
+__all__ = [
+    "AnnotatorEstimator",
+    "ClassifierEstimator",
+    "BAG_METHODS",
+    "PROBABILITY_METHODS",
+    "default_view_kind",
+]
+
+#: Methods that read their feature views as visual-word counts (the topic models):
+#: their estimators default to ``view_kind="bag"`` and need non-negative ``X``.
+BAG_METHODS = frozenset({"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda"})
+
+#: Methods whose ``score_words`` are probabilities in [0, 1], and what they mean; only
+#: their estimators have ``predict_proba``.
+PROBABILITY_METHODS = {
+    "empirical": "relative frequency of the word in the training words",
+    "knn": "similarity-weighted fraction of the k neighbours carrying the word",
+    "tagprop": "p(word present | image), the TagProp model's sigmoid",
+    "mbrm": "p(word | image) of the multiple-Bernoulli relevance model",
+    "mix-unigram": "p(word | image) under the mixture (a row sums to 1 over words)",
+    "lap-mix-unigram": "p(word | image) under the mixture (a row sums to 1)",
+    "plsa-words": "p(word | image) of pLSA-Words (a row sums to 1)",
+    "link-lda": "p(word | image) of Link-LDA (a row sums to 1)",
+    "dwh": "E[word unit] after mean field, a Bernoulli mean",
+}
+
+#: Classifiers with class scores (:func:`jaxannot.annotators.harmoniums.score_classes`).
+_CLASS_SCORE_METHODS = frozenset({"mmh", "twh", "dwh-svm", "svm"})
+
+_SINGLE_VIEW = "features"  # the view name an array X becomes
+
+
+def default_view_kind(method: str) -> str:
+    """How an estimator of ``method`` reads ``X`` unless told: ``"bag"`` (non-negative
+    counts) for the topic models of :data:`BAG_METHODS`, ``"real"`` otherwise."""
+    return "bag" if method in BAG_METHODS else "real"
+
+
+def _plain(value):
+    """Numpy scalars as Python ones (fitted hyper-parameters must be JSON-able)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class _Shared:
+    """What annotators and classifiers share: parameters -> hyper-parameters, ``X`` ->
+    views, the random key, the fit itself. Not an estimator by itself."""
+
+    #: registered method name, set on the generated classes
+    _method: str = ""
+
+    # ------------------------------------------------------------- the method
+    def _method_name(self) -> str:
+        return self._method
+
+    def _registered(self) -> Method:
+        return get_method(self._method_name())
+
+    def _has_protocol(self, name: str) -> bool:
+        try:
+            return getattr(self._registered(), name) is not None
+        except KeyError:
+            return False
+
+    def _hyper(self) -> dict:
+        method = self._registered()
+        params = self.get_params(deep=False)
+        given = {k: _plain(params[k]) for k in method.hyper if k in params}
+        return parse_hyper(method, given)
+
+    def _view_kind_param(self):
+        kind = getattr(self, "view_kind", None)
+        return default_view_kind(self._method_name()) if kind is None else kind
+
+    def _kinds(self, names) -> dict[str, str]:
+        kind = self._view_kind_param()
+        if isinstance(kind, Mapping):
+            missing = [n for n in names if n not in kind]
+            if missing:
+                raise ValueError(
+                    f"view_kind has no entry for the views {missing}; give a kind "
+                    f"for every view of X ({list(names)})"
+                )
+            kinds = {n: kind[n] for n in names}
+        else:
+            kinds = dict.fromkeys(names, kind)
+        for name, k in kinds.items():
+            if k not in VIEW_KINDS:
+                raise ValueError(
+                    f"view_kind {k!r} for view {name!r} is not one of "
+                    f"{list(VIEW_KINDS)}"
+                )
+        return kinds
+
+    def _needs_non_negative(self) -> bool:
+        """Whether ``X`` must be non-negative: bag/binary views, TagProp's base
+        distances other than cosine, MBRM's ``regions`` kernel."""
+        kind = self._view_kind_param()
+        kinds = kind.values() if isinstance(kind, Mapping) else [kind]
+        if any(k in ("bag", "binary") for k in kinds):
+            return True
+        name, params = self._method_name(), self.get_params(deep=False)
+        if name == "tagprop":
+            distances = str(params.get("distances", "")).replace(" ", "")
+            return params.get("variant") == "distance" and distances != "cosine"
+        if name == "mbrm":
+            return params.get("kernel") == "regions"
+        return False
+
+    def _random_key(self):
+        state = self.random_state
+        if isinstance(state, numbers.Integral) and not isinstance(state, bool):
+            seed = int(state)
+        else:
+            seed = int(check_random_state(state).randint(np.iinfo(np.int32).max))
+        return jax.random.key(seed)
+
+    # ---------------------------------------------------------------- X, views
+    def _views(self, X, *, fit: bool, y=None, multi_output: bool = False):
+        """``X`` (array or dict of views) -> ``(views, y)``; checks and sets
+        ``n_features_in_`` (and ``view_names_`` / ``view_dims_``) like sklearn."""
+        if isinstance(X, Mapping) and not sparse.issparse(X):  # (dok is a dict)
+            views, y = self._dict_views(X, fit=fit, y=y, multi_output=multi_output)
+        else:
+            kwargs = dict(dtype=(np.float64, np.float32), reset=fit)
+            if fit:
+                kwargs["ensure_min_samples"] = 2
+            if fit:
+                X, y = validate_data(self, X, y, multi_output=multi_output, **kwargs)
+            else:
+                X = validate_data(self, X, **kwargs)
+            views = {_SINGLE_VIEW: X}
+            if fit:
+                self.view_names_ = (_SINGLE_VIEW,)
+                self.view_dims_ = (X.shape[1],)
+            elif self.view_names_ != (_SINGLE_VIEW,):
+                raise ValueError(
+                    f"{type(self).__name__} was fitted on a dict of views "
+                    f"{list(self.view_names_)}; pass a dict with the same views"
+                )
+        if self._needs_non_negative():
+            for v in views.values():
+                check_non_negative(v, f"{type(self).__name__} (view_kind / method)")
+        if self._method_name() in BAG_METHODS:
+            for name, v in views.items():
+                if not np.array_equal(v, np.round(v)):
+                    raise ValueError(
+                        f"{type(self).__name__} reads X as visual-word counts and "
+                        f"needs non-negative integers; view {name!r} has fractional "
+                        "values. Quantize real features first, e.g. with "
+                        "sklearn.preprocessing.KBinsDiscretizer(encode='onehot-dense')"
+                    )
+        return views, y
+
+    def _dict_views(self, X, *, fit, y, multi_output):
+        if not X:
+            raise ValueError("X is an empty dict; give at least one named view")
+        views = {
+            str(name): check_array(
+                v,
+                dtype=(np.float64, np.float32),
+                ensure_min_samples=2 if fit else 1,
+                input_name=f"X[{name!r}]",
+            )
+            for name, v in X.items()
+        }
+        check_consistent_length(*views.values())
+        names, dims = tuple(views), tuple(v.shape[1] for v in views.values())
+        if fit:
+            if y is None:
+                raise ValueError(
+                    f"This {type(self).__name__} estimator requires y to be passed, "
+                    "but the target y is None."
+                )
+            y = check_array(
+                y,
+                accept_sparse="csr",
+                ensure_2d=False,
+                dtype=None,
+                input_name="y",
+            )
+            if not multi_output:
+                y = column_or_1d(y, warn=True)
+            check_consistent_length(next(iter(views.values())), y)
+            self.view_names_, self.view_dims_ = names, dims
+            self.n_features_in_ = int(sum(dims))
+        else:
+            check_is_fitted(self)
+            if names != self.view_names_ or dims != self.view_dims_:
+                raise ValueError(
+                    f"X has the views {dict(zip(names, dims, strict=True))}, but "
+                    f"{type(self).__name__} was fitted on "
+                    f"{dict(zip(self.view_names_, self.view_dims_, strict=True))}"
+                )
+        return views, y
+
+    def _corpus(self, views, **fields) -> Corpus:
+        return Corpus.from_arrays(
+            views, view_kinds=self._kinds(list(views)), name="sklearn", **fields
+        )
+
+    def _fit_method(self, corpus: Corpus):
+        method = self._registered()
+        return method.fit(corpus, rng_key=self._random_key(), **self._hyper())
+
+
+# ================================================================ annotators
+class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
+    """Base of the multi-label annotation estimators (methods with ``score_words``).
+
+    ``fit(X, y)`` learns from features ``X`` and an ``[images, words]`` matrix ``y``
+    (0/1 or counts); ``decision_function(X)`` scores every word for every image
+    (higher = more relevant); ``predict(X)`` marks the ``n_words`` best words of
+    each image. See :mod:`jaxannot.sklearn` for the parameters.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        tags.input_tags.positive_only = self._needs_non_negative()
+        # the topic models read X as counts: the checks then feed them integers
+        tags.input_tags.categorical = self._method_name() in BAG_METHODS
+        return tags
+
+    def fit(self, X, y):
+        """Fit the method on features ``X`` and word matrix ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features; a dict gives named views (all with ``n_images`` rows).
+        y : array-like or sparse matrix of shape (n_images, n_words)
+            The words of each image: 0/1 (or non-negative counts). A
+            ``pandas.DataFrame`` names the words (``classes_``).
+
+        Returns
+        -------
+        self
+        """
+        names = getattr(y, "columns", None)
+        views, Y = self._views(X, fit=True, y=y, multi_output=True)
+        if hasattr(Y, "toarray"):
+            Y = Y.toarray()
+        Y = np.asarray(Y)
+        if Y.dtype == object:
+            try:
+                Y = Y.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    "Unknown label type: y must be a numeric 0/1 (or count) matrix"
+                ) from None
+        if Y.ndim != 2:
+            raise ValueError(
+                f"{type(self).__name__} expects y as a 2-D (n_images, n_words) "
+                f"matrix, got shape {Y.shape}; turn labels or tag lists into one with "
+                "sklearn.preprocessing.MultiLabelBinarizer or LabelBinarizer"
+            )
+        if Y.dtype.kind not in "biuf":
+            raise ValueError(
+                f"Unknown label type: y must be numeric 0/1 or counts, got {Y.dtype}"
+            )
+        if np.any(Y < 0):
+            raise ValueError("y must be non-negative (0/1 word indicators or counts)")
+        self.classes_ = (
+            np.asarray(names, dtype=object)
+            if names is not None
+            else np.arange(Y.shape[1])
+        )
+        self.n_outputs_ = int(Y.shape[1])
+        word_names = tuple(str(c) for c in self.classes_)
+        corpus = self._corpus(views, words=Y, word_names=word_names)
+        self.fitted_ = self._fit_method(corpus)
+        return self
+
+    def _query(self, X) -> Corpus:
+        check_is_fitted(self)
+        views, _ = self._views(X, fit=False)
+        return self._corpus(views)
+
+    def decision_function(self, X):
+        """Word scores, higher = more relevant.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_words)
+        """
+        corpus = self._query(X)
+        scores = self._registered().score_words(self.fitted_, corpus)
+        return np.asarray(scores)
+
+    @available_if(lambda self: self._method_name() in PROBABILITY_METHODS)
+    def predict_proba(self, X):
+        """The word scores of methods whose scores are probabilities in [0, 1]
+        (:data:`PROBABILITY_METHODS` says what each one means); the same array as
+        :meth:`decision_function`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_words)
+        """
+        return self.decision_function(X)
+
+    def predict(self, X):
+        """The ``n_words`` best-scored words of each image as a 0/1 matrix (ties go
+        to the lower word index, as in :mod:`jaxannot.metrics`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of int of shape (n_images, n_words)
+        """
+        n = self.n_words
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n_words must be a positive integer, got {n!r}")
+        scores = self.decision_function(X)
+        top = np.argsort(-scores, axis=1, kind="stable")[
+            :, : min(int(n), scores.shape[1])
+        ]
+        out = np.zeros(scores.shape, dtype=np.int64)
+        np.put_along_axis(out, top, 1, axis=1)
+        return out
+
+    @available_if(lambda self: self._has_protocol("embed"))
+    def embed(self, X):
+        """The method's latent representation of each image (topic proportions,
+        hidden units, ...), where it has one.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_dims)
+        """
+        return np.asarray(self._registered().embed(self.fitted_, self._query(X)))
+
+    def score(self, X, y):
+        """Mean average precision of the word scores (images ranked per word,
+        :func:`jaxannot.metrics.mean_average_precision`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+        y : array-like of shape (n_images, n_words)
+            The true words.
+
+        Returns
+        -------
+        float
+        """
+        scores = self.decision_function(X)
+        y = y.toarray() if hasattr(y, "toarray") else np.asarray(y)
+        return metrics.mean_average_precision(scores, y)
+
+
+# =============================================================== classifiers
+class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
+    """Base of the classifiers (methods with ``predict_labels``).
+
+    ``fit(X, y)`` learns from features ``X`` and a vector of class labels ``y`` (any
+    labels: ``classes_`` holds them sorted); ``predict`` returns labels of
+    ``classes_``. See :mod:`jaxannot.sklearn` for the parameters.
+    """
+
+    def fit(self, X, y):
+        """Fit the classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+        y : array-like of shape (n_images,)
+            Class labels.
+
+        Returns
+        -------
+        self
+        """
+        views, y = self._views(X, fit=True, y=y)
+        y = np.asarray(y)
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; got "
+                f"one class: {self.classes_[0]!r}"
+            )
+        corpus = self._corpus(
+            views,
+            labels=encoded.astype(np.int32),
+            class_names=tuple(str(c) for c in self.classes_),
+        )
+        self.fitted_ = self._fit_method(corpus)
+        return self
+
+    def _query(self, X) -> Corpus:
+        check_is_fitted(self)
+        views, _ = self._views(X, fit=False)
+        return self._corpus(views)
+
+    def predict(self, X):
+        """Class labels (of ``classes_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images,)
+        """
+        labels = self._registered().predict_labels(self.fitted_, self._query(X))
+        return self.classes_[np.asarray(labels)]
+
+    @available_if(lambda self: self._method_name() in _CLASS_SCORE_METHODS)
+    def decision_function(self, X):
+        """Class scores (higher = more likely): ``(n_images, n_classes)``, or for two
+        classes the score difference ``classes_[1]`` minus ``classes_[0]`` as
+        ``(n_images,)``, as sklearn's classifiers return.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_classes) or (n_images,)
+        """
+        from jaxannot.annotators.harmoniums import score_classes
+
+        scores = np.asarray(score_classes(self.fitted_, self._query(X)))
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+    @available_if(lambda self: self._has_protocol("embed"))
+    def embed(self, X):
+        """The method's latent representation of each image (hidden units).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_dims)
+        """
+        return np.asarray(self._registered().embed(self.fitted_, self._query(X)))
