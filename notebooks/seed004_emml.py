@@ -1,9 +1,14 @@
 # ---
 # jupyter:
 #   jupytext:
+#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -24,7 +29,11 @@
 # 8,923,630 and US 10,007,679).
 #
 # Run: `python notebooks/seed004_emml.py` (full; writes notebooks/results/emml.json and
-# prints markdown tables) or `--small` (seconds; a subsample, used by the test).
+# emml.md, prints markdown tables, writes the figures to docs/figures/) or `--small`
+# (seconds; a subsample, used by the test). As a notebook
+# (`notebooks/seed004_emml.ipynb`, paired with this file by jupytext), the
+# command-line arguments come from the environment variable `JAXANNOT_NOTEBOOK_ARGS`
+# (e.g. `JAXANNOT_NOTEBOOK_ARGS=--small`); unset, the notebook runs the full mode.
 
 # %%
 from __future__ import annotations
@@ -32,8 +41,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
+import shlex
+import sys
 import time
 
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # plain `python`: figures are written, never shown
+import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats
 
@@ -45,6 +62,34 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.models.mbrm import default_bandwidth
 
 NS = (2, 3, 5, 10, 15, 20, 30, 40, 50)
+
+
+def _repo_root() -> pathlib.Path:
+    """The repository root: from this file, or (under a kernel) the working dir."""
+    here = (
+        pathlib.Path(__file__).resolve().parent
+        if "__file__" in globals()
+        else pathlib.Path.cwd()
+    )
+    for d in (here, *here.parents):
+        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
+            return d
+    return here.parent
+
+
+ROOT = _repo_root()
+FIGURES = ROOT / "docs" / "figures"
+
+
+def script_argv(argv=None):
+    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
+    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
+    if argv is not None:
+        return list(argv)
+    if "ipykernel" in sys.modules:
+        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
+    return sys.argv[1:]
+
 
 # EMML settings chosen on a validation split of Corel5k's training set (4000 / 500;
 # see docs/emml.md): 1000 random training images as VReps, a narrow RBF kernel
@@ -307,22 +352,136 @@ def markdown(results) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="Seed 004: EMML vs MBRM")
     ap.add_argument("--small", action="store_true", help="subsample; seconds")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--datasets", nargs="+", default=["corel5k", "scene"])
     ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
+    return ap.parse_args(script_argv(argv))
+
+
+def main(argv=None):
+    args = parse_args(argv)
     results = [run(d, args.data_dir, args.small) for d in args.datasets]
-    print(markdown(results))
-    out = args.out or (None if args.small else "notebooks/results/emml.json")
+    text = markdown(results)
+    print(text)
+    out = args.out or (
+        None if args.small else str(ROOT / "notebooks" / "results" / "emml.json")
+    )
     if out:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "w") as fh:
             json.dump(results, fh, indent=2, default=str)
+        with open(os.path.splitext(out)[0] + ".md", "w") as fh:
+            fh.write(text + "\n")
     return results
 
 
+# %% [markdown]
+# ## Figures
+#
+# Precision and recall of the top N (the paper's Figures 3–8: annotation, word query,
+# image retrieval) per dataset, and query time versus database size (the paper's
+# Figure 9) from the benchmark `benchmarks/query_time.py`
+# (`benchmarks/results/query_time.json`: one query, synthetic database of 32-d
+# features, 100 VReps). In full mode each figure is also written to `docs/figures/`.
+
+
+# %%
+TASKS = {
+    "annotation": "annotation (§4.1)",
+    "word_query": "word query (§4.2)",
+    "image_retrieval": "image retrieval (§4.3)",
+}
+
+
+def save(fig, name, small):
+    if not small:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / name, dpi=100, bbox_inches="tight")
+
+
+def plot_pr_vs_n(result):
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.4), sharex=True)
+    for col, (task, title) in enumerate(TASKS.items()):
+        block = result[task]
+        for m, entry in block.items():
+            curve = entry["curve"] if task == "annotation" else entry
+            ns = sorted(int(n) for n in curve)
+            for row in (0, 1):
+                axes[row, col].plot(
+                    ns, [curve[n][row] for n in ns], marker="o", label=m.upper()
+                )
+        axes[0, col].set_title(title)
+        axes[1, col].set_xlabel("N (top results)")
+    for row, label in enumerate(("precision", "recall")):
+        axes[row, 0].set_ylabel(label)
+        for ax in axes[row]:
+            ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(f"{result['dataset']}: precision / recall of the top N")
+    fig.tight_layout()
+    return fig
+
+
+def query_times():
+    path = ROOT / "benchmarks" / "results" / "query_time.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def plot_query_time(bench):
+    rows = bench["rows"]
+    sizes = [r["images"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.6, 4))
+    series = {
+        "emml_annotate_ms": "EMML annotation",
+        "emml_word_query_ms": "EMML word query",
+        "emml_image_retrieval_ms": "EMML image retrieval",
+        "mbrm_annotate_ms": "MBRM annotation",
+    }
+    for key, label in series.items():
+        ax.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("database size (images)")
+    ax.set_ylabel("query time (ms)")
+    cfg = bench["config"]
+    ax.set_title(f"one query; {cfg['dims']}-d features, {cfg['vreps']} VReps")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# %% [markdown]
+# ## Run
+
+
+# %%
 if __name__ == "__main__":
-    main()
+    results = main()
+
+# %%
+if __name__ == "__main__":
+    small = parse_args().small
+    for r in results:
+        ann = r["annotation"]
+        print(
+            f"{r['dataset']}: word F1@5",
+            {m: round(a["word_f1@5"], 4) for m, a in ann.items()},
+        )
+        fig = plot_pr_vs_n(r)
+        save(fig, f"emml_pr_vs_n_{r['dataset']}.png", small)
+
+# %%
+if __name__ == "__main__":
+    bench = query_times()
+    if bench is not None:
+        for r in bench["rows"]:
+            print(
+                f"{r['images']:>8d} images: EMML annotation "
+                f"{r['emml_annotate_ms']:.3f} ms, MBRM {r['mbrm_annotate_ms']:.3f} ms"
+            )
+        fig = plot_query_time(bench)
+        save(fig, "emml_query_time.png", small)
