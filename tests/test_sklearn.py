@@ -55,7 +55,8 @@ def test_every_method_has_an_estimator_class_with_its_defaults():
         assert getattr(js, cls.__name__) is cls and cls.__module__ == "jaxannot.sklearn"
         est = cls()
         params = est.get_params()
-        expected = {**method.hyper, "view_kind": js.default_view_kind(name)}
+        expected = {**js.sklearn_hyper(method), "view_kind": js.default_view_kind(name)}
+        assert "warm_start" not in params  # sklearn's meaning differs (RENAMED)
         expected["random_state"] = None
         if method.predict_labels is None:
             expected["n_words"] = 5
@@ -106,6 +107,9 @@ def test_generic_annotator_get_set_params_and_clone():
     with pytest.raises(ValueError, match="Invalid parameter 'nope'"):
         est.set_params(nope=1)
     assert js.Classifier("svm", c1=2.0).get_params()["c1"] == 2.0
+    text = repr(js.Annotator("knn", k=3, n_words=2))
+    assert text == "Annotator('knn', n_words=2, k=3)"
+    assert repr(js.Knn(k=3)) == "Knn(k=3)"
 
 
 def test_generic_annotator_refuses_wrong_method_kind_and_stray_hyper(scene):
@@ -236,6 +240,15 @@ def test_random_state_is_the_jax_seed():
     assert data(c) != data(d)  # None: a fresh seed each fit
 
 
+def test_refits_on_the_same_shape_do_not_recompile(scene, count_compiles):
+    X, Y, Xt, _, _ = scene
+    js.Knn(k=10).fit(X[:200], Y[:200]).decision_function(Xt[:100])
+    with count_compiles() as counter:
+        est = js.Knn(k=10).fit(X[100:], Y[100:])  # other images, same shapes
+        est.predict(Xt[100:200])
+    assert counter.count == 0
+
+
 # ------------------------------------------------- GridSearchCV and Pipeline
 def _cv_means(make, X, Y, score, folds):
     """Mean test score over ``folds`` computed without sklearn's search."""
@@ -303,7 +316,9 @@ def test_pipeline_quantizes_real_features_for_a_topic_model(scene):
     X, Y, Xt, Yt, _ = scene
     pipe = make_pipeline(
         KBinsDiscretizer(n_bins=3, encode="onehot-dense", quantile_method="linear"),
-        js.LapMixUnigram(topics=4, iterations=3, warm_start=2, random_state=0),
+        js.LapMixUnigram(
+            topics=4, iterations=3, warm_start_iterations=2, random_state=0
+        ),
     ).fit(X, Y)
     proba = pipe.predict_proba(Xt)
     assert proba.shape == (len(Xt), 6)
@@ -379,7 +394,7 @@ _CHECKED = [
         _NO_FIT_CHECKS | {"check_estimators_pickle"},
     ),
     (
-        js.LapMixUnigram(topics=2, iterations=2, warm_start=1, neighbors=3),
+        js.LapMixUnigram(topics=2, iterations=2, warm_start_iterations=1, neighbors=3),
         {},
         _NO_FIT_CHECKS,
     ),

@@ -13,7 +13,9 @@ available_methods`):
   ``SVM``): ``fit(X, y)`` with class labels, ``predict(X)`` labels of ``classes_``.
 
 Constructor parameters are the method's hyper-parameters with its defaults
-(:attr:`jaxannot.annotators.Method.hyper`), plus
+(:attr:`jaxannot.annotators.Method.hyper`; lap-mix-unigram's ``warm_start`` is
+``warm_start_iterations``, :data:`RENAMED`, as sklearn gives ``warm_start`` another
+meaning), plus
 
 ``view_kind``
     How ``X`` is read: ``"real"`` features, ``"bag"`` (non-negative counts: the topic
@@ -60,9 +62,11 @@ from jaxannot.annotators.base import Method, available_methods, get_method  # no
 from jaxannot.sklearn._estimators import (  # noqa: E402
     BAG_METHODS,
     PROBABILITY_METHODS,
+    RENAMED,
     AnnotatorEstimator,
     ClassifierEstimator,
     default_view_kind,
+    sklearn_hyper,
 )
 from jaxannot.sklearn._scorers import scorer, scorer_names  # noqa: E402
 
@@ -155,7 +159,7 @@ class _ByName:
         """
         params = self._common()
         try:
-            hyper = get_method(self.method).hyper
+            hyper = sklearn_hyper(get_method(self.method))
         except (KeyError, TypeError):
             return params
         params.update({k: getattr(self, k, v) for k, v in hyper.items()})
@@ -182,18 +186,35 @@ class _ByName:
             setattr(self, key, value)
         return self
 
+    def __repr__(self, N_CHAR_MAX=700):
+        # the method, then only what differs from its defaults (sklearn's repr would
+        # list every hyper-parameter: they are not in the __init__ signature)
+        params = self.get_params(deep=False)
+        try:
+            defaults = sklearn_hyper(get_method(self.method))
+        except (KeyError, TypeError):
+            defaults = {}
+        defaults.update(view_kind=None, random_state=None, n_words=5)
+        shown = [f"{self.method!r}"] + [
+            f"{k}={v!r}"
+            for k, v in params.items()
+            if k != "method" and (k not in defaults or repr(v) != repr(defaults[k]))
+        ]
+        text = f"{type(self).__name__}({', '.join(shown)})"
+        return text if len(text) <= N_CHAR_MAX else text[: N_CHAR_MAX - 4] + "...)"
+
     def _hyper(self) -> dict:
         method = self._registered()
         valid = self.get_params(deep=False)
         # another method's hyper-parameters (left by a grid over methods) are
         # ignored; a name no method knows is a mistake
-        known = {k for m in available_methods().values() for k in m.hyper}
+        known = {k for m in available_methods().values() for k in sklearn_hyper(m)}
         stray = [k for k in vars(self) if not k.endswith("_") and not k.startswith("_")]
         stray = [k for k in stray if k not in valid and k not in known]
         if stray:
             raise ValueError(
                 f"{stray} are not hyper-parameters of method {method.name!r}; "
-                f"valid: {', '.join(method.hyper) or '(none)'}"
+                f"valid: {', '.join(sklearn_hyper(method)) or '(none)'}"
             )
         return super()._hyper()
 
@@ -302,13 +323,14 @@ def _make_estimator_class(method: Method) -> type:
     """A class for ``method`` whose ``__init__`` takes its hyper-parameters and the
     common parameters as keyword arguments (an explicit signature, for sklearn)."""
     common = _common_params(method)
-    clash = [k for k, _ in common if k in method.hyper]
+    hyper = sklearn_hyper(method)
+    clash = [k for k, _ in common if k in hyper]
     if clash:
         raise RuntimeError(
             f"method {method.name!r} has hyper-parameters {clash} that clash with the "
             "sklearn estimators' own parameters"
         )
-    params = [*method.hyper.items(), *common]
+    params = [*hyper.items(), *common]
     defaults = dict(params)
     name = _class_name(method.name)
 
@@ -361,9 +383,11 @@ __all__ = [
     "ClassifierEstimator",
     "ESTIMATORS",
     "PROBABILITY_METHODS",
+    "RENAMED",
     "default_view_kind",
     "is_classifier_method",
     "scorer",
     "scorer_names",
+    "sklearn_hyper",
     *sorted(cls.__name__ for cls in ESTIMATORS.values()),
 ]

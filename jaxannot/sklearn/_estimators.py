@@ -38,7 +38,9 @@ __all__ = [
     "ClassifierEstimator",
     "BAG_METHODS",
     "PROBABILITY_METHODS",
+    "RENAMED",
     "default_view_kind",
+    "sklearn_hyper",
 ]
 
 #: Methods that read their feature views as visual-word counts (the topic models):
@@ -63,6 +65,17 @@ PROBABILITY_METHODS = {
 _CLASS_SCORE_METHODS = frozenset({"mmh", "twh", "dwh-svm", "svm"})
 
 _SINGLE_VIEW = "features"  # the view name an array X becomes
+
+#: Hyper-parameters whose names mean something else to sklearn, and their estimator
+#: names: sklearn's ``warm_start`` means "reuse the previous fit" (its checks set it
+#: to False), lap-mix-unigram's is a number of plain EM iterations.
+RENAMED = {"warm_start": "warm_start_iterations"}
+
+
+def sklearn_hyper(method: Method) -> dict:
+    """The method's hyper-parameter defaults under their estimator names
+    (:data:`RENAMED`)."""
+    return {RENAMED.get(k, k): v for k, v in method.hyper.items()}
 
 
 def default_view_kind(method: str) -> str:
@@ -99,7 +112,11 @@ class _Shared:
     def _hyper(self) -> dict:
         method = self._registered()
         params = self.get_params(deep=False)
-        given = {k: _plain(params[k]) for k in method.hyper if k in params}
+        given = {
+            k: _plain(params[RENAMED.get(k, k)])
+            for k in method.hyper
+            if RENAMED.get(k, k) in params
+        }
         return parse_hyper(method, given)
 
     def _view_kind_param(self):
