@@ -16,8 +16,15 @@
 # * Table 2 — the p sweep {0.1, 0.25, 0.5, 0.75, 1} at 10% labelled.
 # * Fig. 1 — with vs without the unlabelled training images (SFSS and SFSLS).
 #
-# Hyper-parameters per dataset and method come from a grid search (``--search``) on
-# separate tuning splits (seeds 100 and 101, not used for the tables) at 10% labelled.
+# **Hyper-parameters by cross-validation on the labelled training images.** In every
+# run, each method's setting is chosen from a grid (``GRID``) by k-fold
+# cross-validation (``--folds``, default 3) of the run's *labelled training* images at
+# 10% labelled: each fold's labelled images have their words hidden (they stay in the
+# k-NN graph as unlabelled training images), the model is fitted on the rest and
+# scored (MAP) on that fold. The run's test images take no part in the choice; the
+# setting chosen in a run is used for every labelled fraction of that run. Table 2
+# chooses λ per p the same way (r as chosen for p = ½), and the labelled-only
+# variants of Fig. 1 choose their own λ.
 #
 # ``python notebooks/seed003_sfsls.py --small`` runs in seconds (used by the tests);
 # the full run writes markdown tables to stdout and JSON to
@@ -33,6 +40,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import collections
 import itertools
 import json
 import pathlib
@@ -53,30 +61,32 @@ FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
 P_SWEEP = (0.1, 0.25, 0.5, 0.75, 1.0)
 METHODS = ("sfsls", "sfss", "fsnm")
 COREL_CONCEPTS = 50  # Corel5k: the most frequent words are the concepts
+TUNE_FRACTION = 0.1  # the labelled fraction the settings are cross-validated at
 
-# Used when ``--search`` is not given (and by ``--small``): the values the scene search
-# picked (see docs/sfsls.md).
-DEFAULT_HYPER = {
-    "sfsls": dict(alpha=0.1, lam=3.0, mu=10.0, subspace=1),
-    "sfss": dict(alpha=0.1, lam=10.0, mu=10.0, subspace=1),
-    "fsnm": dict(gamma=1.0, selected=1.0, ridge=0.1),
+# The grids, fixed before any run (the same for every dataset and run).
+GRID = {
+    "sfsls": dict(lam=(1.0, 3.0, 10.0), subspace=(1, 3)),
+    "sfss": dict(lam=(3.0, 10.0, 30.0), subspace=(1, 3)),
+    "fsnm": dict(selected=(0.3, 0.6, 1.0), ridge=(1.0, 10.0, 100.0)),
 }
-# A comparable budget for every method (27 to 40 settings, each scored on two tuning
-# splits); the ranges were widened where a first, coarser search hit their edge.
-SEARCH_GRID = {
-    "sfsls": dict(
-        alpha=(0.1, 1.0), lam=(0.5, 1.0, 2.0, 3.0, 5.0), mu=(1.0, 10.0), subspace=(1, 3)
-    ),
-    "sfss": dict(
-        alpha=(0.1, 1.0),
-        lam=(3.0, 5.0, 10.0, 20.0, 30.0),
-        mu=(1.0, 10.0),
-        subspace=(1, 3),
-    ),
-    "fsnm": dict(
-        gamma=(0.1, 1.0, 10.0), selected=(0.3, 0.6, 1.0), ridge=(0.1, 1.0, 10.0)
-    ),
+#: Held fixed: α and μ move the cross-validated MAP by < 0.002 (docs/sfsls.md); FSNM's
+#: γ only changes which features are kept.
+FIXED = {
+    "sfsls": dict(alpha=0.1, mu=10.0),
+    "sfss": dict(alpha=0.1, mu=10.0),
+    "fsnm": dict(gamma=1.0),
 }
+#: λ grid of the p sweep (Table 2), per p.
+P_LAM = (1.0, 3.0, 10.0)
+#: Grid of the labelled-only variants (Fig. 1).
+LABELLED_ONLY_GRID = dict(lam=(1.0, 3.0, 10.0, 30.0))
+SMALL_GRID = {
+    "sfsls": dict(lam=(1.0, 3.0)),
+    "sfss": dict(lam=(3.0, 10.0)),
+    "fsnm": dict(ridge=(1.0, 10.0)),
+}
+SMALL_P_LAM = (1.0, 3.0)
+SMALL_LABELLED_ONLY_GRID = dict(lam=(1.0, 10.0))
 _CACHE: dict = {}
 
 
@@ -105,27 +115,60 @@ def split(pool: Corpus, train_size: int, seed: int) -> tuple[Corpus, Corpus]:
     return pool.subset(np.sort(perm[:n_train])), pool.subset(np.sort(perm[n_train:]))
 
 
-def run_once(pool, method, hyper, fraction, seed, train_size, iterations=None):
-    """MAP of one fit on one random split (memoized: tables share runs)."""
+def _fit(method, corpus, hyper, seed, iterations):
     m = get_method(method)
     hyper = dict(hyper)
     if iterations is not None and "iterations" in m.hyper:
         hyper["iterations"] = iterations
-    full = dict(m.hyper, **hyper)
-    key = (
-        pool.name,
-        method,
-        json.dumps(full, sort_keys=True),
-        fraction,
-        seed,
-        train_size,
-    )
+    return m, m.fit(corpus, rng_key=jax.random.key(seed), **hyper)
+
+
+def _key(*parts):
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def run_once(pool, method, hyper, fraction, seed, train_size, iterations=None):
+    """Test MAP of one fit on one random split (memoized: tables share runs)."""
+    key = _key("test", pool.name, method, hyper, fraction, seed, train_size, iterations)
     if key not in _CACHE:
         train, test = split(pool, train_size, seed)
         task = make_task(train, test, labelled_fraction=fraction, seed=seed)
-        fitted = m.fit(task.train, rng_key=jax.random.key(seed), **hyper)
+        m, fitted = _fit(method, task.train, hyper, seed, iterations)
         scores = np.asarray(m.score_words(fitted, task.test))[task.eval_rows]
         _CACHE[key] = float(mean_average_precision(scores, task.truth_words))
+    return _CACHE[key]
+
+
+def cv_once(pool, method, hyper, seed, train_size, folds, iterations=None):
+    """Cross-validated MAP on the labelled training images of run ``seed``.
+
+    The labelled images of the run's training set at :data:`TUNE_FRACTION` are cut
+    into ``folds`` parts (``RandomState(seed)`` shuffle); for each part, its words are
+    hidden, the model is fitted on the training set (that part's images stay in it,
+    unlabelled) and the part's images are scored. The test images are not used.
+    """
+    key = _key("cv", pool.name, method, hyper, seed, train_size, folds, iterations)
+    if key not in _CACHE:
+        train, test = split(pool, train_size, seed)
+        # the run's fit corpus at TUNE_FRACTION (the same labelled subset); only its
+        # training images are used
+        fit_corpus = make_task(
+            train, test, labelled_fraction=TUNE_FRACTION, seed=seed
+        ).train
+        truth = np.asarray(train.words)
+        labelled = np.flatnonzero(np.asarray(fit_corpus.word_mask))
+        order = np.random.RandomState(seed).permutation(labelled)
+        maps = []
+        for rows in np.array_split(order, folds):
+            rows = np.sort(rows)
+            hidden = np.zeros(train.num_images, dtype=bool)
+            hidden[rows] = True
+            m, fitted = _fit(
+                method, fit_corpus.with_hidden(hidden), hyper, seed, iterations
+            )
+            scores = np.asarray(m.score_words(fitted, train.subset(rows)))
+            maps.append(float(mean_average_precision(scores, truth[rows])))
+        _CACHE[key] = float(np.mean(maps))
     return _CACHE[key]
 
 
@@ -134,70 +177,139 @@ def mean_std(values):
 
 
 # %%
-def search(pool, name, train_size, iterations, seeds=(100, 101)):
-    """Grid search per method on the tuning splits at 10% labelled."""
-    best = {}
-    for method, grid in SEARCH_GRID.items():
-        results = []
-        for values in itertools.product(*grid.values()):
-            hyper = dict(zip(grid, values, strict=True))
-            score = np.mean(
-                [
-                    run_once(pool, method, hyper, 0.1, s, train_size, iterations)
-                    for s in seeds
-                ]
-            )
-            results.append((float(score), hyper))
-            print(f"  search {name} {method} {hyper}: {score:.4f}", file=sys.stderr)
-        best[method] = max(results, key=lambda r: r[0])
-    return best
+def choose(pool, method, grid, fixed, seed, args):
+    """The setting of ``grid`` (plus ``fixed``) with the best cross-validated MAP."""
+    scored = []
+    for values in itertools.product(*grid.values()):
+        hyper = dict(fixed, **dict(zip(grid, values, strict=True)))
+        score = cv_once(
+            pool, method, hyper, seed, args.train_size, args.folds, args.iterations
+        )
+        scored.append((score, hyper))
+    score, hyper = max(scored, key=lambda r: r[0])  # the first among equals
+    return {"hyper": hyper, "cv_map": score, "grid_size": len(scored)}
 
 
-# %%
-def experiments(pool, name, hyper, args):
-    runs = range(args.runs)
-    out = {"table1": {}, "table2": {}, "fig1": {}}
-    for fraction in args.fractions:
-        for method in METHODS:
-            maps = [
-                run_once(
-                    pool,
-                    method,
-                    hyper[method],
-                    fraction,
-                    s,
-                    args.train_size,
-                    args.iterations,
-                )
-                for s in runs
-            ]
-            out["table1"][f"{fraction}/{method}"] = mean_std(maps)
+def tune_run(pool, seed, args):
+    """Every setting the run ``seed`` needs, each chosen by cross-validation."""
+    out = {}
+    for method in METHODS:
+        out[method] = choose(pool, method, args.grid[method], FIXED[method], seed, args)
+    base = {k: v for k, v in out["sfsls"]["hyper"].items() if k != "lam"}
     for p in args.p_sweep:
-        h = dict(hyper["sfsls"], p=p)
-        maps = [
-            run_once(pool, "sfsls", h, 0.1, s, args.train_size, args.iterations)
+        out[f"sfsls/p={p}"] = choose(
+            pool, "sfsls", {"lam": args.p_lam}, dict(base, p=p), seed, args
+        )
+    for method in ("sfss", "sfsls"):
+        fixed = {k: v for k, v in out[method]["hyper"].items() if k != "lam"}
+        fixed["use_unlabelled"] = False
+        out[f"{method}/labelled-only"] = choose(
+            pool, method, args.labelled_only_grid, fixed, seed, args
+        )
+    return out
+
+
+def experiments(pool, name, args, checkpoint=None):
+    """Every run in turn: choose its settings by CV, then fit and test them.
+
+    ``checkpoint(out)`` is called after each run with the tables over the runs done so
+    far (``out["runs_done"]``), so an interrupted run keeps what it measured.
+    """
+    cv = {}
+    out = {}
+    for s in range(args.runs):
+        start = time.perf_counter()
+        cv[str(s)] = tune_run(pool, s, args)
+        print(
+            f"  {name} run {s}: chosen by CV in {time.perf_counter() - start:.0f} s: "
+            + "; ".join(
+                f"{m} {c['hyper']} ({c['cv_map']:.3f})"
+                for m, c in cv[str(s)].items()
+                if m in METHODS
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+        out = tables(pool, cv, range(s + 1), args)
+        if checkpoint is not None:
+            checkpoint(out)
+    return out
+
+
+def tables(pool, cv, runs, args):
+    """Table 1, Table 2 and Fig. 1 over ``runs`` with the settings in ``cv``."""
+    out = {"table1": {}, "table2": {}, "fig1": {}, "cv": dict(cv)}
+    out["runs_done"] = len(runs)
+
+    def test_maps(entry, fraction):
+        method = entry.split("/")[0]
+        return [
+            run_once(
+                pool,
+                method,
+                cv[str(s)][entry]["hyper"],
+                fraction,
+                s,
+                args.train_size,
+                args.iterations,
+            )
             for s in runs
         ]
-        out["table2"][str(p)] = mean_std(maps)
+
+    for fraction in args.fractions:
+        for method in METHODS:
+            maps = test_maps(method, fraction)
+            out["table1"][f"{fraction}/{method}"] = mean_std(maps)
+    for p in args.p_sweep:
+        out["table2"][str(p)] = mean_std(test_maps(f"sfsls/p={p}", TUNE_FRACTION))
+    # SFSLS with p chosen by CV too (from the sweep's cross-validated MAPs)
+    best_p = [
+        max(args.p_sweep, key=lambda p: cv[str(s)][f"sfsls/p={p}"]["cv_map"])
+        for s in runs
+    ]
+    maps = [
+        run_once(
+            pool,
+            "sfsls",
+            cv[str(s)][f"sfsls/p={p}"]["hyper"],
+            TUNE_FRACTION,
+            s,
+            args.train_size,
+            args.iterations,
+        )
+        for s, p in zip(runs, best_p, strict=True)
+    ]
+    out["table2"]["cv"] = mean_std(maps)
+    out["table2"]["cv_p"] = [float(p) for p in best_p]
     for fraction in args.fractions:
         if fraction >= 1.0:
             continue  # no unlabelled images to drop
         for method in ("sfss", "sfsls"):
-            for use in (False, True):
-                h = dict(hyper[method], use_unlabelled=use)
-                maps = [
-                    run_once(
-                        pool, method, h, fraction, s, args.train_size, args.iterations
-                    )
-                    for s in runs
-                ]
-                key = f"{fraction}/{method}/{'all' if use else 'labelled-only'}"
-                out["fig1"][key] = mean_std(maps)
+            out["fig1"][f"{fraction}/{method}/labelled-only"] = mean_std(
+                test_maps(f"{method}/labelled-only", fraction)
+            )
+            out["fig1"][f"{fraction}/{method}/all"] = out["table1"][
+                f"{fraction}/{method}"
+            ]
     return out
 
 
+def _chosen(res, entry):
+    """``key=value (count)`` of the values chosen over the runs."""
+    counts = collections.defaultdict(collections.Counter)
+    for per_run in res["cv"].values():
+        for k, v in per_run[entry]["hyper"].items():
+            counts[k][v] += 1
+    return "; ".join(
+        f"{k} " + ", ".join(f"{v} ×{n}" for v, n in sorted(c.items(), key=str))
+        for k, c in counts.items()
+        if len(c) > 1 or k in ("alpha", "lam", "subspace", "gamma", "selected", "ridge")
+    )
+
+
 def markdown(name, res, args):
-    lines = [f"### {name}: MAP ± std over {args.runs} runs (Table 1)", ""]
+    runs = res.get("runs_done", args.runs)
+    lines = [f"### {name}: MAP ± std over {runs} runs (Table 1)", ""]
     lines.append("| labelled | " + " | ".join(m.upper() for m in METHODS) + " |")
     lines.append("|---" * (len(METHODS) + 1) + "|")
     for fraction in args.fractions:
@@ -206,13 +318,23 @@ def markdown(name, res, args):
             mu, sd = res["table1"][f"{fraction}/{m}"]
             cells.append(f"{mu:.3f} ± {sd:.3f}")
         lines.append(f"| {fraction:.0%} | " + " | ".join(cells) + " |")
-    lines += ["", f"{name}: SFSLS MAP for p at 10% labelled (Table 2)", ""]
-    lines.append("| p | " + " | ".join(str(p) for p in args.p_sweep) + " |")
-    lines.append("|---" * (len(args.p_sweep) + 1) + "|")
+    lines += ["", f"Chosen by {args.folds}-fold CV at 10% labelled, over the runs:", ""]
+    for m in METHODS:
+        cv = np.mean([per_run[m]["cv_map"] for per_run in res["cv"].values()])
+        lines.append(f"* {m} (CV MAP {cv:.3f}): {_chosen(res, m)}")
+    lines += ["", f"{name}: SFSLS MAP for p at 10% labelled, λ by CV per p (Table 2)"]
+    lines.append("")
+    lines.append("| p | " + " | ".join(str(p) for p in args.p_sweep) + " | p by CV |")
+    lines.append("|---" * (len(args.p_sweep) + 2) + "|")
     lines.append(
         "| MAP | "
         + " | ".join(f"{res['table2'][str(p)][0]:.3f}" for p in args.p_sweep)
-        + " |"
+        + f" | {res['table2']['cv'][0]:.3f} |"
+    )
+    lines.append("")
+    lines.append(
+        "p chosen by CV in the runs: "
+        + ", ".join(str(p) for p in res["table2"]["cv_p"])
     )
     lines += ["", f"{name}: with vs without unlabelled images (Fig. 1)", ""]
     lines.append(
@@ -235,43 +357,65 @@ def markdown(name, res, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--small", action="store_true", help="seconds-long smoke run")
-    ap.add_argument(
-        "--search", action="store_true", help="grid-search hyper-parameters"
-    )
     ap.add_argument("--datasets", default="scene,yeast,corel5k,mfeat")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--train-size", type=int, default=3000)
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--out", default="notebooks/results/sfsls.json")
+    ap.add_argument("--md", default=None, help="also write the tables here")
+    ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
+    ap.add_argument("--p-sweep", default=",".join(map(str, P_SWEEP)))
     args = ap.parse_args(argv)
-    args.fractions, args.p_sweep = FRACTIONS, P_SWEEP
+    args.fractions = tuple(float(v) for v in args.fractions.split(","))
+    args.p_sweep = tuple(float(v) for v in args.p_sweep.split(","))
+    args.grid, args.p_lam = GRID, P_LAM
+    args.labelled_only_grid = LABELLED_ONLY_GRID
     if args.small:
-        args.datasets, args.runs, args.train_size = "scene", 1, 200
+        args.datasets, args.runs, args.train_size = "scene", 1, 300
         args.fractions, args.p_sweep, args.iterations = (0.1,), (0.5, 1.0), 5
-    results = {"config": {k: v for k, v in vars(args).items() if k != "data_dir"}}
+        args.grid, args.p_lam = SMALL_GRID, SMALL_P_LAM
+        args.labelled_only_grid = SMALL_LABELLED_ONLY_GRID
+    config = {
+        k: v
+        for k, v in vars(args).items()
+        if k not in ("data_dir", "out", "md", "grid", "labelled_only_grid")
+    }
+    config["grid"] = {m: dict(g, **FIXED[m]) for m, g in args.grid.items()}
+    config["labelled_only_grid"] = args.labelled_only_grid
+    config["tune_fraction"] = TUNE_FRACTION
+    results = {"config": config}
+    texts = []
     for name in args.datasets.split(","):
         start = time.perf_counter()
         pool = load_pool(name, args.data_dir)
-        hyper = DEFAULT_HYPER
         entry = {
             "n_images": pool.num_images,
             "n_concepts": pool.num_words,
             "n_features": int(pool.concatenated_views().shape[1]),
         }
-        if args.search:
-            best = search(pool, name, args.train_size, args.iterations)
-            hyper = {m: h for m, (_, h) in best.items()}
-            entry["search"] = {m: {"map": s, "hyper": h} for m, (s, h) in best.items()}
-        entry["hyper"] = hyper
-        entry.update(experiments(pool, name, hyper, args))
-        entry["seconds"] = time.perf_counter() - start
-        results[name] = entry
-        print(markdown(name, entry, args), flush=True)
+
+        def checkpoint(res, name=name, entry=entry, start=start):
+            entry.update(res)
+            entry["seconds"] = time.perf_counter() - start
+            results[name] = entry
+            write(results, [*texts, markdown(name, entry, args)], args)
+
+        experiments(pool, name, args, checkpoint)
+        texts.append(markdown(name, entry, args))
+        print(texts[-1], flush=True)
+    write(results, texts, args)
+    return results
+
+
+def write(results, texts, args):
+    """The JSON (``--out``) and, with ``--md``, the markdown tables."""
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
-    return results
+    if args.md:
+        pathlib.Path(args.md).write_text("\n".join(texts))
 
 
 if __name__ == "__main__":
