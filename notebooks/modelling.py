@@ -1,7 +1,14 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -29,8 +36,12 @@
 # and c are chosen from {0.01, 0.1, 1} on the validation rows only, never on the test
 # images.
 #
-# Run: `python notebooks/modelling.py --data-dir DATA` (about 10 minutes on 2 cores)
-# or `--small` (300 + 300 images, seconds).
+# Run: `python notebooks/modelling.py --data-dir DATA` (about 10 minutes on 2 cores;
+# figures to docs/figures/) or `--small` (300 + 300 images, seconds). As a notebook
+# (`notebooks/modelling.ipynb`, paired with this file by jupytext), the command-line
+# arguments come from the environment variable `JAXANNOT_NOTEBOOK_ARGS` (e.g.
+# `JAXANNOT_NOTEBOOK_ARGS=--small`); unset, the notebook runs the full mode with the
+# data root `$JAXANNOT_DATA`.
 
 # %%
 from __future__ import annotations
@@ -39,7 +50,14 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
+import sys
 
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # plain `python`: figures are written, never shown
+import matplotlib.pyplot as plt
 import numpy as np
 
 import jax
@@ -57,6 +75,34 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.diagnostics import to_inference_data
 from jaxannot.graph import knn_graph
 from jaxannot.inference import VEM, LaplacianELBO, LapVar1, MaxMargin
+
+
+def _repo_root() -> pathlib.Path:
+    """The repository root: from this file, or (under a kernel) the working dir."""
+    here = (
+        pathlib.Path(__file__).resolve().parent
+        if "__file__" in globals()
+        else pathlib.Path.cwd()
+    )
+    for d in (here, *here.parents):
+        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
+            return d
+    return here.parent
+
+
+ROOT = _repo_root()
+FIGURES = ROOT / "docs" / "figures"
+
+
+def script_argv(argv=None):
+    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
+    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
+    if argv is not None:
+        return list(argv)
+    if "ipykernel" in sys.modules:
+        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
+    return sys.argv[1:]
+
 
 # %% [markdown]
 # ## The model (the only thing the user writes)
@@ -137,12 +183,18 @@ def tag_scores(params, posteriors):
 
 
 # %%
-def main(argv=None):
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description="declare a model, fit it four ways")
     p.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     p.add_argument("--small", action="store_true")
     p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
+    return p.parse_args(script_argv(argv))
+
+
+def main(argv=None):
+    """Fit the four ways; write the JSON of results. Returns the results and what
+    the figures need (objective traces, the arviz data)."""
+    args = parse_args(argv)
     steps = 15 if args.small else 60
     grid = (0.01, 0.1, 1.0)
     x, tags, mask, classes, val, test = load(args.data_dir, args.small)
@@ -174,6 +226,7 @@ def main(argv=None):
         for r in range(3)
     ]
     plain = restarts[0]
+    traces = {f"VEM restart {r}": fit.losses for r, fit in enumerate(restarts)}
     start = {k: v for k, v in plain.params.items() if k != "terms"}
     record(
         "VEM",
@@ -201,6 +254,7 @@ def main(argv=None):
     lam, res, grid_scores = best_of(
         "lap", fits, lambda r: tag_map(r.params, r.posteriors, val)
     )
+    traces[f"VEM + LapVar1 (λ = {lam})"] = res.losses
     record(
         "VEM + LapVar1",
         lam=lam,
@@ -220,6 +274,7 @@ def main(argv=None):
         fits,
         lambda f: class_accuracy(f[0], f[1].params["terms"][0], f[1].posteriors, val),
     )
+    traces[f"VEM + MaxMargin (c = {c})"] = res.losses
     two_stage = term.dual_update(plain.posteriors, term.init(key, 12))
     record(
         "VEM + MaxMargin",
@@ -251,6 +306,7 @@ def main(argv=None):
     lam, (guide, svi_result, median, phi), grid_scores = best_of(
         "svi", fits, lambda f: tag_map(f[2], f[3], val)
     )
+    traces[f"SVI + LaplacianELBO (λ = {lam})"] = svi_result.losses
     record(
         "SVI + LaplacianELBO",
         lam=lam,
@@ -278,7 +334,8 @@ def main(argv=None):
     }
     out = pathlib.Path(
         args.out
-        or pathlib.Path(__file__).parent
+        or ROOT
+        / "notebooks"
         / "results"
         / ("modelling_small.json" if args.small else "modelling.json")
     )
@@ -286,7 +343,105 @@ def main(argv=None):
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=1))
     os.replace(tmp, out)
+    traces = {k: np.asarray(v) for k, v in traces.items()}
+    return results, {"traces": traces, "idata": idata, "svi_idata": svi_idata}
 
 
+# %% [markdown]
+# ## Figures
+#
+# The objective traces of the fits (VEM: −objective per EM iteration, its three
+# restarts and the fits chosen on the validation rows; SVI: the loss per step, the
+# Laplacian penalty included), the mixture weights π of the three VEM restarts
+# (aligned by their posteriors, as arviz chains) against the SVI guide's posterior
+# (100 draws, mean ± sd), and the test scores of the four fits. In full mode each
+# figure is also written to `docs/figures/`.
+
+
+# %%
+def save(fig, name, small):
+    if not small:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / name, dpi=100, bbox_inches="tight")
+
+
+def plot_traces(traces):
+    fig, (vem_ax, svi_ax) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for name, loss in traces.items():
+        ax = svi_ax if name.startswith("SVI") else vem_ax
+        style = ":" if "restart" in name and not name.endswith("0") else "-"
+        ax.plot(np.arange(1, len(loss) + 1), loss, style, label=name)
+    vem_ax.set_xlabel("EM iteration")
+    vem_ax.set_ylabel("−objective")
+    vem_ax.set_title("variational EM")
+    svi_ax.set_xlabel("SVI step")
+    svi_ax.set_ylabel("loss (−ELBO + penalty)")
+    svi_ax.set_title("SVI + LaplacianELBO")
+    for ax in (vem_ax, svi_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_posteriors(results, idata, svi_idata):
+    fig, (pi_ax, score_ax) = plt.subplots(
+        1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]}
+    )
+    pi = np.asarray(idata.posterior["pi"])  # [chain, draw, topic]
+    topics = np.arange(pi.shape[-1])
+    for chain in range(pi.shape[0]):
+        pi_ax.plot(
+            topics + 0.1 * (chain - 1),
+            pi[chain].mean(0),
+            "o",
+            label=f"VEM restart {chain}",
+        )
+    svi_pi = np.asarray(svi_idata.posterior["pi"]).reshape(-1, pi.shape[-1])
+    pi_ax.errorbar(
+        topics + 0.35,
+        svi_pi.mean(0),
+        yerr=svi_pi.std(0),
+        fmt="s",
+        color="k",
+        label="SVI guide, started at restart 0 (mean ± sd)",
+    )
+    pi_ax.set_xlabel("topic (aligned across restarts)")
+    pi_ax.set_ylabel("π")
+    pi_ax.set_title("mixture weights")
+    pi_ax.legend(fontsize=8)
+    pi_ax.grid(alpha=0.3)
+    fits = [k for k in results if k != "arviz"]
+    score_ax.barh(fits, [results[k]["tag_map"] for k in fits], color="C0")
+    for i, k in enumerate(fits):
+        score_ax.text(
+            results[k]["tag_map"], i, f" {results[k]['tag_map']:.3f}", va="center"
+        )
+    score_ax.set_xlabel("test tag MAP")
+    score_ax.set_xlim(0, 1)
+    score_ax.invert_yaxis()
+    score_ax.set_title("hidden tags of the test images")
+    fig.tight_layout()
+    return fig
+
+
+# %% [markdown]
+# ## Run
+
+
+# %%
 if __name__ == "__main__":
-    main()
+    results, fits = main()
+
+# %%
+if __name__ == "__main__":
+    small = parse_args().small
+    for name, loss in fits["traces"].items():
+        print(f"{name:34s} {len(loss):4d} steps, final {float(loss[-1]):.6g}")
+    fig = plot_traces(fits["traces"])
+    save(fig, "modelling_traces.png", small)
+
+# %%
+if __name__ == "__main__":
+    fig = plot_posteriors(results, fits["idata"], fits["svi_idata"])
+    save(fig, "modelling_posteriors.png", small)

@@ -1,3 +1,16 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Seed 002 — concept detection with Approximate Laplacian Eigenmaps
 #
@@ -11,7 +24,11 @@
 # 25K). Then §4.2.5: the effect of adding unlabelled images with a fixed labelled set.
 #
 # Run: `python notebooks/seed002_ale.py` (full; table to stdout, JSON to
-# notebooks/results/ale.json) or `--small` (seconds, used by the tests).
+# notebooks/results/ale.json, figures to docs/figures/) or `--small` (seconds, used by
+# the tests). As a notebook (`notebooks/seed002_ale.ipynb`, paired with this file by
+# jupytext), the command-line arguments come from the environment variable
+# `JAXANNOT_NOTEBOOK_ARGS` (e.g. `JAXANNOT_NOTEBOOK_ARGS=--small`); unset, the
+# notebook runs the full mode.
 
 # %%
 from __future__ import annotations
@@ -21,9 +38,15 @@ import dataclasses
 import json
 import os
 import pathlib
+import shlex
 import sys
 import time
 
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # plain `python`: figures are written, never shown
+import matplotlib.pyplot as plt
 import numpy as np
 
 import jax
@@ -43,6 +66,33 @@ LABELS = {
     "bsvm": "BSVM",
     "gsf": "GSF",
 }
+
+
+def _repo_root() -> pathlib.Path:
+    """The repository root: from this file, or (under a kernel) the working dir."""
+    here = (
+        pathlib.Path(__file__).resolve().parent
+        if "__file__" in globals()
+        else pathlib.Path.cwd()
+    )
+    for d in (here, *here.parents):
+        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
+            return d
+    return here.parent
+
+
+ROOT = _repo_root()
+FIGURES = ROOT / "docs" / "figures"
+
+
+def script_argv(argv=None):
+    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
+    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
+    if argv is not None:
+        return list(argv)
+    if "ipykernel" in sys.modules:
+        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
+    return sys.argv[1:]
 
 
 # %%
@@ -68,9 +118,9 @@ def parse_args(argv=None):
     )
     parser.add_argument("--gsf-max-images", type=int, default=2500)
     parser.add_argument(
-        "--out", default=str(pathlib.Path(__file__).parent / "results" / "ale.json")
+        "--out", default=str(ROOT / "notebooks" / "results" / "ale.json")
     )
-    return parser.parse_args(argv)
+    return parser.parse_args(script_argv(argv))
 
 
 def frequent_words(train, test, count):
@@ -244,13 +294,19 @@ def effect_table(effect):
     return "\n".join(text)
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def small_mode(args):
+    """The settings of ``--small`` (and the hyper-parameters of every fit)."""
     hyper = {}
     if args.small:
         args.fractions, args.seeds = "1.0", 1
         args.datasets = "scene"
         hyper = {"eigenvectors": 40, "pca": 10, "max_epochs": 100}
+    return hyper
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    hyper = small_mode(args)
     out = pathlib.Path(args.out)
     # full runs may go one dataset at a time: merge into the existing JSON
     saved = {"sweep": [], "unlabelled": []}
@@ -281,5 +337,153 @@ def main(argv=None):
     return rows, effect
 
 
+# %% [markdown]
+# ## Figures
+#
+# MiAP versus the number of labelled training images (the paper's Figures 4–7, one
+# panel per dataset), and the effect of adding unlabelled images (§4.2.5). In full mode
+# each figure is also written to `docs/figures/`.
+
+
+# %%
+def save(fig, name, args):
+    if not args.small:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / name, dpi=100, bbox_inches="tight")
+
+
+def plot_miap(rows):
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False
+    )
+    for ax, name in zip(axes[0], names, strict=True):
+        sub = [r for r in rows if r["dataset"] == name]
+        for method in METHODS:
+            mine = [r for r in sub if r["method"] == method]
+            if not mine:
+                continue
+            xs = sorted({r["labelled"] for r in mine})
+            ys = [np.mean([r["miap"] for r in mine if r["labelled"] == x]) for x in xs]
+            ax.plot(xs, ys, marker="o", label=LABELS[method])
+        ax.set_title(name)
+        ax.set_xscale("log")
+        ax.set_xlabel("labelled training images")
+        ax.set_ylabel("MiAP (%)")
+        ax.grid(alpha=0.3)
+    axes[0, -1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_unlabelled(effect):
+    fig, ax = plt.subplots(figsize=(4.2, 3.4))
+    for method in dict.fromkeys(r["method"] for r in effect):
+        mine = [r for r in effect if r["method"] == method]
+        ax.plot(
+            [r["unlabelled"] for r in mine],
+            [r["miap"] for r in mine],
+            marker="o",
+            label=LABELS[method],
+        )
+    ax.set_xlabel(f"unlabelled images added to {effect[0]['labelled']} labelled")
+    ax.set_ylabel("MiAP (%)")
+    ax.set_title(f"{effect[0]['dataset']}: §4.2.5")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# %% [markdown]
+# ## The learned eigenfunctions
+#
+# IALE fitted on every scene training image: the first eigenfunctions g_i (smallest
+# eigenvalues σ_i of eq. 4) over the bin centres of their principal dimension a_i, with
+# the histogram density p of that dimension (grey) — as in the paper's Figure 2 (after
+# Fergus et al. 2009): the smoothest eigenfunctions vary along the widest dimensions,
+# and each changes sign where the density is low.
+
+
+# %%
+def eigenfunctions(args, hyper, count=8):
+    """The fitted ALE eigenfunctions of scene: dims, tables, eigenvalues, centres."""
+    train, _ = load("scene", args)
+    method = get_method("iale-sf")
+    h = parse_hyper(method, {k: v for k, v in hyper.items() if k in method.hyper})
+    fitted = method.fit(train, rng_key=jax.random.key(0), **h)
+    eig = fitted.params["ale"]["eigenfunctions"]
+    order = np.argsort(np.asarray(eig["eigenvalues"]), kind="stable")[:count]
+    table = np.asarray(eig["table"])[order]
+    bins = table.shape[1]
+    lo = np.asarray(eig["lo"])[order]
+    width = np.asarray(eig["width"])[order]
+    centres = lo[:, None] + (np.arange(bins)[None] + 0.5) * width[:, None]
+    return {
+        "dims": np.asarray(eig["dims"])[order],
+        "eigenvalues": np.asarray(eig["eigenvalues"])[order],
+        "table": table,
+        "centres": centres,
+        "pca": fitted.params["ale"]["pca"],
+        "x": np.asarray(train.features(), np.float64),
+    }
+
+
+def plot_eigenfunctions(eig):
+    count = len(eig["dims"])
+    cols = min(4, count)
+    rows = -(-count // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False
+    )
+    pca = eig["pca"]
+    proj = (eig["x"] - pca["mean"]) @ pca["components"]
+    for i, ax in enumerate(axes.flat):
+        if i >= count:
+            ax.axis("off")
+            continue
+        dim, centres = int(eig["dims"][i]), eig["centres"][i]
+        density = ax.twinx()
+        step = centres[1] - centres[0]
+        edges = np.append(centres - step / 2, centres[-1] + step / 2)
+        density.hist(proj[:, dim], bins=edges, color="0.85", density=True)
+        density.set_yticks([])
+        ax.set_zorder(density.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        ax.plot(centres, eig["table"][i], color="C3")
+        ax.axhline(0, color="0.5", lw=0.5)
+        ax.set_title(f"dim {dim}, σ = {eig['eigenvalues'][i]:.3g}", fontsize=9)
+    fig.suptitle("scene: IALE eigenfunctions g(s) over principal dimensions")
+    fig.tight_layout()
+    return fig
+
+
+# %% [markdown]
+# ## Run
+
+
+# %%
 if __name__ == "__main__":
-    main()
+    rows, effect = main()
+
+# %%
+if __name__ == "__main__":
+    args = parse_args()
+    hyper = small_mode(args)
+    fig = plot_miap(rows)
+    save(fig, "ale_miap_vs_labelled.png", args)
+    if effect:
+        fig = plot_unlabelled(effect)
+        save(fig, "ale_unlabelled.png", args)
+
+# %%
+if __name__ == "__main__":
+    eig = eigenfunctions(args, hyper)
+    print(
+        "eigenfunctions: dims",
+        eig["dims"].tolist(),
+        "eigenvalues",
+        [float(f"{v:.4g}") for v in eig["eigenvalues"]],
+    )
+    fig = plot_eigenfunctions(eig)
+    save(fig, "ale_eigenfunctions.png", args)
