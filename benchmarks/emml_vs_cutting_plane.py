@@ -40,7 +40,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import cutting_plane, emml
-from jaxannot.inference.emml import StructuredData, fit_emml_exact
+from jaxannot.inference.emml import StructuredData
+from jaxannot.inference.emml_exact import fit_emml_exact
 from jaxannot.models.structured_output import default_gamma, kernel_matrix, kmeans_vreps
 
 

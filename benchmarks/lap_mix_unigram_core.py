@@ -9,7 +9,7 @@ iterations and 50 LapVar1 iterations:
   the declaration at every topic value, the registered closed-form M-step, the
   :class:`jaxannot.inference.LapVar1` E-step transform;
 - ``hand``: the hand-derived fast path the core replaced
-  (:func:`jaxannot.models.mixture_of_unigrams.fit_em` and
+  (:func:`jaxannot.models.mixture_em.fit_em` and
   :func:`jaxannot.inference.lapvar.fit_regularized_em` with the model's
   ``linear_terms``/``m_step`` callbacks).
 
@@ -41,6 +41,7 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem import VEM
+from jaxannot.models import mixture_em as mem
 from jaxannot.models import mixture_of_unigrams as mu
 
 # built once, as the registered method does: later fits reuse the compiled programs
@@ -74,7 +75,7 @@ def _log_prior(params, data):
 
 def hand_fit(key, data, graph, topics, warm, iterations):
     warm_key, run_key = jax.random.split(key)
-    params, _ = mu.fit_em(warm_key, data, topics, num_iterations=warm)
+    params, _ = mem.fit_em(warm_key, data, topics, num_iterations=warm)
     a, b = jnp.float32(1.0), jnp.float32(1.1)
     state, _, _ = lapvar.fit_regularized_em(
         run_key,

@@ -5,7 +5,7 @@ Each image has 15-25 tokens (~20) from a 1,000-word vocabulary, sampled from a
 padded token ids ``[images, 25]`` int32 (-1 = padding, ~100 MB) — never as a dense
 images x vocab matrix (1M x 1000 float32 = 4 GB) — and the E-step streams over chunks
 of ``--chunk`` images inside one jit-compiled ``lax.scan``
-(:func:`jaxannot.models.mixture_of_unigrams.fit_em_tokens`).
+(:func:`jaxannot.models.mixture_em.fit_em_tokens`).
 
 Writes ``benchmarks/results/mixture_of_unigrams_1m.json``: seconds per EM iteration,
 images x iterations per second, the compile time, the objective trace (checked
@@ -30,7 +30,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.models import mixture_em as mem
 
 
 def sample_tokens(rng, n, vocab, topics, min_len, max_len, block=100_000):
@@ -81,7 +81,7 @@ def main(argv=None):
 
     # compile once on the real shapes (2 iterations), then time a full run
     t0 = time.perf_counter()
-    mu.fit_em_tokens(
+    mem.fit_em_tokens(
         key,
         tokens,
         args.vocab,
@@ -91,7 +91,7 @@ def main(argv=None):
     )
     first_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    params, objective = mu.fit_em_tokens(
+    params, objective = mem.fit_em_tokens(
         key,
         tokens,
         args.vocab,
@@ -105,7 +105,7 @@ def main(argv=None):
     # quality: map each found topic to the sampled one (majority), then accuracy
     phi_topic = np.empty(args.images, np.int64)
     log_beta = params.log_betas[0]
-    step = jax.jit(jax.vmap(mu.image_log_joint_tokens, in_axes=(None, None, 0)))
+    step = jax.jit(jax.vmap(mem.image_log_joint_tokens, in_axes=(None, None, 0)))
     for s in range(0, args.images, 100_000):
         a = step(params.log_pi, log_beta, jnp.asarray(tokens[s : s + 100_000]))
         phi_topic[s : s + 100_000] = np.asarray(jnp.argmax(a, -1))

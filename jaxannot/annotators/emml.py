@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.inference.emml import StructuredData, fit_emml, fit_emml_exact
+from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.inference.emml_exact import fit_emml_exact
 from jaxannot.models.mbrm import (
     MBRMParams,
     fit_mbrm,
@@ -94,7 +95,7 @@ def fit_emml_annotator(
         :math:`C` and the KKT tolerance (loss units).
     solver : {"exact", "working_set"}
         ``"exact"``: the dual over per-VRep mixtures, no cap on how many outputs a
-        VRep uses (:func:`jaxannot.inference.emml.fit_emml_exact`, at most
+        VRep uses (:func:`jaxannot.inference.emml_exact.fit_emml_exact`, at most
         ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1 with
         ``capacity`` slots per VRep (:func:`jaxannot.inference.emml.fit_emml`;
         ``capacity, violators_per_vrep, max_iterations, max_sweeps``), whose answer is

@@ -1,4 +1,4 @@
-r"""Posterior diagnostics with arviz: draws as InferenceData, restarts as chains.
+r"""Topic restarts and NUTS chains as arviz InferenceData, aligned before R-hat.
 
 Topic models are identifiable only up to a permutation of the topics (label
 switching): two restarts, or two NUTS chains, that find the same topics in a different
@@ -7,31 +7,15 @@ a reference chain's by the Hungarian algorithm on the L1 distance between mean
 topic-word distributions (``scipy.optimize.linear_sum_assignment``), and permutes every
 topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
 
-- :func:`nuts_draws` runs numpyro's NUTS on a model declaration (small corpora);
-- :func:`guide_draws` samples a fitted SVI guide;
-- :func:`restarts_to_inference_data` stacks per-restart draws as chains, aligned;
-- :func:`objective_traces` puts per-restart objective traces in ``sample_stats``;
-- :func:`topic_posteriors` labels per-image topic posteriors (image, topic);
-- :func:`diagnose_restarts` fits a registered topic model from several starts and
-  compares their aligned topics (``jaxannot diagnose METHOD --dataset ...``);
-- :func:`to_inference_data` turns any fit into InferenceData: VEM restarts (one draw
-  per chain, aligned on their local posteriors) or an SVI result (guide draws), with
-  the loss traces in ``sample_stats``.
-
-All InferenceData posteriors have dims ``("chain", "draw", ...)``.
-
 References
 ----------
-A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization,
-folding, and localization: an improved R-hat. Bayesian Analysis, 2021.
 M. Stephens. Dealing with label switching in mixture models. JRSS-B 62, 2000.
 H. W. Kuhn. The Hungarian method for the assignment problem. 1955.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.optimize
@@ -50,7 +34,6 @@ __all__ = [
     "summary",
     "topic_word_matrix",
     "diagnose_restarts",
-    "to_inference_data",
 ]
 
 
@@ -297,266 +280,4 @@ def diagnose_restarts(
         unaligned_topic_l1=[float(np.abs(x - mats[0]).sum(1).mean()) for x in mats],
         permutations=[p.tolist() for p in perms],
         traces=objective_traces(traces),
-    )
-
-
-# ------------------------------------------------------------ any fit -> arviz
-def to_inference_data(
-    result,
-    *,
-    topic_axes: Mapping[str, int] | None = None,
-    local_site: str | None = "z",
-    guide: Callable | None = None,
-    model: Callable | None = None,
-    model_args: Sequence = (),
-    model_kwargs: Mapping | None = None,
-    rng_key: jax.Array | None = None,
-    num_draws: int = 200,
-    plate: str | None = "image",
-):
-    """A fit as ``arviz.InferenceData``: VEM restarts or an SVI result.
-
-    **VEM** (a :class:`~jaxannot.inference.VEMResult` or a sequence of them: restarts
-    of one model on one corpus). A VEM fit is a point estimate, so every restart is
-    one chain of one draw. The restarts' topics (the values of the discrete local
-    site) are aligned to restart 0's by the Hungarian algorithm on the per-image
-    posteriors: the permutation ``p`` of restart ``r`` minimizes
-    :math:`\\sum_{ik} |\\phi^0_{ik} - \\phi^r_{i p_k}|` (equivalently maximizes the
-    overlap :math:`\\sum_{ik} \\min(\\phi^0_{ik}, \\phi^r_{i p_k})`); it is taken along
-    every topic axis of the global sites and of the posteriors. With the topics
-    aligned, the chains of a site agree when the restarts found the same solution.
-
-    **SVI** (numpyro's ``SVIRunResult``): ``num_draws`` draws of the fitted guide
-    (:func:`guide_draws`) as one chain.
-
-    Parameters
-    ----------
-    result : VEMResult, sequence of VEMResult, or SVIRunResult
-    topic_axes : mapping site -> axis, optional
-        VEM: the topic axis of each topic-indexed global site, within one value
-        (e.g. ``{"pi": 0, "beta_0": 0}``); sites not named are not permuted. Default:
-        axis 0 of every site whose leading dimension equals the number of topics
-        ``K`` (pass the mapping where another site's leading size happens to be K).
-    local_site : str or None
-        VEM: the local site's name; its posteriors become the posterior variable
-        ``f"{local_site}_probs"`` [chain, draw, image, topic]. None leaves them out
-        (``az.summary`` lists every one of their images x K entries).
-    guide : callable
-        SVI: the guide that was fitted (required).
-    model : callable, optional
-        SVI: the model, to choose which guide sites to keep (default:
-        ``guide.model`` for numpyro's autoguides). Without one, every site the guide
-        samples is kept.
-    model_args, model_kwargs
-        SVI: the arguments the guide (and the model) take.
-    rng_key : PRNGKey
-        SVI: key of the guide draws (required).
-    num_draws : int
-        SVI: draws of the guide.
-    plate : str or None
-        SVI: keep the model's latent sites outside this plate (the global sites);
-        None keeps every latent site of the model, per-image ones included.
-
-    Returns
-    -------
-    arviz.InferenceData
-        ``posterior``: the global sites, dims (chain, draw, ...), a topic axis named
-        ``"topic"`` (VEM), other axes ``f"{site}_dim_{i}"``; VEM adds the local
-        posteriors and ``posterior.attrs["topic_permutations"]`` (per chain, the
-        permutation applied to that restart; restart 0's is the identity).
-        ``sample_stats``: ``loss`` dims (chain, draw, step) (the loss trace: VEM's
-        negative objective, NaN-padded and NaN after early stopping; SVI's negative
-        ELBO) and ``final_loss`` (chain, draw) (VEM: the last finite loss); their
-        draw dim has size 1. VEM's ``params["terms"]`` (extra objective terms) are
-        left out.
-
-    Raises
-    ------
-    ValueError
-        No restarts, restarts of different models or shapes, a topic axis whose
-        length is not K, or an SVI result without ``guide`` or ``rng_key``.
-
-    Examples
-    --------
-    >>> vem = VEM(mixture_of_unigrams, "z")  # doctest: +SKIP
-    >>> fits = [vem.run(k, 50, (counts,), num_topics=10, progress_bar=False)
-    ...         for k in jax.random.split(jax.random.key(0), 4)]  # doctest: +SKIP
-    >>> idata = to_inference_data(fits)  # doctest: +SKIP
-    >>> idata.posterior["beta_0"].dims  # doctest: +SKIP
-    ('chain', 'draw', 'topic', 'beta_0_dim_1')
-    >>> az.summary(idata, var_names=["pi"])  # doctest: +SKIP
-
-    An SVI fit with an autoguide (its model is ``guide.model``):
-
-    >>> guide = AutoNormal(model)  # doctest: +SKIP
-    >>> res = SVI(model, guide, optim, Trace_ELBO()).run(key, 1000, x)  # doctest: +SKIP
-    >>> idata = to_inference_data(
-    ...     res, guide=guide, model_args=(x,), rng_key=jax.random.key(1)
-    ... )  # doctest: +SKIP
-    >>> idata.sample_stats["loss"].dims  # doctest: +SKIP
-    ('chain', 'draw', 'step')
-    """
-    from numpyro.infer.svi import SVIRunResult
-
-    from jaxannot.inference.vem import VEMResult
-
-    if isinstance(result, SVIRunResult):
-        if topic_axes is not None:
-            raise ValueError("topic_axes applies to VEM restarts, not to SVI results")
-        return _svi_to_inference_data(
-            result,
-            guide,
-            model,
-            tuple(model_args),
-            dict(model_kwargs or {}),
-            rng_key,
-            num_draws,
-            plate,
-        )
-    if isinstance(result, VEMResult):
-        result = [result]
-    elif not isinstance(result, Sequence):
-        raise TypeError(
-            f"expected a VEMResult, a sequence of them or an SVIRunResult, got "
-            f"{type(result).__name__}"
-        )
-    svi_only = dict(
-        guide=guide, model=model, rng_key=rng_key, model_kwargs=model_kwargs
-    )
-    given = [k for k, v in svi_only.items() if v is not None]
-    given += ["model_args"] if len(model_args) else []
-    if given:
-        raise ValueError(f"{given} apply to SVI results, not to VEM restarts")
-    return _vem_to_inference_data(list(result), topic_axes, local_site)
-
-
-def _vem_to_inference_data(results, topic_axes, local_site):
-    import arviz as az
-
-    from jaxannot.inference.vem import VEMResult
-
-    if not results:
-        raise ValueError("no VEM restarts to convert (an empty sequence)")
-    bad = [type(r).__name__ for r in results if not isinstance(r, VEMResult)]
-    if bad:
-        raise ValueError(f"every restart must be a VEMResult; got {bad}")
-    names = [k for k in results[0].params if k != "terms"]
-    values, phis = [], []
-    for r, res in enumerate(results):
-        own = [k for k in res.params if k != "terms"]
-        if sorted(own) != sorted(names):
-            raise ValueError(
-                f"restart {r} has the global sites {sorted(own)} but restart 0 has "
-                f"{sorted(names)}: restarts must be fits of one model"
-            )
-        values.append({k: np.asarray(jax.device_get(res.params[k])) for k in names})
-        phis.append(np.asarray(jax.device_get(res.posteriors)))
-        mismatched = [
-            f"{k} {values[r][k].shape} vs {values[0][k].shape}"
-            for k in names
-            if values[r][k].shape != values[0][k].shape
-        ]
-        if phis[r].shape != phis[0].shape:
-            mismatched.append(f"posteriors {phis[r].shape} vs {phis[0].shape}")
-        if mismatched:
-            raise ValueError(
-                f"restart {r} differs in shape from restart 0 ({'; '.join(mismatched)})"
-                f": restarts must be fits of one model on one corpus"
-            )
-    num_images, k = phis[0].shape
-    if topic_axes is None:
-        topic_axes = {
-            n: 0 for n in names if values[0][n].ndim and values[0][n].shape[0] == k
-        }
-    topic_axes = dict(topic_axes)
-    for n, axis in topic_axes.items():
-        if n not in values[0]:
-            raise ValueError(f"topic_axes names {n!r}, not a global site: {names}")
-        shape = values[0][n].shape
-        if not -len(shape) <= axis < len(shape) or shape[axis] != k:
-            raise ValueError(
-                f"topic axis {axis} of site {n!r} (shape {shape}) does not have the "
-                f"{k} topics of the local posteriors"
-            )
-        topic_axes[n] = axis % len(shape)
-    perms = np.stack([match_topics(phis[0].T, phi.T) for phi in phis])
-
-    posterior = {n: np.stack([v[n] for v in values])[:, None] for n in names}
-    dims = {
-        n: [
-            "topic" if i == topic_axes.get(n) else f"{n}_dim_{i}"
-            for i in range(values[0][n].ndim)
-        ]
-        for n in names
-    }
-    if local_site is not None:
-        probs = f"{local_site}_probs"
-        if probs in posterior:
-            raise ValueError(f"a global site is named {probs!r}; pass local_site")
-        posterior[probs] = np.stack(phis)[:, None]
-        dims[probs] = ["image", "topic"]
-        topic_axes[probs] = 1
-    posterior = _permute_topics(posterior, topic_axes, perms)
-
-    losses = [np.asarray(res.losses, np.float64).reshape(-1) for res in results]
-    trace = np.full((len(results), 1, max(len(lo) for lo in losses)), np.nan)
-    final = np.full((len(results), 1), np.nan)
-    for r, lo in enumerate(losses):
-        trace[r, 0, : len(lo)] = lo
-        finite = lo[np.isfinite(lo)]
-        final[r, 0] = finite[-1] if finite.size else np.nan
-    with warnings.catch_warnings():  # one draw per chain is what a VEM fit is
-        warnings.filterwarnings("ignore", "More chains", UserWarning)
-        idata = az.from_dict(
-            posterior=posterior,
-            sample_stats={"loss": trace, "final_loss": final},
-            coords={"topic": np.arange(k), "image": np.arange(num_images)},
-            dims={**dims, "loss": ["step"]},
-        )
-    idata.posterior.attrs["topic_permutations"] = perms.tolist()
-    return idata
-
-
-def _global_sites(model, plate, args, kwargs) -> set[str]:
-    """The model's latent sample sites outside ``plate`` (all of them if None)."""
-    from numpyro import handlers
-
-    trace = handlers.trace(handlers.seed(model, jax.random.key(0))).get_trace(
-        *args, **kwargs
-    )
-    return {
-        name
-        for name, site in trace.items()
-        if site["type"] == "sample"
-        and not site["is_observed"]
-        and not any(f.name == plate for f in site.get("cond_indep_stack", ()))
-    }
-
-
-def _svi_to_inference_data(
-    result, guide, model, args, kwargs, rng_key, num_draws, plate
-):
-    import arviz as az
-
-    if guide is None:
-        raise ValueError("an SVI result needs the guide it fitted: pass guide=")
-    if rng_key is None:
-        raise ValueError("guide draws need a key: pass rng_key=")
-    draws = guide_draws(
-        rng_key, guide, result.params, *args, num_draws=num_draws, **kwargs
-    )
-    model = model if model is not None else getattr(guide, "model", None)
-    if model is not None:
-        keep = _global_sites(model, plate, args, kwargs)
-        draws = {n: v for n, v in draws.items() if n in keep}
-    if not draws:
-        raise ValueError(
-            f"the guide draws no latent site of the model outside plate {plate!r}; "
-            f"pass plate=None to keep the per-image sites"
-        )
-    losses = np.asarray(result.losses, np.float64).reshape(1, 1, -1)
-    return az.from_dict(
-        posterior=draws,
-        sample_stats={"loss": losses, "final_loss": losses[:, :, -1]},
-        dims={"loss": ["step"]},
     )

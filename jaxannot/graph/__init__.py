@@ -2,7 +2,9 @@
 
 See :mod:`jaxannot.graph.knn` (search, graph construction, weights, symmetrization) and
 :mod:`jaxannot.graph.laplacian` (the :class:`Graph` pytree, degree, ``S f``, ``L f``,
-normalized Laplacian, the penalty ``sum_ij S_ij d(q_i, q_j)``).
+normalized Laplacian, the penalty ``sum_ij S_ij d(q_i, q_j)``) and
+:mod:`jaxannot.graph.neighbour_table` (edge lists with colour classes for per-node
+updates).
 """
 
 from jaxannot.graph.knn import KNN_METRICS, KNN_WEIGHTS, knn_graph, knn_search
@@ -18,9 +20,12 @@ from jaxannot.graph.laplacian import (
     normalized_laplacian_matvec,
     to_scipy,
 )
+from jaxannot.graph.neighbour_table import NeighbourTable, neighbour_table
 
 __all__ = [
     "Graph",
+    "NeighbourTable",
+    "neighbour_table",
     "KNN_METRICS",
     "KNN_WEIGHTS",
     "PENALTY_DISTANCES",

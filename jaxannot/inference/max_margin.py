@@ -61,6 +61,12 @@ from jaxannot.inference.laplacian_elbo import (
     PenalizedELBO,
     local_summary,
 )
+from jaxannot.inference.margin_losses import (
+    crammer_singer_loss,
+    epsilon_insensitive_loss,
+    hinge_loss,
+    label_targets,
+)
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
@@ -83,62 +89,6 @@ DUAL_MAX_EPOCHS = 5000
 #: Standard deviation of the initial weights: small enough to start near the
 #: all-zero SVM, non-zero so that the classes' scores are not tied.
 INIT_SCALE = 1e-2
-
-
-def hinge_loss(scores: Array, targets: Array) -> Array:
-    r""":math:`\max(0, 1 - y s)` per image; ``scores`` [B], ``targets`` [B] in ±1."""
-    return jnp.maximum(0.0, 1.0 - targets * scores)
-
-
-def crammer_singer_loss(scores: Array, targets: Array) -> Array:
-    r""":math:`\max_y[\Delta(y, y_i) + s_y - s_{y_i}]` per image; ``scores`` [B, T]."""
-    margin = 1.0 - jax.nn.one_hot(targets, scores.shape[-1], dtype=scores.dtype)
-    true = jnp.take_along_axis(scores, targets[:, None], axis=-1)
-    return jnp.max(margin + scores - true, axis=-1)
-
-
-def epsilon_insensitive_loss(scores: Array, targets: Array, epsilon: float) -> Array:
-    r""":math:`\max(0, |y - s| - \epsilon)` per image; ``scores``, ``targets`` [B]."""
-    return jnp.maximum(0.0, jnp.abs(targets - scores) - epsilon)
-
-
-def _classification_targets(labels: np.ndarray, loss: str):
-    """(targets, mask) for integer labels; -1 or NaN marks an unlabelled image."""
-    unlabelled = np.isnan(labels) | (labels == -1)
-    known = labels[~unlabelled]
-    if np.any(known != np.round(known)):
-        raise ValueError(f"{loss} labels must be integers (-1 = unlabelled)")
-    if loss == "crammer_singer":
-        if np.any(known < 0):
-            raise ValueError("crammer_singer labels must be >= 0 (-1 = unlabelled)")
-        return np.where(unlabelled, 0, labels).astype(np.int32), ~unlabelled
-    # hinge: {0, 1} coding when a 0 appears (then -1 = unlabelled), else {-1, +1}
-    if np.any(labels == 0):
-        if np.any(~np.isin(known, (0, 1))):
-            raise ValueError(
-                "hinge labels coded {0, 1} must be 0, 1 or -1 (unlabelled)"
-            )
-        return np.where(unlabelled, 0.0, 2.0 * labels - 1.0), ~unlabelled
-    unlabelled = np.isnan(labels)
-    if np.any(~np.isin(labels[~unlabelled], (-1, 1))):
-        raise ValueError(
-            "hinge labels must be in {-1, +1} (NaN = unlabelled) or {0, 1}"
-        )
-    return np.where(unlabelled, 0.0, labels), ~unlabelled
-
-
-def _targets(labels, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    labels = np.asarray(labels, np.float64)
-    if labels.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array [N], got shape {labels.shape}")
-    if loss == "epsilon_insensitive":
-        unlabelled = np.isnan(labels)
-        targets, mask = np.where(unlabelled, 0.0, labels), ~unlabelled
-    else:
-        targets, mask = _classification_targets(labels, loss)
-    if not mask.any():
-        raise ValueError("labels: no labelled image")
-    return targets, mask
 
 
 class MaxMargin:
@@ -202,7 +152,7 @@ class MaxMargin:
             raise ValueError(f"c must be >= 0, got {c}")
         if not epsilon >= 0:
             raise ValueError(f"epsilon must be >= 0, got {epsilon}")
-        targets, mask = _targets(labels, loss)
+        targets, mask = label_targets(labels, loss)
         self.labels = jnp.asarray(labels)
         self.c, self.loss, self.epsilon, self.solver = float(c), loss, epsilon, solver
         self.num_outputs = 1

@@ -46,23 +46,38 @@ Seed 000: graph-regularized variational inference for image annotation.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
-import numpyro.distributions as dist
 import optax
 from jax import lax
-from jax.scipy.special import xlogy
-from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
+from jaxannot.inference._declaration import (
+    _inspect,
+    _join_leaves,
+    _out_of_plate,
+    _per_image,
+    _Setup,
+    _split_leaves,
+    _subsamples,
+    _trace,
+)
 from jaxannot.inference.progress import run_steps
+from jaxannot.inference.vem_steps import (
+    ExactEStep,
+    VEMResult,
+    closed_form_for,
+    dual_updates,
+    refine_for_terms,
+    register_closed_form,
+    terms_value,
+)
 
 __all__ = [
     "VEM",
@@ -71,207 +86,6 @@ __all__ = [
     "register_closed_form",
     "closed_form_for",
 ]
-
-_CLOSED_FORMS: dict[Callable, Callable] = {}
-
-
-def register_closed_form(model: Callable, m_step: Callable) -> Callable:
-    """Register ``m_step(posteriors, *args, **kwargs) -> dict`` for ``model``.
-
-    ``m_step`` returns the constrained values of the global sites that maximize the
-    expected complete log joint :math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`
-    given the posteriors ``[images, K]``. :class:`VEM` uses it when
-    ``m_step="auto"``. Returns ``model`` (usable as a decorator helper).
-    """
-    _CLOSED_FORMS[model] = m_step
-    return model
-
-
-def closed_form_for(model: Callable) -> Callable | None:
-    """The closed-form M-step registered for ``model``, or None."""
-    return _CLOSED_FORMS.get(model)
-
-
-class VEMResult(NamedTuple):
-    """What :meth:`VEM.run` returns.
-
-    Attributes
-    ----------
-    params : dict
-        Constrained values of the global sites (plus ``"terms"``: a tuple of each
-        extra term's parameters, empty without terms).
-    posteriors : Float[Array, "images K"]
-        The local posteriors the final parameters were fitted to.
-    losses : np.ndarray [num_steps]
-        Negative objective :math:`-\\mathcal{L}` after each E-step (NaN for steps
-        skipped after convergence).
-    """
-
-    params: dict
-    posteriors: jax.Array
-    losses: np.ndarray
-
-
-# ------------------------------------------------------------------ E-steps
-class ExactEStep:
-    """The plain E-step: :math:`\\phi_i = \\operatorname{softmax}(a_i)` (the exact
-    local posterior), with objective :math:`\\sum_i \\operatorname{logsumexp}(a_i)`.
-
-    The protocol of every E-step transform: ``arrays`` (a pytree of the transform's
-    arrays, passed to the compiled fit as data, so a new graph of the same shape
-    compiles nothing), ``static_key`` (its hashable static configuration),
-    ``keep_best`` (keep the best iterate and stop when the objective stops
-    improving), ``apply(arrays, rng_key, phi, a) -> (phi, objective)`` and
-    ``objective(arrays, phi, a)``.
-    """
-
-    keep_best = False
-    arrays: tuple = ()
-    static_key = ("exact",)
-
-    def apply(self, arrays, rng_key, phi, a):
-        del arrays, rng_key, phi
-        return jax.nn.softmax(a, axis=-1), jax.scipy.special.logsumexp(a, -1).sum()
-
-    def objective(self, arrays, phi, a):
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} - \\phi_{ik}\\log\\phi_{ik}`."""
-        del arrays
-        return (phi * a).sum() - xlogy(phi, phi).sum()
-
-
-# ----------------------------------------------------------- model inspection
-@dataclasses.dataclass(frozen=True)
-class _Structure:
-    """What a trace of the model tells VEM (all static)."""
-
-    globals_: tuple[str, ...]  # latent sites outside the plate
-    num_images: int
-    num_values: int
-    image_dim: int
-
-
-def _trace(model, substitutions, args, kwargs, seed=0):
-    seeded = handlers.seed(model, jax.random.key(seed))
-    return handlers.trace(handlers.substitute(seeded, data=substitutions)).get_trace(
-        *args, **kwargs
-    )
-
-
-def _in_plate(site, plate: str) -> bool:
-    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
-
-
-def _unwrap(fn):
-    while isinstance(
-        fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
-    ):
-        fn = fn.base_dist
-    return fn
-
-
-def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
-    trace = _trace(model, {}, args, kwargs)
-    if plate not in trace or trace[plate]["type"] != "plate":
-        plates = [k for k, v in trace.items() if v["type"] == "plate"]
-        raise ValueError(f"the model has no plate {plate!r}; its plates: {plates}")
-    if local_site not in trace:
-        latent = [k for k, v in trace.items() if v["type"] == "sample"]
-        raise ValueError(
-            f"the model has no site {local_site!r}; its sample sites: {latent}"
-        )
-    site = trace[local_site]
-    if not _in_plate(site, plate) or site["is_observed"]:
-        raise ValueError(
-            f"site {local_site!r} must be a latent site inside plate {plate!r}"
-        )
-    fn = _unwrap(site["fn"])
-    if not isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
-        raise ValueError(
-            f"site {local_site!r} must be Categorical, got {type(fn).__name__}"
-        )
-    others = [
-        k
-        for k, v in trace.items()
-        if v["type"] == "sample"
-        and not v["is_observed"]
-        and k != local_site
-        and _in_plate(v, plate)
-    ]
-    if others:
-        raise ValueError(
-            f"VEM supports one latent site inside plate {plate!r} ({local_site!r}); "
-            f"the model also has {others}: observe them or move them out of the plate"
-        )
-    globals_ = tuple(
-        k
-        for k, v in trace.items()
-        if v["type"] == "sample" and not v["is_observed"] and not _in_plate(v, plate)
-    )
-    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
-    return _Structure(globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim)
-
-
-# --------------------------------------------------------------- the log joint
-def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
-    """Sum of the in-plate sites' log densities per image, [size]."""
-    total = jnp.zeros(size)
-    for site in trace.values():
-        if site["type"] != "sample" or not _in_plate(site, plate):
-            continue
-        lp = site["fn"].log_prob(site["value"])
-        lp = jnp.broadcast_to(
-            lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
-        )
-        if site.get("scale") is not None:
-            lp = lp * (site["scale"] * rescale)
-        axis = lp.ndim + image_dim
-        lp = jnp.moveaxis(lp, axis, 0)
-        total = total + lp.reshape(lp.shape[0], -1).sum(-1)
-    return total
-
-
-def _out_of_plate(trace, plate) -> jax.Array:
-    """Sum of the log densities of the sites outside the plate (priors, factors)."""
-    total = jnp.float32(0.0)
-    for site in trace.values():
-        if site["type"] != "sample" or _in_plate(site, plate):
-            continue
-        lp = site["fn"].log_prob(site["value"])
-        if site.get("scale") is not None:
-            lp = lp * site["scale"]
-        total = total + lp.sum()
-    return total
-
-
-class _Setup(NamedTuple):
-    """Static per-shape configuration of one VEM run."""
-
-    structure: _Structure
-    subsamples: bool  # the model reads its data through the plate's indices
-    chunk: int
-    num_chunks: int
-    treedef: Any
-    static_leaves: tuple
-    is_dynamic: tuple
-
-
-def _split_leaves(args, kwargs):
-    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    is_dynamic = tuple(isinstance(x, jax.Array | np.ndarray) for x in leaves)
-    static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
-    dynamic = tuple(
-        jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
-    )
-    return treedef, static, is_dynamic, dynamic
-
-
-def _join_leaves(setup: _Setup, dynamic):
-    it = iter(dynamic)
-    leaves = [
-        next(it) if d else s
-        for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
-    ]
-    return jax.tree_util.tree_unflatten(setup.treedef, leaves)
 
 
 class VEM:
@@ -355,7 +169,9 @@ class VEM:
         treedef, static, is_dynamic, dynamic = _split_leaves(args, kwargs)
         n = structure.num_images
         chunk = min(self.chunk_size, n)
-        subsamples = self._subsamples(structure, args, kwargs)
+        subsamples = _subsamples(
+            self.model, self.plate, self.local_site, structure, args, kwargs
+        )
         if chunk < n and not subsamples:
             raise ValueError(
                 f"the model does not read its data through plate {self.plate!r}'s "
@@ -367,32 +183,6 @@ class VEM:
             structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
         )
         return setup, dynamic
-
-    def _subsamples(self, structure, args, kwargs) -> bool:
-        """Whether the model's observed in-plate sites follow the plate's indices."""
-        idx = jnp.arange(2)
-        try:
-            trace = _trace(
-                self.model,
-                {self.plate: idx, self.local_site: jnp.zeros(2, jnp.int32)},
-                args,
-                kwargs,
-            )
-            observed = [
-                v
-                for v in trace.values()
-                if v["type"] == "sample"
-                and v["is_observed"]
-                and _in_plate(v, self.plate)
-            ]
-            dim = structure.image_dim
-            ok = all(
-                jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2
-                for v in observed
-            )
-        except (ValueError, TypeError, IndexError):
-            ok = False
-        return ok
 
     def _small_substitutions(self, setup: _Setup) -> dict:
         """Plate indices for traces that need only the out-of-plate sites."""
@@ -454,45 +244,6 @@ class VEM:
         total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
         return total + self._log_prior(setup, values, args, kwargs)
 
-    def _terms_value(self, term_params, phi):
-        idx = jnp.arange(phi.shape[0])
-        return sum(
-            (t.regularizer(p) + t.penalty(p, phi, idx))
-            for t, p in zip(self.terms, term_params, strict=True)
-        )
-
-    def _refine_for_terms(self, term_params, phi, a):
-        """Raise the E-step objective minus the terms' penalty in ``phi`` by damped
-        entropic mirror-ascent steps, accepted image by image only where they help
-        (MedLDA's E-step with the margin term)."""
-        if not self.terms or self.term_steps == 0:
-            return phi
-
-        def per_image(ph):
-            idx = jnp.arange(ph.shape[0])
-            own = ((ph * a) - xlogy(ph, ph)).sum(-1)
-            pen = sum(
-                jax.vmap(lambda f, i, t=t, p=p: t.penalty(p, f[None], i[None]))(ph, idx)
-                for t, p in zip(self.terms, term_params, strict=True)
-            )
-            return own - pen
-
-        def grad_pen(ph):
-            return jax.grad(
-                lambda q: sum(
-                    t.penalty(p, q, jnp.arange(q.shape[0]))
-                    for t, p in zip(self.terms, term_params, strict=True)
-                )
-            )(ph)
-
-        def body(_, ph):
-            target = jax.nn.log_softmax(a - grad_pen(ph), axis=-1)
-            cand = jax.nn.softmax(0.5 * jnp.log(jnp.maximum(ph, 1e-30)) + 0.5 * target)
-            better = per_image(cand) > per_image(ph)
-            return jnp.where(better[:, None], cand, ph)
-
-        return lax.fori_loop(0, self.term_steps, body, phi)
-
     # ----------------------------------------------------------- M-steps
     def _m_step(self, setup, transforms, values, opt_state, term_params, phi, args, kw):
         if self.closed_form is not None:
@@ -501,7 +252,7 @@ class VEM:
             }
             if self.terms:
                 term_params, opt_state = self._optax_steps(
-                    lambda tp: self._terms_value(tp, phi), term_params, opt_state
+                    lambda tp: terms_value(self.terms, tp, phi), term_params, opt_state
                 )
             return values, opt_state, term_params
         unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
@@ -510,7 +261,7 @@ class VEM:
             u, tp = u_and_t
             vals = {k: transforms[k](x) for k, x in u.items()}
             value = -self._expected_log_joint(setup, vals, phi, args, kw)
-            return value + (self._terms_value(tp, phi) if self.terms else 0.0)
+            return value + (terms_value(self.terms, tp, phi) if self.terms else 0.0)
 
         (unconstrained, term_params), opt_state = self._optax_steps(
             loss, (unconstrained, term_params), opt_state
@@ -529,12 +280,6 @@ class VEM:
             return optax.apply_updates(params, updates), opt_state
 
         return lax.fori_loop(0, self.m_steps, body, (params, opt_state))
-
-    def _dual_updates(self, term_params, phi):
-        return tuple(
-            t.dual_update(phi, p) if getattr(t, "solver", "optax") == "dual" else p
-            for t, p in zip(self.terms, term_params, strict=True)
-        )
 
     # ------------------------------------------------------------- the step
     def _build_step(self, setup: _Setup, tolerance: float):
@@ -556,10 +301,12 @@ class VEM:
                 rng2, sub = jax.random.split(rng)
                 a = self._log_joint(setup, values, args, kwargs)
                 new_phi, q = estep.apply(e_arrays, sub, phi, a)
-                new_phi = self._refine_for_terms(term_params, new_phi, a)
+                new_phi = refine_for_terms(
+                    self.terms, term_params, new_phi, a, self.term_steps
+                )
                 if self.terms:  # the refinement moved phi: re-evaluate
                     q = estep.objective(e_arrays, new_phi, a)
-                    q = q - self._terms_value(term_params, new_phi)
+                    q = q - terms_value(self.terms, term_params, new_phi)
                 objective = q + self._log_prior(setup, values, args, kwargs)
                 new_values, new_opt, new_tp = self._m_step(
                     setup,
@@ -571,7 +318,7 @@ class VEM:
                     args,
                     kwargs,
                 )
-                new_tp = self._dual_updates(new_tp, new_phi)
+                new_tp = dual_updates(self.terms, new_tp, new_phi)
                 improved = (t == 0) | (
                     objective > best_obj + tolerance * jnp.abs(best_obj)
                 )

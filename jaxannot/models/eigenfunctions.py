@@ -48,7 +48,7 @@ Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -73,7 +73,6 @@ __all__ = [
     "fit_ale",
     "ale_embed",
     "histograms",
-    "iter_embed",
 ]
 
 #: Floor added to normalized histograms (empty bins would make ``P D̂`` singular).
@@ -495,11 +494,3 @@ def ale_embed(
             out.append(np.asarray(u)[: len(part)])
     c = model.eigenfunctions.table.shape[0]
     return np.concatenate(out) if out else np.zeros((0, c), np.float32)
-
-
-def iter_embed(
-    model: ALEModel, data: Iterable[np.ndarray], *, batch_size: int = 4096
-) -> Iterator[np.ndarray]:
-    """Yield ``U`` chunk by chunk (streaming IALE; never holds all of ``U``)."""
-    for chunk in data:
-        yield ale_embed(model, np.asarray(chunk), batch_size=batch_size)

@@ -63,7 +63,6 @@ __all__ = [
     "region_log_kernel",
     "select_bandwidth",
     "mbrm_word_probabilities",
-    "mbrm_word_query",
 ]
 
 
@@ -304,22 +303,3 @@ def mbrm_word_probabilities(
     )
     (_, acc, z), _ = jax.lax.scan(body, init, (xb, pb, valid))
     return acc / z[:, None]
-
-
-def mbrm_word_query(
-    params: MBRMParams,
-    database_features: ArrayLike,
-    word_weights: ArrayLike,
-    *,
-    top_images: int = 10,
-    block_size: int = 8192,
-) -> tuple[Array, Array]:
-    """Rank the database images by :math:`\\sum_w \\omega_w P(w \\mid \\mathbf x_t)`.
-
-    Annotates every database image (cost linear in the database and the training set)
-    and returns the top ``top_images`` rows and their scores.
-    """
-    probs = mbrm_word_probabilities(params, database_features, block_size)
-    scores = probs @ jnp.asarray(word_weights, jnp.float32)
-    best, ids = jax.lax.top_k(scores, min(top_images, scores.shape[0]))
-    return ids.astype(jnp.int32), best

@@ -17,8 +17,9 @@ and the posterior is :math:`q(z_d = k) = \phi_{dk} \propto \exp a_{dk}`. Annotat
 uses :math:`p(w \mid d) = \sum_k \phi_{dk}\beta^{text}_{kw}` with :math:`\phi_d`
 computed from the visual views alone.
 
-The fast path is MAP-EM: the E-step is the softmax above (one image, vmapped), the
-M-step :math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
+The hand-derived MAP-EM fit is :mod:`jaxannot.models.mixture_em`: the E-step is the
+softmax above (one image, vmapped), the M-step
+:math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
 :math:`\beta^v_{kw} \propto \sum_d \phi_{dk} n^v_{dw} + b - 1`. It maximizes the log
 joint :func:`log_joint`, which equals numpyro's ``log_density`` of the declaration
 :func:`mixture_of_unigrams` at the same parameters; EM never decreases it.
@@ -31,11 +32,8 @@ unlabeled documents using EM. Machine Learning 39, 2000.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import NamedTuple
-
-import numpy as np
 
 import jax
 import jax.numpy as jnp
@@ -43,14 +41,11 @@ import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln, logsumexp
 
-from jaxannot.inference.em import run_em, run_em_until_converged
 from jaxannot.inference.vem import register_closed_form
 
 __all__ = [
     "BagOfWords",
     "MixtureParams",
-    "MixtureEMState",
-    "MixtureEMInfo",
     "mixture_of_unigrams",
     "closed_form_m_step",
     "check_priors",
@@ -61,11 +56,7 @@ __all__ = [
     "posterior",
     "m_step",
     "init_params",
-    "build_em_kernel",
-    "fit_em",
     "predict_words",
-    "image_log_joint_tokens",
-    "fit_em_tokens",
 ]
 
 
@@ -80,16 +71,6 @@ class MixtureParams(NamedTuple):
 
     log_pi: jax.Array
     log_betas: tuple
-
-
-class MixtureEMState(NamedTuple):
-    params: MixtureParams
-
-
-class MixtureEMInfo(NamedTuple):
-    """``objective``: the log joint at the parameters entering the step."""
-
-    objective: jax.Array
 
 
 class BagOfWords(dist.MultinomialProbs):
@@ -329,30 +310,6 @@ def init_params(
     return m_step(phi, counts_by_view, pi_concentration, beta_concentration)
 
 
-@functools.cache
-def build_em_kernel():
-    """The MAP-EM step ``step(rng_key, state, data) -> (state, info)``.
-
-    ``data = (counts_by_view, pi_concentration, beta_concentration)``. Cached, so
-    every fit reuses one function object and the driver compiles once per shape.
-    """
-
-    def step(rng_key, state: MixtureEMState, data):
-        del rng_key
-        counts, a_conc, b_conc = data
-        a = linear_terms(state.params, counts)
-        objective = logsumexp(a, axis=-1).sum() + log_prior(
-            state.params, a_conc, b_conc
-        )
-        phi = jax.nn.softmax(a, axis=-1)
-        return (
-            MixtureEMState(m_step(phi, counts, a_conc, b_conc)),
-            MixtureEMInfo(objective),
-        )
-
-    return step
-
-
 def check_priors(pi_concentration, beta_concentration) -> None:
     """Raise ``ValueError`` unless the priors give a finite MAP (a >= 1, b > 1)."""
     if pi_concentration < 1.0:
@@ -364,194 +321,6 @@ def check_priors(pi_concentration, beta_concentration) -> None:
         )
 
 
-def _check(counts_by_view, num_topics, pi_concentration, beta_concentration):
-    if num_topics < 1:
-        raise ValueError(f"num_topics must be >= 1, got {num_topics}")
-    check_priors(pi_concentration, beta_concentration)
-    counts = tuple(jnp.asarray(c, dtype=jnp.float32) for c in counts_by_view)
-    if not counts:
-        raise ValueError("need at least one view of counts")
-    return counts
-
-
-def fit_em(
-    rng_key: jax.Array,
-    counts_by_view: Sequence,
-    num_topics: int,
-    *,
-    num_iterations: int = 100,
-    tolerance: float = 0.0,
-    pi_concentration: float = 1.0,
-    beta_concentration: float = 1.1,
-) -> tuple[MixtureParams, np.ndarray]:
-    """Fit the mixture by MAP-EM (jit-compiled once per shape).
-
-    Parameters
-    ----------
-    rng_key : PRNGKey
-    counts_by_view : sequence of [images, vocab_v] count matrices
-    num_topics : int
-    num_iterations : int
-        Iterations (the maximum when ``tolerance > 0``).
-    tolerance : float
-        Relative objective change to stop at (0: run all iterations).
-    pi_concentration, beta_concentration : float
-
-    Returns
-    -------
-    params : MixtureParams
-    objective : np.ndarray
-        Log joint per iteration (non-decreasing).
-    """
-    counts = _check(counts_by_view, num_topics, pi_concentration, beta_concentration)
-    init_key, run_key = jax.random.split(rng_key)
-    a_conc = jnp.float32(pi_concentration)
-    b_conc = jnp.float32(beta_concentration)
-    params = init_params(init_key, counts, num_topics, a_conc, b_conc)
-    data = (counts, a_conc, b_conc)
-    if tolerance > 0:
-        state, trace = run_em_until_converged(
-            run_key,
-            MixtureEMState(params),
-            data,
-            jnp.float32(tolerance),
-            step=build_em_kernel(),
-            max_iterations=num_iterations,
-        )
-        objective = np.asarray(trace.objective)[: int(trace.num_iterations)]
-    else:
-        state, info = run_em(
-            run_key,
-            MixtureEMState(params),
-            data,
-            step=build_em_kernel(),
-            num_iterations=num_iterations,
-        )
-        objective = np.asarray(info.objective)
-    return state.params, objective
-
-
 def predict_words(phi: jax.Array, log_beta_text: jax.Array) -> jax.Array:
     """Annotation scores ``p(w | d) = Σ_k φ_dk β^text_kw``, [images, words]."""
     return phi @ jnp.exp(log_beta_text)
-
-
-# ------------------------------------------------- padded token ids (large corpora)
-def image_log_joint_tokens(log_pi, log_beta, tokens) -> jax.Array:
-    """:math:`a_k` of one image from padded token ids (``-1`` = padding), one view.
-
-    Parameters
-    ----------
-    log_pi : Float[Array, "topics"]
-    log_beta : Float[Array, "topics vocab"]
-    tokens : Int[Array, "max_tokens"]
-    """
-    valid = tokens >= 0
-    gathered = log_beta[:, jnp.where(valid, tokens, 0)]  # [K, L]
-    return log_pi + jnp.where(valid[None, :], gathered, 0.0).sum(-1)
-
-
-def _chunk_stats(log_pi, log_beta, tokens, row_mask):
-    """E-step of one chunk: log-likelihood and sufficient statistics."""
-    a = jax.vmap(image_log_joint_tokens, in_axes=(None, None, 0))(
-        log_pi, log_beta, tokens
-    )
-    ll = jnp.where(row_mask, logsumexp(a, axis=-1), 0.0).sum()
-    phi = jnp.where(row_mask[:, None], jax.nn.softmax(a, axis=-1), 0.0)
-    valid = tokens >= 0
-    flat_ids = jnp.where(valid, tokens, 0).reshape(-1)
-    flat_phi = (phi[:, None, :] * valid[:, :, None]).reshape(-1, phi.shape[1])
-    beta_stats = jax.ops.segment_sum(flat_phi, flat_ids, log_beta.shape[1])  # [V, K]
-    return ll, phi.sum(0), beta_stats.T
-
-
-@functools.partial(jax.jit, static_argnames=("num_iterations",))
-def _fit_tokens(log_pi, log_beta, chunks, row_masks, a_conc, b_conc, num_iterations):
-    def iteration(carry, _):
-        log_pi, log_beta = carry
-
-        def over_chunks(acc, xs):
-            tokens, mask = xs
-            ll, pi_s, beta_s = _chunk_stats(log_pi, log_beta, tokens, mask)
-            return (acc[0] + ll, acc[1] + pi_s, acc[2] + beta_s), None
-
-        zero = (jnp.float32(0.0), jnp.zeros_like(log_pi), jnp.zeros_like(log_beta))
-        (ll, pi_s, beta_s), _ = jax.lax.scan(over_chunks, zero, (chunks, row_masks))
-        params = MixtureParams(log_pi, (log_beta,))
-        objective = ll + log_prior(params, a_conc, b_conc)
-        pi = pi_s + (a_conc - 1.0)
-        beta = beta_s + (b_conc - 1.0)
-        new = (
-            jnp.log(pi) - jnp.log(pi.sum()),
-            jnp.log(beta) - jnp.log(beta.sum(-1, keepdims=True)),
-        )
-        return new, objective
-
-    (log_pi, log_beta), objective = jax.lax.scan(
-        iteration, (log_pi, log_beta), None, length=num_iterations
-    )
-    return log_pi, log_beta, objective
-
-
-def fit_em_tokens(
-    rng_key: jax.Array,
-    tokens: np.ndarray,
-    vocab_size: int,
-    num_topics: int,
-    *,
-    chunk_size: int = 8192,
-    num_iterations: int = 10,
-    pi_concentration: float = 1.0,
-    beta_concentration: float = 1.1,
-) -> tuple[MixtureParams, np.ndarray]:
-    """MAP-EM for one bag view given as padded token ids, streamed in chunks.
-
-    Memory is O(images x max_tokens) for the ids plus O(chunk_size x max_tokens x K)
-    for one chunk's E-step — never a dense images x vocab matrix — so a million
-    images fit on a laptop. The E-step of every chunk is vmapped over its images;
-    statistics are accumulated with ``segment_sum`` in a ``lax.scan`` over chunks.
-
-    Parameters
-    ----------
-    rng_key : PRNGKey
-    tokens : Int[Array, "images max_tokens"]
-        Token ids, ``-1`` for padding.
-    vocab_size, num_topics : int
-    chunk_size : int
-        Images per E-step chunk.
-    num_iterations : int
-    pi_concentration, beta_concentration : float
-
-    Returns
-    -------
-    params : MixtureParams (one view)
-    objective : np.ndarray
-        Log joint per iteration (non-decreasing).
-    """
-    _check((np.zeros((1, 1)),), num_topics, pi_concentration, beta_concentration)
-    tokens = np.asarray(tokens, np.int32)
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be [images, max_tokens], got {tokens.shape}")
-    if tokens.max(initial=-1) >= vocab_size:
-        raise ValueError(f"token id {tokens.max()} >= vocab_size {vocab_size}")
-    n, length = tokens.shape
-    num_chunks = -(-n // chunk_size)
-    pad = num_chunks * chunk_size - n
-    chunks = np.concatenate([tokens, np.full((pad, length), -1, np.int32)])
-    masks = np.arange(num_chunks * chunk_size) < n
-    chunks = jnp.asarray(chunks.reshape(num_chunks, chunk_size, length))
-    masks = jnp.asarray(masks.reshape(num_chunks, chunk_size))
-    # random start: β rows near uniform (exp of small Gaussian noise), π uniform
-    noise = 0.5 * jax.random.normal(rng_key, (num_topics, vocab_size))
-    log_beta = noise - logsumexp(noise, axis=-1, keepdims=True)
-    log_pi = jnp.full(num_topics, -jnp.log(num_topics))
-    log_pi, log_beta, objective = _fit_tokens(
-        log_pi,
-        log_beta,
-        chunks,
-        masks,
-        jnp.float32(pi_concentration),
-        jnp.float32(beta_concentration),
-        num_iterations,
-    )
-    return MixtureParams(log_pi, (log_beta,)), np.asarray(objective)

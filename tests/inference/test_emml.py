@@ -11,13 +11,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import emml
-from jaxannot.inference.emml import (
-    StructuredData,
-    fit_emml,
+from jaxannot.inference.emml import StructuredData, fit_emml, theorem_3_5_bound
+from jaxannot.inference.emml_exact import (
     fit_emml_exact,
     mixture_objective,
     project_capped_simplex,
-    theorem_3_5_bound,
 )
 from jaxannot.models.structured_output import kernel_matrix, loss_augmented_argmax
 

@@ -13,6 +13,7 @@ from numpyro.infer import SVI, Predictive, Trace_ELBO
 from numpyro.infer.util import log_density
 
 from jaxannot.inference.em import run_em
+from jaxannot.models import mixture_em as mem
 from jaxannot.models import mixture_of_unigrams as mu
 
 
@@ -73,7 +74,7 @@ def test_log_joint_matches_numpyro_log_density():
 
 def test_em_objective_never_decreases():
     counts, _ = _corpus(seed=3, topics=3)
-    _, objective = mu.fit_em(jax.random.key(0), counts, 4, num_iterations=50)
+    _, objective = mem.fit_em(jax.random.key(0), counts, 4, num_iterations=50)
     diffs = np.diff(objective)
     # float32 round-off on a ~1e3 objective: allow 1e-4 relative slack
     assert np.all(diffs >= -1e-4 * np.abs(objective[1:])), diffs.min()
@@ -108,7 +109,7 @@ def test_svi_on_declaration_reaches_em_optimum():
     )
     best = None
     for seed in range(4):  # EM restarts; keep the best local optimum
-        params, obj = mu.fit_em(jax.random.key(seed), counts, 2, num_iterations=50)
+        params, obj = mem.fit_em(jax.random.key(seed), counts, 2, num_iterations=50)
         final = float(mu.log_joint(params, counts, 1.0, 1.1))
         if best is None or final > best[0]:
             best = (final, params)
@@ -159,13 +160,13 @@ def test_svi_on_declaration_reaches_em_optimum():
 def test_em_compiles_once():
     counts, _ = _corpus()
     traces = []
-    step = mu.build_em_kernel()
+    step = mem.build_em_kernel()
 
     def counted(key, state, data):
         traces.append(1)
         return step(key, state, data)
 
-    state = mu.MixtureEMState(mu.init_params(jax.random.key(0), counts, 3))
+    state = mem.MixtureEMState(mu.init_params(jax.random.key(0), counts, 3))
     data = (tuple(jnp.asarray(c) for c in counts), jnp.float32(1.0), jnp.float32(1.1))
     run_em(jax.random.key(1), state, data, step=counted, num_iterations=25)
     data2 = (
@@ -177,22 +178,22 @@ def test_em_compiles_once():
     assert len(traces) == 1
     # and the public driver reuses one compiled loop for new data of the same shape
     before = run_em._cache_size()
-    mu.fit_em(jax.random.key(0), counts, 3, num_iterations=7)
-    mu.fit_em(jax.random.key(1), tuple(c + 1 for c in counts), 3, num_iterations=7)
+    mem.fit_em(jax.random.key(0), counts, 3, num_iterations=7)
+    mem.fit_em(jax.random.key(1), tuple(c + 1 for c in counts), 3, num_iterations=7)
     assert run_em._cache_size() == before + 1
 
 
 def test_bad_input_raises():
     counts, _ = _corpus()
     with pytest.raises(ValueError, match="beta_concentration"):
-        mu.fit_em(jax.random.key(0), counts, 2, beta_concentration=1.0)
+        mem.fit_em(jax.random.key(0), counts, 2, beta_concentration=1.0)
     with pytest.raises(ValueError, match="num_topics"):
-        mu.fit_em(jax.random.key(0), counts, 0)
+        mem.fit_em(jax.random.key(0), counts, 0)
 
 
 def test_tolerance_stops_early():
     counts, _ = _corpus()
-    _, objective = mu.fit_em(
+    _, objective = mem.fit_em(
         jax.random.key(0), counts, 2, num_iterations=300, tolerance=1e-6
     )
     assert 2 <= objective.size < 300
@@ -209,7 +210,7 @@ def test_token_stream_em_matches_dense_counts_em():
     for d in range(50):
         np.add.at(counts[d], tokens[d][tokens[d] >= 0], 1.0)
     key = jax.random.key(3)
-    params, obj = mu.fit_em_tokens(key, tokens, 11, 3, chunk_size=16, num_iterations=8)
+    params, obj = mem.fit_em_tokens(key, tokens, 11, 3, chunk_size=16, num_iterations=8)
     assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))
     # reference: the dense path from the same start, one objective per iteration
     noise = 0.5 * jax.random.normal(key, (3, 11))
@@ -219,9 +220,9 @@ def test_token_stream_em_matches_dense_counts_em():
     )
     state, info = run_em(
         jax.random.key(0),
-        mu.MixtureEMState(start),
+        mem.MixtureEMState(start),
         ((jnp.asarray(counts),), jnp.float32(1.0), jnp.float32(1.1)),
-        step=mu.build_em_kernel(),
+        step=mem.build_em_kernel(),
         num_iterations=8,
     )
     np.testing.assert_allclose(obj, np.asarray(info.objective), rtol=1e-5)

@@ -1,0 +1,145 @@
+"""The :class:`HyperSpec` type and the constructors the spec tables are written with."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any
+
+__all__ = ["HyperSpec"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HyperSpec:
+    """What one hyper-parameter is and which values it accepts.
+
+    Parameters
+    ----------
+    help : str
+        One line: what the value is, with the paper's symbol where there is one.
+    type : type
+        ``bool``, ``int``, ``float`` or ``str`` (a ``float`` also accepts integers).
+    low, high : float, optional
+        Bounds of a numeric value (``None``: unbounded on that side).
+    low_inclusive, high_inclusive : bool
+        Whether ``low`` / ``high`` themselves are valid.
+    choices : tuple of str, optional
+        The valid strings.
+    comma_list : bool
+        The string is a comma-separated, non-empty list, each item one of
+        ``choices``.
+    """
+
+    help: str
+    type: type
+    low: float | None = None
+    high: float | None = None
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+    choices: tuple[str, ...] | None = None
+    comma_list: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.help or "\n" in self.help:
+            raise ValueError("a hyper-parameter's help is one non-empty line")
+        if self.type not in (bool, int, float, str):
+            raise ValueError(f"unsupported hyper-parameter type {self.type!r}")
+        numeric = self.type in (int, float)
+        if not numeric and (self.low is not None or self.high is not None):
+            raise ValueError("only int and float hyper-parameters have a range")
+        if self.type is not str and (self.choices is not None or self.comma_list):
+            raise ValueError("only str hyper-parameters have choices")
+        if self.comma_list and not self.choices:
+            raise ValueError("a comma list needs choices")
+
+    def valid(self) -> str:
+        """The accepted values in words, e.g. ``"int >= 1"``, ``"float in (0, 1]"``,
+        ``"one of cosine, euclidean"``."""
+        if self.choices is not None:
+            listed = ", ".join(self.choices)
+            if self.comma_list:
+                return f"a comma-separated list of {listed}"
+            return f"one of {listed}"
+        name = self.type.__name__
+        low, high = self.low, self.high
+        if low is not None and high is not None:
+            left = "[" if self.low_inclusive else "("
+            right = "]" if self.high_inclusive else ")"
+            return f"{name} in {left}{_num(low)}, {_num(high)}{right}"
+        if low is not None:
+            return f"{name} {'>=' if self.low_inclusive else '>'} {_num(low)}"
+        if high is not None:
+            return f"{name} {'<=' if self.high_inclusive else '<'} {_num(high)}"
+        return name
+
+    def problem(self, value: Any) -> str | None:
+        """``None`` when ``value`` is valid, else why not (one phrase)."""
+        if self.type is bool:
+            return None if isinstance(value, bool) else "not a bool"
+        if self.type is str:
+            if not isinstance(value, str):
+                return "not a str"
+            if self.choices is None:
+                return None
+            items = (
+                [v.strip() for v in value.split(",")] if self.comma_list else [value]
+            )
+            bad = [v for v in items if v not in self.choices]
+            if bad or not value.strip():
+                return f"{bad[0]!r} is not a valid choice" if bad else "empty"
+            return None
+        if isinstance(value, bool) or not isinstance(
+            value, numbers.Integral if self.type is int else numbers.Real
+        ):
+            return f"not an {self.type.__name__}" if self.type is int else "not a float"
+        if not math.isfinite(float(value)):
+            return "not finite"
+        if self.low is not None and (
+            value < self.low or (value == self.low and not self.low_inclusive)
+        ):
+            return "out of range"
+        if self.high is not None and (
+            value > self.high or (value == self.high and not self.high_inclusive)
+        ):
+            return "out of range"
+        return None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+# ------------------------------------------------------------------ constructors
+def _int(help: str, ge: int | None = None, le: int | None = None) -> HyperSpec:
+    return HyperSpec(help, int, low=ge, high=le)
+
+
+def _float(
+    help: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> HyperSpec:
+    return HyperSpec(
+        help,
+        float,
+        low=gt if gt is not None else ge,
+        high=lt if lt is not None else le,
+        low_inclusive=gt is None,
+        high_inclusive=lt is None,
+    )
+
+
+def _choice(help: str, *choices: str) -> HyperSpec:
+    return HyperSpec(help, str, choices=tuple(choices))
+
+
+def _bool(help: str) -> HyperSpec:
+    return HyperSpec(help, bool)
+
+
+def _str(help: str) -> HyperSpec:
+    return HyperSpec(help, str)

@@ -1,0 +1,57 @@
+r"""Posterior diagnostics with arviz: draws as InferenceData, restarts as chains.
+
+Topic models are identifiable only up to a permutation of the topics (label
+switching): two restarts, or two NUTS chains, that find the same topics in a different
+order make raw R-hat meaningless. :func:`align_topics` matches every chain's topics to
+a reference chain's by the Hungarian algorithm on the L1 distance between mean
+topic-word distributions (``scipy.optimize.linear_sum_assignment``), and permutes every
+topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
+
+- :func:`nuts_draws` runs numpyro's NUTS on a model declaration (small corpora);
+- :func:`guide_draws` samples a fitted SVI guide;
+- :func:`restarts_to_inference_data` stacks per-restart draws as chains, aligned;
+- :func:`objective_traces` puts per-restart objective traces in ``sample_stats``;
+- :func:`topic_posteriors` labels per-image topic posteriors (image, topic);
+- :func:`diagnose_restarts` fits a registered topic model from several starts and
+  compares their aligned topics (``jaxannot diagnose METHOD --dataset ...``);
+- :func:`to_inference_data` turns any fit into InferenceData: VEM restarts (one draw
+  per chain, aligned on their local posteriors) or an SVI result (guide draws), with
+  the loss traces in ``sample_stats``.
+
+All InferenceData posteriors have dims ``("chain", "draw", ...)``.
+
+References
+----------
+A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization,
+folding, and localization: an improved R-hat. Bayesian Analysis, 2021.
+M. Stephens. Dealing with label switching in mixture models. JRSS-B 62, 2000.
+H. W. Kuhn. The Hungarian method for the assignment problem. 1955.
+"""
+
+from jaxannot.diagnostics.fits import to_inference_data
+from jaxannot.diagnostics.restarts import (
+    align_topics,
+    diagnose_restarts,
+    guide_draws,
+    match_topics,
+    nuts_draws,
+    objective_traces,
+    restarts_to_inference_data,
+    summary,
+    topic_posteriors,
+    topic_word_matrix,
+)
+
+__all__ = [
+    "match_topics",
+    "align_topics",
+    "restarts_to_inference_data",
+    "nuts_draws",
+    "guide_draws",
+    "objective_traces",
+    "topic_posteriors",
+    "summary",
+    "topic_word_matrix",
+    "diagnose_restarts",
+    "to_inference_data",
+]

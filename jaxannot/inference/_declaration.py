@@ -1,0 +1,181 @@
+"""What :class:`~jaxannot.inference.vem.VEM` reads from a numpyro declaration.
+
+A trace of the model gives its global latent sites, the plate of images and the one
+discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
+fit); :func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per
+image and outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a
+call's array arguments (traced) from the rest (static, part of the compile key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import numpyro.distributions as dist
+from numpyro import handlers
+
+__all__: list[str] = []
+
+
+# ----------------------------------------------------------- model inspection
+@dataclasses.dataclass(frozen=True)
+class _Structure:
+    """What a trace of the model tells VEM (all static)."""
+
+    globals_: tuple[str, ...]  # latent sites outside the plate
+    num_images: int
+    num_values: int
+    image_dim: int
+
+
+def _trace(model, substitutions, args, kwargs, seed=0):
+    seeded = handlers.seed(model, jax.random.key(seed))
+    return handlers.trace(handlers.substitute(seeded, data=substitutions)).get_trace(
+        *args, **kwargs
+    )
+
+
+def _in_plate(site, plate: str) -> bool:
+    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
+
+
+def _unwrap(fn):
+    while isinstance(
+        fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
+    ):
+        fn = fn.base_dist
+    return fn
+
+
+def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
+    trace = _trace(model, {}, args, kwargs)
+    if plate not in trace or trace[plate]["type"] != "plate":
+        plates = [k for k, v in trace.items() if v["type"] == "plate"]
+        raise ValueError(f"the model has no plate {plate!r}; its plates: {plates}")
+    if local_site not in trace:
+        latent = [k for k, v in trace.items() if v["type"] == "sample"]
+        raise ValueError(
+            f"the model has no site {local_site!r}; its sample sites: {latent}"
+        )
+    site = trace[local_site]
+    if not _in_plate(site, plate) or site["is_observed"]:
+        raise ValueError(
+            f"site {local_site!r} must be a latent site inside plate {plate!r}"
+        )
+    fn = _unwrap(site["fn"])
+    if not isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
+        raise ValueError(
+            f"site {local_site!r} must be Categorical, got {type(fn).__name__}"
+        )
+    others = [
+        k
+        for k, v in trace.items()
+        if v["type"] == "sample"
+        and not v["is_observed"]
+        and k != local_site
+        and _in_plate(v, plate)
+    ]
+    if others:
+        raise ValueError(
+            f"VEM supports one latent site inside plate {plate!r} ({local_site!r}); "
+            f"the model also has {others}: observe them or move them out of the plate"
+        )
+    globals_ = tuple(
+        k
+        for k, v in trace.items()
+        if v["type"] == "sample" and not v["is_observed"] and not _in_plate(v, plate)
+    )
+    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
+    return _Structure(globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim)
+
+
+# --------------------------------------------------------------- the log joint
+def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
+    """Sum of the in-plate sites' log densities per image, [size]."""
+    total = jnp.zeros(size)
+    for site in trace.values():
+        if site["type"] != "sample" or not _in_plate(site, plate):
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        lp = jnp.broadcast_to(
+            lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
+        )
+        if site.get("scale") is not None:
+            lp = lp * (site["scale"] * rescale)
+        axis = lp.ndim + image_dim
+        lp = jnp.moveaxis(lp, axis, 0)
+        total = total + lp.reshape(lp.shape[0], -1).sum(-1)
+    return total
+
+
+def _out_of_plate(trace, plate) -> jax.Array:
+    """Sum of the log densities of the sites outside the plate (priors, factors)."""
+    total = jnp.float32(0.0)
+    for site in trace.values():
+        if site["type"] != "sample" or _in_plate(site, plate):
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        if site.get("scale") is not None:
+            lp = lp * site["scale"]
+        total = total + lp.sum()
+    return total
+
+
+class _Setup(NamedTuple):
+    """Static per-shape configuration of one VEM run."""
+
+    structure: _Structure
+    subsamples: bool  # the model reads its data through the plate's indices
+    chunk: int
+    num_chunks: int
+    treedef: Any
+    static_leaves: tuple
+    is_dynamic: tuple
+
+
+def _split_leaves(args, kwargs):
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    is_dynamic = tuple(isinstance(x, jax.Array | np.ndarray) for x in leaves)
+    static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
+    dynamic = tuple(
+        jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
+    )
+    return treedef, static, is_dynamic, dynamic
+
+
+def _join_leaves(setup: _Setup, dynamic):
+    it = iter(dynamic)
+    leaves = [
+        next(it) if d else s
+        for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(setup.treedef, leaves)
+
+
+def _subsamples(model, plate, local_site, structure, args, kwargs) -> bool:
+    """Whether the model's observed in-plate sites follow the plate's indices."""
+    idx = jnp.arange(2)
+    try:
+        trace = _trace(
+            model,
+            {plate: idx, local_site: jnp.zeros(2, jnp.int32)},
+            args,
+            kwargs,
+        )
+        observed = [
+            v
+            for v in trace.values()
+            if v["type"] == "sample" and v["is_observed"] and _in_plate(v, plate)
+        ]
+        dim = structure.image_dim
+        ok = all(
+            jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2 for v in observed
+        )
+    except (ValueError, TypeError, IndexError):
+        ok = False
+    return ok

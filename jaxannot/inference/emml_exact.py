@@ -1,0 +1,283 @@
+r"""The exact EMML solver: the dual (9) of Guo et al. (2016) over per-VRep mixtures.
+
+The dual objective and the loss are linear in :math:`\bar{\mathbf y}`, so VRep
+:math:`i`'s multipliers enter only through their mixture :math:`\mathbf u_i =
+\sum_{\bar{\mathbf y}} \mu_{i,\bar{\mathbf y}}\bar{\mathbf y}`, a point of the
+capped simplex :math:`\{0 \le \mathbf u \le C, \sum_w u_w = r_i C\}`. Block
+Gauss--Seidel over VReps with exact projections solves the dual with no working set
+(no cap on the active constraints, unlike Algorithm 1 of :mod:`.emml`), and reports
+its KKT violation, Frank--Wolfe duality gap and whether it converged.
+
+References
+----------
+Z. Guo, Z. Zhang, E. P. Xing, C. Faloutsos. Multimodal Data Mining in a Multimedia
+Database Based on Structured Max Margin Learning. ACM TKDD 10(3), 2016 (Section 3).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.inference.emml import StructuredData
+from jaxannot.types import Array
+
+__all__ = [
+    "ExactState",
+    "fit_emml_exact",
+    "project_capped_simplex",
+    "mixture_objective",
+]
+
+
+class ExactState(NamedTuple):
+    """Solution of the dual (9) in mixture form (:func:`fit_emml_exact`).
+
+    Attributes
+    ----------
+    mixtures : Float[Array, "vreps words"]
+        :math:`\\mathbf u_i = \\sum_{\\bar{\\mathbf y}} \\mu_{i,\\bar{\\mathbf y}}
+        \\bar{\\mathbf y}` with the slack counted as :math:`\\bar{\\mathbf y} =
+        \\mathbf y_i`, a point of :math:`C\\operatorname{conv}(\\operatorname{perm}
+        (\\mathbf y_i)) = \\{0 \\le \\mathbf u \\le C, \\sum_w u_w = r_i C\\}`.
+    coefficients : Float[Array, "vreps words"]
+        :math:`B_i = C\\mathbf y_i - \\mathbf u_i` (as :attr:`EMMLState.coefficients`).
+    scores : Float[Array, "vreps words"]
+        :math:`F = K B`.
+    objective : Float[Array, ""]
+        Dual objective (9).
+    sweeps : Int[Array, ""]
+        Block sweeps run.
+    max_violation : Float[Array, ""]
+        Largest KKT violation over VReps, in loss units (see :func:`fit_emml_exact`).
+    duality_gap : Float[Array, ""]
+        Frank--Wolfe gap :math:`\\sum_i \\max_{\\mathbf z \\in C\\Delta_i}
+        \\langle \\mathbf a_i, \\mathbf z - \\mathbf u_i\\rangle \\ge`
+        objective :math:`-` optimum.
+    converged : Bool[Array, ""]
+        ``max_violation <= tolerance``.
+    """
+
+    mixtures: Array
+    coefficients: Array
+    scores: Array
+    objective: Array
+    sweeps: Array
+    max_violation: Array
+    duality_gap: Array
+    converged: Array
+
+
+def project_capped_simplex(v: Array, total: Array, cap: Array, iters: int = 64):
+    """Euclidean projection of ``v`` onto :math:`\\{0 \\le \\mathbf u \\le
+    \\text{cap}, \\sum_w u_w = \\text{total}\\}` (``0 <= total <= W cap``).
+
+    :math:`u_w = \\operatorname{clip}(v_w - \\tau, 0, \\text{cap})` with the shift
+    :math:`\\tau` found by bisection on the monotone piecewise-linear
+    :math:`\\sum_w \\operatorname{clip}(v_w - \\tau, 0, \\text{cap})`, then made
+    exact by solving the linear piece of the final bracket (its free and capped
+    coordinates)."""
+    dtype = v.dtype
+
+    def mass(tau):
+        return jnp.sum(jnp.clip(v - tau, 0.0, cap))
+
+    lo = jnp.min(v) - cap  # mass(lo) = W cap >= total
+    hi = jnp.max(v)  # mass(hi) = 0 <= total
+
+    def bisect(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        big = mass(mid) > total
+        return jnp.where(big, mid, lo), jnp.where(big, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iters, bisect, (lo, hi))
+    tau = 0.5 * (lo + hi)
+    # exact: on the piece containing tau, sum = cap * #capped + sum_free (v - tau)
+    free = (v - tau > 0) & (v - tau < cap)
+    capped = v - tau >= cap
+    n_free = jnp.sum(free)
+    exact = (jnp.sum(jnp.where(free, v, 0.0)) + cap * jnp.sum(capped) - total) / (
+        jnp.maximum(n_free, 1).astype(dtype)
+    )
+    ok = (n_free > 0) & (exact >= lo) & (exact <= hi)
+    tau = jnp.where(ok, exact, tau)
+    return jnp.clip(v - tau, 0.0, cap)
+
+
+def _block_violation(u: Array, a: Array, cap: Array) -> Array:
+    """Largest gain of moving mass from word :math:`w'` (``u > 0``) to word :math:`w`
+    (``u < cap``): :math:`\\max a_w - \\min a_{w'}` (0 when none)."""
+    can_up = u < cap
+    can_down = u > 0
+    up = jnp.max(jnp.where(can_up, a, -jnp.inf), axis=-1)
+    down = jnp.min(jnp.where(can_down, a, jnp.inf), axis=-1)
+    return jnp.maximum(up - down, 0.0)
+
+
+def _frank_wolfe_gap(u: Array, a: Array, r: Array, cap: Array) -> Array:
+    """Per VRep :math:`C \\cdot(\\text{sum of the } r_i \\text{ largest } a) - \\langle
+    \\mathbf a, \\mathbf u\\rangle` (the best vertex is the most violated output)."""
+    ranked = -jnp.sort(-a, axis=-1)
+    top = jnp.arange(a.shape[-1])[None, :] < r[:, None]
+    return cap * jnp.sum(jnp.where(top, ranked, 0.0), axis=-1) - jnp.sum(a * u, -1)
+
+
+def mixture_objective(data: StructuredData, u: Array, c) -> Array:
+    """Dual objective (9) at mixtures ``u``:
+    :math:`\\tfrac12 \\langle B, KB\\rangle - 2\\sum_i \\langle \\mathbf u_i,
+    \\mathbf 1 - \\mathbf y_i\\rangle`, :math:`B = C Y - U`."""
+    b = c * data.words - u
+    return 0.5 * jnp.vdot(b, data.kernel @ b) - 2.0 * jnp.vdot(u, 1.0 - data.words)
+
+
+@functools.partial(jax.jit, static_argnames=("max_sweeps",))
+def fit_emml_exact(
+    data: StructuredData,
+    c: float = 1.0,
+    tolerance: float = 1e-3,
+    *,
+    max_sweeps: int = 2000,
+) -> tuple[ExactState, Array]:
+    r"""Solve the dual (9) exactly, with every output of every VRep available.
+
+    **Why a mixture is enough.** On :math:`\operatorname{perm}(\mathbf y_i)` both
+    the joint feature map and the Hamming loss are linear in :math:`\bar{\mathbf y}`:
+    :math:`\Phi(\mathbf x, \bar{\mathbf y}) = \sum_j \bar y_j \Phi(\mathbf x,
+    \mathbf e_j)` and :math:`l(\bar{\mathbf y}, \mathbf y_i) = 2\bar{\mathbf
+    y}^\top(\mathbf 1 - \mathbf y_i)`. Count the slack :math:`C - \sum_{\bar{\mathbf
+    y}}\mu_{i,\bar{\mathbf y}}` as mass on :math:`\bar{\mathbf y} = \mathbf y_i`
+    (it contributes nothing), so VRep :math:`i` has total mass :math:`C`. The dual
+    objective depends on :math:`\mu` only through
+
+    .. math::
+
+        \mathbf u_i = \sum_{\bar{\mathbf y}} \mu_{i,\bar{\mathbf y}} \bar{\mathbf y},
+        \qquad B_i = C\mathbf y_i - \mathbf u_i, \qquad \mu^\top S = 2\sum_i
+        \mathbf u_i^\top(\mathbf 1 - \mathbf y_i),
+
+    and as :math:`\mu_i` ranges over its scaled simplex, :math:`\mathbf u_i` ranges
+    over :math:`C\operatorname{conv}(\operatorname{perm}(\mathbf y_i))`, the scaled
+    hypersimplex :math:`C\Delta_i = \{0 \le u_w \le C, \sum_w u_w = r_i C\}` (its
+    vertices are exactly the 0/1 vectors with :math:`r_i` ones). So (9) equals
+
+    .. math::
+
+        \min_{\mathbf u_i \in C\Delta_i}\ \tfrac12 \langle B, K B\rangle
+        - 2\sum_i \mathbf u_i^\top(\mathbf 1 - \mathbf y_i),
+
+    the same optimum, the same :math:`B` (hence the same word scores), and any
+    :math:`\mu` realizing :math:`\mathbf u` (a Carathéodory decomposition, at most
+    :math:`W + 1` outputs per VRep) is optimal for (9). Nothing is enumerated and no
+    working set can overflow: a VRep whose optimum spreads its mass over all its wrong
+    words simply has all of them in the support of :math:`\mathbf u_i`.
+
+    **Algorithm.** Block Gauss--Seidel over VReps with *exact* block minimization. In
+    block :math:`i` the Hessian is :math:`k_{ii} I`, so the block minimizer is one
+    projection, :math:`\mathbf u_i \leftarrow \Pi_{C\Delta_i}(\mathbf u_i + \mathbf
+    a_i / k_{ii})` with :math:`\mathbf a_i = F_i + 2(\mathbf 1 - \mathbf y_i)`, the
+    loss-augmented scores (minus the gradient), computed by
+    :func:`project_capped_simplex`. Every step is an exact block minimization, so
+    the objective never increases, and block coordinate descent on a convex QP with
+    separable constraints converges to the optimum (Luo & Tseng 1992). :math:`F = KB`
+    is recomputed at every sweep's start, :math:`F \mathrel{+}= k_{:,i}\Delta B_i`
+    within it.
+
+    **KKT / stopping.** :math:`\mathbf u_i` is block-optimal iff it maximizes
+    :math:`\langle\mathbf a_i, \cdot\rangle` over :math:`C\Delta_i` — the KKT
+    conditions (10) of (9) in mixture form (every output carrying mass is a most
+    violated one). Its violation is the maximal violating pair of words,
+    :math:`\max_{u_w < C} a_w - \min_{u_{w'} > 0} a_{w'}` (the gain per unit mass of
+    swapping :math:`w'` for :math:`w` in an output of VRep :math:`i`); the solve stops
+    when a whole sweep finds every VRep within ``tolerance`` (nothing then moves). The
+    Frank--Wolfe gap :math:`\sum_i (C\cdot\text{top-}r_i(\mathbf a_i) - \langle
+    \mathbf a_i, \mathbf u_i\rangle)` bounds objective :math:`-` optimum and is
+    reported.
+
+    Parameters
+    ----------
+    data : StructuredData
+        ``kernel`` positive semi-definite with a positive diagonal.
+    c, tolerance : float
+        :math:`C` and the KKT tolerance in loss units (traced).
+    max_sweeps : int
+        Static cap on block sweeps.
+
+    Returns
+    -------
+    state : ExactState
+    objectives : Float[Array, "max_sweeps"]
+        Dual objective after each sweep (NaN past ``state.sweeps``).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> y = jnp.array([[1., 0., 0.], [0., 1., 0.]])
+    >>> state, _ = fit_emml_exact(StructuredData(jnp.eye(2), y), c=1.0)
+    >>> bool(state.converged)
+    True
+    """
+    kernel, words = data.kernel, data.words
+    n, w = words.shape
+    dtype = kernel.dtype
+    c = jnp.asarray(c, dtype)
+    tolerance = jnp.asarray(tolerance, dtype)
+    r = jnp.sum(words, axis=-1)
+    diag = jnp.maximum(jnp.diag(kernel), jnp.finfo(dtype).tiny)
+    penalty = 2.0 * (1.0 - words)
+
+    def visit(i, carry):
+        u, scores, worst = carry
+        a_i = scores[i] + penalty[i]
+        gap = _block_violation(u[i], a_i, c)
+
+        def update(args):
+            u, scores = args
+            new = project_capped_simplex(u[i] + a_i / diag[i], r[i] * c, c)
+            db = u[i] - new  # B_i = C y_i - u_i
+            return u.at[i].set(new), scores + kernel[:, i, None] * db[None, :]
+
+        u, scores = jax.lax.cond(gap > tolerance, update, lambda x: x, (u, scores))
+        return u, scores, jnp.maximum(worst, gap)
+
+    def cond(carry):
+        _, _, worst, sweeps, _ = carry
+        return (worst > tolerance) & (sweeps < max_sweeps)
+
+    def sweep(carry):
+        u, _, _, sweeps, trace = carry
+        scores = kernel @ (c * words - u)
+        u, scores, worst = jax.lax.fori_loop(
+            0, n, visit, (u, scores, jnp.zeros((), dtype))
+        )
+        trace = trace.at[sweeps].set(mixture_objective(data, u, c))
+        return u, scores, worst, sweeps + 1, trace
+
+    u0 = c * words  # mu = 0: all mass on the slack
+    init_carry = (
+        u0,
+        jnp.zeros((n, w), dtype),
+        jnp.asarray(jnp.inf, dtype),
+        jnp.zeros((), jnp.int32),
+        jnp.full((max_sweeps,), jnp.nan, dtype),
+    )
+    u, _, _, sweeps, trace = jax.lax.while_loop(cond, sweep, init_carry)
+    coef = c * words - u
+    scores = kernel @ coef
+    a = scores + penalty
+    violation = jnp.max(_block_violation(u, a, c))
+    fw_gap = jnp.sum(_frank_wolfe_gap(u, a, r, c))
+    state = ExactState(
+        mixtures=u,
+        coefficients=coef,
+        scores=scores,
+        objective=mixture_objective(data, u, c),
+        sweeps=sweeps,
+        max_violation=violation,
+        duality_gap=fw_gap,
+        converged=violation <= tolerance,
+    )
+    return state, trace

@@ -1,0 +1,136 @@
+"""The results of :func:`jaxannot.tuning.cross_validate`: one :class:`SettingResult`
+per setting of the grid, gathered in a :class:`TuneResult` (the CLI's JSON)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SettingResult", "TuneResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingResult:
+    """The cross-validated score of one setting of the grid.
+
+    Attributes
+    ----------
+    params : dict
+        The grid values of this setting.
+    hyper : dict
+        Every hyper-parameter it was fitted with (defaults, fixed, params).
+    folds : list of float
+        The metric on each held-out fold.
+    fold_metrics : list of dict
+        Every metric on each held-out fold.
+    """
+
+    params: dict
+    hyper: dict
+    folds: list[float]
+    fold_metrics: list[dict]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.folds))
+
+    @property
+    def sd(self) -> float:
+        """Sample standard deviation over the folds (``ddof=1``)."""
+        return float(np.std(self.folds, ddof=1)) if len(self.folds) > 1 else 0.0
+
+    @property
+    def metrics_mean(self) -> dict[str, float]:
+        keys = self.fold_metrics[0] if self.fold_metrics else {}
+        return {k: float(np.mean([m[k] for m in self.fold_metrics])) for k in keys}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "params": dict(self.params),
+            "mean": self.mean,
+            "sd": self.sd,
+            "folds": [float(v) for v in self.folds],
+            "metrics_mean": self.metrics_mean,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneResult:
+    """The outcome of :func:`cross_validate` (``as_json`` gives the CLI's JSON).
+
+    Attributes
+    ----------
+    method, dataset, protocol, metric : str
+    higher_is_better : bool
+        Direction of ``metric`` (False for ``complete_length``).
+    folds : int
+    held_out : list of int arrays
+        Held-out rows of each fold, into the corpus given to :func:`cross_validate`.
+    grid : dict
+        ``{key: [values]}``.
+    fixed : dict
+        Hyper-parameters fixed for every setting (``--set``).
+    results : list of SettingResult
+        One per setting, in the order of the grid's Cartesian product.
+    best_index : int
+        Index of the best setting in ``results`` (the first among equals).
+    labelled_fraction : float or None
+    seed : int
+    n_images : int
+        Number of training images cross-validated.
+    seconds : float
+        Wall time of the cross-validation.
+    """
+
+    method: str
+    dataset: str
+    protocol: str
+    metric: str
+    higher_is_better: bool
+    folds: int
+    held_out: list[np.ndarray]
+    grid: dict
+    fixed: dict
+    results: list[SettingResult]
+    best_index: int
+    labelled_fraction: float | None
+    seed: int
+    n_images: int
+    seconds: float
+
+    @property
+    def best(self) -> SettingResult:
+        return self.results[self.best_index]
+
+    def set_flags(self) -> list[str]:
+        """``key=value`` of the best setting and the fixed hyper-parameters, ready
+        for ``--set``."""
+        both = {**self.best.params, **self.fixed}
+        return [f"{k}={_flag_value(v)}" for k, v in both.items()]
+
+    def as_json(self) -> dict[str, Any]:
+        best = self.best.as_json()
+        best["hyper"] = dict(self.best.hyper)
+        best["set"] = self.set_flags()
+        return {
+            "method": self.method,
+            "dataset": self.dataset,
+            "protocol": self.protocol,
+            "folds": self.folds,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "grid": {k: list(v) for k, v in self.grid.items()},
+            "fixed": dict(self.fixed),
+            "labelled_fraction": self.labelled_fraction,
+            "seed": self.seed,
+            "n_images": self.n_images,
+            "seconds": self.seconds,
+            "results": [r.as_json() for r in self.results],
+            "best": best,
+        }
+
+
+def _flag_value(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
