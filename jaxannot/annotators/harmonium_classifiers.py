@@ -74,8 +74,10 @@ __all__ = [
 ]
 
 _SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
-_DWH_SVM_HYPER = {**_BASE_HYPER, **_SVM_HYPER}
-_TWH_HYPER = dict(_BASE_HYPER)
+# K = 40 chosen by 3-fold CV on wikipedia's training images over K in {20, 40, 60}
+# (notebooks/results/harmoniums_tune_*_wikipedia.json, docs/harmoniums.md)
+_DWH_SVM_HYPER = {**_BASE_HYPER, **_SVM_HYPER, "topics": 40}
+_TWH_HYPER = {**_BASE_HYPER, "topics": 40}
 _ALTERNATION = {
     "iterations": 8,
     "inner_steps": 30,

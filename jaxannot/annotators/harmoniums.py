@@ -59,7 +59,9 @@ _BASE_HYPER = {
     "bag_model": "bernoulli",
     "annotate_sweeps": 10,
 }
-_DWH_HYPER = dict(_BASE_HYPER)
+# 50 CD steps chosen by 3-fold CV (MAP) on Corel5k's training images over {50, 300}
+# (notebooks/results/harmoniums_tune_dwh_corel5k.json, docs/harmoniums.md)
+_DWH_HYPER = {**_BASE_HYPER, "steps": 50}
 
 
 # ----------------------------------------------------------------- corpus -> wings

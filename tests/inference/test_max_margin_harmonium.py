@@ -218,15 +218,13 @@ def test_p1_v_step_reaches_the_qp_minimum_standardized_does_not(rng_key, rng):
     term = MaxMargin(y, 1.0 / 0.5, num_classes=3)  # C2 / C1 of _fit_classifier
     ratios, gaps = {}, {}
     for svm_step in ("p1", "standardized"):
-        res = _fit_classifier(
-            params, x, z, y, final_svm_epochs=5000, svm_step=svm_step
-        )
+        res = _fit_classifier(params, x, z, y, final_svm_epochs=5000, svm_step=svm_step)
         hidden = jax.vmap(_embed, (None, 0))(res.params, _images(x, z))
         feats = np.asarray(mmh.with_offset(hidden), np.float64)
         best = _p1_minimum_cvxpy(feats, y, term.c, 3)
         got = float(term.objective(mmh.term_params(res.predictor), hidden))
         ratios[svm_step], gaps[svm_step] = got / best, res.trace["svm_gap"]
-    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.00004
+    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.00008 (stops at gap 1e-4)
     assert gaps["p1"][-1] <= 1e-4  # the last V-step converged
     assert ratios["standardized"] > 1.005  # measured 1.011
     with pytest.raises(ValueError, match="svm_step"):
