@@ -383,7 +383,7 @@ _KNN_HEAT = (
 )
 
 #: (estimator, expected failures, checks that always run; None: all of them). The
-#: LapMixUnigram fit that always runs is test_pipeline_quantizes_real_features_...
+#: LapMixUnigram and SVM fits that always run are in the tests above.
 _CHECKED = [
     (js.Empirical(), {}, None),
     (js.Knn(k=3, weight="uniform"), {}, None),
@@ -398,6 +398,7 @@ _CHECKED = [
         {},
         _NO_FIT_CHECKS,
     ),
+    (js.SVM(svm_epochs=100), {}, _NO_FIT_CHECKS),  # a classifier: sklearn's checks
 ]
 
 

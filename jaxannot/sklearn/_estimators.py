@@ -397,7 +397,8 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         -------
         ndarray of shape (n_images, n_dims)
         """
-        return np.asarray(self._registered().embed(self.fitted_, self._query(X)))
+        corpus = self._query(X)  # checks it is fitted first
+        return np.asarray(self._registered().embed(self.fitted_, corpus))
 
     def score(self, X, y):
         """Mean average precision of the word scores (images ranked per word,
@@ -473,7 +474,8 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_images,)
         """
-        labels = self._registered().predict_labels(self.fitted_, self._query(X))
+        corpus = self._query(X)  # checks it is fitted first
+        labels = self._registered().predict_labels(self.fitted_, corpus)
         return self.classes_[np.asarray(labels)]
 
     @available_if(lambda self: self._method_name() in _CLASS_SCORE_METHODS)
@@ -492,7 +494,8 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         """
         from jaxannot.annotators.harmoniums import score_classes
 
-        scores = np.asarray(score_classes(self.fitted_, self._query(X)))
+        corpus = self._query(X)  # checks it is fitted first
+        scores = np.asarray(score_classes(self.fitted_, corpus))
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
 
     @available_if(lambda self: self._has_protocol("embed"))
@@ -507,4 +510,5 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_images, n_dims)
         """
-        return np.asarray(self._registered().embed(self.fitted_, self._query(X)))
+        corpus = self._query(X)  # checks it is fitted first
+        return np.asarray(self._registered().embed(self.fitted_, corpus))
