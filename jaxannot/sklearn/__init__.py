@@ -59,12 +59,12 @@ if _version(sklearn.__version__) < (1, 6):  # pragma: no cover
 import inspect  # noqa: E402
 
 from jaxannot.annotators.base import Method, available_methods, get_method  # noqa: E402
+from jaxannot.sklearn._classifier import ClassifierEstimator  # noqa: E402
 from jaxannot.sklearn._estimators import (  # noqa: E402
     BAG_METHODS,
     PROBABILITY_METHODS,
     RENAMED,
     AnnotatorEstimator,
-    ClassifierEstimator,
     default_view_kind,
     sklearn_hyper,
 )

@@ -1,0 +1,112 @@
+"""The base of the classifier estimators of :mod:`jaxannot.sklearn` (methods with
+``predict_labels``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from jaxannot.data.corpus import Corpus
+from jaxannot.sklearn._estimators import _Shared
+
+__all__ = ["ClassifierEstimator"]
+
+#: Classifiers with class scores (:func:`jaxannot.annotators.harmoniums.score_classes`).
+_CLASS_SCORE_METHODS = frozenset({"mmh", "twh", "dwh-svm", "svm"})
+
+
+class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
+    """Base of the classifiers (methods with ``predict_labels``).
+
+    ``fit(X, y)`` learns from features ``X`` and a vector of class labels ``y`` (any
+    labels: ``classes_`` holds them sorted); ``predict`` returns labels of
+    ``classes_``. See :mod:`jaxannot.sklearn` for the parameters.
+    """
+
+    def fit(self, X, y):
+        """Fit the classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+        y : array-like of shape (n_images,)
+            Class labels.
+
+        Returns
+        -------
+        self
+        """
+        views, y = self._views(X, fit=True, y=y)
+        y = np.asarray(y)
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; got "
+                f"one class: {self.classes_[0]!r}"
+            )
+        corpus = self._corpus(
+            views,
+            labels=encoded.astype(np.int32),
+            class_names=tuple(str(c) for c in self.classes_),
+        )
+        self.fitted_ = self._fit_method(corpus)
+        return self
+
+    def _query(self, X) -> Corpus:
+        check_is_fitted(self)
+        views, _ = self._views(X, fit=False)
+        return self._corpus(views)
+
+    def predict(self, X):
+        """Class labels (of ``classes_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images,)
+        """
+        corpus = self._query(X)  # checks it is fitted first
+        labels = self._registered().predict_labels(self.fitted_, corpus)
+        return self.classes_[np.asarray(labels)]
+
+    @available_if(lambda self: self._method_name() in _CLASS_SCORE_METHODS)
+    def decision_function(self, X):
+        """Class scores (higher = more likely): ``(n_images, n_classes)``, or for two
+        classes the score difference ``classes_[1]`` minus ``classes_[0]`` as
+        ``(n_images,)``, as sklearn's classifiers return.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_classes) or (n_images,)
+        """
+        from jaxannot.annotators.harmoniums import score_classes
+
+        corpus = self._query(X)  # checks it is fitted first
+        scores = np.asarray(score_classes(self.fitted_, corpus))
+        return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
+
+    @available_if(lambda self: self._has_protocol("embed"))
+    def embed(self, X):
+        """The method's latent representation of each image (hidden units).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_dims)
+        """
+        corpus = self._query(X)  # checks it is fitted first
+        return np.asarray(self._registered().embed(self.fitted_, corpus))
