@@ -48,3 +48,18 @@ def test_method_follows_the_protocol(name, task, tmp_path):
 
 def test_registry_lists_baselines():
     assert {"empirical", "knn"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_tune_cross_validates_every_method(name, task):
+    # `jaxannot tune` works on every method: two folds of the training images, one
+    # grid axis (the method's first hyper-parameter at its default, if it has one),
+    # scored by the method's default metric; every fold gives a finite score
+    from jaxannot import tuning
+
+    method = available_methods()[name]
+    grid = {k: [v] for k, v in list(method.hyper.items())[:1]}  # empirical: none
+    result = tuning.cross_validate(name, task.train, grid, folds=2, seed=0)
+    assert result.metric == tuning.default_metric(name, task.train)
+    assert len(result.results) == 1 and len(result.best.folds) == 2
+    assert np.all(np.isfinite(result.best.folds)), result.best.folds
