@@ -9,7 +9,7 @@ and FSNM is timed (compiled once beforehand; its compile time is reported in its
 field) for the number of iterations it needs to reach that value. Both objective
 traces are recorded side by side.
 
-SFSLS (``jaxannot.inference.reweighted_l2p``, Algorithm 1 of a different paper with a
+SFSLS (``jaxannot.models.sfsls_solver``, Algorithm 1 of a different paper with a
 different objective) is timed on the same data for reference only: no ratio against
 RFS is computed for it, since iterations of different algorithms are not comparable.
 
@@ -48,7 +48,7 @@ import jax.numpy as jnp
 
 from jaxannot.graph import knn_graph
 from jaxannot.inference import fsnm
-from jaxannot.inference import reweighted_l2p as rl
+from jaxannot.models import sfsls_solver as rl
 
 RFS_CHILD = textwrap.dedent(
     """

@@ -4,7 +4,7 @@ r"""Sparse feature-selection annotators: ``sfsls``, ``sfss`` and ``fsnm``.
     Semi-supervised sparse feature selection with the :math:`\ell_{2,p}` matrix norm
     and shared subspace learning (Shi & Ruan 2015, seed 003): objective (8) of
     :mod:`jaxannot.models.sparse_projection` solved by Algorithm 1
-    (:mod:`jaxannot.inference.reweighted_l2p`). The images whose words are observed
+    (:mod:`jaxannot.models.sfsls_solver`). The images whose words are observed
     (``corpus.word_mask``) are the labelled ones; the other training images enter
     through the k-NN graph (set ``use_unlabelled=False`` to drop them). Concept scores
     of an image are ``x G + b`` on standardized features, where the per-concept offset
@@ -35,7 +35,7 @@ from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_graph
 from jaxannot.inference.fsnm import fit_fsnm
-from jaxannot.inference.reweighted_l2p import fit_sfsls
+from jaxannot.models.sfsls_solver import fit_sfsls
 from jaxannot.models.sparse_projection import feature_ranking
 
 __all__ = ["SFSLS", "SFSS", "FSNM", "ranked_features", "selected_features"]

@@ -24,12 +24,13 @@ is handed.
 - :mod:`~jaxannot.inference.max_margin_harmonium` — the hinge-loss (MMH) alternation.
 - :mod:`~jaxannot.inference.multiclass_svm`, :mod:`~jaxannot.inference.svr`,
   :mod:`~jaxannot.inference.linear_svm` — SVM / SVR dual solvers.
-- :mod:`~jaxannot.inference.emml` — the EMML working-set dual solver;
+- :mod:`~jaxannot.inference.emml` — the EMML working-set dual solver
+  (:mod:`~jaxannot.inference.emml_exact`: the exact one);
   :mod:`~jaxannot.inference.cutting_plane` — its cutting-plane baseline.
 - :mod:`~jaxannot.inference.generalized_eigen`,
   :mod:`~jaxannot.inference.smooth_function` — ALE's eigen-solves and detectors.
-- :mod:`~jaxannot.inference.reweighted_l2p` — SFSLS's Algorithm 1;
-  :mod:`~jaxannot.inference.fsnm` — the FSNM baseline.
+- :mod:`~jaxannot.inference.fsnm` — the FSNM baseline of SFSLS (whose own solver is
+  :mod:`jaxannot.models.sfsls_solver`).
 """
 
 from jaxannot.inference.laplacian_elbo import LaplacianELBO

@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import reweighted_l2p as rl
+from jaxannot.models import sfsls_solver as rl
 from jaxannot.models.sparse_projection import (
     reweighting_diagonal,
     surrogate_objective,
