@@ -151,9 +151,9 @@ def main(argv=None):
         )
         print(f"emml_{m}", trace[-1], comp, fin, flush=True)
 
-    n = int(k.shape[0])
+    num_vreps = int(k.shape[0])
     for m, batch in [
-        (m, batch) for batch in (1, a.batch, n) for m in (1, a.candidates)
+        (m, batch) for batch in (1, a.batch, num_vreps) for m in (1, a.candidates)
     ]:
         step = cutting_plane.build_kernel(
             a.c, tol, max_sweeps=a.cp_sweeps, candidates=m, batch=batch
@@ -253,7 +253,7 @@ def main(argv=None):
             f"{cp}_batch{b} / emml_{m} (batched cutting plane, {m} candidates)": ratio(
                 f"{cp}_batch{b}", f"emml_{m}"
             )
-            for b in (a.batch, n)
+            for b in (a.batch, num_vreps)
             for m, cp in ((1, "cutting_plane_1"), (c8, f"cutting_plane_{c8}"))
         },
         f"exact / emml_{c8}": ratio("exact", f"emml_{c8}"),
@@ -284,8 +284,8 @@ def main(argv=None):
             "timing": "one jitted outer iteration/pass per call, host sync after "
             "each; compile via lower().compile(), recorded in compile_seconds, "
             "not in seconds_*",
-            "batched_cutting_plane": f"batch={a.batch} and batch=n={n} VReps per "
-            "re-solve",
+            "batched_cutting_plane": f"batch={a.batch} and batch=n={num_vreps} VReps "
+            "per re-solve",
             "order": "emml_1, emml_k, cutting planes (batch 1, --batch, n; 1 and k "
             "candidates each), exact; one process",
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
