@@ -335,7 +335,7 @@ def test_pipeline_quantizes_real_features_for_a_topic_model(scene):
 def test_classifier_predicts_the_given_labels(scene):
     X, Y, Xt, Yt, names = scene
     y, yt = names[Y.argmax(1)], names[Yt.argmax(1)]
-    est = js.SVM(svm_epochs=100).fit(X, y)
+    est = js.SVM(svm_epochs=100, random_state=0).fit(X, y)
     np.testing.assert_array_equal(est.classes_, np.unique(y))
     assert len(est.classes_) == 6
     pred = est.predict(Xt)
@@ -344,7 +344,8 @@ def test_classifier_predicts_the_given_labels(scene):
     assert est.score(Xt, yt) > chance + 0.2
     scores = est.decision_function(Xt)
     np.testing.assert_array_equal(est.classes_[scores.argmax(1)], pred)
-    generic = js.Classifier("svm", svm_epochs=100).fit(X, y)
+    # the same seed: random_state=None draws a new one per fit (sklearn's convention)
+    generic = js.Classifier("svm", svm_epochs=100, random_state=0).fit(X, y)
     np.testing.assert_array_equal(generic.predict(Xt), pred)
     with pytest.raises(ValueError, match="at least 2 classes"):
         js.SVM().fit(X, np.zeros(len(X)))
