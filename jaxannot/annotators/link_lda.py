@@ -70,8 +70,7 @@ def _lda_fit(
         "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
         "gamma": gamma,
     }
-    if edges:
-        params["bin_edges"] = edges
+    params.update(vw.edges_param(edges))
     return Fitted(
         "link-lda", params, hyper, {"objective": [float(x) for x in objective]}
     )
@@ -79,9 +78,7 @@ def _lda_fit(
 
 def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
     p = fitted.params
-    vis = vw.visual(
-        corpus, vw.views_param(fitted.hyper), fitted.params.get("bin_edges")
-    )
+    vis = vw.fitted_visual(fitted, corpus)
     lambdas = (jnp.asarray(p["lambda_text"]),) + tuple(
         jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis))
     )

@@ -64,8 +64,7 @@ def _plsa_fit(
         "beta_visual": state.betas[1],
         "theta": theta,
     }
-    if edges:
-        params["bin_edges"] = edges
+    params.update(vw.edges_param(edges))
     return Fitted(
         "plsa-words",
         params,
@@ -79,7 +78,7 @@ def _plsa_fit(
 
 def _plsa_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     vis = np.concatenate(
-        vw.visual(corpus, vw.views_param(fitted.hyper), fitted.params.get("bin_edges")),
+        vw.fitted_visual(fitted, corpus),
         axis=1,
     )
     theta, _ = pw.fold_in(

@@ -42,18 +42,6 @@ __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 
 
 # ------------------------------------------------------- mixture of unigrams
-def _edges_param(edges: dict) -> dict:
-    """The real views' bin edges as a params entry (absent when there are none)."""
-    return {"bin_edges": dict(edges)} if edges else {}
-
-
-def _visual_of(fitted: Fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
-    """A new corpus's visual views, binned with the fitted edges."""
-    return vw.visual(
-        corpus, vw.views_param(fitted.hyper), fitted.params.get("bin_edges")
-    )
-
-
 def _mix_data(corpus, views, edges, text_weight):
     vis = vw.visual(corpus, views, edges)
     return (jnp.asarray(vw.text(corpus) * text_weight),) + tuple(map(jnp.asarray, vis))
@@ -83,7 +71,7 @@ def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Plain-VI posterior of each image from its visual words alone."""
     return mu.posterior(
         _mix_unpack(fitted),
-        tuple(map(jnp.asarray, _visual_of(fitted, corpus))),
+        tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus))),
     )
 
 
@@ -158,7 +146,7 @@ def _mix_fit(
     )
     return Fitted(
         "mix-unigram",
-        _mix_params(params, phi, _edges_param(edges)),
+        _mix_params(params, phi, vw.edges_param(edges)),
         hyper,
         {"objective": [float(-x) for x in result.losses]},
     )
@@ -296,7 +284,7 @@ def _lap_fit(
     extra = {
         "graph_features": feats,
         "heat_width": np.float32(t),
-        **_edges_param(edges),
+        **vw.edges_param(edges),
     }
     return Fitted(
         "lap-mix-unigram",
@@ -312,7 +300,7 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
     h, p = fitted.hyper, fitted.params
     params = _mix_unpack(fitted)
-    vis_np = _visual_of(fitted, corpus)
+    vis_np = vw.fitted_visual(fitted, corpus)
     vis = tuple(map(jnp.asarray, vis_np))
     a = mu.linear_terms(params, vis)
     train = np.asarray(p["graph_features"])

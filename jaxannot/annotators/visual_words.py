@@ -29,6 +29,8 @@ __all__ = [
     "check_topics",
     "check_bins",
     "views_param",
+    "edges_param",
+    "fitted_visual",
 ]
 
 #: View kinds read directly as visual-word counts.
@@ -130,3 +132,14 @@ def check_topics(topics: int) -> None:
 def views_param(hyper: dict) -> list[str]:
     """The visual views a fitted model used (its ``visual_views`` hyper entry)."""
     return [v for v in hyper["visual_views"].split(",") if v]
+
+
+def edges_param(edges: dict) -> dict:
+    """The real views' bin edges as a params entry (absent when there are none)."""
+    return {"bin_edges": dict(edges)} if edges else {}
+
+
+def fitted_visual(fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
+    """A corpus's visual views as a fitted topic model read them: its views, binned
+    with its edges."""
+    return visual(corpus, views_param(fitted.hyper), fitted.params.get("bin_edges"))

@@ -7,9 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
 
-from jaxannot.data.corpus import Corpus
 from jaxannot.sklearn._estimators import _Shared
 
 __all__ = ["ClassifierEstimator"]
@@ -55,11 +53,6 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         )
         self.fitted_ = self._fit_method(corpus)
         return self
-
-    def _query(self, X) -> Corpus:
-        check_is_fitted(self)
-        views, _ = self._views(X, fit=False)
-        return self._corpus(views)
 
     def predict(self, X):
         """Class labels (of ``classes_``).

@@ -240,6 +240,12 @@ class _Shared:
                 )
         return views, y
 
+    def _query(self, X) -> Corpus:
+        """``X`` as a corpus of query images (checks the estimator is fitted)."""
+        check_is_fitted(self)
+        views, _ = self._views(X, fit=False)
+        return self._corpus(views)
+
     def _corpus(self, views, **fields) -> Corpus:
         return Corpus.from_arrays(
             views, view_kinds=self._kinds(list(views)), name="sklearn", **fields
@@ -319,11 +325,6 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         corpus = self._corpus(views, words=Y, word_names=word_names)
         self.fitted_ = self._fit_method(corpus)
         return self
-
-    def _query(self, X) -> Corpus:
-        check_is_fitted(self)
-        views, _ = self._views(X, fit=False)
-        return self._corpus(views)
 
     def decision_function(self, X):
         """Word scores, higher = more relevant.
