@@ -35,6 +35,7 @@ All but ``mmh-regression`` (with ``target_view``) need class labels and raise
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 
 import numpy as np
 
@@ -53,6 +54,7 @@ from jaxannot.annotators.harmoniums import (
     _labels,
     _model,
     _optimizer,
+    _phase_statistics,
     _train_cd,
     _view_setup,
     embed_harmonium,
@@ -149,15 +151,26 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     )
 
 
-def _alternation_args(hyper, params, kinds, num_features: int) -> dict:
+@lru_cache(maxsize=16)
+def _feature_embed(num_features: int):
+    """``embed(params, image)``: E_q0[h] over the first ``num_features`` views (a
+    trailing words wing left out); one function per count, so compiled loops that
+    take it as a static argument are reused."""
+
+    def embed(params, image):
+        return hm.hidden_mean(params, image[0][:num_features])
+
+    return embed
+
+
+def _alternation_args(hyper, kinds, num_features: int) -> dict:
     """Keyword arguments shared by the MMH classifier and regressor fits."""
     kinds_t = tuple(kinds)
     return dict(
-        phase_statistics=hm.cd_phase_statistics(kinds_t, hyper["sweeps"]),
+        phase_statistics=_phase_statistics(kinds_t, int(hyper["sweeps"])),
         expected_log_potential=_elp(kinds_t),
-        # E_q0[h] over the first num_features views (a trailing words wing left out)
-        embed=lambda p, image: hm.hidden_mean(p, image[0][:num_features]),
-        optimizer=_optimizer(hyper, params),
+        embed=_feature_embed(num_features),
+        optimizer=_optimizer(hyper, len(kinds_t)),
         c1=hyper["c1"],
         c2=hyper["c2"],
         iterations=hyper["iterations"],
@@ -207,7 +220,7 @@ def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
         num_classes,
         svm_epochs=hyper["svm_epochs"],
         final_svm_epochs=hyper["final_svm_epochs"],
-        **_alternation_args(hyper, params, kinds, num_features),
+        **_alternation_args(hyper, kinds, num_features),
     )
     return _fitted(
         "mmh",
@@ -297,7 +310,7 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
         epsilon=hyper["epsilon"],
         svr_epochs=hyper["svm_epochs"],
         final_svr_epochs=hyper["final_svm_epochs"],
-        **_alternation_args(hyper, params, kinds, len(views)),
+        **_alternation_args(hyper, kinds, len(views)),
     )
     return _fitted(
         "mmh-regression",

@@ -23,7 +23,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -120,24 +120,37 @@ def _labels(corpus, method: str):
     return labels, num_classes
 
 
-def _optimizer(hyper, params: hm.HarmoniumParams):
-    base = cd.make_optimizer(hyper["optimizer"], hyper["learning_rate"])
-    false = lambda t: tuple(False for _ in t)
+def _optimizer(hyper, num_views: int) -> optax.GradientTransformation:
+    """The CD optimizer of ``hyper`` for a harmonium of ``num_views`` views (one
+    object per setting, so the compiled CD loop that closes over it is reused)."""
+    return _optimizer_for(
+        num_views,
+        str(hyper["optimizer"]),
+        float(hyper["learning_rate"]),
+        float(hyper["weight_decay"]),
+        bool(hyper["learn_variance"]),
+    )
+
+
+@lru_cache(maxsize=64)
+def _optimizer_for(
+    num_views: int,
+    name: str,
+    learning_rate: float,
+    weight_decay: float,
+    learn_variance: bool,
+) -> optax.GradientTransformation:
+    base = cd.make_optimizer(name, learning_rate)
+    per_view = lambda flag: tuple(flag for _ in range(num_views))
     decay_mask = hm.HarmoniumParams(
-        false(params.visible_bias),
-        tuple(True for _ in params.weights),
-        false(params.log_variance),
-        False,
+        per_view(False), per_view(True), per_view(False), False
     )
     frozen = hm.HarmoniumParams(
-        false(params.visible_bias),
-        false(params.weights),
-        tuple(not hyper["learn_variance"] for _ in params.log_variance),
-        False,
+        per_view(False), per_view(False), per_view(not learn_variance), False
     )
     parts = []
-    if hyper["weight_decay"] > 0:
-        parts.append(optax.add_decayed_weights(hyper["weight_decay"], decay_mask))
+    if weight_decay > 0:
+        parts.append(optax.add_decayed_weights(weight_decay, decay_mask))
     parts += [base, optax.masked(optax.set_to_zero(), frozen)]
     return optax.chain(*parts)
 
@@ -154,17 +167,12 @@ def _init(rng_key, kinds, views, hyper):
 
 
 def _train_cd(rng_key, params, kinds, images, hyper):
-    opt = _optimizer(hyper, params)
-    step = cd.build_kernel(
-        opt,
-        hm.cd_phase_statistics(tuple(kinds), hyper["sweeps"]),
-        _elp(tuple(kinds)),
-        batch_size=hyper["batch_size"] or None,
-    )
-    fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
-    state, info = fit(
+    optimizer = _optimizer(hyper, len(kinds))
+    kinds = tuple(kinds)
+    step = _cd_step(kinds, int(hyper["sweeps"]), hyper["batch_size"] or None, optimizer)
+    state, info = cd.fit_cd(
         rng_key,
-        cd.init(params, opt),
+        cd.init(params, optimizer),
         (images, None),
         step=step,
         num_steps=hyper["steps"],
@@ -172,7 +180,22 @@ def _train_cd(rng_key, params, kinds, images, hyper):
     return state.params, np.asarray(info.cd_gap)
 
 
-def _elp(kinds):
+@lru_cache(maxsize=64)
+def _cd_step(kinds: tuple, sweeps: int, batch_size, optimizer):
+    """The plain CD step of a harmonium, built once per setting: a second fit with
+    the same setting and shapes reuses :func:`~cd.fit_cd`'s compiled loop."""
+    return cd.build_kernel(
+        optimizer, _phase_statistics(kinds, sweeps), _elp(kinds), batch_size=batch_size
+    )
+
+
+@lru_cache(maxsize=64)
+def _phase_statistics(kinds: tuple, sweeps: int):
+    return hm.cd_phase_statistics(kinds, sweeps)
+
+
+@lru_cache(maxsize=64)
+def _elp(kinds: tuple):
     def elp(params, q):
         return hm.expected_log_potential(params, kinds, q)
 

@@ -38,6 +38,7 @@ Divergence. Neural Computation 14(8), 2002. Seed 001 (Chen et al., TPAMI 2012).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -146,7 +147,8 @@ def build_kernel(
     ``phase_statistics`` (leading image axis), ``extra`` whatever ``extra_loss(params,
     data)`` needs (class labels and the SVM weights for MMH). With ``batch_size`` the
     CD term of each step uses a random minibatch of that many images drawn with
-    ``rng_key`` (``extra_loss`` still sees all of ``data``). The caller jits.
+    ``rng_key`` (``extra_loss`` still sees all of ``data``). :func:`fit_cd` runs it
+    in a compiled ``lax.scan``.
     """
 
     def loss(params, data, rng_key):
@@ -171,6 +173,7 @@ def build_kernel(
     return step
 
 
+@functools.partial(jax.jit, static_argnames=("step", "num_steps"))
 def fit_cd(
     rng_key: PRNGKey,
     state: CDState,
@@ -181,8 +184,9 @@ def fit_cd(
     """Run ``num_steps`` full-batch CD steps in one ``lax.scan``.
 
     Returns the final state and the stacked :class:`CDInfo` trace. ``step`` comes from
-    :func:`build_kernel`; wrap this function in ``jax.jit`` with ``step`` and
-    ``num_steps`` static (see :func:`jaxannot.inference.max_margin_harmonium`).
+    :func:`build_kernel` and is a static argument of the compiled loop, together with
+    ``num_steps``: a caller that fits again with the same step function (build it
+    once per configuration and keep it) and the same shapes compiles nothing.
     """
     keys = jax.random.split(rng_key, num_steps)
 

@@ -64,6 +64,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012, §4.1–4.2.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -76,6 +77,7 @@ import optax
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import multiclass_svm as cs
 from jaxannot.inference import svr as svr_mod
+from jaxannot.inference.margin_losses import crammer_singer_loss
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
@@ -131,34 +133,31 @@ def _hidden(embed, params, images, center, scale):
     return (hidden - center) / scale
 
 
-def classification_extra_loss(embed: Callable, term: MaxMargin, c1: float) -> Callable:
+def classification_extra_loss(embed: Callable) -> Callable:
     r"""The Θ-step's hinge term of P1, averaged over the ``D`` images.
 
     Parameters
     ----------
     embed : callable
         ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
-    term : MaxMargin
-        ``MaxMargin(labels, c2 / c1, loss="crammer_singer")`` over the ``D`` images.
-    c1 : float
-        Seed 001's :math:`C_1`.
 
     Returns
     -------
     callable
-        ``extra_loss(params, (images, (V, center, scale)))`` =
-        :math:`\frac{C_1}{D}` ``term.penalty`` on the features
-        :math:`(\bar h_d - \text{center}) / \text{scale}` with ``V`` ``[T, K+1]``
-        (offset last), i.e. :math:`\frac{C_2}{D} \sum_d \max_y[\Delta\ell_d(y) +
-        (V_y - V_{y_d})^\top f_d]`.
+        ``extra_loss(params, (images, (labels, cost, V, center, scale)))`` =
+        ``cost`` :math:`\sum_d \max_y[\Delta\ell_d(y) + (V_y - V_{y_d})^\top f_d]`
+        on the features :math:`f_d = [(\bar h_d - \text{center}) / \text{scale},
+        1]` with ``V`` ``[T, K+1]`` (offset last). With ``cost`` :math:`= C_2 / D`
+        this is :math:`\frac{C_1}{D}` ``MaxMargin(labels, C_2 / C_1,
+        loss="crammer_singer").penalty``. The labels and the cost are data, not
+        constants of the compiled step, so a fit on other labels or at another
+        :math:`C_2` reuses it.
     """
-    index = jnp.arange(term.labels.shape[0])
-    weight = c1 / term.labels.shape[0]
 
     def extra(params, data):
-        images, (weights, center, scale) = data
-        feats = _hidden(embed, params, images, center, scale)
-        return weight * term.penalty(term_params(weights), feats, index)
+        images, (labels, cost, weights, center, scale) = data
+        feats = with_offset(_hidden(embed, params, images, center, scale))
+        return cost * jnp.sum(crammer_singer_loss(feats @ weights.T, labels))
 
     return extra
 
@@ -183,6 +182,37 @@ def _to_raw(weights: Array, center: Array, scale: Array) -> Array:
     return jnp.concatenate([lin, offset[..., None]], axis=-1)
 
 
+@functools.partial(jax.jit, static_argnames=("embed", "standardize"))
+def _embed_all(params, images, embed, standardize):
+    """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image."""
+    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
+    if standardize:
+        center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+    else:
+        center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
+    return with_offset((hidden - center) / scale), (center, scale)
+
+
+@functools.lru_cache(maxsize=32)
+def _theta_steps(
+    optimizer, phase_statistics, expected_log_potential, embed, task, batch_size
+):
+    """The plain CD step and the Θ-step (CD + the ``task``'s extra term), built once
+    per setting so that a second fit reuses :func:`cd.fit_cd`'s compiled loops."""
+    extra_loss = (
+        classification_extra_loss(embed)
+        if task == "classification"
+        else regression_extra_loss(embed)
+    )
+    plain = cd.build_kernel(
+        optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
+    )
+    step = cd.build_kernel(
+        optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
+    )
+    return plain, step
+
+
 def _alternate(
     rng_key,
     params,
@@ -192,7 +222,7 @@ def _alternate(
     phase_statistics,
     expected_log_potential,
     embed,
-    extra_loss,
+    task,
     v_step,
     v_init,
     iterations,
@@ -201,31 +231,21 @@ def _alternate(
     batch_size=None,
     standardize=True,
 ):
-    fit = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))
+    plain, step = _theta_steps(
+        optimizer, phase_statistics, expected_log_potential, embed, task, batch_size
+    )
 
-    @jax.jit
     def embed_all(p):
-        hidden = jax.vmap(embed, in_axes=(None, 0))(p, images)
-        if standardize:
-            center, scale = hidden.mean(0), hidden.std(0) + 1e-6
-        else:
-            center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
-        return with_offset((hidden - center) / scale), (center, scale)
+        return _embed_all(p, images, embed, standardize)
 
     state = cd.init(params, optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
     if pretrain_steps > 0:
-        plain = cd.build_kernel(
-            optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
-        )
-        state, info = fit(
+        state, info = cd.fit_cd(
             k_pre, state, (images, None), step=plain, num_steps=pretrain_steps
         )
         gaps.append(np.asarray(info.cd_gap))
-    step = cd.build_kernel(
-        optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
-    )
     v_state = v_init(jax.random.fold_in(k_pre, 1), embed_all(state.params)[0])
     objective, rel_gaps, extras = [], [], []
     for it in range(iterations):
@@ -235,7 +255,7 @@ def _alternate(
         aux = (*aux, *standard)
         objective.append(value[0])
         rel_gaps.append(value[1])
-        state, info = fit(
+        state, info = cd.fit_cd(
             k_theta, state, (images, aux), step=step, num_steps=inner_steps
         )
         gaps.append(np.asarray(info.cd_gap))
@@ -354,6 +374,7 @@ def fit_mmh_classifier(
     standardize = _check_svm_step(svm_step)
     labels = jnp.asarray(labels, jnp.int32)
     term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
+    cost = jnp.float32(c2 / labels.shape[0])  # (C1 / D) x term.c
 
     def v_init(key, feats):
         if standardize:
@@ -379,7 +400,7 @@ def fit_mmh_classifier(
             init_state=warm,
             max_epochs=final_svm_epochs if final else svm_epochs,
         )
-        return v_state, (v_state.weights,), _last(info)
+        return v_state, (labels, cost, v_state.weights), _last(info)
 
     out_params, _, predictor, trace = _alternate(
         rng_key,
@@ -389,7 +410,7 @@ def fit_mmh_classifier(
         phase_statistics=phase_statistics,
         expected_log_potential=expected_log_potential,
         embed=embed,
-        extra_loss=classification_extra_loss(embed, term, c1),
+        task="classification",
         v_step=v_step,
         v_init=v_init,
         iterations=iterations,
@@ -462,7 +483,7 @@ def fit_mmh_regressor(
         phase_statistics=phase_statistics,
         expected_log_potential=expected_log_potential,
         embed=embed,
-        extra_loss=regression_extra_loss(embed),
+        task="regression",
         v_step=v_step,
         v_init=v_init,
         iterations=iterations,

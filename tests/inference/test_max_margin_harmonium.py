@@ -38,10 +38,10 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     x, z, y = _toy(rng, n=12)
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)  # K + 1 offset column
-    c1, c2 = 0.5, 2.0
-    term = MaxMargin(y, c2 / c1, num_classes=3)
-    extra = mmh.classification_extra_loss(_embed, term, c1)
-    grads = jax.grad(extra)(params, (_images(x, z), (v, jnp.zeros(3), jnp.ones(3))))
+    c2 = 2.0
+    extra = mmh.classification_extra_loss(_embed)
+    aux = (jnp.asarray(y), c2 / len(y), v, jnp.zeros(3), jnp.ones(3))
+    grads = jax.grad(extra)(params, (_images(x, z), aux))
     feats = np.asarray(
         mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
     )
@@ -58,18 +58,23 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
 
 
 def test_standardized_theta_step_is_p1_hinge_at_folded_v(rng_key, rng):
-    # The Θ-step term (C1/D) × MaxMargin.penalty on standardized features equals, in
-    # value and gradient, C2 × the mean P1 hinge on raw [E_q0[h], 1] with V folded
-    # back: the pre-MaxMargin formula of this module, written out here.
+    # The Θ-step term on standardized features equals, in value and gradient, C2 ×
+    # the mean P1 hinge on raw [E_q0[h], 1] with V folded back (the formula written
+    # out here) and (C1/D) × the generic MaxMargin term's penalty.
     x, z, y = _toy(rng, n=12)
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
     center = jnp.asarray(rng.normal(size=3), jnp.float32)
     scale = jnp.asarray(rng.uniform(0.5, 2.0, 3), jnp.float32)
     c1, c2 = 0.5, 2.0
-    extra = mmh.classification_extra_loss(_embed, MaxMargin(y, c2 / c1), c1)
-    data = (_images(x, z), (v, center, scale))
+    extra = mmh.classification_extra_loss(_embed)
+    data = (_images(x, z), (jnp.asarray(y), c2 / len(y), v, center, scale))
     raw_v = mmh._to_raw(v, center, scale)
+    term = MaxMargin(y, c2 / c1, num_classes=3)
+
+    def generic(p):
+        feats = (jax.vmap(_embed, (None, 0))(p, _images(x, z)) - center) / scale
+        return c1 / len(y) * term.penalty(mmh.term_params(v), feats, jnp.arange(12))
 
     def p1_hinge(p):
         feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
@@ -79,10 +84,11 @@ def test_standardized_theta_step_is_p1_hinge_at_folded_v(rng_key, rng):
         return c2 * jnp.mean(jnp.max(margin + scores - true, axis=1))
 
     value, grads = jax.value_and_grad(extra)(params, data)
-    ref_value, ref_grads = jax.value_and_grad(p1_hinge)(params)
-    np.testing.assert_allclose(value, ref_value, rtol=1e-6)
-    for got, want in zip(grads.weights, ref_grads.weights, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for reference in (p1_hinge, generic):
+        ref_value, ref_grads = jax.value_and_grad(reference)(params)
+        np.testing.assert_allclose(value, ref_value, rtol=1e-5)
+        for got, want in zip(grads.weights, ref_grads.weights, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert float(value) > 0
 
 
