@@ -11,38 +11,45 @@
 
 User errors (unknown names, malformed files, bad shapes or values) print one line
 ``jaxannot: error: ...`` and exit with status 2, never a traceback.
+
+Results (tables, JSON lines) go to stdout and nothing else does. What a command is
+doing goes through :mod:`logging` (the ``"jaxannot"`` logger): :func:`main` prints its
+records on stderr as ``jaxannot: message``, INFO and above by default, WARNING and
+above with ``--quiet`` (which also hides the progress bars), DEBUG with ``--verbose``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
+import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 __all__ = ["main", "build_parser"]
 
-_TABLE_METRICS = (
-    "accuracy",
-    "complete_length",
-    "f1@5",
-    "word_f1@5",
-    "n_plus@5",
-    "map",
-    "classification_accuracy",
-)
+# not __name__: that is "__main__" under `python -m jaxannot.cli`
+log = logging.getLogger("jaxannot.cli")
 
 
 class UserError(Exception):
     """An error caused by the user's input: reported in one line, exit status 2."""
 
 
-def _write_json_atomic(path: str, payload) -> None:
+def _folder_of(path: str) -> str:
+    """The folder ``path`` is written in; :class:`UserError` when it does not exist."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UserError(f"cannot write {path}: folder {folder} does not exist")
+    return folder
+
+
+def _write_json_atomic(path: str, payload) -> None:
+    folder = _folder_of(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -53,13 +60,12 @@ def _write_json_atomic(path: str, payload) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    log.info("wrote %s", path)
 
 
 def _check_writable(path: str) -> None:
     """Fail now, not after hours of fitting, when ``path`` cannot be written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"cannot write {path}: folder {folder} does not exist")
+    folder = _folder_of(path)
     if os.path.isdir(path):
         raise UserError(f"cannot write {path}: it is a folder")
     try:
@@ -70,49 +76,12 @@ def _check_writable(path: str) -> None:
     os.unlink(probe)  # _write_json_atomic writes the same way: a temp file, renamed
 
 
-def _format_value(column: str, v) -> str:
-    if v is None:
-        return "-"
-    if column == "complete_length" or column.startswith("n_plus"):
-        return f"{v:.2f}"
-    return f"{v:.4f}"
-
-
-def _align(lines: list[list[str]], left: int = 1) -> str:
-    """Columns padded to their widths (the first ``left`` left-aligned), a rule under
-    the header row."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    out = []
-    for j, line in enumerate(lines):
-        out.append(
-            "  ".join(
-                c.ljust(w) if i < left else c.rjust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-        if j == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in out)
-
-
-def _format_table(rows: list[dict], columns: Sequence[str]) -> str:
-    lines = [["method", *columns, "fit s"]]
-    for row in rows:
-        cells = [_format_value(c, row["metrics"].get(c)) for c in columns]
-        lines.append([row["method"], *cells, f"{row['fit_seconds']:.2f}"])
-    return _align(lines)
-
-
-def _present_columns(rows: list[dict]) -> list[str]:
-    return [c for c in _TABLE_METRICS if any(c in r["metrics"] for r in rows)]
-
-
 # ------------------------------------------------------------------- commands
 def _cmd_evaluate(args) -> int:
     from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
-    from jaxannot.evaluation import evaluate
+    from jaxannot.evaluation import evaluate, format_table
 
     method = get_method(args.method)
     hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
@@ -127,19 +96,25 @@ def _cmd_evaluate(args) -> int:
         labelled_fraction=args.labelled_fraction,
         seed=args.seed,
     )
-    print(
-        f"{method.name} on {train.name} ({task.protocol}): fitting on "
-        f"{task.train.num_images} images, scoring {len(task.eval_rows)}",
-        file=sys.stderr,
+    log.info(
+        "%s on %s (%s): fitting on %d images, scoring %d",
+        method.name,
+        train.name,
+        task.protocol,
+        task.train.num_images,
+        len(task.eval_rows),
     )
     result = evaluate(method, task, hyper=hyper, seed=args.seed)
+    log.info(
+        "fitted in %.2f s, scored in %.2f s", result.fit_seconds, result.predict_seconds
+    )
     payload = result.as_json()
-    print(_format_table([payload], _present_columns([payload])))
+    print(format_table([payload]))
     if args.json:
         _write_json_atomic(args.json, payload)
     if args.save:
         save(args.save, result.fitted)
-        print(f"saved the fitted model to {args.save}", file=sys.stderr)
+        log.info("saved the fitted model to %s", args.save)
     return 0
 
 
@@ -173,26 +148,31 @@ def _cmd_demo(args) -> int:
     from tqdm.auto import tqdm
 
     from jaxannot.annotators import available_methods
+    from jaxannot.annotators.base import show_progress
     from jaxannot.data import make_task
     from jaxannot.data.synthetic import make_synthetic
-    from jaxannot.evaluation import check_applicable, evaluate
+    from jaxannot.evaluation import check_applicable, evaluate, format_table
 
     corpus = make_synthetic(seed=args.seed, num_classes=True)
     task = make_task(corpus, None, protocol="inductive", seed=args.seed)
-    print(
-        f"demo: synthetic multimodal corpus, {task.train.num_images} training and "
-        f"{task.test.num_images} test images, {corpus.num_words} words "
-        f"(sampled from the multimodal mixture of unigrams)"
+    log.info(
+        "demo: synthetic multimodal corpus, %d training and %d test images, %d words "
+        "(sampled from the multimodal mixture of unigrams)",
+        task.train.num_images,
+        task.test.num_images,
+        corpus.num_words,
     )
     rows = []
     methods = [m for m in available_methods().values() if m.name not in args.skip]
-    for method in tqdm(methods, desc="methods", disable=not sys.stderr.isatty()):
+    for method in tqdm(methods, desc="methods", disable=not show_progress()):
         try:
             check_applicable(method, task)
         except ValueError:
+            log.debug("%s does not apply to the demo corpus", method.name)
             continue
         rows.append(evaluate(method, task, seed=args.seed).as_json())
-    print(_format_table(rows, _present_columns(rows)))
+        log.info("%s: fitted in %.2f s", method.name, rows[-1]["fit_seconds"])
+    print(format_table(rows))
     if args.json:
         _write_json_atomic(args.json, rows)
     return 0
@@ -208,6 +188,7 @@ def _cmd_diagnose(args) -> int:
     hyper = parse_hyper(get_method(args.method), args.set or [])
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(train, test, protocol=args.protocol, seed=args.seed)
+    log.info("fitting %s from %d starts", args.method, args.restarts)
     out = diagnose_restarts(
         args.method, task.train, restarts=args.restarts, hyper=hyper, seed=args.seed
     )
@@ -222,29 +203,13 @@ def _cmd_diagnose(args) -> int:
     return 0
 
 
-def _format_tune_table(result) -> str:
-    """One row per setting: its grid values, the metric's mean ± sd over the folds,
-    the other table metrics' means; ``*`` marks the best."""
-    first = result.results[0].metrics_mean
-    others = [c for c in _TABLE_METRICS if c in first and c != result.metric]
-    keys = list(result.grid) or ["setting"]
-    arrow = "higher" if result.higher_is_better else "lower"
-    header = [*keys, f"{result.metric} mean ± sd ({arrow} better)", *others, ""]
-    lines = [header]
-    for i, r in enumerate(result.results):
-        params = [str(r.params[k]) for k in result.grid] or ["fixed"]
-        m = result.metric
-        score = f"{_format_value(m, r.mean)} ± {_format_value(m, r.sd)}"
-        means = [_format_value(c, r.metrics_mean.get(c)) for c in others]
-        lines.append([*params, score, *means, "*" if i == result.best_index else ""])
-    return _align(lines, left=len(keys))
-
-
 def _cmd_tune(args) -> int:
     import shlex
 
     from jaxannot.annotators import get_method
+    from jaxannot.annotators.base import show_progress
     from jaxannot.data.datasets import load_dataset
+    from jaxannot.evaluation import format_metric
     from jaxannot.tuning import (
         cross_validate,
         kfold_rows,
@@ -272,11 +237,17 @@ def _cmd_tune(args) -> int:
     n_settings = 1
     for values in grid.values():
         n_settings *= len(values)
-    print(
-        f"{method.name} on {corpus.name} ({args.protocol}): {args.folds}-fold "
-        f"cross-validation of {n_settings} setting(s) on the {corpus.num_images} "
-        f"training images ({n_settings * args.folds} fits), comparing {metric}",
-        file=sys.stderr,
+    log.info(
+        "%s on %s (%s): %d-fold cross-validation of %d setting(s) on the %d training "
+        "images (%d fits), comparing %s",
+        method.name,
+        corpus.name,
+        args.protocol,
+        args.folds,
+        n_settings,
+        corpus.num_images,
+        n_settings * args.folds,
+        metric,
     )
     result = cross_validate(
         method,
@@ -288,43 +259,117 @@ def _cmd_tune(args) -> int:
         labelled_fraction=args.labelled_fraction,
         seed=args.seed,
         fixed=fixed,
-        progress=sys.stderr.isatty() and not args.quiet,
+        progress=show_progress(),
     )
-    print(_format_tune_table(result))
+    print(result.table())
     best = result.best
     described = ", ".join(f"{k}={v}" for k, v in best.params.items()) or "(fixed)"
     print(
         f"\nbest {result.metric}: {described}  "
-        f"({_format_value(result.metric, best.mean)} ± "
-        f"{_format_value(result.metric, best.sd)} over {result.folds} folds)"
+        f"({format_metric(result.metric, best.mean)} ± "
+        f"{format_metric(result.metric, best.sd)} over {result.folds} folds)"
     )
     flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
     print(f"best: {flags}".rstrip())
     if args.json:
         _write_json_atomic(args.json, result.as_json())
-    print(f"tuned in {result.seconds:.1f} s", file=sys.stderr)
+    log.info("tuned in %.1f s", result.seconds)
     return 0
 
 
+# -------------------------------------------------------------------- logging
+class _StderrHandler(logging.Handler):
+    """``jaxannot: message`` (``jaxannot: warning: message`` from WARNING up) on the
+    current ``sys.stderr`` through ``tqdm.write``: it does not break a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm
+
+        warns = record.levelno >= logging.WARNING
+        level = f"{record.levelname.lower()}: " if warns else ""
+        try:
+            tqdm.write(f"jaxannot: {level}{record.getMessage()}", file=sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _log_to_stderr(level: int) -> Iterator[None]:
+    """Print the ``"jaxannot"`` logger's records at ``level`` and above on stderr
+    while the command runs; the logger is restored afterwards."""
+    logger = logging.getLogger("jaxannot")
+    handler = _StderrHandler()
+    saved = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved)
+
+
 # --------------------------------------------------------------------- parser
+def _add_logging_options(parser: argparse.ArgumentParser, default) -> None:
+    """``-q/--quiet`` and ``-v/--verbose``: the level of the CLI's log handler."""
+    group = parser.add_mutually_exclusive_group()
+    for flags, level, text in (
+        (("-q", "--quiet"), logging.WARNING, "only warnings and errors on stderr"),
+        (("-v", "--verbose"), logging.DEBUG, "also debug messages (each fit of tune)"),
+    ):
+        group.add_argument(
+            *flags,
+            dest="log_level",
+            action="store_const",
+            const=level,
+            default=default,
+            help=text,
+        )
+
+
+def _subcommand(sub, name: str, func, **kwargs) -> argparse.ArgumentParser:
+    """Add the sub-command ``name`` (``kwargs`` as for ``add_parser``) that runs
+    ``func(args)`` and takes the logging options."""
+    parser = sub.add_parser(name, **kwargs)
+    parser.set_defaults(func=func)
+    # SUPPRESS: an option given before the command is not reset by the sub-parser
+    _add_logging_options(parser, argparse.SUPPRESS)
+    return parser
+
+
+def _add_dataset_options(
+    parser: argparse.ArgumentParser, method_help: str, protocol: str = "inductive"
+) -> None:
+    """The METHOD argument, ``--dataset``, ``--data-dir`` and ``--protocol``."""
+    parser.add_argument("method", help=method_help)
+    parser.add_argument(
+        "--dataset", required=True, help="a dataset name or a Mulan directory"
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)"
+    )
+    parser.add_argument(
+        "--protocol", default=protocol, choices=("inductive", "transductive")
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxannot",
         description="Automatic image annotation and multimodal latent models on JAX.",
+        epilog=(
+            "Progress: what a command is doing is logged on stderr (jaxannot: ...), "
+            "with progress bars over long loops when stderr is a terminal; results go "
+            "to stdout. -q/--quiet keeps only warnings and errors, -v/--verbose adds "
+            "debug messages; both may come before or after the command."
+        ),
     )
+    _add_logging_options(parser, logging.INFO)
     sub = parser.add_subparsers(dest="command", required=True)
+    add = functools.partial(_subcommand, sub)
 
-    ev = sub.add_parser("evaluate", help="fit a method on a dataset and measure it")
-    ev.add_argument("method", help="a method name (see `jaxannot methods`)")
-    ev.add_argument(
-        "--dataset", required=True, help="a dataset name or a Mulan directory"
-    )
-    ev.add_argument(
-        "--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)"
-    )
-    ev.add_argument(
-        "--protocol", default="inductive", choices=("inductive", "transductive")
-    )
+    ev = add("evaluate", _cmd_evaluate, help="fit a method on a dataset and measure it")
+    _add_dataset_options(ev, "a method name (see `jaxannot methods`)")
     ev.add_argument(
         "--labelled-fraction",
         type=float,
@@ -337,10 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", default=None, help="write the result as JSON here")
     ev.add_argument("--save", default=None, help="save the fitted model (.npz) here")
-    ev.set_defaults(func=_cmd_evaluate)
 
-    tu = sub.add_parser(
+    tu = add(
         "tune",
+        _cmd_tune,
         help="choose hyper-parameters by k-fold cross-validation on the training split",
         description=(
             "Score every setting of a hyper-parameter grid by k-fold cross-validation "
@@ -360,13 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
             "fold's images take part in the fit with their words hidden."
         ),
     )
-    tu.add_argument("method", help="a method name (see `jaxannot methods`)")
-    tu.add_argument(
-        "--dataset", required=True, help="a dataset name or a Mulan directory"
-    )
-    tu.add_argument(
-        "--data-dir", default=None, help="data root (default: $JAXANNOT_DATA)"
-    )
+    _add_dataset_options(tu, "a method name (see `jaxannot methods`)")
     tu.add_argument(
         "--grid",
         action="append",
@@ -389,9 +428,6 @@ def build_parser() -> argparse.ArgumentParser:
         "a dataset with classes); any metric `evaluate` reports",
     )
     tu.add_argument(
-        "--protocol", default="inductive", choices=("inductive", "transductive")
-    )
-    tu.add_argument(
         "--labelled-fraction",
         type=float,
         default=None,
@@ -402,65 +438,58 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument(
         "--json", default=None, help="write every setting's scores as JSON here"
     )
-    tu.add_argument("--quiet", action="store_true", help="no progress bar")
-    tu.set_defaults(func=_cmd_tune)
 
-    ds = sub.add_parser("datasets", help="list the datasets under the data root")
+    ds = add("datasets", _cmd_datasets, help="list the datasets under the data root")
     ds.add_argument("--data-dir", default=None)
-    ds.set_defaults(func=_cmd_datasets)
 
-    me = sub.add_parser("methods", help="list methods and their hyper-parameters")
-    me.set_defaults(func=_cmd_methods)
+    add("methods", _cmd_methods, help="list methods and their hyper-parameters")
 
-    de = sub.add_parser("demo", help="compare the methods on a synthetic corpus")
+    de = add("demo", _cmd_demo, help="compare the methods on a synthetic corpus")
     de.add_argument("--seed", type=int, default=0)
     de.add_argument("--json", default=None)
     de.add_argument("--skip", nargs="*", default=[], help="methods to leave out")
-    de.set_defaults(func=_cmd_demo)
 
-    dg = sub.add_parser("diagnose", help="compare a topic model's random restarts")
-    dg.add_argument("method", help="a topic model (mix-unigram, link-lda, ...)")
-    dg.add_argument("--dataset", required=True)
-    dg.add_argument("--data-dir", default=None)
-    dg.add_argument(
-        "--protocol", default="transductive", choices=("inductive", "transductive")
+    dg = add("diagnose", _cmd_diagnose, help="compare a topic model's random restarts")
+    _add_dataset_options(
+        dg, "a topic model (mix-unigram, link-lda, ...)", protocol="transductive"
     )
     dg.add_argument("--restarts", type=int, default=3)
     dg.add_argument("--set", action="append", metavar="KEY=VALUE")
     dg.add_argument("--seed", type=int, default=0)
     dg.add_argument("--json", default=None)
-    dg.set_defaults(func=_cmd_diagnose)
 
     from jaxannot.cli_query import add_query_command
 
-    add_query_command(sub)  # EMML queries on a saved model
+    add_query_command(add)  # EMML queries on a saved model
 
     from jaxannot.cli_photos import add_photo_commands
 
-    add_photo_commands(sub)  # `features` and `annotate`: your own photos
+    add_photo_commands(add)  # `features` and `annotate`: your own photos
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except (
-        UserError,
-        ValueError,
-        KeyError,
-        FileNotFoundError,
-        IsADirectoryError,
-        NotADirectoryError,
-        PermissionError,
-    ) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        print(f"jaxannot: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("jaxannot: interrupted", file=sys.stderr)
-        return 130
+    args = build_parser().parse_args(argv)
+    with _log_to_stderr(args.log_level):
+        try:
+            return args.func(args)
+        except (
+            UserError,
+            ValueError,
+            KeyError,
+            FileNotFoundError,
+            IsADirectoryError,
+            NotADirectoryError,
+            PermissionError,
+        ) as err:
+            message = (
+                err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+            )
+            print(f"jaxannot: error: {message}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("jaxannot: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -17,16 +17,17 @@ Registered in :func:`jaxannot.cli.build_parser` by :func:`add_photo_commands`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pathlib
-import sys
 
 __all__ = ["add_photo_commands"]
 
+log = logging.getLogger(__name__)
+
 
 def _cmd_features(args) -> int:
-    from tqdm.auto import tqdm
-
+    from jaxannot.annotators.base import show_progress
     from jaxannot.data.image_features import ExtractorSettings, PhotoExtractor
     from jaxannot.data.photos import build_photo_dataset
 
@@ -45,10 +46,6 @@ def _cmd_features(args) -> int:
         extractor = PhotoExtractor.load(args.extractor)
     else:
         settings = ExtractorSettings(seed=args.seed, **chosen)
-
-    def report(name: str, reason: str) -> None:
-        tqdm.write(f"jaxannot: skipped {name}: {reason}", file=sys.stderr)
-
     try:
         result = build_photo_dataset(
             args.photos,
@@ -59,18 +56,18 @@ def _cmd_features(args) -> int:
             test_fraction=args.test_fraction,
             seed=args.seed,
             name=args.name,
-            progress=not args.quiet,
-            on_skip=report,
-        )
+            progress=show_progress(),
+        )  # each file skipped is logged as a warning
     except FileExistsError as err:
         raise ValueError(str(err)) from None
     if result.unmatched_tags:
         shown = ", ".join(result.unmatched_tags[:5])
         more = len(result.unmatched_tags) - 5
-        print(
-            f"jaxannot: {len(result.unmatched_tags)} file(s) of the tags file are not "
-            f"among the photos: {shown}" + (f" and {more} more" if more > 0 else ""),
-            file=sys.stderr,
+        log.warning(
+            "%d file(s) of the tags file are not among the photos: %s%s",
+            len(result.unmatched_tags),
+            shown,
+            f" and {more} more" if more > 0 else "",
         )
     print(
         f"{len(result.files)} photos featurized into {args.out} "
@@ -85,6 +82,7 @@ def _cmd_annotate(args) -> int:
     import numpy as np
 
     from jaxannot.annotators import get_method, load
+    from jaxannot.annotators.base import show_progress
     from jaxannot.data.datasets import load_dataset
     from jaxannot.data.photos import photo_corpus, read_manifest
 
@@ -103,7 +101,7 @@ def _cmd_annotate(args) -> int:
         missing = [p for p in args.photos if not os.path.isfile(p)]
         if missing:
             raise FileNotFoundError(f"photo {missing[0]} does not exist")
-        corpus = photo_corpus(args.dataset, args.photos)
+        corpus = photo_corpus(args.dataset, args.photos, progress=show_progress())
         names = list(args.photos)
     else:
         train, _ = load_dataset(args.dataset)
@@ -112,6 +110,7 @@ def _cmd_annotate(args) -> int:
             raise ValueError(f"{args.dataset} has no unlabelled photos; name PHOTOs")
         corpus = train.subset(rows)
         names = _unlabelled_files(args.dataset)
+    log.info("scoring %d photo(s) with %s", corpus.num_images, method.name)
     scores = np.asarray(method.score_words(fitted, corpus))
     if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
         raise ValueError(
@@ -144,10 +143,17 @@ def _unlabelled_files(folder) -> list[str]:
         return [r["file"] for r in csv.DictReader(fh) if r["split"] == "unlabelled"]
 
 
-def add_photo_commands(sub) -> None:
-    """Add ``features`` and ``annotate`` to the ``jaxannot`` sub-command parsers."""
-    fe = sub.add_parser(
+def _add_dataset_dir(parser, flag: str, help: str, required: bool = False) -> None:
+    """An option naming a photo dataset directory (written by ``features``)."""
+    parser.add_argument(flag, required=required, metavar="DATASET_DIR", help=help)
+
+
+def add_photo_commands(add) -> None:
+    """Add ``features`` and ``annotate`` through ``add(name, func, **parser_kwargs)``
+    (:func:`jaxannot.cli.build_parser`'s sub-command factory)."""
+    fe = add(
         "features",
+        _cmd_features,
         help="turn a folder of photos into a dataset directory",
         description=(
             "Featurize every image under PHOTOS_DIR (recursively) into DATASET_DIR: "
@@ -177,19 +183,15 @@ def add_photo_commands(sub) -> None:
         "--size", type=int, default=None, help="photos are resized to SIZE x SIZE (160)"
     )
     fe.add_argument("--step", type=int, default=None, help="DAISY grid step, px (12)")
-    fe.add_argument(
-        "--extractor",
-        default=None,
-        metavar="DATASET_DIR",
-        help="reuse this photo dataset's extractor (codebook, settings) as it is",
+    _add_dataset_dir(
+        fe, "--extractor", "reuse this dataset's extractor (codebook, settings) as is"
     )
     fe.add_argument("--seed", type=int, default=0, help="seeds the split and k-means")
     fe.add_argument("--name", default=None, help="dataset name (the folder's name)")
-    fe.add_argument("--quiet", action="store_true", help="no progress bar")
-    fe.set_defaults(func=_cmd_features)
 
-    an = sub.add_parser(
+    an = add(
         "annotate",
+        _cmd_annotate,
         help="top tags of photos under a saved model",
         description=(
             "Print the top tags of each PHOTO under MODEL (saved by `jaxannot "
@@ -200,12 +202,8 @@ def add_photo_commands(sub) -> None:
     )
     an.add_argument("model", metavar="MODEL", help="a model saved by evaluate --save")
     an.add_argument("photos", metavar="PHOTO", nargs="*", help="image files")
-    an.add_argument(
-        "--dataset",
-        required=True,
-        metavar="DATASET_DIR",
-        help="the photo dataset the model was fitted on (written by features)",
+    _add_dataset_dir(
+        an, "--dataset", "the photo dataset the model was fitted on", required=True
     )
     an.add_argument("--top", type=int, default=5, help="tags per photo (5)")
     an.add_argument("--json", action="store_true", help="one JSON object per line")
-    an.set_defaults(func=_cmd_annotate)

@@ -88,9 +88,10 @@ def _cmd_query(args) -> int:
     return 0
 
 
-def add_query_command(sub) -> None:
-    """Add ``query`` to the CLI's sub-parsers."""
-    qu = sub.add_parser("query", help="annotate / word / image / multimodal queries")
+def add_query_command(add) -> None:
+    """Add ``query`` through ``add(name, func, **parser_kwargs)`` (the sub-command
+    factory of :func:`jaxannot.cli.build_parser`)."""
+    qu = add("query", _cmd_query, help="annotate / word / image / multimodal queries")
     qu.add_argument("model", help="a model saved by `evaluate --save`")
     qu.add_argument("kind", choices=("annotate", "word", "image", "multimodal"))
     qu.add_argument("--dataset", required=True, help="database: its training images")
@@ -99,4 +100,3 @@ def add_query_command(sub) -> None:
     qu.add_argument("--word", action="append", default=[], help="query word")
     qu.add_argument("--image-weight", type=float, default=1.0)
     qu.add_argument("--top", type=int, default=5)
-    qu.set_defaults(func=_cmd_query)

@@ -10,6 +10,7 @@ has classes, the classification accuracy.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,28 @@ from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method, parse_hyper
 from jaxannot.data.protocols import Task
 
-__all__ = ["Evaluation", "evaluate", "check_applicable"]
+__all__ = [
+    "TABLE_METRICS",
+    "Evaluation",
+    "align_columns",
+    "check_applicable",
+    "evaluate",
+    "format_metric",
+    "format_table",
+]
+
+log = logging.getLogger(__name__)
+
+#: The metrics of the CLI's result tables, in their column order.
+TABLE_METRICS = (
+    "accuracy",
+    "complete_length",
+    "f1@5",
+    "word_f1@5",
+    "n_plus@5",
+    "map",
+    "classification_accuracy",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,16 +135,23 @@ def evaluate(
     Returns
     -------
     Evaluation
+
+    Notes
+    -----
+    Logs the fit and the scoring at DEBUG (logger ``jaxannot.evaluation``): callers
+    that run many evaluations (cross-validation) stay quiet at INFO.
     """
     if isinstance(method, str):
         method = get_method(method)
     check_applicable(method, task)
     params = parse_hyper(method, hyper or {})
 
+    log.debug("fitting %s on %d images: %s", method.name, task.train.num_images, params)
     start = time.perf_counter()
     fitted = method.fit(task.train, rng_key=jax.random.key(seed), **params)
     _block(fitted.params)
     fit_seconds = time.perf_counter() - start
+    log.debug("fitted %s in %.2f s", method.name, fit_seconds)
 
     start = time.perf_counter()
     rows = np.asarray(task.eval_rows)
@@ -136,6 +165,7 @@ def evaluate(
     if method.predict_labels is not None and task.truth_labels is not None:
         labels = np.asarray(method.predict_labels(fitted, task.test))[rows]
     predict_seconds = time.perf_counter() - start
+    log.debug("scored %d images in %.2f s", rows.size, predict_seconds)
 
     results: dict[str, float] = {}
     if scores is not None:
@@ -164,3 +194,41 @@ def evaluate(
         n_words=int(task.train.num_words),
         fitted=fitted,
     )
+
+
+# ----------------------------------------------------------------- text tables
+def format_metric(column: str, value: float | None) -> str:
+    """``value`` of the metric ``column`` as a table cell (``-`` when None)."""
+    if value is None:
+        return "-"
+    if column == "complete_length" or column.startswith("n_plus"):
+        return f"{value:.2f}"
+    return f"{value:.4f}"
+
+
+def align_columns(lines: list[list[str]], left: int = 1) -> str:
+    """Columns padded to their widths (the first ``left`` left-aligned), a rule under
+    the header row ``lines[0]``."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = []
+    for j, line in enumerate(lines):
+        out.append(
+            "  ".join(
+                c.ljust(w) if i < left else c.rjust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            )
+        )
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in out)
+
+
+def format_table(rows: list[dict]) -> str:
+    """One line per :meth:`Evaluation.as_json` row: the method, the
+    :data:`TABLE_METRICS` any row reports, the fit seconds."""
+    columns = [c for c in TABLE_METRICS if any(c in r["metrics"] for r in rows)]
+    lines = [["method", *columns, "fit s"]]
+    for row in rows:
+        cells = [format_metric(c, row["metrics"].get(c)) for c in columns]
+        lines.append([row["method"], *cells, f"{row['fit_seconds']:.2f}"])
+    return align_columns(lines)

@@ -21,11 +21,13 @@ def no_loading(monkeypatch):
 
 
 def _one_line_error(capsys) -> str:
+    """The one error line, last on stderr (progress messages may come before it)."""
     err = capsys.readouterr().err
     assert "Traceback" not in err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jaxannot: error: "), err
-    return lines[0]
+    errors = [line for line in lines if line.startswith("jaxannot: error: ")]
+    assert errors == lines[-1:], err
+    return lines[-1]
 
 
 def test_bad_set_fails_before_loading_the_data(tmp_path, capsys, no_loading):

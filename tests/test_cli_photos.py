@@ -118,8 +118,8 @@ def test_annotate_user_errors_are_one_line(photo_run, featurized, tmp_path, caps
     }
     cases["not a readable image"] += ["--dataset", ds]
     for expected, argv in cases.items():
-        assert main(["annotate", *argv]) == 2, expected
-        err = capsys.readouterr().err.strip()
+        assert main(["annotate", "--quiet", *argv]) == 2, expected
+        err = capsys.readouterr().err.strip()  # --quiet: the error line alone
         assert err.startswith("jaxannot: error: ") and expected in err, err
         assert "\n" not in err, err
     stranger = tmp_path / "stranger.npz"
@@ -128,13 +128,17 @@ def test_annotate_user_errors_are_one_line(photo_run, featurized, tmp_path, caps
     assert "unknown method 'no-such-method'" in capsys.readouterr().err
 
 
-def test_features_progress_bar_and_bad_output_folder(photo_run, tmp_path, capsys):
+def test_features_progress_bar_and_bad_output_folder(
+    photo_run, tmp_path, capsys, monkeypatch
+):
     root = photo_run[0]
     small = tmp_path / "few"
     write_synthetic_photos(small, per_kind=1)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # bars need a terminal
     assert main(["features", str(small), "--out", str(tmp_path / "ds"), *SMALL]) == 0
     captured = capsys.readouterr()
     assert "photos:" in captured.err  # the progress bar (no --quiet)
+    assert "jaxannot: featurizing 6 file(s)" in captured.err
     assert "skipped 0 file(s)" in captured.out
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -147,7 +151,9 @@ def test_features_progress_bar_and_bad_output_folder(photo_run, tmp_path, capsys
     assert main([*again, "--extractor", str(tmp_path / "ds"), "--size", "64"]) == 2
     assert "drop --size" in capsys.readouterr().err
     assert main([*again, "--extractor", str(tmp_path / "ds"), "--quiet"]) == 0
-    assert "6 photos featurized" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "6 photos featurized" in captured.out
+    assert captured.err == ""  # --quiet: no bar, no progress messages
     model = tmp_path / "m.npz"
     save(model, Fitted("empirical", {"frequency": np.ones(5)}))
     assert main(["annotate", str(model), "--dataset", str(tmp_path / "ds")]) == 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import pkgutil
 import sys
@@ -116,9 +117,10 @@ class Method:
 
 
 def show_progress() -> bool:
-    """Whether fits show progress bars: only when stderr is a terminal (so logs, CI
-    output and captured runs stay free of bar redraws)."""
-    return sys.stderr.isatty()
+    """Whether long loops show progress bars: when stderr is a terminal (so logs, CI
+    output and captured runs stay free of bar redraws) and the ``"jaxannot"`` logger's
+    level, when set, lets INFO through (``jaxannot --quiet`` sets it to WARNING)."""
+    return sys.stderr.isatty() and logging.getLogger("jaxannot").level <= logging.INFO
 
 
 def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray]:

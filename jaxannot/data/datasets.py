@@ -32,8 +32,10 @@ its one-hot indicator (class names ``"0".."k-1"``; the files store none).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import pathlib
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -48,6 +50,8 @@ __all__ = ["DATASETS", "DatasetSpec", "data_root", "load_dataset", "list_dataset
 ENV_VAR = "JAXANNOT_DATA"
 
 Split = tuple[Corpus, Corpus | None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +76,26 @@ class DatasetSpec:
     summary: str
 
 
-def _mulan(stem: str, view: str, kind: str):
-    def load(folder: pathlib.Path, name: str) -> Split:
+def _mulan(
+    stem: str,
+    kind: str,
+    summary: str,
+    *,
+    folder: str | None = None,
+    view: str = "features",
+    sparse: bool = False,
+) -> DatasetSpec:
+    """The spec of a Mulan dataset: ``<stem>.xml`` and ``<stem>-{train,test}.arff``
+    (``-sparse.arff`` when ``sparse``) in ``folder`` (default ``stem``)."""
+    suffix = "-sparse" if sparse else ""
+    files = (f"{stem}.xml", f"{stem}-train{suffix}.arff", f"{stem}-test{suffix}.arff")
+
+    def load(path: pathlib.Path, name: str) -> Split:
         return load_mulan_dir(
-            folder, stem=stem, name=name, view_name=view, feature_kind=kind
+            path, stem=stem, name=name, view_name=view, feature_kind=kind
         )
 
-    return load
+    return DatasetSpec(folder or stem, files, load, summary)
 
 
 def _cells(mat: dict, key: str, path: str) -> list:
@@ -150,46 +167,32 @@ def _load_wikipedia(folder: pathlib.Path, name: str) -> Split:
 
 
 DATASETS: dict[str, DatasetSpec] = {
-    "corel5k": DatasetSpec(
-        "corel5k",
-        ("Corel5k.xml", "Corel5k-train-sparse.arff", "Corel5k-test-sparse.arff"),
-        _mulan("Corel5k", "blobs", "bag"),
+    "corel5k": _mulan(
+        "Corel5k",
+        "bag",
         "Corel5k images: 499 blob tokens (bag), 374 words; 4500/500",
+        folder="corel5k",
+        view="blobs",
+        sparse=True,
     ),
-    "scene": DatasetSpec(
-        "scene",
-        ("scene.xml", "scene-train.arff", "scene-test.arff"),
-        _mulan("scene", "features", "real"),
-        "scene images: 294 colour moments, 6 concepts; 1211/1196",
+    "scene": _mulan(
+        "scene", "real", "scene images: 294 colour moments, 6 concepts; 1211/1196"
     ),
-    "yeast": DatasetSpec(
-        "yeast",
-        ("yeast.xml", "yeast-train.arff", "yeast-test.arff"),
-        _mulan("yeast", "features", "real"),
-        "yeast genes: 103 features, 14 functional classes; 1500/917",
+    "yeast": _mulan(
+        "yeast", "real", "yeast genes: 103 features, 14 functional classes; 1500/917"
     ),
-    "emotions": DatasetSpec(
-        "emotions",
-        ("emotions.xml", "emotions-train.arff", "emotions-test.arff"),
-        _mulan("emotions", "features", "real"),
-        "music clips: 72 audio features, 6 emotions; 391/202",
+    "emotions": _mulan(
+        "emotions", "real", "music clips: 72 audio features, 6 emotions; 391/202"
     ),
-    "enron": DatasetSpec(
-        "enron",
-        ("enron.xml", "enron-train.arff", "enron-test.arff"),
-        _mulan("enron", "features", "binary"),
-        "Enron e-mails: 1001 binary words, 53 categories; 1123/579",
+    "enron": _mulan(
+        "enron", "binary", "Enron e-mails: 1001 binary words, 53 categories; 1123/579"
     ),
-    "bibtex": DatasetSpec(
-        "bibtex",
-        ("bibtex.xml", "bibtex-train.arff", "bibtex-test.arff"),
-        _mulan("bibtex", "features", "binary"),
-        "BibTeX entries: 1836 binary words, 159 tags; 4880/2515",
+    "bibtex": _mulan(
+        "bibtex", "binary", "BibTeX entries: 1836 binary words, 159 tags; 4880/2515"
     ),
-    "delicious": DatasetSpec(
+    "delicious": _mulan(
         "delicious",
-        ("delicious.xml", "delicious-train.arff", "delicious-test.arff"),
-        _mulan("delicious", "features", "binary"),
+        "binary",
         "del.icio.us pages: 500 binary words, 983 tags; 12920/3185",
     ),
     "mfeat": DatasetSpec(
@@ -280,8 +283,29 @@ def load_dataset(
         Missing data root or dataset folder / files.
     DataFormatError
         Malformed files.
+
+    Notes
+    -----
+    Logs (INFO, logger ``jaxannot.data.datasets``) the dataset loaded, its sizes and
+    the seconds taken.
     """
     key = os.fspath(name_or_dir)
+    log.info("loading dataset %s", key)
+    start = time.perf_counter()
+    train, test = _load(key, data_dir)
+    log.info(
+        "loaded %s: %d training, %s test images, %d words (%.1f s)",
+        train.name,
+        train.num_images,
+        "no" if test is None else test.num_images,
+        train.num_words,
+        time.perf_counter() - start,
+    )
+    return train, test
+
+
+def _load(key: str, data_dir: str | os.PathLike | None) -> Split:
+    """:func:`load_dataset` without the log lines."""
     spec = DATASETS.get(key.lower())
     if spec is None:
         folder = pathlib.Path(key).expanduser()

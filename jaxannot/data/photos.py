@@ -239,6 +239,7 @@ def build_photo_dataset(
 
     from tqdm.auto import tqdm
 
+    log.info("featurizing %d file(s) under %s", len(files), photos_dir)
     colour, texture, desc, kept, skipped = [], [], [], [], []
     for f in tqdm(files, desc="photos", unit="photo", disable=not progress):
         try:
@@ -263,6 +264,7 @@ def build_photo_dataset(
         )
 
     if extractor is None:
+        log.info("learning a %d-word codebook", settings.codebook_size)
         extractor = _fit_extractor(settings, desc)
     words = extractor.word_counts(desc)
     views = extractor.views(np.stack(colour), np.stack(texture), words)
@@ -291,6 +293,7 @@ def build_photo_dataset(
         "seed": seed,
         "skipped": [{"file": f, "reason": r} for f, r in skipped],
     }
+    log.info("writing the dataset to %s", out)
     _write_dataset(out, extractor, views, rows, manifest)
     return PhotoDatasetReport(
         folder=out,
@@ -435,10 +438,15 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
 
 
 def photo_corpus(
-    folder: str | os.PathLike, paths, *, extractor: PhotoExtractor | None = None
+    folder: str | os.PathLike,
+    paths,
+    *,
+    extractor: PhotoExtractor | None = None,
+    progress: bool = False,
 ) -> Corpus:
     """Featurize image files with a photo dataset's extractor, as a :class:`Corpus`
-    with the dataset's views and tag vocabulary (every tag unobserved).
+    with the dataset's views and tag vocabulary (every tag unobserved); ``progress``
+    shows a bar over the photos.
 
     Raises :class:`~jaxannot.data.image_features.UnreadableImage` for a file that is
     not an image.
@@ -448,7 +456,8 @@ def photo_corpus(
         raise ValueError("no photos to featurize")
     manifest = read_manifest(folder)
     extractor = extractor or PhotoExtractor.load(folder)
-    views, _ = extractor.transform(paths)
+    log.info("featurizing %d photo(s) with the extractor of %s", len(paths), folder)
+    views, _ = extractor.transform(paths, progress=progress)
     vocabulary = tuple(manifest["tags"])
     n = len(paths)
     words = np.zeros((n, len(vocabulary)), np.float32) if vocabulary else None

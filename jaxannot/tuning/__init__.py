@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -64,6 +65,8 @@ __all__ = [
     "resolve_metric",
     "training_images",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
 #: better for every other one.
@@ -372,6 +375,16 @@ def cross_validate(
                         f"{method.name!r} did not report {metric!r}; it reported: "
                         f"{', '.join(result.metrics)}"
                     )
+                log.debug(
+                    "fold %d/%d, setting %d/%d: %s = %.4f (fit %.2f s)",
+                    f + 1,
+                    folds,
+                    i + 1,
+                    len(hypers),
+                    metric,
+                    result.metrics[metric],
+                    result.fit_seconds,
+                )
                 scores[i].append(result.metrics[metric])
                 reports[i].append(dict(result.metrics))
                 bar.update(1)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxannot.evaluation import TABLE_METRICS, align_columns, format_metric
+
 __all__ = ["SettingResult", "TuneResult"]
 
 
@@ -103,6 +105,22 @@ class TuneResult:
     @property
     def best(self) -> SettingResult:
         return self.results[self.best_index]
+
+    def table(self) -> str:
+        """One row per setting: its grid values, the metric's mean ± sd over the
+        folds, the other table metrics' means; ``*`` marks the best."""
+        first = self.results[0].metrics_mean
+        others = [c for c in TABLE_METRICS if c in first and c != self.metric]
+        keys = list(self.grid) or ["setting"]
+        arrow = "higher" if self.higher_is_better else "lower"
+        lines = [[*keys, f"{self.metric} mean ± sd ({arrow} better)", *others, ""]]
+        m = self.metric
+        for i, r in enumerate(self.results):
+            params = [str(r.params[k]) for k in self.grid] or ["fixed"]
+            score = f"{format_metric(m, r.mean)} ± {format_metric(m, r.sd)}"
+            means = [format_metric(c, r.metrics_mean.get(c)) for c in others]
+            lines.append([*params, score, *means, "*" if i == self.best_index else ""])
+        return align_columns(lines, left=len(keys))
 
     def set_flags(self) -> list[str]:
         """``key=value`` of the best setting and the fixed hyper-parameters, ready
