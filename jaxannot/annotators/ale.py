@@ -384,51 +384,50 @@ def _make_fit(fit, **fixed):
     return _fit
 
 
-for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
+def _register(name, fit, score_words, score_fit_corpus, embed, hyper, summary):
     register(
         Method(
-            name=f"iale-{_det}",
-            fit=_make_fit(fit_iale, detector=_det),
-            score_words=_iale_scores,
-            score_fit_corpus=_fit_scores,
-            embed=_iale_embed,
-            hyper=dict(ALE_HYPER),
-            summary=f"Inductive approximate Laplacian eigenmaps + {_long} (seed 002)",
-            needs=("words",),
-        )
-    )
-    register(
-        Method(
-            name=f"ale-{_det}",
-            fit=_make_fit(fit_ale_transductive, detector=_det),
-            score_words=_ale_scores,
-            score_fit_corpus=_fit_scores,
-            embed=_iale_embed,
-            hyper=dict(ALE_HYPER),
-            summary=f"Transductive approx. Laplacian eigenmaps + {_long} (seed 002)",
+            name=name,
+            fit=fit,
+            score_words=score_words,
+            score_fit_corpus=score_fit_corpus,
+            embed=embed,
+            hyper=dict(hyper),
+            summary=summary,
             needs=("words",),
         )
     )
 
-register(
-    Method(
-        name="bsvm",
-        fit=fit_bsvm,
-        score_words=_bsvm_scores,
-        score_fit_corpus=_fit_scores,
-        hyper=dict(SVM_HYPER),
-        summary="Baseline linear SVM (dual coordinate descent) on raw features",
-        needs=("words",),
-    )
+
+for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
+    for _prefix, _fit, _scores, _kind in (
+        ("iale", fit_iale, _iale_scores, "Inductive approximate"),
+        ("ale", fit_ale_transductive, _ale_scores, "Transductive approx."),
+    ):
+        _register(
+            f"{_prefix}-{_det}",
+            _make_fit(_fit, detector=_det),
+            _scores,
+            _fit_scores,
+            _iale_embed,
+            ALE_HYPER,
+            f"{_kind} Laplacian eigenmaps + {_long} (seed 002)",
+        )
+_register(
+    "bsvm",
+    fit_bsvm,
+    _bsvm_scores,
+    _fit_scores,
+    None,
+    SVM_HYPER,
+    "Baseline linear SVM (dual coordinate descent) on raw features",
 )
-register(
-    Method(
-        name="gsf",
-        fit=fit_gsf,
-        score_words=_gsf_scores,
-        score_fit_corpus=_gsf_fit_scores,
-        hyper=dict(GSF_HYPER),
-        summary="Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
-        needs=("words",),
-    )
+_register(
+    "gsf",
+    fit_gsf,
+    _gsf_scores,
+    _gsf_fit_scores,
+    None,
+    GSF_HYPER,
+    "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
 )

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, database_and_queries, register
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 
@@ -38,14 +39,8 @@ _BACKOFF = (
 
 
 def _observed_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
-    if corpus.words is None:
-        raise ValueError(
-            f"dataset {corpus.name!r} has no annotation words; this method annotates"
-        )
-    mask = np.asarray(corpus.word_mask, dtype=bool)
-    if not mask.any():
-        raise ValueError("no image of the training corpus has observed words")
-    return np.flatnonzero(mask), np.asarray(corpus.words, dtype=np.float32)[mask]
+    mask, words = corpus.observed_words()
+    return mask, words[mask]
 
 
 def _frequencies(words: np.ndarray) -> np.ndarray:
@@ -79,6 +74,7 @@ EMPIRICAL = register(
 
 
 # ------------------------------------------------------------------------ knn
+@records_hyper
 def _knn_fit(
     corpus: Corpus,
     *,
@@ -97,13 +93,12 @@ def _knn_fit(
         raise ValueError(f"unknown metric {metric!r}; valid: ['cosine', 'euclidean']")
     rows, words = _observed_words(corpus)
     features = corpus.features(view)[rows]
-    hyper = {"k": k, "view": view, "metric": metric, "weight": weight}
     params = {
         "features": features,
         "words": words,
         "frequency": _frequencies(words),
     }
-    return Fitted("knn", params, hyper)
+    return Fitted("knn", params)
 
 
 @jax.jit
@@ -135,7 +130,7 @@ KNN = register(
         name="knn",
         fit=_knn_fit,
         score_words=_knn_score,
-        hyper={"k": 10, "view": "", "metric": "cosine", "weight": "heat"},
+        hyper=fit_defaults(_knn_fit),
         summary="similarity-weighted word transfer from the k nearest training images",
         needs=("words",),
     )

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.inference.emml import StructuredData, fit_emml
 from jaxannot.inference.emml_exact import fit_emml_exact
 from jaxannot.models.mbrm import (
@@ -49,15 +50,14 @@ _log = logging.getLogger("jaxannot")
 
 
 def _observed_words(corpus):
-    if corpus.words is None:
-        raise ValueError(f"corpus {corpus.name!r} has no words to learn from")
-    mask = np.asarray(corpus.word_mask, bool)
-    words = np.asarray(corpus.words)[mask]
-    if words.shape[0] == 0 or not np.any(words > 0):
+    mask, words = corpus.observed_words()
+    words = words[mask]
+    if not np.any(words > 0):
         raise ValueError(f"corpus {corpus.name!r} has no observed words")
     return mask, words
 
 
+@records_hyper
 def fit_emml_annotator(
     corpus,
     *,
@@ -187,31 +187,13 @@ def fit_emml_annotator(
         "vrep_word_scores": np.asarray(state.scores),
         "gamma": np.asarray(g, np.float32),
     }
-    hyper = dict(
-        vreps=vreps,
-        vrep_method=vrep_method,
-        word_rule=word_rule,
-        kernel=kernel,
-        gamma=gamma,
-        gamma_scale=gamma_scale,
-        c=c,
-        tolerance=tolerance,
-        capacity=capacity,
-        violators_per_vrep=violators_per_vrep,
-        max_iterations=max_iterations,
-        max_sweeps=max_sweeps,
-        top_vreps=top_vreps,
-        view=view,
-        solver=solver,
-        exact_sweeps=exact_sweeps,
-    )
     info = {
         "solver": solver,
         "converged": converged,
         "dual_objective": float(state.objective),
         **solver_info,
     }
-    return Fitted("emml", params, hyper, info)
+    return Fitted("emml", params, {}, info)
 
 
 def score_emml(fitted: Fitted, corpus) -> jax.Array:
@@ -233,6 +215,7 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
     return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p["vrep_word_scores"])[idx])
 
 
+@records_hyper
 def fit_mbrm_annotator(
     corpus,
     *,
@@ -281,14 +264,7 @@ def fit_mbrm_annotator(
             for k, v in params._asdict().items()
             if v is not None and k != "log_region_kernel"
         },
-        dict(
-            bandwidth=bandwidth,
-            smoothing=smoothing,
-            view=view,
-            kernel=kernel,
-            folds=folds,
-            select_metric=select_metric,
-        ),
+        {"kernel": kernel},  # "auto" resolved
         {
             "bandwidth_used": float(params.bandwidth),
             "bandwidth_chosen_by": "given" if bandwidth > 0 else f"{folds}-fold CV",
@@ -326,24 +302,7 @@ register(
         name="emml",
         fit=fit_emml_annotator,
         score_words=score_emml,
-        hyper=dict(
-            vreps=1000,
-            vrep_method="random",
-            word_rule="majority",
-            kernel="rbf",
-            gamma=0.0,
-            gamma_scale=30.0,
-            c=1.0,
-            tolerance=1e-3,
-            capacity=32,
-            violators_per_vrep=8,
-            max_iterations=300,
-            max_sweeps=4,
-            top_vreps=0,
-            view="",
-            solver="exact",
-            exact_sweeps=3000,
-        ),
+        hyper=fit_defaults(fit_emml_annotator),
         summary="EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
         needs=("words",),
     )
@@ -354,14 +313,7 @@ register(
         name="mbrm",
         fit=fit_mbrm_annotator,
         score_words=score_mbrm,
-        hyper=dict(
-            bandwidth=0.0,
-            smoothing=0.0,
-            view="",
-            kernel="auto",
-            folds=3,
-            select_metric="word_f1@5",
-        ),
+        hyper=fit_defaults(fit_mbrm_annotator),
         summary="Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
         needs=("words",),
     )

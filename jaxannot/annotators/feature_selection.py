@@ -32,6 +32,7 @@ import numpy as np
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_graph
 from jaxannot.inference.fsnm import fit_fsnm
@@ -42,14 +43,8 @@ __all__ = ["SFSLS", "SFSS", "FSNM", "ranked_features", "selected_features"]
 
 
 def _targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
-    if corpus.words is None:
-        raise ValueError(
-            f"dataset {corpus.name!r} has no annotation words / concepts to select for"
-        )
-    mask = np.asarray(corpus.word_mask, dtype=bool)
-    if not mask.any():
-        raise ValueError("no image of the training corpus has observed words")
-    y = (np.asarray(corpus.words, dtype=np.float32) > 0).astype(np.float32)
+    mask, words = corpus.observed_words()
+    y = (words > 0).astype(np.float32)
     return np.where(mask[:, None], y, 0.0).astype(np.float32), mask
 
 
@@ -132,11 +127,14 @@ def _knn_edges(z: np.ndarray, k: int):
     return edges
 
 
+# The defaults were chosen by 3-fold cross-validation on training images (scene at
+# 10% and 100% labelled, Corel5k): see docs/sfsls.md, "Defaults".
+@records_hyper
 def _sfsls_fit(
     corpus: Corpus,
+    name: str = "sfsls",
     *,
     rng_key=None,
-    name: str = "sfsls",
     p: float = 0.5,
     alpha: float = 0.1,
     lam: float = 3.0,
@@ -179,19 +177,6 @@ def _sfsls_fit(
     g = np.asarray(state.params.g)
     offset = (y[labelled] - z[labelled] @ g).mean(axis=0)
     history = np.asarray(history)
-    hyper = dict(
-        p=p,
-        alpha=alpha,
-        lam=lam,
-        mu=mu,
-        subspace=subspace,
-        neighbors=neighbors,
-        iterations=iterations,
-        tol=tol,
-        eps=eps,
-        use_unlabelled=use_unlabelled,
-        view=view,
-    )
     params = {
         "g": g,
         "u": np.asarray(state.params.u),
@@ -205,7 +190,7 @@ def _sfsls_fit(
         "iterations": int(state.iteration),
         "cg_residual": float(cg_residual),
     }
-    return Fitted(name, params, hyper, info)
+    return Fitted(name, params, {}, info)
 
 
 def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -214,28 +199,12 @@ def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return z @ np.asarray(fitted.params["u"])
 
 
-#: Defaults chosen by 3-fold cross-validation on training images (scene at 10% and
-#: 100% labelled, Corel5k): see docs/sfsls.md, "Defaults".
-_SFSLS_HYPER = {
-    "p": 0.5,
-    "alpha": 0.1,
-    "lam": 3.0,
-    "mu": 10.0,
-    "subspace": 1,
-    "neighbors": 10,
-    "iterations": 30,
-    "tol": 1e-4,
-    "eps": 1e-8,
-    "use_unlabelled": True,
-    "view": "",
-}
+_SFSLS_HYPER = fit_defaults(_sfsls_fit)
 
 SFSLS = register(
     Method(
         name="sfsls",
-        fit=lambda corpus, *, rng_key=None, **h: _sfsls_fit(
-            corpus, rng_key=rng_key, name="sfsls", **{**_SFSLS_HYPER, **h}
-        ),
+        fit=_sfsls_fit,
         score_words=_scores,
         embed=_embed,
         hyper=dict(_SFSLS_HYPER),
@@ -254,7 +223,7 @@ def _sfss_fit(corpus, *, rng_key=None, **hyper):
     if "p" in hyper and hyper["p"] != 1.0:
         raise ValueError("sfss is the p = 1 case; use sfsls for other p")
     hyper = {**_SFSS_HYPER, **hyper, "p": 1.0}
-    return _sfsls_fit(corpus, rng_key=rng_key, name="sfss", **hyper)
+    return _sfsls_fit(corpus, "sfss", rng_key=rng_key, **hyper)
 
 
 SFSS = register(
@@ -272,6 +241,7 @@ SFSS = register(
 
 
 # ------------------------------------------------------------------------- fsnm
+@records_hyper
 def _fsnm_fit(
     corpus: Corpus,
     *,
@@ -313,14 +283,7 @@ def _fsnm_fit(
             "std": std,
             "ranking": ranking,
         },
-        dict(
-            gamma=gamma,
-            selected=selected,
-            ridge=ridge,
-            iterations=iterations,
-            tol=tol,
-            view=view,
-        ),
+        {},
         {
             "objective": [float(v) for v in history[np.isfinite(history)]],
             "iterations": int(state.iteration),
@@ -333,14 +296,7 @@ FSNM = register(
         name="fsnm",
         fit=_fsnm_fit,
         score_words=_scores,
-        hyper={
-            "gamma": 1.0,
-            "selected": 1.0,
-            "ridge": 10.0,
-            "iterations": 100,
-            "tol": 1e-6,
-            "view": "",
-        },
+        hyper=fit_defaults(_fsnm_fit),
         summary="joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
         "selected features",
         needs=("words",),

@@ -14,14 +14,29 @@ The tables are in :mod:`.hyper_tables`. The ranges are those the fit functions
 accept (or, where they accept a degenerate value silently, those that give a
 meaningful fit); a ``0`` that means "choose automatically" is allowed and said so in
 the help. This module registers no method.
+
+A fit function's keyword-only defaults are the method's defaults
+(:func:`fit_defaults`), and :func:`records_hyper` writes the values of each call into
+its ``Fitted.hyper``, so a method lists its hyper-parameters once, in its signature.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+
 from jaxannot.annotators._hyper_types import HyperSpec
 from jaxannot.annotators.hyper_tables import SHARED, SPECIFIC
 
-__all__ = ["HyperSpec", "SHARED", "SPECIFIC", "spec_for"]
+__all__ = [
+    "HyperSpec",
+    "SHARED",
+    "SPECIFIC",
+    "spec_for",
+    "fit_defaults",
+    "records_hyper",
+]
 
 
 def spec_for(method: str, name: str) -> HyperSpec | None:
@@ -41,3 +56,31 @@ def spec_for(method: str, name: str) -> HyperSpec | None:
     """
     spec = SPECIFIC.get((method, name))
     return spec if spec is not None else SHARED.get(name)
+
+
+def fit_defaults(fit) -> dict:
+    """The hyper-parameter defaults of a fit function: its keyword-only arguments with
+    a default, ``rng_key`` aside, in signature order (a method's ``hyper``)."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(fit).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and p.default is not p.empty and name != "rng_key"
+    }
+
+
+def records_hyper(fit):
+    """``fit`` whose ``Fitted.hyper`` holds the hyper-parameters of the call (those of
+    :func:`fit_defaults`, given or defaulted), updated by what ``fit`` itself records
+    (a value it resolved, e.g. ``"auto"``, or an extra entry)."""
+    signature = inspect.signature(fit)
+    names = tuple(fit_defaults(fit))
+
+    @functools.wraps(fit)
+    def wrapped(*args, **kwargs):
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
+        fitted = fit(*args, **kwargs)
+        hyper = {name: call.arguments[name] for name in names}
+        return dataclasses.replace(fitted, hyper={**hyper, **fitted.hyper})
+
+    return wrapped

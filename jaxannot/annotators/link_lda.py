@@ -14,12 +14,14 @@ import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import link_lda as ll
 
 __all__ = ["LINK_LDA"]
 
 
+@records_hyper
 def _lda_fit(
     corpus: Corpus,
     *,
@@ -54,17 +56,6 @@ def _lda_fit(
         num_inner=int(fold_in_inner),
         gamma0=state.gamma,
     )
-    hyper = dict(
-        topics=topics,
-        iterations=iterations,
-        inner=inner,
-        fold_in_inner=fold_in_inner,
-        alpha=alpha,
-        eta=eta,
-        views=views,
-        bins=bins,
-        visual_views=",".join(names),
-    )
     params = {
         "lambda_text": state.lambdas[0],
         "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
@@ -72,7 +63,10 @@ def _lda_fit(
     }
     params.update(vw.edges_param(edges))
     return Fitted(
-        "link-lda", params, hyper, {"objective": [float(x) for x in objective]}
+        "link-lda",
+        params,
+        {"visual_views": ",".join(names)},
+        {"objective": [float(x) for x in objective]},
     )
 
 
@@ -116,16 +110,7 @@ LINK_LDA = register(
         score_words=_lda_score,
         score_fit_corpus=_lda_score_fit,
         embed=_lda_embed,
-        hyper=dict(
-            topics=50,
-            iterations=100,
-            inner=5,
-            fold_in_inner=50,
-            alpha=0.1,
-            eta=0.01,
-            views="",
-            bins=8,
-        ),
+        hyper=fit_defaults(_lda_fit),
         summary="Link-LDA: per-image topic proportions shared by the views, "
         "variational Bayes (Erosheva et al. 2004)",
         needs=("words",),

@@ -16,12 +16,14 @@ import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import plsa_words as pw
 
 __all__ = ["PLSA_WORDS"]
 
 
+@records_hyper
 def _plsa_fit(
     corpus: Corpus,
     *,
@@ -50,15 +52,6 @@ def _plsa_fit(
     theta, _ = pw.fold_in(state.betas[1], vis, num_iterations=int(fold_in_iterations))
     theta = np.asarray(theta).copy()
     theta[mask] = np.asarray(state.theta)  # annotated images keep their text topics
-    hyper = dict(
-        topics=topics,
-        iterations=iterations,
-        fold_in_iterations=fold_in_iterations,
-        smoothing=smoothing,
-        views=views,
-        bins=bins,
-        visual_views=",".join(names),
-    )
     params = {
         "beta_text": state.betas[0],
         "beta_visual": state.betas[1],
@@ -68,7 +61,7 @@ def _plsa_fit(
     return Fitted(
         "plsa-words",
         params,
-        hyper,
+        {"visual_views": ",".join(names)},
         {
             "objective_text": [float(x) for x in objectives["text"]],
             "objective_visual": [float(x) for x in objectives["visual"]],
@@ -106,14 +99,7 @@ PLSA_WORDS = register(
         score_words=_plsa_score,
         score_fit_corpus=_plsa_score_fit,
         embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
-        hyper=dict(
-            topics=50,
-            iterations=100,
-            fold_in_iterations=50,
-            smoothing=0.01,
-            views="",
-            bins=8,
-        ),
+        hyper=fit_defaults(_plsa_fit),
         summary="pLSA-Words: text-defined pLSA topics, visual fold-in "
         "(Monay & Gatica-Perez 2004)",
         needs=("words",),

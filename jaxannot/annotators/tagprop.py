@@ -41,6 +41,7 @@ from jaxannot.annotators.base import (
     register,
     show_progress,
 )
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
@@ -135,12 +136,11 @@ def pair_distances(queries, database, indices, names, idf):
 
 
 def _training_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
-    if corpus.words is None:
-        raise ValueError(f"dataset {corpus.name!r} has no annotation words")
-    rows = np.flatnonzero(np.asarray(corpus.word_mask, dtype=bool))
+    mask, words = corpus.observed_words()
+    rows = np.flatnonzero(mask)
     if rows.size < 2:
         raise ValueError("TagProp needs at least 2 training images with observed words")
-    return rows, (np.asarray(corpus.words)[rows] > 0).astype(np.float32)
+    return rows, (words[rows] > 0).astype(np.float32)
 
 
 @functools.cache
@@ -150,6 +150,7 @@ def _map(learning_rate: float) -> MAP:
     return MAP(tagprop, optax.adam(learning_rate))
 
 
+@records_hyper
 def _tagprop_fit(
     corpus: Corpus,
     *,
@@ -208,17 +209,7 @@ def _tagprop_fit(
         "distance_scale": np.ones(len(names), np.float32) if scale is None else scale,
         "latent": {name: np.asarray(v) for name, v in result.params.items()},
     }
-    hyper = {
-        "neighbors": neighbors,
-        "variant": variant,
-        "distances": ",".join(names),
-        "boosting": boosting,
-        "balance": balance,
-        "metric": metric,
-        "steps": steps,
-        "learning_rate": learning_rate,
-        "view": view,
-    }
+    hyper = {"distances": ",".join(names), "balance": balance}  # normalized
     info = {
         "num_words": int(words.shape[1]),
         "neighbors_used": k,
@@ -273,17 +264,7 @@ TAGPROP = register(
         name="tagprop",
         fit=_tagprop_fit,
         score_words=_tagprop_score,
-        hyper={
-            "neighbors": 800,
-            "variant": "distance",
-            "distances": "cosine,sqeuclidean,jaccard,idf",
-            "boosting": True,
-            "balance": "word",
-            "metric": "cosine",
-            "steps": 500,
-            "learning_rate": 0.1,
-            "view": "",
-        },
+        hyper=fit_defaults(_tagprop_fit),
         summary="TagProp: neighbour word transfer with learned weights (MAP, numpyro)",
         needs=("words",),
     )

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted, Method, register, show_progress
+from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem import VEM, ExactEStep
@@ -114,6 +115,7 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
     return result, _to_mixture_params(result.params, len(data))
 
 
+@records_hyper
 def _mix_fit(
     corpus: Corpus,
     *,
@@ -134,20 +136,10 @@ def _mix_fit(
     kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
     phi = mu.posterior(params, data)
-    hyper = dict(
-        topics=topics,
-        iterations=iterations,
-        pi_concentration=pi_concentration,
-        beta_concentration=beta_concentration,
-        text_weight=text_weight,
-        views=views,
-        bins=bins,
-        visual_views=",".join(names),
-    )
     return Fitted(
         "mix-unigram",
         _mix_params(params, phi, vw.edges_param(edges)),
-        hyper,
+        {"visual_views": ",".join(names)},
         {"objective": [float(-x) for x in result.losses]},
     )
 
@@ -179,15 +171,7 @@ MIX_UNIGRAM = register(
         score_words=_mix_score,
         score_fit_corpus=_mix_score_fit,
         embed=_mix_embed,
-        hyper=dict(
-            topics=50,
-            iterations=100,
-            pi_concentration=1.0,
-            beta_concentration=1.1,
-            text_weight=1.0,
-            views="",
-            bins=8,
-        ),
+        hyper=fit_defaults(_mix_fit),
         summary="multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
         needs=("words",),
     )
@@ -199,6 +183,7 @@ def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
 
 
+@records_hyper
 def _lap_fit(
     corpus: Corpus,
     *,
@@ -260,27 +245,6 @@ def _lap_fit(
         init = {k: v for k, v in warm.params.items() if k != "terms"}
     result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
     objective = -result.losses[~np.isnan(result.losses)]
-    hyper = dict(
-        topics=topics,
-        lam=lam,
-        neighbors=neighbors,
-        weight=weight,
-        metric=metric,
-        algorithm=algorithm,
-        iterations=iterations,
-        warm_start=warm_start,
-        sweeps=sweeps,
-        newton_steps=newton_steps,
-        gamma=gamma,
-        smoothing_steps=smoothing_steps,
-        schedule=schedule,
-        pi_concentration=pi_concentration,
-        beta_concentration=beta_concentration,
-        text_weight=text_weight,
-        views=views,
-        bins=bins,
-        visual_views=",".join(names),
-    )
     extra = {
         "graph_features": feats,
         "heat_width": np.float32(t),
@@ -289,7 +253,7 @@ def _lap_fit(
     return Fitted(
         "lap-mix-unigram",
         _mix_params(params, result.posteriors, extra),
-        hyper,
+        {"visual_views": ",".join(names)},
         {"objective": [float(x) for x in objective]},
     )
 
@@ -349,26 +313,7 @@ LAP_MIX_UNIGRAM = register(
         score_words=_lap_score,
         score_fit_corpus=_mix_score_fit,
         embed=_lap_embed,
-        hyper=dict(
-            topics=50,
-            lam=1.0,
-            neighbors=10,
-            weight="heat",
-            metric="euclidean",
-            algorithm="lapvar1",
-            iterations=50,
-            warm_start=20,
-            sweeps=1,
-            newton_steps=5,
-            gamma=0.5,
-            smoothing_steps=10,
-            schedule="colouring",
-            pi_concentration=1.0,
-            beta_concentration=1.1,
-            text_weight=1.0,
-            views="",
-            bins=8,
-        ),
+        hyper=fit_defaults(_lap_fit),
         summary="LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
         "(LapVar1/LapVar2, seed 000)",
         needs=("words",),

@@ -116,11 +116,7 @@ def visual(corpus: Corpus, names, edges=None) -> tuple[np.ndarray, ...]:
 
 def text(corpus: Corpus) -> np.ndarray:
     """The annotation words as a count matrix; refuses a corpus with none observed."""
-    if corpus.words is None:
-        raise ValueError(f"corpus {corpus.name!r} has no annotation words to model")
-    if not np.any(np.asarray(corpus.word_mask)):
-        raise ValueError("no image of the fit corpus has observed words")
-    return np.asarray(corpus.words, np.float32)
+    return corpus.observed_words()[1]
 
 
 def check_topics(topics: int) -> None:

@@ -256,6 +256,31 @@ class Corpus:
             labels = np.where(hidden, -1, np.asarray(labels)).astype(np.int32)
         return dataclasses.replace(self, words=words, word_mask=mask, labels=labels)
 
+    def observed_words(self) -> tuple[np.ndarray, np.ndarray]:
+        """The word mask and the words (float32), for a method that learns from them.
+
+        Returns
+        -------
+        mask : bool array [images]
+            ``word_mask``.
+        words : float32 array [images, words]
+            ``words``, every row (hidden ones are zero).
+
+        Raises
+        ------
+        ValueError
+            When the corpus has no annotation words or none of its images has them
+            observed.
+        """
+        if self.words is None:
+            raise ValueError(
+                f"corpus {self.name!r} has no annotation words: no words to learn from"
+            )
+        mask = np.asarray(self.word_mask, dtype=bool)
+        if not mask.any():
+            raise ValueError(f"no image of corpus {self.name!r} has observed words")
+        return mask, np.asarray(self.words, dtype=np.float32)
+
     def observed(self) -> Corpus:
         """The images whose words (or, without words, labels) are observed."""
         if self.words is not None:
