@@ -314,7 +314,7 @@ def _add_logging_options(parser: argparse.ArgumentParser, default) -> None:
     """``-q/--quiet`` and ``-v/--verbose``: the level of the CLI's log handler."""
     group = parser.add_mutually_exclusive_group()
     for flags, level, text in (
-        (("-q", "--quiet"), logging.WARNING, "only warnings and errors on stderr"),
+        (("-q", "--quiet"), logging.WARNING, "no progress: warnings and errors only"),
         (("-v", "--verbose"), logging.DEBUG, "also debug messages (each fit of tune)"),
     ):
         group.add_argument(
