@@ -389,57 +389,55 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
 
 
 _SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
-register(
-    Method(
-        name="dwh-svm",
-        fit=fit_dwh_svm,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper=dict(_DWH_SVM_HYPER),
-        needs=("labels",),
-        summary=f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
+
+
+def _classifier(name, fit, hyper, summary, needs=("labels",), **readouts):
+    """Register a seed-001 classifier: latent-space ``embed`` and class
+    ``predict_labels`` unless ``readouts`` says otherwise."""
+    readouts = {"embed": embed_harmonium, "predict_labels": predict_labels, **readouts}
+    register(
+        Method(
+            name=name,
+            fit=fit,
+            hyper=dict(hyper),
+            needs=needs,
+            summary=summary,
+            **readouts,
+        )
     )
+
+
+_classifier(
+    "dwh-svm",
+    fit_dwh_svm,
+    _DWH_SVM_HYPER,
+    f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
 )
-register(
-    Method(
-        name="twh",
-        fit=fit_twh,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper=dict(_TWH_HYPER),
-        needs=("labels",),
-        summary=f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
-    )
+_classifier(
+    "twh",
+    fit_twh,
+    _TWH_HYPER,
+    f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
 )
-register(
-    Method(
-        name="mmh",
-        fit=fit_mmh,
-        score_words=score_words_mmh,
-        embed=embed_harmonium,
-        predict_labels=predict_labels,
-        hyper=dict(_MMH_HYPER),
-        needs=("labels",),
-        summary=f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
-    )
+_classifier(
+    "mmh",
+    fit_mmh,
+    _MMH_HYPER,
+    f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
+    score_words=score_words_mmh,
 )
-register(
-    Method(
-        name="mmh-regression",
-        fit=fit_mmh_regression,
-        embed=embed_harmonium,
-        predict_labels=predict_regression,
-        hyper=dict(_MMH_REGRESSION_HYPER),
-        summary=f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
-    )
+_classifier(
+    "mmh-regression",
+    fit_mmh_regression,
+    _MMH_REGRESSION_HYPER,
+    f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
+    needs=(),
+    predict_labels=predict_regression,
 )
-register(
-    Method(
-        name="svm",
-        fit=fit_svm,
-        predict_labels=predict_labels,
-        hyper=dict(_FLAT_SVM_HYPER),
-        needs=("labels",),
-        summary="Crammer-Singer linear SVM on the concatenated standardized views",
-    )
+_classifier(
+    "svm",
+    fit_svm,
+    _FLAT_SVM_HYPER,
+    "Crammer-Singer linear SVM on the concatenated standardized views",
+    embed=None,
 )

@@ -213,24 +213,16 @@ def _theta_steps(
     return plain, step
 
 
-def _alternate(
-    rng_key,
-    params,
-    images,
-    *,
-    optimizer,
-    phase_statistics,
-    expected_log_potential,
-    embed,
-    task,
-    v_step,
-    v_init,
-    iterations,
-    inner_steps,
-    pretrain_steps,
-    batch_size=None,
-    standardize=True,
-):
+def _alternate(rng_key, params, images, task, v_init, v_step, pieces, schedule):
+    """The coordinate descent shared by P1 and P2.
+
+    ``pieces`` = ``(optimizer, phase_statistics, expected_log_potential, embed)``,
+    ``schedule`` = ``(iterations, inner_steps, pretrain_steps, batch_size,
+    standardize)``; ``v_init(key, feats)`` and ``v_step(key, feats, v_state, final)``
+    are the task's V-step solver.
+    """
+    optimizer, phase_statistics, expected_log_potential, embed = pieces
+    iterations, inner_steps, pretrain_steps, batch_size, standardize = schedule
     plain, step = _theta_steps(
         optimizer, phase_statistics, expected_log_potential, embed, task, batch_size
     )
@@ -402,22 +394,10 @@ def fit_mmh_classifier(
         )
         return v_state, (labels, cost, v_state.weights), _last(info)
 
+    pieces = (optimizer, phase_statistics, expected_log_potential, embed)
+    schedule = (iterations, inner_steps, pretrain_steps, batch_size, standardize)
     out_params, _, predictor, trace = _alternate(
-        rng_key,
-        params,
-        images,
-        optimizer=optimizer,
-        phase_statistics=phase_statistics,
-        expected_log_potential=expected_log_potential,
-        embed=embed,
-        task="classification",
-        v_step=v_step,
-        v_init=v_init,
-        iterations=iterations,
-        inner_steps=inner_steps,
-        pretrain_steps=pretrain_steps,
-        batch_size=batch_size,
-        standardize=standardize,
+        rng_key, params, images, "classification", v_init, v_step, pieces, schedule
     )
     return MMHResult(out_params, predictor, trace)
 
@@ -475,21 +455,9 @@ def fit_mmh_regressor(
         )
         return v_state, (v_state.beta, v_state.weights), _last(info)
 
+    pieces = (optimizer, phase_statistics, expected_log_potential, embed)
+    schedule = (iterations, inner_steps, pretrain_steps, batch_size, standardize)
     out_params, _, predictor, trace = _alternate(
-        rng_key,
-        params,
-        images,
-        optimizer=optimizer,
-        phase_statistics=phase_statistics,
-        expected_log_potential=expected_log_potential,
-        embed=embed,
-        task="regression",
-        v_step=v_step,
-        v_init=v_init,
-        iterations=iterations,
-        inner_steps=inner_steps,
-        pretrain_steps=pretrain_steps,
-        batch_size=batch_size,
-        standardize=standardize,
+        rng_key, params, images, "regression", v_init, v_step, pieces, schedule
     )
     return MMHResult(out_params, predictor, trace)
