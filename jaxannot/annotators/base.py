@@ -293,8 +293,8 @@ def save(path: str | os.PathLike, fitted: Fitted) -> None:
 
     The arrays go into the archive by their ``/``-joined key paths; the method name,
     hyper-parameters and info go into the JSON entry ``__meta__``. The file is written
-    to a temporary name in the same folder and renamed, so a crash never leaves a
-    half-written model.
+    to a temporary name in the same folder, synced to disk and renamed, so a crash
+    never leaves a half-written model.
     """
     path = os.fspath(path)
     flat = _flatten_params(fitted.params)
@@ -312,6 +312,8 @@ def save(path: str | os.PathLike, fitted: Fitted) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez_compressed(fh, **flat)
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the rename makes it visible
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -332,6 +334,12 @@ def load(path: str | os.PathLike) -> Fitted:
         raise ValueError(f"{path}: cannot read a jaxannot model: {err}") from None
     if meta.get("format") != "jaxannot.fitted":
         raise ValueError(f"{path}: not a jaxannot model")
+    version = meta.get("version")
+    if not isinstance(version, int) or not 1 <= version <= _FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: model file format version {version!r}; this jaxannot reads "
+            f"versions 1 to {_FORMAT_VERSION} (save it again with this version)"
+        )
     return Fitted(
         method=meta["method"],
         params=_unflatten_params(flat),

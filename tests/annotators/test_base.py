@@ -42,6 +42,31 @@ def test_load_rejects_foreign_and_pickled_files(tmp_path):
         load(garbage)
 
 
+def test_save_syncs_before_the_rename(tmp_path, monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append("fsync") or real_fsync(fd))
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: calls.append("replace") or real_replace(a, b)
+    )
+    save(tmp_path / "m.npz", _fitted())
+    assert calls == ["fsync", "replace"]
+
+
+def test_load_refuses_another_format_version(tmp_path):
+    path = tmp_path / "model.npz"
+    save(path, _fitted())
+    with np.load(path) as archive:
+        flat = {k: archive[k] for k in archive.files}
+    meta = json.loads(flat["__meta__"].tobytes().decode())
+    for version in (99, 0, "1"):
+        meta["version"] = version
+        flat["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        np.savez(path, **flat)
+        with pytest.raises(ValueError, match="format version .* reads versions 1 to 1"):
+            load(path)
+
+
 def test_save_failure_leaves_nothing(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
