@@ -45,16 +45,15 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference._qp_subproblem import (
-    WorkingSet,
     add_constraints,
     dual_objective,
-    empty_working_set,
     is_duplicate,
     slot_gradients,
     solve_subproblem,
     violator_candidates,
 )
-from jaxannot.inference.emml import StructuredData
+from jaxannot.inference.emml import EMMLState, StructuredData, run_iterations
+from jaxannot.inference.emml import init as init_emml
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
@@ -66,20 +65,13 @@ __all__ = [
 ]
 
 
-class CuttingPlaneState(NamedTuple):
-    """State after a pass: the working set S, :math:`B`, :math:`F = KB`, the dual
-    objective, pass counter, constraints added (last pass / total), re-solves run,
-    and slot overflows (0 in a valid run)."""
-
-    working_set: WorkingSet
-    coefficients: Array
-    scores: Array
-    objective: Array
-    iteration: Array
-    num_added: Array
-    total_added: Array
-    resolves: Array
-    overflow: Array
+#: State after a pass: the fields of :class:`~jaxannot.inference.emml.EMMLState`
+#: (working set S, :math:`B`, :math:`F = KB`, dual objective, pass counter,
+#: constraints added last pass / in total, slot overflows: 0 in a valid run) and the
+#: re-solves run.
+CuttingPlaneState = NamedTuple(
+    "CuttingPlaneState", [*EMMLState.__annotations__.items(), ("resolves", Array)]
+)
 
 
 class CuttingPlaneInfo(NamedTuple):
@@ -94,20 +86,7 @@ class CuttingPlaneInfo(NamedTuple):
 
 def init(data: StructuredData, capacity: int) -> CuttingPlaneState:
     """Empty constraint sets, :math:`\\mu = 0`."""
-    n, w = data.words.shape
-    dtype = data.kernel.dtype
-    z = jnp.zeros((), jnp.int32)
-    return CuttingPlaneState(
-        working_set=empty_working_set(n, w, capacity, dtype),
-        coefficients=jnp.zeros((n, w), dtype),
-        scores=jnp.zeros((n, w), dtype),
-        objective=jnp.zeros((), dtype),
-        iteration=z,
-        num_added=z,
-        total_added=z,
-        resolves=z,
-        overflow=z,
-    )
+    return CuttingPlaneState(*init_emml(data, capacity), jnp.zeros((), jnp.int32))
 
 
 def build_kernel(
@@ -262,18 +241,9 @@ def fit_cutting_plane(
     f = jnp.full((max_iterations,), jnp.nan, dtype)
     m = jnp.full((max_iterations,), -1, jnp.int32)
     history = CuttingPlaneInfo(f, m, m, m)
-    key = jax.random.key(0)
 
-    def cond(carry):
-        state, _ = carry
+    def going(state, _):
         first = state.iteration == 0
         return (first | (state.num_added > 0)) & (state.iteration < max_iterations)
 
-    def body(carry):
-        state, history = carry
-        it = state.iteration
-        state, info = step(key, state, data)
-        history = jax.tree.map(lambda h, v: h.at[it].set(v), history, info)
-        return state, history
-
-    return jax.lax.while_loop(cond, body, (state, history))
+    return run_iterations(step, jax.random.key(0), data, state, history, going)

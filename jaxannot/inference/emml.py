@@ -72,6 +72,7 @@ __all__ = [
     "init",
     "build_kernel",
     "fit_emml",
+    "run_iterations",
     "kkt_thresholds",
     "theorem_3_5_bound",
 ]
@@ -348,13 +349,20 @@ def fit_emml(
     history = _empty_history(max_iterations, dtype)
     key = jax.random.key(0) if tie_key is None else tie_key
 
-    def cond(carry):
-        state, history = carry
+    def going(state, history):
         it = state.iteration
         first = it == 0
         unsolved = history.subproblem_gap[jnp.maximum(it - 1, 0)] > tolerance
         going = first | (state.num_added > 0) | unsolved
         return going & (it < max_iterations)
+
+    return run_iterations(step, key, data, state, history, going)
+
+
+def run_iterations(step, key, data: StructuredData, state, history, going):
+    """Run ``step(key, state, data) -> (state, info)`` while ``going(state,
+    history)``, writing each ``info`` into ``history`` at ``state.iteration`` (one
+    ``lax.while_loop``); returns the final ``(state, history)``."""
 
     def body(carry):
         state, history = carry
@@ -363,7 +371,7 @@ def fit_emml(
         history = jax.tree.map(lambda h, v: h.at[it].set(v), history, info)
         return state, history
 
-    return jax.lax.while_loop(cond, body, (state, history))
+    return jax.lax.while_loop(lambda carry: going(*carry), body, (state, history))
 
 
 def theorem_3_5_bound(data: StructuredData, c: float, epsilon: float) -> float:

@@ -48,6 +48,7 @@ __all__ = [
     "init",
     "build_kernel",
     "fit_multiclass_svm",
+    "run_dual_epochs",
     "decision_function",
 ]
 
@@ -181,8 +182,32 @@ def fit_multiclass_svm(
     y = jnp.asarray(y, jnp.int32)
     state = init(x, num_classes) if init_state is None else init_state
     step = build_kernel(c)
+    return run_dual_epochs(step, CSInfo, rng_key, state, x, y, max_epochs, tol)
+
+
+def run_dual_epochs(step, info_type, rng_key, state, x, y, max_epochs: int, tol: float):
+    """Run dual coordinate-descent epochs until the relative duality gap is small.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(rng_key, state, x, y) -> (state, info)``, one epoch.
+    info_type : type
+        The ``NamedTuple`` of ``info``, fields ``(primal, dual, gap)``
+        (:class:`CSInfo`, :class:`~jaxannot.inference.svr.SVRInfo`).
+    rng_key, state, x, y
+        The visiting orders' key (folded with the epoch), the start and the data.
+    max_epochs, tol
+        As in :func:`fit_multiclass_svm`.
+
+    Returns
+    -------
+    (state, info)
+        The final state and ``[max_epochs]`` traces of ``info`` (NaN after the
+        stopping epoch).
+    """
     nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
-    trace = CSInfo(nan, nan, nan)
+    trace = info_type(nan, nan, nan)
 
     def cond(carry):
         epoch, _, _, done = carry
@@ -191,7 +216,7 @@ def fit_multiclass_svm(
     def body(carry):
         epoch, s, tr, _ = carry
         s, info = step(jax.random.fold_in(rng_key, epoch), s, x, y)
-        tr = CSInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
+        tr = info_type(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
         done = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
         return epoch + 1, s, tr, done
 

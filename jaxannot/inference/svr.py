@@ -35,6 +35,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference.multiclass_svm import run_dual_epochs
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
@@ -156,23 +157,7 @@ def fit_svr(
             jnp.zeros(x.shape[0], x.dtype), jnp.zeros(x.shape[1], x.dtype)
         )
     step = build_kernel(c1, c2, epsilon)
-    nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
-
-    def cond(carry):
-        epoch, _, _, done = carry
-        return (epoch < max_epochs) & ~done
-
-    def body(carry):
-        epoch, s, tr, _ = carry
-        s, info = step(jax.random.fold_in(rng_key, epoch), s, x, y)
-        tr = SVRInfo(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
-        done = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
-        return epoch + 1, s, tr, done
-
-    _, state, trace, _ = jax.lax.while_loop(
-        cond, body, (jnp.array(0), init_state, SVRInfo(nan, nan, nan), jnp.array(False))
-    )
-    return state, trace
+    return run_dual_epochs(step, SVRInfo, rng_key, init_state, x, y, max_epochs, tol)
 
 
 def multipliers(state: SVRState) -> tuple[Array, Array]:
