@@ -1,7 +1,14 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -34,8 +41,14 @@
 # accuracy-vs-K curves (the paper's Figs. 3-4) are drawn on the reporting corpus as
 # a description only; nothing is chosen from them.
 #
-# Run: `python notebooks/seed000_lap_mix_unigram.py` (full) or `--small` (Corel5k's
-# first 300 training images split 100 / 200, fixed settings, seconds of compute).
+# Run: `python notebooks/seed000_lap_mix_unigram.py` (full: about an hour on a shared
+# 2-core CPU machine; JSON to notebooks/results/seed000_lap_mix_unigram.json, figures
+# to docs/figures/seed000_*.png) or `--small` (Corel5k's first 300 training images
+# split 100 / 200, fixed settings, seconds of compute; used by the tests). As a
+# notebook (`notebooks/seed000_lap_mix_unigram.ipynb`, paired with this file by
+# jupytext), the command-line arguments come from the environment variable
+# `JAXANNOT_NOTEBOOK_ARGS` (e.g. `JAXANNOT_NOTEBOOK_ARGS=--small`); unset, the notebook
+# runs the full mode.
 
 # %%
 from __future__ import annotations
@@ -44,9 +57,15 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
 import sys
 import time
 
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # plain `python`: figures are written, never shown
+import matplotlib.pyplot as plt
 import numpy as np
 
 import jax
@@ -64,9 +83,36 @@ SPLIT_SEED = 0
 TUNE_SEED0 = 100  # tuning subsets use seeds 100, 101, ...; reporting ones 0, 1, ...
 
 
+def _repo_root() -> pathlib.Path:
+    """The repository root: from this file, or (under a kernel) the working dir."""
+    here = (
+        pathlib.Path(__file__).resolve().parent
+        if "__file__" in globals()
+        else pathlib.Path.cwd()
+    )
+    for d in (here, *here.parents):
+        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
+            return d
+    return here.parent
+
+
+ROOT = _repo_root()
+FIGURES = ROOT / "docs" / "figures"
+
+
+def script_argv(argv=None):
+    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
+    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
+    if argv is not None:
+        return list(argv)
+    if "ipykernel" in sys.modules:
+        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
+    return sys.argv[1:]
+
+
 # %%
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description="Seed 000: LapMixUnigram on Corel5k")
     p.add_argument("--small", action="store_true", help="seconds-long smoke run")
     p.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     p.add_argument("--tune-images", type=int, default=2500)
@@ -94,7 +140,7 @@ def parse_args(argv=None):
     )
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--out", default=None, help="JSON path (default notebooks/results)")
-    return p.parse_args(argv)
+    return p.parse_args(script_argv(argv))
 
 
 def floats(s):
@@ -153,23 +199,34 @@ def _cached(fn):
     return wrapped
 
 
-@_cached
-def run(corpus_id, corpus, name, seed, hyper):
-    """One transductive run: a random 25 % of `corpus` annotated, the rest scored.
-
-    `corpus_id` names the corpus (for the resume cache only)."""
-    task = make_task(
+def transductive_task(corpus, seed):
+    """A random 25 % of `corpus` annotated (subset `seed`), the rest to predict."""
+    return make_task(
         corpus, None, protocol="transductive", labelled_fraction=0.25, seed=seed
     )
+
+
+def fit_and_score(task, name, seed, hyper):
+    """Word scores of `task`'s evaluation rows from method `name` fitted with key
+    `seed` and `hyper` over its defaults."""
     m = get_method(name)
-    start = time.perf_counter()
     fitted = m.fit(task.train, rng_key=jax.random.key(seed), **{**m.hyper, **hyper})
     scores = (
         m.score_fit_corpus(fitted)
         if m.score_fit_corpus is not None
         else m.score_words(fitted, task.test)
     )
-    scores = np.asarray(scores)[task.eval_rows]
+    return np.asarray(scores)[task.eval_rows]
+
+
+@_cached
+def run(corpus_id, corpus, name, seed, hyper):
+    """One transductive run: a random 25 % of `corpus` annotated, the rest scored.
+
+    `corpus_id` names the corpus (for the resume cache only)."""
+    task = transductive_task(corpus, seed)
+    start = time.perf_counter()
+    scores = fit_and_score(task, name, seed, hyper)
     return {
         "method": name,
         "seed": seed,
@@ -393,7 +450,7 @@ def main(argv=None):
         all_k = sorted(
             {k for t in tuning.values() for k in t.get("grids", {}).get("topics", [])}
         )
-        # %% tables (markdown)
+        # the tables (markdown)
         lines = [
             f"Tuning corpus ({len(tune_ids)} images, {args.tune_seeds} random 25 % "
             "subsets): chosen settings",
@@ -453,15 +510,13 @@ def main(argv=None):
         stem = "seed000_lap_mix_unigram" + ("_small" if args.small else "")
         if set(methods) != set(METHODS):
             stem += "_" + "_".join(methods)
-        out = args.out or str(
-            pathlib.Path(__file__).parent / "results" / f"{stem}.json"
-        )
+        out = args.out or str(ROOT / "notebooks" / "results" / f"{stem}.json")
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
         payload = dict(
             dataset="corel5k (train + test)"
             + (", 300-image subset" if args.small else ""),
             protocol="transductive, labelled_fraction=0.25",
-            command=" ".join([pathlib.Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
+            command=" ".join(["seed000_lap_mix_unigram.py"] + script_argv(argv)),
             split=dict(
                 seed=args.split_seed,
                 tuning_images=tune_ids.tolist(),
@@ -523,5 +578,217 @@ def main(argv=None):
     return write(curve)
 
 
+# %% [markdown]
+# ## Figures and example annotations
+#
+# **Accuracy and Complete Length against K** (the paper's Figs. 3-4, which plot both
+# measures against the number of topics for the mixture of unigrams, pLSA-Words,
+# Link-LDA and LapMixUnigram, with the word-frequency baseline). Ours are drawn from
+# the descriptive curves above: the reporting corpus, one random 25 % subset (seed 0),
+# each method's other settings as chosen on the tuning corpus, every K that any
+# method's search visited; the word-frequency baseline (`empirical`) has no K and is
+# a dashed line. The star on each curve is the K chosen on the tuning corpus, drawn
+# at its reported mean ± sd over the `--seeds` reporting subsets (so it need not sit
+# on the seed-0 curve). In full mode the figures are written to
+# `docs/figures/seed000_accuracy_vs_k.png` and
+# `docs/figures/seed000_complete_length_vs_k.png`.
+#
+# **Example annotations** (the paper shows a few Corel images with their truth words
+# and the words the models predict). The dataset here has only Corel5k's features
+# (blob tokens) and words -- no image files -- so the examples are a text table:
+# a few predicted images of reporting subset 0 (spread evenly over its evaluation
+# rows; numbered by their row in Corel5k's training-then-test images), their truth
+# words, and the top 5 words of LapMixUnigram and of the mixture of unigrams at the
+# chosen settings (a word in the truth is in bold). The two methods are re-fitted for
+# this on reporting subset 0 with the same key as the reported run of that subset,
+# and the accuracy of the re-fit is printed next to the reported one.
+
+
+# %%
+CURVE_STYLE = {
+    "mix-unigram": dict(color="C0", marker="o"),
+    "plsa-words": dict(color="C2", marker="s"),
+    "link-lda": dict(color="C4", marker="^"),
+    "lap-mix-unigram": dict(color="C3", marker="D", lw=2.2),
+}
+METRIC_LABEL = {
+    "accuracy": "Accuracy (top-|truth| precision; higher is better)",
+    "complete_length": "Complete Length (rank covering the truth; lower is better)",
+}
+
+
+def curves(payload):
+    """method -> sorted [(K, accuracy, complete length)] of the descriptive curves
+    (K = 0 for the word-frequency baseline)."""
+    out = {}
+    for key, v in payload["curve"].items():
+        name, k = key.split("/K=")
+        out.setdefault(name, []).append((int(k), v["accuracy"], v["complete_length"]))
+    return {n: sorted(pts) for n, pts in out.items()}
+
+
+def plot_vs_k(payload, metric):
+    col = 1 if metric == "accuracy" else 2
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    all_k, starred = set(), False
+    for name, pts in curves(payload).items():
+        if name == "empirical":
+            ax.axhline(
+                pts[0][col], color="0.4", ls="--", label="empirical (word frequency)"
+            )
+            continue
+        ks = [p[0] for p in pts]
+        all_k.update(ks)
+        style = CURVE_STYLE.get(name, {})
+        ax.plot(ks, [p[col] for p in pts], label=name, ms=4, **style)
+        f = payload["final"][name]
+        ax.errorbar(
+            [f["topics"]],
+            [f[f"{metric}_mean"]],
+            yerr=[f[f"{metric}_std"]],
+            color=style.get("color"),
+            marker="*",
+            ms=13,
+            mec="k",
+            capsize=3,
+            label=None
+            if starred
+            else f"chosen K: mean ± sd over {f['seeds']} reporting subsets",
+        )
+        starred = True
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(all_k), [str(k) for k in sorted(all_k)])
+    ax.minorticks_off()
+    ax.set_xlabel("K (number of topics)")
+    ax.set_ylabel(METRIC_LABEL[metric], fontsize=9)
+    n_report = len(payload["split"]["reporting_images"])
+    ax.set_title(
+        f"Corel5k reporting corpus ({n_report} images), transductive 25 %: "
+        f"{metric.replace('_', ' ')} vs K",
+        fontsize=9,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save(fig, name, args):
+    if not args.small:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / name, dpi=100, bbox_inches="tight")
+
+
+EXAMPLE_METHODS = ("lap-mix-unigram", "mix-unigram")
+
+
+def example_annotations(payload, args, n_images=8, top=5, seed=0):
+    """Truth words and the top `top` words of EXAMPLE_METHODS for `n_images`
+    predicted images of reporting subset `seed` (re-fitted at the chosen settings)."""
+    _, report_corpus, _, report_ids = split_corpus(args)
+    task = transductive_task(report_corpus, seed)
+    words = report_corpus.word_names
+    picks = np.linspace(0, len(task.eval_rows) - 1, n_images).round().astype(int)
+    truth = np.asarray(task.truth_words) > 0
+    out = dict(
+        seed=seed,
+        images=[int(report_ids[task.eval_rows[i]]) for i in picks],
+        truth=[[words[j] for j in np.flatnonzero(truth[i])] for i in picks],
+        methods={},
+    )
+    for name in (m for m in EXAMPLE_METHODS if m in payload["tuning"]):
+        t = payload["tuning"][name]
+        hyper = {**t["chosen"], **t["fixed"]}
+        scores = fit_and_score(task, name, seed, hyper)
+        reported = next(
+            r["accuracy"]
+            for r in payload["runs"]
+            if r["method"] == name and r["seed"] == seed and r["hyper"] == hyper
+        )
+        ranked = np.argsort(-scores, axis=1, kind="stable")[:, :top]
+        out["methods"][name] = dict(
+            hyper=hyper,
+            accuracy=float(metrics.annotation_accuracy(scores, task.truth_words)),
+            reported_accuracy=float(reported),
+            top=[[words[j] for j in ranked[i]] for i in picks],
+        )
+    return out
+
+
+def examples_table(ex) -> str:
+    names = list(ex["methods"])
+    lines = [
+        f"Example annotations, reporting subset {ex['seed']} (bold: in the truth):",
+        "",
+        "| image | truth | " + " | ".join(f"{n} (top 5)" for n in names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for i, image in enumerate(ex["images"]):
+        truth = ex["truth"][i]
+        cells = [
+            ", ".join(
+                f"**{w}**" if w in truth else w for w in ex["methods"][n]["top"][i]
+            )
+            for n in names
+        ]
+        lines.append(f"| #{image} | {', '.join(truth)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for n in names:
+        m = ex["methods"][n]
+        lines.append(
+            f"- {n}: re-fit accuracy {m['accuracy']:.4f} on subset {ex['seed']} "
+            f"(reported run: {m['reported_accuracy']:.4f})"
+        )
+    return "\n".join(lines)
+
+
+class _Markdown(str):
+    """A string shown as rendered markdown under a kernel (plain text elsewhere)."""
+
+    def _repr_markdown_(self):
+        return str(self)
+
+    def __repr__(self):
+        return str(self)
+
+
+def show_markdown(text):
+    if "ipykernel" in sys.modules:
+        from IPython.display import display
+
+        display(_Markdown(text))
+    else:
+        print(text)
+
+
+# %% [markdown]
+# ## Run
+
+
+# %%
 if __name__ == "__main__":
-    main()
+    payload = main()
+
+# %%
+if __name__ == "__main__":
+    args = parse_args()
+    for name, pts in curves(payload).items():
+        print(
+            f"{name}: K, accuracy, CL",
+            [(k, round(a, 4), round(c, 1)) for k, a, c in pts],
+        )
+    fig = plot_vs_k(payload, "accuracy")
+    save(fig, "seed000_accuracy_vs_k.png", args)
+
+# %%
+if __name__ == "__main__":
+    fig = plot_vs_k(payload, "complete_length")
+    save(fig, "seed000_complete_length_vs_k.png", args)
+
+# %%
+if __name__ == "__main__":
+    examples = example_annotations(payload, args)
+    show_markdown(examples_table(examples))
+    if not args.small and not args.out:
+        path = ROOT / "notebooks" / "results" / "seed000_lap_mix_unigram_examples.json"
+        path.write_text(json.dumps(examples, indent=1) + "\n")

@@ -101,3 +101,48 @@ def test_modelling_notebook(data_root, tmp_path):
     steps = dict(re.findall(r"^(.+?)\s+(\d+) steps, final", out, re.M))
     assert len(steps) == 6, steps
     assert sorted(int(v) for v in steps.values()) == [15] * 5 + [150]
+
+
+def test_seed000_lap_mix_unigram_notebook(data_root, tmp_path):
+    result_path = tmp_path / "seed000.json"
+    nb, pngs, out = run(
+        "seed000_lap_mix_unigram", data_root, f"--small --out {result_path}"
+    )
+    # accuracy vs K, complete length vs K
+    assert len(pngs) == 2
+    result = json.loads(result_path.read_text())
+    final = result["final"]
+    assert set(final) == {
+        "empirical",
+        "mix-unigram",
+        "plsa-words",
+        "link-lda",
+        "lap-mix-unigram",
+    }
+    # the small-mode figures of tests/notebooks/test_seed000_lap_mix_unigram.py
+    # (200 reporting images): LapMixUnigram 0.426 / 31.0, mix-unigram 0.297 / 32.9
+    lap, mix = final["lap-mix-unigram"], final["mix-unigram"]
+    assert lap["accuracy_mean"] > mix["accuracy_mean"] + 0.05, (lap, mix)
+    assert lap["complete_length_mean"] < mix["complete_length_mean"], (lap, mix)
+    # the curves printed for the figures: one K (4) per topic model, in [0, 1] and
+    # a complete length within the 374-word vocabulary
+    curves = {
+        name: ast.literal_eval(pts)
+        for name, pts in re.findall(r"^([\w-]+): K, accuracy, CL (\[.*\])$", out, re.M)
+    }
+    assert set(curves) == set(final)
+    for name, pts in curves.items():
+        for k, acc, cl in pts:
+            assert k == (0 if name == "empirical" else 4)
+            assert 0.0 < acc < 1.0 and 1.0 <= cl <= 374.0, (name, pts)
+    # the example annotations: 8 predicted images, truth and top-5 words of both
+    # methods; the re-fit reproduces the reported run of subset 0
+    rows = re.findall(r"^\| #(\d+) \| (.+?) \| (.+?) \| (.+?) \|$", out, re.M)
+    assert len(rows) == 8, out[-3000:]
+    for _, truth, lap_words, mix_words in rows:
+        assert truth and len(lap_words.split(", ")) == 5
+        assert len(mix_words.split(", ")) == 5
+    refits = re.findall(r"re-fit accuracy ([\d.]+) .*reported run: ([\d.]+)", out)
+    assert len(refits) == 2
+    for refit, reported in refits:
+        assert abs(float(refit) - float(reported)) < 1e-3
