@@ -49,13 +49,14 @@ from jaxannot.annotators.harmoniums import (
     _elp,
     _encode,
     _fitted,
+    _harmonium_views,
     _infer_free_view,
     _init,
+    _init_and_train,
     _labels,
     _model,
     _optimizer,
     _phase_statistics,
-    _train_cd,
     _view_setup,
     embed_harmonium,
     predict_labels,
@@ -119,11 +120,9 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     hyper = {**_DWH_SVM_HYPER, **hyper}
     labels, num_classes = _labels(corpus, "dwh-svm")
     train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
-    params = _init(k_init, kinds, views, hyper)
-    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
     hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, scale = hidden.mean(0), hidden.std(0) + 1e-6
@@ -202,14 +201,12 @@ def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     train = corpus.subset(labels >= 0)
     labels = np.asarray(train.labels)
     words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
-    num_features = len(views)
+    wing = None
     if words_wing:  # last, so that hidden_mean over views[:num_features] skips it
-        kinds = [*kinds, "bernoulli"]
-        names = [*names, "__words__"]
-        views = [*views, jnp.asarray((np.asarray(train.words) > 0), jnp.float32)]
-        totals = [*totals, jnp.ones(train.num_images)]
+        words = jnp.asarray((np.asarray(train.words) > 0), jnp.float32)
+        wing = ("__words__", "bernoulli", words)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing)
+    num_features = len(views) - bool(words_wing)
     k_init, k_fit = jax.random.split(rng_key)
     params = _init(k_init, kinds, views, hyper)
     res = mmh_inf.fit_mmh_classifier(
@@ -298,8 +295,7 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     hyper = {**_MMH_REGRESSION_HYPER, **hyper}
     train, target = _regression_data(corpus, hyper)
     mean, std = float(target.mean()), float(target.std() + 1e-12)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
     k_init, k_fit = jax.random.split(rng_key)
     params = _init(k_init, kinds, views, hyper)
     res = mmh_inf.fit_mmh_regressor(
@@ -342,20 +338,16 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     hyper = {**_TWH_HYPER, **hyper}
     labels, num_classes = _labels(corpus, "twh")
     train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
     onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
-    kinds = [*kinds, "softmax"]
-    views = [*views, onehot]
-    totals = [*totals, jnp.ones(train.num_images)]
+    wing = ("__labels__", "softmax", onehot)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing)
     k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
     return _fitted(
         "twh",
         params,
         hyper,
-        [*names, "__labels__"],
+        names,
         kinds,
         scaling,
         num_classes=num_classes,

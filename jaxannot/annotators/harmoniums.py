@@ -86,6 +86,28 @@ def _view_setup(corpus, bag_model: str):
     return names, kinds, scaling
 
 
+def _harmonium_views(train, hyper, wing=None, first: bool = False):
+    """``(names, kinds, scaling, views, totals)``: the encoded feature views of
+    ``train`` plus an optional extra ``wing = (name, kind, values)`` (total 1 per
+    image), in front when ``first`` else at the back."""
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    if wing is not None:
+        extra = [[w] for w in wing] + [[jnp.ones(train.num_images)]]
+        lists = [names, kinds, views, totals]
+        joined = [
+            [*e, *x] if first else [*x, *e] for e, x in zip(extra, lists, strict=True)
+        ]
+        names, kinds, views, totals = joined
+    return names, kinds, scaling, views, totals
+
+
+def _init_and_train(k_init, k_fit, kinds, views, totals, hyper):
+    """Initialize a harmonium on ``views`` and fit it by CD: ``(params, cd_gaps)``."""
+    params = _init(k_init, kinds, views, hyper)
+    return _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+
+
 def _encode(corpus, names, kinds, scaling):
     views, totals = [], []
     n = corpus.num_images
@@ -250,20 +272,16 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
             "has none (for classification use 'dwh-svm')"
         )
     train = corpus.observed()
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
     words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
-    kinds = ["bernoulli", *kinds]
-    views = [words, *views]
-    totals = [jnp.ones(train.num_images), *totals]
+    wing = ("__words__", "bernoulli", words)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing, True)
     k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    params, gaps = _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
     return _fitted(
         "dwh",
         params,
         hyper,
-        ["__words__", *names],
+        names,
         kinds,
         scaling,
         cd_gap=gaps[-10:].tolist(),
