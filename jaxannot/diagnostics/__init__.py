@@ -28,30 +28,8 @@ M. Stephens. Dealing with label switching in mixture models. JRSS-B 62, 2000.
 H. W. Kuhn. The Hungarian method for the assignment problem. 1955.
 """
 
+from jaxannot.diagnostics import restarts
 from jaxannot.diagnostics.fits import to_inference_data
-from jaxannot.diagnostics.restarts import (
-    align_topics,
-    diagnose_restarts,
-    guide_draws,
-    match_topics,
-    nuts_draws,
-    objective_traces,
-    restarts_to_inference_data,
-    summary,
-    topic_posteriors,
-    topic_word_matrix,
-)
+from jaxannot.diagnostics.restarts import *  # noqa: F403 (its __all__, below)
 
-__all__ = [
-    "match_topics",
-    "align_topics",
-    "restarts_to_inference_data",
-    "nuts_draws",
-    "guide_draws",
-    "objective_traces",
-    "topic_posteriors",
-    "summary",
-    "topic_word_matrix",
-    "diagnose_restarts",
-    "to_inference_data",
-]
+__all__ = [*restarts.__all__, "to_inference_data"]

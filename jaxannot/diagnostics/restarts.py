@@ -1,16 +1,7 @@
 r"""Topic restarts and NUTS chains as arviz InferenceData, aligned before R-hat.
 
-Topic models are identifiable only up to a permutation of the topics (label
-switching): two restarts, or two NUTS chains, that find the same topics in a different
-order make raw R-hat meaningless. :func:`align_topics` matches every chain's topics to
-a reference chain's by the Hungarian algorithm on the L1 distance between mean
-topic-word distributions (``scipy.optimize.linear_sum_assignment``), and permutes every
-topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
-
-References
-----------
-M. Stephens. Dealing with label switching in mixture models. JRSS-B 62, 2000.
-H. W. Kuhn. The Hungarian method for the assignment problem. 1955.
+Why the topics are aligned first (label switching), how (:func:`align_topics`) and
+the references: see :mod:`jaxannot.diagnostics`.
 """
 
 from __future__ import annotations

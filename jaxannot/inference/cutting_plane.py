@@ -52,7 +52,12 @@ from jaxannot.inference._qp_subproblem import (
     solve_subproblem,
     violator_candidates,
 )
-from jaxannot.inference.emml import EMMLState, StructuredData, run_iterations
+from jaxannot.inference.emml import (
+    EMMLState,
+    StructuredData,
+    next_state,
+    run_iterations,
+)
 from jaxannot.inference.emml import init as init_emml
 from jaxannot.types import Array, PRNGKey
 
@@ -187,15 +192,8 @@ def build_kernel(
         )
         objective = dual_objective(ws, coef, scores)
         new = CuttingPlaneState(
-            working_set=ws,
-            coefficients=coef,
-            scores=scores,
-            objective=objective,
-            iteration=state.iteration + 1,
-            num_added=added,
-            total_added=state.total_added + added,
-            resolves=state.resolves + resolves,
-            overflow=state.overflow + overflow,
+            *next_state(state, ws, coef, scores, objective, added, overflow),
+            state.resolves + resolves,
         )
         info = CuttingPlaneInfo(
             objective=objective,

@@ -33,14 +33,11 @@ buffers, ``lax.while_loop`` over outer iterations, batched kernel algebra.
 number of active constraints and the number added. The exact solver over per-VRep
 mixtures, with no working-set cap, is :mod:`jaxannot.inference.emml_exact`.
 
-Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related: US
-8,923,630 and US 10,007,679). This implementation is provided for research; check the
-patents' status before any commercial use.
+The patent notice of the EMML method is in :mod:`jaxannot.models.structured_output`.
 
 References
 ----------
-Z. Guo, Z. Zhang, E. P. Xing, C. Faloutsos. Multimodal Data Mining in a Multimedia
-Database Based on Structured Max Margin Learning. ACM TKDD 10(3), 2016 (Section 3).
+Guo et al. 2016 (Section 3), as cited in :mod:`jaxannot.models.structured_output`.
 E. Osuna, R. Freund, F. Girosi. An improved training algorithm for support vector
 machines. IEEE NNSP 1997.
 """
@@ -73,6 +70,7 @@ __all__ = [
     "build_kernel",
     "fit_emml",
     "run_iterations",
+    "next_state",
     "kkt_thresholds",
     "theorem_3_5_bound",
 ]
@@ -167,6 +165,22 @@ def init(data: StructuredData, capacity: int) -> EMMLState:
     )
 
 
+def next_state(state, ws, coefficients, scores, objective, num_added, overflow):
+    """The :class:`EMMLState` after an iteration from ``state`` that ends with
+    ``ws, coefficients, scores, objective``, ``num_added`` constraints moved in and
+    ``overflow`` violators dropped."""
+    return EMMLState(
+        ws,
+        coefficients,
+        scores,
+        objective,
+        state.iteration + 1,
+        num_added,
+        state.total_added + num_added,
+        state.overflow + overflow,
+    )
+
+
 def kkt_thresholds(ws: WorkingSet, scores: Array, c: float) -> Array:
     """:math:`\\theta_i`: the largest gradient among VRep ``i``'s variables that could
     give up mass — its positive multipliers and, when :math:`\\sum\\mu_i < C`, the slack
@@ -248,16 +262,7 @@ def build_kernel(
             max_violation = jnp.maximum(
                 max_violation, jnp.max(jnp.where(fresh, violation, -jnp.inf))
             )
-        new_state = EMMLState(
-            working_set=ws,
-            coefficients=coef,
-            scores=scores,
-            objective=objective,
-            iteration=state.iteration + 1,
-            num_added=num_added,
-            total_added=state.total_added + num_added,
-            overflow=state.overflow + overflow,
-        )
+        new_state = next_state(state, ws, coef, scores, objective, num_added, overflow)
         info = EMMLInfo(
             objective=objective,
             num_active=num_active,

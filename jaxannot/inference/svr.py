@@ -129,19 +129,13 @@ def fit_svr(
 
     Parameters
     ----------
-    rng_key : PRNGKey
-        Key for the visiting order.
-    x : [n, F] array
-        Features (append a column of ones for an offset).
+    rng_key, x, max_epochs, tol
+        As in :func:`~jaxannot.inference.multiclass_svm.fit_multiclass_svm`.
     y : [n] array
         Targets.
     c1, c2, epsilon : float
         Seed 001's :math:`C_1` (weight of :math:`\\|V\\|^2`), :math:`C_2` (box of the
         multipliers) and the insensitivity :math:`\\epsilon`.
-    max_epochs : int
-        Epoch budget (static).
-    tol : float
-        Stop once ``gap <= tol * max(1, |primal|)``.
     init_state : SVRState, optional
         Warm start.
 

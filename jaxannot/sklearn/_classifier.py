@@ -55,16 +55,7 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         return self
 
     def predict(self, X):
-        """Class labels (of ``classes_``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images,)
-        """
+        """Class labels (of ``classes_``) ``(n_images,)`` of ``X`` as in :meth:`fit`."""
         corpus = self._query(X)  # checks it is fitted first
         labels = self._registered().predict_labels(self.fitted_, corpus)
         return self.classes_[np.asarray(labels)]
@@ -73,33 +64,9 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """Class scores (higher = more likely): ``(n_images, n_classes)``, or for two
         classes the score difference ``classes_[1]`` minus ``classes_[0]`` as
-        ``(n_images,)``, as sklearn's classifiers return.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images, n_classes) or (n_images,)
-        """
+        ``(n_images,)``, as sklearn's classifiers return; ``X`` as in :meth:`fit`."""
         from jaxannot.annotators.harmoniums import score_classes
 
         corpus = self._query(X)  # checks it is fitted first
         scores = np.asarray(score_classes(self.fitted_, corpus))
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores
-
-    @available_if(lambda self: self._has_protocol("embed"))
-    def embed(self, X):
-        """The method's latent representation of each image (hidden units).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images, n_dims)
-        """
-        corpus = self._query(X)  # checks it is fitted first
-        return np.asarray(self._registered().embed(self.fitted_, corpus))

@@ -255,6 +255,14 @@ class _Shared:
         method = self._registered()
         return method.fit(corpus, rng_key=self._random_key(), **self._hyper())
 
+    @available_if(lambda self: self._has_protocol("embed"))
+    def embed(self, X):
+        """The method's latent representation of each image (topic proportions,
+        hidden units, ...), where it has one: ``(n_images, n_dims)``, of ``X`` as in
+        ``fit``."""
+        corpus = self._query(X)  # checks it is fitted first
+        return np.asarray(self._registered().embed(self.fitted_, corpus))
+
 
 # ================================================================ annotators
 class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
@@ -327,16 +335,8 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """Word scores, higher = more relevant.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images, n_words)
-        """
+        """Word scores, higher = more relevant: ``(n_images, n_words)``, of ``X`` as in
+        :meth:`fit`."""
         corpus = self._query(X)
         scores = self._registered().score_words(self.fitted_, corpus)
         return np.asarray(scores)
@@ -345,30 +345,13 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
     def predict_proba(self, X):
         """The word scores of methods whose scores are probabilities in [0, 1]
         (:data:`PROBABILITY_METHODS` says what each one means); the same array as
-        :meth:`decision_function`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images, n_words)
-        """
+        :meth:`decision_function`."""
         return self.decision_function(X)
 
     def predict(self, X):
         """The ``n_words`` best-scored words of each image as a 0/1 matrix (ties go
-        to the lower word index, as in :mod:`jaxannot.metrics`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of int of shape (n_images, n_words)
-        """
+        to the lower word index, as in :mod:`jaxannot.metrics`): an int array
+        ``(n_images, n_words)``, of ``X`` as in :meth:`fit`."""
         n = self.n_words
         if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n_words must be a positive integer, got {n!r}")
@@ -379,22 +362,6 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         out = np.zeros(scores.shape, dtype=np.int64)
         np.put_along_axis(out, top, 1, axis=1)
         return out
-
-    @available_if(lambda self: self._has_protocol("embed"))
-    def embed(self, X):
-        """The method's latent representation of each image (topic proportions,
-        hidden units, ...), where it has one.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-
-        Returns
-        -------
-        ndarray of shape (n_images, n_dims)
-        """
-        corpus = self._query(X)  # checks it is fitted first
-        return np.asarray(self._registered().embed(self.fitted_, corpus))
 
     def score(self, X, y):
         """Mean average precision of the word scores (images ranked per word,
