@@ -30,6 +30,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -222,11 +223,13 @@ def main(argv=None):
         "--out",
         default=str(pathlib.Path(__file__).parent / "results" / "ale_scale.json"),
     )
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
 
     gen = ConceptGenerator(dims=args.dims, concepts=args.concepts)
     x_test, y_test = gen.materialize(stream=2, n=args.test, chunk=args.chunk)
-    result = {"device": jax.devices()[0].platform, "cpu_count": os.cpu_count()}
+    result = {"device": device_record(), "cpu_count": os.cpu_count()}
 
     # ---- the full streaming run (data regenerated per pass, never materialized)
     if not args.skip_full:

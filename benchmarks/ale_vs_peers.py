@@ -26,6 +26,7 @@ import numpy as np
 import jax
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from _device import add_device_argument, device_record, use_device  # noqa: E402
 from ale_scale import (  # noqa: E402
     ConceptGenerator,
     fit_linearsvc,
@@ -73,7 +74,9 @@ def main(argv=None):
         "--out",
         default=str(pathlib.Path(__file__).parent / "results" / "ale_vs_peers.json"),
     )
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
     from sklearn.manifold import SpectralEmbedding
 
     gen = ConceptGenerator(dims=args.dims)
@@ -120,6 +123,7 @@ def main(argv=None):
         ),
         "rows": rows,
         "peak_rss_mb": peak_rss_mb(),
+        "device": device_record(),
     }
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ ranking words by their training frequency? (Corel5k: word F1@5 and MAP; scene: M
 
 Every method runs in its own process (one failure or memory blow-up loses one row);
 the JSON is rewritten after each method so an interrupted run keeps what it measured.
+``--device`` reaches those processes as ``JAX_PLATFORMS``; this process itself never
+starts a JAX backend (the device record comes from a child too).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from _device import add_device_argument, child_device_record, child_env
+
 from jaxannot.annotators import available_methods, get_method
 
 
@@ -33,7 +37,7 @@ def annotation_methods() -> list[str]:
     )
 
 
-def run_one(method: str, dataset: str, timeout: float) -> dict:
+def run_one(method: str, dataset: str, timeout: float, device: str = "auto") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
         cmd = [
@@ -50,7 +54,12 @@ def run_one(method: str, dataset: str, timeout: float) -> dict:
         start = time.perf_counter()
         try:
             proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, check=False
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                env=child_env(device),
             )
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:.0f} s"}
@@ -69,13 +78,16 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=None)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", required=True)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = child_device_record(args.device)  # checks --device, in a child
 
     methods = args.methods or annotation_methods()
     report = {
         "dataset": args.dataset,
         "protocol": "inductive (the dataset's split), defaults, seed 0",
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "device": device,
         "command": "python benchmarks/defaults_vs_empirical.py --dataset "
         f"{args.dataset}",
         "results": {},
@@ -85,7 +97,7 @@ def main() -> None:
             report["results"] = json.load(fh).get("results", {})
     for method in methods:
         print(f"{method} on {args.dataset} ...", file=sys.stderr, flush=True)
-        row = run_one(method, args.dataset, args.timeout)
+        row = run_one(method, args.dataset, args.timeout, args.device)
         keep = {
             k: row[k]
             for k in ("metrics", "params", "fit_seconds", "wall_seconds", "error")

@@ -35,6 +35,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -117,7 +118,9 @@ def main(argv=None):
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/emml_vs_cutting_plane.json")
+    add_device_argument(p)
     a = p.parse_args(argv)
+    use_device(a.device)
 
     if a.synthetic:
         vreps, gamma, source = synthetic_vreps(a.vreps, a.seed)
@@ -296,6 +299,7 @@ def main(argv=None):
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "jax": jax.__version__,
+        "device": device_record(),
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as fh:

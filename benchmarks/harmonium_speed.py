@@ -27,6 +27,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 from sklearn.neural_network import BernoulliRBM
 
 import jax
@@ -61,7 +62,9 @@ def main(argv=None):
         "--sweeps", type=int, default=10, help="TWH test-time mean-field sweeps"
     )
     parser.add_argument("--out", default="benchmarks/results/harmonium_speed.json")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
 
     synth = make_synthetic(
         seed=0,
@@ -84,6 +87,7 @@ def main(argv=None):
         "config": vars(args),
         "machine": platform.platform(),
         "jax_backend": jax.default_backend(),
+        "device": device_record(),
     }
 
     rows = {}

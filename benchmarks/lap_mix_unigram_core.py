@@ -31,6 +31,7 @@ import os
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -100,7 +101,9 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None)
+    add_device_argument(p)
     args = p.parse_args(argv)
+    use_device(args.device)
 
     train, test = load_dataset("corel5k", data_dir=args.data_dir)
     task = make_task(train, test, protocol="transductive", seed=args.seed)
@@ -139,7 +142,7 @@ def main(argv=None):
             **results[name],
         }
     out["core_over_hand"] = out["core"]["seconds"] / out["hand"]["seconds"]
-    out["device"] = str(jax.devices()[0])
+    out["device"] = device_record()
     print(json.dumps(out, indent=1))
     if args.json:
         with open(args.json + ".tmp", "w") as f:

@@ -42,6 +42,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -94,7 +95,9 @@ def main(argv=None):
         default=None,
         help="default benchmarks/results/link_lda_vs_sklearn_<corpus>.json",
     )
+    add_device_argument(ap)
     args = ap.parse_args(argv)
+    use_device(args.device)
     rng = np.random.default_rng(args.seed)
     if args.corpus == "corel5k":
         from jaxannot.data.datasets import load_dataset
@@ -256,7 +259,7 @@ def main(argv=None):
         / results["sklearn"]["heldout_perplexity"],
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         jax=jax.__version__,
-        device=str(jax.devices()[0]),
+        device=device_record(),
         command="python benchmarks/link_lda_vs_sklearn.py"
         + ("" if argv is None else " " + " ".join(argv)),
     )

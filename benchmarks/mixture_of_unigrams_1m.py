@@ -26,6 +26,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -70,7 +71,9 @@ def main(argv=None):
             pathlib.Path(__file__).parent / "results" / "mixture_of_unigrams_1m.json"
         ),
     )
+    add_device_argument(p)
     args = p.parse_args(argv)
+    use_device(args.device)
 
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
@@ -139,7 +142,7 @@ def main(argv=None):
         peak_rss_mb_after_sampling=rss_after_data,
         peak_rss_mb=peak_rss_mb(),
         jax=jax.__version__,
-        device=str(jax.devices()[0]),
+        device=device_record(),
         machine=platform.machine(),
         command="python benchmarks/mixture_of_unigrams_1m.py"
         + ("" if argv is None else " " + " ".join(argv)),

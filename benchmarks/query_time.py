@@ -26,6 +26,7 @@ import resource
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -114,7 +115,9 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/query_time.json")
+    add_device_argument(p)
     a = p.parse_args(argv)
+    use_device(a.device)
     rng = np.random.default_rng(a.seed)
     centres = (3.0 * rng.normal(size=(20, a.dims))).astype(np.float32)
     topics = np.stack([rng.choice(a.words, 5, replace=False) for _ in range(20)])
@@ -157,6 +160,7 @@ def main(argv=None):
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "jax": jax.__version__,
+        "device": device_record(),
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as fh:

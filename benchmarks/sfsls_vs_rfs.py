@@ -42,6 +42,7 @@ import textwrap
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
@@ -153,7 +154,9 @@ def main(argv=None):
     ap.add_argument("--rfs-limit", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/sfsls_vs_rfs.json")
+    add_device_argument(ap)
     args = ap.parse_args(argv)
+    use_device(args.device)
 
     x, labels = make_data(args.n, args.d, args.classes, args.seed)
     y_pm = np.where(np.eye(args.classes)[labels] > 0, 1.0, -1.0).astype(np.float32)
@@ -163,7 +166,7 @@ def main(argv=None):
     results = {
         "config": vars(args),
         "platform": platform.platform(),
-        "device": str(jax.devices()[0]),
+        "device": device_record(),
     }
     xj, ypm = jnp.asarray(x), jnp.asarray(y_pm)
 

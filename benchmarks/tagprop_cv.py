@@ -21,6 +21,7 @@ import platform
 import time
 
 import numpy as np
+from _device import add_device_argument, device_record, use_device
 
 import jax
 
@@ -83,7 +84,9 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument("--json", required=True, help="where to write the results")
     parser.add_argument("--folds", type=int, default=3)
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
 
     train, _ = load_dataset("corel5k", data_dir=args.data_dir)
     perm = np.random.default_rng(0).permutation(train.num_images)
@@ -107,6 +110,7 @@ def main() -> None:
         "results": results,
         "machine": platform.platform(),
         "jax": jax.__version__,
+        "device": device_record(),
     }
     with open(args.json, "w") as fh:
         json.dump(out, fh, indent=2)
