@@ -52,6 +52,7 @@ from jaxannot.models.eigenfunctions import (
 __all__ = [
     "ALE_HYPER",
     "concept_targets",
+    "standardize",
     "fit_iale",
     "fit_ale_transductive",
     "fit_bsvm",
@@ -271,10 +272,14 @@ def _fit_scores(fitted: Fitted) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- BSVM
-def _standardizer(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mean = x.mean(0)
+def standardize(x: np.ndarray, eps: float = 1e-12):
+    """``x`` standardized per column: ``(z, mean, scale)`` with ``z = (x - mean) /
+    scale``; ``mean`` and ``scale`` are float32, a standard deviation ``<= eps``
+    becomes a scale of 1."""
+    mean = x.mean(0).astype(np.float32)
     sd = x.std(0)
-    return mean.astype(np.float32), np.where(sd > 1e-12, sd, 1.0).astype(np.float32)
+    scale = np.where(sd > eps, sd, 1.0).astype(np.float32)
+    return (x - mean) / scale, mean, scale
 
 
 def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
@@ -282,8 +287,7 @@ def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
     hyper = {**SVM_HYPER, **hyper}
     y, labelled = concept_targets(corpus)
     x = corpus.features()
-    mean, scale = _standardizer(x)
-    z = (x - mean) / scale
+    z, mean, scale = standardize(x)
     det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
     params = {"mean": mean, "scale": scale, "detector": det}
     params["fit_scores"] = _detector_scores(z, det)
@@ -331,8 +335,7 @@ def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
         )
     y, labelled = concept_targets(corpus)
     x = corpus.features()
-    mean, scale = _standardizer(x)
-    z = (x - mean) / scale
+    z, mean, scale = standardize(x)
     params = {
         "mean": mean,
         "scale": scale,

@@ -196,17 +196,23 @@ def fit_emml_annotator(
     return Fitted("emml", params, {}, info)
 
 
+def _query_features(fitted: Fitted, corpus, dims: int) -> np.ndarray:
+    """The fitted model's view of ``corpus``; ``ValueError`` unless it has ``dims``
+    columns, as the model's."""
+    x = corpus.features(fitted.hyper.get("view", "") or corpus.primary_view)
+    if x.shape[1] != dims:
+        raise ValueError(
+            f"corpus view has {x.shape[1]} dims but the model was fitted on {dims}"
+        )
+    return x
+
+
 def score_emml(fitted: Fitted, corpus) -> jax.Array:
     """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
     ``top_vreps > 0``)."""
     p, h = fitted.params, fitted.hyper
-    x = jnp.asarray(corpus.features(h.get("view", "") or corpus.primary_view))
     v = jnp.asarray(p["vrep_features"])
-    if x.shape[1] != v.shape[1]:
-        raise ValueError(
-            f"corpus view has {x.shape[1]} dims but the model was fitted on "
-            f"{v.shape[1]}"
-        )
+    x = jnp.asarray(_query_features(fitted, corpus, v.shape[1]))
     rows = kernel_matrix(x, v, h["kernel"], float(p["gamma"]))
     top = int(h.get("top_vreps", 0))
     if top <= 0:
@@ -288,12 +294,7 @@ def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
         jnp.asarray(p["bandwidth"]),
         table,
     )
-    x = corpus.features(fitted.hyper.get("view", "") or corpus.primary_view)
-    if x.shape[1] != params.features.shape[1]:
-        raise ValueError(
-            f"corpus view has {x.shape[1]} dims but the model was fitted on "
-            f"{params.features.shape[1]}"
-        )
+    x = _query_features(fitted, corpus, params.features.shape[1])
     return mbrm_word_probabilities(params, x)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 import jax.numpy as jnp
 
+from jaxannot.annotators.ale import standardize
 from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
 from jaxannot.data.corpus import Corpus
@@ -46,12 +47,6 @@ def _targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     mask, words = corpus.observed_words()
     y = (words > 0).astype(np.float32)
     return np.where(mask[:, None], y, 0.0).astype(np.float32), mask
-
-
-def _standardize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mean = x.mean(axis=0)
-    std = x.std(axis=0)
-    return mean.astype(np.float32), np.where(std > 1e-8, std, 1.0).astype(np.float32)
 
 
 def _scores(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -154,8 +149,7 @@ def _sfsls_fit(
     x = corpus.features(view)
     if not use_unlabelled:
         x, y, labelled = x[labelled], y[labelled], labelled[labelled]
-    mean, std = _standardize(x)
-    z = (x - mean) / std
+    z, mean, std = standardize(x, eps=1e-8)
     c = y.shape[1]
     r = subspace if subspace > 0 else max(1, min(c - 1, z.shape[1]))
     k = min(neighbors, z.shape[0] - 1)
@@ -261,8 +255,7 @@ def _fsnm_fit(
     y, labelled = _targets(corpus)
     x = corpus.features(view)[labelled]
     y = y[labelled]
-    mean, std = _standardize(x)
-    z = (x - mean) / std
+    z, mean, std = standardize(x, eps=1e-8)
     state, history = fit_fsnm(z, y, gamma=gamma, max_iter=iterations, tol=tol)
     ranking = feature_ranking(np.asarray(state.w)).astype(np.int32)
     keep = np.sort(ranking[: max(1, int(round(selected * z.shape[1])))])

@@ -35,9 +35,7 @@ def _lda_fit(
     views="",
     bins=8,
 ) -> Fitted:
-    vw.check_topics(topics)
-    names = vw.visual_views(corpus, views)
-    edges = vw.fit_bin_edges(corpus, names, bins)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
     state, objective = ll.fit_vb(
         rng_key,
@@ -65,7 +63,7 @@ def _lda_fit(
     return Fitted(
         "link-lda",
         params,
-        {"visual_views": ",".join(names)},
+        views_hyper,
         {"objective": [float(x) for x in objective]},
     )
 

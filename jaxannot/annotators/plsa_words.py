@@ -35,9 +35,7 @@ def _plsa_fit(
     views="",
     bins=8,
 ) -> Fitted:
-    vw.check_topics(topics)
-    names = vw.visual_views(corpus, views)
-    edges = vw.fit_bin_edges(corpus, names, bins)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     text = vw.text(corpus)
     vis = np.concatenate(vw.visual(corpus, names, edges), axis=1)
     mask = np.asarray(corpus.word_mask, bool)
@@ -61,7 +59,7 @@ def _plsa_fit(
     return Fitted(
         "plsa-words",
         params,
-        {"visual_views": ",".join(names)},
+        views_hyper,
         {
             "objective_text": [float(x) for x in objectives["text"]],
             "objective_visual": [float(x) for x in objectives["visual"]],

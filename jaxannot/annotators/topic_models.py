@@ -128,10 +128,8 @@ def _mix_fit(
     views="",
     bins=8,
 ) -> Fitted:
-    vw.check_topics(topics)
     mu.check_priors(pi_concentration, beta_concentration)
-    names = vw.visual_views(corpus, views)
-    edges = vw.fit_bin_edges(corpus, names, bins)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = _mix_data(corpus, names, edges, text_weight)
     kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
@@ -139,7 +137,7 @@ def _mix_fit(
     return Fitted(
         "mix-unigram",
         _mix_params(params, phi, vw.edges_param(edges)),
-        {"visual_views": ",".join(names)},
+        views_hyper,
         {"objective": [float(-x) for x in result.losses]},
     )
 
@@ -209,7 +207,6 @@ def _lap_fit(
 ) -> Fitted:
     from jaxannot.graph import knn_graph, knn_search
 
-    vw.check_topics(topics)
     if algorithm not in lapvar.ALGORITHMS:
         raise ValueError(
             f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
@@ -217,8 +214,7 @@ def _lap_fit(
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
     mu.check_priors(pi_concentration, beta_concentration)
-    names = vw.visual_views(corpus, views)
-    edges = vw.fit_bin_edges(corpus, names, bins)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = _mix_data(corpus, names, edges, text_weight)
     feats = _graph_features(vw.visual(corpus, names, edges))
     k = min(int(neighbors), corpus.num_images - 1)
@@ -253,7 +249,7 @@ def _lap_fit(
     return Fitted(
         "lap-mix-unigram",
         _mix_params(params, result.posteriors, extra),
-        {"visual_views": ",".join(names)},
+        views_hyper,
         {"objective": [float(x) for x in objective]},
     )
 

@@ -31,6 +31,7 @@ __all__ = [
     "views_param",
     "edges_param",
     "fitted_visual",
+    "fit_views",
 ]
 
 #: View kinds read directly as visual-word counts.
@@ -139,3 +140,19 @@ def fitted_visual(fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
     """A corpus's visual views as a fitted topic model read them: its views, binned
     with its edges."""
     return visual(corpus, views_param(fitted.hyper), fitted.params.get("bin_edges"))
+
+
+def fit_views(corpus: Corpus, topics: int, views: str, bins: int):
+    """What every topic-model fit starts with: ``topics`` checked, the visual views
+    (:func:`visual_views`) and their bin edges (:func:`fit_bin_edges`) on ``corpus``.
+
+    Returns
+    -------
+    names : list of str
+    edges : dict
+    hyper : dict
+        The ``visual_views`` entry of the fitted model's hyper-parameters.
+    """
+    check_topics(topics)
+    names = visual_views(corpus, views)
+    return names, fit_bin_edges(corpus, names, bins), {"visual_views": ",".join(names)}
