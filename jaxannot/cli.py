@@ -21,14 +21,15 @@ above with ``--quiet`` (which also hides the progress bars), DEBUG with ``--verb
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+
+from jaxannot.cli_logging import add_logging_options, log_to_stderr
 
 __all__ = ["main", "build_parser"]
 
@@ -88,6 +89,8 @@ def _cmd_evaluate(args) -> int:
     for path in (args.json, args.save):  # ... and on an unwritable output
         if path:
             _check_writable(path)
+    if args.checkpoint_every < 1:
+        raise UserError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -104,7 +107,14 @@ def _cmd_evaluate(args) -> int:
         task.train.num_images,
         len(task.eval_rows),
     )
-    result = evaluate(method, task, hyper=hyper, seed=args.seed)
+    result = evaluate(
+        method,
+        task,
+        hyper=hyper,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every,
+    )
     log.info(
         "fitted in %.2f s, scored in %.2f s", result.fit_seconds, result.predict_seconds
     )
@@ -277,63 +287,14 @@ def _cmd_tune(args) -> int:
     return 0
 
 
-# -------------------------------------------------------------------- logging
-class _StderrHandler(logging.Handler):
-    """``jaxannot: message`` (``jaxannot: warning: message`` from WARNING up) on the
-    current ``sys.stderr`` through ``tqdm.write``: it does not break a progress bar."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        from tqdm.auto import tqdm
-
-        warns = record.levelno >= logging.WARNING
-        level = f"{record.levelname.lower()}: " if warns else ""
-        try:
-            tqdm.write(f"jaxannot: {level}{record.getMessage()}", file=sys.stderr)
-        except Exception:
-            self.handleError(record)
-
-
-@contextlib.contextmanager
-def _log_to_stderr(level: int) -> Iterator[None]:
-    """Print the ``"jaxannot"`` logger's records at ``level`` and above on stderr
-    while the command runs; the logger is restored afterwards."""
-    logger = logging.getLogger("jaxannot")
-    handler = _StderrHandler()
-    saved = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved)
-
-
 # --------------------------------------------------------------------- parser
-def _add_logging_options(parser: argparse.ArgumentParser, default) -> None:
-    """``-q/--quiet`` and ``-v/--verbose``: the level of the CLI's log handler."""
-    group = parser.add_mutually_exclusive_group()
-    for flags, level, text in (
-        (("-q", "--quiet"), logging.WARNING, "no progress: warnings and errors only"),
-        (("-v", "--verbose"), logging.DEBUG, "also debug messages (each fit of tune)"),
-    ):
-        group.add_argument(
-            *flags,
-            dest="log_level",
-            action="store_const",
-            const=level,
-            default=default,
-            help=text,
-        )
-
-
 def _subcommand(sub, name: str, func, **kwargs) -> argparse.ArgumentParser:
     """Add the sub-command ``name`` (``kwargs`` as for ``add_parser``) that runs
     ``func(args)`` and takes the logging options."""
     parser = sub.add_parser(name, **kwargs)
     parser.set_defaults(func=func)
     # SUPPRESS: an option given before the command is not reset by the sub-parser
-    _add_logging_options(parser, argparse.SUPPRESS)
+    add_logging_options(parser, argparse.SUPPRESS)
     return parser
 
 
@@ -364,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
             "debug messages; both may come before or after the command."
         ),
     )
-    _add_logging_options(parser, logging.INFO)
+    add_logging_options(parser, logging.INFO)
     sub = parser.add_subparsers(dest="command", required=True)
     add = functools.partial(_subcommand, sub)
 
@@ -382,6 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", default=None, help="write the result as JSON here")
     ev.add_argument("--save", default=None, help="save the fitted model (.npz) here")
+    ev.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="save the fit's state in DIR every --checkpoint-every steps; the same "
+        "command started again resumes from it",
+    )
+    ev.add_argument("--checkpoint-every", type=int, default=10, metavar="N")
 
     tu = add(
         "tune",
@@ -470,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    with _log_to_stderr(args.log_level):
+    with log_to_stderr(args.log_level):
         try:
             return args.func(args)
         except (

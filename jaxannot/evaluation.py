@@ -9,8 +9,11 @@ has classes, the classification accuracy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +25,7 @@ import jax
 from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method, parse_hyper
 from jaxannot.data.protocols import Task
+from jaxannot.inference.checkpoint import checkpointing
 
 __all__ = [
     "TABLE_METRICS",
@@ -109,6 +113,29 @@ def _block(tree) -> None:
             leaf.block_until_ready()
 
 
+@contextlib.contextmanager
+def _checkpoints(folder, every, method: Method, task: Task, params, seed):
+    """A :func:`~jaxannot.inference.checkpoint.checkpointing` block for this fit
+    (none when ``folder`` is None); its tag names the method, settings, seed and
+    data, so a folder of another fit is refused."""
+    if folder is None:
+        yield None
+        return
+    tag = json.dumps(
+        [method.name, _jsonable(params), seed, task.train.name, task.protocol,
+         task.train.num_images, task.train.num_words],
+        sort_keys=True,
+    )  # fmt: skip
+    with checkpointing(folder, every=every, tag=tag) as session:
+        yield session
+    for run, step in session.resumed:
+        log.info("checkpoint: step loop %d resumed at step %d", run, step)
+    if session.runs == 0:
+        log.warning(
+            "method %r has no step loop to checkpoint: nothing was saved", method.name
+        )
+
+
 def evaluate(
     method: str | Method,
     task: Task,
@@ -116,6 +143,8 @@ def evaluate(
     hyper: Mapping[str, Any] | list[str] | None = None,
     seed: int = 0,
     n: int = 5,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 10,
 ) -> Evaluation:
     """Fit ``method`` on ``task.train`` and measure it on the evaluation rows.
 
@@ -131,6 +160,14 @@ def evaluate(
         Seeds the method's ``rng_key``.
     n : int
         Annotation length for the @N metrics (5 in the Corel5k literature).
+    checkpoint : path, optional
+        Folder where the fit's step loops save their state every
+        ``checkpoint_every`` steps; an interrupted call started again with the same
+        arguments resumes from it and gives the same result
+        (:mod:`jaxannot.inference.checkpoint`). A folder written by another fit is
+        refused. Methods without a step loop save nothing (logged as a warning).
+    checkpoint_every : int
+        Steps between checkpoints.
 
     Returns
     -------
@@ -148,8 +185,9 @@ def evaluate(
 
     log.debug("fitting %s on %d images: %s", method.name, task.train.num_images, params)
     start = time.perf_counter()
-    fitted = method.fit(task.train, rng_key=jax.random.key(seed), **params)
-    _block(fitted.params)
+    with _checkpoints(checkpoint, checkpoint_every, method, task, params, seed):
+        fitted = method.fit(task.train, rng_key=jax.random.key(seed), **params)
+        _block(fitted.params)
     fit_seconds = time.perf_counter() - start
     log.debug("fitted %s in %.2f s", method.name, fit_seconds)
 

@@ -13,6 +13,10 @@ with *dynamic* bounds, so the same compiled program serves any slice of the step
 The step is a static argument: pass the *same* function object on every run (build it
 once, e.g. in an object's ``__init__`` or a cached builder) and a second run on arrays
 of the same shapes compiles nothing.
+
+Inside a :func:`jaxannot.inference.checkpoint.checkpointing` block the loop runs in
+slices of the block's ``every`` steps and saves its carry after each, and resumes from
+a saved carry of the same fit (:mod:`jaxannot.inference.checkpoint`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from jaxannot.inference import checkpoint
 
 __all__ = ["run_steps"]
 
@@ -81,16 +87,40 @@ def run_steps(
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     losses = jnp.full((num_steps,), jnp.nan, jnp.float32)
-    if not progress_bar or num_steps == 0:
+    session = checkpoint.active_session()
+    if session is None and (not progress_bar or num_steps == 0):
         carry, losses, _ = _advance(step, carry, losses, 0, num_steps)
         return carry, np.asarray(losses)
+    start, size, save = 0, max(1, -(-num_steps // _SLICES)), None
+    if session is not None:
+        run = session.next_run()
+        path = session.path(run)
+        digest = checkpoint.fingerprint(session, run, carry, num_steps)
+        if path.exists():
+            carry, losses, start = checkpoint.load(path, digest, carry)
+            session.resumed.append((run, start))
+        size = session.every
+
+        def save(carry, losses, stop):
+            checkpoint.save(path, digest, carry, losses, stop)
+            session.saved += 1
+
     from tqdm.auto import tqdm
 
-    size = max(1, -(-num_steps // _SLICES))
-    with tqdm(total=num_steps, desc=desc, delay=delay, file=sys.stderr) as bar:
-        for start in range(0, num_steps, size):
-            stop = min(num_steps, start + size)
-            carry, losses, last = _advance(step, carry, losses, start, stop)
+    bar = tqdm(
+        total=num_steps,
+        initial=start,
+        desc=desc,
+        delay=delay,
+        file=sys.stderr,
+        disable=not progress_bar,
+    )
+    with bar:
+        for begin in range(start, num_steps, size):
+            stop = min(num_steps, begin + size)
+            carry, losses, last = _advance(step, carry, losses, begin, stop)
+            if save is not None:
+                save(carry, losses, stop)
             bar.set_postfix(loss=f"{float(last):.6g}", refresh=False)
-            bar.update(stop - start)
+            bar.update(stop - begin)
     return carry, np.asarray(losses)

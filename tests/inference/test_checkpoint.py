@@ -1,0 +1,168 @@
+"""Resumable fits: a fit killed with SIGKILL and started again with the same call
+resumes from its checkpoint and ends bit-identical to an uninterrupted fit; foreign,
+mismatched and corrupt checkpoints are refused."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.inference import checkpoint
+from jaxannot.inference.progress import run_steps
+
+# a child process: lap-mix-unigram through the evaluation driver, its fitted arrays
+# written to OUT (np.savez) when the fit ends
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import jax
+    from jaxannot.data import make_task
+    from jaxannot.data.synthetic import make_synthetic
+    from jaxannot.evaluation import evaluate
+
+    out, folder = sys.argv[1], sys.argv[2]
+    corpus = make_synthetic(seed=0, num_images=150)
+    task = make_task(corpus, None, protocol="transductive", seed=0)
+    result = evaluate(
+        "lap-mix-unigram", task, seed=3,
+        hyper={"iterations": 200, "warm_start": 5},
+        checkpoint=None if folder == "-" else folder, checkpoint_every=1,
+    )
+    leaves = jax.tree.leaves(result.fitted.params)
+    np.savez(out, *[np.asarray(x) for x in leaves])
+    """
+)
+
+
+def _child(tmp_path, out, folder):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, str(script), str(out), str(folder)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _arrays(path):
+    with np.load(path) as archive:
+        return [archive[k] for k in sorted(archive.files, key=lambda k: int(k[4:]))]
+
+
+def _saved_step(path) -> int:
+    with np.load(path) as archive:
+        return json.loads(archive["__meta__"].tobytes().decode())["step"]
+
+
+def test_killed_fit_resumes_bit_identical(tmp_path):
+    folder = tmp_path / "state"
+    main_loop = folder / "run-001.npz"  # run-000 is the plain-EM warm start
+
+    killed = _child(tmp_path, tmp_path / "never.npz", folder)
+    deadline = time.monotonic() + 600
+    while not main_loop.exists():
+        if killed.poll() is not None:
+            pytest.fail(killed.communicate()[1][-2000:])
+        assert time.monotonic() < deadline, "no checkpoint written in 10 minutes"
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate()
+    assert killed.returncode == -signal.SIGKILL
+    assert not (tmp_path / "never.npz").exists()
+    stopped_at = _saved_step(main_loop)
+    assert 0 < stopped_at < 200  # killed in the middle of the main loop
+
+    resumed = _child(tmp_path, tmp_path / "resumed.npz", folder)
+    plain = _child(tmp_path, tmp_path / "plain.npz", "-")  # no checkpoints at all
+    for proc in (resumed, plain):
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err[-2000:]
+    assert _saved_step(main_loop) == 200
+    a, b = _arrays(tmp_path / "resumed.npz"), _arrays(tmp_path / "plain.npz")
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)  # bit-identical
+
+
+def _counting_step(t, carry):
+    key, total = carry
+    draw = jax.random.uniform(jax.random.fold_in(key, t))
+    return (key, total + draw), total
+
+
+def test_resume_from_a_partial_checkpoint_equals_one_run(tmp_path):
+    carry = (jax.random.key(0), jnp.float32(0.0))
+    whole, losses = run_steps(_counting_step, carry, 10, progress_bar=False)
+    with checkpoint.checkpointing(tmp_path, every=4, tag="t") as session:
+        run_steps(_counting_step, carry, 10, progress_bar=False)
+    assert session.saved == 3 and session.runs == 1
+    # roll the file back to its state after 4 steps: a fit killed there
+    path = session.path(0)
+    digest = checkpoint.fingerprint(session, 0, carry, 10)
+    partial, partial_losses = run_steps(_counting_step, carry, 4, progress_bar=False)
+    padded = np.concatenate([partial_losses, np.full(6, np.nan, np.float32)])
+    checkpoint.save(path, digest, partial, padded, 4)
+    with checkpoint.checkpointing(tmp_path, every=4, tag="t") as session:
+        again, again_losses = run_steps(_counting_step, carry, 10, progress_bar=False)
+    assert session.resumed == [(0, 4)]
+    assert float(again[1]) == float(whole[1])
+    np.testing.assert_array_equal(again_losses, losses)
+    assert (
+        jax.random.key_data(again[0]).tolist() == jax.random.key_data(whole[0]).tolist()
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tag": "other"},
+        {"steps": 11},
+        {"carry": (jax.random.key(1), jnp.float32(0.0))},
+    ],
+)
+def test_checkpoint_of_another_fit_is_refused(tmp_path, change):
+    carry = (jax.random.key(0), jnp.float32(0.0))
+    with checkpoint.checkpointing(tmp_path, every=5, tag="t"):
+        run_steps(_counting_step, carry, 10, progress_bar=False)
+    before = (tmp_path / "run-000.npz").read_bytes()
+    with pytest.raises(checkpoint.CheckpointError, match="another fit"):
+        with checkpoint.checkpointing(tmp_path, every=5, tag=change.get("tag", "t")):
+            run_steps(
+                _counting_step,
+                change.get("carry", carry),
+                change.get("steps", 10),
+                progress_bar=False,
+            )
+    assert (tmp_path / "run-000.npz").read_bytes() == before  # not overwritten
+
+
+def test_corrupt_checkpoint_is_refused_by_name(tmp_path):
+    (tmp_path / "run-000.npz").write_bytes(b"PK\x03\x04 truncated")
+    carry = (jax.random.key(0), jnp.float32(0.0))
+    with pytest.raises(checkpoint.CheckpointError, match="run-000.npz cannot be read"):
+        with checkpoint.checkpointing(tmp_path, every=5):
+            run_steps(_counting_step, carry, 10, progress_bar=False)
+
+
+def test_bad_settings_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="every must be >= 1"):
+        with checkpoint.checkpointing(tmp_path, every=0):
+            pass
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    with pytest.raises(checkpoint.CheckpointError, match="not a folder"):
+        with checkpoint.checkpointing(afile):
+            pass
