@@ -39,7 +39,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import register_words_method
 from jaxannot.inference import linear_svm, smooth_function
 from jaxannot.models.eigenfunctions import (
     ALEModel,
@@ -387,50 +388,33 @@ def _make_fit(fit, **fixed):
     return _fit
 
 
-def _register(name, fit, score_words, score_fit_corpus, embed, hyper, summary):
-    register(
-        Method(
-            name=name,
-            fit=fit,
-            score_words=score_words,
-            score_fit_corpus=score_fit_corpus,
-            embed=embed,
-            hyper=dict(hyper),
-            summary=summary,
-            needs=("words",),
-        )
-    )
-
-
 for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
     for _prefix, _fit, _scores, _kind in (
         ("iale", fit_iale, _iale_scores, "Inductive approximate"),
         ("ale", fit_ale_transductive, _ale_scores, "Transductive approx."),
     ):
-        _register(
+        register_words_method(
             f"{_prefix}-{_det}",
             _make_fit(_fit, detector=_det),
-            _scores,
-            _fit_scores,
-            _iale_embed,
-            ALE_HYPER,
             f"{_kind} Laplacian eigenmaps + {_long} (seed 002)",
+            score_words=_scores,
+            score_fit_corpus=_fit_scores,
+            embed=_iale_embed,
+            hyper=ALE_HYPER,
         )
-_register(
+register_words_method(
     "bsvm",
     fit_bsvm,
-    _bsvm_scores,
-    _fit_scores,
-    None,
-    SVM_HYPER,
     "Baseline linear SVM (dual coordinate descent) on raw features",
+    score_words=_bsvm_scores,
+    score_fit_corpus=_fit_scores,
+    hyper=SVM_HYPER,
 )
-_register(
+register_words_method(
     "gsf",
     fit_gsf,
-    _gsf_scores,
-    _gsf_fit_scores,
-    None,
-    GSF_HYPER,
     "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
+    score_words=_gsf_scores,
+    score_fit_corpus=_gsf_fit_scores,
+    hyper=GSF_HYPER,
 )

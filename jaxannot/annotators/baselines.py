@@ -26,8 +26,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, Method, database_and_queries, register
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted, database_and_queries
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 
@@ -62,14 +65,11 @@ def _empirical_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return np.broadcast_to(freq, (corpus.num_images, freq.shape[0])).copy()
 
 
-EMPIRICAL = register(
-    Method(
-        name="empirical",
-        fit=_empirical_fit,
-        score_words=_empirical_score,
-        summary="word frequency in the training words (same ranking for every image)",
-        needs=("words",),
-    )
+EMPIRICAL = register_words_method(
+    "empirical",
+    _empirical_fit,
+    "word frequency in the training words (same ranking for every image)",
+    score_words=_empirical_score,
 )
 
 
@@ -125,13 +125,9 @@ def _knn_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return np.asarray(scores)
 
 
-KNN = register(
-    Method(
-        name="knn",
-        fit=_knn_fit,
-        score_words=_knn_score,
-        hyper=fit_defaults(_knn_fit),
-        summary="similarity-weighted word transfer from the k nearest training images",
-        needs=("words",),
-    )
+KNN = register_words_method(
+    "knn",
+    _knn_fit,
+    "similarity-weighted word transfer from the k nearest training images",
+    score_words=_knn_score,
 )

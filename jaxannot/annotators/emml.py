@@ -23,8 +23,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.inference.emml import StructuredData, fit_emml
 from jaxannot.inference.emml_exact import fit_emml_exact
 from jaxannot.models.mbrm import (
@@ -298,24 +301,16 @@ def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
     return mbrm_word_probabilities(params, x)
 
 
-register(
-    Method(
-        name="emml",
-        fit=fit_emml_annotator,
-        score_words=score_emml,
-        hyper=fit_defaults(fit_emml_annotator),
-        summary="EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
-        needs=("words",),
-    )
+register_words_method(
+    "emml",
+    fit_emml_annotator,
+    "EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
+    score_words=score_emml,
 )
 
-register(
-    Method(
-        name="mbrm",
-        fit=fit_mbrm_annotator,
-        score_words=score_mbrm,
-        hyper=fit_defaults(fit_mbrm_annotator),
-        summary="Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
-        needs=("words",),
-    )
+register_words_method(
+    "mbrm",
+    fit_mbrm_annotator,
+    "Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
+    score_words=score_mbrm,
 )

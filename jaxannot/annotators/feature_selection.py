@@ -32,8 +32,12 @@ import numpy as np
 import jax.numpy as jnp
 
 from jaxannot.annotators.ale import standardize
-from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import (
+    fit_defaults,
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_graph
 from jaxannot.inference.fsnm import fit_fsnm
@@ -195,17 +199,12 @@ def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
 
 _SFSLS_HYPER = fit_defaults(_sfsls_fit)
 
-SFSLS = register(
-    Method(
-        name="sfsls",
-        fit=_sfsls_fit,
-        score_words=_scores,
-        embed=_embed,
-        hyper=dict(_SFSLS_HYPER),
-        summary="semi-supervised l2,p sparse feature selection + shared subspace "
-        "(Shi & Ruan 2015)",
-        needs=("words",),
-    )
+SFSLS = register_words_method(
+    "sfsls",
+    _sfsls_fit,
+    "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
+    score_words=_scores,
+    embed=_embed,
 )
 
 
@@ -220,17 +219,14 @@ def _sfss_fit(corpus, *, rng_key=None, **hyper):
     return _sfsls_fit(corpus, "sfss", rng_key=rng_key, **hyper)
 
 
-SFSS = register(
-    Method(
-        name="sfss",
-        fit=_sfss_fit,
-        score_words=_scores,
-        embed=_embed,
-        hyper=dict(_SFSS_HYPER),
-        summary="semi-supervised l2,1 sparse feature selection + shared subspace "
-        "(SFSS, Ma et al. 2012)",
-        needs=("words",),
-    )
+SFSS = register_words_method(
+    "sfss",
+    _sfss_fit,
+    "semi-supervised l2,1 sparse feature selection + shared subspace "
+    "(SFSS, Ma et al. 2012)",
+    score_words=_scores,
+    embed=_embed,
+    hyper=_SFSS_HYPER,
 )
 
 
@@ -284,14 +280,10 @@ def _fsnm_fit(
     )
 
 
-FSNM = register(
-    Method(
-        name="fsnm",
-        fit=_fsnm_fit,
-        score_words=_scores,
-        hyper=fit_defaults(_fsnm_fit),
-        summary="joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
-        "selected features",
-        needs=("words",),
-    )
+FSNM = register_words_method(
+    "fsnm",
+    _fsnm_fit,
+    "joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
+    "selected features",
+    score_words=_scores,
 )

@@ -16,8 +16,9 @@ meaningful fit); a ``0`` that means "choose automatically" is allowed and said s
 the help. This module registers no method.
 
 A fit function's keyword-only defaults are the method's defaults
-(:func:`fit_defaults`), and :func:`records_hyper` writes the values of each call into
-its ``Fitted.hyper``, so a method lists its hyper-parameters once, in its signature.
+(:func:`fit_defaults`, :func:`register_words_method`), and :func:`records_hyper`
+writes the values of each call into its ``Fitted.hyper``, so a method lists its
+hyper-parameters once, in its signature.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "spec_for",
     "fit_defaults",
     "records_hyper",
+    "register_words_method",
 ]
 
 
@@ -84,3 +86,35 @@ def records_hyper(fit):
         return dataclasses.replace(fitted, hyper={**hyper, **fitted.hyper})
 
     return wrapped
+
+
+def register_words_method(name: str, fit, summary: str, *, hyper=None, **functions):
+    """Register an annotation method (one that ``needs`` words).
+
+    Parameters
+    ----------
+    name, fit, summary
+        As in :class:`~jaxannot.annotators.base.Method`.
+    hyper : dict, optional
+        Its defaults; by default those of ``fit`` (:func:`fit_defaults`).
+    **functions
+        Its other protocol functions (``score_words``, ``score_fit_corpus``,
+        ``embed``).
+
+    Returns
+    -------
+    Method
+        The registered method.
+    """
+    from jaxannot.annotators.base import Method, register  # base imports this module
+
+    return register(
+        Method(
+            name=name,
+            fit=fit,
+            hyper=dict(fit_defaults(fit) if hyper is None else hyper),
+            summary=summary,
+            needs=("words",),
+            **functions,
+        )
+    )

@@ -13,8 +13,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
-from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import link_lda as ll
 
@@ -101,16 +104,12 @@ def _lda_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return np.asarray(g / g.sum(-1, keepdims=True))
 
 
-LINK_LDA = register(
-    Method(
-        name="link-lda",
-        fit=_lda_fit,
-        score_words=_lda_score,
-        score_fit_corpus=_lda_score_fit,
-        embed=_lda_embed,
-        hyper=fit_defaults(_lda_fit),
-        summary="Link-LDA: per-image topic proportions shared by the views, "
-        "variational Bayes (Erosheva et al. 2004)",
-        needs=("words",),
-    )
+LINK_LDA = register_words_method(
+    "link-lda",
+    _lda_fit,
+    "Link-LDA: per-image topic proportions shared by the views, "
+    "variational Bayes (Erosheva et al. 2004)",
+    score_words=_lda_score,
+    score_fit_corpus=_lda_score_fit,
+    embed=_lda_embed,
 )

@@ -15,8 +15,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
-from jaxannot.annotators.base import Fitted, Method, register
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import plsa_words as pw
 
@@ -90,16 +93,11 @@ def _plsa_score_fit(fitted: Fitted) -> np.ndarray:
     return np.asarray(fitted.params["theta"]) @ np.asarray(fitted.params["beta_text"])
 
 
-PLSA_WORDS = register(
-    Method(
-        name="plsa-words",
-        fit=_plsa_fit,
-        score_words=_plsa_score,
-        score_fit_corpus=_plsa_score_fit,
-        embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
-        hyper=fit_defaults(_plsa_fit),
-        summary="pLSA-Words: text-defined pLSA topics, visual fold-in "
-        "(Monay & Gatica-Perez 2004)",
-        needs=("words",),
-    )
+PLSA_WORDS = register_words_method(
+    "plsa-words",
+    _plsa_fit,
+    "pLSA-Words: text-defined pLSA topics, visual fold-in (Monay & Gatica-Perez 2004)",
+    score_words=_plsa_score,
+    score_fit_corpus=_plsa_score_fit,
+    embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
 )

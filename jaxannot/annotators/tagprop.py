@@ -36,12 +36,13 @@ import optax
 
 from jaxannot.annotators.base import (
     Fitted,
-    Method,
     database_and_queries,
-    register,
     show_progress,
 )
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
@@ -259,13 +260,9 @@ def _tagprop_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return np.asarray(jax.nn.sigmoid(logits))
 
 
-TAGPROP = register(
-    Method(
-        name="tagprop",
-        fit=_tagprop_fit,
-        score_words=_tagprop_score,
-        hyper=fit_defaults(_tagprop_fit),
-        summary="TagProp: neighbour word transfer with learned weights (MAP, numpyro)",
-        needs=("words",),
-    )
+TAGPROP = register_words_method(
+    "tagprop",
+    _tagprop_fit,
+    "TagProp: neighbour word transfer with learned weights (MAP, numpyro)",
+    score_words=_tagprop_score,
 )

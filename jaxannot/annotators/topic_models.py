@@ -32,8 +32,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
-from jaxannot.annotators.base import Fitted, Method, register, show_progress
-from jaxannot.annotators.hyper_spec import fit_defaults, records_hyper
+from jaxannot.annotators.base import Fitted, Method, show_progress
+from jaxannot.annotators.hyper_spec import (
+    records_hyper,
+    register_words_method,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem import VEM, ExactEStep
@@ -142,13 +145,6 @@ def _mix_fit(
     )
 
 
-def _mix_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    phi = _mix_visual_phi(fitted, corpus)
-    return np.asarray(
-        mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"]))
-    )
-
-
 def _mix_score_fit(fitted: Fitted) -> np.ndarray:
     return np.asarray(
         mu.predict_words(
@@ -158,21 +154,32 @@ def _mix_score_fit(fitted: Fitted) -> np.ndarray:
     )
 
 
-def _mix_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(_mix_visual_phi(fitted, corpus))
+def _register_mixture(name: str, fit, phi_of, summary: str) -> Method:
+    """Register a mixture-of-unigrams method whose posteriors of new images are
+    ``phi_of(fitted, corpus)`` (its embedding; the words follow from them)."""
 
+    def score_words(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+        log_beta_text = jnp.asarray(fitted.params["log_beta_text"])
+        return np.asarray(mu.predict_words(phi_of(fitted, corpus), log_beta_text))
 
-MIX_UNIGRAM = register(
-    Method(
-        name="mix-unigram",
-        fit=_mix_fit,
-        score_words=_mix_score,
+    def embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+        return np.asarray(phi_of(fitted, corpus))
+
+    return register_words_method(
+        name,
+        fit,
+        summary,
+        score_words=score_words,
         score_fit_corpus=_mix_score_fit,
-        embed=_mix_embed,
-        hyper=fit_defaults(_mix_fit),
-        summary="multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
-        needs=("words",),
+        embed=embed,
     )
+
+
+MIX_UNIGRAM = _register_mixture(
+    "mix-unigram",
+    _mix_fit,
+    _mix_visual_phi,
+    "multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
 )
 
 
@@ -291,27 +298,10 @@ def _newton_batch(phi0, a, m, d, lam):
     )
 
 
-def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    phi = _lap_phi_new(fitted, corpus)
-    return np.asarray(
-        mu.predict_words(phi, jnp.asarray(fitted.params["log_beta_text"]))
-    )
-
-
-def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(_lap_phi_new(fitted, corpus))
-
-
-LAP_MIX_UNIGRAM = register(
-    Method(
-        name="lap-mix-unigram",
-        fit=_lap_fit,
-        score_words=_lap_score,
-        score_fit_corpus=_mix_score_fit,
-        embed=_lap_embed,
-        hyper=fit_defaults(_lap_fit),
-        summary="LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
-        "(LapVar1/LapVar2, seed 000)",
-        needs=("words",),
-    )
+LAP_MIX_UNIGRAM = _register_mixture(
+    "lap-mix-unigram",
+    _lap_fit,
+    _lap_phi_new,
+    "LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
+    "(LapVar1/LapVar2, seed 000)",
 )

@@ -76,6 +76,17 @@ def block_topics(
     return beta / beta.sum(1, keepdims=True)
 
 
+#: The arguments of :func:`make_synthetic` that must be positive integers.
+_SIZES = (
+    "num_images",
+    "num_topics",
+    "blob_vocab",
+    "word_vocab",
+    "tokens_per_image",
+    "words_per_image",
+)
+
+
 def make_synthetic(
     seed: int = 0,
     *,
@@ -135,15 +146,9 @@ def make_synthetic(
     >>> c.view("blobs").shape, c.words.shape, truth.topics.shape
     ((20, 60), (20, 40), (20,))
     """
-    sizes = dict(
-        num_images=num_images,
-        num_topics=num_topics,
-        blob_vocab=blob_vocab,
-        word_vocab=word_vocab,
-        tokens_per_image=tokens_per_image,
-        words_per_image=words_per_image,
-    )
-    for key, value in sizes.items():
+    arguments = locals()  # first statement: only the arguments are bound
+    for key in _SIZES:
+        value = arguments[key]
         if int(value) != value or value < 1:
             raise ValueError(f"{key} must be a positive integer, got {value!r}")
     if blob_vocab < num_topics or word_vocab < num_topics:

@@ -264,12 +264,7 @@ def build_kernel(
             )
         new_state = next_state(state, ws, coef, scores, objective, num_added, overflow)
         info = EMMLInfo(
-            objective=objective,
-            num_active=num_active,
-            num_added=num_added,
-            max_violation=max_violation,
-            sweeps=sub.sweeps,
-            subproblem_gap=sub.max_gap,
+            objective, num_active, num_added, max_violation, sub.sweeps, sub.max_gap
         )
         return new_state, info
 
