@@ -22,6 +22,18 @@ Graph weights (:func:`knn_graph`)
 - ``"cosine"``: :math:`S_{ij} = \max(0, \cos(x_i, x_j))` (clipped so the Laplacian
   stays positive semi-definite).
 
+Exact or approximate (``method``)
+---------------------------------
+``method="exact"`` is the blocked search above; ``method="approx"`` builds a faiss HNSW
+index (:mod:`jaxannot.graph.approx_knn`; optional dependency, ``pip install
+"jaxannot[scale]"``) whose memory is O(n (d + M)) and whose time grows about as
+n log n instead of n^2; ``method="auto"`` (the default) is exact below
+``APPROX_MIN_POINTS`` = 20,000 database points and approximate at or above (when the
+queries x points also reach 20,000^2), where the benchmark of docs/graphs.md measured
+the index at recall@10 >= 0.95 and faster than the exact graph; without faiss it logs
+a warning and stays exact. The approximate lists follow the same conventions (sorted by
+distance then index, ``exclude_self``), with only the neighbour *sets* approximate.
+
 Symmetrization is the union of the directed k-NN relations with the larger weight:
 :math:`S = \max(S_{\to}, S_{\to}^\top)` where :math:`S_{\to}` holds the edges from each
 image to its k nearest other images. Every undirected edge is stored in both directions,
@@ -42,11 +54,13 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from jaxannot.graph import approx_knn
 from jaxannot.graph.laplacian import Graph
 
-__all__ = ["KNN_METRICS", "KNN_WEIGHTS", "knn_search", "knn_graph"]
+__all__ = ["KNN_METHODS", "KNN_METRICS", "KNN_WEIGHTS", "knn_search", "knn_graph"]
 
 KNN_METRICS = ("euclidean", "cosine")
+KNN_METHODS = ("exact", "approx", "auto")
 KNN_WEIGHTS = ("heat", "binary", "cosine")
 
 
@@ -98,8 +112,9 @@ def knn_search(
     metric: str = "euclidean",
     block_size: int = 1024,
     exclude_self: bool = False,
+    method: str = "auto",
 ):
-    r"""Exact k nearest neighbours of each query in a database, in blocks of queries.
+    r"""k nearest neighbours of each query in a database: exact in blocks, or HNSW.
 
     Parameters
     ----------
@@ -116,6 +131,12 @@ def knn_search(
     exclude_self : bool
         For the neighbours of a set among itself (``queries is database``, same rows):
         query ``i`` never returns database row ``i``. Requires ``q == n``.
+    method : {"auto", "exact", "approx"}
+        ``"exact"``: blocked brute force; ``"approx"``: faiss HNSW index
+        (:func:`jaxannot.graph.approx_knn.approx_knn_search`, needs ``pip install
+        "jaxannot[scale]"``); ``"auto"``: approximate when the database has at least
+        ``approx_knn.APPROX_MIN_POINTS`` (20,000) rows and ``q * n`` is at least its
+        square, exact otherwise (and when faiss is missing, with a logged warning).
 
     Returns
     -------
@@ -133,6 +154,7 @@ def knn_search(
     ([1, 0, 1], [1.0, 1.0, 2.0])
     """
     _check_choice("metric", metric, KNN_METRICS)
+    _check_choice("method", method, KNN_METHODS)
     queries = jnp.asarray(queries, jnp.float32)
     database = jnp.asarray(database, jnp.float32)
     if queries.ndim != 2 or database.ndim != 2:
@@ -160,6 +182,11 @@ def knn_search(
         bool(jnp.all(jnp.isfinite(queries))) and bool(jnp.all(jnp.isfinite(database)))
     ):
         raise ValueError("queries and database must be finite (found NaN or inf)")
+    if method == "approx" or (method == "auto" and approx_knn.use_approx(q, n)):
+        idx, dist = approx_knn.approx_knn_search(
+            queries, database, k, metric=metric, exclude_self=exclude_self
+        )
+        return jnp.asarray(idx, jnp.int32), jnp.asarray(dist, jnp.float32)
     block = min(int(block_size), q)
     num_blocks = -(-q // block)
     padded = jnp.pad(queries, ((0, num_blocks * block - q), (0, 0)))
@@ -198,6 +225,7 @@ def knn_graph(
     t: float | None = None,
     metric: str = "euclidean",
     block_size: int = 1024,
+    method: str = "auto",
 ) -> Graph:
     r"""Symmetric weighted k-NN graph of the rows of ``x``.
 
@@ -222,6 +250,9 @@ def knn_graph(
         Distance used to choose the neighbours (and :math:`d_{ij}` of the heat kernel).
     block_size : int
         Query block of the search.
+    method : {"auto", "exact", "approx"}
+        Neighbour search (:func:`knn_search`): ``"auto"`` is exact below 20,000 rows
+        and the faiss HNSW index at or above; memory O(n k) for the graph either way.
 
     Returns
     -------
@@ -239,6 +270,7 @@ def knn_graph(
     """
     _check_choice("weight", weight, KNN_WEIGHTS)
     _check_choice("metric", metric, KNN_METRICS)
+    _check_choice("method", method, KNN_METHODS)
     if t is not None and not (np.isfinite(t) and t > 0):
         raise ValueError(f"heat-kernel width t must be positive and finite, got {t}")
     x = jnp.asarray(x, jnp.float32)
@@ -246,7 +278,13 @@ def knn_graph(
         raise ValueError(f"x must be 2-D [points, dims], got shape {x.shape}")
     n = x.shape[0]
     idx, dist = knn_search(
-        x, x, k, metric=metric, block_size=block_size, exclude_self=True
+        x,
+        x,
+        k,
+        metric=metric,
+        block_size=block_size,
+        exclude_self=True,
+        method=method,
     )
     idx, dist = np.asarray(idx), np.asarray(dist, np.float64)
     senders = np.repeat(np.arange(n), k)

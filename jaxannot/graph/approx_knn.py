@@ -1,0 +1,330 @@
+r"""Approximate k-nearest-neighbour search with a faiss HNSW index (large k-NN graphs).
+
+:func:`jaxannot.graph.knn_search` and :func:`jaxannot.graph.knn_graph` call
+:func:`approx_knn_search` for ``method="approx"`` (and for ``method="auto"`` on large
+inputs, see :func:`use_approx`). It returns the same arrays as the exact search: int32
+database rows and float32 distances of shape ``[q, k]``, by increasing distance, equal
+distances by increasing index, and with ``exclude_self`` no row among its own
+neighbours.
+
+Algorithm
+---------
+The index is faiss's ``IndexHNSWFlat``: a hierarchical navigable small-world graph
+(Malkov & Yashunin 2018) over the database rows, searched greedily from the top layer
+down with a candidate list of ``ef_search`` points on the bottom layer. Vectors are
+stored uncompressed, so its memory is O(n (d + 2 M)) for ``M`` links per point; the
+result is O(q k). Nothing of size n x n is ever formed.
+
+The returned distances are recomputed from the vectors (float32), not taken from the
+index, and each list is re-sorted by (distance, index); only the *set* of neighbours is
+approximate. With ``exclude_self`` the index is asked for ``k + 1`` neighbours and the
+query's own row is dropped (or the last one, when duplicates pushed it out). Rows for
+which the index returns fewer than ``k`` results (rare; a disconnected graph) are
+completed by an exact search of those rows.
+
+Metrics
+-------
+- ``"euclidean"``: L2 search;
+- ``"cosine"``: L2 search on the rows scaled to unit norm, since
+  :math:`\|a - b\|^2 = 2 (1 - \cos(a, b))` for unit vectors. A zero database row is
+  placed on an extra axis, at squared distance 2 (cosine similarity 0) from every unit
+  vector, as in the exact search.
+
+Settings
+--------
+``M = 32``, ``efConstruction = 40`` (faiss's defaults for ``IndexHNSWFlat(d, 32)``)
+and ``efSearch = 32``. faiss's default ``efSearch = 16`` already reached recall@10
+>= 0.95 on every dataset of ``benchmarks/knn_index.py`` (docs/graphs.md; 0.979 on
+100,000 points of a 64-d Gaussian mixture); 32 costs about 20 % more CPU there and
+keeps a margin for queries outside the database (recall@10 0.972 -> 0.994 for 2,000
+held-out queries of a 32-d mixture of 20,000 points).
+The build uses faiss's OpenMP threads;
+with more than one thread the graph (hence the returned neighbours, never their
+distances) may differ slightly between runs. ``num_threads=1`` makes it deterministic.
+
+References
+----------
+Malkov, Y. A., Yashunin, D. A. "Efficient and robust approximate nearest neighbor
+search using Hierarchical Navigable Small World graphs", IEEE TPAMI 42(4), 2018.
+
+Douze, M. et al. "The Faiss library", arXiv:2401.08281, 2024
+(https://github.com/facebookresearch/faiss).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import numpy as np
+
+__all__ = [
+    "APPROX_METRICS",
+    "APPROX_MIN_POINTS",
+    "DEFAULT_EF_SEARCH",
+    "approx_available",
+    "approx_knn_search",
+    "use_approx",
+]
+
+log = logging.getLogger(__name__)
+
+APPROX_METRICS = ("euclidean", "cosine")
+
+#: ``method="auto"`` uses the index from this many database points on (and when the
+#: exact search would compare at least ``APPROX_MIN_POINTS ** 2`` pairs).
+APPROX_MIN_POINTS = 20_000
+
+DEFAULT_M = 32
+DEFAULT_EF_CONSTRUCTION = 40
+DEFAULT_EF_SEARCH = 32
+
+_INSTALL_HINT = 'pip install "jaxannot[scale]"'
+
+# rows whose distances are recomputed at a time (memory O(block * k * d))
+_BLOCK = 4096
+
+
+def _import_faiss():
+    try:
+        import faiss
+    except ImportError as err:
+        raise ImportError(
+            "the approximate k-NN search (method='approx') needs faiss (faiss-cpu); "
+            f"install it with: {_INSTALL_HINT}"
+        ) from err
+    return faiss
+
+
+def approx_available() -> bool:
+    """Whether faiss can be imported (the ``scale`` extra is installed).
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        _import_faiss()
+    except ImportError:
+        return False
+    return True
+
+
+def use_approx(num_queries: int, num_points: int) -> bool:
+    """The choice of ``method="auto"``: the index for large searches, else exact.
+
+    Parameters
+    ----------
+    num_queries, num_points : int
+        Rows of the queries and of the database.
+
+    Returns
+    -------
+    bool
+        True when ``num_points >= APPROX_MIN_POINTS`` and
+        ``num_queries * num_points >= APPROX_MIN_POINTS ** 2`` (a few queries against
+        a large database stay exact: building the index would cost more) and faiss is
+        installed; without faiss a warning is logged and the exact search is chosen.
+    """
+    large = (
+        num_points >= APPROX_MIN_POINTS
+        and num_queries * num_points >= APPROX_MIN_POINTS**2
+    )
+    if large and not approx_available():
+        log.warning(
+            "k-NN search of %d queries in %d points: faiss is not installed, so "
+            "method='auto' falls back to the exact search (memory O(block x n), time "
+            "O(q n d)); for the approximate index: %s",
+            num_queries,
+            num_points,
+            _INSTALL_HINT,
+        )
+        return False
+    return large
+
+
+def _as_rows(x) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+
+
+def _unit_rows(x: np.ndarray, zero_axis: bool) -> np.ndarray:
+    """Rows scaled to unit norm plus one extra column (1 on zero rows if zero_axis)."""
+    norms = np.linalg.norm(x, axis=1)
+    out = np.zeros((x.shape[0], x.shape[1] + 1), np.float32)
+    nonzero = norms > 0
+    out[nonzero, :-1] = x[nonzero] / norms[nonzero, None]
+    if zero_axis:
+        out[~nonzero, -1] = 1.0
+    return out
+
+
+def _pair_distances(queries, database, idx, metric: str) -> np.ndarray:
+    """Distances between each query and its listed database rows, float32 [q, k]."""
+    out = np.empty(idx.shape, np.float32)
+    for start in range(0, idx.shape[0], _BLOCK):
+        q = queries[start : start + _BLOCK]
+        nb = database[idx[start : start + _BLOCK]]  # [b, k, d]
+        if metric == "euclidean":
+            diff = nb - q[:, None, :]
+            d = np.sqrt(np.einsum("bkd,bkd->bk", diff, diff))
+        else:
+            dots = np.einsum("bkd,bd->bk", nb, q)
+            denom = np.linalg.norm(nb, axis=2) * np.linalg.norm(q, axis=1)[:, None]
+            cos = np.where(denom > 0, dots / np.where(denom > 0, denom, 1.0), 0.0)
+            d = 1.0 - cos
+        out[start : start + _BLOCK] = d
+    return out
+
+
+def _sort_rows(idx: np.ndarray, dist: np.ndarray):
+    """Sort each row by (distance, index)."""
+    q, k = idx.shape
+    rows = np.repeat(np.arange(q), k)
+    order = np.lexsort((idx.reshape(-1), dist.reshape(-1), rows)).reshape(q, k)
+    order -= np.arange(q)[:, None] * k
+    return (
+        np.take_along_axis(idx, order, axis=1),
+        np.take_along_axis(dist, order, axis=1),
+    )
+
+
+def _exact_rows(queries, database, rows, k: int, metric: str, exclude_self: bool):
+    """Exact k-NN lists of queries[rows] (numpy, 256 rows at a time), int64 [r, k]."""
+    if metric == "cosine":
+        norms = np.linalg.norm(database, axis=1)
+        db = database / np.where(norms > 0, norms, 1.0)[:, None]
+    else:
+        db, db_sq = database, np.einsum("nd,nd->n", database, database)
+    out = np.empty((rows.size, k), np.int64)
+    for start in range(0, rows.size, 256):
+        r = rows[start : start + 256]
+        qr = queries[r]
+        if metric == "cosine":
+            qn = np.linalg.norm(qr, axis=1)
+            d = 1.0 - (qr / np.where(qn > 0, qn, 1.0)[:, None]) @ db.T
+        else:
+            d = db_sq[None, :] - 2.0 * (qr @ db.T)  # + |q|^2, the same along a row
+        if exclude_self:
+            d[np.arange(r.size), r] = np.inf
+        out[start : start + r.size] = np.argsort(d, axis=1, kind="stable")[:, :k]
+    return out
+
+
+@contextlib.contextmanager
+def _faiss_threads(faiss, num_threads: int | None):
+    if num_threads is None:
+        yield
+        return
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(int(num_threads))
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def approx_knn_search(
+    queries,
+    database,
+    k: int,
+    *,
+    metric: str = "euclidean",
+    exclude_self: bool = False,
+    m: int = DEFAULT_M,
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+    ef_search: int = DEFAULT_EF_SEARCH,
+    num_threads: int | None = None,
+):
+    r"""Approximate k nearest neighbours with a faiss HNSW index.
+
+    Builds ``faiss.IndexHNSWFlat`` over the database (Malkov & Yashunin 2018), searches
+    every query, recomputes the distances of the returned pairs and sorts each list by
+    (distance, index). The arguments are checked by
+    :func:`jaxannot.graph.knn_search`, which calls this for ``method="approx"``.
+
+    Parameters
+    ----------
+    queries : array [q, d]
+        Query points.
+    database : array [n, d]
+        Points searched.
+    k : int
+        Number of neighbours, ``1 <= k <= n`` (``n - 1`` with ``exclude_self``).
+    metric : {"euclidean", "cosine"}
+        Distance (``"cosine"``: L2 search of unit-norm rows, see the module
+        docstring).
+    exclude_self : bool
+        Query ``i`` is database row ``i`` (``q == n``) and is never returned.
+    m : int
+        HNSW links per point (faiss ``M``); memory grows as ``n * 2m``.
+    ef_construction : int
+        Candidate list while building (faiss ``efConstruction``).
+    ef_search : int
+        Candidate list while searching (faiss ``efSearch``; at least ``k + 1`` is
+        used); larger = higher recall, slower.
+    num_threads : int, optional
+        OpenMP threads of faiss for this call (default: faiss's setting, all cores);
+        1 gives a deterministic index.
+
+    Returns
+    -------
+    indices : int32 ndarray [q, k]
+        Database rows by increasing distance; equal distances by increasing index.
+    distances : float32 ndarray [q, k]
+        The matching distances.
+
+    Raises
+    ------
+    ImportError
+        faiss is not installed (``pip install "jaxannot[scale]"``).
+    ValueError
+        A metric the index does not support (the message lists the valid ones).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0], [1.0], [3.0]], np.float32)
+    >>> idx, d = approx_knn_search(x, x, 1, exclude_self=True)  # doctest: +SKIP
+    >>> idx[:, 0].tolist(), d[:, 0].tolist()  # doctest: +SKIP
+    ([1, 0, 1], [1.0, 1.0, 2.0])
+    """
+    if metric not in APPROX_METRICS:
+        raise ValueError(
+            f"unknown metric {metric!r} for the approximate k-NN search; valid "
+            f"choices: {', '.join(APPROX_METRICS)}"
+        )
+    faiss = _import_faiss()
+    queries, database = _as_rows(queries), _as_rows(database)
+    q, n = queries.shape[0], database.shape[0]
+    extra = 1 if exclude_self else 0
+    want = min(k + extra, n)
+    if metric == "cosine":
+        index_db = _unit_rows(database, zero_axis=True)
+        index_q = index_db if exclude_self else _unit_rows(queries, zero_axis=False)
+    else:
+        index_db, index_q = database, queries
+    with _faiss_threads(faiss, num_threads):
+        index = faiss.IndexHNSWFlat(index_db.shape[1], int(m))
+        index.hnsw.efConstruction = int(ef_construction)
+        index.add(index_db)
+        index.hnsw.efSearch = max(int(ef_search), want)
+        _, found = index.search(index_q, want)
+    del index
+    found = found.astype(np.int64)
+    if exclude_self:
+        # keep the first k entries that are neither the row itself nor missing (-1)
+        bad = (found == np.arange(q)[:, None]) | (found < 0)
+        keep = np.argsort(bad, axis=1, kind="stable")[:, :k]
+        bad = np.take_along_axis(bad, keep, axis=1)
+        found = np.take_along_axis(found, keep, axis=1)
+    else:
+        bad = found < 0
+    missing = np.flatnonzero(bad.any(axis=1))
+    if missing.size:
+        log.info("HNSW returned < %d neighbours for %d rows: exact", k, missing.size)
+        found[missing] = _exact_rows(
+            queries, database, missing, k, metric, exclude_self
+        )
+    dist = _pair_distances(queries, database, found, metric)
+    idx, dist = _sort_rows(found, dist)
+    return idx.astype(np.int32), dist.astype(np.float32)
