@@ -46,11 +46,6 @@ __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 
 
 # ------------------------------------------------------- mixture of unigrams
-def _mix_data(corpus, views, edges, text_weight):
-    vis = vw.visual(corpus, views, edges)
-    return (jnp.asarray(vw.text(corpus) * text_weight),) + tuple(map(jnp.asarray, vis))
-
-
 def _mix_params(params: mu.MixtureParams, phi, extra=None) -> dict:
     out = {
         "log_pi": params.log_pi,
@@ -86,12 +81,23 @@ def _vem(algorithm: str = "exact") -> VEM:
     return VEM(mu.mixture_of_unigrams, local_site="z")
 
 
-def _mix_kwargs(topics, pi_concentration, beta_concentration) -> dict:
-    return dict(
+def _mix_setup(
+    corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+):
+    """What both mixtures start from: the priors and views checked, the views'
+    names, bin edges and hyper entry, the data (text bag first) and the model's
+    keyword arguments."""
+    mu.check_priors(pi_concentration, beta_concentration)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
+    vis = vw.visual(corpus, names, edges)
+    text = jnp.asarray(vw.text(corpus) * text_weight)
+    data = (text,) + tuple(map(jnp.asarray, vis))
+    kwargs = dict(
         num_topics=int(topics),
         pi_concentration=float(pi_concentration),
         beta_concentration=float(beta_concentration),
     )
+    return names, edges, views_hyper, data, kwargs
 
 
 def _to_mixture_params(values: dict, num_views: int) -> mu.MixtureParams:
@@ -131,10 +137,9 @@ def _mix_fit(
     views="",
     bins=8,
 ) -> Fitted:
-    mu.check_priors(pi_concentration, beta_concentration)
-    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
-    data = _mix_data(corpus, names, edges, text_weight)
-    kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
+    names, edges, views_hyper, data, kwargs = _mix_setup(
+        corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+    )
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
     phi = mu.posterior(params, data)
     return Fitted(
@@ -220,15 +225,14 @@ def _lap_fit(
         )
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
-    mu.check_priors(pi_concentration, beta_concentration)
-    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
-    data = _mix_data(corpus, names, edges, text_weight)
+    names, edges, views_hyper, data, kwargs = _mix_setup(
+        corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+    )
     feats = _graph_features(vw.visual(corpus, names, edges))
     k = min(int(neighbors), corpus.num_images - 1)
     _, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
     t = float(np.mean(np.asarray(dist))) or 1.0
     graph = knn_graph(feats, k, weight=weight, t=t, metric=metric)
-    kwargs = _mix_kwargs(topics, pi_concentration, beta_concentration)
     if algorithm == "lapvar1":
         # the colour classes of a graph are fixed (colouring seed 0), so a refit with
         # another key reuses the compiled fit; sweeps visit them in a random order
