@@ -100,6 +100,12 @@ def _top_n(ranks, n):
     return ranks < n
 
 
+def _checked_ranks(scores, truth):
+    """``(ranks, truth)``: the checked pair, with the scores as per-image ranks."""
+    scores, truth = _check_pair(scores, truth)
+    return _rank_positions(scores), truth
+
+
 def _rows_with_truth(truth):
     r = truth.sum(axis=1)
     keep = r > 0
@@ -149,8 +155,7 @@ def annotation_accuracy(scores, truth) -> float:
     >>> annotation_accuracy([[3.0, 2.0, 1.0]], [[1, 0, 1]])
     0.5
     """
-    scores, truth = _check_pair(scores, truth)
-    return _accuracy(_rank_positions(scores), truth)
+    return _accuracy(*_checked_ranks(scores, truth))
 
 
 def _accuracy(ranks, truth):
@@ -173,8 +178,7 @@ def complete_length(scores, truth) -> float:
     >>> complete_length([[3.0, 2.0, 1.0]], [[1, 0, 1]])
     3.0
     """
-    scores, truth = _check_pair(scores, truth)
-    return _complete_length(_rank_positions(scores), truth)
+    return _complete_length(*_checked_ranks(scores, truth))
 
 
 def _complete_length(ranks, truth):
@@ -196,8 +200,7 @@ def image_prf_at_n(scores, truth, n: int) -> tuple[float, float, float]:
     -------
     (precision, recall, f1) : tuple of float
     """
-    scores, truth = _check_pair(scores, truth)
-    return _image_prf(_rank_positions(scores), truth, n)
+    return _image_prf(*_checked_ranks(scores, truth), n)
 
 
 def _image_prf(ranks, truth, n):
@@ -224,8 +227,7 @@ def word_prf_at_n(scores, truth, n: int) -> dict:
     -------
     dict with keys ``precision``, ``recall``, ``f1`` (float) and ``n_plus`` (int)
     """
-    scores, truth = _check_pair(scores, truth)
-    return _word_prf(_rank_positions(scores), truth, n)
+    return _word_prf(*_checked_ranks(scores, truth), n)
 
 
 def _word_prf(ranks, truth, n):
