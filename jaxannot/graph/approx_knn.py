@@ -32,12 +32,24 @@ Metrics
 
 Settings
 --------
-``M = 32``, ``efConstruction = 40`` (faiss's defaults for ``IndexHNSWFlat(d, 32)``)
-and ``efSearch = 32``. faiss's default ``efSearch = 16`` already reached recall@10
->= 0.95 on every dataset of ``benchmarks/knn_index.py`` (docs/graphs.md; 0.979 on
-100,000 points of a 64-d Gaussian mixture); 32 costs about 20 % more CPU there and
-keeps a margin for queries outside the database (recall@10 0.972 -> 0.994 for 2,000
-held-out queries of a 32-d mixture of 20,000 points).
+``M = 32``, ``efConstruction = 200``, ``efSearch = 128``. faiss's defaults
+(``efConstruction = 40``, ``efSearch = 16``) reached recall@10 >= 0.95 on a 64-d
+Gaussian mixture of 100,000 points (0.979) and on Corel5k, but not on Delicious's 500
+binary dims (0.78; 0.90 at efSearch 64); efConstruction 200 and efSearch 128 reach
+0.957 there and 0.9999 on the mixture, for 35.6 CPU seconds at n = 100,000 (1 thread;
+benchmarks/knn_index.py, docs/graphs.md).
+
+Threshold of ``method="auto"``: the exact blocked search of the same 100,000 points
+took 77.6 CPU seconds (quadratic in n), and 4.3 against the index's 8.0 on Delicious's
+16,105 points; the crossover is near 40,000-50,000 points, so ``APPROX_MIN_POINTS``
+is 50,000.
+
+Why faiss and not pynndescent (NN-descent, Dong et al. 2011): after its numba
+compilation pynndescent built the 100,000-point graph faster (7.6 CPU seconds at its
+default ``n_neighbors = 30``, recall 1.0; 0.986 on Delicious), but the compilation
+costs about 30 CPU seconds in every new process and its peak memory was 5x larger
+(about 530 MB against 97 MB); faiss answers queries outside the database with the same
+index and no compilation.
 The build uses faiss's OpenMP threads;
 with more than one thread the graph (hence the returned neighbours, never their
 distances) may differ slightly between runs. ``num_threads=1`` makes it deterministic.
@@ -46,6 +58,9 @@ References
 ----------
 Malkov, Y. A., Yashunin, D. A. "Efficient and robust approximate nearest neighbor
 search using Hierarchical Navigable Small World graphs", IEEE TPAMI 42(4), 2018.
+
+Dong, W., Moses, C., Li, K. "Efficient k-nearest neighbor graph construction for
+generic similarity measures", WWW 2011 (NN-descent, pynndescent; benchmarked only).
 
 Douze, M. et al. "The Faiss library", arXiv:2401.08281, 2024
 (https://github.com/facebookresearch/faiss).
@@ -73,11 +88,11 @@ APPROX_METRICS = ("euclidean", "cosine")
 
 #: ``method="auto"`` uses the index from this many database points on (and when the
 #: exact search would compare at least ``APPROX_MIN_POINTS ** 2`` pairs).
-APPROX_MIN_POINTS = 20_000
+APPROX_MIN_POINTS = 50_000
 
 DEFAULT_M = 32
-DEFAULT_EF_CONSTRUCTION = 40
-DEFAULT_EF_SEARCH = 32
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_SEARCH = 128
 
 _INSTALL_HINT = 'pip install "jaxannot[scale]"'
 
