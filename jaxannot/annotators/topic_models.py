@@ -217,7 +217,7 @@ def _lap_fit(
     views="",
     bins=8,
 ) -> Fitted:
-    from jaxannot.graph import knn_graph, knn_search
+    from jaxannot.graph import knn_search, neighbour_graph
 
     if algorithm not in lapvar.ALGORITHMS:
         raise ValueError(
@@ -230,9 +230,9 @@ def _lap_fit(
     )
     feats = _graph_features(vw.visual(corpus, names, edges))
     k = min(int(neighbors), corpus.num_images - 1)
-    _, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
     t = float(np.mean(np.asarray(dist))) or 1.0
-    graph = knn_graph(feats, k, weight=weight, t=t, metric=metric)
+    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)  # one search
     if algorithm == "lapvar1":
         # the colour classes of a graph are fixed (colouring seed 0), so a refit with
         # another key reuses the compiled fit; sweeps visit them in a random order

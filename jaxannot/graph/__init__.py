@@ -7,7 +7,13 @@ normalized Laplacian, the penalty ``sum_ij S_ij d(q_i, q_j)``) and
 updates).
 """
 
-from jaxannot.graph.knn import KNN_METRICS, KNN_WEIGHTS, knn_graph, knn_search
+from jaxannot.graph.knn import (
+    KNN_METRICS,
+    KNN_WEIGHTS,
+    knn_graph,
+    knn_search,
+    neighbour_graph,
+)
 from jaxannot.graph.laplacian import (
     PENALTY_DISTANCES,
     SYM_KL_EPS,
@@ -35,6 +41,7 @@ __all__ = [
     "from_scipy",
     "knn_graph",
     "knn_search",
+    "neighbour_graph",
     "laplacian_matvec",
     "laplacian_penalty",
     "normalized_laplacian_matvec",

@@ -58,7 +58,14 @@ import jax.numpy as jnp
 from jaxannot.graph import approx_knn
 from jaxannot.graph.laplacian import Graph
 
-__all__ = ["KNN_METHODS", "KNN_METRICS", "KNN_WEIGHTS", "knn_search", "knn_graph"]
+__all__ = [
+    "KNN_METHODS",
+    "KNN_METRICS",
+    "KNN_WEIGHTS",
+    "knn_search",
+    "knn_graph",
+    "neighbour_graph",
+]
 
 KNN_METRICS = ("euclidean", "cosine")
 KNN_METHODS = ("exact", "approx", "auto")
@@ -277,7 +284,6 @@ def knn_graph(
     x = jnp.asarray(x, jnp.float32)
     if x.ndim != 2:
         raise ValueError(f"x must be 2-D [points, dims], got shape {x.shape}")
-    n = x.shape[0]
     idx, dist = knn_search(
         x,
         x,
@@ -287,7 +293,31 @@ def knn_graph(
         exclude_self=True,
         method=method,
     )
+    return neighbour_graph(x, idx, dist, weight=weight, t=t)
+
+
+def neighbour_graph(x, idx, dist, *, weight: str = "heat", t: float | None = None):
+    r"""The symmetric graph of :func:`knn_graph` from a search already made.
+
+    For a caller that needs the neighbours themselves too (e.g. a heat width set
+    from their distances): one search, then the graph.
+
+    Parameters
+    ----------
+    x : array [n, d]
+        The rows searched (used by ``weight="cosine"``).
+    idx, dist : arrays [n, k]
+        :func:`knn_search` of ``x`` against itself with ``exclude_self=True``.
+    weight, t
+        As in :func:`knn_graph`.
+
+    Returns
+    -------
+    Graph
+    """
+    _check_choice("weight", weight, KNN_WEIGHTS)
     idx, dist = np.asarray(idx), np.asarray(dist, np.float64)
+    n, k = idx.shape
     senders = np.repeat(np.arange(n), k)
     receivers = idx.reshape(-1)
     if weight == "binary":
