@@ -39,7 +39,7 @@ from jaxannot.annotators.hyper_spec import (
     register_words_method,
 )
 from jaxannot.data.corpus import Corpus
-from jaxannot.graph import knn_graph
+from jaxannot.graph import knn_graph, pad_edges
 from jaxannot.inference.fsnm import fit_fsnm
 from jaxannot.models.sfsls_solver import fit_sfsls
 from jaxannot.models.sparse_projection import feature_ranking
@@ -84,28 +84,6 @@ def selected_features(fitted: Fitted, num_features: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ sfsls / sfss
-def _padded_edges(graph, n: int, k: int):
-    """Edge arrays padded to ``2 n k`` with zero-weight self-loops on node 0.
-
-    A symmetrized k-NN graph has between ``n k`` and ``2 n k`` directed edges, a number
-    that changes with the data; a fixed length keeps one compiled solver per
-    ``(n, d, c, k)`` across runs and labelled fractions. Zero weights add nothing to
-    ``L f`` or to the degrees.
-    """
-    senders, receivers, weights = (
-        np.asarray(graph.senders),
-        np.asarray(graph.receivers),
-        np.asarray(graph.weights),
-    )
-    pad = max(2 * n * k, senders.size) - senders.size
-    zeros = np.zeros(pad, np.int32)
-    return (
-        np.concatenate([senders.astype(np.int32), zeros]),
-        np.concatenate([receivers.astype(np.int32), zeros]),
-        np.concatenate([weights.astype(np.float32), np.zeros(pad, np.float32)]),
-    )
-
-
 #: The last few k-NN graphs, keyed by the exact features and ``k``: a hyper-parameter
 #: sweep or cross-validation refits on the same training images many times.
 _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
@@ -119,7 +97,8 @@ def _knn_edges(z: np.ndarray, k: int):
     if key in _GRAPH_CACHE:
         _GRAPH_CACHE.move_to_end(key)
         return _GRAPH_CACHE[key]
-    edges = _padded_edges(knn_graph(z, k, weight="heat"), z.shape[0], k)
+    g = pad_edges(knn_graph(z, k, weight="heat"), 2 * z.shape[0] * k)
+    edges = (g.senders, g.receivers, g.weights)
     _GRAPH_CACHE[key] = edges
     while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
         _GRAPH_CACHE.popitem(last=False)

@@ -24,6 +24,7 @@ from jaxannot.graph.laplacian import (
     laplacian_matvec,
     laplacian_penalty,
     normalized_laplacian_matvec,
+    pad_edges,
     to_scipy,
 )
 from jaxannot.graph.neighbour_table import NeighbourTable, neighbour_table
@@ -45,5 +46,6 @@ __all__ = [
     "laplacian_matvec",
     "laplacian_penalty",
     "normalized_laplacian_matvec",
+    "pad_edges",
     "to_scipy",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "PENALTY_DISTANCES",
     "SYM_KL_EPS",
     "degree",
+    "pad_edges",
     "adjacency_matvec",
     "laplacian_matvec",
     "normalized_laplacian_matvec",
@@ -84,6 +85,25 @@ jax.tree_util.register_dataclass(
     data_fields=["senders", "receivers", "weights"],
     meta_fields=["num_nodes"],
 )
+
+
+def pad_edges(g: Graph, num_edges: int) -> Graph:
+    """``g`` with its edge arrays padded to ``num_edges`` by zero-weight self-loops on
+    node 0 (int32 endpoints, float32 weights).
+
+    A symmetrized k-NN graph has between ``n k`` and ``2 n k`` directed edges, a number
+    that changes with the data; padding to a fixed length keeps one compiled solver
+    per shape. Zero weights add nothing to :math:`L f`, :math:`S f` or the degrees.
+    """
+    senders, receivers = np.asarray(g.senders), np.asarray(g.receivers)
+    pad = max(int(num_edges), senders.size) - senders.size
+    zeros = np.zeros(pad, np.int32)
+    return Graph(
+        np.concatenate([senders.astype(np.int32), zeros]),
+        np.concatenate([receivers.astype(np.int32), zeros]),
+        np.concatenate([np.asarray(g.weights, np.float32), np.zeros(pad, np.float32)]),
+        g.num_nodes,
+    )
 
 
 def degree(g: Graph) -> jax.Array:

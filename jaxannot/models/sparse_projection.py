@@ -47,9 +47,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-import jax
 import jax.numpy as jnp
 
+from jaxannot.graph import Graph
+from jaxannot.graph import laplacian_matvec as graph_laplacian_matvec
 from jaxannot.types import Array
 
 __all__ = [
@@ -88,21 +89,12 @@ class SparseProjection(NamedTuple):
 
 
 def laplacian_matvec(senders, receivers, weights, f, num_nodes: int) -> Array:
-    r"""``L f = (D − S) f`` for a graph stored as a symmetric edge list.
-
-    ``S_ij = weights[e]`` for the edge ``e`` with ``senders[e] = i, receivers[e] = j``;
-    every undirected edge is stored in both directions, so ``D_ii = Σ_j S_ij``.
-    O(edges · columns).
+    r"""``L f = (D − S) f`` for a graph stored as a symmetric edge list:
+    :func:`jaxannot.graph.laplacian_matvec` of ``Graph(senders, receivers, weights,
+    num_nodes)`` (every undirected edge stored in both directions). O(edges · columns).
     """
-    f = jnp.asarray(f)
-    squeeze = f.ndim == 1
-    f2 = f[:, None] if squeeze else f
-    degree = jax.ops.segment_sum(weights, senders, num_segments=num_nodes)
-    neighbour_sum = jax.ops.segment_sum(
-        weights[:, None] * f2[receivers], senders, num_segments=num_nodes
-    )
-    out = degree[:, None] * f2 - neighbour_sum
-    return out[:, 0] if squeeze else out
+    graph = Graph(senders, receivers, weights, num_nodes)
+    return graph_laplacian_matvec(graph, f)
 
 
 def row_norms(g: Array) -> Array:

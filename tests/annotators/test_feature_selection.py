@@ -102,15 +102,15 @@ def test_bad_input_is_rejected(task):
 
 def test_knn_graph_is_memoized_on_the_features(task):
     from jaxannot.annotators import feature_selection as fs
-    from jaxannot.graph import knn_graph
+    from jaxannot.graph import knn_graph, pad_edges
 
     fs._GRAPH_CACHE.clear()
     x = task.train.features()
     z = (x - x.mean(0)) / x.std(0)
     first = fs._knn_edges(z, 5)
     assert fs._knn_edges(z.copy(), 5) is first  # same bytes: the cached arrays
-    fresh = fs._padded_edges(knn_graph(z, 5, weight="heat"), z.shape[0], 5)
-    for got, want in zip(first, fresh, strict=True):
+    g = pad_edges(knn_graph(z, 5, weight="heat"), 2 * z.shape[0] * 5)
+    for got, want in zip(first, (g.senders, g.receivers, g.weights), strict=True):
         np.testing.assert_array_equal(got, want)
     z2 = z.copy()
     z2[0, 0] += 1.0

@@ -166,3 +166,20 @@ def test_penalty_and_from_scipy_errors(graph):
     np.testing.assert_allclose(np.asarray(degree(g)), [1.0, 1.0])
     with pytest.raises(ValueError, match="square"):
         from_scipy(np.zeros((2, 3)))
+
+
+def test_pad_edges_adds_zero_weight_self_loops_that_change_nothing():
+    import numpy as np
+
+    from jaxannot.graph import knn_graph, laplacian_matvec, pad_edges
+
+    x = np.random.default_rng(0).normal(size=(30, 3)).astype(np.float32)
+    g = knn_graph(x, 4, weight="heat")
+    padded = pad_edges(g, 2 * 30 * 4)
+    assert padded.num_edges == 240 and padded.num_nodes == g.num_nodes
+    extra = slice(g.num_edges, None)
+    assert np.all(np.asarray(padded.weights)[extra] == 0)
+    assert np.all(np.asarray(padded.senders)[extra] == 0)
+    f = np.random.default_rng(1).normal(size=(30, 2)).astype(np.float32)
+    np.testing.assert_allclose(laplacian_matvec(padded, f), laplacian_matvec(g, f))
+    assert pad_edges(g, 5).num_edges == g.num_edges  # never truncates
