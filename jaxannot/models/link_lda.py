@@ -217,14 +217,16 @@ def to_padded(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     costs O(images x max_nnz x K) instead of O(images x vocab x K).
     """
     counts = np.asarray(counts, np.float32)
-    nnz = (counts > 0).sum(1)
+    mask = counts > 0
+    nnz = mask.sum(1)
     width = max(int(nnz.max(initial=0)), 1)
+    # slot of each nonzero (row-major order) = its rank within its row
+    rows, cols = np.nonzero(mask)
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(nnz) - nnz, nnz)
     ids = np.zeros((counts.shape[0], width), np.int32)
     vals = np.zeros((counts.shape[0], width), np.float32)
-    rows, cols = np.nonzero(counts > 0)
-    slot = np.arange(rows.size) - np.searchsorted(rows, rows)
     ids[rows, slot] = cols
-    vals[rows, slot] = counts[rows, cols]
+    vals[rows, slot] = counts[mask]
     return ids, vals
 
 

@@ -166,3 +166,50 @@ def test_fold_in_recovers_training_posterior_and_compiles_once(fitted):
     run_em(jax.random.key(0), st, data, step=counted, num_iterations=5)
     run_em(jax.random.key(1), st, data, step=counted, num_iterations=5)
     assert len(traces) == 1
+
+
+def test_fast_digamma_matches_scipy():
+    from scipy.special import digamma
+
+    x = np.logspace(-3, 5, 2001)
+    ours = np.asarray(ll._digamma(jnp.asarray(x, jnp.float32)), np.float64)
+    ref = digamma(np.asarray(x, np.float32).astype(np.float64))
+    np.testing.assert_allclose(ours, ref, rtol=2e-6, atol=2e-6)
+
+
+def test_batched_padded_estep_matches_per_image_dense_estep():
+    counts = _corpus(images=9, seed=4)
+    rng = np.random.default_rng(2)
+    exp_b = tuple(
+        jnp.asarray(rng.dirichlet(np.ones(c.shape[1]), 3), jnp.float32) for c in counts
+    )
+    gamma0 = jnp.asarray(rng.gamma(2.0, 1.0, (9, 3)), jnp.float32)
+    dense = jax.vmap(ll.image_estep, in_axes=(0, 0, None, None, None))
+    g_ref, t_ref, r_ref, l_ref = dense(
+        gamma0, tuple(map(jnp.asarray, counts)), exp_b, 0.1, 4
+    )
+    ids, cnts = zip(*(ll.to_padded(c) for c in counts), strict=False)
+    ids = tuple(map(jnp.asarray, ids))
+    g, t, r, local = ll._batch_estep(
+        gamma0, ll._gather(exp_b, ids), tuple(map(jnp.asarray, cnts)), 0.1, 4
+    )
+    np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(t), np.asarray(t_ref), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(local), np.asarray(l_ref), rtol=1e-5)
+    for rv, rd, i, c in zip(r, r_ref, ids, cnts, strict=False):
+        # padded ratio of each (image, word) slot = dense ratio at that word
+        picked = np.take_along_axis(np.asarray(rd), np.asarray(i), axis=1)
+        np.testing.assert_allclose(
+            np.asarray(rv), np.where(c > 0, picked, 0.0), rtol=1e-5
+        )
+
+
+def test_fit_continues_from_a_state():
+    counts = _corpus(images=30, seed=5)
+    key = jax.random.key(3)
+    whole, obj = ll.fit_vb(key, counts, 3, num_iterations=8, num_inner=3)
+    half, first = ll.fit_vb(key, counts, 3, num_iterations=4, num_inner=3)
+    rest, second = ll.fit_vb(key, counts, 3, num_iterations=4, num_inner=3, state=half)
+    np.testing.assert_allclose(np.concatenate([first, second]), obj, rtol=1e-5)
+    for a, b in zip(rest.lambdas, whole.lambdas, strict=False):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
