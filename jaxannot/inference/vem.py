@@ -46,7 +46,6 @@ Seed 000: graph-regularized variational inference for image annotation.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,7 +59,6 @@ from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference._declaration import (
     _inspect,
-    _join_leaves,
     _out_of_plate,
     _per_image,
     _Setup,
@@ -68,6 +66,7 @@ from jaxannot.inference._declaration import (
     _subsamples,
     _trace,
 )
+from jaxannot.inference._vem_layout import _Whole, fold_in, log_joint_all, plan
 from jaxannot.inference.progress import run_steps
 from jaxannot.inference.vem_steps import (
     ExactEStep,
@@ -120,6 +119,19 @@ class VEM:
         Name of the image plate.
     chunk_size : int
         Images per E-step chunk.
+    devices : sequence of jax.Device, optional
+        Devices to split the fit's images over, e.g. ``jax.devices()`` (default
+        None: the default device, as given). With several, the image axis of every
+        array argument whose leading axis has the plate's size, and of the
+        posteriors, is padded to a multiple of the device count and split over
+        them (:mod:`jaxannot.inference.sharding`); the globals are replicated and
+        the sums over images reduced across devices. Padded images have weight 0
+        and change no result. It needs a model whose plate takes its size from
+        those arrays, and no extra terms; otherwise the fit runs on one device.
+        Graph E-steps (:class:`~jaxannot.inference.LapVar1` / ``LapVar2``) run on
+        the real images with the posteriors gathered on every device (the graph
+        replicated); the log joint and the M-step stay split. Only :meth:`run` is
+        split; fold-in (:meth:`posteriors_for`) runs on one device.
 
     Examples
     --------
@@ -142,6 +154,7 @@ class VEM:
         term_steps: int = 5,
         plate: str = "image",
         chunk_size: int = 1024,
+        devices: Sequence[jax.Device] | None = None,
     ):
         if isinstance(m_step, str) and m_step not in ("auto", "generic"):
             raise ValueError(
@@ -161,6 +174,7 @@ class VEM:
         self.m_steps, self.term_steps = int(m_steps), int(term_steps)
         self.terms = tuple(terms)
         self.chunk_size = int(chunk_size)
+        self.devices = None if devices is None else tuple(devices)
         self._steps: dict = {}
 
     # ------------------------------------------------------------ setup
@@ -230,25 +244,14 @@ class VEM:
         trace = _trace(self.model, self._small_substitutions(setup), args, kwargs)
         return {k: biject_to(trace[k]["fn"].support) for k in setup.structure.globals_}
 
-    def _expected_log_joint(self, setup, values, phi, args, kwargs):
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk."""
-        chunks, valid = self._chunk_indices(setup)
-        phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
-        phi_p = phi_p.at[: phi.shape[0]].set(phi).reshape(chunks.shape + (-1,))
-
-        def body(total, xs):
-            idx, ok, ph = xs
-            a = self._log_joint_chunk(setup, values, idx, args, kwargs)
-            return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
-
-        total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
-        return total + self._log_prior(setup, values, args, kwargs)
-
     # ----------------------------------------------------------- M-steps
-    def _m_step(self, setup, transforms, values, opt_state, term_params, phi, args, kw):
+    def _m_step(self, layout, transforms, values, opt_state, term_params, phi, dynamic):
         if self.closed_form is not None:
+            args, kw = layout.join(dynamic)
+            stats = layout.statistics(phi)
             values = {
-                k: jnp.asarray(v) for k, v in self.closed_form(phi, *args, **kw).items()
+                k: jnp.asarray(v)
+                for k, v in self.closed_form(stats, *args, **kw).items()
             }
             if self.terms:
                 term_params, opt_state = self._optax_steps(
@@ -260,7 +263,7 @@ class VEM:
         def loss(u_and_t):
             u, tp = u_and_t
             vals = {k: transforms[k](x) for k, x in u.items()}
-            value = -self._expected_log_joint(setup, vals, phi, args, kw)
+            value = -layout.expected(self, vals, phi, dynamic)
             return value + (terms_value(self.terms, tp, phi) if self.terms else 0.0)
 
         (unconstrained, term_params), opt_state = self._optax_steps(
@@ -282,25 +285,26 @@ class VEM:
         return lax.fori_loop(0, self.m_steps, body, (params, opt_state))
 
     # ------------------------------------------------------------- the step
-    def _build_step(self, setup: _Setup, tolerance: float):
-        """One EM iteration as a pure ``step(t, carry)``; cached per static setup
+    def _build_step(self, layout, tolerance: float):
+        """One EM iteration as a pure ``step(t, carry)``; cached per static layout
         and E-step configuration (the E-step's arrays travel in the carry)."""
         estep = self.estep
-        key = (setup, tolerance, estep.static_key)
+        setup = layout.setup
+        key = (layout, tolerance, estep.static_key)
         if key in self._steps:
             return self._steps[key]
         keep_best = bool(estep.keep_best)
 
         def step(t, carry):
             state, dynamic, e_arrays = carry
-            args, kwargs = _join_leaves(setup, dynamic)
+            args, kwargs = layout.join(dynamic)
             transforms = self._transforms(setup, args, kwargs)
             (rng, values, phi, opt_state, term_params, best, best_obj, stop) = state
 
             def iterate(_):
                 rng2, sub = jax.random.split(rng)
-                a = self._log_joint(setup, values, args, kwargs)
-                new_phi, q = estep.apply(e_arrays, sub, phi, a)
+                a = layout.log_joint(self, values, dynamic)
+                new_phi, q = layout.estep(estep, e_arrays, sub, phi, a)
                 new_phi = refine_for_terms(
                     self.terms, term_params, new_phi, a, self.term_steps
                 )
@@ -309,14 +313,7 @@ class VEM:
                     q = q - terms_value(self.terms, term_params, new_phi)
                 objective = q + self._log_prior(setup, values, args, kwargs)
                 new_values, new_opt, new_tp = self._m_step(
-                    setup,
-                    transforms,
-                    values,
-                    opt_state,
-                    term_params,
-                    new_phi,
-                    args,
-                    kwargs,
+                    layout, transforms, values, opt_state, term_params, new_phi, dynamic
                 )
                 new_tp = dual_updates(self.terms, new_tp, new_phi)
                 improved = (t == 0) | (
@@ -424,6 +421,7 @@ class VEM:
                 f"{s.num_images} images"
             )
         values = {k: jnp.asarray(init_params[k]) for k in s.globals_}
+        layout, dynamic = plan(self, setup, args, kwargs, dynamic)
         transforms = self._transforms(setup, args, kwargs)
         term_keys = jax.random.split(init_key, max(1, len(self.terms)))
         term_params = tuple(
@@ -434,7 +432,7 @@ class VEM:
         else:
             unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
             opt_state = self.optimizer.init((unconstrained, term_params))
-        phi0 = _fold_in(self, setup, values, dynamic)
+        phi0 = fold_in(self, layout, values, dynamic)
         best = (values, phi0, term_params)
         state = (
             loop_key,
@@ -446,10 +444,11 @@ class VEM:
             jnp.float32(-jnp.inf),
             jnp.bool_(False),
         )
-        step = self._build_step(setup, float(tolerance))
+        state, e_arrays = layout.place(state, self.estep.arrays)
+        step = self._build_step(layout, float(tolerance))
         (state, _, _), losses = run_steps(
             step,
-            (state, dynamic, self.estep.arrays),
+            (state, dynamic, e_arrays),
             num_steps,
             progress_bar=progress_bar,
             desc="VEM",
@@ -457,21 +456,21 @@ class VEM:
         values, phi, term_params = state[5]
         params = dict(values)
         params["terms"] = term_params
-        return VEMResult(params, phi, losses)
+        return VEMResult(params, layout.real(phi), losses)
 
     def local_log_joint(self, params: dict, *args, **kwargs) -> jax.Array:
         """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
         ``args`` and value ``k`` under the global values ``params``, [N, K]."""
         setup, dynamic = self._setup(args, kwargs)
         values = {k: jnp.asarray(params[k]) for k in setup.structure.globals_}
-        return _log_joint_all(self, setup, values, dynamic)
+        return log_joint_all(self, _Whole(setup), values, dynamic)
 
     def posteriors_for(self, params: dict, *args, **kwargs) -> jax.Array:
         """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
         the images in ``args`` under ``params`` (fold-in of new images), [N, K]."""
         setup, dynamic = self._setup(args, kwargs)
         values = {k: jnp.asarray(params[k]) for k in setup.structure.globals_}
-        return _fold_in(self, setup, values, dynamic)
+        return fold_in(self, _Whole(setup), values, dynamic)
 
     def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):
         """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
@@ -480,14 +479,3 @@ class VEM:
             raise ValueError("this VEM has no extra terms to predict with")
         phi = self.posteriors_for(result.params, *args, **kwargs)
         return self.terms[term].predict(result.params["terms"][term], phi)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _log_joint_all(vem: VEM, setup: _Setup, values, dynamic):
-    args, kwargs = _join_leaves(setup, dynamic)
-    return vem._log_joint(setup, values, args, kwargs)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _fold_in(vem: VEM, setup: _Setup, values, dynamic):
-    return jax.nn.softmax(_log_joint_all(vem, setup, values, dynamic), axis=-1)

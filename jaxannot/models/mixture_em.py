@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from jaxannot.inference import sharding
 from jaxannot.inference.em import run_em, run_em_until_converged
 from jaxannot.models.mixture_of_unigrams import (
     MixtureParams,
@@ -212,6 +213,7 @@ def fit_em_tokens(
     num_iterations: int = 10,
     pi_concentration: float = 1.0,
     beta_concentration: float = 1.1,
+    devices: Sequence[jax.Device] | None = None,
 ) -> tuple[MixtureParams, np.ndarray]:
     """MAP-EM for one bag view given as padded token ids, streamed in chunks.
 
@@ -230,6 +232,11 @@ def fit_em_tokens(
         Images per E-step chunk.
     num_iterations : int
     pi_concentration, beta_concentration : float
+    devices : sequence of jax.Device, optional
+        Split every chunk's images over these devices (data parallel; e.g.
+        ``jax.devices()``): the chunk is rounded up to a multiple of the device
+        count, padded rows masked out, the parameters replicated and the chunk's
+        statistics reduced across devices. Default: the default device.
 
     Returns
     -------
@@ -244,12 +251,22 @@ def fit_em_tokens(
     if tokens.max(initial=-1) >= vocab_size:
         raise ValueError(f"token id {tokens.max()} >= vocab_size {vocab_size}")
     n, length = tokens.shape
+    mesh = None if devices is None or len(devices) < 2 else sharding.image_mesh(devices)
+    if mesh is not None:
+        chunk_size = sharding.pad_images(min(chunk_size, n), mesh.size)
     num_chunks = -(-n // chunk_size)
     pad = num_chunks * chunk_size - n
     chunks = np.concatenate([tokens, np.full((pad, length), -1, np.int32)])
     masks = np.arange(num_chunks * chunk_size) < n
-    chunks = jnp.asarray(chunks.reshape(num_chunks, chunk_size, length))
-    masks = jnp.asarray(masks.reshape(num_chunks, chunk_size))
+    chunks = chunks.reshape(num_chunks, chunk_size, length)
+    masks = masks.reshape(num_chunks, chunk_size)
+    if mesh is None:
+        chunks, masks = jnp.asarray(chunks), jnp.asarray(masks)
+    else:  # the images of every chunk (axis 1) split over the devices
+        split = jax.sharding.NamedSharding(
+            mesh, jax.sharding.PartitionSpec(None, "images")
+        )
+        chunks, masks = jax.device_put((chunks, masks), split)
     # random start: β rows near uniform (exp of small Gaussian noise), π uniform
     noise = 0.5 * jax.random.normal(rng_key, (num_topics, vocab_size))
     log_beta = noise - logsumexp(noise, axis=-1, keepdims=True)

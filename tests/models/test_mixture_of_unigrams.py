@@ -1,5 +1,8 @@
 """Tests of the mixture of unigrams: declaration vs fast path, EM, compile-once."""
 
+import functools
+import os
+
 import numpy as np
 import pytest
 
@@ -230,4 +233,32 @@ def test_token_stream_em_matches_dense_counts_em():
         np.asarray(params.log_betas[0]),
         np.asarray(state.params.log_betas[0]),
         atol=1e-4,
+    )
+
+
+def test_token_stream_em_on_two_devices_equals_one():
+    if jax.device_count() < 2:
+        if os.environ.get("CI") == "true":
+            raise RuntimeError("needs two devices (make test sets them)")
+        pytest.skip("needs two devices")
+    rng = np.random.default_rng(8)
+    tokens = np.full((51, 6), -1, np.int32)  # 51 images, chunks of 15 -> 16 split
+    for d, n in enumerate(rng.integers(2, 7, size=51)):
+        tokens[d, :n] = rng.integers(0, 9, size=n)
+    fit = functools.partial(
+        mem.fit_em_tokens,
+        jax.random.key(1),
+        tokens,
+        9,
+        3,
+        chunk_size=15,
+        num_iterations=6,
+    )
+    one_params, one = fit()
+    two_params, two = fit(devices=jax.devices())
+    np.testing.assert_allclose(two, one, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.exp(np.asarray(two_params.log_betas[0])),
+        np.exp(np.asarray(one_params.log_betas[0])),
+        rtol=1e-5,
     )
