@@ -11,7 +11,13 @@ _spec = importlib.util.spec_from_file_location("nbexec", HERE / "nbexec.py")
 nbexec = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(nbexec)
 
-PAIRED = ("seed000_lap_mix_unigram", "seed002_ale", "seed004_emml", "modelling")
+PAIRED = (
+    "seed000_lap_mix_unigram",
+    "seed001_harmoniums",
+    "seed002_ale",
+    "seed004_emml",
+    "modelling",
+)
 
 
 @pytest.mark.parametrize("name", PAIRED)

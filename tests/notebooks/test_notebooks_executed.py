@@ -146,3 +146,64 @@ def test_seed000_lap_mix_unigram_notebook(data_root, tmp_path):
     assert len(refits) == 2
     for refit, reported in refits:
         assert abs(float(refit) - float(reported)) < 1e-3
+
+
+def test_seed001_harmoniums_notebook(data_root, tmp_path):
+    result_path = tmp_path / "harmoniums.json"
+    nb, pngs, out = run("seed001_harmoniums", data_root, f"--small --out {result_path}")
+    # accuracy vs K, precision-recall (retrieval + annotation), t-SNE latent maps
+    assert len(pngs) == 3
+    result = json.loads(result_path.read_text())
+    assert set(result["classification"]) == {"wikipedia", "mfeat"}
+    for ds, r in result["classification"].items():
+        # the rows of the latent models (the svm row has no K, AP or KL)
+        section = out[out.index(f"**{ds}** — test accuracy at the CV-chosen K") :]
+        row = r"^\| (twh|dwh-svm|mmh) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$"
+        table = {
+            m: [float(v) for v in values]
+            for m, *values in re.findall(row, section, re.M)[:3]
+        }
+        assert set(table) == {"twh", "dwh-svm", "mmh"}, table
+        for m, (k, acc, ap, kl) in table.items():
+            assert k == r["chosen_topics"][m] and k in (3, 4)
+            assert abs(acc - r["accuracy_mean"][m]) < 1e-4
+            assert 0.0 < ap <= 1.0 and kl >= 0.0
+    # the small-mode figures of tests/notebooks/test_harmoniums.py: on mfeat (chance
+    # 0.1) MMH 0.875, retrieval AP about 0.6; the raw-feature SVM above the latent ones
+    mfeat = result["classification"]["mfeat"]
+    assert mfeat["accuracy_mean"]["mmh"] > 0.5, mfeat["accuracy_mean"]
+    assert mfeat["latent"]["mmh"]["retrieval_ap"] > 0.3, mfeat["latent"]
+    assert mfeat["svm_mean"] > max(mfeat["accuracy_mean"].values())
+    # the accuracy-vs-K curves printed for the figure are the JSON's CV accuracies
+    curves = {
+        (ds, m): ast.literal_eval(pts)
+        for ds, m, pts in re.findall(
+            r"^(\w+) ([\w-]+): K, CV accuracy (\[.*\])$", out, re.M
+        )
+    }
+    assert len(curves) == 6, curves
+    for (ds, m), pts in curves.items():
+        cv = result["classification"][ds]["cv_accuracy_mean"][m]
+        assert [k for k, _ in pts] == [3, 4]
+        assert all(abs(v - cv[str(k)]) < 1e-4 for k, v in pts), (ds, m, pts)
+    # retrieval PR: 11 interpolated precisions, non-increasing in recall, in [0, 1]
+    pr = re.findall(
+        r"^(\w+) retrieval ([\w-]+): interpolated precision \[([^\]]*)\]", out, re.M
+    )
+    assert len(pr) == 6
+    for _, _, values in pr:
+        p = [float(v) for v in values.split()]
+        assert len(p) == 11 and all(0.0 <= v <= 1.0 for v in p)
+        assert all(a >= b - 1e-9 for a, b in zip(p, p[1:], strict=False)), p
+    # annotation PR: top-N words, N = 1..20; recall grows with N
+    ann = dict(
+        re.findall(
+            r"^corel5k annotation (\w+): N=1\.\.20 recall \[([^\]]*)\]", out, re.M
+        )
+    )
+    assert set(ann) == {"dwh", "empirical"}
+    for values in ann.values():
+        r = [float(v) for v in values.split()]
+        assert len(r) == 20 and r == sorted(r) and 0.0 < r[-1] <= 1.0
+    maps = re.findall(r"^(\w+) latent map ([\w-]+): 40 test images, t-SNE$", out, re.M)
+    assert len(maps) == 6
