@@ -1,7 +1,8 @@
 """Link-LDA's fast path (one view = LDA) against scikit-learn, gensim and tomotopy.
 
 All four fit the same training bags with the same number of topics K and the same
-symmetric priors (alpha on θ, eta on β), one worker each, in one process (so that the
+symmetric priors (alpha on θ, eta on β), one worker each (jaxannot:
+XLA single-threaded unless ``--xla-threads default``), in one process (so that the
 machine's load hits them alike):
 
 - jaxannot: :func:`jaxannot.models.link_lda.fit_vb` (batch VB, one compiled
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import resource
 import sys
@@ -61,6 +63,10 @@ import jax.numpy as jnp
 from jaxannot.models import link_lda as ll
 
 FOLD_IN_ITERATIONS = 100
+SINGLE_THREAD_XLA = (
+    "--xla_cpu_multi_thread_eigen=false",
+    "intra_op_parallelism_threads=1",
+)
 
 
 def shared_fold_in(beta, obs, alpha, iterations=FOLD_IN_ITERATIONS):
@@ -348,8 +354,18 @@ def main(argv=None):
         "--fit-seeds", type=int, default=3, help="fit seeds for jaxannot and tomotopy"
     )
     ap.add_argument("--systems", default="jaxannot,sklearn,gensim,tomotopy")
+    ap.add_argument(
+        "--xla-threads",
+        choices=("1", "default"),
+        default="1",
+        help="1 (default): XLA's CPU client single-threaded, one worker like the peers",
+    )
     add_device_argument(ap)
     args = ap.parse_args(argv)
+    if args.xla_threads == "1":  # read when the backend starts, i.e. below
+        os.environ["XLA_FLAGS"] = " ".join(
+            [os.environ.get("XLA_FLAGS", ""), *SINGLE_THREAD_XLA]
+        ).strip()
     use_device(args.device)
     rng = np.random.default_rng(args.seed)
     train, test = load_corpus(args, rng)
@@ -431,7 +447,15 @@ def main(argv=None):
             ),
             iterations=FOLD_IN_ITERATIONS,
         ),
-        workers=1,
+        threads=dict(
+            jaxannot="XLA CPU single-threaded"
+            if args.xla_threads == "1"
+            else "XLA default threads",
+            tomotopy="workers=1",
+            sklearn="n_jobs=1",
+            gensim="one process (LdaModel, not LdaMulticore)",
+            OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS"),
+        ),
         results=results,
         time_to_tomotopy_perplexity=summary,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
