@@ -31,6 +31,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.inference import checkpoint
 
@@ -40,15 +41,30 @@ __all__ = ["run_steps"]
 _SLICES = 50
 
 
-@functools.partial(jax.jit, static_argnames=("step",))
-def _advance(step: Callable, carry: Any, losses: jax.Array, start, stop):
+@functools.partial(jax.jit, static_argnames=("step", "replicated"))
+def _advance(
+    step: Callable, carry: Any, losses: jax.Array, start, stop, replicated=None
+):
     def body(t, state):
         carry, losses = state
         carry, loss = step(t, carry)
         return carry, losses.at[t].set(jnp.asarray(loss, losses.dtype))
 
     carry, losses = lax.fori_loop(start, stop, body, (carry, losses))
+    if replicated is not None:  # keep the trace's layout from slice to slice
+        losses = lax.with_sharding_constraint(losses, replicated)
     return carry, losses, losses[jnp.maximum(stop - 1, 0)]
+
+
+def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
+    """Replicated sharding on the mesh of a carry split over several devices (a
+    data-parallel fit), else None: the loss trace then keeps one layout in every
+    slice, so slicing the loop compiles it once."""
+    for leaf in jax.tree.leaves(carry):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, NamedSharding) and sharding.mesh.size > 1:
+            return NamedSharding(sharding.mesh, PartitionSpec())
+    return None
 
 
 def run_steps(
@@ -87,9 +103,13 @@ def run_steps(
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     losses = jnp.full((num_steps,), jnp.nan, jnp.float32)
+    replicated = _replicated_on_carry_mesh(carry)
+    if replicated is not None:
+        losses = jax.device_put(losses, replicated)
+    advance = functools.partial(_advance, step, replicated=replicated)
     session = checkpoint.active_session()
     if session is None and (not progress_bar or num_steps == 0):
-        carry, losses, _ = _advance(step, carry, losses, 0, num_steps)
+        carry, losses, _ = advance(carry, losses, 0, num_steps)
         return carry, np.asarray(losses)
     start, size, save = 0, max(1, -(-num_steps // _SLICES)), None
     if session is not None:
@@ -118,7 +138,7 @@ def run_steps(
     with bar:
         for begin in range(start, num_steps, size):
             stop = min(num_steps, begin + size)
-            carry, losses, last = _advance(step, carry, losses, begin, stop)
+            carry, losses, last = advance(carry, losses, begin, stop)
             if save is not None:
                 save(carry, losses, stop)
             bar.set_postfix(loss=f"{float(last):.6g}", refresh=False)

@@ -108,6 +108,13 @@ def test_two_devices_fit_as_one_and_split_the_images(carries, count_compiles):
         )
     assert c.count == 0
     assert np.isfinite(again.losses).all()
+    # one slice, then many (progress bar): the loss trace stays replicated on the mesh
+    # from slice to slice, so the sliced run reuses the loop compiled for the first
+    # (new shapes here: 4 topics)
+    vem.run(jax.random.key(2), 12, counts, num_topics=4, progress_bar=False)
+    with count_compiles() as c:
+        vem.run(jax.random.key(3), 12, counts, num_topics=4, progress_bar=True)
+    assert c.count == 0
 
 
 def test_two_devices_with_the_generic_m_step_and_lapvar1():
