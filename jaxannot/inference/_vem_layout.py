@@ -156,17 +156,17 @@ class _Shards(NamedTuple):
     def place(self, state, e_arrays):
         """The loop's state and the E-step's arrays replicated, the posteriors
         (current and best) split over the devices."""
-        state, e_arrays = jax.device_put(
+        state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
         rng, values, phi, opt, tp, best, best_obj, stop = state
         split = sharding.image_sharding(self.mesh)
-        phi, best_phi = jax.device_put((phi, best[1]), split)
+        phi, best_phi = sharding.put((phi, best[1]), split)
         best = (best[0], best_phi, best[2])
         return (rng, values, phi, opt, tp, best, best_obj, stop), e_arrays
 
     def real(self, phi):
-        return _first_rows(phi, self.num_real)
+        return sharding.gather(_first_rows(phi, self.num_real))
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -224,7 +224,7 @@ def plan(vem, setup: _Setup, args, kwargs, dynamic):
     )
     layout = _Shards(whole, local, mesh, n, per_image)
     placed = tuple(
-        jax.device_put(
+        sharding.put(
             x,
             sharding.image_sharding(mesh) if p else sharding.replicated(mesh),
         )

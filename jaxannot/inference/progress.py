@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxannot.inference import checkpoint
+from jaxannot.inference import checkpoint, sharding
 
 __all__ = ["run_steps"]
 
@@ -105,12 +105,12 @@ def run_steps(
     losses = jnp.full((num_steps,), jnp.nan, jnp.float32)
     replicated = _replicated_on_carry_mesh(carry)
     if replicated is not None:
-        losses = jax.device_put(losses, replicated)
+        losses = sharding.put(losses, replicated)
     advance = functools.partial(_advance, step, replicated=replicated)
     session = checkpoint.active_session()
     if session is None and (not progress_bar or num_steps == 0):
         carry, losses, _ = advance(carry, losses, 0, num_steps)
-        return carry, np.asarray(losses)
+        return carry, np.asarray(sharding.gather(losses))
     start, size, save = 0, max(1, -(-num_steps // _SLICES)), None
     if session is not None:
         run = session.next_run()
@@ -141,6 +141,6 @@ def run_steps(
             carry, losses, last = advance(carry, losses, begin, stop)
             if save is not None:
                 save(carry, losses, stop)
-            bar.set_postfix(loss=f"{float(last):.6g}", refresh=False)
+            bar.set_postfix(loss=f"{float(sharding.gather(last)):.6g}", refresh=False)
             bar.update(stop - begin)
-    return carry, np.asarray(losses)
+    return carry, np.asarray(sharding.gather(losses))

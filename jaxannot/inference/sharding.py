@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -39,6 +40,9 @@ __all__ = [
     "image_sharding",
     "replicated",
     "shard_images",
+    "join",
+    "put",
+    "gather",
 ]
 
 #: Name of the mesh axis the images are split over.
@@ -117,6 +121,58 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
 
 
+def join(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> None:
+    """Join a multi-process run (``jax.distributed.initialize``) before any JAX
+    computation; CPU processes exchange through gloo collectives.
+
+    Then every process runs the same program on the same data, and a data-parallel
+    fit (``VEM(..., devices=jax.devices())``) splits the images over the devices of
+    all processes. On a cluster manager JAX detects (SLURM, ...) the arguments can be
+    left out; on plain machines give the first process's ``host:port``, the number
+    of processes and this one's rank, e.g. ``join("10.0.0.1:1234", 2, 0)`` on the
+    first machine and ``join("10.0.0.1:1234", 2, 1)`` on the second.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)
+
+
+def put(tree: Any, where: NamedSharding) -> Any:
+    """``jax.device_put(tree, where)`` that also works when the mesh spans several
+    processes (``jax.distributed``): each process then builds its own shards of
+    every leaf from the host copy it holds (every process holds the same values),
+    PRNG keys through their raw key data."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, where)
+
+    def one(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return jax.device_put(x, where)  # already global: a resharding
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            data = one(jax.random.key_data(x))
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, where, lambda i: host[i])
+
+    return jax.tree_util.tree_map(one, tree)
+
+
+def gather(x):
+    """``x`` whole on this process: itself when this process holds all of it, its
+    local copy when it is replicated, else the pieces of every process gathered
+    (``jax.distributed`` runs)."""
+    if getattr(x, "is_fully_addressable", True):
+        return x
+    if x.is_fully_replicated:
+        return x.addressable_data(0)
+    from jax.experimental import multihost_utils
+
+    return jnp.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def shard_images(tree: Any, mesh: Mesh, axis_size: int) -> Any:
     """Place a pytree on the mesh: leaves whose leading axis is the (padded) image
     axis, of size ``axis_size``, are split over the devices; the rest replicated.
@@ -143,6 +199,6 @@ def shard_images(tree: Any, mesh: Mesh, axis_size: int) -> Any:
 
     def place(x):
         per_image = np.ndim(x) >= 1 and np.shape(x)[0] == axis_size
-        return jax.device_put(x, split if per_image else whole)
+        return put(x, split if per_image else whole)
 
     return jax.tree_util.tree_map(place, tree)

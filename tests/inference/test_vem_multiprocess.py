@@ -1,0 +1,81 @@
+"""Two local processes (``jax.distributed``, gloo CPU collectives) fit the declared
+mixture of unigrams with VEM split over both processes' devices, and get the fit of
+one process: the same objective trace, globals and posteriors."""
+
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import jax
+
+from jaxannot.inference import VEM
+from jaxannot.models import mixture_of_unigrams as mu
+
+WORKER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import jax
+    from jaxannot.inference import sharding
+    sharding.join(sys.argv[1], 2, int(sys.argv[2]))
+    from jaxannot.inference import VEM
+    from jaxannot.models import mixture_of_unigrams as mu
+
+    counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
+    assert jax.process_count() == 2 and jax.device_count() == 2
+    vem = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices())
+    res = vem.run(jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False)
+    np.savez(
+        sys.argv[3], losses=res.losses, phi=np.asarray(res.posteriors),
+        pi=np.asarray(sharding.gather(res.params["pi"])),
+        beta=np.asarray(sharding.gather(res.params["beta_0"])),
+    )
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_fit_as_one(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    address = f"127.0.0.1:{_free_port()}"
+    env = {"OPENBLAS_NUM_THREADS": "1", "XLA_FLAGS": "", "PATH": ""}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                address,
+                str(rank),
+                str(tmp_path / f"{rank}"),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
+    one = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices()[:1]).run(
+        jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False
+    )
+    ranks = [np.load(tmp_path / f"{rank}.npz") for rank in (0, 1)]
+    for key in ("losses", "phi", "pi", "beta"):  # both processes hold the same fit
+        np.testing.assert_array_equal(ranks[0][key], ranks[1][key])
+    got = ranks[0]
+    np.testing.assert_allclose(got["losses"], one.losses, rtol=1e-5)
+    np.testing.assert_allclose(got["pi"], one.params["pi"], rtol=1e-5)
+    np.testing.assert_allclose(got["beta"], one.params["beta_0"], rtol=1e-5)
+    np.testing.assert_allclose(got["phi"], one.posteriors, rtol=1e-4, atol=1e-6)
