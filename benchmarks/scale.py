@@ -10,7 +10,10 @@ index's threshold, approximate above it) — and the JSON records
 
 ``{"objective", "seconds", "peak_rss_mb", "processes", ...}``: the final EM objective
 (the regularized lower bound the fit maximizes), the wall time of the fit, the peak
-resident memory of the process, and the number of processes.
+resident memory of the process, and the number of processes. With ``--processes P``
+the script starts P local processes joined by ``jax.distributed``
+(``jaxannot.inference.sharding.join``); each splits the images over the devices of
+all of them, and the first writes the JSON (its own peak RSS).
 
     python benchmarks/scale.py --images 1000000 --json benchmarks/results/scale_1m.json
     python benchmarks/scale.py --images 20000 --json /dev/stdout     # a quick check
@@ -23,6 +26,9 @@ import json
 import pathlib
 import platform
 import resource
+import socket
+import subprocess
+import sys
 import time
 
 from _device import add_device_argument, device_record, use_device
@@ -30,6 +36,25 @@ from _device import add_device_argument, device_record, use_device
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _launch(args, argv) -> None:
+    """Run the benchmark as ``--processes`` local processes joined by
+    ``jax.distributed`` (each splits the images over all processes' devices)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, *argv, "--coordinator", address]
+            + ["--rank", str(rank)]
+        )
+        for rank in range(args.processes)
+    ]
+    codes = [proc.wait() for proc in procs]
+    if any(codes):
+        sys.exit(f"a worker process failed (exit codes {codes})")
 
 
 def main(argv=None) -> None:
@@ -41,13 +66,18 @@ def main(argv=None) -> None:
     parser.add_argument("--warm-start", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True)
+    parser.add_argument("--coordinator", help=argparse.SUPPRESS)  # set for workers
+    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     add_device_argument(parser)
     args = parser.parse_args(argv)
-    if args.processes != 1:
-        parser.error(
-            "--processes > 1 needs the multi-process fit (jax.distributed), which "
-            "lap-mix-unigram does not have yet; run with --processes 1"
-        )
+    if args.processes < 1:
+        parser.error("--processes must be >= 1")
+    if args.processes > 1 and args.coordinator is None:
+        return _launch(args, argv)
+    if args.processes > 1:
+        from jaxannot.inference import sharding
+
+        sharding.join(args.coordinator, args.processes, args.rank)
     use_device(args.device)
 
     from jaxannot.data import make_task
@@ -92,6 +122,8 @@ def main(argv=None) -> None:
         "machine": {"platform": platform.platform()},
         "device": device_record(),
     }
+    if args.rank != 0:
+        return None  # every process holds the same fit; the first one writes it
     text = json.dumps(out, indent=1)
     if args.json == "/dev/stdout":
         print(text)

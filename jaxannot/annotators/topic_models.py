@@ -78,7 +78,9 @@ def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
 def _vem(algorithm: str = "exact") -> VEM:
     """One VEM per E-step kind, shared by every fit (compiled once per shape)."""
     del algorithm  # the E-step is assigned per fit; the cache key keeps them apart
-    return VEM(mu.mixture_of_unigrams, local_site="z")
+    # under jax.distributed the images are split over every process's devices
+    devices = jax.devices() if jax.process_count() > 1 else None
+    return VEM(mu.mixture_of_unigrams, local_site="z", devices=devices)
 
 
 def _mix_setup(

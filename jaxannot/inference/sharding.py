@@ -166,8 +166,8 @@ def gather(x):
     (``jax.distributed`` runs)."""
     if getattr(x, "is_fully_addressable", True):
         return x
-    if x.is_fully_replicated:
-        return x.addressable_data(0)
+    if x.is_fully_replicated:  # a fresh (uncommitted) copy, usable with any layout
+        return jnp.asarray(np.asarray(x.addressable_data(0)))
     from jax.experimental import multihost_utils
 
     return jnp.asarray(multihost_utils.process_allgather(x, tiled=True))

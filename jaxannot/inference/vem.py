@@ -57,6 +57,7 @@ import optax
 from jax import lax
 from numpyro.distributions.transforms import biject_to
 
+from jaxannot.inference import sharding
 from jaxannot.inference._declaration import (
     _inspect,
     _out_of_plate,
@@ -454,7 +455,7 @@ class VEM:
             desc="VEM",
         )
         values, phi, term_params = state[5]
-        params = dict(values)
+        params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
         params["terms"] = term_params
         return VEMResult(params, layout.real(phi), losses)
 
