@@ -106,7 +106,9 @@ def main(argv=None) -> None:
     objective = result.fitted.info["objective"]
     out = {
         "command": "python benchmarks/scale.py "
-        f"--images {args.images} --processes {args.processes}",
+        f"--images {args.images} --processes {args.processes} --topics {args.topics} "
+        f"--iterations {args.iterations} --warm-start {args.warm_start} "
+        f"--seed {args.seed}",
         "method": "lap-mix-unigram",
         "protocol": "transductive",
         "images": args.images,
