@@ -54,7 +54,12 @@ import time
 
 import numpy as np
 from _device import add_device_argument, device_record, use_device
-from link_lda_vs_sklearn import completion_perplexity, lda_corpus, split_halves
+from link_lda_vs_sklearn import (
+    completion_perplexity,
+    lda_corpus,
+    sklearn_lda,
+    split_halves,
+)
 from scipy.special import digamma
 
 import jax
@@ -161,20 +166,7 @@ def time_fit(args, train, obs, held, passes, seed):
 
 
 def run_sklearn(args, train, obs, held, evaluate):
-    from sklearn.decomposition import LatentDirichletAllocation
-
-    sk = LatentDirichletAllocation(
-        n_components=args.topics,
-        doc_topic_prior=args.alpha,
-        topic_word_prior=args.eta,
-        learning_method="batch",
-        max_iter=args.iterations,
-        max_doc_update_iter=args.inner,
-        mean_change_tol=0.0,
-        evaluate_every=-1,
-        n_jobs=1,
-        random_state=args.seed,
-    )
+    sk = sklearn_lda(args)
     t0 = time.perf_counter()
     sk.fit(train)
     seconds = time.perf_counter() - t0
