@@ -1,7 +1,14 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -27,8 +34,21 @@
 # variants of Fig. 1 choose their own λ.
 #
 # ``python notebooks/seed003_sfsls.py --small`` runs in seconds (used by the tests);
-# the full run writes markdown tables to stdout and JSON to
-# ``notebooks/results/sfsls.json``.
+# the full run (about 2.5 hours of one CPU core for the four datasets) writes markdown
+# tables to stdout, JSON to ``notebooks/results/sfsls.json`` and the figures to
+# ``docs/figures/``. A long run can go one dataset per process::
+#
+#     python notebooks/seed003_sfsls.py --datasets scene \
+#         --out notebooks/results/sfsls_scene.json
+#
+# and ``--reuse-dir notebooks/results`` then reads each dataset's tables from its
+# ``sfsls_NAME.json`` there instead of measuring them again, only when that file holds
+# every run with exactly this configuration (else the dataset is measured).
+#
+# As a notebook (``notebooks/seed003_sfsls.ipynb``, paired with this file by jupytext),
+# the command-line arguments come from the environment variable
+# ``JAXANNOT_NOTEBOOK_ARGS`` (e.g. ``JAXANNOT_NOTEBOOK_ARGS=--small``); unset, the
+# notebook runs the full mode.
 
 # %%
 from __future__ import annotations
@@ -44,9 +64,15 @@ import collections
 import itertools
 import json
 import pathlib
+import shlex
 import sys
 import time
 
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # plain `python`: figures are written, never shown
+import matplotlib.pyplot as plt
 import numpy as np
 
 import jax
@@ -87,7 +113,35 @@ SMALL_GRID = {
 }
 SMALL_P_LAM = (1.0, 3.0)
 SMALL_LABELLED_ONLY_GRID = dict(lam=(1.0, 10.0))
+LABELS = {"sfsls": "SFSLS (p = ½)", "sfss": "SFSS (p = 1)", "fsnm": "FSNM"}
 _CACHE: dict = {}
+
+
+def _repo_root() -> pathlib.Path:
+    """The repository root: from this file, or (under a kernel) the working dir."""
+    here = (
+        pathlib.Path(__file__).resolve().parent
+        if "__file__" in globals()
+        else pathlib.Path.cwd()
+    )
+    for d in (here, *here.parents):
+        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
+            return d
+    return here.parent
+
+
+ROOT = _repo_root()
+FIGURES = ROOT / "docs" / "figures"
+
+
+def script_argv(argv=None):
+    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
+    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
+    if argv is not None:
+        return list(argv)
+    if "ipykernel" in sys.modules:
+        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
+    return sys.argv[1:]
 
 
 # %%
@@ -354,8 +408,8 @@ def markdown(name, res, args):
 
 
 # %%
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="Seed 003 SFSLS feature selection")
     ap.add_argument("--small", action="store_true", help="seconds-long smoke run")
     ap.add_argument("--datasets", default="scene,yeast,corel5k,mfeat")
     ap.add_argument("--data-dir", default=None)
@@ -363,11 +417,17 @@ def main(argv=None):
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--train-size", type=int, default=3000)
     ap.add_argument("--iterations", type=int, default=None)
-    ap.add_argument("--out", default="notebooks/results/sfsls.json")
+    ap.add_argument("--out", default=str(ROOT / "notebooks" / "results" / "sfsls.json"))
     ap.add_argument("--md", default=None, help="also write the tables here")
+    ap.add_argument(
+        "--reuse-dir",
+        default=None,
+        help="read a dataset's tables from DIR/sfsls_NAME.json when it holds every "
+        "run of this configuration",
+    )
     ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     ap.add_argument("--p-sweep", default=",".join(map(str, P_SWEEP)))
-    args = ap.parse_args(argv)
+    args = ap.parse_args(script_argv(argv))
     args.fractions = tuple(float(v) for v in args.fractions.split(","))
     args.p_sweep = tuple(float(v) for v in args.p_sweep.split(","))
     args.grid, args.p_lam = GRID, P_LAM
@@ -377,46 +437,207 @@ def main(argv=None):
         args.fractions, args.p_sweep, args.iterations = (0.1,), (0.5, 1.0), 5
         args.grid, args.p_lam = SMALL_GRID, SMALL_P_LAM
         args.labelled_only_grid = SMALL_LABELLED_ONLY_GRID
+    return args
+
+
+def configuration(args) -> dict:
+    """Every setting that decides the tables (as JSON stores it)."""
     config = {
         k: v
         for k, v in vars(args).items()
-        if k not in ("data_dir", "out", "md", "grid", "labelled_only_grid")
+        if k not in ("data_dir", "out", "md", "reuse_dir", "grid", "labelled_only_grid")
     }
     config["grid"] = {m: dict(g, **FIXED[m]) for m, g in args.grid.items()}
     config["labelled_only_grid"] = args.labelled_only_grid
     config["tune_fraction"] = TUNE_FRACTION
+    return json.loads(json.dumps(config))
+
+
+def reused(name, config, args):
+    """The dataset's entry of ``DIR/sfsls_NAME.json`` if it was measured with this
+    configuration (the dataset list aside) and holds every run; else ``None``."""
+    if args.reuse_dir is None:
+        return None
+    path = pathlib.Path(args.reuse_dir) / f"sfsls_{name}.json"
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    same = {k: v for k, v in saved.get("config", {}).items() if k != "datasets"}
+    want = {k: v for k, v in config.items() if k != "datasets"}
+    entry = saved.get(name)
+    if same != want or entry is None or entry.get("runs_done") != args.runs:
+        print(f"{name}: {path.name} is not this configuration; measuring", flush=True)
+        return None
+    print(
+        f"{name}: {args.runs} runs read from {path.name} "
+        f"(measured in {entry['seconds'] / 60:.0f} min)",
+        flush=True,
+    )
+    return entry
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    config = configuration(args)
     results = {"config": config}
     texts = []
     for name in args.datasets.split(","):
-        start = time.perf_counter()
-        pool = load_pool(name, args.data_dir)
-        entry = {
-            "n_images": pool.num_images,
-            "n_concepts": pool.num_words,
-            "n_features": int(pool.concatenated_views().shape[1]),
-        }
+        entry = reused(name, config, args)
+        if entry is None:
+            start = time.perf_counter()
+            pool = load_pool(name, args.data_dir)
+            entry = {
+                "n_images": pool.num_images,
+                "n_concepts": pool.num_words,
+                "n_features": int(pool.concatenated_views().shape[1]),
+            }
 
-        def checkpoint(res, name=name, entry=entry, start=start):
-            entry.update(res)
-            entry["seconds"] = time.perf_counter() - start
-            results[name] = entry
-            write(results, [*texts, markdown(name, entry, args)], args)
+            def checkpoint(res, name=name, entry=entry, start=start):
+                entry.update(res)
+                entry["seconds"] = time.perf_counter() - start
+                results[name] = entry
+                write(results, [*texts, markdown(name, entry, args)], args)
 
-        experiments(pool, name, args, checkpoint)
+            experiments(pool, name, args, checkpoint)
+        results[name] = entry
         texts.append(markdown(name, entry, args))
         print(texts[-1], flush=True)
     write(results, texts, args)
-    return results
+    return results, args
 
 
 def write(results, texts, args):
-    """The JSON (``--out``) and, with ``--md``, the markdown tables."""
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    if args.md:
-        pathlib.Path(args.md).write_text("\n".join(texts))
+    """The JSON (``--out``) and, with ``--md``, the markdown tables (atomically)."""
+    for path, text in ((args.out, json.dumps(results, indent=1)), (args.md, None)):
+        if path is None:
+            continue
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("\n".join(texts) if text is None else text)
+        tmp.replace(path)
 
 
+# %% [markdown]
+# ## Figures
+#
+# MAP against the fraction of labelled training images (Table 1 as the paper's
+# figure, one panel per dataset, mean ± std over the runs), SFSLS's MAP against p at
+# 10% labelled (Table 2), and SFSS/SFSLS with and without the unlabelled training
+# images (Fig. 1). In full mode each figure is also written to `docs/figures/`.
+
+
+# %%
+def save(fig, name, args):
+    if not args.small:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / name, dpi=100, bbox_inches="tight")
+
+
+def _panels(names, width=3.6, height=3.2):
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(width * len(names), height), squeeze=False
+    )
+    return fig, axes[0]
+
+
+def _datasets(results):
+    return [k for k in results if k != "config"]
+
+
+def plot_map_vs_fraction(results):
+    names = _datasets(results)
+    fractions = results["config"]["fractions"]
+    fig, axes = _panels(names)
+    for ax, name in zip(axes, names, strict=True):
+        table = results[name]["table1"]
+        for method in METHODS:
+            mean, std = np.array([table[f"{f}/{method}"] for f in fractions]).T
+            ax.errorbar(
+                np.array(fractions) * 100,
+                mean,
+                yerr=std,
+                marker="o",
+                capsize=3,
+                label=LABELS[method],
+            )
+        ax.set_xscale("log")
+        ax.set_xticks([f * 100 for f in fractions], [f"{f:.0%}" for f in fractions])
+        ax.minorticks_off()
+        ax.set_title(f"{name} ({results[name]['runs_done']} runs)")
+        ax.set_xlabel("labelled training images")
+        ax.set_ylabel("MAP")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_p_sweep(results):
+    names = _datasets(results)
+    ps = results["config"]["p_sweep"]
+    fig, ax = plt.subplots(figsize=(4.4, 3.4))
+    for name in names:
+        table = results[name]["table2"]
+        mean, std = np.array([table[str(p)] for p in ps]).T
+        ax.errorbar(ps, mean, yerr=std, marker="o", capsize=3, label=name)
+    ax.set_xlabel("p of the l2,p norm")
+    ax.set_ylabel(f"SFSLS MAP at {TUNE_FRACTION:.0%} labelled")
+    ax.set_title("the p sweep (λ by CV per p)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_unlabelled(results):
+    names = _datasets(results)
+    fractions = [f for f in results["config"]["fractions"] if f < 1.0]
+    fig, axes = _panels(names)
+    for ax, name in zip(axes, names, strict=True):
+        fig1 = results[name]["fig1"]
+        for i, method in enumerate(("sfss", "sfsls")):
+            for use, style in (("all", "-"), ("labelled-only", "--")):
+                mean = [fig1[f"{f}/{method}/{use}"][0] for f in fractions]
+                ax.plot(
+                    np.array(fractions) * 100,
+                    mean,
+                    style,
+                    marker="o",
+                    color=f"C{i}",
+                    label=f"{method.upper()} {use}",
+                )
+        ax.set_xscale("log")
+        ax.set_xticks([f * 100 for f in fractions], [f"{f:.0%}" for f in fractions])
+        ax.minorticks_off()
+        ax.set_title(name)
+        ax.set_xlabel("labelled training images")
+        ax.set_ylabel("MAP")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# %% [markdown]
+# ## Run
+
+
+# %%
 if __name__ == "__main__":
-    main()
+    results, args = main()
+
+# %%
+if __name__ == "__main__":
+    fig = plot_map_vs_fraction(results)
+    save(fig, "sfsls_map_vs_labelled.png", args)
+
+# %%
+if __name__ == "__main__":
+    fig = plot_p_sweep(results)
+    save(fig, "sfsls_p_sweep.png", args)
+
+# %%
+if __name__ == "__main__":
+    fig = plot_unlabelled(results)
+    save(fig, "sfsls_unlabelled.png", args)

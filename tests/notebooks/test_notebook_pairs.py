@@ -15,6 +15,7 @@ PAIRED = (
     "seed000_lap_mix_unigram",
     "seed001_harmoniums",
     "seed002_ale",
+    "seed003_sfsls",
     "seed004_emml",
     "modelling",
 )

@@ -1,12 +1,11 @@
-"""The seed-003 notebook: end to end in --small mode on the real scene data, and its
-cross-validation never sees a run's test images."""
+"""The seed-003 notebook's cross-validation never sees a run's test images, and a
+dataset's tables are reused only from a run of the same configuration. (Its small
+mode runs end to end on the real scene data in
+`test_notebooks_executed.py::test_seed003_sfsls_notebook`.)"""
 
 import importlib.util
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,60 +23,6 @@ def notebook():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_notebook_small(data_root, tmp_path):
-    out = tmp_path / "sfsls.json"
-    env = dict(
-        os.environ,
-        JAXANNOT_DATA=str(data_root),
-        JAX_PLATFORMS="cpu",
-        OPENBLAS_NUM_THREADS="1",
-    )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "notebooks" / "seed003_sfsls.py"),
-            "--small",
-            "--data-dir",
-            str(data_root),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Table 1" in proc.stdout and "| 10% |" in proc.stdout
-    full = json.loads(out.read_text())
-    result = full["scene"]
-    # 6 scene concepts: random scores give MAP ≈ base rate ≈ 0.18. In the small mode
-    # (seed 0, 180 training images, 18 labelled) the three selectors measured 0.44
-    # (SFSLS), 0.44 (SFSS), 0.50 (FSNM).
-    assert set(result["table1"]) == {"0.1/sfsls", "0.1/sfss", "0.1/fsnm"}
-    for key, (mean, _) in result["table1"].items():
-        assert 0.35 < mean <= 1.0, (key, mean)
-    # every setting comes from the grid, chosen by CV in the one run
-    cv = result["cv"]["0"]
-    grid = full["config"]["grid"]
-    for method in ("sfsls", "sfss", "fsnm"):
-        for key, value in cv[method]["hyper"].items():
-            assert value in np.atleast_1d(grid[method][key]), (method, key, value)
-        assert 0.18 < cv[method]["cv_map"] <= 1.0
-    # Table 2: p chosen by CV reports the test MAP of that p's fit
-    assert set(result["table2"]) == {"0.5", "1.0", "cv", "cv_p"}
-    (p,) = result["table2"]["cv_p"]
-    assert result["table2"]["cv"][0] == pytest.approx(result["table2"][str(p)][0])
-    assert cv[f"sfsls/p={p}"]["cv_map"] == max(
-        cv[f"sfsls/p={q}"]["cv_map"] for q in (0.5, 1.0)
-    )
-    # Fig. 1's "all" columns are Table 1's runs
-    fig1 = result["fig1"]
-    assert fig1["0.1/sfss/all"] == result["table1"]["0.1/sfss"]
-    assert cv["sfsls/labelled-only"]["hyper"]["use_unlabelled"] is False
 
 
 def _pool(n=400, d=6, c=3, seed=0):
@@ -127,3 +72,24 @@ def test_cv_uses_only_the_runs_labelled_training_images(notebook, monkeypatch):
         assert held <= labelled and not held & observed  # held-out words hidden
         assert observed | held == labelled
     assert set().union(*scored) == labelled  # the folds cover the labelled images
+
+
+def test_reuse_only_a_complete_run_of_the_same_configuration(notebook, tmp_path):
+    args = notebook.parse_args(["--small", "--reuse-dir", str(tmp_path)])
+    config = notebook.configuration(args)
+    assert notebook.reused("scene", config, args) is None  # no file
+    entry = {"table1": {"0.1/sfsls": [0.5, 0.0]}, "runs_done": 1, "seconds": 60.0}
+    path = tmp_path / "sfsls_scene.json"
+    # measured alone (`--datasets scene`): the dataset list does not matter
+    saved = dict(config, datasets="scene")
+    path.write_text(json.dumps({"config": saved, "scene": entry}))
+    assert notebook.reused("scene", config, args) == entry
+    # an interrupted run, or any other setting, is measured again
+    path.write_text(json.dumps({"config": saved, "scene": dict(entry, runs_done=0)}))
+    assert notebook.reused("scene", config, args) is None
+    other = dict(saved, folds=5)
+    path.write_text(json.dumps({"config": other, "scene": entry}))
+    assert notebook.reused("scene", config, args) is None
+    # without --reuse-dir nothing is read
+    args = notebook.parse_args(["--small"])
+    assert notebook.reused("scene", config, args) is None
