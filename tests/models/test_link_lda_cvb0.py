@@ -1,0 +1,177 @@
+"""Link-LDA by CVB0: the update against a numpy reference, count totals, recovery of
+a small synthetic corpus against batch VB, compile-once, input checks."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.models import link_lda as ll
+from jaxannot.models import link_lda_cvb0 as cv
+
+
+def _corpus(seed=0, images=40, sizes=(12, 7), topics=3, length=15, conc=0.2):
+    rng = np.random.default_rng(seed)
+    theta = rng.dirichlet(np.full(topics, conc), images)
+    out, betas = [], []
+    for size in sizes:
+        beta = rng.dirichlet(np.full(size, conc), topics)
+        betas.append(beta)
+        out.append(
+            np.stack([rng.multinomial(length, t @ beta) for t in theta]).astype(
+                np.float32
+            )
+        )
+    return tuple(out), betas
+
+
+def _reference_update(resp, ids, cnts, alpha, eta, vocab_sizes):
+    """One synchronous CVB0 update, entry by entry, float64 (the paper's rule: the
+    counts without the current token's own expected count)."""
+    resp = [np.asarray(r, np.float64) for r in resp]
+    ids = [np.asarray(i) for i in ids]
+    cnts = [np.asarray(c, np.float64) for c in cnts]
+    num_images, num_topics = resp[0].shape[0], resp[0].shape[2]
+    n_dk = np.zeros((num_images, num_topics))
+    n_kw = [np.zeros((num_topics, v)) for v in vocab_sizes]
+    for v in range(len(resp)):
+        for d in range(num_images):
+            for n in range(ids[v].shape[1]):
+                c, w = cnts[v][d, n], ids[v][d, n]
+                n_dk[d] += c * resp[v][d, n]
+                n_kw[v][:, w] += c * resp[v][d, n]
+    new = [np.zeros_like(r) for r in resp]
+    for v in range(len(resp)):
+        n_k = n_kw[v].sum(1)
+        for d in range(num_images):
+            for n in range(ids[v].shape[1]):
+                c, w = cnts[v][d, n], ids[v][d, n]
+                own = min(c, 1.0) * resp[v][d, n]
+                p = (
+                    (n_dk[d] - own + alpha)
+                    * (n_kw[v][:, w] - own + eta)
+                    / (n_k - own + vocab_sizes[v] * eta)
+                )
+                new[v][d, n] = p / p.sum()
+    return new
+
+
+def test_one_update_matches_numpy_reference():
+    counts, _ = _corpus(images=8, length=6)
+    counts[0][0, 3] = 2.5  # a fractional count > 1 and one < 1
+    counts[1][1, 2] = 0.5
+    ids, cnts = ll._padded_views(counts)
+    sizes = tuple(c.shape[1] for c in counts)
+    resp = cv._init_resp(jax.random.key(3), ids, 3)
+    n_dk, n_kw = cv.cvb0_counts(resp, ids, cnts, sizes)
+    new, _ = cv.cvb0_update(
+        resp, ids, cnts, n_dk, n_kw, jnp.float32(0.3), jnp.float32(0.05)
+    )
+    ref = _reference_update(resp, ids, cnts, 0.3, 0.05, sizes)
+    for a, b, c in zip(new, ref, cnts, strict=True):
+        live = np.asarray(c) > 0  # padding slots weigh nothing
+        np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
+    # fit_cvb0 with one synchronous iteration from the same start does the same
+    state, _ = cv.fit_cvb0(
+        jax.random.key(3), counts, 3, num_iterations=1, alpha=0.3, eta=0.05
+    )
+    for a, b, c in zip(state.resp, ref, cnts, strict=True):
+        live = np.asarray(c) > 0
+        np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_expected_counts_keep_totals(blocks):
+    counts, _ = _corpus(images=25)
+    state, objective = cv.fit_cvb0(
+        jax.random.key(0), counts, 4, num_iterations=7, num_blocks=blocks, eta=0.02
+    )
+    alpha, eta = 0.1, 0.02
+    lengths = sum(c.sum(1) for c in counts)
+    np.testing.assert_allclose(
+        np.asarray(state.gamma - alpha).sum(1), lengths, rtol=1e-5
+    )
+    for lam, c in zip(state.lambdas, counts, strict=True):
+        assert lam.shape == (4, c.shape[1])
+        np.testing.assert_allclose(float((lam - eta).sum()), c.sum(), rtol=1e-5)
+        # n_kw summed over topics is each word's count in the corpus
+        np.testing.assert_allclose(
+            np.asarray(lam - eta).sum(0), c.sum(0), rtol=1e-4, atol=1e-3
+        )
+    for r in state.resp:
+        np.testing.assert_allclose(np.asarray(r).sum(-1), 1.0, rtol=1e-5)
+    assert objective.shape == (7,) and np.all(np.isfinite(objective))
+
+
+def _perplexity(lambdas, obs, held, alpha):
+    gamma = np.asarray(ll.fold_in(lambdas, (obs,), alpha, num_inner=50))
+    theta = gamma / gamma.sum(1, keepdims=True)
+    beta = np.asarray(ll.topic_word(lambdas[0]))
+    p = np.maximum(theta @ beta, 1e-30)
+    return float(np.exp(-(held * np.log(p)).sum() / held.sum()))
+
+
+def test_recovers_topics_and_matches_vb_heldout_perplexity():
+    (counts,), (beta,) = _corpus(images=260, sizes=(30,), topics=4, length=40)
+    train, test = counts[:200], counts[200:]
+    rng = np.random.default_rng(1)
+    obs = np.stack([rng.binomial(row.astype(int), 0.5) for row in test])
+    held = test - obs
+    state, objective = cv.fit_cvb0(
+        jax.random.key(0), (train,), 4, num_iterations=60, num_blocks=4, eta=0.05
+    )
+    vb, _ = ll.fit_vb(jax.random.key(0), (train,), 4, num_iterations=60, eta=0.05)
+    # every true topic has a fitted topic within a small total-variation distance
+    fitted = np.asarray(ll.topic_word(state.lambdas[0]))
+    tv = 0.5 * np.abs(beta[:, None, :] - fitted[None, :, :]).sum(-1)
+    assert tv.min(1).max() < 0.15
+    ours = _perplexity(state.lambdas, obs, held, 0.1)
+    theirs = _perplexity(vb.lambdas, obs, held, 0.1)
+    assert ours <= theirs * 1.01
+    assert objective[-1] > objective[0]  # the leave-one-out fit improved
+
+
+def test_second_call_does_not_recompile(count_compiles):
+    counts, _ = _corpus(images=12)
+    kw = dict(num_iterations=3, num_blocks=2, eta=0.05)
+    state, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, **kw)
+    cv.fit_cvb0(jax.random.key(0), counts, 3, state=state, **kw)
+    size = cv._run._cache_size()
+    with count_compiles() as c:
+        again, _ = cv.fit_cvb0(jax.random.key(1), counts, 3, **kw)
+        cv.fit_cvb0(jax.random.key(1), counts, 3, state=again, **kw)
+        jax.block_until_ready(again)
+    assert c.count == 0
+    assert cv._run._cache_size() == size
+
+
+def test_continuing_equals_one_longer_fit():
+    counts, _ = _corpus(images=15)
+    one, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=4)
+    half, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=2)
+    two, _ = cv.fit_cvb0(jax.random.key(5), counts, 3, num_iterations=2, state=half)
+    for a, b in zip(one.lambdas, two.lambdas, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
+
+
+def test_bad_input_raises():
+    counts, _ = _corpus(images=6)
+    key = jax.random.key(0)
+    neg = (counts[0].copy(), counts[1])
+    neg[0][0, 0] = -1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        cv.fit_cvb0(key, neg, 3)
+    nan = (counts[0].copy(), counts[1])
+    nan[0][1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cv.fit_cvb0(key, nan, 3)
+    with pytest.raises(ValueError, match="same number of images"):
+        cv.fit_cvb0(key, (counts[0], counts[1][:4]), 3)
+    with pytest.raises(ValueError, match="num_topics"):
+        cv.fit_cvb0(key, counts, 0)
+    with pytest.raises(ValueError, match="alpha and eta"):
+        cv.fit_cvb0(key, counts, 3, eta=0.0)
+    state, _ = cv.fit_cvb0(key, counts, 3, num_iterations=1)
+    with pytest.raises(ValueError, match="state does not match"):
+        cv.fit_cvb0(key, counts, 4, state=state)
