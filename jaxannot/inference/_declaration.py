@@ -2,14 +2,19 @@
 
 A trace of the model gives its global latent sites, the plate of images and the one
 discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
-fit); :func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per
-image and outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a
-call's array arguments (traced) from the rest (static, part of the compile key).
+fit). The set-up traces run on shapes only (:func:`_abstract_trace`: the model is traced
+under ``jax.eval_shape`` and only static facts leave it), so setting up a fit costs the
+same on ten images as on a million; a model that needs concrete values to run (Python
+control flow on its data) is traced eagerly instead. :func:`_per_image` and
+:func:`_out_of_plate` sum a trace's log densities per image and outside the plate;
+:func:`_split_leaves` / :func:`_join_leaves` separate a call's array arguments (traced)
+from the rest (static, part of the compile key).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -40,6 +45,45 @@ def _trace(model, substitutions, args, kwargs, seed=0):
     )
 
 
+# What a model needing concrete values raises when traced on shapes only.
+_NEEDS_VALUES = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
+def _shape_of(x):
+    return jax.ShapeDtypeStruct(np.shape(x), jax.dtypes.canonicalize_dtype(x.dtype))
+
+
+def _abstract_trace(model, substitutions, args, kwargs, read: Callable):
+    """``read(trace)`` of a trace of the model on the *shapes* of its array arguments.
+
+    The model runs under ``jax.eval_shape``: nothing of the data's size is computed,
+    whatever the number of images. ``read`` must return static values (names, sizes,
+    types), never arrays of the trace. A model that needs concrete values falls back
+    to an eager trace.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    is_array = [isinstance(x, jax.Array | np.ndarray) for x in leaves]
+    shapes = [_shape_of(x) for x, a in zip(leaves, is_array, strict=True) if a]
+    out = []
+
+    def run(arrays):
+        it = iter(arrays)
+        full = [next(it) if a else x for x, a in zip(leaves, is_array, strict=True)]
+        a, kw = jax.tree_util.tree_unflatten(treedef, full)
+        out.append(read(_trace(model, substitutions, a, kw)))
+
+    try:
+        jax.eval_shape(run, shapes)
+    except _NEEDS_VALUES:
+        return read(_trace(model, substitutions, args, kwargs))
+    return out[0]
+
+
 def _in_plate(site, plate: str) -> bool:
     return any(f.name == plate for f in site.get("cond_indep_stack", ()))
 
@@ -53,7 +97,13 @@ def _unwrap(fn):
 
 
 def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
-    trace = _trace(model, {}, args, kwargs)
+    """The model's :class:`_Structure`, from a trace on shapes only."""
+    return _abstract_trace(
+        model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate)
+    )
+
+
+def _read_structure(trace, local_site, plate) -> _Structure:
     if plate not in trace or trace[plate]["type"] != "plate":
         plates = [k for k, v in trace.items() if v["type"] == "plate"]
         raise ValueError(f"the model has no plate {plate!r}; its plates: {plates}")
@@ -159,23 +209,25 @@ def _join_leaves(setup: _Setup, dynamic):
 
 def _subsamples(model, plate, local_site, structure, args, kwargs) -> bool:
     """Whether the model's observed in-plate sites follow the plate's indices."""
-    idx = jnp.arange(2)
-    try:
-        trace = _trace(
-            model,
-            {plate: idx, local_site: jnp.zeros(2, jnp.int32)},
-            args,
-            kwargs,
-        )
+    dim = structure.image_dim
+
+    def read(trace):
         observed = [
             v
             for v in trace.values()
             if v["type"] == "sample" and v["is_observed"] and _in_plate(v, plate)
         ]
-        dim = structure.image_dim
-        ok = all(
+        return all(
             jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2 for v in observed
         )
+
+    try:
+        return _abstract_trace(
+            model,
+            {plate: jnp.arange(2), local_site: jnp.zeros(2, jnp.int32)},
+            args,
+            kwargs,
+            read,
+        )
     except (ValueError, TypeError, IndexError):
-        ok = False
-    return ok
+        return False

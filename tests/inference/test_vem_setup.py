@@ -1,0 +1,60 @@
+"""VEM's set-up traces the model on shapes only, never on the full data.
+
+Setting up a fit (structure, chunking, layout, initial values) used to run the model
+eagerly on every image; it now traces it under ``jax.eval_shape``. These tests assert
+it structurally: every call of the model that sees the full arrays sees tracers."""
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.graph import knn_graph
+from jaxannot.inference import lapvar
+from jaxannot.inference._declaration import _inspect
+from jaxannot.inference.vem import VEM, register_closed_form
+from jaxannot.models import mixture_of_unigrams as mu
+
+
+def _counts(n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        jnp.asarray(rng.poisson(1.0, (n, 5)).astype(np.float32)),
+        jnp.asarray(rng.poisson(1.0, (n, 7)).astype(np.float32)),
+    )
+
+
+def test_no_model_call_evaluates_the_full_data():
+    calls = []
+
+    def model(counts_by_view, **kwargs):
+        calls.append(isinstance(counts_by_view[0], jax.core.Tracer))
+        return mu.mixture_of_unigrams(counts_by_view, **kwargs)
+
+    register_closed_form(model, mu.closed_form_m_step)
+    counts = _counts()
+    graph = knn_graph(np.concatenate([np.asarray(c) for c in counts], 1), 4)
+    vem = VEM(model, "z", estep=lapvar.LapVar1(graph, 1.0), chunk_size=8)
+    result = vem.run(jax.random.key(0), 3, counts, num_topics=3, progress_bar=False)
+    assert calls and all(calls), f"{calls.count(False)} eager calls on the data"
+    assert np.all(np.isfinite(result.losses))
+
+
+def test_inspect_reads_the_structure_without_values():
+    counts = _counts(n=11)
+    s = _inspect(mu.mixture_of_unigrams, "z", "image", (counts,), {"num_topics": 4})
+    assert (s.globals_, s.num_images, s.num_values) == (
+        ("pi", "beta_0", "beta_1"),
+        11,
+        4,
+    )
+
+
+def test_the_log_prior_ignores_float32_rounding_off_the_simplex():
+    counts = (jnp.ones((6, 300)),)
+    vem = VEM(mu.mixture_of_unigrams, "z")
+    setup, _ = vem._setup((counts,), {"num_topics": 2})
+    beta = np.full((2, 300), 1 / 300, np.float32)
+    beta[:, 0] += 3e-6  # rows sum to 1 + 3e-6, past numpyro's 1e-6 simplex check
+    values = {"pi": jnp.array([0.5, 0.5]), "beta_0": jnp.asarray(beta)}
+    assert np.isfinite(vem._log_prior(setup, values, (counts,), {"num_topics": 2}))
