@@ -164,20 +164,32 @@ def lapvar1_sweep(
     -------
     Float[Array, "nodes topics"]
     """
+    blocks = table.blocks
+    if blocks is None:
+        raise ValueError("a LapVar1 sweep needs a table built with blocks=True")
     phi_p, a_p = pad_dummy_row(phi), pad_dummy_row(a)
-    order = jax.random.permutation(rng_key, table.classes.shape[0])
+    order = jax.random.permutation(rng_key, blocks.first.shape[0])
+    # the classes in random order, each block after block (its nodes are independent)
+    counts = blocks.count[order]
+    ends = jnp.cumsum(counts)
+    size = blocks.members.shape[1]
     update = jax.vmap(
         functools.partial(newton_update, num_steps=num_newton_steps),
         in_axes=(0, 0, 0, 0, None),
     )
 
-    def body(c, phi_p):
-        members = table.classes[order[c]]
-        m = neighbour_sums(phi_p, table)[members]
+    def body(t, phi_p):
+        pos = jnp.searchsorted(ends, t, side="right")
+        b = blocks.first[order[pos]] + t - (ends[pos] - counts[pos])
+        members = blocks.members[b]
+        contrib = blocks.weights[b][:, None] * phi_p[blocks.receivers[b]]
+        m = jax.ops.segment_sum(
+            contrib, blocks.slots[b], size + 1, indices_are_sorted=True
+        )[:size]
         new = update(phi_p[members], a_p[members], m, table.degree[members], lam)
         return phi_p.at[members].set(new)
 
-    phi_p = lax.fori_loop(0, table.classes.shape[0], body, phi_p)
+    phi_p = lax.fori_loop(0, blocks.members.shape[0], body, phi_p)
     return phi_p[:-1]
 
 
@@ -304,7 +316,7 @@ class LapVar2(LapVar1):
             raise ValueError("gamma must be in (0, 1] and smoothing >= 1")
         self.num_nodes = int(graph.num_nodes)
         self.smoothing = int(smoothing)
-        table = neighbour_table(graph, schedule="sequential")
+        table = neighbour_table(graph, schedule="sequential", blocks=False)
         self.arrays = (table, jnp.float32(lam), jnp.float32(gamma))
         self.static_key = ("lapvar2", self.smoothing)
 
