@@ -422,8 +422,8 @@ def parse_args(argv=None):
     ap.add_argument(
         "--reuse-dir",
         default=None,
-        help="read a dataset's tables from DIR/sfsls_NAME.json when it holds every "
-        "run of this configuration",
+        help="read a dataset's tables from DIR/sfsls_NAME.json (DIR relative to the "
+        "repository root) when it holds every run of this configuration",
     )
     ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     ap.add_argument("--p-sweep", default=",".join(map(str, P_SWEEP)))
@@ -458,8 +458,9 @@ def reused(name, config, args):
     configuration (the dataset list aside) and holds every run; else ``None``."""
     if args.reuse_dir is None:
         return None
-    path = pathlib.Path(args.reuse_dir) / f"sfsls_{name}.json"
+    path = ROOT / args.reuse_dir / f"sfsls_{name}.json"  # relative to the repo
     if not path.exists():
+        print(f"{name}: no {path.name} to reuse; measuring", flush=True)
         return None
     saved = json.loads(path.read_text())
     same = {k: v for k, v in saved.get("config", {}).items() if k != "datasets"}
@@ -576,16 +577,18 @@ def plot_map_vs_fraction(results):
 def plot_p_sweep(results):
     names = _datasets(results)
     ps = results["config"]["p_sweep"]
-    fig, ax = plt.subplots(figsize=(4.4, 3.4))
-    for name in names:
+    fig, axes = _panels(names, height=3.0)
+    for i, (ax, name) in enumerate(zip(axes, names, strict=True)):
         table = results[name]["table2"]
         mean, std = np.array([table[str(p)] for p in ps]).T
-        ax.errorbar(ps, mean, yerr=std, marker="o", capsize=3, label=name)
-    ax.set_xlabel("p of the l2,p norm")
-    ax.set_ylabel(f"SFSLS MAP at {TUNE_FRACTION:.0%} labelled")
-    ax.set_title("the p sweep (λ by CV per p)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        ax.errorbar(ps, mean, yerr=std, marker="o", capsize=3, color=f"C{i}")
+        ax.axhline(table["cv"][0], color="0.5", ls="--", lw=1, label="p by CV")
+        ax.set_title(name)
+        ax.set_xlabel("p of the l2,p norm")
+        ax.set_ylabel(f"SFSLS MAP at {TUNE_FRACTION:.0%} labelled")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=8)
+    fig.suptitle("the p sweep (λ by CV per p)")
     fig.tight_layout()
     return fig
 
