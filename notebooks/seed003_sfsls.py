@@ -546,6 +546,17 @@ def _datasets(results):
     return [k for k in results if k != "config"]
 
 
+def _fraction_axis(ax, fractions, title):
+    """A MAP panel over labelled fractions: log axis, ticks at the fractions run."""
+    ax.set_xscale("log")
+    ax.set_xticks([f * 100 for f in fractions], [f"{f:.0%}" for f in fractions])
+    ax.minorticks_off()
+    ax.set_title(title)
+    ax.set_xlabel("labelled training images")
+    ax.set_ylabel("MAP")
+    ax.grid(alpha=0.3)
+
+
 def plot_map_vs_fraction(results):
     names = _datasets(results)
     fractions = results["config"]["fractions"]
@@ -562,13 +573,7 @@ def plot_map_vs_fraction(results):
                 capsize=3,
                 label=LABELS[method],
             )
-        ax.set_xscale("log")
-        ax.set_xticks([f * 100 for f in fractions], [f"{f:.0%}" for f in fractions])
-        ax.minorticks_off()
-        ax.set_title(f"{name} ({results[name]['runs_done']} runs)")
-        ax.set_xlabel("labelled training images")
-        ax.set_ylabel("MAP")
-        ax.grid(alpha=0.3)
+        _fraction_axis(ax, fractions, f"{name} ({results[name]['runs_done']} runs)")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -610,13 +615,7 @@ def plot_unlabelled(results):
                     color=f"C{i}",
                     label=f"{method.upper()} {use}",
                 )
-        ax.set_xscale("log")
-        ax.set_xticks([f * 100 for f in fractions], [f"{f:.0%}" for f in fractions])
-        ax.minorticks_off()
-        ax.set_title(name)
-        ax.set_xlabel("labelled training images")
-        ax.set_ylabel("MAP")
-        ax.grid(alpha=0.3)
+        _fraction_axis(ax, fractions, name)
     axes[-1].legend(fontsize=7)
     fig.tight_layout()
     return fig
