@@ -175,8 +175,8 @@ def complete_length(scores, truth) -> float:
 
     Examples
     --------
-    >>> complete_length([[3.0, 2.0, 1.0]], [[1, 0, 1]])
-    3.0
+    >>> complete_length([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0]], [[1, 0, 1], [0, 1, 0]])
+    2.5
     """
     return _complete_length(*_checked_ranks(scores, truth))
 

@@ -1,4 +1,4 @@
-"""The :class:`HyperSpec` type and the constructors the spec tables are written with."""
+"""The :class:`HyperSpec` type: what a hyper-parameter is and which values it takes."""
 
 from __future__ import annotations
 
@@ -108,38 +108,3 @@ class HyperSpec:
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-# ------------------------------------------------------------------ constructors
-def _int(help: str, ge: int | None = None, le: int | None = None) -> HyperSpec:
-    return HyperSpec(help, int, low=ge, high=le)
-
-
-def _float(
-    help: str,
-    *,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-) -> HyperSpec:
-    return HyperSpec(
-        help,
-        float,
-        low=gt if gt is not None else ge,
-        high=lt if lt is not None else le,
-        low_inclusive=gt is None,
-        high_inclusive=lt is None,
-    )
-
-
-def _choice(help: str, *choices: str) -> HyperSpec:
-    return HyperSpec(help, str, choices=tuple(choices))
-
-
-def _bool(help: str) -> HyperSpec:
-    return HyperSpec(help, bool)
-
-
-def _str(help: str) -> HyperSpec:
-    return HyperSpec(help, str)

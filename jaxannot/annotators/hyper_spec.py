@@ -10,10 +10,10 @@ method, e.g. ``alpha``, ``c``, ``gamma``, ``lam``, ``iterations``, ``tol``), the
 :func:`jaxannot.annotators.parse_hyper` validates every value against its spec, and
 ``jaxannot methods`` prints them.
 
-The tables are in :mod:`.hyper_tables`. The ranges are those the fit functions
-accept (or, where they accept a degenerate value silently, those that give a
-meaningful fit); a ``0`` that means "choose automatically" is allowed and said so in
-the help. This module registers no method.
+The tables are data, in ``hyper_specs.toml`` (read by :mod:`.hyper_tables`). The
+ranges are those the fit functions accept (or, where they accept a degenerate value
+silently, those that give a meaningful fit); a ``0`` that means "choose
+automatically" is allowed and said so in the help. This module registers no method.
 
 A fit function's keyword-only defaults are the method's defaults
 (:func:`fit_defaults`, :func:`register_words_method`), and :func:`records_hyper`

@@ -259,17 +259,11 @@ def approx_knn_search(
 
     Parameters
     ----------
-    queries : array [q, d]
-        Query points.
-    database : array [n, d]
-        Points searched.
-    k : int
-        Number of neighbours, ``1 <= k <= n`` (``n - 1`` with ``exclude_self``).
+    queries, database, k, exclude_self
+        As in :func:`jaxannot.graph.knn_search`.
     metric : {"euclidean", "cosine"}
         Distance (``"cosine"``: L2 search of unit-norm rows, see the module
         docstring).
-    exclude_self : bool
-        Query ``i`` is database row ``i`` (``q == n``) and is never returned.
     m : int
         HNSW links per point (faiss ``M``); memory grows as ``n * 2m``.
     ef_construction : int
@@ -283,10 +277,8 @@ def approx_knn_search(
 
     Returns
     -------
-    indices : int32 ndarray [q, k]
-        Database rows by increasing distance; equal distances by increasing index.
-    distances : float32 ndarray [q, k]
-        The matching distances.
+    indices, distances : ndarray [q, k]
+        As :func:`jaxannot.graph.knn_search` returns them (numpy int32 / float32).
 
     Raises
     ------

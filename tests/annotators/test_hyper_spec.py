@@ -8,6 +8,7 @@ import pytest
 
 from jaxannot.annotators import available_methods, get_method, parse_hyper
 from jaxannot.annotators.hyper_spec import SHARED, SPECIFIC, HyperSpec, spec_for
+from jaxannot.annotators.hyper_tables import load_tables
 
 METHODS = available_methods()
 PAIRS = [(name, key) for name, m in METHODS.items() for key in m.hyper]
@@ -184,3 +185,57 @@ def test_an_unregistered_method_is_checked_only_by_the_shared_names():
     assert parse_hyper(m, ["lam=-5"])["lam"] == -5.0  # no spec: not checked
     with pytest.raises(ValueError, match="int >= 2"):
         parse_hyper(m, ["bins=1"])
+
+
+# ------------------------------------------------------------ the TOML spec tables
+def test_spec_table_round_trips_ranges_and_choices():
+    shared, specific = load_tables(
+        """
+[shared.bins]
+help = "bins"
+type = "int"
+ge = 2
+
+[[method_group]]
+methods = ["a", "b"]
+
+[method_group.params.gamma]
+help = "rate"
+type = "float"
+gt = 0.0
+le = 1.0
+
+[method_group.params.kind]
+help = "which"
+type = "str"
+choices = ["x", "y"]
+comma_list = true
+"""
+    )
+    assert shared["bins"] == HyperSpec("bins", int, low=2)
+    gamma = specific["a", "gamma"]
+    assert specific["b", "gamma"] is gamma
+    assert gamma.valid() == "float in (0, 1]"
+    assert gamma.problem(0.0) == "out of range" and gamma.problem(1.0) is None
+    assert specific["a", "kind"].problem("x,y") is None
+    assert specific["a", "kind"].problem("x,z") == "'z' is not a valid choice"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[shared.k]\nhelp = "k"\ntype = "complex"', r"\[shared\.k\].*needs `help`"),
+        ('[shared.k]\nhelp = "k"\ntype = "int"\nstep = 2', r"got \['help', 'step'"),
+        ('[shared.k]\nhelp = "k"\ntype = "int"\nge = 1\ngt = 0', "two lower"),
+        ('[shared.k]\nhelp = "k"\ntype = "str"\nge = 1', "only int and float"),
+        (
+            '[[method_group]]\nmethods = ["m", "m"]\n'
+            '[method_group.params.k]\nhelp = "k"\ntype = "int"',
+            r"\('m', 'k'\) is described twice",
+        ),
+    ],
+)
+def test_malformed_spec_table_names_the_file_and_entry(text, message):
+    with pytest.raises(ValueError, match=message) as err:
+        load_tables(text)
+    assert "hyper_specs.toml" in str(err.value)
