@@ -269,7 +269,7 @@ def _lap_fit(
 
 def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Regularized posteriors of new images linked to their k nearest fit images."""
-    from jaxannot.graph import knn_search
+    from jaxannot.graph import edge_weights, knn_search
 
     h, p = fitted.hyper, fitted.params
     params = _mix_unpack(fitted)
@@ -280,16 +280,7 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     k = min(int(h["neighbors"]), train.shape[0])
     q = _graph_features(vis_np)
     idx, dist = knn_search(q, train, k, metric=h["metric"])
-    t = float(p["heat_width"])
-    dist = np.asarray(dist, np.float64)
-    if h["weight"] == "heat":
-        w = np.exp(-(dist**2) / (2 * t * t))
-    elif h["weight"] == "binary":
-        w = np.ones_like(dist)
-    else:
-        qn = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-        tn = train / np.maximum(np.linalg.norm(train, axis=1, keepdims=True), 1e-12)
-        w = np.maximum(0.0, np.einsum("qd,qkd->qk", qn, tn[np.asarray(idx)]))
+    w = edge_weights(q, train, idx, dist, weight=h["weight"], t=float(p["heat_width"]))
     w = jnp.asarray(w, jnp.float32)
     phi_train = jnp.asarray(p["phi"])
     m = jnp.einsum("qk,qkt->qt", w, phi_train[jnp.asarray(idx)])

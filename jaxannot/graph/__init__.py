@@ -10,6 +10,7 @@ updates).
 from jaxannot.graph.knn import (
     KNN_METRICS,
     KNN_WEIGHTS,
+    edge_weights,
     knn_graph,
     knn_search,
     neighbour_graph,
@@ -39,6 +40,7 @@ __all__ = [
     "SYM_KL_EPS",
     "adjacency_matvec",
     "degree",
+    "edge_weights",
     "from_scipy",
     "knn_graph",
     "knn_search",

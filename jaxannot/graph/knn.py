@@ -13,8 +13,8 @@ Distances
 - ``"cosine"``: :math:`1 - a^\top b / (\|a\| \|b\|)`; a zero row has cosine similarity
   0 with everything (distance 1).
 
-Graph weights (:func:`knn_graph`)
---------------------------------
+Graph weights (:func:`knn_graph`, :func:`edge_weights`)
+-------------------------------------------------------
 - ``"binary"``: :math:`S_{ij} = 1` for every edge;
 - ``"heat"``: :math:`S_{ij} = \exp(-d_{ij}^2 / 2 t^2)` with :math:`d_{ij}` the chosen
   distance (Euclidean by default) and, when ``t`` is not given, ``t`` = the mean of
@@ -315,22 +315,46 @@ def neighbour_graph(x, idx, dist, *, weight: str = "heat", t: float | None = Non
     -------
     Graph
     """
+    idx = np.asarray(idx)
+    n, k = idx.shape
+    if weight == "heat" and t is None:
+        t = float(np.mean(np.asarray(dist, np.float64))) or 1.0
+    w = edge_weights(x, x, idx, dist, weight=weight, t=t)
+    return _symmetrize_max(np.repeat(np.arange(n), k), idx.reshape(-1), w.ravel(), n)
+
+
+def edge_weights(queries, database, idx, dist, *, weight: str = "heat", t: float = 1.0):
+    r"""Weights of the directed edges from each query to its neighbours in a database.
+
+    The weights of the module docstring: ``"binary"`` 1; ``"heat"``
+    :math:`\exp(-d^2 / 2 t^2)`; ``"cosine"`` :math:`\max(0, \cos(q_i, x_j))` (0 for a
+    zero row), whatever metric chose the neighbours. Used by :func:`neighbour_graph`
+    and by methods that link new images to the graph of their fit images.
+
+    Parameters
+    ----------
+    queries : array [q, d]
+    database : array [n, d]
+    idx, dist : arrays [q, k]
+        Neighbours of each query in ``database`` and their distances
+        (:func:`knn_search`).
+    weight : {"heat", "binary", "cosine"}
+    t : float
+        Heat-kernel width (``"heat"`` only).
+
+    Returns
+    -------
+    float64 ndarray [q, k]
+    """
     _check_choice("weight", weight, KNN_WEIGHTS)
     idx, dist = np.asarray(idx), np.asarray(dist, np.float64)
-    n, k = idx.shape
-    senders = np.repeat(np.arange(n), k)
-    receivers = idx.reshape(-1)
     if weight == "binary":
-        w = np.ones(senders.shape, np.float64)
-    elif weight == "heat":
-        if t is None:
-            t = float(dist.mean()) or 1.0
-        w = np.exp(-(dist.reshape(-1) ** 2) / (2.0 * t * t))
-    else:  # cosine similarity of the pair, whatever metric chose the neighbours
-        xn = np.asarray(x, np.float64)
-        norms = np.linalg.norm(xn, axis=1)
-        dots = np.einsum("ed,ed->e", xn[senders], xn[receivers])
-        denom = norms[senders] * norms[receivers]
-        cos = np.where(denom > 0, dots / np.where(denom > 0, denom, 1.0), 0.0)
-        w = np.maximum(cos, 0.0)
-    return _symmetrize_max(senders, receivers, w, n)
+        return np.ones(idx.shape, np.float64)
+    if weight == "heat":
+        return np.exp(-(dist**2) / (2.0 * t * t))
+    q = np.asarray(queries, np.float64)
+    x = np.asarray(database, np.float64)
+    dots = np.einsum("qd,qkd->qk", q, x[idx])
+    denom = np.linalg.norm(q, axis=1)[:, None] * np.linalg.norm(x, axis=1)[idx]
+    cos = np.where(denom > 0, dots / np.where(denom > 0, denom, 1.0), 0.0)
+    return np.maximum(cos, 0.0)

@@ -10,7 +10,7 @@ from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 
 import jax
 
-from jaxannot.graph import Graph, knn_graph, knn_search, to_scipy
+from jaxannot.graph import Graph, edge_weights, knn_graph, knn_search, to_scipy
 
 # float32 distances from the |a|^2+|b|^2-2ab expansion vs sklearn's float64: on O(1)
 # data the error is ~1e-6 relative; 1e-4 absolute leaves a wide margin.
@@ -201,3 +201,26 @@ def test_corel5k_blob_graph_matches_sklearn_distances(data_root):
     s = to_scipy(g)
     assert (s != s.T).nnz == 0 and s.diagonal().sum() == 0
     assert np.all(np.diff(s.indptr) >= k)
+
+
+@pytest.mark.parametrize("weight", ["heat", "binary", "cosine"])
+def test_edge_weights_match_a_pairwise_formula(weight):
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(5, 4))
+    x = rng.normal(size=(9, 4))
+    x[2] = 0.0  # a zero row has cosine weight 0
+    idx, dist = knn_search(q, x, 4)
+    w = edge_weights(q, x, idx, dist, weight=weight, t=0.7)
+    for i in range(5):
+        pairs = zip(np.asarray(idx[i]), np.asarray(dist[i]), strict=True)
+        for j, (n, d) in enumerate(pairs):
+            if weight == "heat":
+                want = np.exp(-(float(d) ** 2) / (2 * 0.7**2))
+            elif weight == "binary":
+                want = 1.0
+            else:
+                norm = np.linalg.norm(q[i]) * np.linalg.norm(x[n])
+                want = max(0.0, q[i] @ x[n] / norm) if norm > 0 else 0.0
+            assert w[i, j] == pytest.approx(want, rel=1e-5, abs=1e-7)
+    with pytest.raises(ValueError, match="valid"):
+        edge_weights(q, x, idx, dist, weight="gaussian")
