@@ -76,8 +76,10 @@ def _log_prior(params, data):
 
 def hand_fit(key, data, graph, topics, warm, iterations):
     warm_key, run_key = jax.random.split(key)
-    params, _ = mem.fit_em(warm_key, data, topics, num_iterations=warm)
-    a, b = jnp.float32(1.0), jnp.float32(1.1)
+    prior = mem.MixturePrior()
+    params, _ = mem.fit_em(warm_key, data, topics, prior=prior, num_iterations=warm)
+    a = jnp.float32(prior.pi_concentration)
+    b = jnp.float32(prior.beta_concentration)
     state, _, _ = lapvar.fit_regularized_em(
         run_key,
         params,

@@ -109,7 +109,8 @@ def _tokens(row):
 
 def fit_jaxannot(args, key, train, iterations, state=None):
     """One jaxannot fit (``--inference``) of ``iterations`` passes / updates."""
-    kw = dict(num_iterations=iterations, alpha=args.alpha, eta=args.eta, state=state)
+    prior = ll.LDAPrior(alpha=args.alpha, eta=args.eta)
+    kw = dict(num_iterations=iterations, prior=prior, state=state)
     if args.inference == "cvb0":
         kw["num_blocks"] = args.cvb0_blocks
         return cvb0.fit_cvb0(key, (train,), args.topics, **kw)

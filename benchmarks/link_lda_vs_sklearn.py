@@ -149,6 +149,7 @@ def main(argv=None):
 
     # ---- jaxannot
     key = jax.random.key(args.seed)
+    prior = ll.LDAPrior(alpha=args.alpha, eta=args.eta)
     t0 = time.perf_counter()
     ll.fit_vb(
         key,
@@ -156,8 +157,7 @@ def main(argv=None):
         args.topics,
         num_iterations=args.iterations,
         num_inner=args.inner,
-        alpha=args.alpha,
-        eta=args.eta,
+        prior=prior,
     )
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -167,8 +167,7 @@ def main(argv=None):
         args.topics,
         num_iterations=args.iterations,
         num_inner=args.inner,
-        alpha=args.alpha,
-        eta=args.eta,
+        prior=prior,
     )
     jax.block_until_ready(state)
     ours_s = time.perf_counter() - t0

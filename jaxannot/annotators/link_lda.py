@@ -46,8 +46,7 @@ def _lda_fit(
         int(topics),
         num_iterations=int(iterations),
         num_inner=int(inner),
-        alpha=alpha,
-        eta=eta,
+        prior=ll.LDAPrior(alpha=alpha, eta=eta),
     )
     # refresh the fit images' posteriors under the final λ (warm start)
     gamma = ll.fold_in(

@@ -57,6 +57,7 @@ from jax.scipy.special import gammaln
 from jaxannot.inference.em import run_em
 
 __all__ = [
+    "LDAPrior",
     "LinkLDAState",
     "LinkLDAInfo",
     "link_lda",
@@ -72,6 +73,33 @@ __all__ = [
 ]
 
 _TINY = 1e-30
+
+
+class LDAPrior(NamedTuple):
+    r"""The symmetric Dirichlet hyper-priors of Link-LDA.
+
+    .. math::
+        \theta_d \sim \mathrm{Dir}(\alpha 1_K),\qquad
+        \beta^v_k \sim \mathrm{Dir}(\eta 1_{V_v}).
+
+    Attributes
+    ----------
+    alpha : float
+        Concentration of every image's topic proportions, > 0. Below 1 it favours
+        images made of few topics (the default 0.1); the per-image E-step is then not
+        convex.
+    eta : float
+        Concentration of every topic's word distribution in every view, > 0. Small
+        values (the default 0.01) favour topics with few words.
+    """
+
+    alpha: float = 0.1
+    eta: float = 0.01
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless both concentrations are > 0."""
+        if self.alpha <= 0 or self.eta <= 0:
+            raise ValueError(f"alpha and eta must be > 0, got {self.alpha}, {self.eta}")
 
 
 class LinkLDAState(NamedTuple):
@@ -180,34 +208,58 @@ def _dirichlet_kl_terms(conc, prior, e_log):
     return log_p - log_q
 
 
-def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
-    """Variational E-step for one image from ``gamma`` (``num_inner`` updates).
+def _estep(gamma, betas, counts, alpha, num_inner, predict, spread):
+    r"""The variational E-step of :func:`image_estep` and :func:`_batch_estep`.
 
-    Returns the new ``gamma``, ``exp(E log θ)`` and the per-view ratios
-    :math:`n^v_w / \\sum_k e^{E\\log\\theta_k + E\\log\\beta^v_{kw}}` used for the
-    expected counts, and the image's ELBO terms.
+    With :math:`t = e^{E\log\theta}` and :math:`b^v = e^{E\log\beta^v}` (``betas``,
+    in the caller's layout), ``predict(b, t)`` is :math:`p^v_w = \sum_k t_k b^v_{kw}`
+    per token and ``spread(b, r)`` is :math:`\sum_w b^v_{kw} r_w` per topic.
+    ``num_inner`` times from ``gamma``,
+
+    .. math::
+        \gamma_k \leftarrow \alpha + t_k \sum_v \sum_w b^v_{kw}\, n^v_w / p^v_w,
+
+    then the ratios :math:`n^v_w / p^v_w` and the ELBO terms of the final
+    :math:`\gamma` (with :math:`t` recomputed from it).
     """
 
-    # products written as broadcast-and-sum: XLA fuses them into one loop, which
-    # beats tiny batched matrix-vector products once vmapped over images
     def update(_, g):
         exp_t = jnp.exp(expected_log_dirichlet(g))
         acc = 0.0
-        for eb, c in zip(exp_e_log_betas, counts, strict=False):
-            norm = (exp_t[:, None] * eb).sum(0)
-            acc = acc + (eb * (c / jnp.maximum(norm, _TINY))[None, :]).sum(1)
+        for b, c in zip(betas, counts, strict=False):
+            acc = acc + spread(b, c / jnp.maximum(predict(b, exp_t), _TINY))
         return alpha + exp_t * acc
 
     gamma = lax.fori_loop(0, num_inner, update, gamma)
     e_log_t = expected_log_dirichlet(gamma)
     exp_t = jnp.exp(e_log_t)
     ratios, token_terms = [], 0.0
-    for eb, c in zip(exp_e_log_betas, counts, strict=False):
-        norm = jnp.maximum((exp_t[:, None] * eb).sum(0), _TINY)
+    for b, c in zip(betas, counts, strict=False):
+        norm = jnp.maximum(predict(b, exp_t), _TINY)
         ratios.append(c / norm)
-        token_terms = token_terms + jnp.where(c > 0, c * jnp.log(norm), 0.0).sum()
+        token_terms = token_terms + jnp.where(c > 0, c * jnp.log(norm), 0.0).sum(-1)
     local = _dirichlet_kl_terms(gamma, alpha, e_log_t) + token_terms
     return gamma, exp_t, tuple(ratios), local
+
+
+def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
+    """Variational E-step for one image from ``gamma`` (``num_inner`` updates).
+
+    Returns the new ``gamma``, ``exp(E log θ)`` and the per-view ratios
+    :math:`n^v_w / \\sum_k e^{E\\log\\theta_k + E\\log\\beta^v_{kw}}` used for the
+    expected counts, and the image's ELBO terms. The products are written as
+    broadcast-and-sum: XLA fuses them into one loop, which beats tiny batched
+    matrix-vector products once vmapped over images.
+    """
+    return _estep(
+        gamma,
+        exp_e_log_betas,
+        counts,
+        alpha,
+        num_inner,
+        predict=lambda eb, exp_t: (exp_t[:, None] * eb).sum(0),
+        spread=lambda eb, r: (eb * r[None, :]).sum(1),
+    )
 
 
 def to_padded(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,25 +294,15 @@ def _batch_estep(gamma, gathered, cnts, alpha, num_inner):
     batched matrix-vector products (``einsum``), several times faster on CPU than
     the vmapped broadcast-and-sum of :func:`image_estep`.
     """
-
-    def update(_, g):
-        exp_t = jnp.exp(expected_log_dirichlet(g))
-        acc = 0.0
-        for e, c in zip(gathered, cnts, strict=False):
-            norm = jnp.einsum("dnk,dk->dn", e, exp_t)
-            acc = acc + jnp.einsum("dnk,dn->dk", e, c / jnp.maximum(norm, _TINY))
-        return alpha + exp_t * acc
-
-    gamma = lax.fori_loop(0, num_inner, update, gamma)
-    e_log_t = expected_log_dirichlet(gamma)
-    exp_t = jnp.exp(e_log_t)
-    ratios, token_terms = [], 0.0
-    for e, c in zip(gathered, cnts, strict=False):
-        norm = jnp.maximum(jnp.einsum("dnk,dk->dn", e, exp_t), _TINY)
-        ratios.append(c / norm)
-        token_terms = token_terms + jnp.where(c > 0, c * jnp.log(norm), 0.0).sum(-1)
-    local = _dirichlet_kl_terms(gamma, alpha, e_log_t) + token_terms
-    return gamma, exp_t, tuple(ratios), local
+    return _estep(
+        gamma,
+        gathered,
+        cnts,
+        alpha,
+        num_inner,
+        predict=lambda e, exp_t: jnp.einsum("dnk,dk->dn", e, exp_t),
+        spread=lambda e, r: jnp.einsum("dnk,dn->dk", e, r),
+    )
 
 
 @functools.cache
@@ -337,10 +379,9 @@ def fit_vb(
     counts_by_view: Sequence,
     num_topics: int,
     *,
+    prior: LDAPrior = LDAPrior(),  # noqa: B008 (immutable)
     num_iterations: int = 50,
     num_inner: int = 5,
-    alpha: float = 0.1,
-    eta: float = 0.01,
     state: LinkLDAState | None = None,
 ) -> tuple[LinkLDAState, np.ndarray]:
     """Fit Link-LDA by batch variational Bayes (one compiled ``lax.scan``).
@@ -351,12 +392,12 @@ def fit_vb(
     counts_by_view : sequence of [images, vocab_v] count matrices (dense; converted
         to padded bags internally)
     num_topics : int
+    prior : LDAPrior
+        The Dirichlet concentrations α (on θ) and η (on every β^v_k).
     num_iterations : int
         Passes over the corpus (E-step + M-step).
     num_inner : int
         Per-image γ updates per pass (warm-started from the previous pass).
-    alpha, eta : float
-        Symmetric Dirichlet priors on θ and on every β^v_k.
     state : LinkLDAState, optional
         Continue from this state (e.g. the result of an earlier call on the same
         counts) instead of a fresh start; ``rng_key`` then only seeds the steps.
@@ -369,14 +410,14 @@ def fit_vb(
     """
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
-    if alpha <= 0 or eta <= 0:
-        raise ValueError(f"alpha and eta must be > 0, got {alpha}, {eta}")
+    prior.check()
     ids, cnts = _padded_views(counts_by_view)
     init_key, run_key = jax.random.split(rng_key)
     sizes = tuple(np.shape(c)[1] for c in counts_by_view)
+    alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
     if state is None:
-        state = init_state(init_key, sizes, cnts, num_topics, jnp.float32(alpha))
-    data = (ids, cnts, jnp.float32(alpha), jnp.float32(eta))
+        state = init_state(init_key, sizes, cnts, num_topics, alpha)
+    data = (ids, cnts, alpha, eta)
     state, info = run_em(
         run_key,
         state,

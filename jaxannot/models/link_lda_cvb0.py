@@ -66,7 +66,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.models.link_lda import _padded_views
+from jaxannot.models.link_lda import LDAPrior, _padded_views
 
 __all__ = ["CVB0State", "cvb0_counts", "cvb0_update", "fit_cvb0"]
 
@@ -216,10 +216,9 @@ def fit_cvb0(
     counts_by_view: Sequence,
     num_topics: int,
     *,
+    prior: LDAPrior = LDAPrior(),  # noqa: B008 (immutable)
     num_iterations: int = 100,
     num_blocks: int = 1,
-    alpha: float = 0.1,
-    eta: float = 0.01,
     state: CVB0State | None = None,
 ) -> tuple[CVB0State, np.ndarray]:
     """Fit Link-LDA by CVB0 (one compiled ``lax.scan``; see the module docstring).
@@ -231,13 +230,14 @@ def fit_cvb0(
     counts_by_view : sequence of [images, vocab_v] count matrices (dense, >= 0,
         finite, the same images in every view; converted to padded bags).
     num_topics : int
+    prior : LDAPrior
+        The Dirichlet concentrations α (on θ) and η (on every β^v_k), as in
+        :func:`~jaxannot.models.link_lda.fit_vb`.
     num_iterations : int
         Updates of every responsibility.
     num_blocks : int
         1: synchronous updates; B > 1: B blocks of images updated in turn, the
         topic-word counts refreshed after each.
-    alpha, eta : float
-        Symmetric Dirichlet priors on θ and on every β^v_k (as in ``fit_vb``).
     state : CVB0State, optional
         Continue from this state (an earlier result on the same counts).
 
@@ -250,8 +250,7 @@ def fit_cvb0(
     """
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
-    if alpha <= 0 or eta <= 0:
-        raise ValueError(f"alpha and eta must be > 0, got {alpha}, {eta}")
+    prior.check()
     if num_iterations < 1 or num_blocks < 1:
         raise ValueError("num_iterations and num_blocks must be >= 1")
     arrays = _check_counts(counts_by_view)
@@ -266,8 +265,8 @@ def fit_cvb0(
         resp,
         ids,
         cnts,
-        jnp.float32(alpha),
-        jnp.float32(eta),
+        jnp.float32(prior.alpha),
+        jnp.float32(prior.eta),
         vocab_sizes=tuple(a.shape[1] for a in arrays),
         num_iterations=num_iterations,
         num_blocks=min(num_blocks, arrays[0].shape[0]),

@@ -34,8 +34,10 @@ from jaxannot.models.mixture_of_unigrams import (
     log_prior,
     m_step,
 )
+from jaxannot.types import ArrayLike
 
 __all__ = [
+    "MixturePrior",
     "MixtureEMState",
     "MixtureEMInfo",
     "build_em_kernel",
@@ -43,6 +45,36 @@ __all__ = [
     "image_log_joint_tokens",
     "fit_em_tokens",
 ]
+
+
+class MixturePrior(NamedTuple):
+    r"""The symmetric Dirichlet hyper-priors of the mixture of unigrams.
+
+    .. math::
+        \pi \sim \mathrm{Dir}(a 1_K),\qquad
+        \beta^v_k \sim \mathrm{Dir}(b 1_{V_v}).
+
+    The MAP M-step sets :math:`\pi_k \propto \sum_d \phi_{dk} + a - 1` and
+    :math:`\beta^v_{kw} \propto \sum_d \phi_{dk} n^v_{dw} + b - 1`, so a finite MAP
+    needs :math:`a \ge 1` and :math:`b > 1`.
+
+    Attributes
+    ----------
+    pi_concentration : float
+        :math:`a`, the concentration of the topic weights, >= 1; 1 (the default) is
+        a flat prior, larger values pull the weights towards uniform.
+    beta_concentration : float
+        :math:`b`, the concentration of every topic's word distribution in every
+        view, > 1 (keeps :math:`\log\beta` finite); :math:`b - 1` is an additive
+        smoothing count (the default 1.1: 0.1 per word).
+    """
+
+    pi_concentration: float = 1.0
+    beta_concentration: float = 1.1
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless the MAP is finite (a >= 1, b > 1)."""
+        check_priors(self.pi_concentration, self.beta_concentration)
 
 
 class MixtureEMState(NamedTuple):
@@ -79,10 +111,10 @@ def build_em_kernel():
     return step
 
 
-def _check(counts_by_view, num_topics, pi_concentration, beta_concentration):
+def _check(counts_by_view, num_topics, prior: MixturePrior):
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
-    check_priors(pi_concentration, beta_concentration)
+    prior.check()
     counts = tuple(jnp.asarray(c, dtype=jnp.float32) for c in counts_by_view)
     if not counts:
         raise ValueError("need at least one view of counts")
@@ -94,10 +126,9 @@ def fit_em(
     counts_by_view: Sequence,
     num_topics: int,
     *,
+    prior: MixturePrior = MixturePrior(),  # noqa: B008 (immutable)
     num_iterations: int = 100,
     tolerance: float = 0.0,
-    pi_concentration: float = 1.0,
-    beta_concentration: float = 1.1,
 ) -> tuple[MixtureParams, np.ndarray]:
     """Fit the mixture by MAP-EM (jit-compiled once per shape).
 
@@ -106,11 +137,12 @@ def fit_em(
     rng_key : PRNGKey
     counts_by_view : sequence of [images, vocab_v] count matrices
     num_topics : int
+    prior : MixturePrior
+        The Dirichlet concentrations a (on π) and b (on every β^v_k).
     num_iterations : int
         Iterations (the maximum when ``tolerance > 0``).
     tolerance : float
         Relative objective change to stop at (0: run all iterations).
-    pi_concentration, beta_concentration : float
 
     Returns
     -------
@@ -118,10 +150,10 @@ def fit_em(
     objective : np.ndarray
         Log joint per iteration (non-decreasing).
     """
-    counts = _check(counts_by_view, num_topics, pi_concentration, beta_concentration)
+    counts = _check(counts_by_view, num_topics, prior)
     init_key, run_key = jax.random.split(rng_key)
-    a_conc = jnp.float32(pi_concentration)
-    b_conc = jnp.float32(beta_concentration)
+    a_conc = jnp.float32(prior.pi_concentration)
+    b_conc = jnp.float32(prior.beta_concentration)
     params = init_params(init_key, counts, num_topics, a_conc, b_conc)
     data = (counts, a_conc, b_conc)
     if tolerance > 0:
@@ -205,14 +237,13 @@ def _fit_tokens(log_pi, log_beta, chunks, row_masks, a_conc, b_conc, num_iterati
 
 def fit_em_tokens(
     rng_key: jax.Array,
-    tokens: np.ndarray,
+    tokens: ArrayLike,
     vocab_size: int,
     num_topics: int,
     *,
+    prior: MixturePrior = MixturePrior(),  # noqa: B008 (immutable)
     chunk_size: int = 8192,
     num_iterations: int = 10,
-    pi_concentration: float = 1.0,
-    beta_concentration: float = 1.1,
     devices: Sequence[jax.Device] | None = None,
 ) -> tuple[MixtureParams, np.ndarray]:
     """MAP-EM for one bag view given as padded token ids, streamed in chunks.
@@ -228,10 +259,11 @@ def fit_em_tokens(
     tokens : Int[Array, "images max_tokens"]
         Token ids, ``-1`` for padding.
     vocab_size, num_topics : int
+    prior : MixturePrior
+        As in :func:`fit_em`.
     chunk_size : int
         Images per E-step chunk.
     num_iterations : int
-    pi_concentration, beta_concentration : float
     devices : sequence of jax.Device, optional
         Split every chunk's images over these devices (data parallel; e.g.
         ``jax.devices()``): the chunk is rounded up to a multiple of the device
@@ -244,7 +276,7 @@ def fit_em_tokens(
     objective : np.ndarray
         Log joint per iteration (non-decreasing).
     """
-    _check((np.zeros((1, 1)),), num_topics, pi_concentration, beta_concentration)
+    _check((np.zeros((1, 1)),), num_topics, prior)
     tokens = np.asarray(tokens, np.int32)
     if tokens.ndim != 2:
         raise ValueError(f"tokens must be [images, max_tokens], got {tokens.shape}")
@@ -276,8 +308,8 @@ def fit_em_tokens(
         log_beta,
         chunks,
         masks,
-        jnp.float32(pi_concentration),
-        jnp.float32(beta_concentration),
+        jnp.float32(prior.pi_concentration),
+        jnp.float32(prior.beta_concentration),
         num_iterations,
     )
     return MixtureParams(log_pi, (log_beta,)), np.asarray(objective)

@@ -106,8 +106,7 @@ def test_single_view_matches_sklearn_batch_lda():
         3,
         num_iterations=100,
         num_inner=5,
-        alpha=0.3,
-        eta=0.1,
+        prior=ll.LDAPrior(alpha=0.3, eta=0.1),
     )
     ours = np.asarray(ll.topic_word(state.lambdas[0]))
     sk = LatentDirichletAllocation(
@@ -213,3 +212,9 @@ def test_fit_continues_from_a_state():
     np.testing.assert_allclose(np.concatenate([first, second]), obj, rtol=1e-5)
     for a, b in zip(rest.lambdas, whole.lambdas, strict=False):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
+
+
+@pytest.mark.parametrize("prior", [ll.LDAPrior(alpha=0.0), ll.LDAPrior(eta=-1.0)])
+def test_fit_rejects_a_prior_without_positive_concentrations(prior):
+    with pytest.raises(ValueError, match="alpha and eta must be > 0"):
+        ll.fit_vb(jax.random.key(0), _corpus(images=4), 3, prior=prior)

@@ -73,9 +73,8 @@ def test_one_update_matches_numpy_reference():
         live = np.asarray(c) > 0  # padding slots weigh nothing
         np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
     # fit_cvb0 with one synchronous iteration from the same start does the same
-    state, _ = cv.fit_cvb0(
-        jax.random.key(3), counts, 3, num_iterations=1, alpha=0.3, eta=0.05
-    )
+    prior = ll.LDAPrior(alpha=0.3, eta=0.05)
+    state, _ = cv.fit_cvb0(jax.random.key(3), counts, 3, num_iterations=1, prior=prior)
     for a, b, c in zip(state.resp, ref, cnts, strict=True):
         live = np.asarray(c) > 0
         np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
@@ -84,10 +83,15 @@ def test_one_update_matches_numpy_reference():
 @pytest.mark.parametrize("blocks", [1, 3])
 def test_expected_counts_keep_totals(blocks):
     counts, _ = _corpus(images=25)
-    state, objective = cv.fit_cvb0(
-        jax.random.key(0), counts, 4, num_iterations=7, num_blocks=blocks, eta=0.02
-    )
     alpha, eta = 0.1, 0.02
+    state, objective = cv.fit_cvb0(
+        jax.random.key(0),
+        counts,
+        4,
+        num_iterations=7,
+        num_blocks=blocks,
+        prior=ll.LDAPrior(alpha, eta),
+    )
     lengths = sum(c.sum(1) for c in counts)
     np.testing.assert_allclose(
         np.asarray(state.gamma - alpha).sum(1), lengths, rtol=1e-5
@@ -118,10 +122,11 @@ def test_recovers_topics_and_matches_vb_heldout_perplexity():
     rng = np.random.default_rng(1)
     obs = np.stack([rng.binomial(row.astype(int), 0.5) for row in test])
     held = test - obs
+    prior = ll.LDAPrior(eta=0.05)
     state, objective = cv.fit_cvb0(
-        jax.random.key(0), (train,), 4, num_iterations=60, num_blocks=4, eta=0.05
+        jax.random.key(0), (train,), 4, num_iterations=60, num_blocks=4, prior=prior
     )
-    vb, _ = ll.fit_vb(jax.random.key(0), (train,), 4, num_iterations=60, eta=0.05)
+    vb, _ = ll.fit_vb(jax.random.key(0), (train,), 4, num_iterations=60, prior=prior)
     # every true topic has a fitted topic within a small total-variation distance
     fitted = np.asarray(ll.topic_word(state.lambdas[0]))
     tv = 0.5 * np.abs(beta[:, None, :] - fitted[None, :, :]).sum(-1)
@@ -134,7 +139,7 @@ def test_recovers_topics_and_matches_vb_heldout_perplexity():
 
 def test_second_call_does_not_recompile(count_compiles):
     counts, _ = _corpus(images=12)
-    kw = dict(num_iterations=3, num_blocks=2, eta=0.05)
+    kw = dict(num_iterations=3, num_blocks=2, prior=ll.LDAPrior(eta=0.05))
     state, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, **kw)
     cv.fit_cvb0(jax.random.key(0), counts, 3, state=state, **kw)
     size = cv._run._cache_size()
@@ -171,7 +176,7 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="num_topics"):
         cv.fit_cvb0(key, counts, 0)
     with pytest.raises(ValueError, match="alpha and eta"):
-        cv.fit_cvb0(key, counts, 3, eta=0.0)
+        cv.fit_cvb0(key, counts, 3, prior=ll.LDAPrior(eta=0.0))
     state, _ = cv.fit_cvb0(key, counts, 3, num_iterations=1)
     with pytest.raises(ValueError, match="state does not match"):
         cv.fit_cvb0(key, counts, 4, state=state)

@@ -189,7 +189,17 @@ def test_em_compiles_once():
 def test_bad_input_raises():
     counts, _ = _corpus()
     with pytest.raises(ValueError, match="beta_concentration"):
-        mem.fit_em(jax.random.key(0), counts, 2, beta_concentration=1.0)
+        mem.fit_em(
+            jax.random.key(0), counts, 2, prior=mem.MixturePrior(beta_concentration=1.0)
+        )
+    with pytest.raises(ValueError, match="pi_concentration"):
+        mem.fit_em_tokens(
+            jax.random.key(0),
+            np.zeros((2, 3), np.int32),
+            4,
+            2,
+            prior=mem.MixturePrior(pi_concentration=0.5),
+        )
     with pytest.raises(ValueError, match="num_topics"):
         mem.fit_em(jax.random.key(0), counts, 0)
 
