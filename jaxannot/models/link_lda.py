@@ -374,6 +374,24 @@ def init_state(rng_key, vocab_sizes, cnts, num_topics, alpha) -> LinkLDAState:
     return LinkLDAState(_start(alpha, cnts, num_topics), lambdas)
 
 
+def _check_counts(counts_by_view) -> list[np.ndarray]:
+    """The views as arrays; ``ValueError`` naming the view for a bad one."""
+    arrays = [np.asarray(c) for c in counts_by_view]
+    if not arrays:
+        raise ValueError("counts_by_view must hold at least one view")
+    for v, a in enumerate(arrays):
+        if a.ndim != 2:
+            raise ValueError(f"view {v}: counts must be [images, vocab], got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"view {v}: counts contain NaN or infinite values")
+        if np.any(a < 0):
+            raise ValueError(f"view {v}: counts must be >= 0")
+    if len({a.shape[0] for a in arrays}) > 1:
+        shapes = [a.shape for a in arrays]
+        raise ValueError(f"every view needs the same number of images, got {shapes}")
+    return arrays
+
+
 def fit_vb(
     rng_key: jax.Array,
     counts_by_view: Sequence,
@@ -411,9 +429,10 @@ def fit_vb(
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
     prior.check()
-    ids, cnts = _padded_views(counts_by_view)
+    arrays = _check_counts(counts_by_view)
+    ids, cnts = _padded_views(arrays)
     init_key, run_key = jax.random.split(rng_key)
-    sizes = tuple(np.shape(c)[1] for c in counts_by_view)
+    sizes = tuple(a.shape[1] for a in arrays)
     alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
     if state is None:
         state = init_state(init_key, sizes, cnts, num_topics, alpha)

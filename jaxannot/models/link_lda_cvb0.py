@@ -66,7 +66,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.models.link_lda import LDAPrior, _padded_views
+from jaxannot.models.link_lda import LDAPrior, _check_counts, _padded_views
 
 __all__ = ["CVB0State", "cvb0_counts", "cvb0_update", "fit_cvb0"]
 
@@ -192,23 +192,6 @@ def _init_resp(rng_key, ids, num_topics):
         u = jax.random.uniform(k, i.shape + (num_topics,), minval=1e-3, maxval=1.0)
         out.append(u / u.sum(-1, keepdims=True))
     return tuple(out)
-
-
-def _check_counts(counts_by_view):
-    arrays = [np.asarray(c) for c in counts_by_view]
-    if not arrays:
-        raise ValueError("counts_by_view must hold at least one view")
-    for v, a in enumerate(arrays):
-        if a.ndim != 2:
-            raise ValueError(f"view {v}: counts must be [images, vocab], got {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"view {v}: counts contain NaN or infinite values")
-        if np.any(a < 0):
-            raise ValueError(f"view {v}: counts must be >= 0")
-    if len({a.shape[0] for a in arrays}) > 1:
-        shapes = [a.shape for a in arrays]
-        raise ValueError(f"every view needs the same number of images, got {shapes}")
-    return arrays
 
 
 def fit_cvb0(

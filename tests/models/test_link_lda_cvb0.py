@@ -160,19 +160,27 @@ def test_continuing_equals_one_longer_fit():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
 
 
-def test_bad_input_raises():
+@pytest.mark.parametrize("fit", [cv.fit_cvb0, ll.fit_vb], ids=["cvb0", "vb"])
+def test_bad_counts_are_refused_by_both_fits(fit):
     counts, _ = _corpus(images=6)
     key = jax.random.key(0)
     neg = (counts[0].copy(), counts[1])
     neg[0][0, 0] = -1.0
-    with pytest.raises(ValueError, match=">= 0"):
-        cv.fit_cvb0(key, neg, 3)
+    with pytest.raises(ValueError, match="view 0: counts must be >= 0"):
+        fit(key, neg, 3)
     nan = (counts[0].copy(), counts[1])
     nan[0][1, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        cv.fit_cvb0(key, nan, 3)
+    with pytest.raises(ValueError, match="view 0: counts contain NaN"):
+        fit(key, nan, 3)
     with pytest.raises(ValueError, match="same number of images"):
-        cv.fit_cvb0(key, (counts[0], counts[1][:4]), 3)
+        fit(key, (counts[0], counts[1][:4]), 3)
+    with pytest.raises(ValueError, match="at least one view"):
+        fit(key, (), 3)
+
+
+def test_bad_input_raises():
+    counts, _ = _corpus(images=6)
+    key = jax.random.key(0)
     with pytest.raises(ValueError, match="num_topics"):
         cv.fit_cvb0(key, counts, 0)
     with pytest.raises(ValueError, match="alpha and eta"):
