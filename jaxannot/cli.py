@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Sequence
 
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
+from jaxannot.data.atomic import atomic_write
 
 __all__ = ["main", "build_parser"]
 
@@ -50,17 +51,9 @@ def _folder_of(path: str) -> str:
 
 
 def _write_json_atomic(path: str, payload) -> None:
-    folder = _folder_of(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _folder_of(path)
+    text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
+    atomic_write(path, lambda fh: fh.write(text.encode()))
     log.info("wrote %s", path)
 
 

@@ -29,7 +29,6 @@ import logging
 import os
 import pkgutil
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +37,7 @@ import numpy as np
 import jax
 
 from jaxannot.annotators.hyper_spec import spec_for
+from jaxannot.data.atomic import atomic_write
 
 __all__ = [
     "Fitted",
@@ -307,18 +307,7 @@ def save(path: str | os.PathLike, fitted: Fitted) -> None:
         "keys": sorted(flat),
     }
     flat["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **flat)
-            fh.flush()
-            os.fsync(fh.fileno())  # on disk before the rename makes it visible
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda fh: np.savez_compressed(fh, **flat))
 
 
 def load(path: str | os.PathLike) -> Fitted:

@@ -32,10 +32,11 @@ import dataclasses
 import json
 import os
 import pathlib
-import tempfile
 from collections.abc import Callable
 
 import numpy as np
+
+from jaxannot.data.atomic import atomic_write
 
 __all__ = [
     "ExtractorSettings",
@@ -431,18 +432,3 @@ def _rescale(rows, scale: float) -> np.ndarray:
     rows = np.asarray(rows, dtype=np.float64)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return (rows * (scale / np.maximum(norms, 1e-12))).astype(np.float32)
-
-
-def atomic_write(path: str | os.PathLike, write: Callable) -> None:
-    """Call ``write(binary file)`` on a temporary file next to ``path``, then rename
-    it to ``path`` (a crash never leaves a half-written file)."""
-    path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".jaxannot-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from jaxannot.data.atomic import atomic_write
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.image_features import (
@@ -44,7 +45,6 @@ from jaxannot.data.image_features import (
     ExtractorSettings,
     PhotoExtractor,
     UnreadableImage,
-    atomic_write,
     describe,
     fit_codebook,
     read_image,

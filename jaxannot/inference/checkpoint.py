@@ -40,12 +40,13 @@ import hashlib
 import json
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import numpy as np
 
 import jax
+
+from jaxannot.data.atomic import atomic_write
 
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
 
@@ -188,17 +189,7 @@ def save(path: pathlib.Path, digest: str, carry, losses, step: int) -> None:
     entries = {f"leaf_{i}": a for i, a in enumerate(arrays)}
     entries["losses"] = np.asarray(losses)
     entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **entries)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda fh: np.savez(fh, **entries))
 
 
 def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, int]:
