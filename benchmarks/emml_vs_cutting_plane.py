@@ -133,15 +133,16 @@ def main(argv=None):
     runs = {}
 
     for m in (1, a.candidates):
-        step = emml.build_kernel(
-            a.c, tol, max_sweeps=a.emml_sweeps, violators_per_vrep=m
+        settings = emml.WorkingSetSettings(
+            capacity=a.capacity, max_sweeps=a.emml_sweeps, violators_per_vrep=m
         )
+        step = emml.build_kernel(a.c, tol, settings)
 
         def emml_done(info):  # fit_emml's stopping rule
             return int(info.num_added) == 0 and float(info.subproblem_gap) <= tol
 
         state, trace, comp, fin = stepwise(
-            step, emml.init(data, a.capacity), data, a.budget, emml_done, 500
+            step, emml.init(data, settings.capacity), data, a.budget, emml_done, 500
         )
         runs[f"emml_{m}"] = dict(
             solver="EMML (Algorithm 1), emml.build_kernel per outer iteration",
@@ -158,16 +159,17 @@ def main(argv=None):
     for m, batch in [
         (m, batch) for batch in (1, a.batch, num_vreps) for m in (1, a.candidates)
     ]:
-        step = cutting_plane.build_kernel(
-            a.c, tol, max_sweeps=a.cp_sweeps, candidates=m, batch=batch
+        settings = cutting_plane.CuttingPlaneSettings(
+            capacity=a.capacity, max_sweeps=a.cp_sweeps, candidates=m, batch=batch
         )
+        step = cutting_plane.build_kernel(a.c, tol, settings)
         name = (
             f"cutting plane (cutting_plane.build_kernel, candidates={m}, batch={batch})"
         )
         label = f"cutting_plane_{m}" + ("" if batch == 1 else f"_batch{batch}")
         state, trace, comp, fin = stepwise(
             step,
-            cutting_plane.init(data, a.capacity),
+            cutting_plane.init(data, settings.capacity),
             data,
             a.budget,
             lambda info: int(info.num_added) == 0,

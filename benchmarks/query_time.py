@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot import retrieval
-from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
 from jaxannot.models.mbrm import fit_mbrm, mbrm_word_probabilities
 from jaxannot.models.structured_output import default_gamma, kernel_matrix, kmeans_vreps
 
@@ -127,7 +127,8 @@ def main(argv=None):
     vreps = kmeans_vreps(jax.random.key(a.seed), xt, yt, a.vreps)
     gamma = default_gamma(xt)
     k = kernel_matrix(vreps.features, vreps.features, "rbf", gamma)
-    state, _ = fit_emml(StructuredData(k, vreps.words), 10.0, 1e-3, capacity=32)
+    data = StructuredData(k, vreps.words)
+    state, _ = fit_emml(data, 10.0, 1e-3, settings=WorkingSetSettings(capacity=32))
     scores = np.asarray(state.scores)
     qx = make_images(rng, 64, centres, topics, a.words)[0]
     queries = [jnp.asarray(q[None]) for q in qx]

@@ -28,7 +28,7 @@ from jaxannot.annotators.hyper_spec import (
     records_hyper,
     register_words_method,
 )
-from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
 from jaxannot.inference.emml_exact import fit_emml_exact
 from jaxannot.models.mbrm import (
     MBRMParams,
@@ -99,10 +99,11 @@ def fit_emml_annotator(
     solver : {"exact", "working_set"}
         ``"exact"``: the dual over per-VRep mixtures, no cap on how many outputs a
         VRep uses (:func:`jaxannot.inference.emml_exact.fit_emml_exact`, at most
-        ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1 with
-        ``capacity`` slots per VRep (:func:`jaxannot.inference.emml.fit_emml`;
-        ``capacity, violators_per_vrep, max_iterations, max_sweeps``), whose answer is
-        the capacity-restricted optimum when slots overflow; its ties among wrong
+        ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1
+        (:func:`jaxannot.inference.emml.fit_emml`) with the
+        :class:`~jaxannot.inference.emml.WorkingSetSettings` ``capacity,
+        violators_per_vrep, max_iterations, max_sweeps``, whose answer is the
+        capacity-restricted optimum when slots overflow; its ties among wrong
         words are broken at random from ``rng_key``.
     top_vreps : int
         ``0``: eq. (1) scores; ``> 0``: §4.1 merge of the nearest VReps.
@@ -149,15 +150,18 @@ def fit_emml_annotator(
             "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
         }
     else:
-        state, hist = fit_emml(
-            data,
-            c,
-            tolerance,
+        settings = WorkingSetSettings(
             capacity=capacity,
             max_iterations=max_iterations,
             max_sweeps=max_sweeps,
             violators_per_vrep=violators_per_vrep,
+        )
+        state, hist = fit_emml(
+            data,
+            c,
+            tolerance,
             tie_key=jax.random.fold_in(rng_key, 1),
+            settings=settings,
         )
         iterations = int(state.iteration)
         last = iterations - 1

@@ -63,6 +63,7 @@ from jaxannot.types import Array, PRNGKey
 
 __all__ = [
     "CuttingPlaneState",
+    "CuttingPlaneSettings",
     "CuttingPlaneInfo",
     "init",
     "build_kernel",
@@ -77,6 +78,39 @@ __all__ = [
 CuttingPlaneState = NamedTuple(
     "CuttingPlaneState", [*EMMLState.__annotations__.items(), ("resolves", Array)]
 )
+
+
+class CuttingPlaneSettings(NamedTuple):
+    """Static settings of :func:`fit_cutting_plane`.
+
+    Hashable (a tuple of ints): one static argument of the ``jit``, compiled once per
+    value; ``c`` and ``epsilon`` stay traced. The defaults of ``candidates`` and
+    ``batch`` are Algorithm 1 of Tsochantaridis et al.
+
+    Attributes
+    ----------
+    capacity : int, default 32
+        Constraint slots per VRep; must hold every constraint ever added to it (none
+        are removed), ``state.overflow > 0`` otherwise.
+    max_iterations : int, default 100
+        Cap on passes over the VReps.
+    max_sweeps : int, default 200
+        Cap on block sweeps per warm-started re-solve.
+    candidates : int, default 1
+        Outputs tested per visited VRep (those of
+        :func:`~jaxannot.inference._qp_subproblem.violator_candidates`, the same ones
+        EMML tests); 1 is Tsochantaridis et al.'s most violated output.
+    batch : int, default 1
+        VReps visited (against the same scores) before one re-solve. 1 is Algorithm 1
+        of Tsochantaridis et al.; ``batch = n`` re-solves once per pass, like EMML but
+        without dropping constraints.
+    """
+
+    capacity: int = 32
+    max_iterations: int = 100
+    max_sweeps: int = 200
+    candidates: int = 1
+    batch: int = 1
 
 
 class CuttingPlaneInfo(NamedTuple):
@@ -97,11 +131,9 @@ def init(data: StructuredData, capacity: int) -> CuttingPlaneState:
 def build_kernel(
     c,
     epsilon,
-    max_sweeps: int = 200,
-    max_smo_steps=None,
+    settings: CuttingPlaneSettings = CuttingPlaneSettings(),  # noqa: B008 (immutable)
     *,
-    candidates: int = 1,
-    batch: int = 1,
+    max_smo_steps=None,
 ):
     """One pass over the VReps (see the module docstring).
 
@@ -109,21 +141,17 @@ def build_kernel(
     ----------
     c, epsilon : float
         Dual box constant and violation margin / subproblem KKT tolerance.
-    max_sweeps, max_smo_steps : int
-        Budget of each warm-started re-solve.
-    candidates : int
-        Outputs tested per visited VRep (those of
-        :func:`~jaxannot.inference._qp_subproblem.violator_candidates`, the same ones
-        EMML tests); 1 is Tsochantaridis et al.'s most violated output.
-    batch : int
-        VReps visited (against the same scores) before one re-solve. 1 is Algorithm 1
-        of Tsochantaridis et al.; ``batch = n`` re-solves once per pass, like EMML but
-        without dropping constraints.
+    settings : CuttingPlaneSettings
+        Its ``max_sweeps`` caps each warm-started re-solve; ``candidates`` and
+        ``batch`` shape the pass. ``capacity`` is the state's (:func:`init`) and
+        ``max_iterations`` the caller's loop.
+    max_smo_steps : int, optional
+        SMO steps per block visit of a re-solve.
 
     Returns ``step(rng_key, state, data) -> (CuttingPlaneState, CuttingPlaneInfo)``;
     ``rng_key`` is unused (deterministic visiting order).
     """
-    candidates, batch = int(candidates), int(batch)
+    candidates, batch = settings.candidates, settings.batch
     if candidates < 1 or batch < 1:
         raise ValueError(
             f"candidates and batch must be >= 1, got {candidates} and {batch}"
@@ -170,7 +198,7 @@ def build_kernel(
         def resolve(args):
             ws, coef, scores, sweeps = args
             ws, coef, scores, sub = solve_subproblem(
-                data.kernel, ws, coef, c, epsilon, max_sweeps, max_smo_steps
+                data.kernel, ws, coef, c, epsilon, settings.max_sweeps, max_smo_steps
             )
             return ws, coef, scores, sweeps + sub.sweeps
 
@@ -206,42 +234,46 @@ def build_kernel(
     return step
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("capacity", "max_iterations", "max_sweeps", "candidates", "batch"),
-)
+@functools.partial(jax.jit, static_argnames=("settings",))
 def fit_cutting_plane(
     data: StructuredData,
     c: float = 1.0,
     epsilon: float = 1e-3,
     *,
-    capacity: int = 32,
-    max_iterations: int = 100,
-    max_sweeps: int = 200,
-    candidates: int = 1,
-    batch: int = 1,
+    settings: CuttingPlaneSettings = CuttingPlaneSettings(),  # noqa: B008 (immutable)
 ) -> tuple[CuttingPlaneState, CuttingPlaneInfo]:
     """Run passes until one adds no constraint (one ``jit``).
 
-    Parameters mirror :func:`jaxannot.inference.emml.fit_emml`; ``epsilon`` is the
-    violation margin of Tsochantaridis et al. and the subproblem KKT tolerance.
-    ``capacity`` must hold every constraint ever added to a VRep (none are removed).
-    ``candidates`` and ``batch`` as in :func:`build_kernel` (the defaults are
-    Tsochantaridis et al.'s Algorithm 1).
+    Parameters
+    ----------
+    data : StructuredData
+    c : float
+        :math:`C` (traced).
+    epsilon : float
+        Violation margin of Tsochantaridis et al. and the subproblem KKT tolerance
+        (traced), as ``tolerance`` of :func:`jaxannot.inference.emml.fit_emml`.
+    settings : CuttingPlaneSettings
+        Slots per VRep, pass and sweep caps, candidates and batch (static).
 
-    Returns the final state and the per-pass history (length ``max_iterations``).
+    Returns
+    -------
+    state : CuttingPlaneState
+    history : CuttingPlaneInfo
+        Per pass, arrays of length ``settings.max_iterations`` (NaN / -1 past
+        ``state.iteration``).
     """
     dtype = data.kernel.dtype
     c = jnp.asarray(c, dtype)
     epsilon = jnp.asarray(epsilon, dtype)
-    step = build_kernel(c, epsilon, max_sweeps, candidates=candidates, batch=batch)
-    state = init(data, capacity)
-    f = jnp.full((max_iterations,), jnp.nan, dtype)
-    m = jnp.full((max_iterations,), -1, jnp.int32)
+    step = build_kernel(c, epsilon, settings)
+    state = init(data, settings.capacity)
+    f = jnp.full((settings.max_iterations,), jnp.nan, dtype)
+    m = jnp.full((settings.max_iterations,), -1, jnp.int32)
     history = CuttingPlaneInfo(f, m, m, m)
 
     def going(state, _):
         first = state.iteration == 0
-        return (first | (state.num_added > 0)) & (state.iteration < max_iterations)
+        more = state.iteration < settings.max_iterations
+        return (first | (state.num_added > 0)) & more
 
     return run_iterations(step, jax.random.key(0), data, state, history, going)

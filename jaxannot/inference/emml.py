@@ -64,6 +64,7 @@ from jaxannot.types import Array, PRNGKey
 
 __all__ = [
     "StructuredData",
+    "WorkingSetSettings",
     "EMMLState",
     "EMMLInfo",
     "init",
@@ -79,6 +80,10 @@ __all__ = [
 class StructuredData(NamedTuple):
     """The training problem: VRep kernel and word vectors.
 
+    Row :math:`i` is VRep :math:`i` of the problem (5); its outputs
+    :math:`\\operatorname{perm}(\\mathbf y_i)` are the 0/1 vectors with as many words,
+    :math:`r_i = \\sum_w y_{iw}`, as :math:`\\mathbf y_i`.
+
     Attributes
     ----------
     kernel : Float[Array, "vreps vreps"]
@@ -89,6 +94,37 @@ class StructuredData(NamedTuple):
 
     kernel: Array
     words: Array
+
+
+class WorkingSetSettings(NamedTuple):
+    """Static settings of the working-set solver :func:`fit_emml`.
+
+    A tuple of ints, hence hashable, so the whole object is one static argument of
+    the ``jit``: each distinct value compiles once, while ``c`` and ``tolerance`` stay
+    traced. ``capacity`` and ``max_iterations`` fix the shapes of the working set and
+    of the history.
+
+    Attributes
+    ----------
+    capacity : int, default 16
+        Working-set slots per VRep; ``state.overflow > 0`` means it was too small.
+    max_iterations : int, default 200
+        Cap on outer iterations (steps 3 to 5 of Algorithm 1).
+    max_sweeps : int, default 200
+        Cap on block sweeps per subproblem solve. A small value solves the subproblem
+        inexactly (every step still decreases the objective); :func:`fit_emml` then
+        also continues while the last subproblem's KKT gap exceeds ``tolerance``, so
+        the stopping test is unchanged.
+    violators_per_vrep : int, default 1
+        Candidates tested per VRep and iteration
+        (:func:`~jaxannot.inference._qp_subproblem.violator_candidates`); every one
+        that violates (13) enters :math:`\\mu_B` (step 5 moves all violators).
+    """
+
+    capacity: int = 16
+    max_iterations: int = 200
+    max_sweeps: int = 200
+    violators_per_vrep: int = 1
 
 
 class EMMLState(NamedTuple):
@@ -195,9 +231,9 @@ def kkt_thresholds(ws: WorkingSet, scores: Array, c: float) -> Array:
 def build_kernel(
     c: float,
     tolerance: float = 1e-3,
-    max_sweeps: int = 200,
+    settings: WorkingSetSettings = WorkingSetSettings(),  # noqa: B008 (immutable)
+    *,
     max_smo_steps=None,
-    violators_per_vrep: int = 1,
     random_ties: bool = False,
 ):
     """One outer iteration of Algorithm 1 (steps 3, 4, 5).
@@ -209,14 +245,12 @@ def build_kernel(
     tolerance : float
         KKT tolerance, in loss units, shared by the subproblem solve (max violating
         pair gap) and the violator test (:math:`g^* < \\theta_i - \\text{tol}`).
-    max_sweeps : int
-        Cap on block sweeps per subproblem solve.
+    settings : WorkingSetSettings
+        Its ``max_sweeps`` caps each subproblem solve and its ``violators_per_vrep``
+        candidates are tested per VRep; ``capacity`` is the state's (:func:`init`)
+        and ``max_iterations`` the caller's loop.
     max_smo_steps : int, optional
         SMO steps per block visit.
-    violators_per_vrep : int
-        Candidates tested per VRep and iteration
-        (:func:`~jaxannot.inference._qp_subproblem.violator_candidates`); every one
-        that violates (13) enters :math:`\\mu_B` (step 5 moves all violators).
     random_ties : bool
         Break ties among equal loss-augmented word scores at random (drawn from
         ``rng_key`` folded with the iteration) instead of by lowest word index.
@@ -226,6 +260,7 @@ def build_kernel(
     step : ``step(rng_key, state, data) -> (EMMLState, EMMLInfo)``
         ``rng_key`` is used only with ``random_ties``.
     """
+    max_sweeps, violators_per_vrep = settings.max_sweeps, settings.violators_per_vrep
 
     def step(rng_key: PRNGKey, state: EMMLState, data: StructuredData):
         tie_key = jax.random.fold_in(rng_key, state.iteration) if random_ties else None
@@ -277,26 +312,20 @@ def _empty_history(max_iterations: int, dtype) -> EMMLInfo:
     return EMMLInfo(f, i, i, f, i, f)
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("capacity", "max_iterations", "max_sweeps", "violators_per_vrep"),
-)
+@functools.partial(jax.jit, static_argnames=("settings",))
 def fit_emml(
     data: StructuredData,
     c: float = 1.0,
     tolerance: float = 1e-3,
     *,
-    capacity: int = 16,
-    max_iterations: int = 200,
-    max_sweeps: int = 200,
-    violators_per_vrep: int = 1,
     tie_key: PRNGKey | None = None,
+    settings: WorkingSetSettings = WorkingSetSettings(),  # noqa: B008 (immutable)
 ) -> tuple[EMMLState, EMMLInfo]:
     """Run Algorithm 1 to convergence in one ``jit`` (``lax.while_loop``).
 
     Stops when an iteration adds no violator (the subproblem optimum is then KKT-optimal
     for the full dual (9) within ``tolerance``; Theorem 3.2) or after
-    ``max_iterations``.
+    ``settings.max_iterations``.
 
     Parameters
     ----------
@@ -305,48 +334,36 @@ def fit_emml(
         :math:`C` (traced: changing it does not recompile).
     tolerance : float
         KKT tolerance in loss units (traced).
-    capacity : int
-        Working-set slots per VRep (static); ``state.overflow > 0`` means it was too
-        small.
-    max_iterations, max_sweeps : int
-        Static caps on outer iterations and sweeps per subproblem. A small
-        ``max_sweeps`` solves the subproblem inexactly (every step still decreases the
-        objective); the loop then also continues while the last subproblem's KKT gap
-        exceeds ``tolerance``, so the stopping test is unchanged.
-    violators_per_vrep : int
-        Violator candidates per VRep and iteration (static).
     tie_key : PRNGKey, optional
         Break ties among equal wrong words at random from this key (default: lowest
         word index, deterministic).
+    settings : WorkingSetSettings
+        Working-set capacity, iteration and sweep caps, violators per VRep (static:
+        a new value compiles once).
 
     Returns
     -------
     state : EMMLState
         Final state; ``state.coefficients`` define the word scores.
     history : EMMLInfo
-        Per-iteration diagnostics, arrays of length ``max_iterations`` (NaN / -1 past
-        ``state.iteration``).
+        Per-iteration diagnostics, arrays of length ``settings.max_iterations`` (NaN /
+        -1 past ``state.iteration``).
 
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> y = jnp.array([[1., 0., 0.], [0., 1., 0.]])
-    >>> state, hist = fit_emml(StructuredData(jnp.eye(2), y), c=1.0)
-    >>> int(state.overflow)
-    0
+    >>> data = StructuredData(jnp.eye(2), jnp.array([[1.0, 0, 0], [0, 1.0, 0]]))
+    >>> settings = WorkingSetSettings(capacity=4)
+    >>> state, hist = fit_emml(data, c=1.0, settings=settings)
+    >>> int(state.overflow), int(state.total_added)
+    (0, 4)
     """
     dtype = data.kernel.dtype
     c = jnp.asarray(c, dtype)
     tolerance = jnp.asarray(tolerance, dtype)
-    step = build_kernel(
-        c,
-        tolerance,
-        max_sweeps,
-        violators_per_vrep=violators_per_vrep,
-        random_ties=tie_key is not None,
-    )
-    state = init(data, capacity)
-    history = _empty_history(max_iterations, dtype)
+    step = build_kernel(c, tolerance, settings, random_ties=tie_key is not None)
+    state = init(data, settings.capacity)
+    history = _empty_history(settings.max_iterations, dtype)
     key = jax.random.key(0) if tie_key is None else tie_key
 
     def going(state, history):
@@ -354,7 +371,7 @@ def fit_emml(
         first = it == 0
         unsolved = history.subproblem_gap[jnp.maximum(it - 1, 0)] > tolerance
         going = first | (state.num_added > 0) | unsolved
-        return going & (it < max_iterations)
+        return going & (it < settings.max_iterations)
 
     return run_iterations(step, key, data, state, history, going)
 

@@ -4,14 +4,18 @@ The dual objective and the loss are linear in :math:`\bar{\mathbf y}`, so VRep
 :math:`i`'s multipliers enter only through their mixture :math:`\mathbf u_i =
 \sum_{\bar{\mathbf y}} \mu_{i,\bar{\mathbf y}}\bar{\mathbf y}`, a point of the
 capped simplex :math:`\{0 \le \mathbf u \le C, \sum_w u_w = r_i C\}`. Block
-Gauss--Seidel over VReps with exact projections solves the dual with no working set
-(no cap on the active constraints, unlike Algorithm 1 of :mod:`.emml`), and reports
-its KKT violation, Frank--Wolfe duality gap and whether it converged.
+Gauss--Seidel over VReps with exact Euclidean projections onto that set
+(:func:`project_capped_simplex`) solves the dual with no working set (no cap on the
+active constraints, unlike Algorithm 1 of :mod:`.emml`), and reports its KKT
+violation, Frank--Wolfe duality gap and whether it converged.
 
 References
 ----------
 Z. Guo, Z. Zhang, E. P. Xing, C. Faloutsos. Multimodal Data Mining in a Multimedia
 Database Based on Structured Max Margin Learning. ACM TKDD 10(3), 2016 (Section 3).
+Z.-Q. Luo, P. Tseng. On the convergence of the coordinate descent method for convex
+differentiable minimization. J. Optim. Theory Appl. 72(1):7--35, 1992.
+W. Wang, C. Lu. Projection onto the capped simplex. arXiv:1503.01002, 2015.
 """
 
 from __future__ import annotations
@@ -31,6 +35,67 @@ __all__ = [
     "project_capped_simplex",
     "mixture_objective",
 ]
+
+
+def project_capped_simplex(v: Array, total: Array, cap: Array, iters: int = 64):
+    r"""Euclidean projection onto the capped simplex (Wang & Lu 2015).
+
+    Solves :math:`\min_{\mathbf u} \tfrac12 \|\mathbf u - \mathbf v\|^2` over
+    :math:`\{0 \le u_w \le \text{cap}, \sum_w u_w = \text{total}\}`. Its KKT
+    conditions give :math:`u_w = \operatorname{clip}(v_w - \tau, 0, \text{cap})`,
+    with :math:`\tau` the multiplier of the sum constraint: the root of the
+    non-increasing, piecewise-linear :math:`m(\tau) = \sum_w
+    \operatorname{clip}(v_w - \tau, 0, \text{cap}) - \text{total}`, whose breakpoints
+    are the :math:`v_w` and :math:`v_w - \text{cap}`. Wang & Lu locate the root's
+    piece by sorting them; here ``iters`` bisection steps on
+    :math:`[\min_w v_w - \text{cap}, \max_w v_w]` bracket it (no sort, a fixed
+    number of vectorized steps), and the linear equation of the bracket's piece,
+    :math:`\text{cap}\,|\{\text{capped}\}| + \sum_{\text{free}} (v_w - \tau) =
+    \text{total}`, gives :math:`\tau` exactly when its root lies in the bracket (the
+    bisection midpoint otherwise).
+
+    Parameters
+    ----------
+    v : Float[Array, "words"]
+        Point to project.
+    total : Float[Array, ""]
+        Required sum, ``0 <= total <= W cap``.
+    cap : Float[Array, ""]
+        Upper bound of every coordinate.
+    iters : int
+        Bisection steps.
+
+    Returns
+    -------
+    u : Float[Array, "words"]
+        The projection.
+    """
+    dtype = v.dtype
+
+    def mass(tau):
+        return jnp.sum(jnp.clip(v - tau, 0.0, cap))
+
+    lo = jnp.min(v) - cap  # mass(lo) = W cap >= total
+    hi = jnp.max(v)  # mass(hi) = 0 <= total
+
+    def bisect(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        big = mass(mid) > total
+        return jnp.where(big, mid, lo), jnp.where(big, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iters, bisect, (lo, hi))
+    tau = 0.5 * (lo + hi)
+    # exact: on the piece containing tau, sum = cap * #capped + sum_free (v - tau)
+    free = (v - tau > 0) & (v - tau < cap)
+    capped = v - tau >= cap
+    n_free = jnp.sum(free)
+    exact = (jnp.sum(jnp.where(free, v, 0.0)) + cap * jnp.sum(capped) - total) / (
+        jnp.maximum(n_free, 1).astype(dtype)
+    )
+    ok = (n_free > 0) & (exact >= lo) & (exact <= hi)
+    tau = jnp.where(ok, exact, tau)
+    return jnp.clip(v - tau, 0.0, cap)
 
 
 class ExactState(NamedTuple):
@@ -69,43 +134,6 @@ class ExactState(NamedTuple):
     max_violation: Array
     duality_gap: Array
     converged: Array
-
-
-def project_capped_simplex(v: Array, total: Array, cap: Array, iters: int = 64):
-    """Euclidean projection of ``v`` onto :math:`\\{0 \\le \\mathbf u \\le
-    \\text{cap}, \\sum_w u_w = \\text{total}\\}` (``0 <= total <= W cap``).
-
-    :math:`u_w = \\operatorname{clip}(v_w - \\tau, 0, \\text{cap})` with the shift
-    :math:`\\tau` found by bisection on the monotone piecewise-linear
-    :math:`\\sum_w \\operatorname{clip}(v_w - \\tau, 0, \\text{cap})`, then made
-    exact by solving the linear piece of the final bracket (its free and capped
-    coordinates)."""
-    dtype = v.dtype
-
-    def mass(tau):
-        return jnp.sum(jnp.clip(v - tau, 0.0, cap))
-
-    lo = jnp.min(v) - cap  # mass(lo) = W cap >= total
-    hi = jnp.max(v)  # mass(hi) = 0 <= total
-
-    def bisect(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        big = mass(mid) > total
-        return jnp.where(big, mid, lo), jnp.where(big, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iters, bisect, (lo, hi))
-    tau = 0.5 * (lo + hi)
-    # exact: on the piece containing tau, sum = cap * #capped + sum_free (v - tau)
-    free = (v - tau > 0) & (v - tau < cap)
-    capped = v - tau >= cap
-    n_free = jnp.sum(free)
-    exact = (jnp.sum(jnp.where(free, v, 0.0)) + cap * jnp.sum(capped) - total) / (
-        jnp.maximum(n_free, 1).astype(dtype)
-    )
-    ok = (n_free > 0) & (exact >= lo) & (exact <= hi)
-    tau = jnp.where(ok, exact, tau)
-    return jnp.clip(v - tau, 0.0, cap)
 
 
 def _block_violation(u: Array, a: Array, cap: Array) -> Array:

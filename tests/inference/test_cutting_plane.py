@@ -10,8 +10,8 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference.cutting_plane import fit_cutting_plane
-from jaxannot.inference.emml import StructuredData, fit_emml
+from jaxannot.inference.cutting_plane import CuttingPlaneSettings, fit_cutting_plane
+from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
 from jaxannot.models.structured_output import kernel_matrix
 
 # the brute-force reference lives next to this file (pytest runs in importlib mode)
@@ -32,8 +32,10 @@ def test_cutting_plane_matches_qp_and_emml(kernel_name, c, seed):
     with jax.enable_x64(True):
         k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), kernel_name, 0.5)
         data = StructuredData(k, jnp.asarray(y))
-        cp_state, cp_hist = fit_cutting_plane(data, c, 1e-9, capacity=24)
-        em_state, _ = fit_emml(data, c, 1e-9, capacity=24)
+        cp_state, cp_hist = fit_cutting_plane(
+            data, c, 1e-9, settings=CuttingPlaneSettings(capacity=24)
+        )
+        em_state, _ = fit_emml(data, c, 1e-9, settings=WorkingSetSettings(capacity=24))
     owners, d, big_d, s = enumerate_dual(np.asarray(k), y)
     reference, _ = solve_dual_qp(owners, big_d, s, c)
     assert int(cp_state.overflow) == 0
@@ -63,9 +65,8 @@ def test_batched_cutting_plane_reaches_the_qp_optimum(candidates, batch):
     with jax.enable_x64(True):
         k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.5)
         data = StructuredData(k, jnp.asarray(y))
-        state, hist = fit_cutting_plane(
-            data, 1.0, 1e-9, capacity=40, candidates=candidates, batch=batch
-        )
+        settings = CuttingPlaneSettings(capacity=40, candidates=candidates, batch=batch)
+        state, hist = fit_cutting_plane(data, 1.0, 1e-9, settings=settings)
     owners, _, big_d, s = enumerate_dual(np.asarray(k), y)
     reference, _ = solve_dual_qp(owners, big_d, s, 1.0)
     assert int(state.overflow) == 0
@@ -84,4 +85,4 @@ def test_cutting_plane_options_are_checked():
     from jaxannot.inference.cutting_plane import build_kernel
 
     with pytest.raises(ValueError, match="candidates and batch"):
-        build_kernel(1.0, 1e-3, batch=0)
+        build_kernel(1.0, 1e-3, CuttingPlaneSettings(batch=0))

@@ -11,7 +11,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import emml
-from jaxannot.inference.emml import StructuredData, fit_emml, theorem_3_5_bound
+from jaxannot.inference.emml import (
+    StructuredData,
+    WorkingSetSettings,
+    fit_emml,
+    theorem_3_5_bound,
+)
 from jaxannot.inference.emml_exact import (
     fit_emml_exact,
     mixture_objective,
@@ -35,7 +40,8 @@ def _solve64(kernel_name, c, seed, tol=1e-9):
     x, y = tiny_problem(seed)
     with jax.enable_x64(True):
         k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), kernel_name, 0.5)
-        state, hist = fit_emml(StructuredData(k, jnp.asarray(y)), c, tol, capacity=24)
+        data = StructuredData(k, jnp.asarray(y))
+        state, hist = fit_emml(data, c, tol, settings=WorkingSetSettings(capacity=24))
         state, hist = jax.tree.map(np.asarray, (state, hist))
     return np.asarray(k), y, state, hist
 
@@ -113,7 +119,7 @@ def test_constraint_count_within_theorem_3_5(kernel_name, c, seed, epsilon):
     with jax.enable_x64(True):
         k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), kernel_name, 0.5)
         data = StructuredData(k, jnp.asarray(y))
-        state, _ = fit_emml(data, c, epsilon, capacity=24)
+        state, _ = fit_emml(data, c, epsilon, settings=WorkingSetSettings(capacity=24))
         bound = theorem_3_5_bound(data, c, epsilon)
     owners, *_ = enumerate_dual(np.asarray(k), y)
     assert bound < len(owners)  # not vacuous
@@ -129,7 +135,8 @@ def test_fit_compiles_once_and_float32_agrees_with_the_qp():
     def counted(data, c, tol):
         nonlocal traces
         traces += 1
-        return fit_emml.__wrapped__(data, c, tol, capacity=8, max_iterations=30)
+        settings = WorkingSetSettings(capacity=8, max_iterations=30)
+        return fit_emml.__wrapped__(data, c, tol, settings=settings)
 
     fit = jax.jit(counted)
     for seed, c in [(6, 1.0), (7, 3.0), (8, 0.2)]:
@@ -286,7 +293,8 @@ def test_working_set_solver_overflows_where_the_exact_one_converges():
     # ceil((W - r) / r) outputs; the fit says so instead of claiming convergence
     y = _realistic_words(num_words=300, sizes=(1, 2), seed=2)
     data = StructuredData(jnp.eye(2, dtype=jnp.float32), jnp.asarray(y, jnp.float32))
-    state, _ = fit_emml(data, 1.0, 1e-3, capacity=8, violators_per_vrep=4)
+    settings = WorkingSetSettings(capacity=8, violators_per_vrep=4)
+    state, _ = fit_emml(data, 1.0, 1e-3, settings=settings)
     assert int(state.overflow) > 0
     exact, _ = fit_emml_exact(data, 1.0, 1e-3)
     assert bool(exact.converged)
