@@ -50,6 +50,7 @@ import jax.numpy as jnp
 from jaxannot.graph import knn_graph
 from jaxannot.inference import fsnm
 from jaxannot.models import sfsls_solver as rl
+from jaxannot.models.sparse_projection import SFSLSWeights, TrainingImages
 
 RFS_CHILD = textwrap.dedent(
     """
@@ -236,27 +237,16 @@ def main(argv=None):
     t0 = time.perf_counter()
     graph = knn_graph(x, args.neighbors, weight="heat")
     graph_seconds = time.perf_counter() - t0
-    edges = (graph.senders, graph.receivers, graph.weights)
     y_obs = jnp.asarray(np.where(labelled[:, None], y01, 0))
-    hyper = rl.make_hyper(alpha=0.1, lam=1.0, mu=10.0, p=0.5)
+    weights = SFSLSWeights(alpha=0.1, lam=1.0, mu=10.0, p=0.5)
+    images = TrainingImages(x, y_obs, labelled, graph).validated()
+    traced = weights.validated()
     prep = jax.jit(rl.prepare)
-    prepare_seconds, data = _timed(prep, xj, y_obs, jnp.asarray(labelled), edges, hyper)
-    state = jax.jit(rl.init, static_argnums=2)(data, hyper, 1)
-    per = loop_seconds(rl.build_kernel(1), state, (data, hyper), args.iterations)
+    prepare_seconds, data = _timed(prep, images, traced)
+    state = jax.jit(rl.init, static_argnums=2)(data, traced, 1)
+    per = loop_seconds(rl.build_kernel(1), state, (data, traced), args.iterations)
     total, iters = converge_seconds(
-        lambda: rl.fit_sfsls(
-            x,
-            y_obs,
-            labelled,
-            edges,
-            alpha=0.1,
-            lam=1.0,
-            mu=10.0,
-            p=0.5,
-            subspace=1,
-            max_iter=500,
-            tol=1e-4,
-        )
+        lambda: rl.fit_sfsls(images, weights, subspace=1, max_iter=500, tol=1e-4)
     )
     results["sfsls_jaxannot"] = {
         "seconds_per_iteration": per,

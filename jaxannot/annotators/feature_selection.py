@@ -39,10 +39,14 @@ from jaxannot.annotators.hyper_spec import (
     register_words_method,
 )
 from jaxannot.data.corpus import Corpus
-from jaxannot.graph import knn_graph, pad_edges
+from jaxannot.graph import Graph, knn_graph, pad_edges
 from jaxannot.inference.fsnm import fit_fsnm
 from jaxannot.models.sfsls_solver import fit_sfsls
-from jaxannot.models.sparse_projection import feature_ranking
+from jaxannot.models.sparse_projection import (
+    SFSLSWeights,
+    TrainingImages,
+    feature_ranking,
+)
 
 __all__ = ["SFSLS", "SFSS", "FSNM", "ranked_features", "selected_features"]
 
@@ -90,19 +94,19 @@ _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 4
 
 
-def _knn_edges(z: np.ndarray, k: int):
-    """Padded heat-kernel k-NN edges of ``z`` (memoized on the bytes of ``z``)."""
+def _knn_graph(z: np.ndarray, k: int) -> Graph:
+    """Heat-kernel k-NN graph of ``z``, edges padded to ``2 n k`` (memoized on the
+    bytes of ``z``)."""
     z = np.ascontiguousarray(z, dtype=np.float32)
     key = (z.shape, k, hashlib.sha1(z.tobytes()).hexdigest())
     if key in _GRAPH_CACHE:
         _GRAPH_CACHE.move_to_end(key)
         return _GRAPH_CACHE[key]
-    g = pad_edges(knn_graph(z, k, weight="heat"), 2 * z.shape[0] * k)
-    edges = (g.senders, g.receivers, g.weights)
-    _GRAPH_CACHE[key] = edges
+    graph = pad_edges(knn_graph(z, k, weight="heat"), 2 * z.shape[0] * k)
+    _GRAPH_CACHE[key] = graph
     while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
         _GRAPH_CACHE.popitem(last=False)
-    return edges
+    return graph
 
 
 # The defaults were chosen by 3-fold cross-validation on training images (scene at
@@ -136,20 +140,10 @@ def _sfsls_fit(
     c = y.shape[1]
     r = subspace if subspace > 0 else max(1, min(c - 1, z.shape[1]))
     k = min(neighbors, z.shape[0] - 1)
-    graph = _knn_edges(z, max(k, 1))
+    images = TrainingImages(z, y, labelled, _knn_graph(z, max(k, 1)))
+    weights = SFSLSWeights(alpha=alpha, lam=lam, mu=mu, p=p, eps=eps)
     state, history, cg_residual = fit_sfsls(
-        z,
-        y,
-        labelled,
-        graph,
-        alpha=alpha,
-        lam=lam,
-        mu=mu,
-        p=p,
-        subspace=r,
-        max_iter=iterations,
-        tol=tol,
-        eps=eps,
+        images, weights, subspace=r, max_iter=iterations, tol=tol
     )
     g = np.asarray(state.params.g)
     offset = (y[labelled] - z[labelled] @ g).mean(axis=0)

@@ -47,16 +47,17 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from jaxannot.graph import degree, laplacian_matvec
 from jaxannot.models.sparse_projection import (
+    SFSLSWeights,
     SparseProjection,
-    laplacian_matvec,
+    TrainingImages,
     reweighting_diagonal,
     sfsls_objective,
 )
-from jaxannot.types import Array
+from jaxannot.types import Array, ArrayLike
 
 __all__ = [
-    "SFSLSHyper",
     "SFSLSData",
     "SFSLSState",
     "SFSLSInfo",
@@ -65,7 +66,6 @@ __all__ = [
     "init",
     "build_kernel",
     "fit_sfsls",
-    "make_hyper",
     "TRACE_COUNT",
 ]
 
@@ -73,38 +73,17 @@ __all__ = [
 TRACE_COUNT = {"step": 0}
 
 
-class SFSLSHyper(NamedTuple):
-    """Scalar hyper-parameters, passed as traced arrays (no recompiles in sweeps).
-
-    alpha, lam, mu : the paper's α (data term), λ (sparsity), μ (subspace).
-    p : norm exponent in (0, 1]. eps : zero-row guard on ``‖g^i‖²``.
-    tol : relative change of ``G``, ``‖G_t − G_{t−1}‖_F / ‖G_t‖_F``, that stops the
-        iteration (the total objective is dominated by the graph terms when α is
-        small, so its relative change is a poor stopping rule).
-    """
-
-    alpha: Array
-    lam: Array
-    mu: Array
-    p: Array
-    eps: Array
-    tol: Array
-
-
 class SFSLSData(NamedTuple):
     """Everything Algorithm 1 needs, computed once per fit by :func:`prepare`.
 
-    ``x`` [n, d], ``y`` [n, c] (zero rows where unlabelled), ``labelled`` bool [n],
-    ``graph`` (senders, receivers, weights), ``gram = XXᵀ`` [d, d],
+    ``images`` (float32 ``x`` [n, d], ``y`` [n, c] with zero rows where unlabelled,
+    ``labelled`` bool [n], the k-NN ``graph``), ``gram = XXᵀ`` [d, d],
     ``m = X_u R_u⁻¹ X_uᵀ`` [d, d], ``w = R_u⁻¹ X_uᵀ`` [n, d] (zero labelled rows),
     ``f_base`` [n, c] (``Y_l`` on labelled rows, ``−R_u⁻¹ L_ul Y_l`` elsewhere),
     ``z = X f_base`` [d, c], ``cg_residual`` (max relative CG residual).
     """
 
-    x: Array
-    y: Array
-    labelled: Array
-    graph: tuple[Array, Array, Array]
+    images: TrainingImages
     gram: Array
     m: Array
     w: Array
@@ -181,63 +160,45 @@ def block_pcg(matvec, b: Array, inv_diag: Array, *, tol: float, maxiter: int):
 
 
 # ---------------------------------------------------------------- precompute
-def prepare(x, y, labelled, graph, hyper: SFSLSHyper, *, cg_tol=1e-5, cg_maxiter=500):
+def prepare(
+    images: TrainingImages, weights: SFSLSWeights, *, cg_tol=1e-5, cg_maxiter=500
+) -> SFSLSData:
     """Once-per-fit quantities of Algorithm 1 (steps 2–4 and the fixed parts of 6).
 
     Solves ``R_u [W, T] = [X_uᵀ, L_ul Y_l]`` by :func:`block_pcg`, where
     ``R_u = L_uu + (1 + α) I`` acts on the unlabelled rows (the labelled rows get the
     identity so the masked operator stays SPD and shapes stay fixed for every labelled
-    fraction).
+    fraction). Only ``weights.alpha`` enters.
     """
-    x = jnp.asarray(x, jnp.float32)
-    y = jnp.where(labelled[:, None], jnp.asarray(y, jnp.float32), 0.0)
-    senders, receivers, weights = graph
-    n = x.shape[0]
+    labelled, graph = images.labelled, images.graph
+    x = jnp.asarray(images.x, jnp.float32)
+    y = jnp.where(labelled[:, None], jnp.asarray(images.y, jnp.float32), 0.0)
     free = (~labelled).astype(x.dtype)[:, None]
 
     def op(v):
-        lv = laplacian_matvec(senders, receivers, weights, free * v, n)
-        return free * (lv + (1.0 + hyper.alpha) * v) + (1.0 - free) * v
+        lv = laplacian_matvec(graph, free * v)
+        return free * (lv + (1.0 + weights.alpha) * v) + (1.0 - free) * v
 
-    degree = jax.ops.segment_sum(weights, senders, num_segments=n)
     self_loops = jax.ops.segment_sum(
-        jnp.where(senders == receivers, weights, 0.0), senders, num_segments=n
+        jnp.where(graph.senders == graph.receivers, graph.weights, 0.0),
+        graph.senders,
+        num_segments=graph.num_nodes,
     )
-    diag = jnp.where(labelled, 1.0, degree - self_loops + 1.0 + hyper.alpha)
-    rhs = jnp.concatenate(
-        [free * x, free * laplacian_matvec(senders, receivers, weights, y, n)], axis=1
-    )
+    diag = jnp.where(labelled, 1.0, degree(graph) - self_loops + 1.0 + weights.alpha)
+    rhs = jnp.concatenate([free * x, free * laplacian_matvec(graph, y)], axis=1)
     sol, residual = block_pcg(op, rhs, 1.0 / diag, tol=cg_tol, maxiter=cg_maxiter)
     d = x.shape[1]
     w, t = sol[:, :d] * free, sol[:, d:] * free
     m = x.T @ w
     f_base = y - t
     return SFSLSData(
-        x=x,
-        y=y,
-        labelled=labelled,
-        graph=(senders, receivers, weights),
+        images=TrainingImages(x, y, labelled, graph),
         gram=x.T @ x,
         m=0.5 * (m + m.T),
         w=w,
         f_base=f_base,
         z=x.T @ f_base,
         cg_residual=residual,
-    )
-
-
-def _objective(params, data: SFSLSData, hyper: SFSLSHyper):
-    return sfsls_objective(
-        params,
-        data.x,
-        data.y,
-        data.labelled,
-        data.graph,
-        alpha=hyper.alpha,
-        lam=hyper.lam,
-        mu=hyper.mu,
-        p=hyper.p,
-        eps=hyper.eps,
     )
 
 
@@ -250,40 +211,43 @@ def _top_subspace(a: Array, subspace: int) -> Array:
     return jnp.linalg.svd(a, full_matrices=False)[0][:, :subspace]
 
 
-def init(data: SFSLSData, hyper: SFSLSHyper, subspace: int, g_init=None) -> SFSLSState:
+def init(
+    data: SFSLSData, weights: SFSLSWeights, subspace: int, g_init=None
+) -> SFSLSState:
     """Initial iterate: ``G_0`` given, or the graph-regularized ridge solution
     ``(XXᵀ + μI − αM)⁻¹ Z`` (eq. (13)–(16) with λ = 0, U = 0); ``U_0`` spans the top
     left singular directions of ``G_0``, ``P_0 = U_0ᵀG_0``, ``F_0`` from eq. (16)."""
-    d = data.x.shape[1]
+    d = data.images.x.shape[1]
     if g_init is None:
-        c0 = _sym(data.gram + hyper.mu * jnp.eye(d) - hyper.alpha * data.m)
+        c0 = _sym(data.gram + weights.mu * jnp.eye(d) - weights.alpha * data.m)
         g = jsl.cho_solve(jsl.cho_factor(c0, lower=True), data.z)
     else:
         g = jnp.asarray(g_init, jnp.float32)
     u = _top_subspace(g, subspace)
     params = SparseProjection(
-        f=data.f_base + hyper.alpha * data.w @ g, g=g, u=u, p=u.T @ g
+        f=data.f_base + weights.alpha * data.w @ g, g=g, u=u, p=u.T @ g
     )
-    return SFSLSState(params, _objective(params, data, hyper), jnp.asarray(0))
+    objective = sfsls_objective(params, data.images, weights)
+    return SFSLSState(params, objective, jnp.asarray(0))
 
 
 def build_kernel(subspace: int):
     """One iteration of Algorithm 1 (``subspace`` = r is static: it fixes shapes).
 
-    Returns ``step(rng_key, state, data, hyper) -> (SFSLSState, SFSLSInfo)``; the key is
-    unused (the algorithm is deterministic) and kept for the library's kernel shape.
+    Returns ``step(rng_key, state, data, weights) -> (SFSLSState, SFSLSInfo)``; the key
+    is unused (the algorithm is deterministic) and kept for the library's kernel shape.
     """
 
-    def step(rng_key, state: SFSLSState, data: SFSLSData, hyper: SFSLSHyper):
+    def step(rng_key, state: SFSLSState, data: SFSLSData, weights: SFSLSWeights):
         del rng_key
         TRACE_COUNT["step"] += 1
-        d = data.x.shape[1]
-        eye = jnp.eye(d, dtype=data.x.dtype)
-        dvec = reweighting_diagonal(state.params.g, hyper.p, hyper.eps)
+        x = data.images.x
+        eye = jnp.eye(x.shape[1], dtype=x.dtype)
+        dvec = reweighting_diagonal(state.params.g, weights.p, weights.eps)
         # E = C − μI = XXᵀ + λD − αM ≻ 0 and C = E + μI (eq. (19))
-        e = _sym(data.gram + hyper.lam * jnp.diag(dvec) - hyper.alpha * data.m)
+        e = _sym(data.gram + weights.lam * jnp.diag(dvec) - weights.alpha * data.m)
         e_chol = jsl.cho_factor(e, lower=True)
-        c_chol = jsl.cho_factor(e + hyper.mu * eye, lower=True)
+        c_chol = jsl.cho_factor(e + weights.mu * eye, lower=True)
         v = jsl.cho_solve(c_chol, data.z)  # C⁻¹Z, so H = v vᵀ (eq. (22))
         # H u = η K u with K = I − μC⁻¹: K⁻¹ = C E⁻¹, so every eigenvector with
         # η > 0 is u = K⁻¹v β = E⁻¹Z β where (vᵀ E⁻¹ Z) β = η β (a c × c problem).
@@ -293,11 +257,11 @@ def build_kernel(subspace: int):
         u, _ = jnp.linalg.qr(kinv_v @ top)
         # Woodbury (20): J⁻¹Z = C⁻¹Z + μ C⁻¹U (UᵀKU)⁻¹ UᵀC⁻¹Z, UᵀKU = I − μUᵀC⁻¹U
         c_inv_u = jsl.cho_solve(c_chol, u)
-        small = _sym(jnp.eye(subspace, dtype=u.dtype) - hyper.mu * u.T @ c_inv_u)
-        g = v + hyper.mu * c_inv_u @ jnp.linalg.solve(small, u.T @ v)
-        f = data.f_base + hyper.alpha * data.w @ g
+        small = _sym(jnp.eye(subspace, dtype=u.dtype) - weights.mu * u.T @ c_inv_u)
+        g = v + weights.mu * c_inv_u @ jnp.linalg.solve(small, u.T @ v)
+        f = data.f_base + weights.alpha * data.w @ g
         params = SparseProjection(f=f, g=g, u=u, p=u.T @ g)
-        objective = _objective(params, data, hyper)
+        objective = sfsls_objective(params, data.images, weights)
         change = jnp.linalg.norm(g - state.params.g) / jnp.maximum(
             jnp.linalg.norm(g), 1e-30
         )
@@ -307,36 +271,22 @@ def build_kernel(subspace: int):
     return step
 
 
-def make_hyper(alpha=1.0, lam=1.0, mu=1.0, p=0.5, eps=1e-8, tol=1e-4) -> SFSLSHyper:
-    """Validated :class:`SFSLSHyper` (float32 scalars)."""
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must be in (0, 1], got {p}")
-    for name, value in (("alpha", alpha), ("lam", lam), ("mu", mu), ("eps", eps)):
-        if not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
-    return SFSLSHyper(
-        *(jnp.asarray(v, jnp.float32) for v in (alpha, lam, mu, p, eps, tol))
-    )
-
-
 @functools.partial(
     jax.jit, static_argnames=("subspace", "max_iter", "cg_tol", "cg_maxiter")
 )
-def _fit(
-    x, y, labelled, graph, hyper, g_init, *, subspace, max_iter, cg_tol, cg_maxiter
-):
-    data = prepare(x, y, labelled, graph, hyper, cg_tol=cg_tol, cg_maxiter=cg_maxiter)
-    state = init(data, hyper, subspace, g_init)
+def _fit(images, weights, tol, g_init, *, subspace, max_iter, cg_tol, cg_maxiter):
+    data = prepare(images, weights, cg_tol=cg_tol, cg_maxiter=cg_maxiter)
+    state = init(data, weights, subspace, g_init)
     step = build_kernel(subspace)
     history = jnp.full((max_iter + 1,), jnp.nan, jnp.float32).at[0].set(state.objective)
 
     def cond(carry):
         st, _, change = carry
-        return (st.iteration < max_iter) & (change > hyper.tol)
+        return (st.iteration < max_iter) & (change > tol)
 
     def body(carry):
         st, hist, _ = carry
-        st, info = step(None, st, data, hyper)
+        st, info = step(None, st, data, weights)
         hist = hist.at[st.iteration].set(info.objective)
         return st, hist, info.relative_change
 
@@ -347,34 +297,31 @@ def _fit(
 
 
 def fit_sfsls(
-    x,
-    y,
-    labelled,
-    graph,
+    images: TrainingImages,
+    weights: SFSLSWeights,
     *,
-    alpha: float = 1.0,
-    lam: float = 1.0,
-    mu: float = 1.0,
-    p: float = 0.5,
     subspace: int = 1,
     max_iter: int = 50,
     tol: float = 1e-4,
-    eps: float = 1e-8,
     cg_tol: float = 1e-5,
     cg_maxiter: int = 500,
-    g_init=None,
-):
+    g_init: ArrayLike | None = None,
+) -> tuple[SFSLSState, Array, Array]:
     """Run Algorithm 1 to convergence (one compiled ``lax.while_loop``).
 
     Parameters
     ----------
-    x : [n, d] features; y : [n, c] 0/1 concepts; labelled : bool [n]
-    graph : (senders, receivers, weights) or an object with those attributes
-        Symmetric k-NN graph of the ``n`` training images.
-    alpha, lam, mu, p, eps : see :mod:`jaxannot.models.sparse_projection`.
+    images : TrainingImages
+        Features ``x`` [n, d], 0/1 concepts ``y`` [n, c], the ``labelled`` mask [n] and
+        the symmetric k-NN ``graph`` of the ``n`` images (``num_nodes == n``), checked
+        by :meth:`~jaxannot.models.sparse_projection.TrainingImages.validated`.
+    weights : SFSLSWeights
+        α, λ, μ, p and ε of objective (8), checked by
+        :meth:`~jaxannot.models.sparse_projection.SFSLSWeights.validated`.
     subspace : int, the shared-subspace dimension ``r`` (``1 ≤ r ≤ min(d, c)``).
     max_iter, tol : stop after ``max_iter`` iterations or when the relative change of
-        ``G`` is ``≤ tol``.
+        ``G``, ``‖G_t − G_{t−1}‖_F / ‖G_t‖_F``, is ``≤ tol`` (the objective is dominated
+        by the graph terms when α is small, so its relative change is a poor rule).
     cg_tol, cg_maxiter : the one-off conjugate-gradient solves with ``R_u``.
     g_init : optional ``[d, c]`` start (default: graph-regularized ridge).
 
@@ -388,47 +335,35 @@ def fit_sfsls(
     Examples
     --------
     >>> import numpy as np
+    >>> from jaxannot.graph import Graph
     >>> x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
     >>> y = np.eye(2, dtype=np.float32)[[0, 1, 0, 1, 0, 1]]
-    >>> graph = (np.array([0, 1]), np.array([1, 0]), np.ones(2, np.float32))
+    >>> graph = Graph(np.array([0, 1]), np.array([1, 0]), np.ones(2, np.float32), 6)
     >>> lab = np.array([True, True, True, False, False, False])
-    >>> state, hist, _ = fit_sfsls(x, y, lab, graph, max_iter=5)
+    >>> images = TrainingImages(x, y, lab, graph)
+    >>> weights = SFSLSWeights(alpha=1.0, lam=1.0, mu=1.0, p=0.5)
+    >>> state, hist, _ = fit_sfsls(images, weights, max_iter=5)
     >>> bool(np.all(np.diff(hist[np.isfinite(hist)]) <= 1e-4 * abs(hist[0])))
     True
     """
-    x = jnp.asarray(x, jnp.float32)
-    n, d = x.shape
-    y = jnp.asarray(y, jnp.float32)
-    if y.ndim != 2 or y.shape[0] != n:
-        raise ValueError(f"y must be [images={n}, concepts], got {y.shape}")
-    if not 1 <= subspace <= min(d, y.shape[1]):
+    images = images.validated()
+    d, c = images.x.shape[1], images.y.shape[1]
+    if not 1 <= subspace <= min(d, c):
         raise ValueError(
-            f"subspace must be in [1, min(features, concepts) = {min(d, y.shape[1])}], "
+            f"subspace must be in [1, min(features, concepts) = {min(d, c)}], "
             f"got {subspace}"
         )
-    labelled = jnp.asarray(labelled, bool)
-    if labelled.shape != (n,):
-        raise ValueError(f"labelled must be [images={n}], got {labelled.shape}")
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1, got {max_iter}")
-    if not isinstance(graph, tuple):
-        graph = (graph.senders, graph.receivers, graph.weights)
-    graph = (
-        jnp.asarray(graph[0], jnp.int32),
-        jnp.asarray(graph[1], jnp.int32),
-        jnp.asarray(graph[2], jnp.float32),
-    )
-    hyper = make_hyper(alpha, lam, mu, p, eps, tol)
+    weights = weights.validated()
     if g_init is not None:
         g_init = jnp.asarray(g_init, jnp.float32)
-        if g_init.shape != (d, y.shape[1]):
-            raise ValueError(f"g_init must be {(d, y.shape[1])}, got {g_init.shape}")
+        if g_init.shape != (d, c):
+            raise ValueError(f"g_init must be {(d, c)}, got {g_init.shape}")
     return _fit(
-        x,
-        y,
-        labelled,
-        graph,
-        hyper,
+        images,
+        weights,
+        jnp.asarray(tol, jnp.float32),
         g_init,
         subspace=subspace,
         max_iter=max_iter,

@@ -49,13 +49,13 @@ import numpy as np
 
 import jax.numpy as jnp
 
-from jaxannot.graph import Graph
-from jaxannot.graph import laplacian_matvec as graph_laplacian_matvec
-from jaxannot.types import Array
+from jaxannot.graph import Graph, laplacian_matvec
+from jaxannot.types import Array, ArrayLike
 
 __all__ = [
     "SparseProjection",
-    "laplacian_matvec",
+    "SFSLSWeights",
+    "TrainingImages",
     "row_norms",
     "l2p_penalty",
     "reweighting_diagonal",
@@ -88,13 +88,113 @@ class SparseProjection(NamedTuple):
     p: Array
 
 
-def laplacian_matvec(senders, receivers, weights, f, num_nodes: int) -> Array:
-    r"""``L f = (D − S) f`` for a graph stored as a symmetric edge list:
-    :func:`jaxannot.graph.laplacian_matvec` of ``Graph(senders, receivers, weights,
-    num_nodes)`` (every undirected edge stored in both directions). O(edges · columns).
+class SFSLSWeights(NamedTuple):
+    r"""The constants of the SFSLS objective (8) (Shi & Ruan 2015),
+
+    .. math::
+
+        J = \mathrm{tr}(F^T L F) + \mathrm{tr}((F - Y)^T Q (F - Y))
+          + \alpha \big[ \lVert x G - F \rVert_F^2
+            + \lambda \sum_i (\lVert g^i \rVert_2^2 + \varepsilon)^{p/2}
+            + \mu \lVert G - U P \rVert_F^2 \big].
+
+    Attributes
+    ----------
+    alpha : float > 0
+        α, the weight of the regression block (fit ``x G ≈ F``, its sparsity and its
+        subspace terms) against the graph smoothness and label fit of ``F``.
+    lam : float > 0
+        λ, the weight of the row sparsity of ``G``.
+    mu : float > 0
+        μ, the weight of the shared subspace term ``‖G − UP‖²_F``.
+    p : float in (0, 1]
+        Exponent of the :math:`\ell_{2,p}` norm: ``1`` is :math:`\ell_{2,1}` (SFSS),
+        smaller values select fewer features.
+    eps : float > 0, default 1e-8
+        ε on the squared row norm, smoothing the non-differentiable ``g^i = 0`` (the
+        reweighting :func:`reweighting_diagonal` needs it; the objective alone also
+        accepts ``0``, the paper's :math:`\lambda \lVert G \rVert_{2,p}^p`).
     """
-    graph = Graph(senders, receivers, weights, num_nodes)
-    return graph_laplacian_matvec(graph, f)
+
+    alpha: ArrayLike
+    lam: ArrayLike
+    mu: ArrayLike
+    p: ArrayLike
+    eps: ArrayLike = 1e-8
+
+    def validated(self) -> SFSLSWeights:
+        """These weights as float32 scalars (traced by the solver, so sweeps do not
+        recompile), after checking the ranges above.
+
+        Raises
+        ------
+        ValueError
+            ``p`` outside ``(0, 1]`` or ``alpha``, ``lam``, ``mu``, ``eps`` not > 0.
+        """
+        if not 0.0 < self.p <= 1.0:
+            raise ValueError(f"p must be in (0, 1], got {self.p}")
+        for name in ("alpha", "lam", "mu", "eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        return SFSLSWeights(*(jnp.asarray(v, jnp.float32) for v in self))
+
+
+class TrainingImages(NamedTuple):
+    """The training images that objective (8) is defined on (the paper's ``X``, ``Y``,
+    ``Q`` and ``L``).
+
+    Attributes
+    ----------
+    x : [n, d]
+        Features (the paper's ``Xᵀ``).
+    y : [n, c]
+        0/1 concepts; rows of unlabelled images are zero.
+    labelled : bool [n]
+        Images with infinite weight in ``Q`` (their rows of ``F`` are pinned to ``y``).
+    graph : Graph
+        Symmetric k-NN graph of the ``n`` images (``graph.num_nodes == n``); ``L`` is
+        its Laplacian.
+    """
+
+    x: ArrayLike
+    y: ArrayLike
+    labelled: ArrayLike
+    graph: Graph
+
+    def validated(self) -> TrainingImages:
+        """These images as float32 ``x`` and ``y``, bool ``labelled`` and a graph with
+        int32 endpoints and float32 weights, after checking their shapes.
+
+        Raises
+        ------
+        ValueError
+            ``y`` not ``[n, c]``, ``labelled`` not ``[n]`` or ``graph.num_nodes != n``
+            (``n`` the rows of ``x``).
+        TypeError
+            ``graph`` not a :class:`jaxannot.graph.Graph`.
+        """
+        x = jnp.asarray(self.x, jnp.float32)
+        n = x.shape[0]
+        y = jnp.asarray(self.y, jnp.float32)
+        if y.ndim != 2 or y.shape[0] != n:
+            raise ValueError(f"y must be [images={n}, concepts], got {y.shape}")
+        labelled = jnp.asarray(self.labelled, bool)
+        if labelled.shape != (n,):
+            raise ValueError(f"labelled must be [images={n}], got {labelled.shape}")
+        graph = self.graph
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph must be a jaxannot.graph.Graph, got {type(graph)}")
+        if graph.num_nodes != n:
+            raise ValueError(
+                f"graph must have num_nodes = images = {n}, got {graph.num_nodes}"
+            )
+        graph = Graph(
+            jnp.asarray(graph.senders, jnp.int32),
+            jnp.asarray(graph.receivers, jnp.int32),
+            jnp.asarray(graph.weights, jnp.float32),
+            n,
+        )
+        return TrainingImages(x, y, labelled, graph)
 
 
 def row_norms(g: Array) -> Array:
@@ -115,74 +215,52 @@ def reweighting_diagonal(g: Array, p: float, eps: float) -> Array:
     return 0.5 * p * (jnp.sum(jnp.square(g), axis=-1) + eps) ** (0.5 * p - 1.0)
 
 
-def _pin(f: Array, y: Array, labelled: Array) -> Array:
-    return jnp.where(labelled[:, None], y, f)
-
-
-def _shared_terms(params, x, y, labelled, graph, alpha, mu):
-    senders, receivers, weights = graph
-    f = _pin(params.f, y, labelled)
-    lf = laplacian_matvec(senders, receivers, weights, f, x.shape[0])
-    smooth = jnp.sum(f * lf)
+def _shared_terms(params, images: TrainingImages, weights: SFSLSWeights):
+    """Every term of (8) but the sparsity one (pinning the labelled rows of ``F``)."""
+    x, y, labelled, graph = images
+    f = jnp.where(labelled[:, None], y, params.f)
+    smooth = jnp.sum(f * laplacian_matvec(graph, f))
     # Q = 1 on unlabelled rows (Y_u = 0); labelled rows are pinned, contributing 0.
     label_fit = jnp.sum(jnp.where(labelled[:, None], 0.0, jnp.square(f - y)))
     residual = jnp.sum(jnp.square(x @ params.g - f))
     subspace = jnp.sum(jnp.square(params.g - params.u @ params.p))
-    return smooth + label_fit + alpha * (residual + mu * subspace)
+    return smooth + label_fit + weights.alpha * (residual + weights.mu * subspace)
 
 
 def sfsls_objective(
-    params: SparseProjection,
-    x: Array,
-    y: Array,
-    labelled: Array,
-    graph: tuple[Array, Array, Array],
-    *,
-    alpha: float,
-    lam: float,
-    mu: float,
-    p: float,
-    eps: float = 1e-8,
+    params: SparseProjection, images: TrainingImages, weights: SFSLSWeights
 ) -> Array:
     """The SFSLS objective (8) for general ``p`` (see the module docstring).
 
     Parameters
     ----------
     params : SparseProjection
-        ``f`` ``[n, c]`` (its labelled rows are replaced by ``y``), ``g`` ``[d, c]``,
-        ``u`` ``[d, r]``, ``p`` ``[r, c]``.
-    x : [n, d]
-        Features of the training images (the paper's ``Xᵀ``).
-    y : [n, c]
-        0/1 concepts; rows of unlabelled images are zero.
-    labelled : bool [n]
-        Images with infinite weight in ``Q``.
-    graph : (senders, receivers, weights)
-        Symmetric k-NN graph of the ``n`` images (both directions stored).
-    alpha, lam, mu, p, eps : float
-        The paper's α, λ, μ, the norm exponent ``p ∈ (0, 1]`` and the zero-row guard.
+        ``f`` ``[n, c]`` (its labelled rows are replaced by ``images.y``), ``g``
+        ``[d, c]``, ``u`` ``[d, r]``, ``p`` ``[r, c]``.
+    images : TrainingImages
+        ``x``, ``y``, ``labelled`` and the k-NN ``graph`` of the ``n`` images.
+    weights : SFSLSWeights
+        The paper's α, λ, μ, the norm exponent ``p`` and the zero-row guard ε.
     """
-    shared = _shared_terms(params, x, y, labelled, graph, alpha, mu)
-    return shared + alpha * lam * l2p_penalty(params.g, p, eps)
+    shared = _shared_terms(params, images, weights)
+    penalty = l2p_penalty(params.g, weights.p, weights.eps)
+    return shared + weights.alpha * weights.lam * penalty
 
 
 def surrogate_objective(
     params: SparseProjection,
     d_diag: Array,
-    x: Array,
-    y: Array,
-    labelled: Array,
-    graph: tuple[Array, Array, Array],
-    *,
-    alpha: float,
-    lam: float,
-    mu: float,
+    images: TrainingImages,
+    weights: SFSLSWeights,
 ) -> Array:
-    r"""Eq. (9)/(12) with the reweighting ``D`` fixed: the sparsity term becomes
-    :math:`\lambda\,\mathrm{tr}(G^T D G)`. Algorithm 1's closed-form ``P``, ``G``, ``F``
-    updates are its stationary points (tested with ``jax.grad``)."""
-    shared = _shared_terms(params, x, y, labelled, graph, alpha, mu)
-    return shared + alpha * lam * jnp.sum(d_diag[:, None] * jnp.square(params.g))
+    r"""Eq. (9)/(12) with the reweighting ``D`` (diagonal ``d_diag`` [d], from
+    :func:`reweighting_diagonal`) fixed: the sparsity term becomes
+    :math:`\lambda\,\mathrm{tr}(G^T D G)` (``weights.p`` and ``weights.eps`` enter
+    through ``D`` only). Algorithm 1's closed-form ``P``, ``G``, ``F`` updates are its
+    stationary points (tested with ``jax.grad``)."""
+    shared = _shared_terms(params, images, weights)
+    sparsity = jnp.sum(d_diag[:, None] * jnp.square(params.g))
+    return shared + weights.alpha * weights.lam * sparsity
 
 
 def feature_ranking(g) -> np.ndarray:

@@ -15,8 +15,11 @@ from threadpoolctl import threadpool_limits
 import jax
 import jax.numpy as jnp
 
+from jaxannot.graph import Graph, laplacian_matvec
 from jaxannot.models import sfsls_solver as rl
 from jaxannot.models.sparse_projection import (
+    SFSLSWeights,
+    TrainingImages,
     reweighting_diagonal,
     surrogate_objective,
 )
@@ -30,19 +33,16 @@ def _single_thread_blas():
         yield
 
 
-def knn_edges(x, k):
-    """Symmetrized binary k-NN graph with scipy only: (scipy matrix, edge tuple)."""
+def scipy_knn_graph(x, k):
+    """Symmetrized binary k-NN graph with scipy only: (scipy matrix, Graph)."""
     dist = cdist(x, x)
     np.fill_diagonal(dist, np.inf)
     nbrs = np.argsort(dist, axis=1)[:, :k]
     rows = np.repeat(np.arange(len(x)), k)
     s = sp.coo_matrix((np.ones(rows.size), (rows, nbrs.ravel())), shape=(len(x),) * 2)
     s = ((s + s.T) > 0).astype(np.float64).tocoo()
-    return s, (
-        s.row.astype(np.int32),
-        s.col.astype(np.int32),
-        s.data.astype(np.float32),
-    )
+    edges = (s.row.astype(np.int32), s.col.astype(np.int32), s.data.astype(np.float32))
+    return s, Graph(*edges, len(x))
 
 
 def make_problem(seed=0, n=60, d=8, c=3, frac=0.3):
@@ -54,18 +54,23 @@ def make_problem(seed=0, n=60, d=8, c=3, frac=0.3):
     labelled = np.zeros(n, bool)
     labelled[rng.permutation(n)[: int(frac * n)]] = True
     y = np.where(labelled[:, None], y_full, 0).astype(np.float32)
-    s, graph = knn_edges(x, 4)
+    s, graph = scipy_knn_graph(x, 4)
     return x, y, labelled, graph, s
 
 
 HYPER = dict(alpha=0.8, lam=3.0, mu=2.0)
 
 
+def weights(p=0.5, **hyper):
+    return SFSLSWeights(**{**HYPER, **hyper}, p=p)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
 def test_objective_never_increases(p):
     x, y, lab, graph, _ = make_problem()
+    images = TrainingImages(x, y, lab, graph)
     state, hist, res = rl.fit_sfsls(
-        x, y, lab, graph, p=p, subspace=2, max_iter=25, tol=0.0, **HYPER
+        images, weights(p), subspace=2, max_iter=25, tol=0.0
     )
     hist = np.asarray(hist)
     hist = hist[np.isfinite(hist)]
@@ -80,41 +85,28 @@ def test_objective_never_increases(p):
 
 
 @functools.partial(jax.jit, static_argnames="subspace")
-def _two_steps(x, y, lab, graph, hyper, subspace):
-    data = rl.prepare(x, y, lab, graph, hyper)
-    s0 = rl.init(data, hyper, subspace)
-    s0, _ = rl.build_kernel(subspace)(None, s0, data, hyper)  # move off the ridge start
-    s1, info = rl.build_kernel(subspace)(None, s0, data, hyper)
+def _two_steps(images, w, subspace):
+    data = rl.prepare(images, w)
+    s0 = rl.init(data, w, subspace)
+    s0, _ = rl.build_kernel(subspace)(None, s0, data, w)  # move off the ridge start
+    s1, info = rl.build_kernel(subspace)(None, s0, data, w)
     return data, s0, s1, info
 
 
 def _one_step(x, y, lab, graph, p=0.5, subspace=2):
-    hyper = rl.make_hyper(p=p, **HYPER)
-    graph = tuple(jnp.asarray(a) for a in graph)
-    out = _two_steps(
-        jnp.asarray(x), jnp.asarray(y), jnp.asarray(lab), graph, hyper, subspace
-    )
-    return (hyper, *out)
+    w = weights(p).validated()
+    images = TrainingImages(x, y, lab, graph).validated()
+    return (w, *_two_steps(images, w, subspace))
 
 
 def test_closed_form_steps_zero_the_gradient_of_12():
     x, y, lab, graph, _ = make_problem(1)
-    hyper, data, s0, s1, _ = _one_step(x, y, lab, graph)
-    dvec = reweighting_diagonal(s0.params.g, hyper.p, hyper.eps)  # D of this step
+    w, data, s0, s1, _ = _one_step(x, y, lab, graph)
+    dvec = reweighting_diagonal(s0.params.g, w.p, w.eps)  # D of this step
 
     @jax.jit
     def sur(params):
-        return surrogate_objective(
-            params,
-            dvec,
-            data.x,
-            data.y,
-            data.labelled,
-            data.graph,
-            alpha=hyper.alpha,
-            lam=hyper.lam,
-            mu=hyper.mu,
-        )
+        return surrogate_objective(params, dvec, data.images, w)
 
     grads = jax.grad(sur)(s1.params)
     # reference scale: gradient at a perturbed point
@@ -137,9 +129,9 @@ def test_closed_form_steps_zero_the_gradient_of_12():
     np.testing.assert_allclose(s1.params.p, u.T @ np.asarray(s1.params.g), atol=1e-5)
 
 
-def _dense_pieces(x, y, lab, s, g_prev, hyper):
+def _dense_pieces(x, y, lab, s, g_prev, w):
     """Float64 numpy versions of the paper's matrices with the exact elimination."""
-    alpha, lam, mu, p, eps = (float(v) for v in hyper[:5])
+    alpha, lam, mu, p, eps = (float(v) for v in w)
     X = x.T.astype(np.float64)  # paper's X: features x images
     lap = scipy_laplacian(s.toarray())
     u_rows = ~lab
@@ -158,9 +150,9 @@ def _dense_pieces(x, y, lab, s, g_prev, hyper):
 
 def test_u_solves_the_generalized_eigenproblem():
     x, y, lab, graph, s = make_problem(2)
-    hyper, data, s0, s1, info = _one_step(x, y, lab, graph, subspace=2)
-    mu = float(hyper.mu)
-    _, _, _, c, z = _dense_pieces(x, y, lab, s, np.asarray(s0.params.g), hyper)
+    w, data, s0, s1, info = _one_step(x, y, lab, graph, subspace=2)
+    mu = float(w.mu)
+    _, _, _, c, z = _dense_pieces(x, y, lab, s, np.asarray(s0.params.g), w)
     c_inv = np.linalg.inv(c)
     k = np.eye(len(c)) - mu * c_inv
     h = c_inv @ z @ z.T @ c_inv
@@ -185,9 +177,9 @@ def test_u_solves_the_generalized_eigenproblem():
 def test_exact_q_elimination_equals_papers_large_q_limit():
     """G and F of one step equal eq. (13)/(16) with Q_ll = 1e7 (float64 numpy)."""
     x, y, lab, graph, s = make_problem(3)
-    hyper, data, s0, s1, _ = _one_step(x, y, lab, graph)
-    alpha, lam, mu = float(hyper.alpha), float(hyper.lam), float(hyper.mu)
-    X, lap, dvec, _, _ = _dense_pieces(x, y, lab, s, np.asarray(s0.params.g), hyper)
+    w, data, s0, s1, _ = _one_step(x, y, lab, graph)
+    alpha, lam, mu = float(w.alpha), float(w.lam), float(w.mu)
+    X, lap, dvec, _, _ = _dense_pieces(x, y, lab, s, np.asarray(s0.params.g), w)
     u = np.asarray(s1.params.u, np.float64)
     q = np.diag(np.where(lab, 1e7, 1.0))
     a = X @ X.T + lam * np.diag(dvec) + mu * np.eye(len(X))
@@ -204,9 +196,7 @@ def test_block_pcg_matches_dense_solve():
     _, _, _, graph, s = make_problem(4, n=40)
     lap = scipy_laplacian(s.toarray()) + 1.5 * np.eye(40)
     b = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-    from jaxannot.models.sparse_projection import laplacian_matvec
-
-    op = lambda v: laplacian_matvec(*graph, v, 40) + 1.5 * v
+    op = lambda v: laplacian_matvec(graph, v) + 1.5 * v
     sol, res = rl.block_pcg(
         op,
         jnp.asarray(b),
@@ -220,32 +210,46 @@ def test_block_pcg_matches_dense_solve():
 
 def test_compiles_once_across_fits_and_hyper_values():
     x, y, lab, graph, _ = make_problem(5, n=50)
-    rl.fit_sfsls(x, y, lab, graph, p=0.5, subspace=2, max_iter=7, **HYPER)
+    images = TrainingImages(x, y, lab, graph)
+    rl.fit_sfsls(images, weights(0.5), subspace=2, max_iter=7)
     before = rl.TRACE_COUNT["step"]
     rng = np.random.default_rng(1)
     x2 = x + rng.normal(size=x.shape).astype(np.float32)
     y2 = np.roll(y, 3, axis=0)
     lab2 = np.arange(50) < 10
-    graph2 = (graph[0], graph[1], rng.uniform(0.1, 1, graph[2].size).astype(np.float32))
-    rl.fit_sfsls(
-        x2, y2, lab2, graph2, p=0.25, alpha=2.0, lam=0.1, mu=0.5, subspace=2, max_iter=7
-    )
-    rl.fit_sfsls(x, y, lab, graph, p=1.0, subspace=2, max_iter=7, **HYPER)
+    new_weights = rng.uniform(0.1, 1, graph.num_edges).astype(np.float32)
+    graph2 = Graph(graph.senders, graph.receivers, new_weights, graph.num_nodes)
+    w2 = SFSLSWeights(alpha=2.0, lam=0.1, mu=0.5, p=0.25, eps=1e-6)
+    rl.fit_sfsls(TrainingImages(x2, y2, lab2, graph2), w2, subspace=2, max_iter=7)
+    rl.fit_sfsls(images, weights(1.0), subspace=2, max_iter=7)
     assert rl.TRACE_COUNT["step"] == before
 
 
 def test_bad_input_is_rejected():
     x, y, lab, graph, _ = make_problem(7, n=20)
+    images = TrainingImages(x, y, lab, graph)
     with pytest.raises(ValueError, match="p must be"):
-        rl.fit_sfsls(x, y, lab, graph, p=0.0)
+        rl.fit_sfsls(images, weights(p=0.0))
     with pytest.raises(ValueError, match="p must be"):
-        rl.fit_sfsls(x, y, lab, graph, p=1.5)
-    with pytest.raises(ValueError, match="subspace"):
-        rl.fit_sfsls(x, y, lab, graph, subspace=99)
-    with pytest.raises(ValueError, match="labelled"):
-        rl.fit_sfsls(x, y, lab[:5], graph)
+        rl.fit_sfsls(images, weights(p=1.5))
     with pytest.raises(ValueError, match="lam"):
-        rl.fit_sfsls(x, y, lab, graph, lam=-1.0)
+        rl.fit_sfsls(images, weights(lam=-1.0))
+    with pytest.raises(ValueError, match="subspace"):
+        rl.fit_sfsls(images, weights(), subspace=99)
+    with pytest.raises(ValueError, match="max_iter"):
+        rl.fit_sfsls(images, weights(), max_iter=0)
+    with pytest.raises(ValueError, match="g_init"):
+        rl.fit_sfsls(images, weights(), g_init=np.zeros((2, 2)))
+    for bad, match in (
+        (dict(y=y[:5]), "y must be"),
+        (dict(labelled=lab[:5]), "labelled"),
+        (dict(x=x[:19], y=y[:19], labelled=lab[:19]), "num_nodes"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            rl.fit_sfsls(images._replace(**bad), weights())
+    edges = (graph.senders, graph.receivers, graph.weights)
+    with pytest.raises(TypeError, match="Graph"):
+        rl.fit_sfsls(images._replace(graph=edges), weights())
 
 
 @pytest.mark.slow
@@ -262,9 +266,9 @@ def test_handles_15000_images():
     keep = rows != cols
     snd = np.concatenate([rows[keep], cols[keep]]).astype(np.int32)
     rcv = np.concatenate([cols[keep], rows[keep]]).astype(np.int32)
-    graph = (snd, rcv, np.ones(snd.size, np.float32))
+    graph = Graph(snd, rcv, np.ones(snd.size, np.float32), n)
     state, hist, res = rl.fit_sfsls(
-        x, y, lab, graph, p=0.5, subspace=3, max_iter=20, tol=0.0, **HYPER
+        TrainingImages(x, y, lab, graph), weights(0.5), subspace=3, max_iter=20, tol=0.0
     )
     jax.block_until_ready(state)
     hist = np.asarray(hist)

@@ -9,12 +9,14 @@ from threadpoolctl import threadpool_limits
 import jax
 import jax.numpy as jnp
 
+from jaxannot.graph import Graph
 from jaxannot.models.sparse_projection import (
+    SFSLSWeights,
     SparseProjection,
+    TrainingImages,
     annotation_scores,
     feature_ranking,
     l2p_penalty,
-    laplacian_matvec,
     reweighting_diagonal,
     select_features,
     sfsls_objective,
@@ -36,33 +38,8 @@ def _random_graph(rng, n, k=3):
     cols = (rows + rng.integers(1, n, size=rows.size)) % n
     s = sp.coo_matrix((rng.uniform(0.1, 1.0, rows.size), (rows, cols)), shape=(n, n))
     s = (s + s.T).tocoo()
-    return s, (
-        s.row.astype(np.int32),
-        s.col.astype(np.int32),
-        s.data.astype(np.float32),
-    )
-
-
-def test_laplacian_matvec_matches_scipy(rng):
-    s, (snd, rcv, w) = _random_graph(rng, 12)
-    f = rng.normal(size=(12, 3)).astype(np.float32)
-    dense = scipy_laplacian(s.toarray()) @ f
-    got = laplacian_matvec(snd, rcv, w, f, 12)
-    np.testing.assert_allclose(got, dense, rtol=1e-5, atol=1e-5)  # float32 sums
-    np.testing.assert_allclose(
-        laplacian_matvec(snd, rcv, w, f[:, 0], 12), dense[:, 0], rtol=1e-5, atol=1e-5
-    )
-
-
-def test_laplacian_matvec_matches_the_graph_package(rng):
-    from jaxannot.graph import knn_graph
-    from jaxannot.graph import laplacian_matvec as graph_laplacian
-
-    x = rng.normal(size=(15, 3)).astype(np.float32)
-    g = knn_graph(x, 3, weight="heat")
-    f = rng.normal(size=(15, 2)).astype(np.float32)
-    got = laplacian_matvec(g.senders, g.receivers, g.weights, f, 15)
-    np.testing.assert_allclose(got, graph_laplacian(g, f), rtol=1e-5, atol=1e-5)
+    edges = (s.row.astype(np.int32), s.col.astype(np.int32), s.data.astype(np.float32))
+    return s, Graph(*edges, n)
 
 
 def test_reweighting_is_the_papers_d_at_half():
@@ -113,12 +90,15 @@ def test_objective_matches_dense_formula(rng):
         )
     )
     params = SparseProjection(*(jnp.asarray(a, jnp.float32) for a in (f, g, u, p_mat)))
-    args = (jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), labelled, graph)
-    got = sfsls_objective(params, *args, alpha=alpha, lam=lam, mu=mu, p=p, eps=0.0)
+    images = TrainingImages(
+        jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), labelled, graph
+    )
+    weights = SFSLSWeights(alpha=alpha, lam=lam, mu=mu, p=p, eps=0.0)
+    got = sfsls_objective(params, images, weights)
     np.testing.assert_allclose(got, ref, rtol=1e-5)
     # the surrogate touches the objective where D was computed (up to the constant)
     dvec = reweighting_diagonal(params.g, p, 0.0)
-    sur = surrogate_objective(params, dvec, *args, alpha=alpha, lam=lam, mu=mu)
+    sur = surrogate_objective(params, dvec, images, weights)
     const = alpha * lam * (1 - p / 2) * np.sum(np.linalg.norm(g, axis=1) ** p)
     np.testing.assert_allclose(sur + const, ref, rtol=1e-5)
 
@@ -132,3 +112,21 @@ def test_ranking_selection_and_scores():
         select_features(g, 6)
     x = np.ones((2, 5))
     np.testing.assert_allclose(annotation_scores(x, g), x @ g)
+
+
+def test_weights_are_validated_as_float32_scalars():
+    got = SFSLSWeights(alpha=0.5, lam=2, mu=1.0, p=1.0).validated()
+    assert all(v.dtype == jnp.float32 and v.shape == () for v in got)
+    assert float(got.eps) == np.float32(1e-8)
+    for bad, match in (
+        (dict(p=0.0), "p must be"),
+        (dict(p=1.5), "p must be"),
+        (dict(alpha=0.0), "alpha must be"),
+        (dict(lam=-1.0), "lam must be"),
+        (dict(mu=-1.0), "mu must be"),
+        (dict(eps=0.0), "eps must be"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            SFSLSWeights(
+                **{**dict(alpha=1.0, lam=1.0, mu=1.0, p=0.5), **bad}
+            ).validated()
