@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["EMTrace", "run_em", "run_em_until_converged"]
+__all__ = ["EMTrace", "run_em", "run_em_until_converged", "run_until_small_change"]
 
 
 class EMTrace(NamedTuple):
@@ -124,3 +124,50 @@ def run_em_until_converged(
 
     t, _, state, trace, _ = lax.while_loop(cond, body, (0, rng_key, state, trace0, 0))
     return state, EMTrace(trace, t)
+
+
+def run_until_small_change(
+    step: Callable, state: Any, tol: float | jax.Array, *, max_iterations: int
+) -> tuple[Any, jax.Array]:
+    r"""Iterate a deterministic solver until its relative change drops to ``tol``.
+
+    ``state, info = step(state)`` is repeated (one ``lax.while_loop``) while
+    ``state.iteration < max_iterations`` and the last ``info.relative_change > tol``
+    (the solver defines the change: of the objective, or of the iterate). Used by the
+    reweighted solvers (FSNM, SFSLS's Algorithm 1), whose objectives never increase.
+
+    Parameters
+    ----------
+    step : callable
+        ``state -> (state, info)`` with ``state.iteration``, ``state.objective`` and
+        ``info.objective``, ``info.relative_change``.
+    state : pytree
+        The start; its ``objective`` is the history's first entry.
+    tol : float
+        Stop at a relative change ``<= tol`` (traced: changing it does not
+        recompile).
+    max_iterations : int
+        Static cap on the steps.
+
+    Returns
+    -------
+    state : pytree
+    history : Float[Array, "max_iterations + 1"]
+        The start's objective, then one per step; NaN after the last step run.
+    """
+    dtype = jnp.asarray(state.objective).dtype
+    history = jnp.full((max_iterations + 1,), jnp.nan, dtype).at[0].set(state.objective)
+
+    def cond(carry):
+        st, _, change = carry
+        return (st.iteration < max_iterations) & (change > tol)
+
+    def body(carry):
+        st, hist, _ = carry
+        st, info = step(st)
+        return st, hist.at[st.iteration].set(info.objective), info.relative_change
+
+    state, history, _ = lax.while_loop(
+        cond, body, (state, history, jnp.asarray(jnp.inf, dtype))
+    )
+    return state, history

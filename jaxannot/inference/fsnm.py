@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from jaxannot.inference.em import run_until_small_change
 from jaxannot.types import Array
 
 __all__ = [
@@ -117,23 +118,13 @@ def build_kernel():
 
 @functools.partial(jax.jit, static_argnames=("max_iter",))
 def _fit(x, y, gamma, eps, tol, *, max_iter):
-    state = init(x, y, gamma)
     step = build_kernel()
-    history = jnp.full((max_iter + 1,), jnp.nan, x.dtype).at[0].set(state.objective)
-
-    def cond(carry):
-        st, _, change = carry
-        return (st.iteration < max_iter) & (change > tol)
-
-    def body(carry):
-        st, hist, _ = carry
-        st, info = step(None, st, x, y, gamma, eps)
-        return st, hist.at[st.iteration].set(info.objective), info.relative_change
-
-    state, history, _ = jax.lax.while_loop(
-        cond, body, (state, history, jnp.asarray(jnp.inf, x.dtype))
+    return run_until_small_change(
+        lambda st: step(None, st, x, y, gamma, eps),
+        init(x, y, gamma),
+        tol,
+        max_iterations=max_iter,
     )
-    return state, history
 
 
 def fit_fsnm(

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from jaxannot.graph import degree, laplacian_matvec
+from jaxannot.inference.em import run_until_small_change
 from jaxannot.models.sparse_projection import (
     SFSLSWeights,
     SparseProjection,
@@ -276,22 +277,12 @@ def build_kernel(subspace: int):
 )
 def _fit(images, weights, tol, g_init, *, subspace, max_iter, cg_tol, cg_maxiter):
     data = prepare(images, weights, cg_tol=cg_tol, cg_maxiter=cg_maxiter)
-    state = init(data, weights, subspace, g_init)
     step = build_kernel(subspace)
-    history = jnp.full((max_iter + 1,), jnp.nan, jnp.float32).at[0].set(state.objective)
-
-    def cond(carry):
-        st, _, change = carry
-        return (st.iteration < max_iter) & (change > tol)
-
-    def body(carry):
-        st, hist, _ = carry
-        st, info = step(None, st, data, weights)
-        hist = hist.at[st.iteration].set(info.objective)
-        return st, hist, info.relative_change
-
-    state, history, _ = jax.lax.while_loop(
-        cond, body, (state, history, jnp.asarray(jnp.inf, jnp.float32))
+    state, history = run_until_small_change(
+        lambda st: step(None, st, data, weights),
+        init(data, weights, subspace, g_init),
+        tol,
+        max_iterations=max_iter,
     )
     return state, history, data.cg_residual
 

@@ -7,7 +7,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference.em import run_em, run_em_until_converged
+from jaxannot.inference.em import run_em, run_em_until_converged, run_until_small_change
 
 
 class Info(NamedTuple):
@@ -67,3 +67,33 @@ def test_run_until_converged_stops_at_the_tolerance():
     assert 2 < t < 100
     assert rel[-1] <= 1e-3 < rel[-2]  # stopped at the first small relative change
     assert np.all(np.isnan(obj[t:]))
+
+
+class _Halving(NamedTuple):
+    value: jax.Array
+    objective: jax.Array
+    iteration: jax.Array
+
+
+class _HalvingInfo(NamedTuple):
+    objective: jax.Array
+    relative_change: jax.Array
+
+
+def _halve(st):
+    new = st.objective / 2
+    change = jnp.abs(st.objective - new) / jnp.abs(st.objective)
+    return _Halving(new, new, st.iteration + 1), _HalvingInfo(new, change)
+
+
+def test_run_until_small_change_stops_at_tol_or_the_cap():
+    start = _Halving(jnp.float32(8.0), jnp.float32(8.0), jnp.int32(0))
+    # every step halves: relative change 0.5 > tol, so only the cap stops it
+    st, hist = run_until_small_change(_halve, start, 0.4, max_iterations=3)
+    assert int(st.iteration) == 3
+    np.testing.assert_array_equal(np.asarray(hist), [8.0, 4.0, 2.0, 1.0])
+    # change 0.5 <= tol: stops after the first step, the rest of the history NaN
+    st, hist = run_until_small_change(_halve, start, 0.5, max_iterations=5)
+    assert int(st.iteration) == 1
+    np.testing.assert_array_equal(np.asarray(hist)[:2], [8.0, 4.0])
+    assert np.isnan(np.asarray(hist)[2:]).all()
