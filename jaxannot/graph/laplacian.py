@@ -38,6 +38,8 @@ __all__ = [
     "PENALTY_DISTANCES",
     "SYM_KL_EPS",
     "degree",
+    "laplacian_diagonal",
+    "induced_subgraph",
     "pad_edges",
     "adjacency_matvec",
     "laplacian_matvec",
@@ -109,6 +111,45 @@ def pad_edges(g: Graph, num_edges: int) -> Graph:
 def degree(g: Graph) -> jax.Array:
     r"""Node degrees :math:`d_i = \sum_j S_{ij}`, float [n]."""
     return jax.ops.segment_sum(g.weights, g.senders, num_segments=g.num_nodes)
+
+
+def laplacian_diagonal(g: Graph) -> jax.Array:
+    r"""Diagonal of :math:`L = D - S`: :math:`d_i - S_{ii}` (a self-loop adds to the
+    degree and to :math:`S_{ii}` alike, so it cancels), float [n]."""
+    loops = jnp.where(g.senders == g.receivers, g.weights, 0.0)
+    return degree(g) - jax.ops.segment_sum(loops, g.senders, num_segments=g.num_nodes)
+
+
+def induced_subgraph(g: Graph, index) -> Graph:
+    """The graph among the nodes ``index`` (node ``index[b]`` becomes node ``b``).
+
+    Works under ``jit`` with a traced ``index``: every edge keeps its slot (the shapes
+    do not depend on the values); an edge with an endpoint outside ``index`` gets
+    weight 0 and endpoints clamped into range, so it adds nothing to :math:`L f`,
+    :math:`S f`, the degrees or :func:`laplacian_penalty`.
+
+    Parameters
+    ----------
+    g : Graph
+    index : int array [B]
+        Distinct nodes of ``g``.
+
+    Returns
+    -------
+    Graph
+        ``num_nodes = B``, as many (stored) edges as ``g``.
+    """
+    index = jnp.asarray(index)
+    batch = index.shape[0]
+    position = jnp.full(g.num_nodes, -1).at[index].set(jnp.arange(batch))
+    senders, receivers = position[g.senders], position[g.receivers]
+    inside = (senders >= 0) & (receivers >= 0)
+    return Graph(
+        senders=jnp.maximum(senders, 0),
+        receivers=jnp.maximum(receivers, 0),
+        weights=jnp.where(inside, g.weights, 0.0),
+        num_nodes=batch,
+    )
 
 
 def _edge_weights(g: Graph, f: jax.Array) -> jax.Array:

@@ -65,7 +65,7 @@ from numpyro import handlers
 from numpyro.infer.autoguide import AutoContinuous
 from numpyro.infer.elbo import ELBO
 
-from jaxannot.graph import PENALTY_DISTANCES, Graph, laplacian_penalty
+from jaxannot.graph import PENALTY_DISTANCES, Graph, induced_subgraph, laplacian_penalty
 
 __all__ = [
     "DISTANCES",
@@ -297,17 +297,7 @@ def penalty(
     """
     if index is None:
         return laplacian_penalty(graph, q, distance)
-    batch = q.shape[0]
-    position = jnp.full(graph.num_nodes, -1).at[index].set(jnp.arange(batch))
-    senders, receivers = position[graph.senders], position[graph.receivers]
-    inside = (senders >= 0) & (receivers >= 0)
-    subgraph = Graph(
-        senders=jnp.maximum(senders, 0),
-        receivers=jnp.maximum(receivers, 0),
-        weights=jnp.where(inside, graph.weights, 0.0),
-        num_nodes=batch,
-    )
-    return laplacian_penalty(subgraph, q, distance)
+    return laplacian_penalty(induced_subgraph(graph, index), q, distance)
 
 
 def _site_weights(site, lam) -> dict[str, float]:

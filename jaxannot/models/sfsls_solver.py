@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from jaxannot.graph import degree, laplacian_matvec
+from jaxannot.graph import laplacian_diagonal, laplacian_matvec
 from jaxannot.inference.em import run_until_small_change
 from jaxannot.models.sparse_projection import (
     SFSLSWeights,
@@ -180,12 +180,7 @@ def prepare(
         lv = laplacian_matvec(graph, free * v)
         return free * (lv + (1.0 + weights.alpha) * v) + (1.0 - free) * v
 
-    self_loops = jax.ops.segment_sum(
-        jnp.where(graph.senders == graph.receivers, graph.weights, 0.0),
-        graph.senders,
-        num_segments=graph.num_nodes,
-    )
-    diag = jnp.where(labelled, 1.0, degree(graph) - self_loops + 1.0 + weights.alpha)
+    diag = jnp.where(labelled, 1.0, laplacian_diagonal(graph) + 1.0 + weights.alpha)
     rhs = jnp.concatenate([free * x, free * laplacian_matvec(graph, y)], axis=1)
     sol, residual = block_pcg(op, rhs, 1.0 / diag, tol=cg_tol, maxiter=cg_maxiter)
     d = x.shape[1]

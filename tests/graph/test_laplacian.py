@@ -14,7 +14,9 @@ from jaxannot.graph import (
     adjacency_matvec,
     degree,
     from_scipy,
+    induced_subgraph,
     knn_graph,
+    laplacian_diagonal,
     laplacian_matvec,
     laplacian_penalty,
     normalized_laplacian_matvec,
@@ -183,3 +185,23 @@ def test_pad_edges_adds_zero_weight_self_loops_that_change_nothing():
     f = np.random.default_rng(1).normal(size=(30, 2)).astype(np.float32)
     np.testing.assert_allclose(laplacian_matvec(padded, f), laplacian_matvec(g, f))
     assert pad_edges(g, 5).num_edges == g.num_edges  # never truncates
+
+
+def test_laplacian_diagonal_matches_scipy_with_self_loops(graph):
+    s = _dense(graph)
+    s[3, 3] = 0.7  # a self-loop: in the degree and in S alike
+    g = from_scipy(scipy.sparse.csr_matrix(s))
+    lap = np.diag(s.sum(1)) - s
+    np.testing.assert_allclose(laplacian_diagonal(g), np.diag(lap), rtol=RTOL)
+
+
+def test_induced_subgraph_is_the_dense_submatrix(graph):
+    index = np.array([7, 2, 19, 0, 11, 4])
+    sub = induced_subgraph(graph, jnp.asarray(index))
+    assert sub.num_nodes == index.size
+    assert sub.senders.shape == graph.senders.shape  # static shapes under jit
+    np.testing.assert_allclose(
+        _dense(sub), _dense(graph)[np.ix_(index, index)], rtol=RTOL
+    )
+    jitted = jax.jit(induced_subgraph)(graph, jnp.asarray(index))
+    np.testing.assert_allclose(_dense(jitted), _dense(sub))
