@@ -53,33 +53,32 @@ def _cmd_query(args) -> int:
         raise ValueError(
             f"{args.kind} queries need an 'emml' model, got {fitted.method!r}"
         )
-    p, kernel = fitted.params, fitted.hyper["kernel"]
+    p = fitted.params
     view = fitted.hyper.get("view") or train.primary_view
     index = retrieval.build_index(
         p["vrep_features"],
         p["vrep_word_scores"],
         train.view(view),
         database_words=train.words,
-        kernel=kernel,
+        kernel=fitted.hyper["kernel"],
         gamma=float(p["gamma"]),
     )
     x = np.asarray(queries.view(view), np.float32)
+    options = retrieval.QueryOptions(top_images=args.top)
     if args.kind == "word":
         if not args.word:
             raise ValueError("a word query needs --word")
-        ids, sc = retrieval.word_query(index, word_weights(), top_images=args.top)
+        ids, sc = retrieval.word_query(index, word_weights(), options=options)
     elif args.kind == "image":
         (r,) = rows_of(queries, args.row[:1] or [0])
-        ids, sc = retrieval.image_retrieval(
-            index, x[r], kernel=kernel, top_images=args.top
-        )
+        ids, sc = retrieval.image_retrieval(index, x[r], options=options)
     else:
         rows = rows_of(queries, args.row or [])
         w = word_weights() if args.word else np.zeros(len(names), np.float32)
         imgs = x[np.array(rows, int)] if rows else np.zeros((1, x.shape[1]), np.float32)
         a = np.full(max(len(rows), 1), 1.0 if rows else 0.0, np.float32)
         ids, sc = retrieval.multimodal_query(
-            index, imgs, a * args.image_weight, w, kernel=kernel, top_images=args.top
+            index, imgs, a * args.image_weight, w, options=options
         )
     for i, s in zip(np.asarray(ids), np.asarray(sc), strict=True):
         if i >= 0:

@@ -213,7 +213,7 @@ def run(name, data_dir, small, seed=0):
 
     # word query (§4.2): test words with a positive, rank the test images
     p = fitted["emml"].params
-    kernel = fitted["emml"].hyper["kernel"]
+    kernel = fitted["emml"].hyper["kernel"]  # the indexes keep it for their queries
     x_test = np.asarray(test.view(test.primary_view), np.float32)
     index = retrieval.build_index(
         p["vrep_features"],
@@ -225,14 +225,12 @@ def run(name, data_dir, small, seed=0):
     )
     words = np.flatnonzero(truth.sum(0) > 0)
     top_images = min(max(ns), test.num_images)
+    options = retrieval.QueryOptions(top_vreps=10, top_words=3, top_images=top_images)
     emml_ranked = np.stack(
         [
             np.asarray(
                 retrieval.word_query(
-                    index,
-                    jax.nn.one_hot(j, num_words),
-                    top_vreps=10,
-                    top_images=top_images,
+                    index, jax.nn.one_hot(j, num_words), options=options
                 )[0]
             )
             for j in words
@@ -264,16 +262,7 @@ def run(name, data_dir, small, seed=0):
     rel = (truth[: len(queries)].astype(np.int32) @ train_truth.T.astype(np.int32)) > 0
     emml_img = np.stack(
         [
-            np.asarray(
-                retrieval.image_retrieval(
-                    db,
-                    q,
-                    kernel=kernel,
-                    top_vreps=10,
-                    top_words=3,
-                    top_images=top_images,
-                )[0]
-            )
+            np.asarray(retrieval.image_retrieval(db, q, options=options)[0])
             for q in queries
         ]
     )

@@ -9,6 +9,7 @@ import jax
 from jaxannot import retrieval
 from jaxannot.models.mbrm import fit_mbrm, mbrm_word_probabilities
 from jaxannot.models.structured_output import kernel_matrix
+from jaxannot.retrieval import QueryOptions
 
 GAMMA = 0.5
 
@@ -52,9 +53,11 @@ def test_annotation_is_the_merge_of_the_nearest_vreps(db):
     s = _sims(q, vreps)
     top = np.argsort(-s, 1)[:, :3]
     expected = np.stack([s[i, top[i]] @ scores[top[i]] for i in range(4)])
-    got = retrieval.annotation_scores(index, q, top_vreps=3)
+    got = retrieval.annotation_scores(index, q, options=QueryOptions(top_vreps=3))
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-5)
-    ids, best = retrieval.annotate(index, q, top_vreps=3, top_words=4)
+    ids, best = retrieval.annotate(
+        index, q, options=QueryOptions(top_vreps=3, top_words=4)
+    )
     np.testing.assert_array_equal(np.asarray(ids), np.argsort(-expected, 1)[:, :4])
 
 
@@ -77,7 +80,9 @@ def test_word_query_merges_the_top_vreps_neighbour_lists(db):
     w = np.zeros(9, np.float32)
     w[[2, 5]] = 1.0
     merged = _brute_word_query(index, w, 4)
-    ids, scores = retrieval.word_query(index, w, top_vreps=4, top_images=6)
+    ids, scores = retrieval.word_query(
+        index, w, options=QueryOptions(top_vreps=4, top_images=6)
+    )
     expected = sorted(merged.values(), reverse=True)[:6]
     np.testing.assert_allclose(np.asarray(scores), expected, rtol=1e-4)
     for t, sc in zip(np.asarray(ids), np.asarray(scores), strict=True):
@@ -87,16 +92,17 @@ def test_word_query_merges_the_top_vreps_neighbour_lists(db):
 def test_image_retrieval_is_s_intersect_t(db):
     *_, words, index = db
     q = np.asarray(db[2][7])
-    ann, _ = retrieval.annotate(index, q[None], top_vreps=3, top_words=2)
+    ann, _ = retrieval.annotate(
+        index, q[None], options=QueryOptions(top_vreps=3, top_words=2)
+    )
     ann = set(np.asarray(ann)[0].tolist())
     w = np.zeros(9, np.float32)
     w[list(ann)] = 1.0
     t = _brute_word_query(index, w, 3)
     s = {r for r in range(words.shape[0]) if ann & set(np.flatnonzero(words[r]))}
     r_expected = sorted(((v, k) for k, v in t.items() if k in s), reverse=True)
-    ids, scores = retrieval.image_retrieval(
-        index, q, top_vreps=3, top_words=2, top_images=5
-    )
+    options = QueryOptions(top_vreps=3, top_words=2, top_images=5)
+    ids, scores = retrieval.image_retrieval(index, q, options=options)
     ids, scores = np.asarray(ids), np.asarray(scores)
     valid = ids >= 0
     assert set(ids[valid].tolist()) <= s & set(t)
@@ -108,20 +114,21 @@ def test_multimodal_query_reduces_to_its_parts(db):
     q = images[[3, 9]]
     w = np.zeros(9, np.float32)
     w[4] = 1.0
-    only_words = retrieval.multimodal_query(index, q, np.zeros(2), w, top_images=5)
+    top5 = QueryOptions(top_images=5)
+    only_words = retrieval.multimodal_query(index, q, np.zeros(2), w, options=top5)
     np.testing.assert_allclose(
         np.asarray(only_words[1]),
-        np.asarray(retrieval.word_query(index, w, top_images=5)[1]),
+        np.asarray(retrieval.word_query(index, w, options=top5)[1]),
         rtol=1e-5,
     )
     one_image = retrieval.multimodal_query(
-        index, q, np.array([1.0, 0.0]), np.zeros(9), top_images=5
+        index, q, np.array([1.0, 0.0]), np.zeros(9), options=top5
     )
-    alone = retrieval.image_retrieval(index, q[0], top_images=5)
+    alone = retrieval.image_retrieval(index, q[0], options=top5)
     np.testing.assert_allclose(
         np.asarray(one_image[1]), np.asarray(alone[1]), rtol=1e-5
     )
-    both = retrieval.multimodal_query(index, q, np.array([0.5, 0.5]), w, top_images=5)
+    both = retrieval.multimodal_query(index, q, np.array([0.5, 0.5]), w, options=top5)
     assert np.all(np.isfinite(np.asarray(both[1])))
 
 
@@ -132,19 +139,31 @@ def test_cross_stage_inference_through_the_ontology(db):
     table = {"a0": ["b3", "b4"], "a1": "b0"}
     onto = retrieval.ontology_matrix(table, names_a, names_b)
     assert onto.sum() == 3 and onto[0, 3] == onto[0, 4] == onto[1, 0] == 1
+    stages = retrieval.CrossStage(index, index, onto)
     w_a = np.zeros(9, np.float32)
     w_a[0] = 1.0
-    got = retrieval.cross_stage_word_query(index, onto, w_a, top_images=4)
+    top4 = QueryOptions(top_images=4)
+    got = retrieval.cross_stage_word_query(stages, w_a, options=top4)
     w_b = np.zeros(9, np.float32)
     w_b[[3, 4]] = 1.0
-    want = retrieval.word_query(index, w_b, top_images=4)
+    want = retrieval.word_query(index, w_b, options=top4)
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
     q = db[2][:2]
-    ids, _ = retrieval.cross_stage_annotate(index, onto, q, top_words=2)
+    two = QueryOptions(top_words=2)
+    ids, _ = retrieval.cross_stage_annotate(stages, q, options=two)
     s = np.asarray(retrieval.annotation_scores(index, q)) @ onto
     np.testing.assert_array_equal(np.asarray(ids), np.argsort(-s, 1)[:, :2])
-    img_ids, _ = retrieval.cross_stage_image_query(index, index, onto, q[0])
+    # image -> images: the word query of the mapped top words of the annotation
+    img_ids, img_scores = retrieval.cross_stage_image_query(stages, q[0], options=two)
+    ann, _ = retrieval.annotate(index, q[:1], options=two)
+    w_ann = np.zeros(9, np.float32)
+    w_ann[np.asarray(ann)[0]] = 1.0
+    want = retrieval.word_query(index, w_ann @ onto, options=two)
+    np.testing.assert_array_equal(np.asarray(img_ids), np.asarray(want[0]))
+    np.testing.assert_allclose(np.asarray(img_scores), np.asarray(want[1]))
     assert np.asarray(img_ids).shape == (10,)
+    with pytest.raises(ValueError, match=r"ontology must be \[source words"):
+        retrieval.CrossStage(index, index, onto[:, :5])
     with pytest.raises(KeyError, match="'zz' is not in the source vocabulary"):
         retrieval.ontology_matrix({"zz": ["b1"]}, names_a, names_b)
 
@@ -186,3 +205,44 @@ def test_build_index_rejects_bad_shapes(db):
         retrieval.build_index(vreps, scores, images[:, :2])
     with pytest.raises(ValueError, match="unknown kernel"):
         retrieval.build_index(vreps, scores, images, kernel="poly")
+
+
+def test_queries_use_the_kernel_the_index_was_built_with(db):
+    vreps, scores, images, words, _ = db
+    linear = retrieval.build_index(
+        vreps, scores, images, database_words=words, kernel="linear", neighbours=20
+    )
+    assert linear.kernel == "linear"
+    q = images[:3]
+    s = np.asarray(kernel_matrix(q, vreps, "linear"), np.float64)
+    top = np.argsort(-s, 1)[:, :2]
+    expected = np.stack([s[i, top[i]] @ scores[top[i]] for i in range(3)])
+    got = retrieval.annotation_scores(linear, q, options=QueryOptions(top_vreps=2))
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_closed_over_index_jits_and_vmaps(db):
+    # the benchmark's batched queries: the index (arrays and static kernel) is a
+    # constant of the traced function
+    images, index = db[2], db[4]
+    batch = jax.jit(jax.vmap(lambda q: retrieval.image_retrieval(index, q)))
+    ids, scores = batch(images[:4])
+    for r in range(4):
+        one_ids, one_scores = retrieval.image_retrieval(index, images[r])
+        np.testing.assert_array_equal(np.asarray(ids[r]), np.asarray(one_ids))
+        np.testing.assert_allclose(np.asarray(scores[r]), np.asarray(one_scores))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("top_vreps", 0, ValueError),
+        ("top_words", -1, ValueError),
+        ("top_images", 2.0, TypeError),
+        ("top_images", True, TypeError),
+    ],
+)
+def test_query_options_are_validated(field, value, error):
+    with pytest.raises(error, match=f"QueryOptions.{field} must be"):
+        QueryOptions(**{field: value})
+    assert QueryOptions(top_images=np.int64(3)).top_images == 3

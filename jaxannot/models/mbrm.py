@@ -65,28 +65,6 @@ __all__ = [
     "mbrm_word_probabilities",
 ]
 
-
-class MBRMParams(NamedTuple):
-    """The relevance model: training features, Bernoulli word model, bandwidth.
-
-    Attributes
-    ----------
-    features : Float[Array, "train dims"]
-    word_probabilities : Float[Array, "train words"]
-        :math:`P_V(w \\mid J)`.
-    bandwidth : Float[Array, ""]
-        Kernel variance :math:`\\beta`.
-    log_region_kernel : Float[Array, "train dims"] or None
-        :math:`\\log K(b, J)` of the ``"regions"`` kernel (:func:`region_log_kernel`);
-        ``None`` for the ``"gaussian"`` kernel on the global feature vectors.
-    """
-
-    features: Array
-    word_probabilities: Array
-    bandwidth: Array
-    log_region_kernel: Array | None = None
-
-
 KERNELS = ("gaussian", "regions")
 
 
@@ -138,6 +116,27 @@ def region_log_kernel(features: ArrayLike, bandwidth: float) -> np.ndarray:
 def _check_kernel(kernel):
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; expected one of {KERNELS}")
+
+
+class MBRMParams(NamedTuple):
+    """The relevance model: training features, Bernoulli word model, bandwidth.
+
+    Attributes
+    ----------
+    features : Float[Array, "train dims"]
+    word_probabilities : Float[Array, "train words"]
+        :math:`P_V(w \\mid J)`.
+    bandwidth : Float[Array, ""]
+        Kernel variance :math:`\\beta`.
+    log_region_kernel : Float[Array, "train dims"] or None
+        :math:`\\log K(b, J)` of the ``"regions"`` kernel (:func:`region_log_kernel`);
+        ``None`` for the ``"gaussian"`` kernel on the global feature vectors.
+    """
+
+    features: Array
+    word_probabilities: Array
+    bandwidth: Array
+    log_region_kernel: Array | None = None
 
 
 def fit_mbrm(
