@@ -50,7 +50,6 @@ import argparse
 import json
 import os
 import pathlib
-import shlex
 import sys
 
 import matplotlib
@@ -76,33 +75,7 @@ from jaxannot.diagnostics import to_inference_data
 from jaxannot.graph import knn_graph
 from jaxannot.inference import VEM, LaplacianELBO, LapVar1, MaxMargin
 
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
-
+from _notebook import FIGURES, ROOT, script_argv
 
 # %% [markdown]
 # ## The model (the only thing the user writes)

@@ -57,7 +57,6 @@ import argparse
 import json
 import os
 import pathlib
-import shlex
 import sys
 import time
 
@@ -76,38 +75,13 @@ from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import concatenate
 
+from _notebook import FIGURES, ROOT, script_argv
+
 METHODS = ("empirical", "mix-unigram", "plsa-words", "link-lda", "lap-mix-unigram")
 # the slowest to tune (Link-LDA) last
 RUN_ORDER = ("empirical", "mix-unigram", "plsa-words", "lap-mix-unigram", "link-lda")
 SPLIT_SEED = 0
 TUNE_SEED0 = 100  # tuning subsets use seeds 100, 101, ...; reporting ones 0, 1, ...
-
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
 
 
 # %%

@@ -52,9 +52,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import pathlib
-import shlex
 import sys
 import time
 
@@ -73,6 +71,8 @@ from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
 from jaxannot.tuning import cross_validate
+
+from _notebook import FIGURES, ROOT, script_argv
 
 FULL = {
     "datasets": ["wikipedia", "mfeat"],
@@ -110,33 +110,6 @@ LATENT_METHODS = ("twh", "dwh-svm", "mmh")
 # what the figures need beyond the JSON (filled by classification / annotation): the
 # first seed's E[h] of the test and training images, the Corel5k word scores
 FIGURE_DATA: dict = {"embeddings": {}, "annotation": {}}
-
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
 
 
 # %%

@@ -38,7 +38,6 @@ import dataclasses
 import json
 import os
 import pathlib
-import shlex
 import sys
 import time
 
@@ -57,6 +56,8 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import concatenate
 from jaxannot.metrics import mean_interpolated_average_precision, precision_at_k
 
+from _notebook import FIGURES, ROOT, script_argv
+
 METHODS = ("ale-svm", "iale-svm", "ale-sf", "iale-sf", "bsvm", "gsf")
 LABELS = {
     "ale-svm": "ALE-SVM",
@@ -66,33 +67,6 @@ LABELS = {
     "bsvm": "BSVM",
     "gsf": "GSF",
 }
-
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
 
 
 # %%

@@ -64,7 +64,6 @@ import collections
 import itertools
 import json
 import pathlib
-import shlex
 import sys
 import time
 
@@ -82,6 +81,8 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import concatenate, make_task
 from jaxannot.metrics import mean_average_precision
+
+from _notebook import FIGURES, ROOT, script_argv
 
 FRACTIONS = (0.05, 0.1, 0.25, 0.5, 1.0)
 P_SWEEP = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -115,33 +116,6 @@ SMALL_P_LAM = (1.0, 3.0)
 SMALL_LABELLED_ONLY_GRID = dict(lam=(1.0, 10.0))
 LABELS = {"sfsls": "SFSLS (p = ½)", "sfss": "SFSS (p = 1)", "fsnm": "FSNM"}
 _CACHE: dict = {}
-
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
 
 
 # %%

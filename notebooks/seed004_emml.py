@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
-import shlex
 import sys
 import time
 
@@ -61,34 +59,9 @@ from jaxannot.annotators import get_method, parse_hyper
 from jaxannot.data.datasets import load_dataset
 from jaxannot.models.mbrm import default_bandwidth
 
+from _notebook import FIGURES, ROOT, script_argv
+
 NS = (2, 3, 5, 10, 15, 20, 30, 40, 50)
-
-
-def _repo_root() -> pathlib.Path:
-    """The repository root: from this file, or (under a kernel) the working dir."""
-    here = (
-        pathlib.Path(__file__).resolve().parent
-        if "__file__" in globals()
-        else pathlib.Path.cwd()
-    )
-    for d in (here, *here.parents):
-        if (d / "notebooks").is_dir() and (d / "jaxannot").is_dir():
-            return d
-    return here.parent
-
-
-ROOT = _repo_root()
-FIGURES = ROOT / "docs" / "figures"
-
-
-def script_argv(argv=None):
-    """``argv`` if given; under a Jupyter kernel (whose ``sys.argv`` belongs to
-    ipykernel) the shell-split ``JAXANNOT_NOTEBOOK_ARGS``; else ``sys.argv[1:]``."""
-    if argv is not None:
-        return list(argv)
-    if "ipykernel" in sys.modules:
-        return shlex.split(os.environ.get("JAXANNOT_NOTEBOOK_ARGS", ""))
-    return sys.argv[1:]
 
 
 # EMML settings chosen on a validation split of Corel5k's training set (4000 / 500;
