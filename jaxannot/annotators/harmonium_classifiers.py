@@ -35,7 +35,7 @@ All but ``mmh-regression`` (with ``target_view``) need class labels and raise
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -48,10 +48,10 @@ from jaxannot.annotators.harmoniums import (
     _clamped_hidden,
     _elp,
     _encode,
+    _fit_harmonium,
     _fitted,
     _harmonium_views,
     _infer_free_view,
-    _init,
     _init_and_train,
     _labels,
     _model,
@@ -115,6 +115,21 @@ _MMH_REGRESSION_HYPER = {
 _FLAT_SVM_HYPER = {**_SVM_HYPER, "c2": 0.003, "svm_epochs": 1000}
 
 
+def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
+    """The Crammer–Singer SVM of ``train``'s labels on ``feats`` ``[n, F+1]`` (offset
+    last) at :math:`C = C_2 / C_1` within ``hyper["svm_epochs"]`` epochs."""
+    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
+    state, _ = cs.fit_multiclass_svm(
+        rng_key,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
+        stop=dataclasses.replace(cs.DEFAULT_STOP, max_epochs=hyper["svm_epochs"]),
+    )
+    return state
+
+
 def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
     hyper = {**_DWH_SVM_HYPER, **hyper}
@@ -127,15 +142,7 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, scale = hidden.mean(0), hidden.std(0) + 1e-6
     feats = mmh_inf.with_offset((hidden - center) / scale)
-    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
-    svm, _ = cs.fit_multiclass_svm(
-        k_svm,
-        feats,
-        y,
-        num_classes,
-        hyper["c2"] / hyper["c1"],
-        max_epochs=hyper["svm_epochs"],
-    )
+    svm = _labels_svm(k_svm, feats, train, num_classes, hyper)
     svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
     return _fitted(
         "dwh-svm",
@@ -163,21 +170,51 @@ def _feature_embed(num_features: int):
 
 
 def _alternation_args(hyper, kinds, num_features: int) -> dict:
-    """Keyword arguments shared by the MMH classifier and regressor fits."""
+    """Keyword arguments shared by the MMH classifier and regressor fits: the model
+    (CD pieces, ``embed`` over the first ``num_features`` wings, optimizer), ``c1``,
+    ``c2`` and the :class:`~jaxannot.inference.max_margin_harmonium.Schedule`."""
     kinds_t = tuple(kinds)
-    return dict(
+    model = mmh_inf.MMHModel(
         phase_statistics=_phase_statistics(kinds_t, int(hyper["sweeps"])),
         expected_log_potential=_elp(kinds_t),
         embed=_feature_embed(num_features),
         optimizer=_optimizer(hyper, len(kinds_t)),
-        c1=hyper["c1"],
-        c2=hyper["c2"],
+    )
+    schedule = mmh_inf.Schedule(
         iterations=hyper["iterations"],
         inner_steps=hyper["inner_steps"],
         pretrain_steps=hyper["pretrain_steps"],
+        svm_epochs=hyper["svm_epochs"],
+        final_svm_epochs=hyper["final_svm_epochs"],
         batch_size=hyper["batch_size"] or None,
         svm_step=hyper["svm_step"],
     )
+    return dict(model=model, c1=hyper["c1"], c2=hyper["c2"], schedule=schedule)
+
+
+def _alternation(solve, hyper, trace: str, skip_last: bool = False):
+    """The ``train`` of :func:`_fit_harmonium` for an MMH fit.
+
+    ``solve(rng_key, params, images, model=, c1=, c2=, schedule=)`` is
+    :func:`~jaxannot.inference.max_margin_harmonium.fit_mmh_classifier` or
+    ``fit_mmh_regressor`` with the response bound; the hinge's (or the SVR's)
+    :math:`E_{q_0}[h]` runs over every wing but, with ``skip_last``, the last one
+    (``mmh``'s words wing). The V-steps' primal objectives and relative gaps become
+    the info ``{trace}_primal`` and ``{trace}_gap``.
+    """
+
+    def train(rng_key, params, kinds, images):
+        num_features = len(kinds) - bool(skip_last)
+        res = solve(
+            rng_key, params, images, **_alternation_args(hyper, kinds, num_features)
+        )
+        info = {
+            f"{trace}_primal": res.trace["svm_primal"].tolist(),
+            f"{trace}_gap": res.trace["svm_gap"].tolist(),
+        }
+        return res.params, {"predictor": res.predictor}, info
+
+    return train
 
 
 def _use_words_wing(train, labels, num_classes, setting: str) -> bool:
@@ -202,35 +239,22 @@ def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     labels = np.asarray(train.labels)
     words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
     wing = None
-    if words_wing:  # last, so that hidden_mean over views[:num_features] skips it
+    if words_wing:  # last, so that the hinge's E_q0[h] (skip_last) leaves it out
         words = jnp.asarray((np.asarray(train.words) > 0), jnp.float32)
         wing = ("__words__", "bernoulli", words)
-    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing)
-    num_features = len(views) - bool(words_wing)
-    k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    res = mmh_inf.fit_mmh_classifier(
-        k_fit,
-        params,
-        (tuple(views), tuple(totals)),
-        jnp.asarray(labels, jnp.int32),
-        num_classes,
-        svm_epochs=hyper["svm_epochs"],
-        final_svm_epochs=hyper["final_svm_epochs"],
-        **_alternation_args(hyper, kinds, num_features),
+    solve = partial(
+        mmh_inf.fit_mmh_classifier,
+        labels=jnp.asarray(labels, jnp.int32),
+        num_classes=num_classes,
     )
-    return _fitted(
+    return _fit_harmonium(
         "mmh",
-        res.params,
+        rng_key,
         hyper,
-        names,
-        kinds,
-        scaling,
-        {"predictor": res.predictor},
+        _harmonium_views(train, hyper, wing),
+        _alternation(solve, hyper, "svm", skip_last=words_wing),
         num_classes=num_classes,
         words_wing=words_wing,
-        svm_primal=res.trace["svm_primal"].tolist(),
-        svm_gap=res.trace["svm_gap"].tolist(),
     )
 
 
@@ -295,31 +319,19 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     hyper = {**_MMH_REGRESSION_HYPER, **hyper}
     train, target = _regression_data(corpus, hyper)
     mean, std = float(target.mean()), float(target.std() + 1e-12)
-    names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
-    k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
-    res = mmh_inf.fit_mmh_regressor(
-        k_fit,
-        params,
-        (tuple(views), tuple(totals)),
-        jnp.asarray((target - mean) / std),
+    solve = partial(
+        mmh_inf.fit_mmh_regressor,
+        targets=jnp.asarray((target - mean) / std),
         epsilon=hyper["epsilon"],
-        svr_epochs=hyper["svm_epochs"],
-        final_svr_epochs=hyper["final_svm_epochs"],
-        **_alternation_args(hyper, kinds, len(views)),
     )
-    return _fitted(
+    return _fit_harmonium(
         "mmh-regression",
-        res.params,
+        rng_key,
         hyper,
-        names,
-        kinds,
-        scaling,
-        {"predictor": res.predictor},
+        _harmonium_views(train, hyper),
+        _alternation(solve, hyper, "svr"),
         target_mean=mean,
         target_std=std,
-        svr_primal=res.trace["svm_primal"].tolist(),
-        svr_gap=res.trace["svm_gap"].tolist(),
     )
 
 
@@ -340,19 +352,8 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     train = corpus.subset(labels >= 0)
     onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
     wing = ("__labels__", "softmax", onehot)
-    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing)
-    k_init, k_fit = jax.random.split(rng_key)
-    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
-    return _fitted(
-        "twh",
-        params,
-        hyper,
-        names,
-        kinds,
-        scaling,
-        num_classes=num_classes,
-        cd_gap=gaps[-10:].tolist(),
-    )
+    encoded = _harmonium_views(train, hyper, wing)
+    return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
 
 
 def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
@@ -363,15 +364,7 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     names, kinds, scaling = _view_setup(train, "bernoulli")
     views, _ = _encode(train, names, kinds, scaling)
     feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
-    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
-    state, info = cs.fit_multiclass_svm(
-        rng_key,
-        feats,
-        y,
-        num_classes,
-        hyper["c2"] / hyper["c1"],
-        max_epochs=hyper["svm_epochs"],
-    )
+    state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     return Fitted(
         "svm",
         {"predictor": state.weights, "scaling": scaling},

@@ -108,6 +108,27 @@ def _init_and_train(k_init, k_fit, kinds, views, totals, hyper):
     return _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
 
 
+def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
+    """Initialize a harmonium on ``encoded`` (:func:`_harmonium_views`' output), train
+    it and pack it as method ``name``'s :class:`Fitted`.
+
+    ``train(rng_key, params, kinds, images) -> (params, extra_params, info)`` trains
+    the initialized harmonium on ``images = (views, totals)``; the default is CD
+    (``hyper["steps"]`` steps), whose info is the last ten CD gaps ``cd_gap``. The
+    keywords ``info`` come first in the fitted info, ``train``'s after them.
+    """
+    names, kinds, scaling, views, totals = encoded
+    k_init, k_fit = jax.random.split(rng_key)
+    params = _init(k_init, kinds, views, hyper)
+    images = (tuple(views), tuple(totals))
+    if train is None:
+        params, gaps = _train_cd(k_fit, params, kinds, images, hyper)
+        extra, trained = None, {"cd_gap": gaps[-10:].tolist()}
+    else:
+        params, extra, trained = train(k_fit, params, kinds, images)
+    return _fitted(name, params, hyper, names, kinds, scaling, extra, **info, **trained)
+
+
 def _encode(corpus, names, kinds, scaling):
     views, totals = [], []
     n = corpus.num_images
@@ -274,18 +295,8 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
     train = corpus.observed()
     words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
     wing = ("__words__", "bernoulli", words)
-    names, kinds, scaling, views, totals = _harmonium_views(train, hyper, wing, True)
-    k_init, k_fit = jax.random.split(rng_key)
-    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
-    return _fitted(
-        "dwh",
-        params,
-        hyper,
-        names,
-        kinds,
-        scaling,
-        cd_gap=gaps[-10:].tolist(),
-    )
+    encoded = _harmonium_views(train, hyper, wing, first=True)
+    return _fit_harmonium("dwh", rng_key, hyper, encoded)
 
 
 def _dwh_infer(fitted, corpus):

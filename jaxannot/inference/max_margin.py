@@ -83,9 +83,8 @@ LOSSES = ("hinge", "crammer_singer", "epsilon_insensitive")
 SOLVERS = ("optax", "dual")
 
 #: Dual solves stop once the relative duality gap (liblinear's projected-gradient
-#: spread for the binary hinge) is below this, or after ``DUAL_MAX_EPOCHS`` epochs.
-DUAL_TOL = 1e-6
-DUAL_MAX_EPOCHS = 5000
+#: spread for the binary hinge) is below ``tol``, or after ``max_epochs`` epochs.
+DUAL_STOP = multiclass_svm.DualStop(max_epochs=5000, tol=1e-6)
 #: Standard deviation of the initial weights: small enough to start near the
 #: all-zero SVM, non-zero so that the classes' scores are not tied.
 INIT_SCALE = 1e-2
@@ -238,9 +237,9 @@ class MaxMargin:
         -------
         dict
             ``{"weights", "bias"}`` from Crammer–Singer's, the binary L1-loss SVM's or
-            the ε-SVR's dual coordinate descent, run until the relative gap is below
-            ``DUAL_TOL`` (at most ``DUAL_MAX_EPOCHS`` epochs; the visiting order uses a
-            fixed key, which changes the path, not the optimum).
+            the ε-SVR's dual coordinate descent, stopped by ``DUAL_STOP`` (a relative
+            gap of ``1e-6`` or 5000 epochs; the visiting order uses a fixed key, which
+            changes the path, not the optimum).
         """
         dtype = params["weights"].dtype
         if self.c == 0:
@@ -251,15 +250,13 @@ class MaxMargin:
         rng_key = jax.random.key(0)
         if self.loss == "crammer_singer":
             state, _ = multiclass_svm.fit_multiclass_svm(
-                rng_key, x, y, self.num_outputs, self.c,
-                max_epochs=DUAL_MAX_EPOCHS, tol=DUAL_TOL,
-            )  # fmt: skip
+                rng_key, x, y, self.num_outputs, self.c, stop=DUAL_STOP
+            )
             augmented = state.weights
         elif self.loss == "epsilon_insensitive":
             state, _ = svr.fit_svr(
-                rng_key, x, y, 1.0, self.c, self.epsilon,
-                max_epochs=DUAL_MAX_EPOCHS, tol=DUAL_TOL,
-            )  # fmt: skip
+                rng_key, x, y, 1.0, self.c, self.epsilon, stop=DUAL_STOP
+            )
             augmented = state.weights[None]
         else:
             augmented = _binary_hinge_weights(rng_key, x, y.astype(x.dtype), self.c)
@@ -276,7 +273,7 @@ def _binary_hinge_weights(rng_key: PRNGKey, x: Array, y: Array, c: float) -> Arr
 
     def cond(carry):
         epoch, _, violation = carry
-        return (epoch < DUAL_MAX_EPOCHS) & (violation > DUAL_TOL)
+        return (epoch < DUAL_STOP.max_epochs) & (violation > DUAL_STOP.tol)
 
     def body(carry):
         epoch, state, _ = carry

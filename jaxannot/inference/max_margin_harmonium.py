@@ -53,8 +53,10 @@ Lagrangian step is kept rather than the term's penalty.
 
 Both Θ-step terms are averaged over images (the paper's sums divided by :math:`D`,
 which rescales the Θ-step only). The module sees the model only through the functions
-it is handed: ``phase_statistics`` and ``expected_log_potential`` (for CD) and
-``embed(params, image) -> [K]`` (:math:`E_{q_0}[h]`, differentiable in ``params``).
+it is handed in an :class:`MMHModel`: ``phase_statistics`` and
+``expected_log_potential`` (for CD), ``embed(params, image) -> [K]``
+(:math:`E_{q_0}[h]`, differentiable in ``params``) and the Θ-step's optimizer; the
+alternation's lengths and the V-step's variant are a :class:`Schedule`.
 
 References
 ----------
@@ -64,6 +66,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012, §4.1–4.2.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import NamedTuple
@@ -82,6 +85,8 @@ from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
+    "MMHModel",
+    "Schedule",
     "MMHResult",
     "with_offset",
     "term_params",
@@ -91,6 +96,81 @@ __all__ = [
     "fit_mmh_classifier",
     "fit_mmh_regressor",
 ]
+
+
+SVM_STEPS = ("p1", "standardized")
+
+
+class MMHModel(NamedTuple):
+    """The likelihood model as the fit sees it, and the Θ-step's optimizer.
+
+    Hashable (functions compare by identity): the compiled Θ-steps are cached per
+    model, so a second fit with the same model reuses them.
+
+    Attributes
+    ----------
+    phase_statistics, expected_log_potential : callable
+        The model's CD pieces (see :mod:`jaxannot.inference.contrastive_divergence`).
+    embed : callable
+        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`, differentiable in
+        ``params``.
+    optimizer : optax.GradientTransformation
+        The Θ-step's optimizer.
+    """
+
+    phase_statistics: Callable
+    expected_log_potential: Callable
+    embed: Callable
+    optimizer: optax.GradientTransformation
+
+
+class Schedule(NamedTuple):
+    r"""The alternation schedule shared by :func:`fit_mmh_classifier` and
+    :func:`fit_mmh_regressor` (hashable: plain numbers and strings).
+
+    Attributes
+    ----------
+    iterations : int
+        Number of (V-step, Θ-step) alternations.
+    inner_steps : int
+        Optax steps per Θ-step.
+    pretrain_steps : int
+        Plain CD steps (the likelihood alone) before the first V-step.
+    svm_epochs, final_svm_epochs : int
+        Epoch budgets of the warm-started V-steps (the SVM's or the SVR's dual) inside
+        the alternation and of the last V-step (on the final features); each stops
+        earlier at its solver's relative duality gap (``trace["svm_gap"]`` says where
+        it stopped).
+    batch_size : int, optional
+        Minibatch of the CD term (the V-step and the Θ-step's extra term always use
+        every image).
+    svm_step : {"p1", "standardized"}
+        ``"p1"``: the V-step solves P1's (P2's) V-part on the raw :math:`[\bar h_d,
+        1]`, its first call warm-started from the duals of the standardized problem (a
+        preconditioner of the start only). ``"standardized"``: the V-step on
+        :math:`(\bar h - m) / s` (mean and standard deviation over the images,
+        refreshed at every V-step and held fixed in the Θ-step), ``V`` folded back;
+        its regularizer is :math:`\tfrac12\|V'\|^2` of the standardized weights, not
+        the paper's (``docs/harmoniums.md``).
+    """
+
+    iterations: int = 10
+    inner_steps: int = 50
+    pretrain_steps: int = 0
+    svm_epochs: int = 50
+    final_svm_epochs: int = 300
+    batch_size: int | None = None
+    svm_step: str = "p1"
+
+    @property
+    def standardized(self) -> bool:
+        """``True`` for the standardized V-step; ``ValueError`` on an unknown
+        ``svm_step``."""
+        if self.svm_step not in SVM_STEPS:
+            raise ValueError(
+                f"unknown svm_step {self.svm_step!r}; valid: {', '.join(SVM_STEPS)}"
+            )
+        return self.svm_step == "standardized"
 
 
 class MMHResult(NamedTuple):
@@ -194,73 +274,64 @@ def _embed_all(params, images, embed, standardize):
 
 
 @functools.lru_cache(maxsize=32)
-def _theta_steps(
-    optimizer, phase_statistics, expected_log_potential, embed, task, batch_size
-):
+def _theta_steps(model: MMHModel, task: str, batch_size: int | None):
     """The plain CD step and the Θ-step (CD + the ``task``'s extra term), built once
     per setting so that a second fit reuses :func:`cd.fit_cd`'s compiled loops."""
     extra_loss = (
-        classification_extra_loss(embed)
+        classification_extra_loss(model.embed)
         if task == "classification"
-        else regression_extra_loss(embed)
+        else regression_extra_loss(model.embed)
     )
-    plain = cd.build_kernel(
-        optimizer, phase_statistics, expected_log_potential, batch_size=batch_size
-    )
-    step = cd.build_kernel(
-        optimizer, phase_statistics, expected_log_potential, extra_loss, batch_size
-    )
+    pieces = (model.optimizer, model.phase_statistics, model.expected_log_potential)
+    plain = cd.build_kernel(*pieces, batch_size=batch_size)
+    step = cd.build_kernel(*pieces, extra_loss, batch_size)
     return plain, step
 
 
-def _alternate(rng_key, params, images, task, v_init, v_step, pieces, schedule):
+def _alternate(rng_key, params, images, task, v_solver, model, schedule):
     """The coordinate descent shared by P1 and P2.
 
-    ``pieces`` = ``(optimizer, phase_statistics, expected_log_potential, embed)``,
-    ``schedule`` = ``(iterations, inner_steps, pretrain_steps, batch_size,
-    standardize)``; ``v_init(key, feats)`` and ``v_step(key, feats, v_state, final)``
-    are the task's V-step solver.
+    ``v_solver = (v_init, v_step)`` is the task's V-step solver, ``v_init(key, feats,
+    epochs)`` and ``v_step(key, feats, v_state, epochs) -> (v_state, extra-loss data,
+    (primal, relative gap))``, with the epoch budgets of ``schedule``.
     """
-    optimizer, phase_statistics, expected_log_potential, embed = pieces
-    iterations, inner_steps, pretrain_steps, batch_size, standardize = schedule
-    plain, step = _theta_steps(
-        optimizer, phase_statistics, expected_log_potential, embed, task, batch_size
-    )
+    v_init, v_step = v_solver
+    plain, step = _theta_steps(model, task, schedule.batch_size)
+    standardize = schedule.standardized
 
     def embed_all(p):
-        return _embed_all(p, images, embed, standardize)
+        return _embed_all(p, images, model.embed, standardize)
 
-    state = cd.init(params, optimizer)
+    state = cd.init(params, model.optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
-    if pretrain_steps > 0:
+    if schedule.pretrain_steps > 0:
         state, info = cd.fit_cd(
-            k_pre, state, (images, None), step=plain, num_steps=pretrain_steps
+            k_pre, state, (images, None), step=plain, num_steps=schedule.pretrain_steps
         )
         gaps.append(np.asarray(info.cd_gap))
-    v_state = v_init(jax.random.fold_in(k_pre, 1), embed_all(state.params)[0])
+    start = embed_all(state.params)[0]
+    v_state = v_init(jax.random.fold_in(k_pre, 1), start, schedule.svm_epochs)
     objective, rel_gaps, extras = [], [], []
-    for it in range(iterations):
+    for it in range(schedule.iterations):
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
         feats, standard = embed_all(state.params)
-        v_state, aux, value = v_step(k_v, feats, v_state)
+        v_state, aux, value = v_step(k_v, feats, v_state, schedule.svm_epochs)
         aux = (*aux, *standard)
         objective.append(value[0])
         rel_gaps.append(value[1])
         state, info = cd.fit_cd(
-            k_theta, state, (images, aux), step=step, num_steps=inner_steps
+            k_theta, state, (images, aux), step=step, num_steps=schedule.inner_steps
         )
         gaps.append(np.asarray(info.cd_gap))
         extras.append(np.asarray(info.extra_loss))
     feats, (center, scale) = embed_all(state.params)
-    v_state, _, value = v_step(
-        jax.random.fold_in(k_alt, iterations), feats, v_state, final=True
-    )
+    k_final = jax.random.fold_in(k_alt, schedule.iterations)
+    v_state, _, value = v_step(k_final, feats, v_state, schedule.final_svm_epochs)
     objective.append(value[0])
     rel_gaps.append(value[1])
-    return (
+    return MMHResult(
         state.params,
-        v_state,
         _to_raw(v_state.weights, center, scale),
         {
             "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
@@ -269,16 +340,6 @@ def _alternate(rng_key, params, images, task, v_init, v_step, pieces, schedule):
             "extra_loss": np.concatenate(extras) if extras else np.zeros(0),
         },
     )
-
-
-SVM_STEPS = ("p1", "standardized")
-
-
-def _check_svm_step(svm_step: str) -> bool:
-    """``True`` for the standardized V-step; ``ValueError`` on an unknown name."""
-    if svm_step not in SVM_STEPS:
-        raise ValueError(f"unknown svm_step {svm_step!r}; valid: p1, standardized")
-    return svm_step == "standardized"
 
 
 def _last(trace) -> tuple[float, float]:
@@ -301,20 +362,11 @@ def fit_mmh_classifier(
     images,
     labels: Array,
     num_classes: int,
+    model: MMHModel,
     *,
-    phase_statistics: Callable,
-    expected_log_potential: Callable,
-    embed: Callable,
-    optimizer: optax.GradientTransformation,
     c1: float = 0.5,
     c2: float = 1.0,
-    iterations: int = 10,
-    inner_steps: int = 50,
-    pretrain_steps: int = 0,
-    svm_epochs: int = 50,
-    final_svm_epochs: int = 300,
-    batch_size: int | None = None,
-    svm_step: str = "p1",
+    schedule: Schedule | None = None,
 ) -> MMHResult:
     r"""Fit the max-margin harmonium for classification by alternating V- and Θ-steps.
 
@@ -327,34 +379,16 @@ def fit_mmh_classifier(
         Batch handed to ``phase_statistics`` / ``embed`` (leading image axis).
     labels : [D] int array
     num_classes : int
-    phase_statistics, expected_log_potential : callables
-        The model's CD pieces (see :mod:`jaxannot.inference.contrastive_divergence`).
-    embed : callable
-        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
-    optimizer : optax.GradientTransformation
+    model : MMHModel
+        The model's CD pieces, ``embed`` and the Θ-step's optimizer.
     c1, c2 : float
         Seed 001's constants (it fixes :math:`C_1 = 0.5`).
-    iterations : int
-        Number of (V-step, Θ-step) alternations.
-    inner_steps : int
-        Optax steps per Θ-step.
-    pretrain_steps : int
-        Plain CD steps (the DWH likelihood alone) before the first V-step.
-    svm_epochs, final_svm_epochs : int
-        Epoch budgets of the warm-started V-steps inside the alternation and of the
-        last V-step (on the final features); each stops earlier at a relative
-        duality gap of ``1e-4`` (``trace["svm_gap"]`` says where it stopped).
-    batch_size : int, optional
-        Minibatch of the CD term (the hinge always uses every image).
-    svm_step : {"p1", "standardized"}
-        ``"p1"``: the V-step minimizes P1's :math:`\tfrac12\|V\|^2 + \frac{C_2}{C_1}
-        \sum_d \ell_{CS}(V[\bar h_d, 1], y_d)` on the raw features, its first call
-        warm-started from the duals of the standardized problem (a preconditioner
-        of the start only). ``"standardized"``: the SVM on :math:`(\bar h - m) / s`
-        (mean and standard deviation over the images, refreshed at every V-step and
-        held fixed in the Θ-step), ``V`` folded back; its regularizer is
-        :math:`\tfrac12\|V'\|^2` of the standardized weights, not P1's
-        (``docs/harmoniums.md``).
+    schedule : Schedule, optional
+        Alternations, Θ-step lengths, V-step epoch budgets and the V-step's variant
+        (default ``Schedule()``): ``"p1"`` minimizes P1's :math:`\tfrac12\|V\|^2 +
+        \frac{C_2}{C_1} \sum_d \ell_{CS}(V[\bar h_d, 1], y_d)` on the raw features,
+        ``"standardized"`` the SVM on the standardized features (each V-step stops
+        at a relative duality gap of ``1e-4`` or at its epoch budget).
 
     Returns
     -------
@@ -363,43 +397,32 @@ def fit_mmh_classifier(
         ``"standardized"``); predict with ``argmax(with_offset(embed) @ V.T)`` — one
         linear pass (seed 001 §4.4).
     """
-    standardize = _check_svm_step(svm_step)
+    schedule = Schedule() if schedule is None else schedule
+    standardize = schedule.standardized
     labels = jnp.asarray(labels, jnp.int32)
     term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
     cost = jnp.float32(c2 / labels.shape[0])  # (C1 / D) x term.c
 
-    def v_init(key, feats):
+    def solve(key, feats, warm, epochs):
+        stop = dataclasses.replace(cs.DEFAULT_STOP, max_epochs=epochs)
+        return cs.fit_multiclass_svm(
+            key, feats, labels, num_classes, term.c, stop=stop, init_state=warm
+        )
+
+    def v_init(key, feats, epochs):
         if standardize:
             return cs.init(feats, num_classes)
-        start, _ = cs.fit_multiclass_svm(
-            key,
-            _standardized_start(feats),
-            labels,
-            num_classes,
-            term.c,
-            max_epochs=svm_epochs,
-        )
+        start, _ = solve(key, _standardized_start(feats), None, epochs)
         return cs.CSState(start.alpha, start.alpha.T @ feats)
 
-    def v_step(key, feats, v_state, final=False):
+    def v_step(key, feats, v_state, epochs):
         warm = cs.CSState(v_state.alpha, v_state.alpha.T @ feats)  # W(α), new feats
-        v_state, info = cs.fit_multiclass_svm(
-            key,
-            feats,
-            labels,
-            num_classes,
-            term.c,
-            init_state=warm,
-            max_epochs=final_svm_epochs if final else svm_epochs,
-        )
+        v_state, info = solve(key, feats, warm, epochs)
         return v_state, (labels, cost, v_state.weights), _last(info)
 
-    pieces = (optimizer, phase_statistics, expected_log_potential, embed)
-    schedule = (iterations, inner_steps, pretrain_steps, batch_size, standardize)
-    out_params, _, predictor, trace = _alternate(
-        rng_key, params, images, "classification", v_init, v_step, pieces, schedule
+    return _alternate(
+        rng_key, params, images, "classification", (v_init, v_step), model, schedule
     )
-    return MMHResult(out_params, predictor, trace)
 
 
 def fit_mmh_regressor(
@@ -407,21 +430,12 @@ def fit_mmh_regressor(
     params: ArrayTree,
     images,
     targets: Array,
+    model: MMHModel,
     *,
-    phase_statistics: Callable,
-    expected_log_potential: Callable,
-    embed: Callable,
-    optimizer: optax.GradientTransformation,
     c1: float = 0.5,
     c2: float = 1.0,
     epsilon: float = 0.1,
-    iterations: int = 10,
-    inner_steps: int = 50,
-    pretrain_steps: int = 0,
-    svr_epochs: int = 50,
-    final_svr_epochs: int = 300,
-    batch_size: int | None = None,
-    svm_step: str = "p1",
+    schedule: Schedule | None = None,
 ) -> MMHResult:
     r"""Fit the max-margin harmonium for regression (seed 001 §4.2).
 
@@ -430,34 +444,31 @@ def fit_mmh_regressor(
     P2's :math:`\tfrac12 C_1\|V\|^2 + C_2\sum_d \ell_\epsilon` on the raw
     :math:`[\bar h_d, 1]` for ``svm_step="p1"`` (first V-step warm-started from the
     standardized problem's multipliers), on the standardized features for
-    ``"standardized"``. ``predictor`` is ``V`` ``[K+1]``; predict with
-    ``with_offset(embed) @ V``.
+    ``"standardized"`` (V-steps stop at a relative duality gap of ``1e-5``).
+    ``predictor`` is ``V`` ``[K+1]``; predict with ``with_offset(embed) @ V``.
     """
-    standardize = _check_svm_step(svm_step)
+    schedule = Schedule() if schedule is None else schedule
+    standardize = schedule.standardized
     targets = jnp.asarray(targets, jnp.float32)
 
     def solve(key, feats, warm, epochs):
+        stop = dataclasses.replace(svr_mod.DEFAULT_STOP, max_epochs=epochs)
         return svr_mod.fit_svr(
-            key, feats, targets, c1, c2, epsilon, init_state=warm, max_epochs=epochs
+            key, feats, targets, c1, c2, epsilon, stop=stop, init_state=warm
         )
 
-    def v_init(key, feats):
+    def v_init(key, feats, epochs):
         zero = svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
         if standardize:
             return zero
-        start, _ = solve(key, _standardized_start(feats), zero, svr_epochs)
+        start, _ = solve(key, _standardized_start(feats), zero, epochs)
         return svr_mod.SVRState(start.beta, start.beta @ feats / c1)
 
-    def v_step(key, feats, v_state, final=False):
+    def v_step(key, feats, v_state, epochs):
         warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
-        v_state, info = solve(
-            key, feats, warm, final_svr_epochs if final else svr_epochs
-        )
+        v_state, info = solve(key, feats, warm, epochs)
         return v_state, (v_state.beta, v_state.weights), _last(info)
 
-    pieces = (optimizer, phase_statistics, expected_log_potential, embed)
-    schedule = (iterations, inner_steps, pretrain_steps, batch_size, standardize)
-    out_params, _, predictor, trace = _alternate(
-        rng_key, params, images, "regression", v_init, v_step, pieces, schedule
+    return _alternate(
+        rng_key, params, images, "regression", (v_init, v_step), model, schedule
     )
-    return MMHResult(out_params, predictor, trace)

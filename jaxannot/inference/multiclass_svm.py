@@ -32,6 +32,7 @@ KDD 2008.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import NamedTuple
 
@@ -41,6 +42,8 @@ import jax.numpy as jnp
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
+    "DualStop",
+    "DEFAULT_STOP",
     "CSState",
     "CSInfo",
     "primal_objective",
@@ -51,6 +54,41 @@ __all__ = [
     "run_dual_epochs",
     "decision_function",
 ]
+
+
+@partial(
+    jax.tree_util.register_dataclass, data_fields=["tol"], meta_fields=["max_epochs"]
+)
+@dataclasses.dataclass(frozen=True)
+class DualStop:
+    r"""The stopping rule of dual coordinate descent (this module's and
+    :mod:`~jaxannot.inference.svr`'s).
+
+    Epochs run until the duality gap of the primal :math:`P` and the (minimized)
+    dual :math:`D` is small relative to the primal,
+
+    .. math::
+
+        P + D \le \mathrm{tol} \cdot \max(1, |P|),
+
+    or until ``max_epochs`` epochs have run. A pytree: ``max_epochs`` is static (it
+    fixes the length of the traces), ``tol`` is traced (a new value does not
+    recompile).
+
+    Attributes
+    ----------
+    max_epochs : int
+        Epoch budget.
+    tol : float
+        Relative duality gap to stop at.
+    """
+
+    max_epochs: int
+    tol: float
+
+
+#: Default of :func:`fit_multiclass_svm`.
+DEFAULT_STOP = DualStop(max_epochs=1000, tol=1e-4)
 
 
 class CSState(NamedTuple):
@@ -131,7 +169,7 @@ def build_kernel(c: float):
     return step
 
 
-@partial(jax.jit, static_argnames=("num_classes", "max_epochs"))
+@partial(jax.jit, static_argnames=("num_classes",))
 def fit_multiclass_svm(
     rng_key: PRNGKey,
     x: Array,
@@ -139,11 +177,10 @@ def fit_multiclass_svm(
     num_classes: int,
     c: float = 1.0,
     *,
-    max_epochs: int = 1000,
-    tol: float = 1e-4,
+    stop: DualStop = DEFAULT_STOP,
     init_state: CSState | None = None,
 ) -> tuple[CSState, CSInfo]:
-    """Fit the Crammer–Singer SVM; stop when the relative duality gap is below ``tol``.
+    """Fit the Crammer–Singer SVM by dual coordinate descent until ``stop``.
 
     Parameters
     ----------
@@ -157,18 +194,16 @@ def fit_multiclass_svm(
         Number of classes ``T`` (static).
     c : float
         Cost ``C`` (seed 001: :math:`C_2 / C_1`).
-    max_epochs : int
-        Epoch budget (static).
-    tol : float
-        Stop once ``gap <= tol * max(1, |primal|)``.
+    stop : DualStop
+        Epoch budget (static) and relative duality gap to stop at (traced).
     init_state : CSState, optional
         Warm start (the alternating MMH fit passes the previous duals).
 
     Returns
     -------
     (CSState, CSInfo)
-        The final state and an info whose fields are ``[max_epochs]`` traces (NaN
-        after the stopping epoch).
+        The final state and an info whose fields are ``[stop.max_epochs]`` traces
+        (NaN after the stopping epoch).
 
     Examples
     --------
@@ -182,11 +217,11 @@ def fit_multiclass_svm(
     y = jnp.asarray(y, jnp.int32)
     state = init(x, num_classes) if init_state is None else init_state
     step = build_kernel(c)
-    return run_dual_epochs(step, CSInfo, rng_key, state, x, y, max_epochs, tol)
+    return run_dual_epochs(step, CSInfo, rng_key, state, x, y, stop)
 
 
-def run_dual_epochs(step, info_type, rng_key, state, x, y, max_epochs: int, tol: float):
-    """Run dual coordinate-descent epochs until the relative duality gap is small.
+def run_dual_epochs(step, info_type, rng_key, state, x, y, stop: DualStop):
+    """Run dual coordinate-descent epochs until the :class:`DualStop` rule holds.
 
     Parameters
     ----------
@@ -197,15 +232,16 @@ def run_dual_epochs(step, info_type, rng_key, state, x, y, max_epochs: int, tol:
         (:class:`CSInfo`, :class:`~jaxannot.inference.svr.SVRInfo`).
     rng_key, state, x, y
         The visiting orders' key (folded with the epoch), the start and the data.
-    max_epochs, tol
-        As in :func:`fit_multiclass_svm`.
+    stop : DualStop
+        Epoch budget and relative duality gap to stop at.
 
     Returns
     -------
     (state, info)
-        The final state and ``[max_epochs]`` traces of ``info`` (NaN after the
+        The final state and ``[stop.max_epochs]`` traces of ``info`` (NaN after the
         stopping epoch).
     """
+    max_epochs, tol = stop.max_epochs, stop.tol
     nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
     trace = info_type(nan, nan, nan)
 

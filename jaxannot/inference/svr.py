@@ -29,16 +29,16 @@ Regression. JMLR 13, 2012. Seed 001 §4.2.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference.multiclass_svm import run_dual_epochs
+from jaxannot.inference.multiclass_svm import DualStop, run_dual_epochs
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
+    "DEFAULT_STOP",
     "SVRState",
     "SVRInfo",
     "primal_objective",
@@ -47,6 +47,10 @@ __all__ = [
     "fit_svr",
     "multipliers",
 ]
+
+
+#: Default of :func:`fit_svr`.
+DEFAULT_STOP = DualStop(max_epochs=500, tol=1e-5)
 
 
 class SVRState(NamedTuple):
@@ -112,7 +116,7 @@ def build_kernel(c1: float, c2: float, epsilon: float):
     return step
 
 
-@partial(jax.jit, static_argnames=("max_epochs",))
+@jax.jit
 def fit_svr(
     rng_key: PRNGKey,
     x: Array,
@@ -121,15 +125,14 @@ def fit_svr(
     c2: float = 1.0,
     epsilon: float = 0.1,
     *,
-    max_epochs: int = 500,
-    tol: float = 1e-5,
+    stop: DualStop = DEFAULT_STOP,
     init_state: SVRState | None = None,
 ) -> tuple[SVRState, SVRInfo]:
-    """Fit the ε-insensitive SVR dual; stop when the relative gap is below ``tol``.
+    """Fit the ε-insensitive SVR dual by coordinate descent until ``stop``.
 
     Parameters
     ----------
-    rng_key, x, max_epochs, tol
+    rng_key, x, stop
         As in :func:`~jaxannot.inference.multiclass_svm.fit_multiclass_svm`.
     y : [n] array
         Targets.
@@ -142,7 +145,7 @@ def fit_svr(
     Returns
     -------
     (SVRState, SVRInfo)
-        Final state and ``[max_epochs]`` traces (NaN after the stopping epoch).
+        Final state and ``[stop.max_epochs]`` traces (NaN after the stopping epoch).
     """
     x = jnp.asarray(x)
     y = jnp.asarray(y, x.dtype)
@@ -151,7 +154,7 @@ def fit_svr(
             jnp.zeros(x.shape[0], x.dtype), jnp.zeros(x.shape[1], x.dtype)
         )
     step = build_kernel(c1, c2, epsilon)
-    return run_dual_epochs(step, SVRInfo, rng_key, init_state, x, y, max_epochs, tol)
+    return run_dual_epochs(step, SVRInfo, rng_key, init_state, x, y, stop)
 
 
 def multipliers(state: SVRState) -> tuple[Array, Array]:

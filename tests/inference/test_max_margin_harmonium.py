@@ -11,6 +11,7 @@ from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import max_margin_harmonium as mmh
 from jaxannot.inference import svr
 from jaxannot.inference.max_margin import MaxMargin
+from jaxannot.inference.multiclass_svm import DualStop
 from jaxannot.models import harmonium as hm
 
 KINDS = ("bernoulli", "gaussian")
@@ -114,10 +115,9 @@ def test_eq11_gradient_is_epsilon_insensitive_gradient_at_the_v_step(rng_key, rn
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     c1, c2, eps = 0.5, 0.05, 0.1
     hidden = jax.vmap(_embed, (None, 0))(params, _images(x, z))
-    state, _ = svr.fit_svr(
-        rng_key, mmh.with_offset(hidden), target, c1, c2, eps,
-        max_epochs=5000, tol=1e-7,
-    )  # fmt: skip
+    feats = mmh.with_offset(hidden)
+    stop = DualStop(5000, 1e-7)
+    state, _ = svr.fit_svr(rng_key, feats, target, c1, c2, eps, stop=stop)
     beta, v = np.asarray(state.beta), state.weights
     resid = target - np.asarray(mmh.with_offset(hidden) @ v)
     off = np.abs(np.abs(resid) - eps) > 1e-3
@@ -143,6 +143,15 @@ def test_eq11_gradient_is_epsilon_insensitive_gradient_at_the_v_step(rng_key, rn
     assert np.abs(np.asarray(want.weights[0])).max() > 1e-3
 
 
+def _model(embed):
+    return mmh.MMHModel(
+        phase_statistics=hm.cd_phase_statistics(KINDS, 5),
+        expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
+        embed=embed,
+        optimizer=cd.make_optimizer("adam", 0.02),
+    )
+
+
 def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
     x, z, y = _toy(rng)
     params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
@@ -152,22 +161,16 @@ def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
         traces["n"] += 1  # counts traces only
         return _embed(p, image)
 
-    opt = cd.make_optimizer("adam", 0.02)
     res = mmh.fit_mmh_classifier(
         rng_key,
         params,
         _images(x, z),
         y,
         3,
-        phase_statistics=hm.cd_phase_statistics(KINDS, 5),
-        expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
-        embed=embed,
-        optimizer=opt,
+        _model(embed),
         c1=0.5,
         c2=1.0,
-        iterations=4,
-        inner_steps=10,
-        pretrain_steps=10,
+        schedule=mmh.Schedule(iterations=4, inner_steps=10, pretrain_steps=10),
     )
     # embed_all traced once, the Θ-step loss traced once (+ its scan body): no
     # retracing across the 4 alternations
@@ -179,23 +182,19 @@ def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
     assert np.all(np.isfinite(res.trace["svm_primal"]))
 
 
-def _fit_classifier(params, x, z, y, **kwargs):
+def _fit_classifier(params, x, z, y, **schedule):
     return mmh.fit_mmh_classifier(
         jax.random.key(1),
         params,
         _images(x, z),
         y,
         3,
-        phase_statistics=hm.cd_phase_statistics(KINDS, 5),
-        expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
-        embed=_embed,
-        optimizer=cd.make_optimizer("adam", 0.02),
+        _model(_embed),
         c1=0.5,
         c2=1.0,
-        iterations=1,
-        inner_steps=5,
-        pretrain_steps=10,
-        **kwargs,
+        schedule=mmh.Schedule(
+            iterations=1, inner_steps=5, pretrain_steps=10, **schedule
+        ),
     )
 
 
@@ -246,15 +245,11 @@ def test_regressor_fits(rng_key, rng):
         params,
         _images(x, z),
         target,
-        phase_statistics=hm.cd_phase_statistics(KINDS, 5),
-        expected_log_potential=lambda p, q: hm.expected_log_potential(p, KINDS, q),
-        embed=_embed,
-        optimizer=cd.make_optimizer("adam", 0.02),
+        _model(_embed),
         c1=0.5,
         c2=5.0,
         epsilon=0.05,
-        iterations=4,
-        inner_steps=20,
+        schedule=mmh.Schedule(iterations=4, inner_steps=20),
     )
     feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
     pred = np.asarray(feats @ res.predictor)

@@ -21,7 +21,7 @@ def _problem(rng, n=60, f=5, t=4):
 def test_objective_matches_sklearn(rng, c):
     x, y = _problem(rng)
     state, info = cs.fit_multiclass_svm(
-        jax.random.key(0), x, y, 4, c, tol=1e-6, max_epochs=3000
+        jax.random.key(0), x, y, 4, c, stop=cs.DualStop(3000, 1e-6)
     )
     ours = float(cs.primal_objective(state.weights, jnp.asarray(x), jnp.asarray(y), c))
     ref = LinearSVC(
@@ -44,7 +44,7 @@ def test_objective_matches_sklearn(rng, c):
 def test_dual_never_increases_and_bounds_primal(rng):
     x, y = _problem(rng, n=40)
     _, info = cs.fit_multiclass_svm(
-        jax.random.key(1), x, y, 4, 1.0, tol=0.0, max_epochs=30
+        jax.random.key(1), x, y, 4, 1.0, stop=cs.DualStop(30, 0.0)
     )
     dual = np.asarray(info.dual)
     assert np.all(np.diff(dual) <= 1e-5 * np.abs(dual[:-1]).max())  # float32 slack
@@ -57,3 +57,15 @@ def test_separable_data_is_classified(rng):
     state, _ = cs.fit_multiclass_svm(jax.random.key(2), x, y, 3, 10.0)
     pred = np.asarray(cs.decision_function(state.weights, x)).argmax(1)
     assert (pred == y).all()
+
+
+def test_a_new_tolerance_does_not_recompile(rng):
+    x, y = _problem(rng, n=20)
+    fit = cs.fit_multiclass_svm
+    fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 1e-3))
+    size = fit._cache_size()
+    _, loose = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 1e-1))
+    _, tight = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 0.0))
+    assert fit._cache_size() == size
+    # the traced tolerance still decides when it stops
+    assert np.isnan(np.asarray(loose.gap)).sum() > np.isnan(np.asarray(tight.gap)).sum()

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import svr
+from jaxannot.inference.multiclass_svm import DualStop
 
 
 def _problem(rng, n=50, f=4):
@@ -20,7 +21,9 @@ def _problem(rng, n=50, f=4):
 @pytest.mark.parametrize(("c1", "c2", "eps"), [(0.5, 1.0, 0.1), (1.0, 0.05, 0.3)])
 def test_objective_matches_sklearn_and_qp(rng, c1, c2, eps):
     x, y = _problem(rng)
-    state, info = svr.fit_svr(jax.random.key(0), x, y, c1, c2, eps, tol=1e-7)
+    state, info = svr.fit_svr(
+        jax.random.key(0), x, y, c1, c2, eps, stop=DualStop(500, 1e-7)
+    )
     ours = float(svr.primal_objective(state.weights, x, y, c1, c2, eps))
     ref = LinearSVR(
         C=c2 / c1,
@@ -56,7 +59,7 @@ def test_objective_matches_sklearn_and_qp(rng, c1, c2, eps):
 def test_dual_never_increases(rng):
     x, y = _problem(rng, n=30)
     _, info = svr.fit_svr(
-        jax.random.key(1), x, y, 1.0, 1.0, 0.1, tol=0.0, max_epochs=25
+        jax.random.key(1), x, y, 1.0, 1.0, 0.1, stop=DualStop(25, 0.0)
     )
     dual = np.asarray(info.dual)
     assert np.all(np.diff(dual) <= 1e-5 * np.abs(dual).max())
