@@ -1,7 +1,8 @@
 """User-facing methods behind one protocol (see :mod:`jaxannot.annotators.base`).
 
-Every module of this package registers its methods on import; :func:`available_methods`
-imports them all.
+The library's methods are listed in :data:`~jaxannot.annotators.base.METHOD_MODULES`;
+:func:`get_method` imports the module of the one asked for, :func:`available_methods`
+all of them.
 """
 
 from jaxannot.annotators.base import (

@@ -1,10 +1,14 @@
+import ast
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from jaxannot.annotators import Fitted, Method, load, parse_hyper, save
+from jaxannot.annotators import Fitted, Method, get_method, load, parse_hyper, save
+from jaxannot.annotators.base import METHOD_MODULES
 
 
 def _fitted():
@@ -96,3 +100,46 @@ def test_parse_hyper_types_and_errors():
     with pytest.raises(ValueError, match="key=value"):
         parse_hyper(m, ["k"])
     json.dumps(parse_hyper(m, {}))
+
+
+_TABLE_CHECK = """
+import importlib, json, pkgutil
+import jaxannot.annotators as pkg
+from jaxannot.annotators import base
+modules = list(dict.fromkeys(base.METHOD_MODULES.values()))
+others = [m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name not in modules]
+found = {}
+for module in modules + others:  # each module's dependencies come before it
+    before = set(base._REGISTRY)
+    importlib.import_module("jaxannot.annotators." + module)
+    for name in set(base._REGISTRY) - before:
+        found[name] = module
+print(json.dumps(found))
+"""
+
+
+def test_method_table_matches_what_the_modules_register():
+    # a fresh interpreter, so that nothing is registered before the imports
+    out = subprocess.run(
+        [sys.executable, "-c", _TABLE_CHECK], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == METHOD_MODULES
+
+
+def test_get_method_imports_only_its_module():
+    code = (
+        "import sys; from jaxannot.annotators import get_method; "
+        "get_method('knn'); print(sorted(m for m in sys.modules "
+        "if m.startswith('jaxannot.annotators.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    loaded = {m.rsplit(".", 1)[1] for m in ast.literal_eval(out.stdout)}
+    assert "baselines" in loaded
+    assert not loaded & {"ale", "emml", "harmoniums", "topic_models", "tagprop"}
+
+
+def test_unknown_method_lists_every_name():
+    with pytest.raises(KeyError, match="valid methods: ale-sf, ale-svm, bsvm"):
+        get_method("nope")
