@@ -1,4 +1,5 @@
-"""Metrics vs sklearn, brute-force loops and hand-worked cases (ties by index)."""
+"""Metrics vs sklearn, brute-force loops and hand-worked cases (per-image word rankings
+break ties by index; AP averages over tie orders; iAP reads tie-group ends)."""
 
 import itertools
 
@@ -139,17 +140,14 @@ def test_average_precision_matches_sklearn(problem):
     assert M.mean_average_precision(scores, truth) == pytest.approx(np.mean(aps))
 
 
-def test_average_precision_ties_by_index():
-    # all tied: ranking 0,1,2,3; positives at ranks 2 and 4 -> (1/2 + 2/4) / 2
-    assert M.average_precision([1.0, 1, 1, 1], [0, 1, 0, 1]) == pytest.approx(0.5)
-    assert M.average_precision([1.0, 1, 1, 1], [1, 0, 1, 0]) == pytest.approx(
-        (1 + 2 / 3) / 2
-    )
+def _ap_of_order(y, order):
+    rel = np.asarray(y)[list(order)]
+    prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
+    return float(np.sum(prec * rel) / rel.sum())
 
 
-def _brute_iap(s, y, origin=False):
-    order = sorted(range(len(s)), key=lambda i: (-s[i], i))
-    rel = np.asarray(y)[order]
+def _iap_of_order(y, order, origin=False):
+    rel = np.asarray(y)[list(order)]
     prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
     rec = np.cumsum(rel) / rel.sum()
     if origin:
@@ -161,13 +159,77 @@ def _brute_iap(s, y, origin=False):
     return total / 11
 
 
+def _brute_iap(s, y, origin=False):
+    return _iap_of_order(y, np.argsort(-np.asarray(s), kind="stable"), origin)
+
+
+def _tie_orders(s):
+    """Every ranking of the items by decreasing ``s`` (all orders of the ties)."""
+    s = np.asarray(s)
+    return [
+        p
+        for p in itertools.permutations(range(len(s)))
+        if np.all(np.diff(s[list(p)]) <= 0)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    s=hnp.arrays(np.int8, st.integers(1, 7), elements=st.integers(0, 2)),
+    data=st.data(),
+)
+def test_ap_is_the_mean_over_tie_orders_and_iap_the_worst(s, data):
+    y = data.draw(hnp.arrays(np.bool_, s.shape))
+    y[data.draw(st.integers(0, len(s) - 1))] = True  # at least one positive
+    orders = _tie_orders(s)
+    aps = [_ap_of_order(y, o) for o in orders]
+    assert M.average_precision(s, y) == pytest.approx(np.mean(aps), abs=TOL)
+    for origin in (False, True):
+        iaps = [_iap_of_order(y, o, origin) for o in orders]
+        got = M.interpolated_average_precision(s, y, origin=origin)
+        assert got == pytest.approx(min(iaps), abs=TOL)
+    # the column versions agree with the vector ones
+    assert M.mean_average_precision(s[:, None], y[:, None]) == pytest.approx(
+        np.mean(aps), abs=TOL
+    )
+
+
+def test_ap_with_ties_hand_worked_and_vs_sklearn():
+    # one tie of a positive and a negative: orders +- (AP 1) and -+ (AP 1/2)
+    assert M.average_precision([1.0, 1.0], [1, 0]) == pytest.approx(0.75, abs=TOL)
+    # sklearn makes the tie one threshold: both credited precision 1/2
+    assert skm.average_precision_score([1, 0], [1.0, 1.0]) == pytest.approx(0.5)
+    # 4 tied, 2 positives; positives at places {1,2}: AP 1, {1,3}: 5/6, {1,4}: 3/4,
+    # {2,3}: 7/12, {2,4}: 1/2, {3,4}: 5/12 -> mean 49/72 whatever the row order
+    for y in ([0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1]):
+        assert M.average_precision([1.0, 1, 1, 1], y) == pytest.approx(49 / 72)
+    # reversing the rows (the old index tie-break) does not change the result
+    s, y = np.array([3.0, 2, 2, 2, 1, 1]), np.array([0, 1, 0, 0, 1, 1])
+    assert M.average_precision(s, y) == pytest.approx(
+        M.average_precision(s[::-1], y[::-1]), abs=TOL
+    )
+
+
+def test_iap_with_ties_reads_sklearn_precision_recall_curve(problem):
+    scores, truth = problem
+    scores = np.round(scores, 0)  # a few levels: large tie groups
+    for w in range(truth.shape[1]):
+        if not truth[:, w].any():
+            continue
+        prec, rec, _ = skm.precision_recall_curve(truth[:, w], scores[:, w])
+        prec, rec = prec[:-1], rec[:-1]  # drop sklearn's appended (1, 0) point
+        levels = np.linspace(0, 1, 11)
+        ref = np.mean([max(prec[rec >= lv - 1e-12], default=0.0) for lv in levels])
+        got = M.interpolated_average_precision(scores[:, w], truth[:, w])
+        assert got == pytest.approx(ref, abs=TOL)
+
+
 def test_interpolated_ap_hand_worked_and_brute(problem):
     # ranking: +, -, +, -  -> (P,R) = (1,.5), (.5,.5), (2/3,1), (.5,1)
     # levels 0..0.5 -> 1; 0.6..1 -> 2/3  => (6 * 1 + 5 * 2/3) / 11
     iap = M.interpolated_average_precision([4.0, 3, 2, 1], [1, 0, 1, 0])
     assert iap == pytest.approx((6 + 5 * 2 / 3) / 11, abs=TOL)
-    scores, truth = problem
-    scores = np.round(scores, 1)
+    scores, truth = problem  # continuous: no ties
     iaps = [
         _brute_iap(scores[:, w], truth[:, w])
         for w in range(truth.shape[1])
