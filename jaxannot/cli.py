@@ -220,6 +220,7 @@ def _cmd_tune(args) -> int:
         resolve_fixed,
         resolve_metric,
         training_images,
+        unlabelled_images,
     )
 
     method = get_method(args.method)
@@ -235,6 +236,9 @@ def _cmd_tune(args) -> int:
         _check_writable(args.json)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     corpus = training_images(train, test, seed=args.seed)  # the test split: left out
+    unlabelled = None  # transductive: the other images' features, never their words
+    if args.protocol == "transductive":
+        unlabelled = unlabelled_images(train, test, seed=args.seed)
     kfold_rows(corpus.num_images, args.folds, args.seed)
     metric = resolve_metric(method, corpus, args.metric)
     n_settings = 1
@@ -263,6 +267,7 @@ def _cmd_tune(args) -> int:
         seed=args.seed,
         fixed=fixed,
         progress=show_progress(),
+        unlabelled=unlabelled,
     )
     print(result.table())
     best = result.best
@@ -350,20 +355,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose hyper-parameters by k-fold cross-validation on the training split",
         description=(
             "Score every setting of a hyper-parameter grid by k-fold cross-validation "
-            "on the dataset's TRAINING images (the test split is never used; for a "
-            "dataset without a split, the images `evaluate --seed N` holds out are "
-            "left out). Each fold is fitted and scored by the same driver as "
-            "`jaxannot evaluate`. Prints every setting's mean ± sd of the metric "
-            "over the folds, the other metrics' means, and the best setting as "
-            "--set flags ready to paste into `jaxannot evaluate`."
+            "on the dataset's TRAINING images (the test split's words are never "
+            "used; for a dataset without a split, the images `evaluate --seed N` "
+            "holds out are left out). Each fold is fitted and scored by the same "
+            "driver as `jaxannot evaluate`. Prints every setting's mean ± sd of the "
+            "metric over the folds, the other metrics' means, and the best setting "
+            "as --set flags ready to paste into `jaxannot evaluate`."
         ),
         epilog=(
             "example: jaxannot tune knn --dataset corel5k --grid k=5,10,20,40 "
             "--grid metric=cosine,euclidean --folds 5 --json tune.json. "
             "Folds: a RandomState(seed) shuffle cut into --folds parts, as "
             "sklearn's KFold(shuffle=True, random_state=seed). Metrics: higher is "
-            "better except complete_length. --protocol transductive: the held-out "
-            "fold's images take part in the fit with their words hidden."
+            "better except complete_length. --protocol transductive: as `evaluate "
+            "--protocol transductive`, every fold fits on all images (the test "
+            "split's with their words removed) with --labelled-fraction of them "
+            "labelled, drawn from the training images outside the fold, and scores "
+            "the unlabelled training images."
         ),
     )
     _add_dataset_options(tu, "a method name (see `jaxannot methods`)")

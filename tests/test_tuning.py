@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from sklearn.model_selection import KFold
 from jaxannot import tuning
 from jaxannot.annotators import get_method
 from jaxannot.cli import main
-from jaxannot.data import Task, concatenate, make_task
+from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
@@ -113,43 +114,98 @@ def test_best_setting_matches_a_recomputation_with_kfold(scene):
     assert result.best.params == {"k": grid["k"][int(np.argmax(means))]}
 
 
-def test_transductive_folds_fit_on_the_held_out_images_with_words_hidden(synthetic):
+def test_transductive_folds_follow_the_evaluate_protocol(synthetic):
+    """Every fold fits on all images (training + unlabelled), labels 25% of them among
+    the training images outside the fold, scores the unlabelled training images."""
+    corpus = tuning.training_images(synthetic, None, seed=1)
+    others = tuning.unlabelled_images(synthetic, None, seed=1)
+    corpus, others = _with_ids(corpus, 0), _with_ids(others, 1000)
+    assert others.word_mask.sum() == 0 and np.all(np.asarray(others.words) == 0)
+    n_train, n_all = corpus.num_images, corpus.num_images + others.num_images
     knn = get_method("knn")
     seen = []
 
-    def spy(corpus, **kw):
-        seen.append((corpus.num_images, np.asarray(corpus.word_mask).copy()))
-        return knn.fit(corpus, **kw)
+    def spy(fit_corpus, **kw):
+        seen.append(fit_corpus)
+        return knn.fit(fit_corpus, **kw)
 
     method = dataclasses.replace(knn, fit=spy)
-    result = tuning.cross_validate(
-        method,
-        synthetic,
-        {"k": [3]},
-        folds=4,
-        protocol="transductive",
-        labelled_fraction=1.0,
-    )
-    n = synthetic.num_images
-    for (size, mask), held in zip(seen, result.held_out, strict=True):
-        assert size == n and mask.sum() == n - held.size  # held-out fold hidden
-    # the same by hand: held-out images appended to the fit corpus, words hidden
-    values = []
-    for fit, held in KFold(4, shuffle=True, random_state=0).split(np.zeros(n)):
-        hidden = synthetic.subset(held).with_hidden(np.ones(held.size, bool))
-        full = concatenate(synthetic.subset(fit), hidden)
-        task = Task(
-            train=full,
-            test=full,
-            eval_rows=np.arange(fit.size, n),
-            truth_words=np.asarray(synthetic.words)[held],
-            truth_labels=np.asarray(synthetic.labels)[held],
-            protocol="transductive",
-            labelled_fraction=1.0,
-            seed=0,
+    held_out = tuning.kfold_rows(n_train, 3, 0)
+    tasks = list(
+        tuning.fold_tasks(
+            corpus, held_out, protocol="transductive", unlabelled=others, seed=0
         )
-        values.append(evaluate(knn, task, hyper={"k": 3}).metrics["map"])
-    assert result.results[0].mean == pytest.approx(np.mean(values), abs=1e-12)
+    )
+    result = tuning.cross_validate(
+        method, corpus, {"k": [3]}, folds=3, protocol="transductive", unlabelled=others
+    )
+    ids = np.r_[np.arange(n_train), 1000 + np.arange(others.num_images)]
+    words = np.asarray(corpus.words)
+    for f, (task, fitted_on) in enumerate(zip(tasks, seen, strict=True)):
+        mask = np.asarray(task.train.word_mask)
+        np.testing.assert_array_equal(np.asarray(fitted_on.view("id"))[:, 0], ids)
+        np.testing.assert_array_equal(fitted_on.word_mask, mask)
+        assert mask.sum() == round(0.25 * n_all)  # labelled share of ALL images
+        labelled = np.flatnonzero(mask)
+        assert labelled.max() < n_train  # never an unlabelled image's words
+        assert not np.isin(labelled, held_out[f]).any()  # nor the fold's
+        np.testing.assert_array_equal(
+            np.asarray(task.train.words)[labelled], words[labelled]
+        )
+        hidden = np.setdiff1d(np.arange(n_train), labelled)
+        np.testing.assert_array_equal(task.eval_rows, hidden)
+        np.testing.assert_array_equal(task.truth_words, words[hidden])
+        value = evaluate(knn, task, hyper={"k": 3}).metrics["map"]
+        assert result.results[0].folds[f] == pytest.approx(value, abs=1e-12)
+    # the folds draw different labelled images
+    assert not np.array_equal(tasks[0].train.word_mask, tasks[1].train.word_mask)
+
+
+def test_transductive_tune_never_reads_the_unlabelled_images_words(synthetic):
+    is_test = np.arange(synthetic.num_images) >= 80
+    corpus, test = synthetic.subset(~is_test), synthetic.subset(is_test)
+    assert np.asarray(test.word_mask).all()  # given with their words
+    rng = np.random.default_rng(0)
+    scrambled = dataclasses.replace(
+        test,
+        words=rng.permutation(np.asarray(test.words), axis=1),
+        labels=rng.permutation(np.asarray(test.labels)),
+    )
+
+    def tune(unlabelled):
+        return tuning.cross_validate(
+            "knn",
+            corpus,
+            {"k": [3, 9]},
+            folds=3,
+            protocol="transductive",
+            unlabelled=unlabelled,
+        )
+
+    runs = [tune(test), tune(scrambled)]
+    for a, b in zip(runs[0].results, runs[1].results, strict=True):
+        assert a.folds == b.folds and a.fold_metrics == b.fold_metrics
+    # ... yet the unlabelled images take part in the fit (as neighbours)
+    alone = tune(None)
+    assert [r.folds for r in alone.results] != [r.folds for r in runs[0].results]
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"labelled_fraction": 1.0}, "labelled fraction in (0, 1)"),
+        ({"labelled_fraction": 0.9}, "lower --labelled-fraction or raise --folds"),
+    ],
+)
+def test_transductive_tune_refuses_an_impossible_labelled_fraction(
+    synthetic, kwargs, needle
+):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        tuning.cross_validate(
+            "knn", synthetic, {"k": [3]}, folds=3, protocol="transductive", **kwargs
+        )
+    with pytest.raises(ValueError, match="only take part in the transductive"):
+        next(tuning.fold_tasks(synthetic, [np.arange(3)], unlabelled=synthetic))
 
 
 def test_complete_length_is_minimised(synthetic):
@@ -262,6 +318,29 @@ def test_cli_tune_writes_the_documented_json(data_root, tmp_path, capsys):
     k = best["params"]["k"]
     assert f"best: --set k={k} --set weight=uniform" in stdout
     assert "map mean ± sd" in stdout
+
+
+def test_cli_tune_transductive_fits_on_the_test_images_without_their_words(
+    data_root, tmp_path, monkeypatch
+):
+    seen = {}
+    real = tuning.cross_validate
+
+    def spy(method, corpus, grid, **kwargs):
+        seen.update(kwargs, n_train=corpus.num_images)
+        return real(method, corpus, grid, **kwargs)
+
+    monkeypatch.setattr(tuning, "cross_validate", spy)
+    out = tmp_path / "tune.json"
+    argv = ["tune", "knn", "--dataset", "scene", "--data-dir", str(data_root)]
+    argv += ["--grid", "k=1,10", "--folds", "2", "--protocol", "transductive"]
+    assert main([*argv, "--json", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["protocol"] == "transductive" and payload["n_images"] == 1211
+    others = seen["unlabelled"]
+    assert seen["n_train"] == 1211 and others.num_images == 1196  # scene's test split
+    assert not np.asarray(others.word_mask).any()
+    assert not np.asarray(others.words).any()
 
 
 @pytest.mark.parametrize(

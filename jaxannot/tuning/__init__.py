@@ -16,11 +16,18 @@ Folds
     on the other folds (the words of a seeded random ``labelled_fraction`` of them
     observed, default 1), score the held-out fold from its features.
 ``transductive``
-    The same task with the held-out fold's images appended to the fit corpus, words
-    and labels hidden (:func:`~jaxannot.data.concatenate`, as ``make_task`` builds its
-    transductive tasks): the held-out images take part in the fit (a graph spans them)
-    and are scored through ``score_fit_corpus`` where the method has it.
-    ``labelled_fraction`` (default 0.25, as ``make_task``) applies to the other folds.
+    As ``jaxannot evaluate --protocol transductive`` builds its task (seed 000): the
+    fit corpus is *every* image of the dataset — the training images followed by the
+    ``unlabelled`` ones (the test split, or what :func:`training_images` keeps out),
+    which enter with their words and labels removed — and the words of
+    ``labelled_fraction`` (default 0.25, as ``make_task``) of *all* those images are
+    observed; the scored rows are the images whose words are hidden. To never use a
+    held-out image's words, fold ``f`` draws its labelled images (seeded by ``(seed,
+    f)``) among the training images outside fold ``f`` and scores every training image
+    left unlabelled (fold ``f`` and the rest); the unlabelled images are fitted on but
+    never labelled nor scored. So a fold has the density of observed words and the
+    graph over all images of the evaluation, and its scored images are hidden
+    training images.
 
 Every setting is fitted on the same folds with the same seed (common random numbers),
 so differences between settings are not fold noise.
@@ -28,7 +35,6 @@ so differences between settings are not fold noise.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import math
@@ -64,6 +70,7 @@ __all__ = [
     "resolve_fixed",
     "resolve_metric",
     "training_images",
+    "unlabelled_images",
 ]
 
 log = logging.getLogger(__name__)
@@ -221,6 +228,19 @@ def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Cor
     return make_task(train, None, protocol="inductive", seed=seed).train
 
 
+def unlabelled_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:
+    """The images :func:`training_images` keeps out, words and labels hidden.
+
+    ``test`` for a dataset with a split, the seeded random 30% that
+    :func:`~jaxannot.data.make_task` holds out for one without. A transductive
+    cross-validation fits on them (as the transductive protocol fits on every image)
+    and never reads their words.
+    """
+    if test is None:
+        test = make_task(train, None, protocol="inductive", seed=seed).test
+    return test.with_hidden(np.ones(test.num_images, dtype=bool))
+
+
 def fold_tasks(
     corpus: Corpus,
     held_out: Sequence[np.ndarray],
@@ -228,6 +248,7 @@ def fold_tasks(
     protocol: str = "inductive",
     labelled_fraction: float | None = None,
     seed: int = 0,
+    unlabelled: Corpus | None = None,
 ) -> Iterator[Task]:
     """Yield the :class:`~jaxannot.data.Task` of each fold (module docstring).
 
@@ -239,38 +260,88 @@ def fold_tasks(
         Held-out rows of each fold (:func:`kfold_rows`).
     protocol : {"inductive", "transductive"}
     labelled_fraction : float in (0, 1], optional
-        Fraction of the other folds' images whose words are observed (default 1
-        inductive, 0.25 transductive).
+        Inductive: fraction of the other folds' images whose words are observed
+        (default 1). Transductive: fraction of all images (``corpus`` and
+        ``unlabelled``) whose words are observed, below 1 (default 0.25).
     seed : int
-        Seeds the labelled subset (the same for every fold).
+        Seeds the labelled subset.
+    unlabelled : Corpus, optional
+        Transductive only: the dataset's other images (:func:`unlabelled_images`),
+        fitted on with their words hidden, never scored.
+
+    Raises
+    ------
+    ValueError
+        An unknown protocol; ``unlabelled`` under ``inductive``; a transductive
+        labelled fraction of 1 or one that needs more labelled images than the
+        training images outside a fold.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(
             f"unknown protocol {protocol!r}; valid protocols: {list(PROTOCOLS)}"
         )
+    if protocol == "transductive":
+        yield from _transductive_fold_tasks(
+            corpus, held_out, labelled_fraction, seed, unlabelled
+        )
+        return
+    if unlabelled is not None:
+        raise ValueError(
+            "unlabelled images only take part in the transductive protocol"
+        )
     if labelled_fraction is None:
-        labelled_fraction = 0.25 if protocol == "transductive" else 1.0
+        labelled_fraction = 1.0
     for rows in held_out:
         is_held = np.zeros(corpus.num_images, dtype=bool)
         is_held[rows] = True
-        task = make_task(
+        yield make_task(
             corpus.subset(~is_held),
             corpus.subset(is_held),
             protocol="inductive",
             labelled_fraction=labelled_fraction,
             seed=seed,
         )
-        if protocol == "transductive":
-            full = concatenate(task.train, task.test)
-            n_fit = task.train.num_images
-            task = dataclasses.replace(
-                task,
-                train=full,
-                test=full,
-                eval_rows=n_fit + np.asarray(task.eval_rows),
-                protocol="transductive",
-            )
-        yield task
+
+
+def _transductive_fold_tasks(corpus, held_out, labelled_fraction, seed, unlabelled):
+    if labelled_fraction is None:
+        labelled_fraction = 0.25
+    if not 0.0 < labelled_fraction < 1.0:
+        raise ValueError(
+            "the transductive protocol needs a labelled fraction in (0, 1), got "
+            f"{labelled_fraction}"
+        )
+    n_train = corpus.num_images
+    n_all = n_train + (0 if unlabelled is None else unlabelled.num_images)
+    count = max(1, int(round(labelled_fraction * n_all)))
+    largest = max(len(rows) for rows in held_out)  # checked before any fit
+    if count > n_train - largest:
+        raise ValueError(
+            f"labelled fraction {labelled_fraction} of the {n_all} images needs "
+            f"{count} labelled training images outside each fold, and a fold leaves "
+            f"only {n_train - largest}; lower --labelled-fraction or raise --folds"
+        )
+    for f, rows in enumerate(held_out):
+        candidates = np.setdiff1d(np.arange(n_train), rows)
+        rng = np.random.default_rng((seed, f))
+        observed = np.zeros(n_train, dtype=bool)
+        observed[rng.choice(candidates, size=count, replace=False)] = True
+        full = corpus.with_hidden(~observed)
+        if unlabelled is not None:
+            hidden = np.ones(unlabelled.num_images, dtype=bool)
+            full = concatenate(full, unlabelled.with_hidden(hidden))
+        eval_rows = np.flatnonzero(~observed)
+        words, labels = corpus.words, corpus.labels
+        yield Task(
+            train=full,
+            test=full,
+            eval_rows=eval_rows,
+            truth_words=None if words is None else np.asarray(words)[eval_rows],
+            truth_labels=None if labels is None else np.asarray(labels)[eval_rows],
+            protocol="transductive",
+            labelled_fraction=labelled_fraction,
+            seed=seed,
+        )
 
 
 def _best_index(means: Sequence[float], higher_is_better: bool) -> int:
@@ -293,6 +364,7 @@ def cross_validate(
     seed: int = 0,
     fixed: Mapping[str, Any] | Sequence[str] | None = None,
     progress: bool = False,
+    unlabelled: Corpus | None = None,
 ) -> TuneResult:
     """Score every setting of ``grid`` by k-fold cross-validation on ``corpus``.
 
@@ -316,14 +388,19 @@ def cross_validate(
     protocol : {"inductive", "transductive"}
         How a fold is turned into a task (module docstring).
     labelled_fraction : float in (0, 1], optional
-        Fraction of the fit folds' images with observed words (default 1 inductive,
-        0.25 transductive).
+        Inductive: fraction of the fit folds' images with observed words (default 1).
+        Transductive: fraction of all images, ``unlabelled`` included, with observed
+        words (default 0.25, as ``jaxannot evaluate``).
     seed : int
         Seeds the folds, the labelled subset and every fit's ``rng_key``.
     fixed : mapping or list of ``"key=value"``, optional
         Hyper-parameters held fixed (``--set``); may not repeat a grid key.
     progress : bool
         Show a tqdm bar over the (setting x fold) fits on stderr.
+    unlabelled : Corpus, optional
+        Transductive only: the dataset's images outside ``corpus``
+        (:func:`unlabelled_images`), fitted on with their words hidden and never
+        scored, so that a fold's fit spans every image as the evaluation's does.
 
     Returns
     -------
@@ -364,6 +441,7 @@ def cross_validate(
             protocol=protocol,
             labelled_fraction=labelled_fraction,
             seed=seed,
+            unlabelled=unlabelled,
         )
         for f, task in enumerate(tasks):
             if f == 0:
