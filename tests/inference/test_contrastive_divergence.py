@@ -14,7 +14,6 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.models import harmonium as hm
@@ -208,21 +207,57 @@ def test_compile_once_and_reconstruction_improves(rng_key, rng):
     assert recon_error(state.params) < before
 
 
-def test_lbfgs_is_selectable(rng_key, rng):
+def _lbfgs_direction(g, pairs):
+    """Nocedal & Wright Alg. 7.4 (two-loop recursion), H0 = (s'y / y'y) I (their
+    7.20); with no pair yet, ``min(1, 1/|g|) g`` (optax's first step)."""
+    if not pairs:
+        return g * min(1.0, 1.0 / np.linalg.norm(g))
+    q, alphas = g.copy(), []
+    for s, y in reversed(pairs):
+        a = (s @ q) / (y @ s)
+        alphas.append(a)
+        q = q - a * y
+    s, y = pairs[-1]
+    r = (s @ y) / (y @ y) * q
+    for (s, y), a in zip(pairs, reversed(alphas), strict=True):
+        r = r + s * (a - (y @ r) / (y @ s))
+    return r
+
+
+def test_lbfgs_steps_are_lbfgs_on_the_cd_gradient(rng_key, rng):
+    """Each CD step with ``lbfgs`` is the step a hand-written L-BFGS (fixed step 0.5,
+    no line search) takes from the same iterates with the CD gradient; ``fit_cd``
+    ends where those steps end."""
+    from jax.flatten_util import ravel_pytree
+
     x, z = _toy_data(rng, 32)
     params = hm.initialize(rng_key, KINDS, (6, 3), 2, views=(x, z))
-    opt = cd.make_optimizer("lbfgs", 0.05)
-    step = cd.build_kernel(
-        opt,
-        hm.cd_phase_statistics(KINDS, 2),
-        lambda p, q: hm.expected_log_potential(p, KINDS, q),
-    )
+    opt = cd.make_optimizer("lbfgs", 0.5)
+    phase = hm.cd_phase_statistics(KINDS, 2)
+    elp = lambda p, q: hm.expected_log_potential(p, KINDS, q)  # noqa: E731
     images = ((jnp.asarray(x), jnp.asarray(z)), (jnp.ones(32), jnp.ones(32)))
-    state, info = jax.jit(cd.fit_cd, static_argnames=("step", "num_steps"))(
-        rng_key, cd.init(params, opt), (images, None), step=step, num_steps=10
+    step = cd.build_kernel(opt, phase, elp)
+    state, pairs, previous = cd.init(params, opt), [], None
+    for _ in range(4):
+        theta = np.asarray(ravel_pytree(state.params)[0], np.float64)
+        _, grads = cd.cd_gradient(state.params, images, phase, elp)
+        g = np.asarray(ravel_pytree(grads)[0], np.float64)
+        if previous is not None:
+            pairs.append((theta - previous[0], g - previous[1]))
+        previous = (theta, g)
+        expected = -0.5 * _lbfgs_direction(g, pairs)
+        state, _ = jax.jit(step)(rng_key, state, (images, None))
+        moved = np.asarray(ravel_pytree(state.params)[0], np.float64) - theta
+        assert np.abs(expected).max() > 1e-4  # a real step
+        np.testing.assert_allclose(moved, expected, rtol=0, atol=1e-6)
+    fitted, _ = cd.fit_cd(
+        rng_key, cd.init(params, opt), (images, None), step=step, num_steps=4
     )
-    assert np.all(np.isfinite(np.asarray(jax.tree.leaves(state.params)[0])))
-    assert isinstance(opt, optax.GradientTransformationExtraArgs)
+    np.testing.assert_allclose(
+        ravel_pytree(fitted.params)[0], ravel_pytree(state.params)[0], atol=1e-6
+    )
+    # not plain gradient descent with that step
+    assert not np.allclose(moved, -0.5 * g, atol=1e-4)
 
 
 def test_unknown_optimizer_raises():

@@ -166,10 +166,14 @@ def test_fit_compiles_once_and_float32_agrees_with_the_qp():
     np.testing.assert_allclose(hist.objective[: len(objectives)], objectives, rtol=1e-5)
 
 
-def test_state_and_history_shapes(solved):
+@pytest.mark.parametrize("case", CASES)
+def test_state_is_what_its_working_set_says(case, solved):
+    """Shapes (jaxtyping) and the values every field derives from mu_B, recomputed
+    here from the slots: B = sum_p mu_p d_p, F = K B, gram = <d_p, d_q>, Hamming
+    losses, deltas y_i - ybar with ybar in perm(y_i), the history's last entry."""
     from jaxtyping import Bool, Float, Int
 
-    _, y, state, hist = solved[CASES[0]]
+    k, y, state, hist = solved[case]
     n, w = y.shape
     ws = state.working_set
     assert isinstance(ws.deltas, Float[np.ndarray, f"{n} 24 {w}"])
@@ -179,6 +183,30 @@ def test_state_and_history_shapes(solved):
     assert isinstance(state.scores, Float[np.ndarray, f"{n} {w}"])
     assert isinstance(hist.objective, Float[np.ndarray, "200"])
     assert isinstance(hist.num_active, Int[np.ndarray, "200"])
+    active = ws.active
+    assert active.any() and int(state.total_added) >= active.sum()
+    d = np.where(active[..., None], ws.deltas, 0.0)
+    mu = ws.mu
+    assert np.all(mu[~active] == 0) and np.all(mu >= 0)
+    assert np.all(mu.sum(axis=1) <= case[1] + 1e-9)  # sum_ybar mu_i,ybar <= C
+    coefficients = np.einsum("ip,ipw->iw", mu, d)
+    np.testing.assert_allclose(state.coefficients, coefficients, atol=1e-12)
+    np.testing.assert_allclose(state.scores, k @ coefficients, atol=1e-10)
+    gram = np.einsum("ipw,iqw->ipq", d, d)
+    both = active[:, :, None] & active[:, None, :]
+    np.testing.assert_allclose(ws.gram[both], gram[both], atol=1e-12)
+    # ybar = y_i - d has y_i's word count, is 0/1, differs from y_i; loss = Hamming
+    ybar = y[:, None, :] - ws.deltas
+    on = active
+    assert np.all(np.isin(ybar[on], (0.0, 1.0)))
+    np.testing.assert_array_equal(ybar[on].sum(-1), np.broadcast_to(
+        y.sum(-1)[:, None], active.shape)[on])  # fmt: skip
+    hamming = np.abs(ws.deltas).sum(-1)
+    assert np.all(hamming[on] > 0)
+    np.testing.assert_allclose(ws.losses[on], hamming[on])
+    last = int(state.iteration) - 1
+    assert hist.objective[last] == pytest.approx(float(state.objective), rel=1e-12)
+    assert int(hist.num_active[last]) <= int(active.sum())
 
 
 # --- the exact (mixture) solver ---------------------------------------------------
