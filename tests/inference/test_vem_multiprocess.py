@@ -22,16 +22,31 @@ WORKER = textwrap.dedent(
     from jaxannot.inference import sharding
     sharding.join(sys.argv[1], 2, int(sys.argv[2]))
     from jaxannot.inference import VEM
+    from jaxannot.inference import vem as vem_module
     from jaxannot.models import mixture_of_unigrams as mu
+
+    loops = []  # the carries the fit's step loop returns: (state, data, ...)
+    real = vem_module.run_steps
+    def recording(step, carry, num_steps, **kw):
+        out = real(step, carry, num_steps, **kw)
+        loops.append(out[0])
+        return out
+    vem_module.run_steps = recording
 
     counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
     assert jax.process_count() == 2 and jax.device_count() == 2
     vem = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices())
     res = vem.run(jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False)
+    data = loops[-1][1][0]  # the counts as the loop holds them
+    held = [  # the rows of the (padded) image axis held by this process
+        (*s.index[0].indices(data.shape[0])[:2], s.device.process_index)
+        for s in data.addressable_shards
+    ]
     np.savez(
         sys.argv[3], losses=res.losses, phi=np.asarray(res.posteriors),
         pi=np.asarray(sharding.gather(res.params["pi"])),
         beta=np.asarray(sharding.gather(res.params["beta_0"])),
+        held=np.asarray(held), rows=data.shape[0],
     )
     """
 )
@@ -72,6 +87,12 @@ def test_two_processes_fit_as_one(tmp_path):
         jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False
     )
     ranks = [np.load(tmp_path / f"{rank}.npz") for rank in (0, 1)]
+    # each process held half of the (padded to 32) images, on its own device
+    for rank in (0, 1):
+        assert int(ranks[rank]["rows"]) == 32
+        np.testing.assert_array_equal(
+            ranks[rank]["held"], [[16 * rank, 16 * rank + 16, rank]]
+        )
     for key in ("losses", "phi", "pi", "beta"):  # both processes hold the same fit
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key])
     got = ranks[0]

@@ -117,7 +117,7 @@ def test_two_devices_fit_as_one_and_split_the_images(carries, count_compiles):
     assert c.count == 0
 
 
-def test_two_devices_with_the_generic_m_step_and_lapvar1():
+def test_two_devices_with_the_generic_m_step_and_lapvar1(carries):
     counts = _counts(seed=2)
     feats = np.concatenate([np.asarray(c) for c in counts], 1)
     graph = knn_graph(feats, 4, weight="heat", t=3.0)
@@ -135,6 +135,14 @@ def test_two_devices_with_the_generic_m_step_and_lapvar1():
     # a LapVar1 Newton line search may tip on float32 round-off of a (7e-8
     # relative here): one nearly-certain image's smallest posterior moved 1.4e-5
     _assert_same_fit(fit(None, **lap), fit(jax.devices(), **lap), rtol=1e-4)
+    # the one-device fits held every image; the two-device fits split them in half
+    assert len(carries) == 4
+    rows = NUM_IMAGES + 1
+    for i, (state, data, _) in enumerate(carries):
+        if i % 2 == 0:
+            assert all(x.shape[0] == NUM_IMAGES for x in data)
+        else:
+            assert all(_is_split(x, rows) for x in data) and _is_split(state[2], rows)
 
 
 def test_sharding_helpers():
@@ -155,7 +163,7 @@ def test_sharding_helpers():
         sharding.shard_images(x, mesh, 3)
 
 
-def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch):
+def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch, carries):
     from jaxannot.annotators import get_method, topic_models
     from jaxannot.data import make_task
     from jaxannot.data.synthetic import make_synthetic
@@ -169,7 +177,12 @@ def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch):
     one = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
     for kind in ("exact", "lapvar1"):  # the annotator's shared VEMs, split
         monkeypatch.setattr(topic_models._vem(kind), "devices", tuple(jax.devices()))
+    fits_on_one = len(carries)
     two = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
+    # every step loop of the two-device fit held its images split in half
+    assert len(carries) > fits_on_one
+    for _, data, _ in carries[fits_on_one:]:
+        assert all(_is_split(x, 82) for x in data)
     # the same fixed point; mid-run, float32 round-off can tip a LapVar1 line
     # search the other way (as in test_vem: 2.2e-5 relative measured here)
     obj1 = np.asarray(one.fitted.info["objective"])
