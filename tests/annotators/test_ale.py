@@ -150,15 +150,19 @@ def test_gsf_matches_exact_eigenmaps_and_detects(corpora):
     assert np.asarray(method.score_fit_corpus(fitted)).shape == (300, 4)
 
 
-@pytest.mark.slow
 def test_scene_acceptance_ale_sf_vs_bsvm(data_root):
-    """Issue 6 acceptance on the real scene split with the paper's defaults: ALE-SF
-    MiAP within 2 points of BSVM or above (measured: 66.2 vs 60.0)."""
+    """Issue 6 acceptance on real scene data with the paper's defaults: ALE-SF MiAP
+    within 2 points of BSVM or above. Fitted on scene's whole training split (the
+    claim needs it: on 900 or fewer training images BSVM wins by up to 7 points),
+    scored on a seeded 400 of its 1196 test images. Measured: 67.8 vs 59.7 here
+    (other 400-image draws 68.1 vs 61.1, 66.5 vs 59.3; all 1196: 66.2 vs 60.0)."""
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
     from jaxannot.metrics import mean_interpolated_average_precision
 
     train, test = load_dataset("scene", data_dir=data_root)
+    rows = np.random.default_rng(0).permutation(test.num_images)[:400]
+    test = test.subset(np.sort(rows))
     task = make_task(train, test, protocol="inductive", seed=0)
     miap = {}
     for name in ("ale-sf", "bsvm"):
@@ -166,4 +170,5 @@ def test_scene_acceptance_ale_sf_vs_bsvm(data_root):
         fitted = method.fit(task.train, rng_key=jax.random.key(0), **method.hyper)
         scores = np.asarray(method.score_words(fitted, task.test))[task.eval_rows]
         miap[name] = 100 * mean_interpolated_average_precision(scores, task.truth_words)
-    assert miap["ale-sf"] >= miap["bsvm"] - 2.0
+    assert miap["ale-sf"] >= miap["bsvm"] - 2.0, miap
+    assert miap["bsvm"] > 50.0, miap  # and BSVM itself is no straw man

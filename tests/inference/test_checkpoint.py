@@ -23,6 +23,7 @@ from jaxannot.inference.progress import run_steps
 # written to OUT (np.savez) when the fit ends
 CHILD = textwrap.dedent(
     """
+    import logging
     import sys
     import numpy as np
     import jax
@@ -31,6 +32,7 @@ CHILD = textwrap.dedent(
     from jaxannot.evaluation import evaluate
 
     out, folder = sys.argv[1], sys.argv[2]
+    logging.basicConfig(level=logging.INFO)  # the driver logs what it resumed
     corpus = make_synthetic(seed=0, num_images=150)
     task = make_task(corpus, None, protocol="transductive", seed=0)
     result = evaluate(
@@ -87,9 +89,14 @@ def test_killed_fit_resumes_bit_identical(tmp_path):
 
     resumed = _child(tmp_path, tmp_path / "resumed.npz", folder)
     plain = _child(tmp_path, tmp_path / "plain.npz", "-")  # no checkpoints at all
+    errors = []
     for proc in (resumed, plain):
         _, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err[-2000:]
+        errors.append(err)
+    # the second run really started from the killed run's last checkpoint
+    assert f"step loop 1 resumed at step {stopped_at}" in errors[0], errors[0][-2000:]
+    assert "resumed" not in errors[1]
     assert _saved_step(main_loop) == 200
     a, b = _arrays(tmp_path / "resumed.npz"), _arrays(tmp_path / "plain.npz")
     assert len(a) == len(b) > 0
