@@ -137,11 +137,12 @@ def cvb0_update(resp, ids, cnts, n_dk, n_kw, alpha, eta):
 def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks):
     """The update of the module docstring on blocks of images, topic-major.
 
-    Inside, the responsibilities of view ``v`` are kept as ``[B, K, S N_v]``
-    (``B`` blocks of ``S`` images with their ``N_v`` padded entries flattened, topics
-    leading, so that the sums over topics are vector adds over contiguous rows) and the topic-word counts as ``[V_v, K]``
-    (gathered and scatter-added by word, one contiguous row of K per entry); both
-    are carried from block to block.
+    Inside, the responsibilities of view ``v`` are kept as ``[B, K, S N_v]`` (``B``
+    blocks of ``S`` images with their ``N_v`` padded entries flattened, topics
+    leading, so that the sums over topics are vector adds over contiguous rows) and
+    the topic-word counts as ``[V_v, K]`` (gathered and scatter-added by word, one
+    contiguous row of K per entry), carried from block to block; each block takes
+    ``n^v_k`` as their column sums.
     """
     num_images = ids[0].shape[0]
     size = -(-num_images // num_blocks)
@@ -156,36 +157,34 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
     num_topics = resp[0].shape[-1]
 
     def block(carry, xs):
-        n_kw, n_k = carry
+        n_kw = carry
         r, i, c = xs  # per view: [K, S N], [S N], [S N]
         n_dk = sum(
             (a * b).reshape(num_topics, size, -1).sum(-1)
             for a, b in zip(r, c, strict=True)
         )  # [K, S]
-        new, kw_out, k_out, loo = [], [], [], 0.0
-        for rv, iv, cv, kw, k in zip(r, i, c, n_kw, n_k, strict=True):
+        new, kw_out, loo = [], [], 0.0
+        for rv, iv, cv, kw in zip(r, i, c, n_kw, strict=True):
             s = jnp.minimum(cv, 1.0)
             own = s * rv
             doc = (n_dk[:, :, None] - own.reshape(num_topics, size, -1)).reshape(
                 num_topics, -1
             )
             word = kw[iv].T - own + eta  # [K, S N] gathered
-            p = (doc + alpha) * word / (k[:, None] - own + kw.shape[0] * eta)
+            topic = kw.sum(0)[:, None] - own + kw.shape[0] * eta
+            p = (doc + alpha) * word / topic
             norm = jnp.maximum(p.sum(0), _TINY)
             rn = p * (1.0 / norm)
             delta = (rn - rv) * cv
             new.append(rn)
             kw_out.append(kw.at[iv].add(delta.T))
-            k_out.append(k + delta.sum(1))
             loo = loo + (cv * jnp.log(norm)).sum()  # minus log_denominators below
-        return (tuple(kw_out), tuple(k_out)), (tuple(new), loo)
+        return tuple(kw_out), (tuple(new), loo)
 
     def iteration(carry, _):
-        b_resp, n_kw, n_k = carry
-        (n_kw, n_k), (b_resp, loo) = lax.scan(
-            block, (n_kw, n_k), (b_resp, b_ids, b_cnts)
-        )
-        return (b_resp, n_kw, n_k), loo.sum() - log_denominators
+        b_resp, n_kw = carry
+        n_kw, (b_resp, loo) = lax.scan(block, n_kw, (b_resp, b_ids, b_cnts))
+        return (b_resp, n_kw), loo.sum() - log_denominators
 
     # Σ c log(n_d - s + Kα): the leave-one-out normalizers, fixed (n_d is a length)
     n_d = sum(c.sum(1) for c in cnts)
@@ -200,12 +199,11 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
 
     # the topic-word counts from the responsibilities once per call, then carried
     n_kw = tuple(n.T for n in cvb0_counts(resp, ids, cnts, vocab_sizes)[1])
-    n_k = tuple(n.sum(0) for n in n_kw)
     b_resp = tuple(  # [B, K, S N]
         jnp.moveaxis(blocks(r), -1, 1).reshape(num_blocks, num_topics, -1) for r in resp
     )
-    (b_resp, _, _), objective = lax.scan(
-        iteration, (b_resp, n_kw, n_k), None, length=num_iterations
+    (b_resp, _), objective = lax.scan(
+        iteration, (b_resp, n_kw), None, length=num_iterations
     )
     resp = tuple(
         jnp.moveaxis(r.reshape(num_blocks, num_topics, size, -1), 1, -1).reshape(
