@@ -10,10 +10,10 @@ single-threaded unless ``--xla-threads default``; tomotopy: ``workers=1``,
   blocks of images updated in turn), one fresh fit per checkpoint (``--checkpoints``
   iterations), timed as a user calls it (the dense counts in, their conversion to
   padded bags included), after a first call with that iteration count that compiles
-  (``compile`` below);
+  (the JSON's ``first_call``);
 - tomotopy: ``LDAModel.train`` called in steps up to ``--gibbs`` sweeps; the time at
   a checkpoint is the cumulative time of the ``train`` calls (its ``add_doc`` set-up
-  is timed apart, ``tomotopy_add_doc``).
+  is timed apart, ``add_doc_seconds_mean``).
 
 One estimator for both (the topics are all that differ): each system's topic-word
 pseudo-counts ``λ = n_kw + η`` (CVB0: expected counts; tomotopy: the sampled counts,
@@ -27,11 +27,13 @@ Every figure is over ``--seeds`` fit seeds on the same split (mean and sd). The 
 is tomotopy's mean perplexity after ``--gibbs`` sweeps; each system's time to target
 is read off its own mean curve (the first checkpoint whose mean perplexity is at or
 below the target; the mean time of that checkpoint), in wall and in CPU (process)
-seconds. The CPU time is the steadier measure on a shared machine. The one-off row
-adds jaxannot's compile time, which a user's first fit pays.
+seconds. The CPU time is the steadier measure on a shared machine. The one-off
+figures (``jaxannot_one_off_*``) are jaxannot's first call at its target iteration
+count, compile time included, which a user's single fit pays.
 
-    python benchmarks/link_lda_vs_peers.py --corpus corel5k --json OUT.json
-    python benchmarks/link_lda_vs_peers.py --corpus synthetic --json OUT.json
+    python benchmarks/link_lda_vs_peers.py --corpus corel5k --cvb0-blocks 128 --json OUT
+    python benchmarks/link_lda_vs_peers.py --corpus synthetic --cvb0-blocks 256 \
+        --checkpoints 10,15,20,25,30,35,40 --json OUT
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ def parse_args(argv):
     ap.add_argument("--true-topics", type=int, default=20)
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--topics", type=int, default=20)
-    ap.add_argument("--cvb0-blocks", type=int, default=64, help="CVB0 image blocks")
+    ap.add_argument("--cvb0-blocks", type=int, default=128, help="CVB0 image blocks")
     ap.add_argument(
         "--checkpoints",
         type=_ints,
