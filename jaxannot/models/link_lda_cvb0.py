@@ -135,50 +135,82 @@ def cvb0_update(resp, ids, cnts, n_dk, n_kw, alpha, eta):
     jax.jit, static_argnames=("vocab_sizes", "num_iterations", "num_blocks")
 )
 def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks):
+    """The update of the module docstring on blocks of images, topic-major.
+
+    Inside, the responsibilities of view ``v`` are kept as ``[B, K, S N_v]`` (``B``
+    blocks of ``S`` images with their ``N_v`` padded entries flattened, topics
+    leading, so that the sums over topics are vector adds over contiguous rows) and
+    the topic-word counts as ``[V_v, K]`` (gathered and scatter-added by word, one
+    contiguous row of K per entry), carried from block to block; each block takes
+    ``n^v_k`` as their column sums.
+    """
     num_images = ids[0].shape[0]
     size = -(-num_images // num_blocks)
     pad = size * num_blocks - num_images
 
-    def blocks(x):  # [D, ...] -> [B, D/B, ...], zero images appended
+    def blocks(x):  # [D, ...] -> [B, S, ...], zero images appended
         x = jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
         return x.reshape((num_blocks, size) + x.shape[1:])
 
-    b_ids = tuple(blocks(i) for i in ids)
-    b_cnts = tuple(blocks(c) for c in cnts)
+    b_ids = tuple(blocks(i).reshape(num_blocks, -1) for i in ids)
+    b_cnts = tuple(blocks(c).reshape(num_blocks, -1) for c in cnts)
+    num_topics = resp[0].shape[-1]
 
-    def parallel(resp, _):
-        n_dk, n_kw = cvb0_counts(resp, ids, cnts, vocab_sizes)
-        return cvb0_update(resp, ids, cnts, n_dk, n_kw, alpha, eta)
+    def block(carry, xs):
+        n_kw = carry
+        r, i, c = xs  # per view: [K, S N], [S N], [S N]
+        n_dk = sum(
+            (a * b).reshape(num_topics, size, -1).sum(-1)
+            for a, b in zip(r, c, strict=True)
+        )  # [K, S]
+        new, kw_out, loo = [], [], 0.0
+        for rv, iv, cv, kw in zip(r, i, c, n_kw, strict=True):
+            s = jnp.minimum(cv, 1.0)
+            own = s * rv
+            doc = (n_dk[:, :, None] - own.reshape(num_topics, size, -1)).reshape(
+                num_topics, -1
+            )
+            word = kw[iv].T - own + eta  # [K, S N] gathered
+            topic = kw.sum(0)[:, None] - own + kw.shape[0] * eta
+            p = (doc + alpha) * word / topic
+            norm = jnp.maximum(p.sum(0), _TINY)
+            rn = p * (1.0 / norm)
+            delta = (rn - rv) * cv
+            new.append(rn)
+            kw_out.append(kw.at[iv].add(delta.T))
+            loo = loo + (cv * jnp.log(norm)).sum()  # minus log_denominators below
+        return tuple(kw_out), (tuple(new), loo)
 
-    def block(n_kw, xs):
-        r, i, c = xs
-        n_dk = sum(jnp.einsum("dnk,dn->dk", a, b) for a, b in zip(r, c, strict=True))
-        new, loo = cvb0_update(r, i, c, n_dk, n_kw, alpha, eta)
-        n_kw = tuple(
-            nkw
-            + jax.ops.segment_sum(
-                ((rn - ro) * cc[..., None]).reshape(-1, rn.shape[-1]),
-                ii.reshape(-1),
-                nkw.shape[1],
-            ).T
-            for nkw, rn, ro, ii, cc in zip(n_kw, new, r, i, c, strict=True)
-        )
-        return n_kw, (new, loo)
-
-    def scheduled(carry, _):
-        # responsibilities kept in blocks; n_kw carried from block to block (each
-        # block adds its change), recomputed from the responsibilities per call
+    def iteration(carry, _):
         b_resp, n_kw = carry
         n_kw, (b_resp, loo) = lax.scan(block, n_kw, (b_resp, b_ids, b_cnts))
-        return (b_resp, n_kw), loo.sum()
+        return (b_resp, n_kw), loo.sum() - log_denominators
 
-    if num_blocks == 1:
-        resp, objective = lax.scan(parallel, resp, None, length=num_iterations)
-    else:
-        n_kw = cvb0_counts(resp, ids, cnts, vocab_sizes)[1]
-        carry = (tuple(blocks(r) for r in resp), n_kw)
-        (b_resp, _), objective = lax.scan(scheduled, carry, None, length=num_iterations)
-        resp = tuple(r.reshape((-1,) + r.shape[2:])[:num_images] for r in b_resp)
+    # Σ c log(n_d - s + Kα): the leave-one-out normalizers, fixed (n_d is a length)
+    n_d = sum(c.sum(1) for c in cnts)
+    log_denominators = sum(
+        jnp.where(
+            c > 0,
+            c * jnp.log(n_d[:, None] - jnp.minimum(c, 1.0) + num_topics * alpha),
+            0.0,
+        ).sum()
+        for c in cnts
+    )
+
+    # the topic-word counts from the responsibilities once per call, then carried
+    n_kw = tuple(n.T for n in cvb0_counts(resp, ids, cnts, vocab_sizes)[1])
+    b_resp = tuple(  # [B, K, S N]
+        jnp.moveaxis(blocks(r), -1, 1).reshape(num_blocks, num_topics, -1) for r in resp
+    )
+    (b_resp, _), objective = lax.scan(
+        iteration, (b_resp, n_kw), None, length=num_iterations
+    )
+    resp = tuple(
+        jnp.moveaxis(r.reshape(num_blocks, num_topics, size, -1), 1, -1).reshape(
+            (-1, i.shape[1], num_topics)
+        )[:num_images]
+        for r, i in zip(b_resp, ids, strict=True)
+    )
     n_dk, n_kw = cvb0_counts(resp, ids, cnts, vocab_sizes)
     return resp, n_dk + alpha, tuple(n + eta for n in n_kw), objective
 

@@ -274,5 +274,5 @@ def test_handles_15000_images():
     hist = np.asarray(hist)
     hist = hist[np.isfinite(hist)]
     # at scale: the CG pre-solve converged and the objective never increased (speed
-    # is measured in benchmarks/sfsls_vs_rfs.py, not asserted here)
+    # is not asserted here)
     assert float(res) < 1e-4 and np.all(np.diff(hist) <= 2e-6 * np.abs(hist[:-1]))
