@@ -219,6 +219,27 @@ def test_a_folder_of_odd_files(tmp_path):
     assert colour.shape[0] == 9 and np.isfinite(colour).all()
 
 
+def test_a_very_large_photo_is_one_warning_line_naming_it(
+    tmp_path, capsys, monkeypatch
+):
+    """Pillow's DecompressionBombWarning, under --quiet: one `jaxannot: warning:`
+    line with the file's path, and the photo is featurized."""
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    write_synthetic_photos(photos, per_kind=1)  # 64 x 64 = 4096 pixels each
+    Image.fromarray(np.zeros((60, 100, 3), np.uint8)).save(photos / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)  # 6000: over, not twice
+    argv = ["features", str(photos), "--out", str(tmp_path / "ds"), *SMALL, "-q"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"jaxannot: warning: {photos / 'big.png'}: Image size (6000 pixels) exceeds "
+        "limit of 5000 pixels, could be decompression bomb DOS attack.\n"
+    )
+    assert "7 photos featurized" in captured.out
+
+
 def _metrics(dataset, folder) -> dict:
     """knn's evaluation metrics on ``dataset`` (in this process)."""
     result = folder / "knn.json"

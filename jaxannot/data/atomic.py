@@ -169,9 +169,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[pathlib.Path]:
         An entry to carry over that cannot be hard-linked (another file system, a
         special file); ``path`` is then untouched.
     """
-    path = pathlib.Path(path)
-    if path.is_symlink():
-        path = path.resolve()
+    path = pathlib.Path(path).resolve()  # "." has no parent to rename it in
     remove_stale_temp(path.parent)
     tmp = pathlib.Path(
         tempfile.mkdtemp(dir=path.parent, prefix=_prefix(), suffix=_SUFFIX)

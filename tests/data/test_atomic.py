@@ -148,3 +148,16 @@ def test_atomic_folder_leaves_the_old_folder_on_any_error(tmp_path):
             (building / "data.bin").write_bytes(b"new")
     assert _tree(target) == {"data.bin": b"old"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+def test_atomic_folder_replaces_the_working_directory_by_its_name(
+    tmp_path, monkeypatch
+):
+    target = tmp_path / "ds"
+    target.mkdir()
+    (target / "data.bin").write_bytes(b"old")
+    monkeypatch.chdir(target)
+    with atomic_folder(".") as building:
+        (building / "data.bin").write_bytes(b"new")
+    assert _tree(target) == {"data.bin": b"new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
