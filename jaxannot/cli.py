@@ -21,6 +21,7 @@ above with ``--quiet`` (which also hides the progress bars), DEBUG with ``--verb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -29,7 +30,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
 
@@ -437,12 +438,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C at any point after this module is imported (start-up's imports
     included, which this module defers to the commands) prints ``jaxannot:
-    interrupted`` and returns 130, with no traceback.
+    interrupted`` and returns 130, with no traceback; during the import of jax,
+    once that import is done.
     """
     saved_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_resend_interrupt, saved_hook)
     try:
         args = build_parser().parse_args(argv)
+        with _interrupt_deferred():  # every command needs it; see the docstring
+            import jax  # noqa: F401
         with log_to_stderr(args.log_level):
             return _run(args)
     except KeyboardInterrupt:
@@ -450,6 +454,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         sys.unraisablehook = saved_hook
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C back until the block ends, then raise it.
+
+    For the import of jax: a KeyboardInterrupt raised in Python code that jaxlib's
+    C++ module set-up calls aborts the process (``terminate called after throwing
+    an instance of 'nanobind::python_error'``, and a core dump) instead of
+    unwinding. Only the main thread can set a signal handler; elsewhere the block
+    runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _resend_interrupt(hook, unraisable) -> None:

@@ -179,8 +179,9 @@ def test_evaluate_saves_a_model_that_loads(data_root, tmp_path):
 def test_ctrl_c_during_start_up_prints_one_line_and_exits_130(wait_for_numpy):
     """SIGINT at seeded random moments of the imports and first steps of a
     command (jax loading, the first compiles): one line, status 130, no traceback,
-    and the command stops (jax's garbage-collector callback would otherwise
-    swallow a Ctrl-C that lands in it)."""
+    and the command stops. Without the CLI's handling, a Ctrl-C in jax's
+    garbage-collector callback was swallowed (the command ran on) and one inside
+    jaxlib's import aborted the process with a C++ `terminate`."""
     delays = np.random.default_rng(0).uniform(0.0, 2.0, 4)
     for delay in delays:
         proc = subprocess.Popen(
