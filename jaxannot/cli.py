@@ -21,16 +21,18 @@ above with ``--quiet`` (which also hides the progress bars), DEBUG with ``--verb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
-from jaxannot.data.atomic import atomic_write
 
 __all__ = ["main", "build_parser"]
 
@@ -51,6 +53,8 @@ def _folder_of(path: str) -> str:
 
 
 def _write_json_atomic(path: str, payload) -> None:
+    from jaxannot.data.atomic import atomic_write
+
     _folder_of(path)
     text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
     atomic_write(path, lambda fh: fh.write(text.encode()))
@@ -438,27 +442,83 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    with log_to_stderr(args.log_level):
-        try:
-            return args.func(args)
-        except (
-            UserError,
-            ValueError,
-            KeyError,
-            FileNotFoundError,
-            IsADirectoryError,
-            NotADirectoryError,
-            PermissionError,
-        ) as err:
-            message = (
-                err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-            )
-            print(f"jaxannot: error: {message}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("jaxannot: interrupted", file=sys.stderr)
-            return 130
+    """Run ``jaxannot ARGV``; return the exit status.
+
+    Ctrl-C at any point after this module is imported (start-up's imports
+    included, which this module defers to the commands) prints ``jaxannot:
+    interrupted`` and returns 130, with no traceback; during the import of jax,
+    once that import is done.
+    """
+    saved_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_resend_interrupt, saved_hook)
+    try:
+        args = build_parser().parse_args(argv)
+        with _interrupt_deferred():  # every command needs it; see the docstring
+            import jax  # noqa: F401
+        with log_to_stderr(args.log_level):
+            return _run(args)
+    except KeyboardInterrupt:
+        print("jaxannot: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        sys.unraisablehook = saved_hook
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C back until the block ends, then raise it.
+
+    For the import of jax: a KeyboardInterrupt raised in Python code that jaxlib's
+    C++ module set-up calls aborts the process (``terminate called after throwing
+    an instance of 'nanobind::python_error'``, and a core dump) instead of
+    unwinding. Only the main thread can set a signal handler; elsewhere the block
+    runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(1))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _resend_interrupt(hook, unraisable) -> None:
+    """``sys.unraisablehook``: a Ctrl-C that lands where Python cannot raise it (a
+    garbage-collector callback, such as jax's, a ``__del__``, a weakref callback)
+    would be printed with a traceback and lost; it is sent again instead, to be
+    raised in the code that runs next. Other unraisable errors go to ``hook``."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        # from another thread, a moment later: a signal raised here, in the hook,
+        # would be swallowed again
+        resend = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
+        resend.daemon = True
+        resend.start()
+    else:
+        hook(unraisable)
+
+
+def _run(args) -> int:
+    """The command of ``args``; user errors as one line and status 2."""
+    try:
+        return args.func(args)
+    except (
+        UserError,
+        ValueError,
+        KeyError,
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    ) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        print(f"jaxannot: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -46,20 +46,17 @@ def _cmd_features(args) -> int:
         extractor = PhotoExtractor.load(args.extractor)
     else:
         settings = ExtractorSettings(seed=args.seed, **chosen)
-    try:
-        result = build_photo_dataset(
-            args.photos,
-            args.out,
-            tags=args.tags,
-            settings=settings,
-            extractor=extractor,
-            test_fraction=args.test_fraction,
-            seed=args.seed,
-            name=args.name,
-            progress=show_progress(),
-        )  # each file skipped is logged as a warning
-    except FileExistsError as err:
-        raise ValueError(str(err)) from None
+    result = build_photo_dataset(
+        args.photos,
+        args.out,
+        tags=args.tags,
+        settings=settings,
+        extractor=extractor,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        name=args.name,
+        progress=show_progress(),
+    )  # each file skipped is logged as a warning
     if result.unmatched_tags:
         shown = ", ".join(result.unmatched_tags[:5])
         more = len(result.unmatched_tags) - 5

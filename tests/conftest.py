@@ -8,6 +8,7 @@ os.environ.setdefault(
 )  # two virtual devices for sharding tests
 
 import pathlib
+import time
 
 import numpy as np
 import pytest
@@ -80,3 +81,28 @@ jax.monitoring.register_event_duration_secs_listener(_on_event)
 def count_compiles():
     """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles."""
     return lambda: _COUNTER
+
+
+def _wait_for_numpy(proc, timeout: float = 120.0) -> None:
+    """Wait until process ``proc`` has loaded numpy's C extension: a ``jaxannot``
+    command is then past the interpreter's own start-up and inside ``main``
+    (nothing the CLI imports before a command runs loads numpy)."""
+    maps = pathlib.Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if "_multiarray_umath" in maps.read_text():
+                return
+        except OSError:
+            break
+        time.sleep(0.002)
+    raise AssertionError(f"process {proc.pid} never loaded numpy")
+
+
+@pytest.fixture
+def wait_for_numpy():
+    """``wait_for_numpy(popen)``: block until the child process has imported numpy
+    (Linux: read from ``/proc/PID/maps``; skipped elsewhere)."""
+    if not pathlib.Path("/proc/self/maps").is_file():
+        pytest.skip("needs /proc/PID/maps")
+    return _wait_for_numpy

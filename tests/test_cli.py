@@ -1,8 +1,11 @@
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
 from jaxannot.cli import main
@@ -171,3 +174,41 @@ def test_evaluate_saves_a_model_that_loads(data_root, tmp_path):
     _, test = load_dataset("scene", data_dir=data_root)
     scores = get_method("knn").score_words(fitted, test)
     assert scores.shape == (1196, 6) and np.all(np.isfinite(scores))
+
+
+def test_ctrl_c_during_start_up_prints_one_line_and_exits_130(wait_for_numpy):
+    """SIGINT at seeded random moments of the imports and first steps of a
+    command (jax loading, the first compiles): one line, status 130, no traceback,
+    and the command stops. Without the CLI's handling, a Ctrl-C in jax's
+    garbage-collector callback was swallowed (the command ran on) and one inside
+    jaxlib's import aborted the process with a C++ `terminate`."""
+    delays = np.random.default_rng(0).uniform(0.0, 2.0, 4)
+    for delay in delays:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jaxannot.cli", "demo", "--quiet"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_for_numpy(proc)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert err == "jaxannot: interrupted\n", (delay, err)
+        assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode)
+
+
+def test_a_local_folder_named_like_a_dataset_is_an_error(tmp_path, capsys, monkeypatch):
+    (tmp_path / "root").mkdir()
+    (tmp_path / "scene").mkdir()
+    monkeypatch.chdir(tmp_path)
+    argv = ["evaluate", "knn", "--dataset", "scene", "--data-dir", "root", "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxannot: error: dataset 'scene' is ambiguous") and (
+        err.count("\n") == 1
+    ), err

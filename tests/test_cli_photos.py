@@ -1,14 +1,19 @@
 """``jaxannot features`` and ``jaxannot annotate`` end to end on synthetic photos."""
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from jaxannot.annotators import Fitted, save
 from jaxannot.cli import main
+from jaxannot.data.photos import load_photo_dir
 from jaxannot.data.synthetic_photos import write_synthetic_photos
 
 SMALL = ["--size", "64", "--step", "6", "--words", "16"]
@@ -161,3 +166,147 @@ def test_features_progress_bar_and_bad_output_folder(
     tags = root / "tags.csv"
     assert main(["features", str(small), "--tags", str(tags) + "x", "--out", "o"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def _ramp_16bit():
+    return np.round(np.linspace(0, 65535, 80))[None, :].repeat(48, 0).astype(np.uint16)
+
+
+def test_a_folder_of_odd_files(tmp_path):
+    """A named pipe, a 16-bit PNG, a 1x1 image, a non-ASCII name and a tags line
+    with commas: the tags line is an error naming it, the pipe is skipped without
+    blocking, the rest are featurized."""
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    tags = write_synthetic_photos(photos, per_kind=1, seed=2)
+    os.mkfifo(photos / "pipe.png")
+    Image.fromarray(_ramp_16bit()).save(photos / "deep16.png")
+    Image.fromarray(np.full((1, 1, 3), 200, np.uint8)).save(photos / "tiny.png")
+    unicode_name = "été 写真.jpg"
+    shutil.copy(photos / "photo000.jpg", photos / unicode_name)
+    tags.update({unicode_name: tags["photo000.jpg"], "tiny.png": ["grey", "dot"]})
+    rows = "".join(f"{f},{' '.join(t)}\n" for f, t in tags.items())
+    csv = tmp_path / "tags.csv"
+    csv.write_text("file,tags\n" + rows + "deep16.png,grey,ramp\n", encoding="utf-8")
+    out = tmp_path / "ds"
+    argv = [sys.executable, "-m", "jaxannot.cli", "features", str(photos), "--tags",
+            str(csv), "--out", str(out), *SMALL, "--quiet"]  # fmt: skip
+
+    def run():
+        return subprocess.run(
+            argv, capture_output=True, encoding="utf-8", timeout=300
+        )  # a read of the pipe would block: the timeout fails the test
+
+    bad = run()
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    line = len(tags) + 2
+    assert bad.stderr.startswith(f"jaxannot: error: {csv}, line {line}: 3 fields")
+    assert bad.stderr.count("\n") == 1 and not out.exists()
+    csv.write_text("file,tags\n" + rows + "deep16.png,grey ramp\n", encoding="utf-8")
+    good = run()
+    assert good.returncode == 0, good.stderr
+    assert "Traceback" not in good.stderr
+    skipped = "jaxannot: warning: skipped pipe.png: not a readable image (not a "
+    assert good.stderr == skipped + "regular file)\n"
+    assert "9 photos featurized" in good.stdout and "skipped 1 file" in good.stdout
+    table = (out / "photos.csv").read_text(encoding="utf-8").splitlines()[1:]
+    by_file = {r.split(",")[0]: r.split(",")[2] for r in table}
+    assert by_file[unicode_name] == " ".join(tags["photo000.jpg"])
+    assert by_file["deep16.png"] == "grey ramp" and by_file["tiny.png"] == "grey dot"
+    train, test = load_photo_dir(out)
+    colour = np.concatenate([train.views["colour"], test.views["colour"]])
+    assert colour.shape[0] == 9 and np.isfinite(colour).all()
+
+
+def test_a_very_large_photo_is_one_warning_line_naming_it(
+    tmp_path, capsys, monkeypatch
+):
+    """Pillow's DecompressionBombWarning, under --quiet: one `jaxannot: warning:`
+    line with the file's path, and the photo is featurized."""
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    write_synthetic_photos(photos, per_kind=1)  # 64 x 64 = 4096 pixels each
+    Image.fromarray(np.zeros((60, 100, 3), np.uint8)).save(photos / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)  # 6000: over, not twice
+    argv = ["features", str(photos), "--out", str(tmp_path / "ds"), *SMALL, "-q"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"jaxannot: warning: {photos / 'big.png'}: Image size (6000 pixels) exceeds "
+        "limit of 5000 pixels, could be decompression bomb DOS attack.\n"
+    )
+    assert "7 photos featurized" in captured.out
+
+
+def _metrics(dataset, folder) -> dict:
+    """knn's evaluation metrics on ``dataset`` (in this process)."""
+    result = folder / "knn.json"
+    assert main(["evaluate", "knn", "--dataset", str(dataset), "--json",
+                 str(result), "--quiet"]) == 0  # fmt: skip
+    return json.loads(result.read_text())["metrics"]
+
+
+def test_killing_a_rebuild_leaves_the_dataset_as_it_was(tmp_path, capsys):
+    """SIGKILL and SIGINT at seeded random moments of `features` re-run into an
+    existing dataset (while it featurizes the photos, while it writes the new
+    dataset): `evaluate` then gives the old dataset's metrics, or the new one's
+    when the run had already swapped it in; never an error. The next complete run
+    removes what the killed ones left."""
+    photos, out = tmp_path / "photos", tmp_path / "ds"
+    tags = write_synthetic_photos(photos, per_kind=3, seed=3)
+    rows = "".join(f"{f},{' '.join(t)}\n" for f, t in tags.items())
+    (tmp_path / "tags.csv").write_text("file,tags\n" + rows)
+    argv = ["features", str(photos), "--tags", str(tmp_path / "tags.csv"), *SMALL]
+    began = time.monotonic()
+    assert main([*argv, "--out", str(tmp_path / "new"), "--seed", "1", "-q"]) == 0
+    featurizing = time.monotonic() - began  # in this process: no imports
+    new = _metrics(tmp_path / "new", tmp_path)
+    assert main([*argv, "--out", str(out), "-q"]) == 0
+    old = _metrics(out, tmp_path)
+    assert new != old  # the re-runs use another split
+    shutil.copytree(out, tmp_path / "copy")
+    rerun = [sys.executable, "-m", "jaxannot.cli", *argv, "--out", str(out),
+             "--seed", "1"]  # fmt: skip
+    rng = np.random.default_rng(0)
+    outcomes = []
+    for sig, phase, longest in (
+        (signal.SIGKILL, "featurizing", 0.8 * featurizing),
+        (signal.SIGINT, "featurizing", 0.8 * featurizing),
+        (signal.SIGKILL, "writing", 0.3),
+        (signal.SIGINT, "writing", 0.3),
+    ):
+        proc = subprocess.Popen(rerun, stderr=subprocess.PIPE, text=True)
+        for line in proc.stderr:  # its progress messages, until the phase starts
+            if line.startswith(f"jaxannot: {phase}"):
+                break
+        time.sleep(rng.uniform(0.0, longest))
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=300)
+        assert "Traceback" not in err, err
+        metrics = _metrics(out, tmp_path)
+        assert metrics in (old, new)
+        # SIGINT: 130, or death by the signal (-2; a shell shows 130 for both)
+        if sig == signal.SIGINT and err.endswith("jaxannot: interrupted\n"):
+            assert proc.returncode in (130, -signal.SIGINT)  # stopped, cleaned up
+            assert not list(tmp_path.glob(f".jaxannot-{proc.pid}-*"))
+        elif sig == signal.SIGINT:  # it had finished, or was exiting
+            assert proc.returncode in (0, -signal.SIGINT) and metrics == new, err
+        outcomes.append((sig, metrics == old))
+        if metrics == new:  # finished before the signal: start again from the old
+            shutil.rmtree(out)
+            shutil.copytree(tmp_path / "copy", out)
+    assert (signal.SIGKILL, True) in outcomes, outcomes
+    assert (signal.SIGINT, True) in outcomes, outcomes
+    assert subprocess.run(rerun, capture_output=True, timeout=300).returncode == 0
+    assert _metrics(out, tmp_path) == new
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "copy",
+        "ds",
+        "knn.json",
+        "new",
+        "photos",
+        "tags.csv",
+    ]
+    capsys.readouterr()

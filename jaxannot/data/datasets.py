@@ -265,7 +265,10 @@ def load_dataset(
     name_or_dir : str or path-like
         A key of ``DATASETS`` (case-insensitive), the path of a Mulan directory, or
         the path of a photo dataset directory (``jaxannot features``; see
-        :mod:`jaxannot.data.photos`).
+        :mod:`jaxannot.data.photos`). A name that is also a folder in the
+        working directory is an error (write ``./name`` for the folder), unless it
+        is the named dataset's own folder under the data root. A path-like object
+        (not a ``str``) is always a path.
     data_dir : path-like, optional
         Data root for named datasets (default ``$JAXANNOT_DATA``).
 
@@ -279,6 +282,8 @@ def load_dataset(
     ------
     KeyError
         Unknown name (the message lists the valid names).
+    ValueError
+        A bare name that is both a named dataset and a folder here.
     FileNotFoundError
         Missing data root or dataset folder / files.
     DataFormatError
@@ -292,7 +297,7 @@ def load_dataset(
     key = os.fspath(name_or_dir)
     log.info("loading dataset %s", key)
     start = time.perf_counter()
-    train, test = _load(key, data_dir)
+    train, test = _load(key, data_dir, path=not isinstance(name_or_dir, str))
     log.info(
         "loaded %s: %d training, %s test images, %d words (%.1f s)",
         train.name,
@@ -304,9 +309,9 @@ def load_dataset(
     return train, test
 
 
-def _load(key: str, data_dir: str | os.PathLike | None) -> Split:
-    """:func:`load_dataset` without the log lines."""
-    spec = DATASETS.get(key.lower())
+def _load(key: str, data_dir: str | os.PathLike | None, path: bool) -> Split:
+    """:func:`load_dataset` without the log lines (``path``: never a name)."""
+    spec = None if path else _named(key, data_dir)
     if spec is None:
         folder = pathlib.Path(key).expanduser()
         if folder.is_dir():
@@ -326,6 +331,39 @@ def _load(key: str, data_dir: str | os.PathLike | None) -> Split:
             f"dataset {key.lower()!r}: missing {missing} in {folder}"
         )
     return spec.loader(folder, key.lower())
+
+
+def _named(key: str, data_dir: str | os.PathLike | None) -> DatasetSpec | None:
+    """The named dataset ``key`` means, or None for a path.
+
+    A key written as a path (with a folder separator, or starting with ``.`` or
+    ``~``) is a path. A bare name of ``DATASETS`` that is also a folder here is
+    ambiguous, unless that folder is the named dataset's own folder.
+
+    Raises
+    ------
+    ValueError
+        The ambiguous case; the message says how to write either meaning.
+    """
+    spec = DATASETS.get(key.lower())
+    path_like = key.startswith((".", "~")) or any(
+        sep and sep in key for sep in (os.sep, os.altsep)
+    )
+    if spec is None or path_like:
+        return None
+    here = pathlib.Path(key)
+    if here.is_dir():
+        try:
+            own = data_root(data_dir) / spec.folder
+        except FileNotFoundError:
+            own = None
+        if own is None or not (own.exists() and here.samefile(own)):
+            named = "" if own is None else f", or {own} for the named dataset"
+            raise ValueError(
+                f"dataset {key!r} is ambiguous: both a named dataset and the folder "
+                f"{here.resolve()}; write ./{key} for this folder{named}"
+            )
+    return spec
 
 
 def list_datasets(data_dir: str | os.PathLike | None = None) -> list:

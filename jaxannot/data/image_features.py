@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import pathlib
+import stat
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -51,6 +54,8 @@ VIEW_KINDS = {"colour": "real", "texture": "real", "visual_words": "bag"}
 GABOR_GAIN = 10.0  # mean |response| of a [0, 1] grey image, to the scale of LBP bins
 _FORMAT = "jaxannot.photo_extractor"
 _VERSION = 1
+
+log = logging.getLogger(__name__)
 
 
 class UnreadableImage(ValueError):
@@ -145,20 +150,29 @@ def read_image(path: str | os.PathLike, size: int) -> np.ndarray:
     """Decode an image file into RGB floats in ``[0, 1]``, shape ``[size, size, 3]``.
 
     EXIF orientation is applied; grey, palette and alpha images become RGB.
+    High-bit-depth grey images keep their full range: 16-bit ones (Pillow modes
+    ``I;16*``) are divided by 65535; 32-bit integer ones (``I``) by 65535, or by
+    their maximum when it is larger; floating-point ones (``F``) are taken as
+    ``[0, 1]`` intensities, divided by their maximum when it exceeds 1. Only a
+    regular file is opened (a named pipe or a device would block or never end).
+    An image larger than Pillow's ``Image.MAX_IMAGE_PIXELS`` (a possible
+    decompression bomb) is decoded with a warning naming the file (logger
+    ``jaxannot.data.image_features``); one more than twice as large is refused.
 
     Raises
     ------
     UnreadableImage
-        When the file is not an image Pillow can decode (the message names it).
+        When the file is not an image Pillow can decode, or not a regular file
+        (the message names it).
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
-            im.draft("RGB", (size, size))  # fast JPEG decoding at reduced scale
-            im = ImageOps.exif_transpose(im)
-            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-            pixels = np.asarray(rgb, dtype=np.float32) / 255.0
+        with _open_regular(path) as fh, warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            with Image.open(fh) as im:
+                im.draft("RGB", (size, size))  # fast JPEG decoding at reduced scale
+                pixels = _rgb_pixels(ImageOps.exif_transpose(im), size)
     except (
         UnidentifiedImageError,
         Image.DecompressionBombError,
@@ -173,7 +187,51 @@ def read_image(path: str | os.PathLike, size: int) -> np.ndarray:
         raise UnreadableImage(
             f"{os.fspath(path)}: not a readable image ({reason})"
         ) from None
+    for w in seen:
+        if issubclass(w.category, Image.DecompressionBombWarning):
+            log.warning("%s: %s", os.fspath(path), w.message)
+        else:  # not ours to judge: to the caller's filters, as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return pixels
+
+
+def _open_regular(path: str | os.PathLike):
+    """Open ``path`` for binary reading if it is a regular file.
+
+    The open does not block on a named pipe (``O_NONBLOCK``); the type is checked on
+    the open descriptor, so the file cannot be swapped in between.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_HIGH_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+def _rgb_pixels(im, size: int) -> np.ndarray:
+    """``im`` resized to ``size x size``, as RGB floats in ``[0, 1]``."""
+    from PIL import Image
+
+    if im.mode not in _HIGH_BIT_MODES:  # 8 bits a channel: Pillow converts
+        rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+        return np.asarray(rgb, dtype=np.float32) / 255.0
+    values = np.asarray(im.convert("F"), dtype=np.float32)
+    top = float(values.max(initial=0.0))
+    if im.mode == "F":
+        full = max(top, 1.0)
+    elif im.mode == "I":
+        full = max(top, 65535.0)
+    else:
+        full = 65535.0
+    grey = Image.fromarray(np.clip(values / full, 0.0, 1.0))
+    grey = np.asarray(grey.resize((size, size), Image.Resampling.BILINEAR))
+    return np.repeat(grey.astype(np.float32)[..., None], 3, axis=2)
 
 
 def _colour_histogram(rgb: np.ndarray, s: ExtractorSettings) -> np.ndarray:

@@ -3,7 +3,7 @@
 A *photo dataset* directory, written by :func:`build_photo_dataset`, holds:
 
 ``photos.json``
-    The manifest (written last, so a half-built folder never loads):
+    The manifest:
     ``{"format": "jaxannot.photos", "version": 1, "name", "views": {view: kind},
     "tags": [vocabulary], "num_photos", "test_fraction", "seed", "skipped":
     [{"file", "reason"}]}``.
@@ -17,6 +17,10 @@ A *photo dataset* directory, written by :func:`build_photo_dataset`, holds:
 ``extractor.json``, ``extractor.npz``
     The fitted :class:`~jaxannot.data.image_features.PhotoExtractor` (settings and
     codebook), to featurize new photos identically.
+
+The folder is built under a temporary name and then takes its name in one step
+(:func:`~jaxannot.data.atomic.atomic_folder`): a failed or killed build leaves the
+folder as it was.
 
 :func:`load_photo_dir` (what :func:`jaxannot.data.datasets.load_dataset` calls for such
 a folder) returns ``(train, test)``: ``train`` holds the ``train`` photos and the
@@ -37,7 +41,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from jaxannot.data.atomic import atomic_write
+from jaxannot.data.atomic import atomic_folder, atomic_write
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.image_features import (
@@ -107,12 +111,15 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
     """Read a tags CSV: header ``file,tags``, one row per photo, tags space-separated.
 
     Returns ``{file: [tags]}`` (``file`` normalised to ``/`` separators). A photo
-    may have an empty tag list.
+    may have an empty tag list. A row with more fields than the header (tags
+    separated by commas, ``cat.png,cat,animal``, or a file name with an unquoted
+    comma) is an error, never a silent loss of the tags after the comma.
 
     Raises
     ------
     DataFormatError
-        Missing columns or a file listed twice (the message gives the line).
+        Missing columns, a row with more fields than the header, or a file listed
+        twice (the message gives the line).
     """
     try:
         text = pathlib.Path(path).read_text(encoding="utf-8-sig")
@@ -127,6 +134,14 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
     reader.fieldnames = columns
     out: dict[str, list[str]] = {}
     for row in reader:
+        if None in row:  # DictReader's key for the fields beyond the header's
+            raise DataFormatError(
+                path,
+                f"{len(columns) + len(row[None])} fields, the header has "
+                f"{len(columns)} ({','.join(columns)}): separate tags with spaces, "
+                f"not commas, and quote a file name holding a comma",
+                line=reader.line_num,
+            )
         name = _normalise((row.get("file") or "").strip())
         if not name:
             raise DataFormatError(path, "empty file name", line=reader.line_num)
@@ -195,8 +210,10 @@ def build_photo_dataset(
     photos_dir : path-like
         Folder of JPEG / PNG / ... files (searched recursively).
     out_dir : path-like
-        The dataset directory to write (created; an existing one must be empty or a
-        photo dataset, which is then replaced).
+        The dataset directory to write. An existing one must be empty or a photo
+        dataset; it is replaced in one step once the new dataset is fully built
+        (:func:`~jaxannot.data.atomic.atomic_folder`), so an error, Ctrl-C or a
+        kill leaves it loading as before. Other files kept in it stay.
     tags : path-like or mapping, optional
         Tags CSV (see :func:`read_tags`) or ``{file: [tags]}``. Photos without an
         entry are unlabelled.
@@ -230,12 +247,12 @@ def build_photo_dataset(
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test fraction must be in [0, 1), got {test_fraction}")
     photos_dir, out = pathlib.Path(photos_dir), pathlib.Path(out_dir)
-    _prepare_output(out)
-    files = list_photos(photos_dir, exclude=out)
+    _check_output(out)  # the old dataset is replaced only once the new one is built
     if isinstance(tags, Mapping):
         tag_rows = {_normalise(k): list(v) for k, v in tags.items()}
     else:
         tag_rows = read_tags(tags) if tags is not None else {}
+    files = list_photos(photos_dir, exclude=out)
 
     from tqdm.auto import tqdm
 
@@ -243,6 +260,7 @@ def build_photo_dataset(
     colour, texture, desc, kept, skipped = [], [], [], [], []
     for f in tqdm(files, desc="photos", unit="photo", disable=not progress):
         try:
+            _check_name(f)
             rgb = read_image(photos_dir / f, settings.size)
         except UnreadableImage as err:
             reason = str(err).split(": ", 1)[-1]
@@ -294,7 +312,9 @@ def build_photo_dataset(
         "skipped": [{"file": f, "reason": r} for f, r in skipped],
     }
     log.info("writing the dataset to %s", out)
-    _write_dataset(out, extractor, views, rows, manifest)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_folder(out) as building:  # swapped in whole, or not at all
+        _write_dataset(building, extractor, views, rows, manifest)
     return PhotoDatasetReport(
         folder=out,
         files=tuple(kept),
@@ -323,18 +343,24 @@ def _fit_extractor(settings: ExtractorSettings, desc: list) -> PhotoExtractor:
     return PhotoExtractor(settings, codebook, scale)
 
 
-def _prepare_output(out: pathlib.Path) -> None:
+def _check_output(out: pathlib.Path) -> None:
+    """Refuse an ``out`` that is a file, or a folder of something else than a photo
+    dataset (hidden entries aside); nothing is changed."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"{out}: exists and is not a folder")
-    if out.is_dir():
-        entries = [p.name for p in out.iterdir() if not p.name.startswith(".")]
-        if entries and not is_photo_dataset(out):
+    if out.is_dir() and not is_photo_dataset(out):
+        if any(not p.name.startswith(".") for p in out.iterdir()):
             raise FileExistsError(
                 f"{out}: not empty and not a photo dataset; choose a new --out folder"
             )
-        if is_photo_dataset(out):
-            (out / MANIFEST).unlink()  # the old dataset stops loading until rewritten
-    out.mkdir(parents=True, exist_ok=True)
+
+
+def _check_name(name: str) -> None:
+    """A file name ``photos.csv`` can hold (UTF-8), else :class:`UnreadableImage`."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnreadableImage(f"{name!r}: file name is not valid UTF-8") from None
 
 
 def _write_dataset(out, extractor, views, rows, manifest) -> None:

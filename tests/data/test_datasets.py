@@ -1,5 +1,7 @@
 """Named datasets: data root resolution, lookup errors, listing, every real loader."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,37 @@ def test_every_corpus_passes_validation(data_root):
 def test_mulan_directory_by_path(data_root):
     train, test = load_dataset(str(data_root / "emotions"))
     assert train.views["features"].shape == (391, 72) and test.num_images == 202
+
+
+def _tiny_mulan(folder, stem: str, rows: int) -> None:
+    """A Mulan directory ``stem.xml`` + ``stem-{train,test}.arff`` with ``rows``
+    training images (two features, two labels)."""
+    folder.mkdir(parents=True)
+    (folder / f"{stem}.xml").write_text(
+        '<labels xmlns="http://mulan.sourceforge.net/labels">'
+        '<label name="a"/><label name="b"/></labels>'
+    )
+    head = "@relation r\n@attribute x numeric\n@attribute y numeric\n"
+    head += "@attribute a {0,1}\n@attribute b {0,1}\n@data\n"
+    data = "".join(f"{i}.0,{i % 3}.5,{i % 2},{1 - i % 2}\n" for i in range(rows))
+    (folder / f"{stem}-train.arff").write_text(head + data)
+    (folder / f"{stem}-test.arff").write_text(head + data[: data.index("\n") + 1])
+
+
+def test_a_folder_named_like_a_dataset_is_never_silently_shadowed(
+    tmp_path, monkeypatch
+):
+    root, here = tmp_path / "root", tmp_path / "here"
+    _tiny_mulan(root / "scene", "scene", rows=4)  # the named dataset
+    _tiny_mulan(here / "scene", "scene", rows=7)  # the user's own folder
+    monkeypatch.chdir(here)
+    for path in ("./scene", "scene/", str(here / "scene"), pathlib.Path("scene")):
+        train, _ = load_dataset(path, root)
+        assert train.num_images == 7, path
+    with pytest.raises(ValueError, match=r"'scene' is ambiguous.*write \./scene"):
+        load_dataset("scene", root)
+    with pytest.raises(FileNotFoundError, match="'yeast': missing"):
+        load_dataset("yeast", root)  # no folder of that name here: the name
+    monkeypatch.chdir(root)  # ./scene is the named dataset's own folder: no doubt
+    train, _ = load_dataset("scene", root)
+    assert train.num_images == 4 and train.name == "scene"

@@ -2,6 +2,7 @@
 loader behind ``load_dataset(dir)`` and the saved extractor."""
 
 import logging
+import os
 import pathlib
 import shutil
 
@@ -231,3 +232,130 @@ def test_a_new_folder_featurized_with_a_saved_extractor(synthetic, tmp_path):
         build_photo_dataset(
             tmp_path, tmp_path / "x", extractor=extractor, settings=SMALL
         )
+
+
+def test_tags_after_a_comma_are_an_error_naming_the_line(tmp_path):
+    bad = tmp_path / "tags.csv"
+    bad.write_text("file,tags\nastronaut.png,person space\nchelsea.png,cat,animal\n")
+    with pytest.raises(DataFormatError, match=r"tags.csv, line 3: 3 fields.*spaces"):
+        read_tags(bad)
+    bad.write_text('file,tags\n"a,b.png",cat animal\n')  # a quoted comma is fine
+    assert read_tags(bad) == {"a,b.png": ["cat", "animal"]}
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_failed_rebuild_leaves_the_old_dataset_loading(tmp_path, monkeypatch):
+    """An empty photo folder, a bad tags file and Ctrl-C in the middle of the photos
+    all leave the dataset at --out as it was, with no temporary files; a rebuild
+    that succeeds replaces it and keeps the user's own files there."""
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    out = tmp_path / "ds"
+    build_photo_dataset(tmp_path / "photos", out, tags=tags, settings=SMALL)
+    (out / "knn.npz").write_bytes(b"a model the user saved here")
+    before = _snapshot(out)
+    features = load_photo_dir(out)[0].features()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no readable image"):
+        build_photo_dataset(tmp_path / "empty", out, settings=SMALL)
+    bad = tmp_path / "tags.csv"
+    bad.write_text("file,tags\nphoto000.jpg,red,plain\n")
+    with pytest.raises(DataFormatError, match="line 2"):
+        build_photo_dataset(tmp_path / "photos", out, tags=bad, settings=SMALL)
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return describe(*args, **kwargs)
+
+    monkeypatch.setattr("jaxannot.data.photos.describe", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_photo_dataset(tmp_path / "photos", out, tags=tags, settings=SMALL)
+    monkeypatch.undo()
+    assert _snapshot(out) == before
+    np.testing.assert_array_equal(load_photo_dir(out)[0].features(), features)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ds",
+        "empty",
+        "photos",
+        "tags.csv",
+    ]
+    build_photo_dataset(tmp_path / "photos", out, settings=SMALL, seed=1)
+    assert (out / "knn.npz").read_bytes() == before["knn.npz"]
+    assert load_photo_dir(out)[0].words is None  # the new dataset: no tags
+
+
+def _gradient_16bit(height=48, width=80):
+    """A horizontal grey ramp over the whole 16-bit range."""
+    return np.round(np.linspace(0, 65535, width))[None, :].repeat(height, 0)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".tif"])
+def test_16_bit_images_keep_their_range(tmp_path, suffix):
+    from PIL import Image
+
+    ramp = _gradient_16bit()
+    Image.fromarray(ramp.astype(np.uint16)).save(tmp_path / f"deep{suffix}")
+    with Image.open(tmp_path / f"deep{suffix}") as im:
+        assert im.mode.startswith("I;16")  # what convert("RGB") clipped to white
+    # reference: the same ramp stored with 8 bits, which Pillow reads as "L"
+    Image.fromarray(np.round(ramp / 257).astype(np.uint8)).save(tmp_path / "l8.png")
+    deep = read_image(tmp_path / f"deep{suffix}", 64)
+    eight = read_image(tmp_path / "l8.png", 64)
+    assert deep.shape == (64, 64, 3) and deep.dtype == np.float32
+    np.testing.assert_allclose(deep, eight, atol=1.5 / 255)  # 8-bit rounding
+    np.testing.assert_allclose(deep[0, :, 0], np.linspace(0, 1, 64), atol=0.02)
+
+
+def test_a_named_pipe_is_skipped_not_waited_on(tmp_path):
+    import threading
+
+    os.mkfifo(tmp_path / "pipe.png")
+    outcome = []
+
+    def read():
+        try:
+            read_image(tmp_path / "pipe.png", 64)
+        except UnreadableImage as err:
+            outcome.append(str(err))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=20)  # opening a FIFO for reading blocks until a writer comes
+    assert (
+        outcome
+        and "pipe.png: not a readable image (not a regular file)" in (outcome[0])
+    )
+
+
+def test_a_very_large_image_is_logged_with_its_name(tmp_path, monkeypatch, caplog):
+    """Pillow's DecompressionBombWarning becomes a log record naming the file (the
+    suite turns warnings into errors, so one escaping would fail the test)."""
+    from PIL import Image
+
+    Image.fromarray(np.zeros((60, 100, 3), np.uint8)).save(tmp_path / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 4000)  # 6000 pixels: warned
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.image_features"):
+        assert read_image(tmp_path / "big.png", 64).shape == (64, 64, 3)
+    [record] = caplog.records
+    assert record.getMessage().startswith(f"{tmp_path / 'big.png'}: Image size (6000")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 2000)  # over twice the limit
+    with pytest.raises(UnreadableImage, match="big.png: not a readable image"):
+        read_image(tmp_path / "big.png", 64)
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped(tmp_path):
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    folder = os.fsencode(tmp_path / "photos")
+    shutil.copy(folder + b"/photo000.jpg", folder + b"/bad\xff.jpg")
+    report = build_photo_dataset(
+        tmp_path / "photos", tmp_path / "ds", tags=tags, settings=SMALL
+    )
+    assert report.skipped == (("bad\udcff.jpg", "file name is not valid UTF-8"),)
+    assert report.files == tuple(sorted(tags))
+    train, test = load_photo_dir(tmp_path / "ds")
+    assert train.num_images + test.num_images == 6
