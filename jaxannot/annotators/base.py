@@ -402,17 +402,25 @@ def load(path: str | os.PathLike) -> Fitted:
 def load_scorer(path: str | os.PathLike) -> tuple[Fitted, Method]:
     """A saved model and its registered method, ready for ``score_words``.
 
-    :func:`load`, then :func:`get_method` (``KeyError`` lists the valid names), then
-    the model's hyper-parameters are checked: every one the method has must be
-    there with a valid value, and its scoring is wrapped so that parameters that do
-    not fit the method (a missing or misshapen array) raise a ``DataFormatError``
-    naming the file rather than an error from deep inside the method.
+    :func:`load`, then :func:`get_method`, then the model's hyper-parameters are
+    checked: every one the method has must be there with a valid value. The
+    method's scoring is wrapped so that parameters that do not fit the method (a
+    missing or misshapen array) raise a ``DataFormatError`` naming the file rather
+    than an error from deep inside the method.
 
     Returns
     -------
     fitted : Fitted
     method : Method
-        ``method.score_words`` of the registered method, wrapped as above.
+        The registered method, its ``score_words`` wrapped as above.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    DataFormatError
+        What :func:`load` raises, a method that is not registered (the message
+        lists the valid names), a missing or invalid hyper-parameter.
     """
     fitted = load(path)
     try:
