@@ -78,28 +78,43 @@ def _cmd_features(args) -> int:
 def _cmd_annotate(args) -> int:
     import numpy as np
 
-    from jaxannot.annotators import get_method, load
-    from jaxannot.annotators.base import show_progress
+    from jaxannot.annotators.base import load_scorer, show_progress
     from jaxannot.data.datasets import load_dataset
     from jaxannot.data.photos import photo_corpus, read_manifest
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
-    if not os.path.isfile(args.model):
-        raise FileNotFoundError(f"model file {args.model} does not exist")
-    fitted = load(args.model)
-    method = get_method(fitted.method)
+    for photo in args.photos:  # command-line mistakes: before any work
+        if os.path.isdir(photo):
+            raise ValueError(
+                f"photo {photo} is a folder: name image files (a folder of photos "
+                f"becomes a dataset with `jaxannot features {photo} --out DIR`)"
+            )
+        if not os.path.exists(photo):
+            raise FileNotFoundError(f"photo {photo} does not exist")
+        if not os.path.isfile(photo):
+            raise ValueError(f"photo {photo} is not a regular file")
+    fitted, method = load_scorer(args.model)
     if method.score_words is None:
         raise ValueError(f"method {method.name!r} does not score tags")
     vocabulary = list(read_manifest(args.dataset)["tags"])
     if not vocabulary:
         raise ValueError(f"{args.dataset} has no tags (built without --tags)")
     if args.photos:
-        missing = [p for p in args.photos if not os.path.isfile(p)]
-        if missing:
-            raise FileNotFoundError(f"photo {missing[0]} does not exist")
-        corpus = photo_corpus(args.dataset, args.photos, progress=show_progress())
-        names = list(args.photos)
+        skipped = []
+
+        def skip(path: str, message: str) -> None:  # as `features` does
+            skipped.append(path)
+            log.warning("skipped %s", message)
+
+        corpus = photo_corpus(
+            args.dataset, args.photos, progress=show_progress(), on_error=skip
+        )
+        names = [p for p in args.photos if p not in skipped]
+        if not names:
+            raise ValueError(
+                f"none of the {len(args.photos)} photo(s) is a readable image"
+            )
     else:
         train, _ = load_dataset(args.dataset)
         rows = np.flatnonzero(~np.asarray(train.word_mask, dtype=bool))

@@ -19,10 +19,10 @@ def _cmd_query(args) -> int:
     import numpy as np
 
     from jaxannot import retrieval
-    from jaxannot.annotators import get_method, load
+    from jaxannot.annotators.base import load_scorer
     from jaxannot.data.datasets import load_dataset
 
-    fitted = load(args.model)
+    fitted, method = load_scorer(args.model)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     queries = test if test is not None else train
     names = list(train.word_names)
@@ -43,7 +43,6 @@ def _cmd_query(args) -> int:
 
     if args.kind == "annotate":
         rows = rows_of(queries, args.row or [0])
-        method = get_method(fitted.method)
         scores = np.asarray(method.score_words(fitted, queries.subset(np.array(rows))))
         for r, s in zip(rows, scores, strict=True):
             top = np.argsort(-s, kind="stable")[: args.top]

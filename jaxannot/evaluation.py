@@ -89,8 +89,9 @@ def _jsonable(value):
     return str(value)
 
 
-def check_applicable(method: Method, task: Task) -> None:
-    """Raise ``ValueError`` when the dataset lacks what the method needs."""
+def check_applicable(method: Method, task: Task, n: int = 5) -> None:
+    """Raise ``ValueError`` when the dataset lacks what the method needs, or has
+    fewer than ``n`` words for the @``n`` annotation metrics of a word scorer."""
     name = task.train.name
     if "words" in method.needs and task.train.words is None:
         raise ValueError(
@@ -104,6 +105,12 @@ def check_applicable(method: Method, task: Task) -> None:
     if method.score_words is None and method.predict_labels is None:
         raise ValueError(
             f"method {method.name!r} neither scores words nor predicts labels"
+        )
+    words = task.train.num_words
+    if method.score_words is not None and task.truth_words is not None and words < n:
+        raise ValueError(
+            f"dataset {name!r} has {words} word(s) (tags); the annotation metrics "
+            f"rank the top {n} words of each image, so they need at least {n}"
         )
 
 
@@ -180,7 +187,7 @@ def evaluate(
     """
     if isinstance(method, str):
         method = get_method(method)
-    check_applicable(method, task)
+    check_applicable(method, task, n)
     params = parse_hyper(method, hyper or {})
 
     log.debug("fitting %s on %d images: %s", method.name, task.train.num_images, params)

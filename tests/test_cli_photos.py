@@ -100,6 +100,35 @@ def test_evaluate_recovers_the_tags_and_annotate_prints_them(
         assert set(r["tags"][:2]) == set(tags[r["photo"]]), r
 
 
+def test_annotate_skips_unreadable_photos_and_scores_each_alone(
+    photo_run, featurized, tmp_path, capsys
+):
+    """An unreadable photo is named on stderr and left out; a photo's scores do not
+    depend on the other photos of the command line."""
+    root = photo_run[0]
+    assert featurized.returncode == 0, featurized.stderr
+    ds, model = str(root / "ds"), str(tmp_path / "knn.npz")
+    assert main(["evaluate", "knn", "--dataset", ds, "--save", model]) == 0
+    capsys.readouterr()
+    photos = [str(root / "photos" / f"photo{i:03d}.{'png' if i % 2 else 'jpg'}")
+              for i in range(0, 30, 3)]  # fmt: skip
+    corrupt = str(root / "photos" / "corrupt.jpg")
+
+    def annotate(names):
+        argv = ["annotate", model, *names, "--dataset", ds, "--json", "--top", "5"]
+        assert main(argv) == 0
+        captured = capsys.readouterr()
+        return [json.loads(x) for x in captured.out.splitlines()], captured.err
+
+    batch, err = annotate([photos[0], corrupt, *photos[1:]])
+    assert "Traceback" not in err and f"skipped {corrupt}: " in err, err
+    assert [r["photo"] for r in batch] == photos  # the corrupt one left out
+    for i in (0, 7):
+        (alone,), _ = annotate([photos[i]])
+        assert alone["tags"] == batch[i]["tags"]
+        np.testing.assert_allclose(alone["scores"], batch[i]["scores"], rtol=1e-6)
+
+
 def test_annotate_user_errors_are_one_line(photo_run, featurized, tmp_path, capsys):
     root = photo_run[0]
     assert featurized.returncode == 0, featurized.stderr
@@ -110,9 +139,13 @@ def test_annotate_user_errors_are_one_line(photo_run, featurized, tmp_path, caps
     photo = str(root / "photos" / "photo000.jpg")
     cases = {
         "does not exist": [str(tmp_path / "missing.npz"), photo, "--dataset", ds],
-        "not a readable image": [str(model), str(root / "photos" / "corrupt.jpg")],
+        "none of the 1 photo(s) is a readable image": [
+            str(model),
+            str(root / "photos" / "corrupt.jpg"),
+        ],
+        "is a folder": [str(model), str(root / "photos"), "--dataset", ds],
         "photo ": [str(model), str(tmp_path / "nope.jpg"), "--dataset", ds],
-        "cannot read a jaxannot model": [
+        "not a jaxannot model": [
             str(root / "tags.csv"),
             photo,
             "--dataset",
@@ -121,10 +154,16 @@ def test_annotate_user_errors_are_one_line(photo_run, featurized, tmp_path, caps
         "not a photo dataset": [str(model), photo, "--dataset", str(tmp_path)],
         "--top must be": [str(model), photo, "--dataset", ds, "--top", "0"],
     }
-    cases["not a readable image"] += ["--dataset", ds]
+    cases["none of the 1 photo(s) is a readable image"] += ["--dataset", ds]
     for expected, argv in cases.items():
         assert main(["annotate", "--quiet", *argv]) == 2, expected
         err = capsys.readouterr().err.strip()  # --quiet: the error line alone
+        if "readable" in expected:  # after the warning that names the photo
+            skipped, err = err.split("\n")
+            assert (
+                skipped.startswith("jaxannot: warning: skipped ")
+                and "corrupt" in skipped
+            )
         assert err.startswith("jaxannot: error: ") and expected in err, err
         assert "\n" not in err, err
     stranger = tmp_path / "stranger.npz"

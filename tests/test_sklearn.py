@@ -377,18 +377,12 @@ _NO_FIT_CHECKS = {
     "check_requires_y_none",
 }
 
-_KNN_HEAT = (
-    "knn's heat-kernel width is the mean neighbour distance of the scored batch "
-    "(jaxannot.annotators.baselines._vote), so an image scored in a subset gets "
-    "other scores; weight='uniform' passes"
-)
-
 #: (estimator, expected failures, checks that always run; None: all of them). The
 #: LapMixUnigram and SVM fits that always run are in the tests above.
 _CHECKED = [
     (js.Empirical(), {}, None),
     (js.Knn(k=3, weight="uniform"), {}, None),
-    (js.Knn(k=3), {"check_methods_subset_invariance": _KNN_HEAT}, None),
+    (js.Knn(k=3), {}, None),
     (
         js.TagProp(neighbors=5, steps=5),
         {},

@@ -38,7 +38,8 @@ import numpy as np
 import jax
 
 from jaxannot.annotators.hyper_spec import spec_for
-from jaxannot.data.atomic import atomic_write
+from jaxannot.data.archive import read_archive, write_archive
+from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "Fitted",
@@ -50,6 +51,7 @@ __all__ = [
     "check_hyper",
     "save",
     "load",
+    "load_scorer",
     "show_progress",
     "database_and_queries",
 ]
@@ -309,13 +311,20 @@ def _flatten_params(params: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
 
 
 def _unflatten_params(flat: Mapping[str, np.ndarray]) -> dict:
+    """The nested dict of ``/``-joined key paths; ``ValueError`` when a path has an
+    empty part or lies inside another array (``a`` and ``a/b``: ``a`` comes first
+    in sorted order)."""
     out: dict = {}
-    for path, value in flat.items():
+    for path in sorted(flat):
         node = out
         *parents, leaf = path.split("/")
+        if not all(parents) or not leaf:
+            raise ValueError(f"parameter name {path!r} has an empty part")
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = value
+            if not isinstance(node, dict):
+                raise ValueError(f"parameter {path!r} is inside the array {p!r}")
+        node[leaf] = flat[path]
     return out
 
 
@@ -323,11 +332,11 @@ def save(path: str | os.PathLike, fitted: Fitted) -> None:
     """Save ``fitted`` to ``path`` (an ``.npz`` archive with a JSON header), atomically.
 
     The arrays go into the archive by their ``/``-joined key paths; the method name,
-    hyper-parameters and info go into the JSON entry ``__meta__``. The file is written
-    to a temporary name in the same folder, synced to disk and renamed, so a crash
-    never leaves a half-written model.
+    hyper-parameters and info go into the JSON header. The file is written to a
+    temporary name in the same folder, synced to disk and renamed, so a crash never
+    leaves a half-written model; it ends with a checksum that :func:`load` checks
+    (:mod:`jaxannot.data.archive`).
     """
-    path = os.fspath(path)
     flat = _flatten_params(fitted.params)
     meta = {
         "format": "jaxannot.fitted",
@@ -337,32 +346,110 @@ def save(path: str | os.PathLike, fitted: Fitted) -> None:
         "info": fitted.info,
         "keys": sorted(flat),
     }
-    flat["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    atomic_write(path, lambda fh: np.savez_compressed(fh, **flat))
+    write_archive(path, flat, meta=meta)
 
 
 def load(path: str | os.PathLike) -> Fitted:
-    """Load a model written by :func:`save` (never unpickles anything)."""
-    path = os.fspath(path)
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "__meta__" not in archive.files:
-                raise ValueError(f"{path}: not a jaxannot model (no __meta__ entry)")
-            meta = json.loads(archive["__meta__"].tobytes().decode())
-            flat = {k: archive[k] for k in archive.files if k != "__meta__"}
-    except (OSError, ValueError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot read a jaxannot model: {err}") from None
+    """Load a model written by :func:`save` (never unpickles anything).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    DataFormatError
+        The file is damaged (truncated, altered: its checksum does not match) or is
+        not a jaxannot model: the one-line message names the file and the problem.
+    """
+    remedy = "save the model again (jaxannot evaluate ... --save)"
+    archive = read_archive(path, "jaxannot model", remedy=remedy)
+    meta = archive.meta
+
+    def fail(problem: str) -> DataFormatError:
+        return DataFormatError(path, f"{problem}; {remedy}")
+
+    if meta is None:
+        raise fail("not a jaxannot model (no JSON header)")
     if meta.get("format") != "jaxannot.fitted":
-        raise ValueError(f"{path}: not a jaxannot model")
+        raise fail("not a jaxannot model (its header has another format)")
     version = meta.get("version")
-    if not isinstance(version, int) or not 1 <= version <= _FORMAT_VERSION:
-        raise ValueError(
-            f"{path}: model file format version {version!r}; this jaxannot reads "
-            f"versions 1 to {_FORMAT_VERSION} (save it again with this version)"
+    if type(version) is not int or not 1 <= version <= _FORMAT_VERSION:
+        raise DataFormatError(
+            path,
+            f"model file format version {version!r}; this jaxannot reads versions 1 "
+            f"to {_FORMAT_VERSION} (save it again with this version)",
         )
+    method = meta.get("method")
+    if not isinstance(method, str) or not method:
+        raise fail("its header names no method")
+    for field in ("hyper", "info"):
+        if not isinstance(meta.get(field, {}), dict):
+            raise fail(f"its header's {field!r} is not a JSON object")
+    keys = meta.get("keys", sorted(archive.arrays))
+    if not isinstance(keys, list) or sorted(keys) != sorted(archive.arrays):
+        raise fail("its header lists other parameters than the archive holds")
+    try:
+        params = _unflatten_params(archive.arrays)
+    except ValueError as err:
+        raise fail(str(err)) from None
     return Fitted(
-        method=meta["method"],
-        params=_unflatten_params(flat),
+        method=method,
+        params=params,
         hyper=meta.get("hyper", {}),
         info=meta.get("info", {}),
     )
+
+
+def load_scorer(path: str | os.PathLike) -> tuple[Fitted, Method]:
+    """A saved model and its registered method, ready for ``score_words``.
+
+    :func:`load`, then :func:`get_method`, then the model's hyper-parameters are
+    checked: every one the method has must be there with a valid value. The
+    method's scoring is wrapped so that parameters that do not fit the method (a
+    missing or misshapen array) raise a ``DataFormatError`` naming the file rather
+    than an error from deep inside the method.
+
+    Returns
+    -------
+    fitted : Fitted
+    method : Method
+        The registered method, its ``score_words`` wrapped as above.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    DataFormatError
+        What :func:`load` raises, a method that is not registered (the message
+        lists the valid names), a missing or invalid hyper-parameter.
+    """
+    fitted = load(path)
+    try:
+        method = get_method(fitted.method)
+    except KeyError as err:
+        raise DataFormatError(path, f"saved by an {err.args[0]}") from None
+    remedy = "save the model again (jaxannot evaluate ... --save)"
+    for key in method.hyper:
+        if key not in fitted.hyper:
+            raise DataFormatError(
+                path, f"lacks the {method.name} hyper-parameter {key!r}; {remedy}"
+            )
+        try:
+            check_hyper(method.name, key, fitted.hyper[key])
+        except ValueError as err:
+            raise DataFormatError(path, f"{err}; {remedy}") from None
+    if method.score_words is None:
+        return fitted, method
+    score_words = method.score_words
+
+    def checked_score_words(fitted: Fitted, corpus):
+        try:
+            return score_words(fitted, corpus)
+        except (KeyError, IndexError, TypeError) as err:
+            what = f"no parameter {err}" if isinstance(err, KeyError) else str(err)
+            raise DataFormatError(
+                path,
+                f"its parameters do not fit method {method.name!r} "
+                f"({' '.join(what.split())[:160]}); {remedy}",
+            ) from None
+
+    return fitted, dataclasses.replace(method, score_words=checked_score_words)

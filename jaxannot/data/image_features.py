@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import pathlib
 import stat
@@ -39,7 +40,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_write
+from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "ExtractorSettings",
@@ -117,27 +120,49 @@ class ExtractorSettings:
             )
         if self.codebook_size < 1:
             raise ValueError(f"codebook size must be >= 1, got {self.codebook_size}")
-        for name in ("hue_bins", "saturation_bins", "value_bins", "daisy_step"):
+        positive = ("hue_bins", "saturation_bins", "value_bins", "daisy_step")
+        positive += ("daisy_rings", "daisy_histograms", "daisy_orientations")
+        for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @classmethod
     def from_json(cls, payload: dict) -> ExtractorSettings:
-        """Settings from the JSON form of :meth:`as_json`."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(payload) - known)
+        """Settings from the JSON form of :meth:`as_json`; ``ValueError`` names an
+        unknown setting or a value of the wrong type."""
+        if not isinstance(payload, dict):
+            raise ValueError(f"settings must be a JSON object, got {payload!r}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(payload) - fields)
         if unknown:
             raise ValueError(f"unknown extractor settings {unknown}")
-        values = dict(payload)
-        if "lbp" in values:
-            values["lbp"] = tuple(tuple(int(v) for v in pr) for pr in values["lbp"])
-        if "gabor_frequencies" in values:
-            values["gabor_frequencies"] = tuple(values["gabor_frequencies"])
+        values = {}
+        for name, value in payload.items():
+            if name == "lbp":
+                ok = isinstance(value, list) and all(
+                    isinstance(p, list) and len(p) == 2 and all(map(_is_int, p))
+                    for p in value
+                )
+                value = tuple(tuple(p) for p in value) if ok else value
+            elif name == "gabor_frequencies":
+                ok = isinstance(value, list) and all(map(_is_number, value))
+                value = tuple(value) if ok else value
+            else:
+                ok = _is_int(value) and value >= 0  # every other setting
+            if not ok:
+                raise ValueError(f"extractor setting {name}={value!r} is invalid")
+            values[name] = value
         return cls(**values)
 
     def as_json(self) -> dict:
         """The settings as a JSON-able dict."""
         return dataclasses.asdict(self)
+
+    @property
+    def descriptor_dims(self) -> int:
+        """Length of a DAISY descriptor: a histogram at the centre and at each ring's
+        sample points, of ``daisy_orientations`` bins each."""
+        return (self.daisy_rings * self.daisy_histograms + 1) * self.daisy_orientations
 
     @property
     def grid_points(self) -> int:
@@ -460,30 +485,60 @@ class PhotoExtractor:
             "view_kinds": VIEW_KINDS,
             "view_dims": self.view_dims,
         }
-        atomic_write(
-            folder / "extractor.npz",
-            lambda fh: np.savez_compressed(fh, codebook=self.codebook),
-        )
+        write_archive(folder / "extractor.npz", {"codebook": self.codebook})
         text = json.dumps(meta, indent=2) + "\n"
         atomic_write(folder / "extractor.json", lambda fh: fh.write(text.encode()))
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> PhotoExtractor:
-        """Read an extractor written by :meth:`save` (``ValueError`` if malformed)."""
+        """Read an extractor written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``folder`` lacks ``extractor.json`` or ``extractor.npz``.
+        DataFormatError
+            Either file is damaged or does not hold an extractor (the message names
+            the file and the problem).
+        """
         folder = pathlib.Path(folder)
         for name in ("extractor.json", "extractor.npz"):
-            if not (folder / name).is_file():
+            if not (folder / name).exists():
                 raise FileNotFoundError(f"{folder}: no {name} (not a photo dataset?)")
-        try:
-            meta = json.loads((folder / "extractor.json").read_text())
-            with np.load(folder / "extractor.npz", allow_pickle=False) as archive:
-                codebook = np.asarray(archive["codebook"], dtype=np.float32)
-        except (OSError, ValueError, KeyError) as err:
-            raise ValueError(f"{folder}: cannot read the extractor: {err}") from None
+        remedy = "build the dataset again with `jaxannot features`"
+        path = folder / "extractor.json"
+        meta = read_json_object(path, "photo extractor", remedy=remedy)
         if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
-            raise ValueError(f"{folder}/extractor.json: not a {_FORMAT} v{_VERSION}")
-        settings = ExtractorSettings.from_json(meta["settings"])
-        return cls(settings, codebook, float(meta["scale"]))
+            raise DataFormatError(path, f"not a {_FORMAT} v{_VERSION}; {remedy}")
+        try:
+            settings = ExtractorSettings.from_json(meta.get("settings"))
+            scale = meta.get("scale")
+            if type(scale) not in (int, float) or not 0 < scale < math.inf:
+                raise ValueError(f"scale {scale!r} is not a positive number")
+        except ValueError as err:
+            raise DataFormatError(path, f"{err}; {remedy}") from None
+        npz = folder / "extractor.npz"
+        codebook = read_archive(npz, "photo extractor", remedy=remedy).arrays.get(
+            "codebook"
+        )
+        dims = settings.descriptor_dims
+        if codebook is None or codebook.ndim != 2 or codebook.shape[1] != dims:
+            found = "none" if codebook is None else f"shape {codebook.shape}"
+            raise DataFormatError(
+                npz,
+                f"needs a [words, {dims}] 'codebook' array, found {found}; {remedy}",
+            )
+        if codebook.shape[0] < 1 or not np.isfinite(codebook).all():
+            raise DataFormatError(npz, f"empty or non-finite codebook; {remedy}")
+        return cls(settings, codebook.astype(np.float32), float(scale))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _rescale(rows, scale: float) -> np.ndarray:

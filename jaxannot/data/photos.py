@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_folder, atomic_write
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
@@ -365,7 +366,7 @@ def _check_name(name: str) -> None:
 
 def _write_dataset(out, extractor, views, rows, manifest) -> None:
     extractor.save(out)
-    atomic_write(out / "features.npz", lambda fh: np.savez_compressed(fh, **views))
+    write_archive(out / "features.npz", views)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(("file", "split", "tags"))
@@ -384,12 +385,14 @@ def read_manifest(folder: str | os.PathLike) -> dict:
             f"{folder}: no {MANIFEST}; not a photo dataset (write one with "
             f"`jaxannot features PHOTOS_DIR --out DIR`)"
         )
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataFormatError(path, f"not JSON: {err}") from None
+    manifest = read_json_object(path, "photo dataset manifest")
     if manifest.get("format") != _FORMAT or manifest.get("version") != _VERSION:
         raise DataFormatError(path, f"not a {_FORMAT} v{_VERSION} manifest")
+    views, tags = manifest.get("views"), manifest.get("tags")
+    if views != VIEW_KINDS:
+        raise DataFormatError(path, f"its views must be {VIEW_KINDS}, got {views!r}")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise DataFormatError(path, "its tags must be a list of strings")
     return manifest
 
 
@@ -427,11 +430,12 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no features.npz")
     kinds = dict(manifest["views"])
-    with np.load(path, allow_pickle=False) as archive:
-        missing = sorted(set(kinds) - set(archive.files))
-        if missing:
-            raise DataFormatError(path, f"no array for view(s) {missing}")
-        views = {v: np.asarray(archive[v], dtype=np.float32) for v in kinds}
+    remedy = "build the dataset again with `jaxannot features`"
+    arrays = read_archive(path, "photo features file", remedy=remedy).arrays
+    missing = sorted(set(kinds) - set(arrays))
+    if missing:
+        raise DataFormatError(path, f"no array for view(s) {missing}; {remedy}")
+    views = {v: arrays[v].astype(np.float32) for v in kinds}
     for v, x in views.items():
         if x.ndim != 2 or x.shape[0] != len(rows):
             raise DataFormatError(
@@ -469,13 +473,16 @@ def photo_corpus(
     *,
     extractor: PhotoExtractor | None = None,
     progress: bool = False,
+    on_error: Callable[[str, str], None] | None = None,
 ) -> Corpus:
     """Featurize image files with a photo dataset's extractor, as a :class:`Corpus`
     with the dataset's views and tag vocabulary (every tag unobserved); ``progress``
     shows a bar over the photos.
 
-    Raises :class:`~jaxannot.data.image_features.UnreadableImage` for a file that is
-    not an image.
+    Without ``on_error``, a file that is not an image raises
+    :class:`~jaxannot.data.image_features.UnreadableImage`; with it, such a file is
+    reported by ``on_error(path, message)`` and left out of the corpus (whose rows
+    are then the readable files, in order).
     """
     paths = list(paths)
     if not paths:
@@ -483,9 +490,9 @@ def photo_corpus(
     manifest = read_manifest(folder)
     extractor = extractor or PhotoExtractor.load(folder)
     log.info("featurizing %d photo(s) with the extractor of %s", len(paths), folder)
-    views, _ = extractor.transform(paths, progress=progress)
+    views, kept = extractor.transform(paths, progress=progress, on_error=on_error)
     vocabulary = tuple(manifest["tags"])
-    n = len(paths)
+    n = len(kept)
     words = np.zeros((n, len(vocabulary)), np.float32) if vocabulary else None
     return Corpus.from_arrays(
         views,

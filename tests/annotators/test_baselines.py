@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.neighbors import NearestNeighbors
@@ -35,10 +37,49 @@ def test_knn_matches_a_brute_force_vote(metric):
     scores = m.score_words(fitted, test)
     nn = NearestNeighbors(n_neighbors=4, metric=metric).fit(train.views["x"])
     dist, idx = nn.kneighbors(test.views["x"])
-    t = dist.mean()
+    # the width: mean distance of a training image to its 4 nearest other ones
+    t = nn.kneighbors(n_neighbors=4)[0].mean()
     a = np.exp(-(dist**2) / (2 * t**2))
     expected = np.einsum("qk,qkw->qw", a, train.words[idx]) / a.sum(1, keepdims=True)
     np.testing.assert_allclose(scores, expected, atol=2e-5)
+
+
+@pytest.mark.parametrize("weight", ["heat", "uniform"])
+def test_knn_scores_an_image_alike_alone_and_in_any_batch(weight):
+    train, test = _corpus(), _corpus(10, seed=1)
+    m = get_method("knn")
+    fitted = m.fit(train, rng_key=None, k=4, weight=weight)
+    together = m.score_words(fitted, test)
+    for i in (0, 7):
+        alone = m.score_words(fitted, test.subset(np.array([i])))
+        np.testing.assert_allclose(alone[0], together[i], rtol=1e-6)
+
+
+def test_knn_width_sample_and_twins():
+    from jaxannot.annotators.baselines import WIDTH_SAMPLE, heat_width
+
+    x = np.random.default_rng(0).normal(size=(WIDTH_SAMPLE + 500, 3))
+    nn = NearestNeighbors(n_neighbors=3).fit(x)
+    exact = nn.kneighbors(n_neighbors=3)[0].mean()
+    assert heat_width(x, 3, "euclidean") == pytest.approx(exact, rel=0.02)
+    twins = np.array([[0.0, 0.0]] * 4 + [[3.0, 4.0]])
+    # rows 0-3 (four twins): two others at 0 each, row 3 too although its 3 nearest
+    # are rows 0, 1, 2 (ties by index); row 4: two at 5. Mean (8 x 0 + 2 x 5) / 10
+    assert heat_width(twins, 2, "euclidean") == pytest.approx(1.0)
+    assert heat_width(x[:1], 3, "euclidean") == 1.0  # no other image: unused
+
+
+def test_knn_model_saved_without_a_width_scores_as_before(tmp_path):
+    train, test = _corpus(), _corpus(6, seed=1)
+    m = get_method("knn")
+    fitted = m.fit(train, rng_key=None, k=3)
+    old = dataclasses.replace(
+        fitted, params={k: v for k, v in fitted.params.items() if k != "width"}
+    )
+    save(tmp_path / "old.npz", old)
+    np.testing.assert_allclose(
+        m.score_words(load(tmp_path / "old.npz"), test), m.score_words(fitted, test)
+    )
 
 
 def test_knn_save_load_gives_the_same_scores(tmp_path):
