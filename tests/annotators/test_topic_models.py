@@ -96,3 +96,39 @@ def test_bad_hyper_parameters(corpus):
         _fit("link-lda", task, topics=0)
     with pytest.raises(KeyError, match="blobs"):
         _fit("plsa-words", task, views="nope")
+
+
+def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
+    from jaxannot.annotators import visual_words as vw
+    from jaxannot.models import link_lda as ll
+    from jaxannot.models import link_lda_cvb0 as cvb0
+
+    task = make_task(
+        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+    )
+    m, fitted = _fit("link-lda", task)
+    assert m.hyper["inference"] == "cvb0"
+    names, edges, _ = vw.fit_views(task.train, 5, "", 8)
+    data = (vw.text(task.train),) + vw.visual(task.train, names, edges)
+    prior = ll.LDAPrior(alpha=m.hyper["alpha"], eta=m.hyper["eta"])
+    state, _ = cvb0.fit_cvb0(
+        jax.random.key(0),
+        data,
+        5,
+        prior=prior,
+        num_iterations=FAST["link-lda"]["iterations"],
+        num_blocks=m.hyper["blocks"],
+    )
+    np.testing.assert_allclose(fitted.params["lambda_text"], state.lambdas[0])
+    _, by_vb = _fit("link-lda", task, inference="vb")
+    vb_state, _ = ll.fit_vb(
+        jax.random.key(0),
+        data,
+        5,
+        num_iterations=FAST["link-lda"]["iterations"],
+        num_inner=m.hyper["inner"],
+        prior=prior,
+    )
+    np.testing.assert_allclose(by_vb.params["lambda_text"], vb_state.lambdas[0])
+    with pytest.raises(ValueError, match="cvb0, vb"):
+        _fit("link-lda", task, inference="gibbs")
