@@ -57,21 +57,36 @@ def _mix_params(params: mu.MixtureParams, phi, extra=None) -> dict:
     return out
 
 
-def _mix_unpack(fitted: Fitted) -> mu.MixtureParams:
+def _fitted_values(fitted: Fitted) -> dict:
+    """The fitted globals as the declaration's site values: ``pi``, ``beta_0`` (the
+    text) and ``beta_v`` (the visual views)."""
     p = fitted.params
     vis = p["log_beta_visual"]
-    return mu.MixtureParams(
-        jnp.asarray(p["log_pi"]),
-        tuple(jnp.asarray(vis[str(i)]) for i in range(len(vis))),
+    logs = [p["log_pi"], p["log_beta_text"]] + [vis[str(i)] for i in range(len(vis))]
+    names = ["pi"] + [f"beta_{v}" for v in range(len(logs) - 1)]
+    return {n: jnp.exp(jnp.asarray(x)) for n, x in zip(names, logs, strict=True)}
+
+
+def _fold_in_args(fitted: Fitted, corpus: Corpus) -> tuple[tuple, dict]:
+    """The declaration's arguments for new images: their visual words, no text (an
+    all-zero text bag adds nothing to the log joint)."""
+    vis = tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus)))
+    words = np.shape(fitted.params["log_beta_text"])[1]
+    text = jnp.zeros((corpus.num_images, words), jnp.float32)
+    h = fitted.hyper
+    kwargs = dict(
+        num_topics=int(h["topics"]),
+        pi_concentration=float(h["pi_concentration"]),
+        beta_concentration=float(h["beta_concentration"]),
     )
+    return ((text,) + vis,), kwargs
 
 
 def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
-    """Plain-VI posterior of each image from its visual words alone."""
-    return mu.posterior(
-        _mix_unpack(fitted),
-        tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus))),
-    )
+    """Exact posterior of each image from its visual words alone (the declaration's
+    fold-in, :meth:`VEM.posteriors_for`)."""
+    args, kwargs = _fold_in_args(fitted, corpus)
+    return _vem().posteriors_for(_fitted_values(fitted), *args, **kwargs)
 
 
 @functools.cache
@@ -143,7 +158,7 @@ def _mix_fit(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
-    phi = mu.posterior(params, data)
+    phi = _vem().posteriors_for(result.params, data, **kwargs)  # under the final M
     return Fitted(
         "mix-unigram",
         _mix_params(params, phi, vw.edges_param(edges)),
@@ -272,10 +287,9 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     from jaxannot.graph import edge_weights, knn_search
 
     h, p = fitted.hyper, fitted.params
-    params = _mix_unpack(fitted)
     vis_np = vw.fitted_visual(fitted, corpus)
-    vis = tuple(map(jnp.asarray, vis_np))
-    a = mu.linear_terms(params, vis)
+    args, kwargs = _fold_in_args(fitted, corpus)
+    a = _vem().local_log_joint(_fitted_values(fitted), *args, **kwargs)
     train = np.asarray(p["graph_features"])
     k = min(int(h["neighbors"]), train.shape[0])
     q = _graph_features(vis_np)

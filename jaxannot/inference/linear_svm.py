@@ -75,11 +75,11 @@ class SVMInfo(NamedTuple):
 def _loss_constants(loss: str, c: float) -> tuple[float, float]:
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; valid losses: {list(LOSSES)}")
-    if not c > 0:
+    if not isinstance(c, jax.core.Tracer) and not c > 0:  # a traced C is not checked
         raise ValueError(f"C must be positive, got {c}")
     if loss == "squared_hinge":
         return 1.0 / (2.0 * c), np.inf
-    return 0.0, float(c)
+    return 0.0, c
 
 
 def init(num_images: int, num_features: int, num_concepts: int) -> SVMState:

@@ -47,8 +47,6 @@ Vector Machines. JMLR 2, 2001.
 
 from __future__ import annotations
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
 import numpyro
@@ -90,11 +88,18 @@ DUAL_STOP = multiclass_svm.DualStop(max_epochs=5000, tol=1e-6)
 INIT_SCALE = 1e-2
 
 
+@jax.tree_util.register_pytree_node_class
 class MaxMargin:
     r"""The max-margin term :math:`\tfrac12\|(W, b)\|^2 + C\sum_i \ell(s(f_i), y_i)`.
 
-    A plain object whose methods are pure JAX functions of their array arguments
-    (jit them, or call them inside a jitted driver); the labels are a constant.
+    An object whose methods are pure JAX functions of their array arguments (jit
+    them, or call them inside a jitted driver). It is a pytree: the labels, their
+    coding, :math:`C` and :math:`\epsilon` are its data, the loss, the solver and
+    the number of outputs its static structure. Passed *into* a jitted function as
+    an argument, the labels are traced data: a fit on other labels (another
+    cross-validation fold) or at another :math:`C` reuses the compiled code, as the
+    max-margin harmonium's alternation does
+    (:mod:`~jaxannot.inference.max_margin_harmonium`).
 
     Parameters
     ----------
@@ -165,7 +170,20 @@ class MaxMargin:
                 )
         self._targets = jnp.asarray(targets)
         self._mask = jnp.asarray(mask, jnp.float32)
-        self._labelled = np.flatnonzero(mask)  # static: gathers have fixed shapes
+
+    def tree_flatten(self):
+        """Children: labels, targets, mask, ``c``, ``epsilon``; static: the rest."""
+        children = (self.labels, self._targets, self._mask, self.c, self.epsilon)
+        return children, (self.loss, self.solver, self.num_outputs)
+
+    @classmethod
+    def tree_unflatten(cls, static, children):
+        """Rebuild from :meth:`tree_flatten` (no validation: the values may be
+        tracers)."""
+        term = object.__new__(cls)
+        term.labels, term._targets, term._mask, term.c, term.epsilon = children
+        term.loss, term.solver, term.num_outputs = static
+        return term
 
     def init(self, rng_key: PRNGKey, dim: int) -> dict[str, Array]:
         """Weights ``[num_outputs, dim]`` ~ N(0, ``INIT_SCALE``²) and a zero bias."""
@@ -222,6 +240,71 @@ class MaxMargin:
         index = jnp.arange(features_all.shape[0])
         return self.regularizer(params) + self.penalty(params, features_all, index)
 
+    def solve_dual(
+        self,
+        rng_key: PRNGKey,
+        features_all: Array,
+        *,
+        stop: multiclass_svm.DualStop = DUAL_STOP,
+        init_state=None,
+    ):
+        """Minimize :meth:`objective` in the weights by the loss's dual solver.
+
+        The features get a unit column (the bias is its weight) and the unlabelled
+        images weigh nothing: cost 0 for Crammer–Singer, a zero row (target 0) for the
+        ε-SVR, masked rows for the binary hinge — no gather, so the shapes do not
+        depend on which images are labelled and the labels stay traced data.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The visiting orders' key.
+        features_all : float array [N, dim]
+            Features of every image of the fit.
+        stop : multiclass_svm.DualStop
+            Epoch budget (static) and relative duality gap (the binary hinge:
+            projected-gradient spread) to stop at.
+        init_state : optional
+            Warm start: the solver's state of an earlier call (``CSState``,
+            ``SVRState`` or ``linear_svm.SVMState`` on the ``[N, dim + 1]``
+            features).
+
+        Returns
+        -------
+        (state, info)
+            The solver's final state (``state.weights``: ``[T, dim + 1]`` for
+            Crammer–Singer, ``[dim + 1]`` for the ε-SVR; ``state.w`` ``[1, dim +
+            1]`` for the binary hinge) and its per-epoch info.
+        """
+        x = jnp.concatenate(
+            [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
+            axis=1,
+        )
+        mask = self._mask.astype(x.dtype)
+        if self.loss == "crammer_singer":
+            return multiclass_svm.fit_multiclass_svm(
+                rng_key,
+                x,
+                self._targets,
+                self.num_outputs,
+                self.c * mask,
+                stop=stop,
+                init_state=init_state,
+            )
+        if self.loss == "epsilon_insensitive":
+            return svr.fit_svr(
+                rng_key,
+                x * mask[:, None],
+                self._targets.astype(x.dtype) * mask,
+                1.0,
+                self.c,
+                self.epsilon,
+                stop=stop,
+                init_state=init_state,
+            )
+        y = self._targets.astype(x.dtype)
+        return _binary_hinge(rng_key, x, y, mask, self.c, stop, init_state)
+
     def dual_update(self, features_all: Array, params: ArrayTree) -> dict[str, Array]:
         """Exact minimizer of :meth:`objective` in the weights, by a dual solver.
 
@@ -241,48 +324,49 @@ class MaxMargin:
             gap of ``1e-6`` or 5000 epochs; the visiting order uses a fixed key, which
             changes the path, not the optimum).
         """
-        dtype = params["weights"].dtype
-        if self.c == 0:
-            return jax.tree.map(jnp.zeros_like, params)
-        x = features_all[self._labelled]
-        x = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
-        y = self._targets[self._labelled]
-        rng_key = jax.random.key(0)
+        if not isinstance(self.c, jax.core.Tracer) and self.c == 0:
+            return jax.tree.map(jnp.zeros_like, params)  # the solvers need C > 0
+        state, _ = self.solve_dual(jax.random.key(0), features_all)
         if self.loss == "crammer_singer":
-            state, _ = multiclass_svm.fit_multiclass_svm(
-                rng_key, x, y, self.num_outputs, self.c, stop=DUAL_STOP
-            )
             augmented = state.weights
         elif self.loss == "epsilon_insensitive":
-            state, _ = svr.fit_svr(
-                rng_key, x, y, 1.0, self.c, self.epsilon, stop=DUAL_STOP
-            )
             augmented = state.weights[None]
         else:
-            augmented = _binary_hinge_weights(rng_key, x, y.astype(x.dtype), self.c)
-        augmented = augmented.astype(dtype)
+            augmented = state.w
+        augmented = augmented.astype(params["weights"].dtype)
         return {"weights": augmented[:, :-1], "bias": augmented[:, -1]}
 
 
-def _binary_hinge_weights(rng_key: PRNGKey, x: Array, y: Array, c: float) -> Array:
-    """``[1, dim]`` weights of the L1-loss SVM by :mod:`linear_svm`'s dual epochs."""
+def _binary_hinge(rng_key, x, y, mask, c, stop, init_state):
+    """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
+    is 1, until the projected-gradient spread is ``<= stop.tol`` or
+    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``."""
     step = linear_svm.build_kernel(c=c, loss="hinge")
-    start = linear_svm.SVMState(
-        jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
-    )
+    start = init_state
+    if start is None:
+        start = linear_svm.SVMState(
+            jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
+        )
+    nan = jnp.full((stop.max_epochs,), jnp.nan, x.dtype)
 
     def cond(carry):
-        epoch, _, violation = carry
-        return (epoch < DUAL_STOP.max_epochs) & (violation > DUAL_STOP.tol)
+        epoch, _, violation, _ = carry
+        return (epoch < stop.max_epochs) & (violation > stop.tol)
 
     def body(carry):
-        epoch, state, _ = carry
-        state, info = step(jax.random.fold_in(rng_key, epoch), state, (x, y[:, None]))
-        return epoch + 1, state, info.violation[0]
+        epoch, state, _, trace = carry
+        key = jax.random.fold_in(rng_key, epoch)
+        state, info = step(key, state, (x, y[:, None], mask))
+        return (
+            epoch + 1,
+            state,
+            info.violation[0],
+            trace.at[epoch].set(info.violation[0]),
+        )
 
-    carry = (0, start, jnp.array(jnp.inf, x.dtype))
-    _, state, _ = jax.lax.while_loop(cond, body, carry)
-    return state.w
+    carry = (0, start, jnp.array(jnp.inf, x.dtype), nan)
+    _, state, _, trace = jax.lax.while_loop(cond, body, carry)
+    return state, trace
 
 
 class MaxMarginELBO(PenalizedELBO):

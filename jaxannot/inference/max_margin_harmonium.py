@@ -14,11 +14,13 @@ a constant unit appended for the offset) and the 0/1 loss. Divided by :math:`C_1
 :class:`~jaxannot.inference.max_margin.MaxMargin` with ``loss="crammer_singer"`` and
 :math:`c = C_2 / C_1` (weights :math:`V_{:, :K}`, bias = the offset column, regularized
 like the weights), so P1 is :math:`\mathcal L^v + C_1 \cdot` ``term.objective``.
-Coordinate descent alternates
+Both steps go through that term (no hinge is written here); it is a pytree whose labels
+and cost are traced data, so a fit on other labels or at other :math:`C_1, C_2`
+compiles nothing new. Coordinate descent alternates
 
-1. the V-step: the Crammer–Singer dual solver that ``MaxMargin.dual_update`` wraps
-   (:mod:`jaxannot.inference.multiclass_svm`), warm-started from the previous duals with
-   an epoch budget per V-step;
+1. the V-step: ``term.solve_dual`` (the Crammer–Singer dual solver of
+   :mod:`jaxannot.inference.multiclass_svm` that ``MaxMargin.dual_update`` also
+   runs), warm-started from the previous duals with an epoch budget per V-step;
 2. the Θ-step: optax steps on the CD surrogate plus :math:`C_1` times the term's
    ``penalty`` (= :math:`C_2` times the hinge sum). Autodiff of the hinge through
    :math:`\bar h_d(\Theta)` gives exactly seed 001's extra subgradient :math:`-C_2
@@ -80,7 +82,6 @@ import optax
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import multiclass_svm as cs
 from jaxannot.inference import svr as svr_mod
-from jaxannot.inference.margin_losses import crammer_singer_loss
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
@@ -224,20 +225,22 @@ def classification_extra_loss(embed: Callable) -> Callable:
     Returns
     -------
     callable
-        ``extra_loss(params, (images, (labels, cost, V, center, scale)))`` =
-        ``cost`` :math:`\sum_d \max_y[\Delta\ell_d(y) + (V_y - V_{y_d})^\top f_d]`
-        on the features :math:`f_d = [(\bar h_d - \text{center}) / \text{scale},
-        1]` with ``V`` ``[T, K+1]`` (offset last). With ``cost`` :math:`= C_2 / D`
-        this is :math:`\frac{C_1}{D}` ``MaxMargin(labels, C_2 / C_1,
-        loss="crammer_singer").penalty``. The labels and the cost are data, not
-        constants of the compiled step, so a fit on other labels or at another
-        :math:`C_2` reuses it.
+        ``extra_loss(params, (images, (term, weight, V, center, scale)))`` =
+        ``weight * term.penalty(term_params(V), f, arange(D))`` on the features
+        :math:`f_d = (\bar h_d - \text{center}) / \text{scale}`, with ``term`` a
+        :class:`MaxMargin` (``loss="crammer_singer"``) and ``V`` ``[T, K+1]``
+        (offset last). With ``term = MaxMargin(labels, C_2 / C_1)`` and ``weight``
+        :math:`= C_1 / D` this is :math:`\frac{C_2}{D}\sum_d \max_y[\Delta\ell_d(y)
+        + (V_y - V_{y_d})^\top [f_d, 1]]`. The term (its labels and cost) is data,
+        not a constant of the compiled step, so a fit on other labels or at other
+        :math:`C_1, C_2` reuses it.
     """
 
     def extra(params, data):
-        images, (labels, cost, weights, center, scale) = data
-        feats = with_offset(_hidden(embed, params, images, center, scale))
-        return cost * jnp.sum(crammer_singer_loss(feats @ weights.T, labels))
+        images, (term, weight, weights, center, scale) = data
+        hidden = _hidden(embed, params, images, center, scale)
+        index = jnp.arange(hidden.shape[0])
+        return weight * term.penalty(term_params(weights), hidden, index)
 
     return extra
 
@@ -399,15 +402,13 @@ def fit_mmh_classifier(
     """
     schedule = Schedule() if schedule is None else schedule
     standardize = schedule.standardized
-    labels = jnp.asarray(labels, jnp.int32)
     term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
-    cost = jnp.float32(c2 / labels.shape[0])  # (C1 / D) x term.c
+    weight = jnp.float32(c1 / term.labels.shape[0])  # C1 / D: P1 averaged over images
 
     def solve(key, feats, warm, epochs):
         stop = dataclasses.replace(cs.DEFAULT_STOP, max_epochs=epochs)
-        return cs.fit_multiclass_svm(
-            key, feats, labels, num_classes, term.c, stop=stop, init_state=warm
-        )
+        # feats = [features, 1]: the term appends the unit column itself
+        return term.solve_dual(key, feats[:, :-1], stop=stop, init_state=warm)
 
     def v_init(key, feats, epochs):
         if standardize:
@@ -418,7 +419,7 @@ def fit_mmh_classifier(
     def v_step(key, feats, v_state, epochs):
         warm = cs.CSState(v_state.alpha, v_state.alpha.T @ feats)  # W(α), new feats
         v_state, info = solve(key, feats, warm, epochs)
-        return v_state, (labels, cost, v_state.weights), _last(info)
+        return v_state, (term, weight, v_state.weights), _last(info)
 
     return _alternate(
         rng_key, params, images, "classification", (v_init, v_step), model, schedule

@@ -106,13 +106,15 @@ class CSInfo(NamedTuple):
     gap: Array
 
 
-def primal_objective(weights: Array, x: Array, y: Array, c: float) -> Array:
-    """:math:`\\tfrac12\\|W\\|^2 + C \\sum_i \\max_m(e_i^m + w_m x_i - w_{y_i} x_i)`."""
+def primal_objective(weights: Array, x: Array, y: Array, c: float | Array) -> Array:
+    """:math:`\\tfrac12\\|W\\|^2 + \\sum_i C_i \\max_m(e_i^m + w_m x_i - w_{y_i} x_i)`
+    (``c`` a scalar or one cost per example)."""
     scores = x @ weights.T
     margin = 1.0 - jax.nn.one_hot(y, weights.shape[0], dtype=scores.dtype)
     true = jnp.take_along_axis(scores, y[:, None], axis=1)
     hinge = jnp.max(margin + scores - true, axis=1)
-    return 0.5 * jnp.sum(weights**2) + c * jnp.sum(hinge)
+    loss = c * jnp.sum(hinge) if jnp.ndim(c) == 0 else jnp.sum(c * hinge)
+    return 0.5 * jnp.sum(weights**2) + loss
 
 
 def dual_objective(state: CSState, y: Array) -> Array:
@@ -143,8 +145,15 @@ def _solve_subproblem(b: Array, a: Array, yi: Array, c: float) -> Array:
     return jnp.minimum(caps, (beta - b) / a)
 
 
-def build_kernel(c: float):
-    """Build ``step(rng_key, state, x, y) -> (CSState, CSInfo)``: one dual epoch."""
+def build_kernel(c: float | Array):
+    """Build ``step(rng_key, state, x, y) -> (CSState, CSInfo)``: one dual epoch.
+
+    ``c`` is one cost for every example or ``[n]`` costs, one per example (an
+    example of cost 0 keeps :math:`\\alpha_i = 0` and counts in neither objective:
+    how :class:`~jaxannot.inference.max_margin.MaxMargin` leaves unlabelled images
+    out without a gather of data-dependent size).
+    """
+    per_example = jnp.ndim(c) == 1
 
     def step(rng_key: PRNGKey, state: CSState, x: Array, y: Array):
         num_classes = state.alpha.shape[1]
@@ -156,7 +165,8 @@ def build_kernel(c: float):
             xi, yi, a = x[i], y[i], sq_norms[i]
             grad = s.weights @ xi + 1.0 - jax.nn.one_hot(yi, num_classes, dtype=x.dtype)
             old = s.alpha[i]
-            new = _solve_subproblem(grad - a * old, a, yi, c)
+            ci = c[i] if per_example else c
+            new = _solve_subproblem(grad - a * old, a, yi, ci)
             new = jnp.where(a > 0, new, old)  # an all-zero row never moves W
             weights = s.weights + jnp.outer(new - old, xi)
             return CSState(s.alpha.at[i].set(new), weights)
@@ -192,8 +202,8 @@ def fit_multiclass_svm(
         Class labels in ``0..num_classes-1``.
     num_classes : int
         Number of classes ``T`` (static).
-    c : float
-        Cost ``C`` (seed 001: :math:`C_2 / C_1`).
+    c : float or [n] array
+        Cost ``C`` (seed 001: :math:`C_2 / C_1`), or one per example.
     stop : DualStop
         Epoch budget (static) and relative duality gap to stop at (traced).
     init_state : CSState, optional

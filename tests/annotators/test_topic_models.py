@@ -96,3 +96,66 @@ def test_bad_hyper_parameters(corpus):
         _fit("link-lda", task, topics=0)
     with pytest.raises(KeyError, match="blobs"):
         _fit("plsa-words", task, views="nope")
+
+
+def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
+    from jaxannot.annotators import visual_words as vw
+    from jaxannot.models import link_lda as ll
+    from jaxannot.models import link_lda_cvb0 as cvb0
+
+    task = make_task(
+        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+    )
+    m, fitted = _fit("link-lda", task)
+    assert m.hyper["inference"] == "cvb0"
+    names, edges, _ = vw.fit_views(task.train, 5, "", 8)
+    data = (vw.text(task.train),) + vw.visual(task.train, names, edges)
+    prior = ll.LDAPrior(alpha=m.hyper["alpha"], eta=m.hyper["eta"])
+    state, _ = cvb0.fit_cvb0(
+        jax.random.key(0),
+        data,
+        5,
+        prior=prior,
+        num_iterations=FAST["link-lda"]["iterations"],
+        num_blocks=m.hyper["blocks"],
+    )
+    np.testing.assert_allclose(fitted.params["lambda_text"], state.lambdas[0])
+    _, by_vb = _fit("link-lda", task, inference="vb")
+    vb_state, _ = ll.fit_vb(
+        jax.random.key(0),
+        data,
+        5,
+        num_iterations=FAST["link-lda"]["iterations"],
+        num_inner=m.hyper["inner"],
+        prior=prior,
+    )
+    np.testing.assert_allclose(by_vb.params["lambda_text"], vb_state.lambdas[0])
+    with pytest.raises(ValueError, match="cvb0, vb"):
+        _fit("link-lda", task, inference="gibbs")
+
+
+@pytest.mark.parametrize("name", ["mix-unigram", "lap-mix-unigram"])
+def test_mixture_fold_in_is_the_declarations_posterior(name):
+    # New images' posteriors come from the declaration (VEM.posteriors_for /
+    # local_log_joint); they equal φ = softmax(log π + Σ_v n^v log β^v) over the
+    # visual views written out here (LapMixUnigram with λ = 0: no graph pull).
+    from jaxannot.annotators import visual_words as vw
+
+    corpus = make_synthetic(
+        seed=2, num_images=160, num_topics=5, tokens_per_image=3, leak=0.5
+    )
+    task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+    extra = {"lam": 0.0} if name == "lap-mix-unigram" else {}
+    m, fitted = _fit(name, task, **extra)
+    p = fitted.params
+    vis = vw.fitted_visual(fitted, task.test)
+    a = np.asarray(p["log_pi"], np.float64) + sum(
+        np.asarray(x, np.float64) @ np.asarray(p["log_beta_visual"][str(i)]).T
+        for i, x in enumerate(vis)
+    )
+    phi = np.exp(a - a.max(1, keepdims=True))
+    phi /= phi.sum(1, keepdims=True)
+    assert phi.max(1).min() < 0.9  # posteriors not saturated: the check bites
+    np.testing.assert_allclose(m.embed(fitted, task.test), phi, atol=2e-5)
+    words = phi @ np.exp(np.asarray(p["log_beta_text"], np.float64))
+    np.testing.assert_allclose(m.score_words(fitted, task.test), words, atol=2e-5)

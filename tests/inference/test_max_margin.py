@@ -108,6 +108,32 @@ def test_dual_update_with_zero_cost_gives_zero_weights():
     assert all(np.all(np.asarray(a) == 0) for a in jax.tree.leaves(params))
 
 
+@pytest.mark.parametrize("loss", LOSSES)
+def test_term_passed_to_jit_has_traced_labels_and_cost(loss, count_compiles):
+    # MaxMargin is a pytree: labels, coding, C and ε are its data, so a jitted
+    # objective / dual solve takes another term of the same loss without compiling,
+    # and gives what the term computes outside jit.
+    mm, features = _problem(loss)
+    feats = jnp.asarray(features, jnp.float32)
+    params = mm.init(jax.random.key(0), 3)
+    objective = jax.jit(lambda t, p, f: t.objective(p, f))
+    refit = jax.jit(lambda t, f, p: t.dual_update(f, p))
+    objective(mm, params, feats)
+    refit(mm, feats, params)
+    labels = np.array(LABELS[loss])[::-1].copy()  # the unlabelled image is first now
+    other = MaxMargin(labels, c=0.5, loss=loss, epsilon=0.3)
+    counter = count_compiles()
+    with counter:
+        value = objective(other, params, feats)
+        weights = refit(other, feats, params)
+    assert counter.count == 0
+    np.testing.assert_allclose(value, other.objective(params, feats), rtol=1e-6)
+    eager = other.dual_update(feats, params)
+    for got, want in zip(jax.tree.leaves(weights), jax.tree.leaves(eager), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert float(other.objective(eager, feats)) < float(value)
+
+
 def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="hinge.*crammer_singer.*epsilon"):
         MaxMargin(np.zeros(4), loss="squared")

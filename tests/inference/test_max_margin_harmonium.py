@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import max_margin_harmonium as mmh
 from jaxannot.inference import svr
+from jaxannot.inference.margin_losses import crammer_singer_loss
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.multiclass_svm import DualStop
 from jaxannot.models import harmonium as hm
@@ -39,9 +40,10 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     x, z, y = _toy(rng, n=12)
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)  # K + 1 offset column
-    c2 = 2.0
+    c1, c2 = 0.5, 2.0
     extra = mmh.classification_extra_loss(_embed)
-    aux = (jnp.asarray(y), c2 / len(y), v, jnp.zeros(3), jnp.ones(3))
+    term = MaxMargin(y, c2 / c1, num_classes=3)
+    aux = (term, c1 / len(y), v, jnp.zeros(3), jnp.ones(3))
     grads = jax.grad(extra)(params, (_images(x, z), aux))
     feats = np.asarray(
         mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
@@ -69,9 +71,9 @@ def test_standardized_theta_step_is_p1_hinge_at_folded_v(rng_key, rng):
     scale = jnp.asarray(rng.uniform(0.5, 2.0, 3), jnp.float32)
     c1, c2 = 0.5, 2.0
     extra = mmh.classification_extra_loss(_embed)
-    data = (_images(x, z), (jnp.asarray(y), c2 / len(y), v, center, scale))
-    raw_v = mmh._to_raw(v, center, scale)
     term = MaxMargin(y, c2 / c1, num_classes=3)
+    data = (_images(x, z), (term, c1 / len(y), v, center, scale))
+    raw_v = mmh._to_raw(v, center, scale)
 
     def generic(p):
         feats = (jax.vmap(_embed, (None, 0))(p, _images(x, z)) - center) / scale
@@ -255,3 +257,60 @@ def test_regressor_fits(rng_key, rng):
     pred = np.asarray(feats @ res.predictor)
     r2 = 1 - np.sum((pred - target) ** 2) / np.sum((target - target.mean()) ** 2)
     assert r2 > 0.8  # the target is linear in the views
+
+
+def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
+    # The Θ-step term used to be written out here as
+    # cost * Σ_d crammer_singer_loss([f_d, 1] @ V.T, y_d) with cost = C2 / D; it is now
+    # (C1 / D) × MaxMargin.penalty. Same value and gradient (a fit on a tiny problem
+    # gave bit-identical parameters, predictor and traces before and after).
+    x, z, y = _toy(rng, n=12)
+    params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
+    v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
+    c1, c2 = 0.5, 2.0
+    zero, one = jnp.zeros(3), jnp.ones(3)
+    term = MaxMargin(y, c2 / c1, num_classes=3)
+    new = mmh.classification_extra_loss(_embed)
+    data = (_images(x, z), (term, c1 / len(y), v, zero, one))
+
+    def old(p):
+        feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
+        scores = feats @ v.T
+        return c2 / len(y) * jnp.sum(crammer_singer_loss(scores, jnp.asarray(y)))
+
+    value, grads = jax.value_and_grad(new)(params, data)
+    ref_value, ref_grads = jax.value_and_grad(old)(params)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-6)
+    for got, want in zip(grads.weights, ref_grads.weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert float(value) > 0
+
+
+def test_a_fit_on_other_labels_and_costs_compiles_nothing(rng_key, rng, count_compiles):
+    x, z, y = _toy(rng, n=30)
+    params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
+    schedule = mmh.Schedule(iterations=2, inner_steps=3, pretrain_steps=3)
+    model = _model(_embed)  # one model: its functions are the compiled loops' keys
+
+    def fit(labels, c1, c2):
+        res = mmh.fit_mmh_classifier(
+            rng_key,
+            params,
+            _images(x, z),
+            labels,
+            3,
+            model,
+            c1=c1,
+            c2=c2,
+            schedule=schedule,
+        )
+        return jax.block_until_ready(res)
+
+    first = fit(y, 0.5, 1.0)
+    other = rng.permutation(y)
+    assert np.any(other != y)
+    counter = count_compiles()
+    with counter:
+        second = fit(other, 0.25, 2.0)
+    assert counter.count == 0
+    assert not np.allclose(first.predictor, second.predictor)
