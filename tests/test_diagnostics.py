@@ -314,3 +314,41 @@ def test_svi_result_to_inference_data_keeps_the_global_sites():
         diagnostics.to_inference_data(res, rng_key=jax.random.key(1))
     with pytest.raises(ValueError, match="topic_axes"):
         diagnostics.to_inference_data(res, guide=guide, topic_axes={"loc": 0})
+
+
+def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from jaxannot.inference.vem import VEM
+
+    rng = np.random.default_rng(0)
+    z = rng.integers(3, size=30)
+    beta = rng.dirichlet(np.full(8, 0.2), size=3)
+    counts = (
+        jnp.asarray(np.stack([rng.multinomial(20, beta[k]) for k in z]), jnp.float32),
+    )
+    vem = VEM(mu.mixture_of_unigrams, "z")
+    kw = dict(num_topics=3, progress_bar=False)
+    fits = vem.run_restarts(jax.random.key(0), 4, 10, counts, num_draws=100, **kw)
+    assert np.ptp([f.losses[-1] for f in fits]) < 1e-3  # one optimum, four times
+    idata = diagnostics.to_inference_data(fits)
+    assert idata.posterior["pi"].shape == (4, 100, 3)
+    assert idata.posterior["z_probs"].shape == (4, 100, 30, 3)
+    summ = az.summary(idata, var_names=["pi", "beta_0"])
+    assert np.isfinite(summ["r_hat"]).all() and np.isfinite(summ["ess_bulk"]).all()
+    assert summ["r_hat"].max() < 1.05  # chains of one optimum agree
+    assert summ["ess_bulk"].min() > 100  # independent draws: most of the 400 count
+    axes = az.plot_trace(idata, var_names=["pi"])
+    assert len(axes[0, 1].get_lines()) == 4 * 3  # a trace per chain and topic
+    plt.close("all")
+    # a restart stopped after one EM iteration sits elsewhere: R-hat says so
+    early = vem.run(jax.random.key(9), 1, counts, **kw)
+    early = vem.laplace_draws(jax.random.key(1), early, 100, counts, num_topics=3)
+    mixed = diagnostics.to_inference_data([*fits[:3], early])
+    assert az.summary(mixed, var_names=["beta_0"])["r_hat"].max() > 1.2
+    with pytest.raises(ValueError, match="no draws but others do"):
+        diagnostics.to_inference_data([fits[0], fits[1]._replace(draws=None)])

@@ -14,9 +14,10 @@ topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
 - :func:`topic_posteriors` labels per-image topic posteriors (image, topic);
 - :func:`diagnose_restarts` fits a registered topic model from several starts and
   compares their aligned topics (``jaxannot diagnose METHOD --dataset ...``);
-- :func:`to_inference_data` turns any fit into InferenceData: VEM restarts (one draw
-  per chain, aligned on their local posteriors) or an SVI result (guide draws), with
-  the loss traces in ``sample_stats``.
+- :func:`to_inference_data` turns any fit into InferenceData: VEM restarts (chains
+  aligned on their local posteriors; one draw each, or the Laplace draws of
+  ``VEM.run_restarts(..., num_draws=M)``, which give R-hat and ESS a meaning for EM)
+  or an SVI result (guide draws), with the loss traces in ``sample_stats``.
 
 All InferenceData posteriors have dims ``("chain", "draw", ...)``.
 

@@ -35,8 +35,22 @@ def to_inference_data(
     """A fit as ``arviz.InferenceData``: VEM restarts or an SVI result.
 
     **VEM** (a :class:`~jaxannot.inference.VEMResult` or a sequence of them: restarts
-    of one model on one corpus). A VEM fit is a point estimate, so every restart is
-    one chain of one draw. The restarts' topics (the values of the discrete local
+    of one model on one corpus). Every restart is one chain. A VEM fit is a point
+    estimate: without draws a chain has one draw (its values); restarts from
+    :meth:`VEM.run_restarts(..., num_draws=M) <jaxannot.inference.VEM.run_restarts>`
+    carry ``M`` draws of the global posterior their local posteriors imply (a
+    Laplace approximation at the fit, :meth:`~jaxannot.inference.VEM.laplace_draws`),
+    which become the chain's draws, each with its own fold-in posteriors.
+
+    What R-hat and ESS then say about EM: every chain is centred on its restart's
+    optimum and spread by that optimum's posterior uncertainty, so R-hat near 1
+    means the restarts found the same optimum up to that uncertainty (after the
+    topic alignment below), and R-hat well above 1 that they stopped at different
+    local optima (compare their final losses). The draws are independent within a
+    chain, so ESS is about the number of draws when the chains agree and falls as
+    they disagree; it counts Laplace draws, not EM iterations, and says nothing
+    about EM's convergence (the loss traces do). The restarts' topics (the values
+    of the discrete local
     site) are aligned to restart 0's by the Hungarian algorithm on the per-image
     posteriors: the permutation ``p`` of restart ``r`` minimizes
     :math:`\\sum_{ik} |\\phi^0_{ik} - \\phi^r_{i p_k}|` (equivalently maximizes the
@@ -159,6 +173,13 @@ def _vem_to_inference_data(results, topic_axes, local_site):
     if bad:
         raise ValueError(f"every restart must be a VEMResult; got {bad}")
     names = [k for k in results[0].params if k != "terms"]
+    with_draws = [res.draws is not None for res in results]
+    if any(with_draws) and not all(with_draws):
+        raise ValueError(
+            f"restarts {[r for r, d in enumerate(with_draws) if not d]} have no "
+            "draws but others do: give every restart draws (VEM.run_restarts("
+            "..., num_draws=M)) or none"
+        )
     values, phis = [], []
     for r, res in enumerate(results):
         own = [k for k in res.params if k != "terms"]
@@ -167,8 +188,13 @@ def _vem_to_inference_data(results, topic_axes, local_site):
                 f"restart {r} has the global sites {sorted(own)} but restart 0 has "
                 f"{sorted(names)}: restarts must be fits of one model"
             )
-        values.append({k: np.asarray(jax.device_get(res.params[k])) for k in names})
-        phis.append(np.asarray(jax.device_get(res.posteriors)))
+        if res.draws is None:  # one draw: the point estimate
+            draws = {k: res.params[k][None] for k in names}
+            draw_phis = res.posteriors[None]
+        else:
+            draws, draw_phis = res.draws, res.draw_posteriors
+        values.append({k: np.asarray(jax.device_get(draws[k])) for k in names})
+        phis.append(np.asarray(jax.device_get(draw_phis)))
         mismatched = [
             f"{k} {values[r][k].shape} vs {values[0][k].shape}"
             for k in names
@@ -181,29 +207,29 @@ def _vem_to_inference_data(results, topic_axes, local_site):
                 f"restart {r} differs in shape from restart 0 ({'; '.join(mismatched)})"
                 f": restarts must be fits of one model on one corpus"
             )
-    num_images, k = phis[0].shape
+    num_images, k = phis[0].shape[1:]
+    shapes = {n: values[0][n].shape[1:] for n in names}  # of one draw
     if topic_axes is None:
-        topic_axes = {
-            n: 0 for n in names if values[0][n].ndim and values[0][n].shape[0] == k
-        }
+        topic_axes = {n: 0 for n in names if shapes[n] and shapes[n][0] == k}
     topic_axes = dict(topic_axes)
     for n, axis in topic_axes.items():
         if n not in values[0]:
             raise ValueError(f"topic_axes names {n!r}, not a global site: {names}")
-        shape = values[0][n].shape
+        shape = shapes[n]
         if not -len(shape) <= axis < len(shape) or shape[axis] != k:
             raise ValueError(
                 f"topic axis {axis} of site {n!r} (shape {shape}) does not have the "
                 f"{k} topics of the local posteriors"
             )
         topic_axes[n] = axis % len(shape)
-    perms = np.stack([match_topics(phis[0].T, phi.T) for phi in phis])
+    points = [np.asarray(jax.device_get(res.posteriors)) for res in results]
+    perms = np.stack([match_topics(points[0].T, phi.T) for phi in points])
 
-    posterior = {n: np.stack([v[n] for v in values])[:, None] for n in names}
+    posterior = {n: np.stack([v[n] for v in values]) for n in names}
     dims = {
         n: [
             "topic" if i == topic_axes.get(n) else f"{n}_dim_{i}"
-            for i in range(values[0][n].ndim)
+            for i in range(len(shapes[n]))
         ]
         for n in names
     }
@@ -211,7 +237,7 @@ def _vem_to_inference_data(results, topic_axes, local_site):
         probs = f"{local_site}_probs"
         if probs in posterior:
             raise ValueError(f"a global site is named {probs!r}; pass local_site")
-        posterior[probs] = np.stack(phis)[:, None]
+        posterior[probs] = np.stack(phis)
         dims[probs] = ["image", "topic"]
         topic_axes[probs] = 1
     posterior = _permute_topics(posterior, topic_axes, perms)

@@ -37,11 +37,12 @@ from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.max_margin import MaxMargin, MaxMarginELBO
-from jaxannot.inference.vem import VEM, register_closed_form
+from jaxannot.inference.vem import VEM, EmptyComponentWarning, register_closed_form
 
 __all__ = [
     "MAP",
     "VEM",
+    "EmptyComponentWarning",
     "LapVar1",
     "LapVar2",
     "LaplacianELBO",

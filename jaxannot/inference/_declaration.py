@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro import handlers
+from numpyro.infer import init_to_uniform
 
 __all__: list[str] = []
 
@@ -36,10 +37,30 @@ class _Structure:
     num_images: int
     num_values: int
     image_dim: int
+    global_shapes: tuple[tuple[int, ...], ...] = ()  # of the globals_, in order
+
+    def local_value(self, size: int, value=0) -> jax.Array:
+        """``value`` as the local site's value on ``size`` images: the image axis
+        at the plate's dim (``[size, 1]`` for a plate at dim -2)."""
+        shape = (size,) + (1,) * (-self.image_dim - 1)
+        return jnp.full(shape, value, jnp.int32)
 
 
 def _trace(model, substitutions, args, kwargs, seed=0):
-    seeded = handlers.seed(model, jax.random.key(seed))
+    """A trace of the model with ``substitutions``; latent sites whose distribution
+    cannot be sampled (an improper prior such as ``ImproperUniform``) and that are
+    not substituted get numpyro's ``init_to_uniform`` value."""
+
+    def unsampleable(msg):
+        if msg["name"] in substitutions or msg["type"] != "sample":
+            return None
+        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
+            return init_to_uniform(msg)
+        return None
+
+    seeded = handlers.substitute(
+        handlers.seed(model, jax.random.key(seed)), substitute_fn=unsampleable
+    )
     return handlers.trace(handlers.substitute(seeded, data=substitutions)).get_trace(
         *args, **kwargs
     )
@@ -141,7 +162,12 @@ def _read_structure(trace, local_site, plate) -> _Structure:
         if v["type"] == "sample" and not v["is_observed"] and not _in_plate(v, plate)
     )
     frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
-    return _Structure(globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim)
+    shapes = tuple(
+        tuple(int(d) for d in jnp.shape(trace[k]["value"])) for k in globals_
+    )
+    return _Structure(
+        globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim, shapes
+    )
 
 
 # --------------------------------------------------------------- the log joint
@@ -207,8 +233,9 @@ def _join_leaves(setup: _Setup, dynamic):
     return jax.tree_util.tree_unflatten(setup.treedef, leaves)
 
 
-def _subsamples(model, plate, local_site, structure, args, kwargs) -> bool:
-    """Whether the model's observed in-plate sites follow the plate's indices."""
+def _subsamples(model, plate, local_site, structure, args, kwargs):
+    """Whether the model's observed in-plate sites follow the plate's indices, and
+    the error a trace on two images' indices raised (None if it ran)."""
     dim = structure.image_dim
 
     def read(trace):
@@ -222,12 +249,7 @@ def _subsamples(model, plate, local_site, structure, args, kwargs) -> bool:
         )
 
     try:
-        return _abstract_trace(
-            model,
-            {plate: jnp.arange(2), local_site: jnp.zeros(2, jnp.int32)},
-            args,
-            kwargs,
-            read,
-        )
-    except (ValueError, TypeError, IndexError):
-        return False
+        substitutions = {plate: jnp.arange(2), local_site: structure.local_value(2)}
+        return _abstract_trace(model, substitutions, args, kwargs, read), None
+    except (ValueError, TypeError, IndexError) as error:
+        return False, error

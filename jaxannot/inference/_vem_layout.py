@@ -159,11 +159,11 @@ class _Shards(NamedTuple):
         state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
-        rng, values, phi, opt, tp, best, best_obj, stop = state
+        rng, values, phi, opt, tp, best, *rest = state
         split = sharding.image_sharding(self.mesh)
         phi, best_phi = sharding.put((phi, best[1]), split)
         best = (best[0], best_phi, best[2])
-        return (rng, values, phi, opt, tp, best, best_obj, stop), e_arrays
+        return (rng, values, phi, opt, tp, best, *rest), e_arrays
 
     def real(self, phi):
         return sharding.gather(_first_rows(phi, self.num_real))
@@ -185,6 +185,13 @@ def fold_in(vem, layout, values, dynamic):
     """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K]."""
     a = layout.log_joint(vem, values, dynamic)
     return layout.constrain(jax.nn.softmax(a, axis=-1))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def fold_in_all(vem, layout, draws, dynamic):
+    """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
+    [draws, images, K], one draw at a time."""
+    return lax.map(lambda values: fold_in(vem, layout, values, dynamic), draws)
 
 
 def plan(vem, setup: _Setup, args, kwargs, dynamic):
@@ -242,7 +249,7 @@ def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
     except (ValueError, TypeError, IndexError):
         return None
     n = structure.num_images
-    subsamples = _subsamples(
+    subsamples, _ = _subsamples(
         vem.model, vem.plate, vem.local_site, structure, args, kwargs
     )
     chunk = min(vem.chunk_size, n)

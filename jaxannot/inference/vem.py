@@ -33,6 +33,13 @@ M-step
     one). With the closed form and the exact or LapVar1 E-step, :math:`\mathcal{L}`
     never decreases.
 
+Start
+    Random soft assignments (Dirichlet(1) rows), then an M-step: the closed form,
+    or L-BFGS on the expected complete log joint (:meth:`VEM.init_params`);
+    ``run(..., restarts=n)`` keeps the best of ``n`` starts. A non-finite log joint,
+    posterior, objective or global value stops the fit with an error naming the EM
+    iteration and the step.
+
 A model that is to be chunked reads its per-image data through the plate, e.g.
 ``numpyro.subsample(x, event_dim=1)`` or ``x[idx]`` with ``idx`` the plate's indices.
 
@@ -46,6 +53,7 @@ Seed 000: graph-regularized variational inference for image annotation.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,7 +64,9 @@ import jax.numpy as jnp
 import numpyro
 import optax
 from jax import lax
+from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
+from numpyro.infer import init_to_uniform
 
 from jaxannot.inference import sharding
 from jaxannot.inference._declaration import (
@@ -68,7 +78,28 @@ from jaxannot.inference._declaration import (
     _subsamples,
     _trace,
 )
-from jaxannot.inference._vem_layout import _Whole, fold_in, log_joint_all, plan
+from jaxannot.inference._vem_checks import (
+    EmptyComponentWarning,
+    check_inputs,
+    fault_code,
+    missing_globals,
+    no_fault,
+    raise_fault,
+    record_fault,
+    warn_empty,
+)
+from jaxannot.inference._vem_globals import (
+    MAX_LAPLACE_DIM,
+    laplace_draws,
+    maximize_expected,
+)
+from jaxannot.inference._vem_layout import (
+    _Whole,
+    fold_in,
+    fold_in_all,
+    log_joint_all,
+    plan,
+)
 from jaxannot.inference.progress import run_steps
 from jaxannot.inference.vem_steps import (
     ExactEStep,
@@ -84,6 +115,7 @@ __all__ = [
     "VEM",
     "VEMResult",
     "ExactEStep",
+    "EmptyComponentWarning",
     "register_closed_form",
     "closed_form_for",
 ]
@@ -115,6 +147,13 @@ class VEM:
         a callable is used as the closed form.
     m_steps : int
         Optax steps per M-step (generic path and extra terms).
+    init_steps : int
+        L-BFGS steps of the default start's M-step when no closed form is
+        registered (:meth:`init_params`).
+    warn_empty : bool
+        Warn (:class:`EmptyComponentWarning`) when a fit leaves a value of the
+        local site with less than half an image of posterior mass; False where
+        empty components are expected (more components than the data support).
     terms : sequence
         Extra objective terms, e.g. ``[MaxMargin(labels, c)]``.
     plate : str
@@ -152,6 +191,8 @@ class VEM:
         *,
         m_step: str | Callable = "auto",
         m_steps: int = 1,
+        init_steps: int = 50,
+        warn_empty: bool = True,
         terms: Sequence[Any] = (),
         term_steps: int = 5,
         plate: str = "image",
@@ -162,8 +203,11 @@ class VEM:
             raise ValueError(
                 f"unknown m_step {m_step!r}; valid: 'auto', 'generic' or a callable"
             )
-        if int(m_steps) < 1 or int(chunk_size) < 1 or int(term_steps) < 0:
-            raise ValueError("m_steps and chunk_size must be >= 1, term_steps >= 0")
+        if min(int(m_steps), int(chunk_size), int(init_steps)) < 1 or term_steps < 0:
+            raise ValueError(
+                "m_steps, init_steps and chunk_size must be >= 1, term_steps >= 0; "
+                f"got {m_steps}, {init_steps}, {chunk_size}, {term_steps}"
+            )
         self.model, self.local_site, self.plate = model, local_site, plate
         self.estep = estep if estep is not None else ExactEStep()
         self.optimizer = optimizer if optimizer is not None else optax.adam(0.05)
@@ -174,6 +218,7 @@ class VEM:
         else:
             self.closed_form = None
         self.m_steps, self.term_steps = int(m_steps), int(term_steps)
+        self.init_steps, self.warn_empty = int(init_steps), bool(warn_empty)
         self.terms = tuple(terms)
         self.chunk_size = int(chunk_size)
         self.devices = None if devices is None else tuple(devices)
@@ -185,16 +230,22 @@ class VEM:
         treedef, static, is_dynamic, dynamic = _split_leaves(args, kwargs)
         n = structure.num_images
         chunk = min(self.chunk_size, n)
-        subsamples = _subsamples(
+        subsamples, error = _subsamples(
             self.model, self.plate, self.local_site, structure, args, kwargs
         )
         if chunk < n and not subsamples:
+            raised = (
+                ""
+                if error is None
+                else f" (on two images' indices the model raised "
+                f"{type(error).__name__}: {error})"
+            )
             raise ValueError(
                 f"the model does not read its data through plate {self.plate!r}'s "
-                f"indices, so VEM cannot process its {n} images in chunks of "
-                f"{chunk}: use numpyro.subsample(x, event_dim=...) inside the plate, "
-                f"or pass chunk_size >= {n}"
-            )
+                f"indices{raised}, so VEM cannot process its {n} images in chunks "
+                f"of {chunk}: use numpyro.subsample(x, event_dim=...) inside the "
+                f"plate, or pass chunk_size >= {n}"
+            ) from error
         setup = _Setup(
             structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
         )
@@ -202,8 +253,9 @@ class VEM:
 
     def _small_substitutions(self, setup: _Setup) -> dict:
         """Plate indices for traces that need only the out-of-plate sites."""
-        n = 1 if setup.subsamples else setup.structure.num_images
-        return {self.plate: jnp.arange(n), self.local_site: jnp.zeros(n, jnp.int32)}
+        s = setup.structure
+        n = 1 if setup.subsamples else s.num_images
+        return {self.plate: jnp.arange(n), self.local_site: s.local_value(n)}
 
     # ------------------------------------------------- pieces of the objective
     def _chunk_indices(self, setup: _Setup):
@@ -308,7 +360,9 @@ class VEM:
             state, dynamic, e_arrays = carry
             args, kwargs = layout.join(dynamic)
             transforms = self._transforms(setup, args, kwargs)
-            (rng, values, phi, opt_state, term_params, best, best_obj, stop) = state
+            (rng, values, phi, opt_state, term_params, best, best_obj, stop, fault) = (
+                state
+            )
 
             def iterate(_):
                 rng2, sub = jax.random.split(rng)
@@ -325,18 +379,22 @@ class VEM:
                     layout, transforms, values, opt_state, term_params, new_phi, dynamic
                 )
                 new_tp = dual_updates(self.terms, new_tp, new_phi)
-                improved = (t == 0) | (
-                    objective > best_obj + tolerance * jnp.abs(best_obj)
+                code = fault_code(a, new_phi, objective, new_values)
+                ok = code == 0
+                improved = ok & (
+                    (t == 0) | (objective > best_obj + tolerance * jnp.abs(best_obj))
                 )
                 fitted = (new_values, new_phi, new_tp)
                 if keep_best:
-                    new_best = jax.tree_util.tree_map(
-                        lambda n, o: jnp.where(improved, n, o), fitted, best
-                    )
+                    keep = improved
                     halt = ~improved
                 else:
-                    new_best = fitted
-                    halt = (t > 0) & ~improved if tolerance > 0 else jnp.bool_(False)
+                    keep = ok
+                    late = (t > 0) & ~improved if tolerance > 0 else False
+                    halt = late | ~ok
+                new_best = jax.tree_util.tree_map(
+                    lambda n, o: jnp.where(keep, n, o), fitted, best
+                )
                 new_best_obj = jnp.where(improved, objective, best_obj)
                 state = (
                     rng2,
@@ -347,6 +405,7 @@ class VEM:
                     new_best,
                     new_best_obj,
                     halt,
+                    record_fault(fault, code, t),
                 )
                 return state, -objective
 
@@ -361,9 +420,17 @@ class VEM:
 
     # ---------------------------------------------------------------- API
     def init_params(self, rng_key, *args, **kwargs) -> dict:
-        """Starting global values: the closed-form M-step from random soft
-        assignments (Dirichlet(1) rows) when one is registered, else prior draws."""
-        setup, _ = self._setup(args, kwargs)
+        """The default start: random soft assignments, then an M-step.
+
+        The posteriors start as Dirichlet(1) rows (uniformly random on the simplex);
+        the globals are the M-step's answer to them: the registered closed form, or
+        else ``init_steps`` L-BFGS steps on the expected complete log joint from a
+        random point of the unconstrained space (numpyro's ``init_to_uniform``:
+        improper priors need no draw). Every component then starts near the whole
+        data's fit, where the first E-steps separate them, instead of at a prior
+        draw far from the data, which no image may ever choose.
+        """
+        setup, dynamic = self._setup(args, kwargs)
         s = setup.structure
         if self.closed_form is not None:
             e = jax.random.exponential(rng_key, (s.num_images, s.num_values))
@@ -372,11 +439,18 @@ class VEM:
                 k: jnp.asarray(v)
                 for k, v in self.closed_form(phi, *args, **kwargs).items()
             }
-        seed = int(jax.random.randint(rng_key, (), 0, 2**30))
-        trace = _trace(
-            self.model, self._small_substitutions(setup), args, kwargs, seed=seed
+        phi_key, start_key = jax.random.split(rng_key)
+        e = jax.random.exponential(phi_key, (s.num_images, s.num_values))
+        phi = e / e.sum(-1, keepdims=True)
+        seeded = handlers.substitute(
+            handlers.seed(self.model, start_key), data=self._small_substitutions(setup)
         )
-        return {k: trace[k]["value"] for k in s.globals_}
+        uniform = handlers.substitute(seeded, substitute_fn=init_to_uniform)
+        trace = handlers.trace(uniform).get_trace(*args, **kwargs)
+        start = {k: trace[k]["value"] for k in s.globals_}
+        return maximize_expected(
+            self, _Whole(setup), self.init_steps, start, phi, dynamic
+        )
 
     def run(
         self,
@@ -386,9 +460,10 @@ class VEM:
         init_params: dict | None = None,
         progress_bar: bool = True,
         tolerance: float = 0.0,
+        restarts: int = 1,
         **kwargs,
     ) -> VEMResult:
-        """Run ``num_steps`` EM iterations.
+        """Run ``num_steps`` EM iterations (from ``restarts`` starts).
 
         Parameters
         ----------
@@ -396,40 +471,128 @@ class VEM:
             Split into an initialization key and the loop key (E-step transforms
             that sweep in random order draw from the loop key).
         num_steps : int
-            EM iterations (the maximum when ``tolerance > 0``).
+            EM iterations (the maximum when ``tolerance > 0``), >= 1.
         *args, **kwargs
             The model's arguments. Arrays are traced (a new corpus of the same shape
             reuses the compiled fit); other values are static.
         init_params : dict, optional
-            Constrained starting values of the global sites.
+            Constrained starting values of the global sites (default:
+            :meth:`init_params`, random soft assignments then an M-step).
         progress_bar : bool
             A tqdm bar with the loss when the run lasts over ~2 s.
         tolerance : float
             Stop when the objective fails to improve by this relative amount
             (E-steps that keep their best iterate, as LapVar2, always stop then).
+        restarts : int
+            Fits from this many default starts (keys split from ``rng_key``, one
+            compiled fit); the one with the highest final objective (the last
+            finite ``-losses``) is returned. :meth:`run_restarts` returns them all.
 
         Returns
         -------
         VEMResult
+
+        Raises
+        ------
+        ValueError
+            ``num_steps < 1``, ``init_params`` lacking a site or of the wrong
+            shape, a term with one label per image of another plate size, NaN in
+            the data reaching the log joint.
+        FloatingPointError
+            A non-finite log joint, posterior, objective or global value arose
+            mid-fit; the message names the EM iteration and the step.
+
+        Warns
+        -----
+        EmptyComponentWarning
+            The returned fit leaves a value of the local site with less than half
+            an image of posterior mass (unless ``warn_empty=False``).
         """
+        restarts = int(restarts)
+        if restarts < 1:
+            raise ValueError(f"restarts must be >= 1, got {restarts}")
+        if restarts > 1 and init_params is not None:
+            raise ValueError(
+                "restarts > 1 draws its own starts; pass init_params or restarts"
+            )
+        opts = dict(progress_bar=progress_bar, tolerance=tolerance)
+        if restarts == 1:
+            result = self._run_one(rng_key, num_steps, args, kwargs, init_params, opts)
+        else:
+            fits = [
+                self._run_one(key, num_steps, args, kwargs, None, opts)
+                for key in jax.random.split(rng_key, restarts)
+            ]
+            result = max(fits, key=_final_objective)
+        if self.warn_empty:
+            warn_empty(result.posteriors)
+        return result
+
+    def run_restarts(
+        self,
+        rng_key: jax.Array,
+        restarts: int,
+        num_steps: int,
+        *args,
+        num_draws: int = 0,
+        progress_bar: bool = True,
+        tolerance: float = 0.0,
+        **kwargs,
+    ) -> list[VEMResult]:
+        """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Split into one key per restart (as ``run(..., restarts=...)``) and, with
+            ``num_draws``, the draws' key.
+        restarts, num_steps : int
+        *args, **kwargs, progress_bar, tolerance
+            As :meth:`run`.
+        num_draws : int
+            With ``num_draws > 0``, each fit carries that many draws of the global
+            posterior its local posteriors imply (:meth:`laplace_draws`), which
+            :func:`~jaxannot.diagnostics.to_inference_data` turns into draws of
+            each chain.
+
+        Returns
+        -------
+        list of VEMResult
+            One per restart, in key order; each warns
+            (:class:`EmptyComponentWarning`) if it left a component empty.
+        """
+        if int(restarts) < 1:
+            raise ValueError(f"restarts must be >= 1, got {restarts}")
+        keys = jax.random.split(rng_key, int(restarts))
+        opts = dict(progress_bar=progress_bar, tolerance=tolerance)
+        fits = []
+        for r, key in enumerate(keys):
+            fit = self._run_one(key, num_steps, args, kwargs, None, opts)
+            if self.warn_empty:
+                warn_empty(fit.posteriors, f"restart {r}")
+            if num_draws:  # a key apart from the two the fit split its key into
+                key = jax.random.fold_in(key, 1)
+                fit = self.laplace_draws(key, fit, num_draws, *args, **kwargs)
+            fits.append(fit)
+        return fits
+
+    def _run_one(self, rng_key, num_steps, args, kwargs, init_params, opts):
         setup, dynamic = self._setup(args, kwargs)
         s = setup.structure
         init_key, loop_key = jax.random.split(rng_key)
+        if int(num_steps) < 1:  # before the start's M-step is compiled
+            raise ValueError(f"num_steps must be >= 1 (EM iterations), got {num_steps}")
         if init_params is None:
             init_params = self.init_params(init_key, *args, **kwargs)
-        missing = set(s.globals_) - set(init_params)
-        if missing:
-            raise ValueError(
-                f"init_params lacks the global sites {sorted(missing)} (has "
-                f"{sorted(init_params)})"
-            )
+        missing_globals(s, init_params, "init_params")
+        values = {k: jnp.asarray(init_params[k]) for k in s.globals_}
+        check_inputs(s, self.plate, values, self.terms)
         nodes = getattr(self.estep, "num_nodes", s.num_images)
         if nodes != s.num_images:
             raise ValueError(
                 f"the E-step's graph has {nodes} nodes but plate {self.plate!r} has "
                 f"{s.num_images} images"
             )
-        values = {k: jnp.asarray(init_params[k]) for k in s.globals_}
         layout, dynamic = plan(self, setup, args, kwargs, dynamic)
         term_keys = jax.random.split(init_key, max(1, len(self.terms)))
         term_params = tuple(
@@ -452,25 +615,92 @@ class VEM:
             best,
             jnp.float32(-jnp.inf),
             jnp.bool_(False),
+            no_fault(),
         )
         state, e_arrays = layout.place(state, self.estep.arrays)
-        step = self._build_step(layout, float(tolerance))
+        step = self._build_step(layout, float(opts["tolerance"]))
         (state, _, _), losses = run_steps(
             step,
             (state, dynamic, e_arrays),
             num_steps,
-            progress_bar=progress_bar,
+            progress_bar=opts["progress_bar"],
             desc="VEM",
         )
+        fault = jax.device_get(state[8])
+        if fault[0]:
+            objective = -losses[int(fault[1])]
+            raise_fault(fault, state[1], args, kwargs, objective)
         values, phi, term_params = state[5]
         params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
         params["terms"] = term_params
         return VEMResult(params, layout.real(phi), losses)
 
+    def laplace_draws(
+        self, rng_key: jax.Array, result: VEMResult, num_draws: int, *args, **kwargs
+    ) -> VEMResult:
+        r"""``result`` with draws of the global posterior its posteriors imply.
+
+        The draws come from the Laplace approximation of
+        :math:`q(\theta) \propto \exp(\sum_{ik}\phi_{ik} a_{ik}(\theta) + \log
+        p(\theta))` at ``result.params``, in the sites' unconstrained coordinates
+        (the factor of :math:`\theta` that mean-field variational Bayes pairs with
+        the posteriors :math:`\phi`; :mod:`~jaxannot.inference._vem_globals`). Each
+        draw's own fold-in posteriors come along. The Hessian is dense: at most
+        ``MAX_LAPLACE_DIM`` (4096) coordinates.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+        result : VEMResult
+            A fit of this VEM on ``args``.
+        num_draws : int
+        *args, **kwargs
+            The model's arguments, as given to :meth:`run`.
+
+        Returns
+        -------
+        VEMResult
+            ``result`` with ``draws`` ``{site: [num_draws, ...]}`` and
+            ``draw_posteriors`` ``[num_draws, images, K]``.
+
+        Warns
+        -----
+        UserWarning
+            ``result.params`` is not a maximum of the expected complete log joint
+            (a direction of non-positive curvature, drawn with unit precision).
+        """
+        setup, dynamic = self._setup(args, kwargs)
+        s = setup.structure
+        missing_globals(s, result.params, "result.params")
+        if int(num_draws) < 1:
+            raise ValueError(f"num_draws must be >= 1, got {num_draws}")
+        dim = sum(int(np.prod(shape)) for shape in s.global_shapes)
+        if dim > MAX_LAPLACE_DIM:
+            raise ValueError(
+                f"the global sites have {dim} coordinates; Laplace draws need a dense "
+                f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
+            )
+        values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
+        layout = _Whole(setup)
+        draws, smallest = laplace_draws(
+            self, layout, int(num_draws), rng_key, values, result.posteriors, dynamic
+        )
+        if float(smallest) <= 0:
+            warnings.warn(
+                "the fit's global values are not a maximum of the expected complete "
+                f"log joint (Hessian eigenvalue {float(smallest):.3g}); draws along "
+                "such directions use unit precision: fit longer (num_steps, m_steps)",
+                UserWarning,
+                stacklevel=2,
+            )
+        phis = fold_in_all(self, layout, draws, dynamic)
+        return result._replace(draws=draws, draw_posteriors=phis)
+
     def local_log_joint(self, params: dict, *args, **kwargs) -> jax.Array:
         """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
         ``args`` and value ``k`` under the global values ``params``, [N, K]."""
         setup, dynamic = self._setup(args, kwargs)
+        missing_globals(setup.structure, params, "params")
         values = {k: jnp.asarray(params[k]) for k in setup.structure.globals_}
         return log_joint_all(self, _Whole(setup), values, dynamic)
 
@@ -478,6 +708,7 @@ class VEM:
         """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
         the images in ``args`` under ``params`` (fold-in of new images), [N, K]."""
         setup, dynamic = self._setup(args, kwargs)
+        missing_globals(setup.structure, params, "params")
         values = {k: jnp.asarray(params[k]) for k in setup.structure.globals_}
         return fold_in(self, _Whole(setup), values, dynamic)
 
@@ -488,3 +719,10 @@ class VEM:
             raise ValueError("this VEM has no extra terms to predict with")
         phi = self.posteriors_for(result.params, *args, **kwargs)
         return self.terms[term].predict(result.params["terms"][term], phi)
+
+
+def _final_objective(result: VEMResult) -> float:
+    """The last finite objective of a fit (``-inf`` if none)."""
+    objective = -np.asarray(result.losses, np.float64)
+    finite = objective[np.isfinite(objective)]
+    return float(finite[-1]) if finite.size else -np.inf

@@ -44,11 +44,18 @@ class VEMResult(NamedTuple):
     losses : np.ndarray [num_steps]
         Negative objective :math:`-\\mathcal{L}` after each E-step (NaN for steps
         skipped after convergence).
+    draws : dict or None
+        Draws ``{site: [draws, ...]}`` of the global posterior the posteriors
+        imply (:meth:`VEM.laplace_draws`); None without.
+    draw_posteriors : Float[Array, "draws images K"] or None
+        The fold-in posteriors under each draw; None without draws.
     """
 
     params: dict
     posteriors: jax.Array
     losses: np.ndarray
+    draws: dict | None = None
+    draw_posteriors: jax.Array | None = None
 
 
 _CLOSED_FORMS: dict[Callable, Callable] = {}

@@ -5,6 +5,7 @@ import jax
 import numpyro
 import numpyro.distributions as dist
 import optax
+from numpyro.distributions import constraints
 
 from jaxannot.inference.map_estimate import MAP
 
@@ -80,3 +81,21 @@ def test_bad_models_and_init_params_raise_clear_errors():
         MAP(normal_mean).run(
             jax.random.key(0), 1, y, 0.0, 1.0, init_params={"sigma": 1.0}
         )
+
+
+def flat_normal(y):
+    """Improper flat priors on the mean (real) and the scale (positive)."""
+    mu = numpyro.sample("mu", dist.ImproperUniform(constraints.real, (), ()))
+    sigma = numpyro.sample("sigma", dist.ImproperUniform(constraints.positive, (), ()))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+
+def test_improper_priors_give_the_maximum_likelihood_estimate():
+    y = np.random.default_rng(3).normal(2.0, 1.5, size=20).astype(np.float32)
+    result = MAP(flat_normal, optax.adam(0.05)).run(
+        jax.random.key(0), 4000, y, progress_bar=False
+    )
+    # the log joint is the log likelihood: the MLE (mean, ddof-0 sd)
+    np.testing.assert_allclose(float(result.params["mu"]), y.mean(), rtol=1e-4)
+    np.testing.assert_allclose(float(result.params["sigma"]), y.std(), rtol=1e-4)

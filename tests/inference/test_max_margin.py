@@ -239,3 +239,53 @@ def test_max_margin_elbo_errors():
     elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, loss="hinge")
     with pytest.raises(KeyError, match="MaxMarginELBO.guide"):
         elbo.params({})
+
+
+def enumerated_mixture(x, *, num_topics):
+    """Unit-variance Gaussian mixture whose z is enumerated in the model."""
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(num_topics)))
+    with numpyro.plate("topic", num_topics):
+        mean = numpyro.sample("mean", dist.Normal(0.0, 3.0).expand([2]).to_event(1))
+    with numpyro.plate("image", x.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(pi), infer={"enumerate": "parallel"})
+        numpyro.sample("x", dist.Normal(mean[z], 1.0).to_event(1), obs=x)
+
+
+def test_guide_helper_with_dim_for_a_site_enumerated_in_the_model():
+    import scipy.special
+    import scipy.stats
+
+    from numpyro import handlers
+    from numpyro.infer import TraceEnum_ELBO
+
+    rng = np.random.default_rng(0)
+    classes = np.arange(12) % 3
+    x = jnp.asarray(rng.normal(0, 3, (3, 2))[classes] + rng.normal(size=(12, 2)))
+    elbo = MaxMarginELBO(TraceEnum_ELBO(), "z", jnp.asarray(classes), c=1.0)
+    auto = AutoDelta(handlers.block(enumerated_mixture, hide=["z"]))
+    guide = elbo.guide(auto, dim=3)  # z is absent from the guide: dim = K
+    svi = SVI(
+        enumerated_mixture,
+        guide,
+        numpyro.optim.optax_to_numpyro(optax.adam(0.05)),
+        elbo,
+    )
+    res = svi.run(jax.random.key(0), 20, x, num_topics=3, progress_bar=False)
+    assert res.params["z_maxmargin_weights"].shape == (3, 3 + 1)  # [T, dim + 1]
+    # the features are the exact local posteriors under the guide's values
+    values = auto.median(res.params)
+    log_joint = np.log(np.asarray(values["pi"])) + np.stack(
+        [
+            scipy.stats.norm.logpdf(np.asarray(x), np.asarray(m), 1.0).sum(1)
+            for m in values["mean"]
+        ],
+        1,
+    )
+    summary = elbo.features(
+        jax.random.key(1), res.params, enumerated_mixture, guide, x, num_topics=3
+    )
+    np.testing.assert_allclose(
+        np.asarray(summary.q), scipy.special.softmax(log_joint, axis=1), atol=1e-5
+    )
+    pred = elbo.predict(res.params, guide, x, model=enumerated_mixture, num_topics=3)
+    assert pred.shape == (12,)

@@ -14,7 +14,12 @@ import optax
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.max_margin import MaxMargin
-from jaxannot.inference.vem import VEM, closed_form_for, register_closed_form
+from jaxannot.inference.vem import (
+    VEM,
+    EmptyComponentWarning,
+    closed_form_for,
+    register_closed_form,
+)
 from jaxannot.models import mixture_of_unigrams as mu
 
 PRIOR_SD = 3.0
@@ -312,7 +317,10 @@ def test_an_emptied_topic_keeps_the_objective_finite():
         jnp.asarray(np.stack([rng.multinomial(30, beta[k]) for k in z]), jnp.float32),
     )
     vem = VEM(mu.mixture_of_unigrams, "z")
-    result = vem.run(jax.random.key(0), 40, counts, num_topics=8, progress_bar=False)
+    with pytest.warns(EmptyComponentWarning, match="components with less than"):
+        result = vem.run(
+            jax.random.key(0), 40, counts, num_topics=8, progress_bar=False
+        )
     assert float(result.params["pi"].min()) < 1e-20  # a topic did empty
     assert np.all(np.isfinite(result.losses))
     assert np.all(np.diff(result.losses) <= 1e-5 * np.abs(result.losses[1:]))

@@ -1,0 +1,186 @@
+"""What :class:`~jaxannot.inference.vem.VEM` checks, and the errors it raises.
+
+- Inside the compiled EM step, :func:`fault_code` flags the first non-finite
+  quantity of an iteration (the log joint, the posteriors, the objective or the
+  M-step's global values); the step then stops the loop, and after the loop
+  :func:`raise_fault` names the iteration and the step (a NaN log joint caused by
+  NaN data names the data argument instead).
+- :func:`check_inputs` validates the starting values' shapes and the extra terms'
+  label counts before anything is compiled.
+- :func:`warn_empty` warns (:class:`EmptyComponentWarning`) when a fit leaves a
+  value of the local site with (almost) no image.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["EmptyComponentWarning"]
+
+#: A component whose posteriors sum to less than this many images explains no
+#: image: it is reported as empty (half an image: below any image's share).
+EMPTY_MASS = 0.5
+
+# fault codes, in the order the step meets them; 0 = no fault
+_LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
+_WHAT = {
+    _LOG_JOINT: (
+        "E-step: the log joint a_ik = log p(x_i, z_i = k | theta) is NaN, or -inf "
+        "for every k, for some image"
+    ),
+    _POSTERIORS: "E-step: the posteriors q(z_i) are not finite",
+    _OBJECTIVE: "E-step: the objective (log prior included) is not finite",
+    _GLOBALS: "M-step: the global values are not finite",
+}
+
+
+class EmptyComponentWarning(UserWarning):
+    """A fit left a value of the local site with (almost) no image."""
+
+
+def no_fault():
+    """The fault record of a healthy run: ``[code, iteration]`` = ``[0, -1]``."""
+    return jnp.array([0, -1], jnp.int32)
+
+
+def fault_code(a, phi, objective, values) -> jax.Array:
+    """The first non-finite quantity of one EM iteration (0: none).
+
+    ``a`` may hold ``-inf`` (a value impossible for an image), never NaN nor
+    ``-inf`` for every value (an image impossible under the model: numpyro gives
+    ``-inf`` to an observation outside the support, NaN included); the
+    posteriors, the objective and the new global values must be finite.
+    """
+    finite_values = jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree.leaves(values)])
+    )
+    checks = [
+        (jnp.any(jnp.isnan(a)) | jnp.any(jnp.all(a == -jnp.inf, axis=-1)), _LOG_JOINT),
+        (~jnp.all(jnp.isfinite(phi)), _POSTERIORS),
+        (~jnp.isfinite(objective), _OBJECTIVE),
+        (~finite_values, _GLOBALS),
+    ]
+    code = jnp.int32(0)
+    for bad, c in reversed(checks):  # the earliest check wins
+        code = jnp.where(bad, jnp.int32(c), code)
+    return code
+
+
+def record_fault(fault, code, t):
+    """Keep the first fault of the run."""
+    return jnp.where((fault[0] == 0) & (code > 0), jnp.stack([code, t]), fault)
+
+
+def _argument_names(args, kwargs) -> list[str]:
+    """A readable name for every leaf of ``(args, kwargs)``, in flatten order."""
+    named, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    names = []
+    for path, _ in named:
+        where, *rest = path
+        head = rest[0]
+        if where.idx == 0:
+            name = f"positional argument {head.idx}"
+        else:
+            name = f"argument {head.key!r}"
+        names.append(name + jax.tree_util.keystr(tuple(rest[1:])))
+    return names
+
+
+def _nan_arguments(args, kwargs) -> list[str]:
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    names = _argument_names(args, kwargs)
+    bad = []
+    for name, x in zip(names, leaves, strict=True):
+        if isinstance(x, jax.Array | np.ndarray) and jnp.issubdtype(
+            jnp.result_type(x), jnp.inexact
+        ):
+            count = int(jnp.isnan(jnp.asarray(x)).sum())
+            if count:
+                bad.append(f"{name} ({count} NaN of {np.size(x)})")
+    return bad
+
+
+def raise_fault(fault, values, args, kwargs, objective=None) -> None:
+    """Raise the error a non-zero ``fault`` record stands for (else nothing).
+
+    Raises
+    ------
+    ValueError
+        The log joint is NaN and some data argument holds NaN: it is named.
+    FloatingPointError
+        Any other non-finite quantity: the EM iteration and the step are named.
+    """
+    code, t = (int(x) for x in np.asarray(fault))
+    if code == 0:
+        return
+    if code == _LOG_JOINT:
+        nan_args = _nan_arguments(args, kwargs)
+        if nan_args:
+            raise ValueError(
+                f"the data hold NaN: {', '.join(nan_args)}; the log joint of some "
+                f"image is NaN or -inf at EM iteration {t}. Remove or impute them "
+                "(a NaN under a mask still breaks the log density unless the model "
+                "replaces it first, e.g. jnp.where(mask, x, 0))"
+            )
+    detail = ""
+    if code == _GLOBALS:
+        bad = sorted(k for k, v in values.items() if not bool(jnp.all(jnp.isfinite(v))))
+        detail = f" (sites {bad}): try a smaller learning rate or more M-step steps"
+    elif code == _OBJECTIVE and objective is not None:
+        detail = f" ({objective}): an image impossible under every value of z?"
+    elif code == _LOG_JOINT:
+        detail = (
+            " although the data hold no NaN: an observation outside its "
+            "distribution's support, or a density evaluated outside its domain at "
+            "the current global values"
+        )
+    raise FloatingPointError(f"VEM stopped at EM iteration {t}, {_WHAT[code]}{detail}")
+
+
+def check_inputs(structure, plate, values, terms) -> None:
+    """Clear errors for a run that cannot start (see :meth:`VEM.run`): starting
+    values of the wrong shapes, terms with labels for another number of images."""
+    wrong = [
+        f"{k} has shape {tuple(np.shape(values[k]))}, the model's is {shape}"
+        for k, shape in zip(structure.globals_, structure.global_shapes, strict=True)
+        if tuple(np.shape(values[k])) != shape
+    ]
+    if wrong:
+        raise ValueError(f"init_params has wrong shapes: {'; '.join(wrong)}")
+    for i, term in enumerate(terms):
+        labels = getattr(term, "labels", None)
+        if labels is not None and np.shape(labels)[0] != structure.num_images:
+            raise ValueError(
+                f"terms[{i}] ({type(term).__name__}) has {np.shape(labels)[0]} "
+                f"labels but plate {plate!r} has {structure.num_images} images: "
+                "give one label per image (-1 or NaN for unlabelled ones)"
+            )
+
+
+def missing_globals(structure, params, what: str) -> None:
+    """A ValueError naming the global sites ``params`` lacks."""
+    missing = sorted(set(structure.globals_) - set(params))
+    if missing:
+        raise ValueError(
+            f"{what} lacks the global sites {missing} (has {sorted(params)}; the "
+            f"model's global sites: {list(structure.globals_)})"
+        )
+
+
+def warn_empty(posteriors, label: str = "the fit") -> None:
+    """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``."""
+    mass = np.asarray(jax.device_get(posteriors)).sum(0)
+    empty = np.flatnonzero(mass < EMPTY_MASS)
+    if empty.size:
+        warnings.warn(
+            f"{label} left {empty.size} of {mass.size} components with less than "
+            f"{EMPTY_MASS} images of posterior mass: {empty.tolist()}. Try "
+            "restarts=..., fewer components, or another start (init_params=...)",
+            EmptyComponentWarning,
+            stacklevel=3,
+        )
