@@ -228,7 +228,7 @@ def _lap_fit(
     iterations=50,
     warm_start=20,
     sweeps=1,
-    newton_steps=5,
+    newton_steps=10,
     gamma=0.5,
     smoothing_steps=10,
     schedule="colouring",
@@ -308,8 +308,8 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
 @jax.jit
 def _newton_batch(phi0, a, m, d, lam):
-    return jax.vmap(lapvar.newton_update, in_axes=(0, 0, 0, 0, None, None))(
-        phi0, a, m, d, lam, 30
+    return jax.vmap(lapvar.newton_update, in_axes=(0, 0, 0, 0, None))(
+        phi0, a, m, d, lam
     )
 
 

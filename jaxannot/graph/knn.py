@@ -218,9 +218,11 @@ def _symmetrize_max(senders, receivers, weights, num_nodes: int) -> Graph:
     w = np.maximum.reduceat(w, first) if key.size else w
     key = key[first] if key.size else key
     return Graph(
-        senders=jnp.asarray(key // num_nodes, jnp.int32),
-        receivers=jnp.asarray(key % num_nodes, jnp.int32),
-        weights=jnp.asarray(w, jnp.float32),
+        # cast on the host and device_put: a device cast or jnp.asarray's copy
+        # would compile once per edge count
+        senders=jax.device_put((key // num_nodes).astype(np.int32)),
+        receivers=jax.device_put((key % num_nodes).astype(np.int32)),
+        weights=jax.device_put(w.astype(np.float32)),
         num_nodes=int(num_nodes),
     )
 

@@ -13,6 +13,14 @@ nodes, so that updating one block reads O(block edges x K) instead of the whole 
 a sweep costs O((N + E) K) whatever the number of colours. The nodes of a block are
 members of one independent set, so updating a class block after block gives the same
 result as updating it at once.
+
+Every data-dependent size — the edge count, the number of colours, the largest class,
+the blocks and the edges per block — is padded to the next power of two (padding
+edges have weight 0 and the dummy node as ends; padding classes are empty; padding
+blocks hold only the dummy node), and the block size is a function of the node count
+alone, so tables of two graphs with as many nodes have the same shapes unless a count
+crosses a power of two: a fit on another fold of the same size reuses the compiled
+sweep.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
+    "bucket",
     "ColourBlocks",
     "NeighbourTable",
     "neighbour_table",
@@ -43,13 +52,15 @@ class NeighbourTable(NamedTuple):
     Attributes
     ----------
     senders, receivers : Int[Array, "edges"]
-        Every undirected edge in both directions (no self-loops).
+        Every undirected edge in both directions (no self-loops), then padding
+        edges from the dummy node to itself with weight 0.
     weights : Float[Array, "edges"]
         Edge weights :math:`S_{ij}`.
     degree : Float[Array, "nodes+1"]
         :math:`d_i = \\sum_j S_{ij}` (0 for the dummy row).
     classes : Int[Array, "colours class_size"]
-        Independent sets covering every node once, padded with ``num_nodes``.
+        Independent sets covering every node once, padded with ``num_nodes`` (and
+        padding rows of it).
     blocks : ColourBlocks or None
         The classes in blocks with their edges (what a sweep reads); None when the
         table was built without them.
@@ -66,10 +77,11 @@ class NeighbourTable(NamedTuple):
 class ColourBlocks(NamedTuple):
     """The colour classes cut into blocks of at most ``block_size`` nodes.
 
-    The blocks of class ``c`` are ``first[c], ..., first[c] + count[c] - 1``. Every
-    block lists the edges whose sender is one of its nodes: ``receivers``,
-    ``weights``, and ``slots`` (the sender's column in ``members``); edges are padded
-    with weight 0, receiver 0 and slot ``block_size``.
+    The blocks of class ``c`` are ``first[c], ..., first[c] + count[c] - 1``; the
+    blocks after ``count.sum()`` are padding (dummy nodes only, no edges), as are the
+    classes with ``count`` 0. Every block lists the edges whose sender is one of its
+    nodes: ``receivers``, ``weights``, and ``slots`` (the sender's column in
+    ``members``); edges are padded with weight 0, receiver 0 and slot ``block_size``.
 
     Attributes
     ----------
@@ -88,17 +100,22 @@ class ColourBlocks(NamedTuple):
     weights: jax.Array
 
 
-def _block_size(n: int, class_sizes: np.ndarray) -> int:
-    """At most the largest class; about a quarter of the nodes per colour otherwise,
-    so the padding of the last block of every class adds at most ~n/4 slots."""
-    largest = int(class_sizes.max()) if class_sizes.size else 1
-    return max(1, min(largest, max(256, -(-n // (4 * max(1, class_sizes.size))))))
+def bucket(size: int) -> int:
+    """The power of two at or above ``size`` (at least 1): the padded length of a
+    data-dependent axis, so that similar graphs share array shapes."""
+    return 1 << max(0, int(size) - 1).bit_length()
 
 
-def _colour_blocks(colour, senders, receivers, weights, n: int) -> ColourBlocks:
+def _block_size(n: int) -> int:
+    """Nodes per block, from the node count alone: 256 (the whole graph below 256
+    nodes), or n / 64 for large graphs, which bounds the sweep's loop at about 64
+    blocks plus one per colour; a power of two."""
+    return min(bucket(max(n, 1)), max(256, bucket(-(-n // 64))))
+
+
+def _colour_blocks(colour, senders, receivers, weights, n: int, size) -> ColourBlocks:
     num_colours = int(colour.max()) + 1 if n else 1
-    sizes = np.bincount(colour, minlength=num_colours)
-    size = _block_size(n, sizes)
+    sizes = np.bincount(colour, minlength=bucket(num_colours))  # padding: empty
     count = -(-sizes // size)
     first = np.concatenate([[0], np.cumsum(count)[:-1]])
     by_colour = np.argsort(colour, kind="stable")  # each class in increasing order
@@ -107,7 +124,7 @@ def _colour_blocks(colour, senders, receivers, weights, n: int) -> ColourBlocks:
     slot = np.empty(n, np.int64)
     block[by_colour] = first[colour[by_colour]] + rank // size
     slot[by_colour] = rank % size
-    num_blocks = int(count.sum())
+    num_blocks = bucket(int(count.sum()))  # the blocks after count.sum() pad
     members = np.full((num_blocks, size), n, np.int32)
     members[block, slot] = np.arange(n)
     # every edge under its sender's block, in sender (= slot) order within the block
@@ -115,7 +132,7 @@ def _colour_blocks(colour, senders, receivers, weights, n: int) -> ColourBlocks:
     order = np.argsort(edge_block * (size + 1) + slot[senders], kind="stable")
     edge_block = edge_block[order]
     per_block = np.bincount(edge_block, minlength=num_blocks)
-    width = max(1, int(per_block.max()) if per_block.size else 1)
+    width = bucket(int(per_block.max()) if per_block.size else 1)
     column = np.arange(order.size) - np.repeat(
         np.cumsum(per_block) - per_block, per_block
     )
@@ -190,17 +207,22 @@ def neighbour_table(
         colour = _greedy_colouring(starts, receivers, n, np.random.default_rng(seed))
         num_colours = int(colour.max()) + 1 if n else 1
         size = int(np.bincount(colour, minlength=num_colours).max()) if n else 1
-        classes = np.full((num_colours, size), n, dtype=np.int32)
+        classes = np.full((bucket(num_colours), bucket(size)), n, dtype=np.int32)
         for c in range(num_colours):
             members = np.flatnonzero(colour == c)
             classes[c, : members.size] = members
+    size = 1 if schedule == "sequential" else _block_size(n)  # classes of one node
+    colour_blocks = (
+        _colour_blocks(colour, senders, receivers, weights, n, size) if blocks else None
+    )
+    pad = bucket(senders.size) - senders.size  # weight-0 edges of the dummy node
     return NeighbourTable(
-        jnp.asarray(senders, jnp.int32),
-        jnp.asarray(receivers, jnp.int32),
-        jnp.asarray(weights),
+        jnp.asarray(np.pad(senders, (0, pad), constant_values=n).astype(np.int32)),
+        jnp.asarray(np.pad(receivers, (0, pad), constant_values=n).astype(np.int32)),
+        jnp.asarray(np.pad(weights, (0, pad))),
         jnp.asarray(degree),
         jnp.asarray(classes),
-        _colour_blocks(colour, senders, receivers, weights, n) if blocks else None,
+        colour_blocks,
     )
 
 

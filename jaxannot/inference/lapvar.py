@@ -22,14 +22,23 @@ strictly concave on the simplex, with gradient
 :math:`h = -1/\phi_i - 2\lambda d_i`.
 
 LapVar1
-    Newton's method per variable with a Lagrange multiplier :math:`\nu` for
-    :math:`\sum_k\phi_{ik} = 1`: :math:`\Delta = (\nu - g)/h` with
-    :math:`\nu = \sum(g/h)/\sum(1/h)`; the step is damped to stay inside the simplex
-    (at most 95 % of the way to the boundary) and chosen by a line search that never
-    lowers :math:`f_i`, so :math:`Q` never decreases. Each variable is updated once per
-    sweep in random order; non-adjacent variables are updated together (a greedy graph
-    colouring; the colour classes are visited in a fresh random order every sweep),
-    which leaves every update — and the fixed points — exactly as in a sequential sweep.
+    Each variable in turn is set to the maximizer of :math:`f_i` over the simplex
+    (neighbours fixed), so :math:`Q` never decreases. The stationarity conditions in
+    log coordinates, with a Lagrange multiplier :math:`\nu` for
+    :math:`\sum_k\phi_{ik} = 1`, read :math:`\log\phi_{ik} + c_i\phi_{ik} = r_{ik} -
+    \nu` with :math:`r_i = a_i + 2\lambda m_i` and :math:`c_i = 2\lambda d_i`: each
+    component is a Lambert W, :math:`\phi_{ik} = W(c_i e^{r_{ik}-\nu}) / c_i`, and
+    :math:`\nu` is the root of :math:`\sum_k\phi_{ik}(\nu) = 1`, a convex decreasing
+    function of :math:`\nu` bracketed in :math:`[\mathrm{lse}(r_i) - c_i,
+    \mathrm{lse}(r_i)]`. Newton's method on :math:`\nu` from the bracket's end where
+    the sum exceeds 1 moves monotonically to the root (a handful of O(K) steps to
+    float32 precision), so a component at :math:`10^{-26}` reaches its optimal value
+    in one update, however far that is. The new :math:`\phi_i` replaces the old one
+    unless it reads lower in :math:`f_i` by more than float32 round-off. Each
+    variable is updated once per sweep in random order; non-adjacent variables are
+    updated together (a greedy graph colouring; the colour classes are visited in a
+    fresh random order every sweep), which leaves every update — and the fixed
+    points — exactly as in a sequential sweep.
 LapVar2
     All :math:`\phi_i` by plain VI (:math:`\phi_i \propto e^{a_i}`), then smoothing
     :math:`\phi_i \leftarrow (1-\gamma)\phi_i + \gamma\, m_i/d_i` (the Newton step of
@@ -81,11 +90,18 @@ __all__ = [
 
 ALGORITHMS = ("lapvar1", "lapvar2")
 
-# Largest fraction of the way to the simplex boundary a damped Newton step may go.
-_FRACTION_TO_BOUNDARY = 0.95
-# Line-search step sizes tried: t_max * 2^-j for j < _LINE_SEARCH (plus t = 0).
-_LINE_SEARCH = 8
-# Floor on probabilities inside log / 1/φ (float32 smallest normal is ~1.2e-38).
+# Newton iterations for W(e^L) from softplus(L): three reach float32 precision for
+# every L > _W_SERIES (measured against scipy.special.lambertw on L in [-80, 80]).
+_W_NEWTON = 3
+# Below this L, W(e^L) = e^L to float32 precision (W(x) = x - x^2 + ...).
+_W_SERIES = -30.0
+# Where w = c phi exceeds this, phi is read as w / c: log phi = s - w would lose the
+# digits of phi to the cancellation of two large terms.
+_W_DIRECT = 1.0
+# An update is kept unless f_i reads lower by more than this many units of float32
+# round-off (eps = 1.2e-7) of its terms: an exact maximizer may read a few ulps lower.
+_ACCEPT_ULPS = 8 * 1.2e-7
+# Floor on probabilities inside log (float32 smallest normal is ~1.2e-38).
 _TINY = 1e-30
 
 
@@ -110,35 +126,57 @@ def local_objective(phi_i, a_i, m_i, d_i, lam) -> jax.Array:
     )
 
 
-def newton_update(phi_i, a_i, m_i, d_i, lam, num_steps: int = 5) -> jax.Array:
-    """Maximize :math:`f_i` over the simplex by damped Newton steps (LapVar1).
+def _lambert_w_exp(log_x: jax.Array) -> jax.Array:
+    """:math:`W(e^L)`, the principal branch of Lambert W at :math:`e^L`, elementwise.
 
-    Starts from ``phi_i``; every step is accepted only where it raises :math:`f_i`
-    (a line search over ``t_max 2^{-j}`` including ``t = 0``), so :math:`f_i` never
-    decreases. One variable, [K]; vmap over independent variables.
+    Newton's method on :math:`w + \\log w = L` from :math:`\\log(1 + e^L)`, an upper
+    bound of the root on a concave increasing function, so every iterate stays
+    positive; :math:`e^L` itself below ``_W_SERIES`` (and 0 at :math:`L = -\\infty`).
+    """
+    lc = jnp.maximum(log_x, _W_SERIES)
+    w = jax.nn.softplus(lc)
+    for _ in range(_W_NEWTON):
+        w = w * (1.0 + lc - jnp.log(w)) / (1.0 + w)
+    return jnp.where(log_x > _W_SERIES, w, jnp.exp(log_x))
+
+
+def newton_update(phi_i, a_i, m_i, d_i, lam, num_steps: int = 10) -> jax.Array:
+    r"""Maximize :math:`f_i` over the simplex: Newton's method on the multiplier.
+
+    With :math:`c = 2\lambda d_i`, :math:`r = a_i + 2\lambda m_i` shifted so that
+    :math:`\mathrm{lse}(r) = 0`, and :math:`t = \mathrm{lse}(r_i) - \nu`, the
+    maximizer for a multiplier is :math:`\phi_k(t) = W(c\,e^{r_k + t}) / c`
+    (:math:`e^{r_k}` when :math:`c = 0`); :math:`S(t) = \sum_k\phi_k(t)` is convex
+    increasing with :math:`S(0) \le 1 \le S(c)`, so Newton's method on
+    :math:`S(t) = 1` from :math:`t = c` decreases monotonically to the root.
+    ``num_steps`` steps (each O(K)); the result is renormalized and replaces
+    ``phi_i`` unless :math:`f_i` reads lower by more than float32 round-off. It does
+    not depend on ``phi_i`` otherwise: a sharp start is no obstacle. One variable,
+    [K]; vmap over independent variables.
     """
     lam = jnp.asarray(lam, phi_i.dtype)
-    tries = 0.5 ** jnp.arange(_LINE_SEARCH, dtype=phi_i.dtype)
+    a_i = a_i - a_i.max()  # f_i changes by a constant on the simplex
+    c = 2.0 * lam * d_i
+    r = a_i + 2.0 * lam * m_i
+    r = r - jax.nn.logsumexp(r)
+    log_c = jnp.log(c)  # -inf for c = 0: w = 0 and phi = softmax(r)
 
-    def f(p):
-        return local_objective(p, a_i, m_i, d_i, lam)
+    def solution(t):
+        w = _lambert_w_exp(log_c + r + t)  # w = c phi
+        return jnp.where(w > _W_DIRECT, w / c, jnp.exp(r + t - w)), w
 
-    def body(_, p):
-        safe = jnp.maximum(p, _TINY)
-        g = a_i - jnp.log(safe) - 1.0 - 2.0 * lam * (d_i * p - m_i)
-        neg_h = 1.0 / safe + 2.0 * lam * d_i  # -h > 0
-        nu = (g / neg_h).sum() / (1.0 / neg_h).sum()
-        delta = (g - nu) / neg_h  # = (nu - g) / h, sums to 0
-        ratio = jnp.where(delta < 0, p / jnp.maximum(-delta, _TINY), jnp.inf)
-        t_max = jnp.minimum(1.0, _FRACTION_TO_BOUNDARY * ratio.min())
-        cands = p[None, :] + (t_max * tries)[:, None] * delta[None, :]
-        cands = jnp.clip(cands, 0.0, 1.0)
-        cands = cands / cands.sum(-1, keepdims=True)
-        values = jax.vmap(f)(cands)
-        best = jnp.argmax(values)
-        return jnp.where(values[best] > f(p), cands[best], p)
+    def step(_, t):
+        phi, w = solution(t)
+        slope = (phi / (1.0 + w)).sum()  # dS/dt > 0
+        return jnp.clip(t - (phi.sum() - 1.0) / slope, 0.0, t)
 
-    return lax.fori_loop(0, num_steps, body, phi_i)
+    t = lax.fori_loop(0, num_steps, step, c)
+    new = solution(t)[0]
+    new = new / new.sum()
+    old_value = local_objective(phi_i, a_i, m_i, d_i, lam)
+    new_value = local_objective(new, a_i, m_i, d_i, lam)
+    scale = 1.0 + jnp.abs(a_i) @ (phi_i + new) + 2.0 * lam * (d_i + m_i.sum())
+    return jnp.where(new_value >= old_value - _ACCEPT_ULPS * scale, new, phi_i)
 
 
 @functools.partial(jax.jit, static_argnames=("num_newton_steps",))
@@ -148,7 +186,7 @@ def lapvar1_sweep(
     a: jax.Array,
     table: NeighbourTable,
     lam,
-    num_newton_steps: int = 5,
+    num_newton_steps: int = 10,
 ) -> jax.Array:
     """One LapVar1 sweep: every variable updated once, colour classes in random order.
 
@@ -181,6 +219,7 @@ def lapvar1_sweep(
     def body(t, phi_p):
         pos = jnp.searchsorted(ends, t, side="right")
         b = blocks.first[order[pos]] + t - (ends[pos] - counts[pos])
+        b = jnp.where(t < ends[-1], b, t)  # then the padding blocks (dummy nodes)
         members = blocks.members[b]
         contrib = blocks.weights[b][:, None] * phi_p[blocks.receivers[b]]
         m = jax.ops.segment_sum(
@@ -243,7 +282,8 @@ class LapVar1:
     lam : float
         Penalty weight :math:`\\lambda \\ge 0`.
     sweeps, newton_steps : int
-        Sweeps per E-step; damped Newton steps per variable.
+        Sweeps per E-step; Newton steps on each variable's multiplier
+        (:func:`newton_update`).
     schedule : {"colouring", "sequential"}
         Colour classes updated together, or one node at a time.
     seed : int
@@ -258,7 +298,7 @@ class LapVar1:
         lam: float,
         *,
         sweeps: int = 1,
-        newton_steps: int = 5,
+        newton_steps: int = 10,
         schedule: str = "colouring",
         seed: int = 0,
     ):
@@ -364,7 +404,7 @@ def fit_regularized_em(
     algorithm: str = "lapvar1",
     num_iterations: int = 50,
     num_sweeps: int = 1,
-    num_newton_steps: int = 5,
+    num_newton_steps: int = 10,
     num_smoothing: int = 10,
 ) -> tuple[LapVarState, jax.Array, jax.Array]:
     r"""Variational EM with a Laplacian-regularized E-step (LapVar1 or LapVar2).

@@ -347,7 +347,12 @@ def build_vb_kernel(num_inner: int = 5):
 
 
 def _padded_views(counts_by_view):
-    pairs = [to_padded(c) for c in counts_by_view]
+    """The views as padded bags, each width padded to a power of two (more empty
+    slots) so that corpora of the same size share the compiled fit."""
+    pairs = []
+    for ids, cnts in map(to_padded, counts_by_view):
+        pad = ((0, 0), (0, (1 << (ids.shape[1] - 1).bit_length()) - ids.shape[1]))
+        pairs.append((np.pad(ids, pad), np.pad(cnts, pad)))
     return (
         tuple(jnp.asarray(p[0]) for p in pairs),
         tuple(jnp.asarray(p[1]) for p in pairs),
