@@ -15,8 +15,8 @@ import jax.numpy as jnp
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import link_lda as ll
@@ -24,19 +24,19 @@ from jaxannot.models import link_lda as ll
 __all__ = ["LINK_LDA"]
 
 
-@records_hyper
+@uses_defaults("link-lda")
 def _lda_fit(
     corpus: Corpus,
     *,
     rng_key,
-    topics=50,
-    iterations=100,
-    inner=5,
-    fold_in_inner=50,
-    alpha=0.1,
-    eta=0.01,
-    views="",
-    bins=8,
+    topics,
+    iterations,
+    inner,
+    fold_in_inner,
+    alpha,
+    eta,
+    views,
+    bins,
 ) -> Fitted:
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
