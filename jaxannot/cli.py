@@ -137,7 +137,7 @@ def _cmd_datasets(args) -> int:
 
 def _cmd_methods(args) -> int:
     from jaxannot.annotators import available_methods
-    from jaxannot.annotators.hyper_spec import spec_for
+    from jaxannot.annotators.hyper_spec import DEFAULTS, spec_for
 
     for name, m in available_methods().items():
         needs = f" [needs {', '.join(m.needs)}]" if m.needs else ""
@@ -147,7 +147,9 @@ def _cmd_methods(args) -> int:
         for key, setting in zip(m.hyper, settings, strict=True):
             spec = spec_for(name, key)
             text = f"{spec.help} [{spec.valid()}]" if spec else "(no description)"
-            print(f"    {setting.ljust(width)}  {text}")
+            origin = DEFAULTS.get(name, {}).get(key)
+            where = origin.describe(name) if origin else "origin not recorded"
+            print(f"    {setting.ljust(width)}  {text} (default: {where})")
     return 0
 
 

@@ -145,7 +145,7 @@ def test_malformed_file_names_file_and_line(tmp_path, capsys):
 def test_methods_and_datasets_listings(data_root, capsys):
     assert main(["methods"]) == 0
     out = capsys.readouterr().out
-    assert "empirical" in out and "knn" in out and "k = 10" in out
+    assert "empirical" in out and "knn" in out and "k = 40" in out
     assert main(["datasets", "--data-dir", str(data_root)]) == 0
     assert "corel5k" in capsys.readouterr().out
 

@@ -5,7 +5,7 @@ hyper-parameter."""
 import pytest
 
 from jaxannot.annotators import available_methods
-from jaxannot.annotators.hyper_spec import spec_for
+from jaxannot.annotators.hyper_spec import DEFAULTS, spec_for
 from jaxannot.cli import main
 
 
@@ -101,4 +101,5 @@ def test_methods_describes_every_hyper_parameter(capsys):
         for line, (key, default) in zip(lines, m.hyper.items(), strict=True):
             spec = spec_for(name, key)
             assert line.startswith(f"    {key} = {default!r} "), line
-            assert line.endswith(f"{spec.help} [{spec.valid()}]"), line
+            origin = DEFAULTS[name][key].describe(name)
+            assert line.endswith(f"{spec.help} [{spec.valid()}] (default: {origin})")

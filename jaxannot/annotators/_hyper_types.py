@@ -7,7 +7,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["HyperSpec"]
+__all__ = ["HyperSpec", "Default", "ORIGINS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +108,60 @@ class HyperSpec:
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+#: Where a default comes from (``hyper_defaults.toml``'s ``origin``).
+ORIGINS = {
+    "cv": "cross-validation on a training split, recorded in "
+    "benchmarks/results/defaults_cv/METHOD_DATASET.json",
+    "paper": "the paper's setting (cited in the note)",
+    "solver": "a numerical setting of the solver (tolerance, cap, batch), not a "
+    "model choice",
+    "data": "follows the corpus at fit time (its views, an automatic rule)",
+    "untuned": "a model choice without a cross-validation record (the note says why)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Default:
+    """One hyper-parameter's default and where it comes from.
+
+    Parameters
+    ----------
+    value : bool, int, float or str
+        The default.
+    origin : str
+        One of :data:`ORIGINS`.
+    record : str
+        For ``origin = "cv"``: the dataset of the record
+        ``benchmarks/results/defaults_cv/METHOD_DATASET.json``, whose winner the
+        value is.
+    note : str
+        One line: the citation (``"paper"``), why there is no record
+        (``"untuned"``), or a remark.
+    """
+
+    value: Any
+    origin: str
+    record: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.origin not in ORIGINS:
+            raise ValueError(
+                f"unknown origin {self.origin!r}; valid: {', '.join(ORIGINS)}"
+            )
+        if (self.origin == "cv") != bool(self.record):
+            raise ValueError("a record (dataset) is given exactly when origin = 'cv'")
+        if self.origin in ("paper", "untuned") and not self.note:
+            raise ValueError(f"origin {self.origin!r} needs a note")
+        if "\n" in self.note:
+            raise ValueError("a default's note is one line")
+
+    def describe(self, method: str) -> str:
+        """Where the default of ``method`` comes from, in one phrase (``jaxannot
+        methods``), e.g. ``"cv: defaults_cv/knn_corel5k.json"``."""
+        where = self.origin
+        if self.record:
+            where += f": defaults_cv/{method}_{self.record}.json"
+        return f"{where}; {self.note}" if self.note else where

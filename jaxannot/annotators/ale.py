@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted
-from jaxannot.annotators.hyper_spec import register_words_method
+from jaxannot.annotators.hyper_spec import method_defaults, register_words_method
 from jaxannot.inference import linear_svm, smooth_function
 from jaxannot.models.eigenfunctions import (
     ALEModel,
@@ -51,7 +51,6 @@ from jaxannot.models.eigenfunctions import (
 )
 
 __all__ = [
-    "ALE_HYPER",
     "concept_targets",
     "standardize",
     "fit_iale",
@@ -62,25 +61,6 @@ __all__ = [
 ]
 
 DETECTORS = ("svm", "sf")
-
-#: Defaults of seed 002 (c_D = 500, B = 50, λ = 100, C = 5); the rest are ours.
-ALE_HYPER = {
-    "eigenvectors": 500,
-    "bins": 50,
-    "lam": 100.0,
-    "pca": 100,
-    "c": 5.0,
-    "bandwidth": 0.25,
-    "clip": 0.005,
-    "loss": "squared_hinge",
-    "tol": 0.1,
-    "max_epochs": 1000,
-    "batch_size": 1000,
-}
-
-SVM_HYPER = {"c": 5.0, "loss": "squared_hinge", "tol": 0.1, "max_epochs": 1000}
-
-GSF_HYPER = {**SVM_HYPER, "eigenvectors": 100, "k": 10, "max_images": 5000}
 
 
 # ---------------------------------------------------------------------- helpers
@@ -189,7 +169,7 @@ def _fit_ale_model(x, hyper, pca=None):
 def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
     """Eigenfunctions from every image of ``corpus``; detectors on its labelled ones."""
     _check_detector(detector)
-    hyper = {**ALE_HYPER, **hyper}
+    hyper = {**method_defaults(f"iale-{detector}"), **hyper}
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     model = _fit_ale_model(x, hyper)
@@ -220,6 +200,8 @@ def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
 def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
     """As :func:`fit_iale`, keeping the fit images' PCA coordinates and labels so that
     scoring can recompute the eigenfunctions over fit + scored images."""
+    _check_detector(detector)
+    hyper = {**method_defaults(f"ale-{detector}"), **hyper}
     fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
     model = _ale_from_params(fitted.params["ale"])
     x = corpus.features()
@@ -285,7 +267,7 @@ def standardize(x: np.ndarray, eps: float = 1e-12):
 
 def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
     """Linear SVM (dual CD) on the standardized raw features of the labelled images."""
-    hyper = {**SVM_HYPER, **hyper}
+    hyper = {**method_defaults("bsvm"), **hyper}
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
@@ -327,7 +309,7 @@ def laplacian_eigenmaps(x: np.ndarray, num_eigenvectors: int, k: int) -> np.ndar
 
 def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
     """Keep the standardized fit images; the eigenmaps are computed when scoring."""
-    hyper = {**GSF_HYPER, **hyper}
+    hyper = {**method_defaults("gsf"), **hyper}
     if corpus.num_images > int(hyper["max_images"]):
         raise ValueError(
             f"gsf computes exact Laplacian eigenmaps (dense O(n^3)) and is limited to "
@@ -400,7 +382,6 @@ for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
             score_words=_scores,
             score_fit_corpus=_fit_scores,
             embed=_iale_embed,
-            hyper=ALE_HYPER,
         )
 register_words_method(
     "bsvm",
@@ -408,7 +389,6 @@ register_words_method(
     "Baseline linear SVM (dual coordinate descent) on raw features",
     score_words=_bsvm_scores,
     score_fit_corpus=_fit_scores,
-    hyper=SVM_HYPER,
 )
 register_words_method(
     "gsf",
@@ -416,5 +396,4 @@ register_words_method(
     "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
     score_words=_gsf_scores,
     score_fit_corpus=_gsf_fit_scores,
-    hyper=GSF_HYPER,
 )

@@ -32,8 +32,8 @@ import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, database_and_queries
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
@@ -82,15 +82,15 @@ EMPIRICAL = register_words_method(
 
 
 # ------------------------------------------------------------------------ knn
-@records_hyper
+@uses_defaults("knn")
 def _knn_fit(
     corpus: Corpus,
     *,
     rng_key=None,
-    k: int = 10,
-    view: str = "",
-    metric: str = "cosine",
-    weight: str = "heat",
+    k: int,
+    view: str,
+    metric: str,
+    weight: str,
 ) -> Fitted:
     del rng_key  # deterministic
     if k < 1:

@@ -25,11 +25,15 @@ import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
-from jaxannot.inference.emml_exact import fit_emml_exact
+from jaxannot.inference.emml_exact import (
+    fit_emml_exact,
+    mixture_state,
+    uncoupled_mixtures,
+)
 from jaxannot.models.mbrm import (
     MBRMParams,
     fit_mbrm,
@@ -48,7 +52,7 @@ from jaxannot.models.structured_output import (
 __all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm"]
 
 _VREP_METHODS = ("kmeans", "random")
-_SOLVERS = ("exact", "working_set")
+_SOLVERS = ("exact", "working_set", "none")
 _log = logging.getLogger("jaxannot")
 
 
@@ -60,27 +64,27 @@ def _observed_words(corpus):
     return mask, words
 
 
-@records_hyper
+@uses_defaults("emml")
 def fit_emml_annotator(
     corpus,
     *,
     rng_key,
-    vreps: int = 1000,
-    vrep_method: str = "random",
-    word_rule: str = "majority",
-    kernel: str = "rbf",
-    gamma: float = 0.0,
-    gamma_scale: float = 30.0,
-    c: float = 1.0,
-    tolerance: float = 1e-3,
-    capacity: int = 32,
-    violators_per_vrep: int = 8,
-    max_iterations: int = 300,
-    max_sweeps: int = 4,
-    top_vreps: int = 0,
-    view: str = "",
-    solver: str = "exact",
-    exact_sweeps: int = 3000,
+    vreps: int,
+    vrep_method: str,
+    word_rule: str,
+    kernel: str,
+    gamma: float,
+    gamma_scale: float,
+    c: float,
+    tolerance: float,
+    capacity: int,
+    violators_per_vrep: int,
+    max_iterations: int,
+    max_sweeps: int,
+    top_vreps: int,
+    view: str,
+    solver: str,
+    exact_sweeps: int,
 ) -> Fitted:
     """Fit EMML on the observed words of ``corpus``.
 
@@ -104,14 +108,19 @@ def fit_emml_annotator(
         :class:`~jaxannot.inference.emml.WorkingSetSettings` ``capacity,
         violators_per_vrep, max_iterations, max_sweeps``, whose answer is the
         capacity-restricted optimum when slots overflow; its ties among wrong
-        words are broken at random from ``rng_key``.
+        words are broken at random from ``rng_key``. ``"none"``: no solve, the
+        dual's optimum for a diagonal kernel
+        (:func:`jaxannot.inference.emml_exact.uncoupled_mixtures`, :math:`B = Y -
+        \\frac{r}{W - r}(1 - Y)` at :math:`C = 1`), the baseline the solve must beat.
     top_vreps : int
         ``0``: eq. (1) scores; ``> 0``: §4.1 merge of the nearest VReps.
     view : str
         Feature view (default: the corpus's primary view).
 
     ``info["converged"]`` says whether the KKT conditions hold to ``tolerance``; an
-    unconverged fit also logs a warning on the ``"jaxannot"`` logger.
+    unconverged fit of a solver also logs a warning on the ``"jaxannot"`` logger
+    (``solver="none"`` reports its point's KKT violation and duality gap under the
+    kernel, without a warning).
     """
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
@@ -135,8 +144,12 @@ def fit_emml_annotator(
     g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
     k = kernel_matrix(v.features, v.features, kernel, g)
     data = StructuredData(k, v.words)
-    if solver == "exact":
-        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
+    if solver in ("exact", "none"):
+        if solver == "exact":
+            state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
+        else:
+            u = uncoupled_mixtures(data.words, c, jnp.diag(k))
+            state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
         sweeps = int(state.sweeps)
         converged = bool(state.converged)
         wrong = np.asarray(v.words) <= 0
@@ -179,7 +192,7 @@ def fit_emml_annotator(
                 float(o) for o in np.asarray(hist.objective)[:iterations]
             ],
         }
-    if not converged:
+    if not converged and solver != "none":
         _log.warning(
             "emml (%s solver) stopped before convergence: the KKT conditions do not "
             "hold to tolerance %g (info: %s); the scores come from an inexact dual",
@@ -228,17 +241,17 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
     return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p["vrep_word_scores"])[idx])
 
 
-@records_hyper
+@uses_defaults("mbrm")
 def fit_mbrm_annotator(
     corpus,
     *,
     rng_key,
-    bandwidth: float = 0.0,
-    smoothing: float = 0.0,
-    view: str = "",
-    kernel: str = "auto",
-    folds: int = 3,
-    select_metric: str = "word_f1@5",
+    bandwidth: float,
+    smoothing: float,
+    view: str,
+    kernel: str,
+    folds: int,
+    select_metric: str,
 ) -> Fitted:
     """Fit MBRM: keep the annotated images' features and Bernoulli word model.
 

@@ -34,9 +34,9 @@ import jax.numpy as jnp
 from jaxannot.annotators.ale import standardize
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
-    fit_defaults,
-    records_hyper,
+    method_defaults,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import Graph, knn_graph, pad_edges
@@ -111,23 +111,23 @@ def _knn_graph(z: np.ndarray, k: int) -> Graph:
 
 # The defaults were chosen by 3-fold cross-validation on training images (scene at
 # 10% and 100% labelled, Corel5k): see docs/sfsls.md, "Defaults".
-@records_hyper
+@uses_defaults("sfsls")
 def _sfsls_fit(
     corpus: Corpus,
     name: str = "sfsls",
     *,
     rng_key=None,
-    p: float = 0.5,
-    alpha: float = 0.1,
-    lam: float = 3.0,
-    mu: float = 10.0,
-    subspace: int = 1,
-    neighbors: int = 10,
-    iterations: int = 30,
-    tol: float = 1e-4,
-    eps: float = 1e-8,
-    use_unlabelled: bool = True,
-    view: str = "",
+    p: float,
+    alpha: float,
+    lam: float,
+    mu: float,
+    subspace: int,
+    neighbors: int,
+    iterations: int,
+    tol: float,
+    eps: float,
+    use_unlabelled: bool,
+    view: str,
 ) -> Fitted:
     del rng_key  # deterministic (ridge start)
     if neighbors < 1:
@@ -170,8 +170,6 @@ def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return z @ np.asarray(fitted.params["u"])
 
 
-_SFSLS_HYPER = fit_defaults(_sfsls_fit)
-
 SFSLS = register_words_method(
     "sfsls",
     _sfsls_fit,
@@ -181,14 +179,10 @@ SFSLS = register_words_method(
 )
 
 
-#: SFSS's defaults: λ is on the scale of the l2,1 norm (cross-validated separately).
-_SFSS_HYPER = {**{k: v for k, v in _SFSLS_HYPER.items() if k != "p"}, "lam": 30.0}
-
-
 def _sfss_fit(corpus, *, rng_key=None, **hyper):
     if "p" in hyper and hyper["p"] != 1.0:
         raise ValueError("sfss is the p = 1 case; use sfsls for other p")
-    hyper = {**_SFSS_HYPER, **hyper, "p": 1.0}
+    hyper = {**method_defaults("sfss"), **hyper, "p": 1.0}
     return _sfsls_fit(corpus, "sfss", rng_key=rng_key, **hyper)
 
 
@@ -199,22 +193,21 @@ SFSS = register_words_method(
     "(SFSS, Ma et al. 2012)",
     score_words=_scores,
     embed=_embed,
-    hyper=_SFSS_HYPER,
 )
 
 
 # ------------------------------------------------------------------------- fsnm
-@records_hyper
+@uses_defaults("fsnm")
 def _fsnm_fit(
     corpus: Corpus,
     *,
     rng_key=None,
-    gamma: float = 1.0,
-    selected: float = 1.0,
-    ridge: float = 10.0,
-    iterations: int = 100,
-    tol: float = 1e-6,
-    view: str = "",
+    gamma: float,
+    selected: float,
+    ridge: float,
+    iterations: int,
+    tol: float,
+    view: str,
 ) -> Fitted:
     del rng_key  # deterministic
     if not 0.0 < selected <= 1.0:

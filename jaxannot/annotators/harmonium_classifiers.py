@@ -44,7 +44,6 @@ import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.annotators.harmoniums import (
-    _BASE_HYPER,
     _clamped_hidden,
     _elp,
     _encode,
@@ -62,6 +61,7 @@ from jaxannot.annotators.harmoniums import (
     predict_labels,
     score_classes,
 )
+from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import max_margin_harmonium as mmh_inf
 from jaxannot.inference import multiclass_svm as cs
 from jaxannot.models import harmonium as hm
@@ -75,44 +75,6 @@ __all__ = [
     "score_words_mmh",
     "predict_regression",
 ]
-
-_SVM_HYPER = {"c1": 0.5, "c2": 1.0, "svm_epochs": 300}
-# chosen by 3-fold CV on wikipedia's training images: K = 40 over {20, 40, 60}, then
-# the learning rate at K = 40: twh 0.0025 over {0.0025, 0.005, 0.01, 0.02}, dwh-svm
-# 0.005 over {0.0025, 0.005, 0.01} (notebooks/results/harmoniums_tune_*_wikipedia*.json,
-# docs/harmoniums.md)
-_DWH_SVM_HYPER = {**_BASE_HYPER, **_SVM_HYPER, "topics": 40, "learning_rate": 0.005}
-_TWH_HYPER = {**_BASE_HYPER, "topics": 40, "learning_rate": 0.0025}
-_ALTERNATION = {
-    "iterations": 8,
-    "inner_steps": 30,
-    "pretrain_steps": 0,
-    "svm_step": "p1",
-}
-_MMH_HYPER = {
-    **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
-    **_SVM_HYPER,
-    "c1": 5.0,
-    "c2": 10.0,
-    "svm_epochs": 50,
-    "final_svm_epochs": 300,
-    **_ALTERNATION,
-    "words_wing": "auto",
-}
-_MMH_REGRESSION_HYPER = {
-    **{k: v for k, v in _BASE_HYPER.items() if k != "steps"},
-    "c1": 5.0,
-    "c2": 10.0,
-    "epsilon": 0.1,
-    "svm_epochs": 50,
-    "final_svm_epochs": 300,
-    **_ALTERNATION,
-    "target_view": "",
-    "target_column": 0,
-}
-# C2 = 0.003 (C = C2 / C1 = 0.006) chosen by 3-fold CV on wikipedia's training images
-# over C2 in {0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1}
-_FLAT_SVM_HYPER = {**_SVM_HYPER, "c2": 0.003, "svm_epochs": 1000}
 
 
 def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
@@ -132,7 +94,7 @@ def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
 
 def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
-    hyper = {**_DWH_SVM_HYPER, **hyper}
+    hyper = {**method_defaults("dwh-svm"), **hyper}
     labels, num_classes = _labels(corpus, "dwh-svm")
     train = corpus.subset(labels >= 0)
     names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
@@ -233,7 +195,7 @@ def _use_words_wing(train, labels, num_classes, setting: str) -> bool:
 
 def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     """Max-margin harmonium (seed 001 §4.1) on the feature views (+ a words wing)."""
-    hyper = {**_MMH_HYPER, **hyper}
+    hyper = {**method_defaults("mmh"), **hyper}
     labels, num_classes = _labels(corpus, "mmh")
     train = corpus.subset(labels >= 0)
     labels = np.asarray(train.labels)
@@ -316,7 +278,7 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     before the ε-insensitive V-step (so ``epsilon`` is in standard deviations of the
     response) and mapped back by :func:`predict_regression`.
     """
-    hyper = {**_MMH_REGRESSION_HYPER, **hyper}
+    hyper = {**method_defaults("mmh-regression"), **hyper}
     train, target = _regression_data(corpus, hyper)
     mean, std = float(target.mean()), float(target.std() + 1e-12)
     solve = partial(
@@ -347,7 +309,7 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
 
 def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
-    hyper = {**_TWH_HYPER, **hyper}
+    hyper = {**method_defaults("twh"), **hyper}
     labels, num_classes = _labels(corpus, "twh")
     train = corpus.subset(labels >= 0)
     onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
@@ -358,7 +320,7 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
 
 def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
-    hyper = {**_FLAT_SVM_HYPER, **hyper}
+    hyper = {**method_defaults("svm"), **hyper}
     labels, num_classes = _labels(corpus, "svm")
     train = corpus.subset(labels >= 0)
     names, kinds, scaling = _view_setup(train, "bernoulli")
@@ -376,7 +338,7 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
 _SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
 
 
-def _classifier(name, fit, hyper, summary, needs=("labels",), **readouts):
+def _classifier(name, fit, summary, needs=("labels",), **readouts):
     """Register a seed-001 classifier: latent-space ``embed`` and class
     ``predict_labels`` unless ``readouts`` says otherwise."""
     readouts = {"embed": embed_harmonium, "predict_labels": predict_labels, **readouts}
@@ -384,7 +346,7 @@ def _classifier(name, fit, hyper, summary, needs=("labels",), **readouts):
         Method(
             name=name,
             fit=fit,
-            hyper=dict(hyper),
+            hyper=method_defaults(name),
             needs=needs,
             summary=summary,
             **readouts,
@@ -395,26 +357,22 @@ def _classifier(name, fit, hyper, summary, needs=("labels",), **readouts):
 _classifier(
     "dwh-svm",
     fit_dwh_svm,
-    _DWH_SVM_HYPER,
     f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
 )
 _classifier(
     "twh",
     fit_twh,
-    _TWH_HYPER,
     f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
 )
 _classifier(
     "mmh",
     fit_mmh,
-    _MMH_HYPER,
     f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
     score_words=score_words_mmh,
 )
 _classifier(
     "mmh-regression",
     fit_mmh_regression,
-    _MMH_REGRESSION_HYPER,
     f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
     needs=(),
     predict_labels=predict_regression,
@@ -422,7 +380,6 @@ _classifier(
 _classifier(
     "svm",
     fit_svm,
-    _FLAT_SVM_HYPER,
     "Crammer-Singer linear SVM on the concatenated standardized views",
     embed=None,
 )

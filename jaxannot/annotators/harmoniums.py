@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference import max_margin_harmonium as mmh_inf
 from jaxannot.inference import multiclass_svm as cs
@@ -44,24 +45,6 @@ __all__ = [
     "predict_labels",
     "score_classes",
 ]
-
-#: Hyper-parameters of the CD-trained harmoniums (``dwh`` uses them as they are).
-_BASE_HYPER = {
-    "topics": 20,
-    "learning_rate": 0.01,
-    "optimizer": "adam",
-    "sweeps": 5,
-    "steps": 300,
-    "batch_size": 0,
-    "weight_decay": 1e-4,
-    "weight_scale": 0.01,
-    "learn_variance": False,
-    "bag_model": "bernoulli",
-    "annotate_sweeps": 10,
-}
-# 50 CD steps chosen by 3-fold CV (MAP) on Corel5k's training images over {50, 300}
-# (notebooks/results/harmoniums_tune_dwh_corel5k.json, docs/harmoniums.md)
-_DWH_HYPER = {**_BASE_HYPER, "steps": 50}
 
 
 # ----------------------------------------------------------------- corpus -> wings
@@ -286,7 +269,7 @@ def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
 # ----------------------------------------------------------------- dwh (annotation)
 def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
     """DWH with the words as a Bernoulli wing next to the feature views."""
-    hyper = {**_DWH_HYPER, **hyper}
+    hyper = {**method_defaults("dwh"), **hyper}
     if corpus.words is None:
         raise ValueError(
             f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
@@ -387,7 +370,7 @@ register(
         fit=fit_dwh,
         score_words=score_words_dwh,
         embed=embed_harmonium,
-        hyper=dict(_DWH_HYPER),
+        hyper=method_defaults("dwh"),
         needs=("words",),
         summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
     )

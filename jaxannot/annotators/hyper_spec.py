@@ -15,10 +15,12 @@ ranges are those the fit functions accept (or, where they accept a degenerate va
 silently, those that give a meaningful fit); a ``0`` that means "choose
 automatically" is allowed and said so in the help. This module registers no method.
 
-A fit function's keyword-only defaults are the method's defaults
-(:func:`fit_defaults`, :func:`register_words_method`), and :func:`records_hyper`
-writes the values of each call into its ``Fitted.hyper``, so a method lists its
-hyper-parameters once, in its signature.
+The defaults are data too, in ``hyper_defaults.toml``: a value and its origin
+(cross-validation record, paper, solver setting, data rule, or untuned) per
+``(method, name)`` (:func:`method_defaults`, :func:`default_of`). A fit function
+lists its hyper-parameters as keyword-only arguments without defaults and takes them
+from the table through :func:`uses_defaults`, which also writes the values of each
+call into its ``Fitted.hyper``; so a default is written once.
 """
 
 from __future__ import annotations
@@ -27,16 +29,21 @@ import dataclasses
 import functools
 import inspect
 
-from jaxannot.annotators._hyper_types import HyperSpec
-from jaxannot.annotators.hyper_tables import SHARED, SPECIFIC
+from jaxannot.annotators._hyper_types import ORIGINS, Default, HyperSpec
+from jaxannot.annotators.hyper_tables import DEFAULTS, SHARED, SPECIFIC
 
 __all__ = [
     "HyperSpec",
+    "Default",
+    "ORIGINS",
     "SHARED",
     "SPECIFIC",
+    "DEFAULTS",
     "spec_for",
+    "method_defaults",
+    "default_of",
     "fit_defaults",
-    "records_hyper",
+    "uses_defaults",
     "register_words_method",
 ]
 
@@ -60,9 +67,23 @@ def spec_for(method: str, name: str) -> HyperSpec | None:
     return spec if spec is not None else SHARED.get(name)
 
 
+def method_defaults(method: str) -> dict:
+    """The defaults of ``method`` (``hyper_defaults.toml``), in the table's order;
+    ``KeyError`` when the table has no entry for it."""
+    if method not in DEFAULTS:
+        raise KeyError(f"hyper_defaults.toml has no table [{method}]")
+    return {name: d.value for name, d in DEFAULTS[method].items()}
+
+
+def default_of(method: str, name: str) -> Default:
+    """The :class:`Default` (value and origin) of hyper-parameter ``name`` of
+    ``method``."""
+    return DEFAULTS[method][name]
+
+
 def fit_defaults(fit) -> dict:
     """The hyper-parameter defaults of a fit function: its keyword-only arguments with
-    a default, ``rng_key`` aside, in signature order (a method's ``hyper``)."""
+    a default, ``rng_key`` aside, in signature order."""
     return {
         name: p.default
         for name, p in inspect.signature(fit).parameters.items()
@@ -70,33 +91,61 @@ def fit_defaults(fit) -> dict:
     }
 
 
-def records_hyper(fit):
-    """``fit`` whose ``Fitted.hyper`` holds the hyper-parameters of the call (those of
-    :func:`fit_defaults`, given or defaulted), updated by what ``fit`` itself records
-    (a value it resolved, e.g. ``"auto"``, or an extra entry)."""
-    signature = inspect.signature(fit)
-    names = tuple(fit_defaults(fit))
+def uses_defaults(method: str):
+    """Decorator: ``fit`` takes the defaults of ``method`` from the table.
 
-    @functools.wraps(fit)
-    def wrapped(*args, **kwargs):
-        call = signature.bind(*args, **kwargs)
-        call.apply_defaults()
-        fitted = fit(*args, **kwargs)
-        hyper = {name: call.arguments[name] for name in names}
-        return dataclasses.replace(fitted, hyper={**hyper, **fitted.hyper})
+    ``fit``'s keyword-only arguments other than ``rng_key`` must be exactly the
+    table's names, none with a default of its own (``TypeError`` at import
+    otherwise). The returned function has the table's defaults in its signature
+    (:func:`fit_defaults` reads them), fills the ones a call leaves out, and its
+    ``Fitted.hyper`` holds the values of the call, updated by what ``fit`` itself
+    records (a value it resolved, e.g. ``"auto"``, or an extra entry).
+    """
+    defaults = method_defaults(method)
 
-    return wrapped
+    def decorate(fit):
+        signature = inspect.signature(fit)
+        keyword = {
+            n: p
+            for n, p in signature.parameters.items()
+            if p.kind is p.KEYWORD_ONLY and n != "rng_key"
+        }
+        own = [n for n, p in keyword.items() if p.default is not p.empty]
+        if set(keyword) != set(defaults) or own:
+            raise TypeError(
+                f"{fit.__qualname__}: keyword-only arguments {sorted(keyword)} must be "
+                f"the hyper_defaults.toml names of {method!r} {sorted(defaults)}, "
+                f"without defaults of their own (these have one: {own})"
+            )
+        signature = signature.replace(
+            parameters=[
+                p.replace(default=defaults[n]) if n in defaults else p
+                for n, p in signature.parameters.items()
+            ]
+        )
+
+        @functools.wraps(fit)
+        def wrapped(*args, **kwargs):
+            call = signature.bind(*args, **kwargs)
+            call.apply_defaults()
+            fitted = fit(*call.args, **call.kwargs)
+            hyper = {name: call.arguments[name] for name in defaults}
+            return dataclasses.replace(fitted, hyper={**hyper, **fitted.hyper})
+
+        wrapped.__signature__ = signature
+        return wrapped
+
+    return decorate
 
 
-def register_words_method(name: str, fit, summary: str, *, hyper=None, **functions):
-    """Register an annotation method (one that ``needs`` words).
+def register_words_method(name: str, fit, summary: str, **functions):
+    """Register an annotation method (one that ``needs`` words), with its defaults
+    from the table (:func:`method_defaults`; none when it has no table).
 
     Parameters
     ----------
     name, fit, summary
         As in :class:`~jaxannot.annotators.base.Method`.
-    hyper : dict, optional
-        Its defaults; by default those of ``fit`` (:func:`fit_defaults`).
     **functions
         Its other protocol functions (``score_words``, ``score_fit_corpus``,
         ``embed``).
@@ -112,7 +161,7 @@ def register_words_method(name: str, fit, summary: str, *, hyper=None, **functio
         Method(
             name=name,
             fit=fit,
-            hyper=dict(fit_defaults(fit) if hyper is None else hyper),
+            hyper=method_defaults(name) if name in DEFAULTS else {},
             summary=summary,
             needs=("words",),
             **functions,

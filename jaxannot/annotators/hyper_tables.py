@@ -1,10 +1,13 @@
-"""The hyper-parameter specs of every registered method, read from ``hyper_specs.toml``.
+"""The hyper-parameter specs and defaults of every registered method, read from
+``hyper_specs.toml`` and ``hyper_defaults.toml``.
 
 The specs are data: ``hyper_specs.toml`` next to this module describes each name
 once (its header says how). :data:`SHARED` holds the names that mean the same
 wherever they appear; :data:`SPECIFIC` the ``(method, name)`` pairs whose meaning
-depends on the method. A malformed entry fails at import with the file and the entry
-named, so a broken table never reaches a user.
+depends on the method. :data:`DEFAULTS` holds every method's defaults and where each
+comes from (``hyper_defaults.toml``: a value and an origin per ``(method, name)``).
+A malformed entry fails at import with the file and the entry named, so a broken
+table never reaches a user.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 
-from jaxannot.annotators._hyper_types import HyperSpec
+from jaxannot.annotators._hyper_types import Default, HyperSpec
 
-__all__ = ["SHARED", "SPECIFIC", "load_tables"]
+__all__ = ["SHARED", "SPECIFIC", "DEFAULTS", "load_tables", "load_defaults"]
 
 _FILE = "hyper_specs.toml"
+_DEFAULTS_FILE = "hyper_defaults.toml"
+_DEFAULT_KEYS = {"value", "origin", "record", "note"}
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 _KEYS = {"help", "type", "ge", "gt", "le", "lt", "choices", "comma_list"}
 
@@ -78,8 +83,40 @@ def load_tables(
     return shared, specific
 
 
+def load_defaults(text: str) -> dict[str, dict[str, Default]]:
+    """Parse the defaults from the text of a ``hyper_defaults.toml``.
+
+    Returns
+    -------
+    dict
+        ``method -> {name -> Default}``, in the file's order.
+    """
+    out: dict[str, dict[str, Default]] = {}
+    for method, table in tomllib.loads(text).items():
+        out[method] = {}
+        for name, entry in table.items():
+            where = f"{_DEFAULTS_FILE}: [{method}] {name}"
+            if not isinstance(entry, dict) or not {"value", "origin"} <= set(entry):
+                raise ValueError(f"{where}: needs a table with `value` and `origin`")
+            if set(entry) - _DEFAULT_KEYS:
+                raise ValueError(
+                    f"{where}: unknown keys {sorted(set(entry) - _DEFAULT_KEYS)}; "
+                    f"valid: {sorted(_DEFAULT_KEYS)}"
+                )
+            try:
+                out[method][name] = Default(**entry)
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+    return out
+
+
+def _read(name: str) -> str:
+    return resources.files("jaxannot.annotators").joinpath(name).read_text("utf-8")
+
+
 #: Names that mean the same in every method that has them (unless :data:`SPECIFIC`
 #: describes them for a method); and the ``(method, name)`` specs, which override them.
-SHARED, SPECIFIC = load_tables(
-    resources.files("jaxannot.annotators").joinpath(_FILE).read_text(encoding="utf-8")
-)
+SHARED, SPECIFIC = load_tables(_read(_FILE))
+
+#: Every method's defaults: ``method -> {name -> Default}``.
+DEFAULTS = load_defaults(_read(_DEFAULTS_FILE))

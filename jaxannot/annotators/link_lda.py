@@ -24,8 +24,8 @@ import jax.numpy as jnp
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import link_lda as ll
@@ -37,21 +37,21 @@ __all__ = ["LINK_LDA", "INFERENCE"]
 INFERENCE = ("cvb0", "vb")
 
 
-@records_hyper
+@uses_defaults("link-lda")
 def _lda_fit(
     corpus: Corpus,
     *,
     rng_key,
-    topics=50,
-    inference="cvb0",
-    iterations=24,
-    blocks=16,
-    inner=5,
-    fold_in_inner=50,
-    alpha=0.1,
-    eta=0.01,
-    views="",
-    bins=8,
+    topics,
+    inference,
+    iterations,
+    blocks,
+    inner,
+    fold_in_inner,
+    alpha,
+    eta,
+    views,
+    bins,
 ) -> Fitted:
     if inference not in INFERENCE:
         raise ValueError(

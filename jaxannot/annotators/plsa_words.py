@@ -17,8 +17,8 @@ import jax.numpy as jnp
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import plsa_words as pw
@@ -26,17 +26,17 @@ from jaxannot.models import plsa_words as pw
 __all__ = ["PLSA_WORDS"]
 
 
-@records_hyper
+@uses_defaults("plsa-words")
 def _plsa_fit(
     corpus: Corpus,
     *,
     rng_key,
-    topics=50,
-    iterations=100,
-    fold_in_iterations=50,
-    smoothing=0.01,
-    views="",
-    bins=8,
+    topics,
+    iterations,
+    fold_in_iterations,
+    smoothing,
+    views,
+    bins,
 ) -> Fitted:
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     text = vw.text(corpus)

@@ -40,8 +40,8 @@ from jaxannot.annotators.base import (
     show_progress,
 )
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
@@ -151,20 +151,20 @@ def _map(learning_rate: float) -> MAP:
     return MAP(tagprop, optax.adam(learning_rate))
 
 
-@records_hyper
+@uses_defaults("tagprop")
 def _tagprop_fit(
     corpus: Corpus,
     *,
     rng_key,
-    neighbors: int = 800,
-    variant: str = "distance",
-    distances: str = "cosine,sqeuclidean,jaccard,idf",
-    boosting: bool = True,
-    balance: str = "word",
-    metric: str = "cosine",
-    steps: int = 500,
-    learning_rate: float = 0.1,
-    view: str = "",
+    neighbors: int,
+    variant: str,
+    distances: str,
+    boosting: bool,
+    balance: str,
+    metric: str,
+    steps: int,
+    learning_rate: float,
+    view: str,
 ) -> Fitted:
     if isinstance(balance, bool):  # older saved settings: true/false
         balance = "global" if balance else "none"

@@ -34,8 +34,8 @@ import jax.numpy as jnp
 from jaxannot.annotators import visual_words as vw
 from jaxannot.annotators.base import Fitted, Method, show_progress
 from jaxannot.annotators.hyper_spec import (
-    records_hyper,
     register_words_method,
+    uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
@@ -145,18 +145,18 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
     return result, _to_mixture_params(result.params, len(data))
 
 
-@records_hyper
+@uses_defaults("mix-unigram")
 def _mix_fit(
     corpus: Corpus,
     *,
     rng_key,
-    topics=50,
-    iterations=100,
-    pi_concentration=1.0,
-    beta_concentration=1.1,
-    text_weight=1.0,
-    views="",
-    bins=8,
+    topics,
+    iterations,
+    pi_concentration,
+    beta_concentration,
+    text_weight,
+    views,
+    bins,
 ) -> Fitted:
     names, edges, views_hyper, data, kwargs = _mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
@@ -214,29 +214,29 @@ def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
 
 
-@records_hyper
+@uses_defaults("lap-mix-unigram")
 def _lap_fit(
     corpus: Corpus,
     *,
     rng_key,
-    topics=50,
-    lam=1.0,
-    neighbors=10,
-    weight="heat",
-    metric="euclidean",
-    algorithm="lapvar1",
-    iterations=50,
-    warm_start=20,
-    sweeps=1,
-    newton_steps=10,
-    gamma=0.5,
-    smoothing_steps=10,
-    schedule="colouring",
-    pi_concentration=1.0,
-    beta_concentration=1.1,
-    text_weight=1.0,
-    views="",
-    bins=8,
+    topics,
+    lam,
+    neighbors,
+    weight,
+    metric,
+    algorithm,
+    iterations,
+    warm_start,
+    sweeps,
+    newton_steps,
+    gamma,
+    smoothing_steps,
+    schedule,
+    pi_concentration,
+    beta_concentration,
+    text_weight,
+    views,
+    bins,
 ) -> Fitted:
     from jaxannot.graph import knn_search, neighbour_graph
 

@@ -34,6 +34,8 @@ __all__ = [
     "fit_emml_exact",
     "project_capped_simplex",
     "mixture_objective",
+    "uncoupled_mixtures",
+    "mixture_state",
 ]
 
 
@@ -293,19 +295,81 @@ def fit_emml_exact(
         jnp.full((max_sweeps,), jnp.nan, dtype),
     )
     u, _, _, sweeps, trace = jax.lax.while_loop(cond, sweep, init_carry)
-    coef = c * words - u
-    scores = kernel @ coef
-    a = scores + penalty
+    return mixture_state(data, u, c, tolerance, sweeps), trace
+
+
+def mixture_state(
+    data: StructuredData, u: Array, c, tolerance, sweeps: Array | int = 0
+) -> ExactState:
+    """The :class:`ExactState` of mixtures ``u``: coefficients, scores, dual
+    objective, KKT violation and Frank--Wolfe gap under ``data.kernel``.
+
+    Parameters
+    ----------
+    data : StructuredData
+    u : Float[Array, "vreps words"]
+        A feasible point, every row in :math:`C\\Delta_i`.
+    c, tolerance : float
+        :math:`C` and the KKT tolerance (loss units).
+    sweeps : int
+        Recorded as :attr:`ExactState.sweeps`.
+    """
+    dtype = data.kernel.dtype
+    c = jnp.asarray(c, dtype)
+    coef = c * data.words - u
+    scores = data.kernel @ coef
+    a = scores + 2.0 * (1.0 - data.words)
     violation = jnp.max(_block_violation(u, a, c))
-    fw_gap = jnp.sum(_frank_wolfe_gap(u, a, r, c))
-    state = ExactState(
+    return ExactState(
         mixtures=u,
         coefficients=coef,
         scores=scores,
         objective=mixture_objective(data, u, c),
-        sweeps=sweeps,
+        sweeps=jnp.asarray(sweeps, jnp.int32),
         max_violation=violation,
-        duality_gap=fw_gap,
+        duality_gap=jnp.sum(_frank_wolfe_gap(u, a, jnp.sum(data.words, -1), c)),
         converged=violation <= tolerance,
     )
-    return state, trace
+
+
+def uncoupled_mixtures(words: Array, c, diagonal: Array) -> Array:
+    r"""The optimum of the dual (9) when the kernel is diagonal: no solve.
+
+    With :math:`K = \operatorname{diag}(d)` the VReps decouple. By symmetry VRep
+    :math:`i` (:math:`r_i` of :math:`W` words) moves the same mass :math:`s` off each
+    true word and spreads it evenly over its :math:`W - r_i` wrong words:
+    :math:`B_i = s\,(\mathbf y_i - \tfrac{r_i}{W - r_i}(\mathbf 1 - \mathbf y_i))`,
+    objective :math:`\tfrac12 d_i r_i s^2 W / (W - r_i) - 2 r_i s`, minimized over
+    :math:`0 \le s \le \min(C, C (W - r_i)/r_i)` (both caps of
+    :math:`C\Delta_i`) at
+
+    .. math::
+
+        s^* = \min\Big(\frac{2 (W - r_i)}{d_i W},\ C,\
+        \frac{C (W - r_i)}{r_i}\Big).
+
+    With :math:`C = 1`, :math:`d_i = 1` and :math:`r_i \le W/2`, :math:`B = Y -
+    \tfrac{r}{W - r}(1 - Y)`. Under a non-diagonal kernel this point is feasible
+    but not optimal; :func:`mixture_state` says how far it is (KKT violation,
+    duality gap).
+
+    Parameters
+    ----------
+    words : Float[Array, "vreps words"]
+        0/1 word vectors, each with at least one word and one wrong word.
+    c : float
+        :math:`C`.
+    diagonal : Float[Array, "vreps"]
+        :math:`d_i = k_{ii} > 0`.
+
+    Returns
+    -------
+    u : Float[Array, "vreps words"]
+        The mixtures :math:`\mathbf u_i = C\mathbf y_i - B_i`.
+    """
+    w = words.shape[-1]
+    r = jnp.sum(words, axis=-1)
+    wrong = jnp.maximum(w - r, 1.0)
+    s = jnp.minimum(jnp.minimum(2.0 * wrong / (diagonal * w), c), c * wrong / r)
+    coef = s[:, None] * (words - (r / wrong)[:, None] * (1.0 - words))
+    return c * words - coef

@@ -62,6 +62,7 @@ __all__ = [
     "bandwidth_scale",
     "region_log_kernel",
     "select_bandwidth",
+    "extend_past_edges",
     "mbrm_word_probabilities",
 ]
 
@@ -201,6 +202,7 @@ def select_bandwidth(
     folds: int = 3,
     metric: str = "word_f1@5",
     seed: int = 0,
+    max_extensions: int = 8,
 ) -> tuple[float, dict]:
     """Choose :math:`\\beta` by ``folds``-fold cross-validation on the given
     (training) images only.
@@ -208,8 +210,10 @@ def select_bandwidth(
     The grid is ``factors`` x :func:`bandwidth_scale`; each fold fits on the other
     folds (same ``smoothing`` rule) and scores its held-out images; the bandwidth with
     the best mean ``metric`` (``"map"``: word MAP, images ranked per word, or
-    ``"word_f1@5"``) wins, the smaller one on ties. Held-out images without words are
-    ignored by the metrics. Returns ``(beta, info)`` with the grid and its scores.
+    ``"word_f1@5"``) wins, the smaller one on ties. A best value at an end of the grid
+    extends it past that end (:func:`extend_past_edges`, at most ``max_extensions``
+    values). Held-out images without words are ignored by the metrics. Returns
+    ``(beta, info)`` with the grid scored and its scores.
     """
     from jaxannot.data.protocols import kfold_rows
     from jaxannot.metrics import mean_average_precision, word_prf_at_n
@@ -219,31 +223,79 @@ def select_bandwidth(
     x = np.asarray(features, np.float32)
     y = (np.asarray(words) > 0).astype(np.float32)
     scale = bandwidth_scale(x, kernel)
-    grid = [float(f * scale) for f in factors]
     held = kfold_rows(x.shape[0], folds, seed)
-    scores = np.zeros((len(grid), folds))
-    for k, rows in enumerate(held):
-        train = np.ones(x.shape[0], bool)
-        train[rows] = False
-        truth = y[rows]
-        for g, beta in enumerate(grid):
+
+    def fold_scores(beta: float) -> np.ndarray:
+        out = np.zeros(folds)
+        for k, rows in enumerate(held):
+            train = np.ones(x.shape[0], bool)
+            train[rows] = False
             params = fit_mbrm(
                 x[train], y[train], bandwidth=beta, smoothing=smoothing, kernel=kernel
             )
             pred = np.asarray(mbrm_word_probabilities(params, x[rows]))
             if metric == "map":
-                scores[g, k] = mean_average_precision(pred, truth)
+                out[k] = mean_average_precision(pred, y[rows])
             else:
-                scores[g, k] = word_prf_at_n(pred, truth, 5)["f1"]
-    means = scores.mean(1)
+                out[k] = word_prf_at_n(pred, y[rows], 5)["f1"]
+        return out
+
+    grid, means = extend_past_edges(
+        lambda b: float(fold_scores(b).mean()),
+        [float(f * scale) for f in factors],
+        max_steps=max_extensions,
+    )
     best = int(np.flatnonzero(means >= means.max() - 1e-12)[0])
     info = {
         "bandwidth_scale": scale,
         "bandwidth_grid": grid,
         f"validation_{metric}": [float(m) for m in means],
         "folds": folds,
+        "grid_extended": len(grid) - len(factors),
     }
     return grid[best], info
+
+
+def extend_past_edges(
+    score, grid: list[float], *, max_steps: int = 8
+) -> tuple[list[float], np.ndarray]:
+    """Score a geometric ``grid`` and extend it while its best value is at an end.
+
+    The grid's ratio (``grid[1] / grid[0]``) gives the next value below the low end
+    or above the high end, whichever holds the best mean (the smaller on ties); at
+    most ``max_steps`` values are added, so a best value at an end of the returned
+    grid means the cap was reached.
+
+    Parameters
+    ----------
+    score : callable
+        ``score(value) -> float``, higher is better.
+    grid : list of float
+        Increasing, geometric, at least two values.
+    max_steps : int
+        Most values added.
+
+    Returns
+    -------
+    grid : list of float
+        The grid scored, increasing.
+    means : ndarray
+        Its scores.
+    """
+    grid = list(grid)
+    ratio = grid[1] / grid[0]
+    means = [score(b) for b in grid]
+    for _ in range(max_steps):
+        best = int(np.flatnonzero(np.asarray(means) >= max(means) - 1e-12)[0])
+        if best == 0:
+            grid.insert(0, grid[0] / ratio)
+            means.insert(0, score(grid[0]))
+        elif best == len(grid) - 1:
+            grid.append(grid[-1] * ratio)
+            means.append(score(grid[-1]))
+        else:
+            break
+    return grid, np.asarray(means)
 
 
 def _log_weights(train, queries, beta):

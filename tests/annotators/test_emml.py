@@ -149,6 +149,26 @@ def test_emml_reports_convergence_for_both_solvers(corpora, caplog):
     assert json.loads(json.dumps(payload))["info"]["solver"] == "exact"
 
 
+def test_emml_without_a_solve_reports_how_far_it_is_from_the_optimum(corpora, caplog):
+    train, _ = corpora
+    method = get_method("emml")
+    key = jax.random.key(0)
+    hyper = {"vreps": 20, "gamma_scale": 1.0}
+    with caplog.at_level("WARNING", logger="jaxannot"):
+        none = method.fit(train, rng_key=key, solver="none", **hyper)
+    assert not caplog.records  # no solve, no convergence warning
+    exact = method.fit(train, rng_key=key, solver="exact", **hyper)
+    y = np.asarray(none.params["vrep_words"])
+    r = y.sum(1, keepdims=True)
+    expected = y - r / (y.shape[1] - r) * (1 - y)  # RBF: unit diagonal, C = 1
+    np.testing.assert_allclose(none.params["coefficients"], expected, atol=1e-6)
+    assert none.info["sweeps"] == 0 and none.info["solver"] == "none"
+    # the coupled kernel makes the no-solve point suboptimal; the gap bounds it
+    excess = none.info["dual_objective"] - exact.info["dual_objective"]
+    assert 0 < excess <= none.info["duality_gap"] + 1e-3
+    assert none.info["converged"] is False and exact.info["converged"] is True
+
+
 def test_bad_hyper_parameters_are_rejected(corpora):
     train, _ = corpora
     method = get_method("emml")

@@ -114,7 +114,7 @@ def test_out_of_range_values_are_refused(method, assignment, needle):
         ("bsvm", "loss=log", "one of squared_hinge, hinge"),
         ("mmh", "svm_step=p2", "one of p1, standardized"),
         ("mmh", "words_wing=maybe", "one of auto, yes, no"),
-        ("emml", "solver=", "one of exact, working_set"),
+        ("emml", "solver=", "one of exact, working_set, none"),
         (
             "tagprop",
             "distances=cosine,manhattan",

@@ -20,7 +20,9 @@ from jaxannot.inference.emml import (
 from jaxannot.inference.emml_exact import (
     fit_emml_exact,
     mixture_objective,
+    mixture_state,
     project_capped_simplex,
+    uncoupled_mixtures,
 )
 from jaxannot.models.structured_output import kernel_matrix, loss_augmented_argmax
 
@@ -287,6 +289,47 @@ def test_independent_vreps_match_the_closed_form_at_corel5k_size(c):
     np.testing.assert_allclose(closed, per_vrep.sum(), rtol=1e-10)
     # every wrong word of every VRep carries mass at the optimum
     assert np.all((state.mixtures > 0) | (y > 0))
+
+
+@pytest.mark.parametrize("c", [1.0, 0.01])
+def test_uncoupled_mixtures_are_the_exact_optimum_of_a_diagonal_kernel(c):
+    # the library's no-solve point equals what the exact solver converges to
+    y = _realistic_words()
+    diag = np.array([1.0, 0.5, 2.0, 1.5, 0.25])
+    with jax.enable_x64(True):
+        data = StructuredData(jnp.asarray(np.diag(diag)), jnp.asarray(y))
+        solved, _ = fit_emml_exact(data, c, 1e-9)
+        u = uncoupled_mixtures(data.words, c, jnp.asarray(diag))
+        point = mixture_state(data, u, c, 1e-6)
+    np.testing.assert_allclose(np.asarray(u), np.asarray(solved.mixtures), atol=1e-8)
+    assert bool(point.converged) and int(point.sweeps) == 0
+    assert float(point.duality_gap) <= 1e-6
+    np.testing.assert_allclose(float(point.objective), float(solved.objective))
+    if c == 1.0:  # an RBF kernel's unit diagonal: s* = C, B = Y - r/(W - r) (1 - Y)
+        with jax.enable_x64(True):
+            ones = jnp.ones(len(y))
+            u = uncoupled_mixtures(jnp.asarray(y), c, ones)
+        r = y.sum(1, keepdims=True)
+        expected = y - r / (y.shape[1] - r) * (1 - y)
+        np.testing.assert_allclose(c * y - np.asarray(u), expected, atol=1e-12)
+
+
+def test_uncoupled_mixtures_are_feasible_but_not_optimal_under_a_coupled_kernel():
+    y = _realistic_words(num_words=40, sizes=(1, 4, 3, 2), seed=2)
+    x = np.random.default_rng(2).normal(size=(4, 3))
+    with jax.enable_x64(True):
+        k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.3)
+        data = StructuredData(k, jnp.asarray(y))
+        point = mixture_state(
+            data, uncoupled_mixtures(data.words, 1.0, jnp.diag(k)), 1.0, 1e-6
+        )
+        solved, _ = fit_emml_exact(data, 1.0, 1e-9)
+    u = np.asarray(point.mixtures)
+    assert np.all(u >= -1e-12) and np.all(u <= 1.0 + 1e-12)
+    np.testing.assert_allclose(u.sum(1), y.sum(1))
+    assert not bool(point.converged)
+    gap = float(point.objective) - float(solved.objective)
+    assert 0 < gap <= float(point.duality_gap) + 1e-9  # the gap bounds the excess
 
 
 def test_coupled_vreps_match_cvxpy_at_corel5k_size():

@@ -11,6 +11,7 @@ from jaxannot.annotators import get_method
 from jaxannot.data.corpus import Corpus
 from jaxannot.metrics import mean_average_precision
 from jaxannot.models.mbrm import (
+    extend_past_edges,
     fit_mbrm,
     mbrm_word_probabilities,
     select_bandwidth,
@@ -142,8 +143,25 @@ def test_bandwidth_choice_never_sees_held_out_rows(kind):
     b, info = select_bandwidth(x, y, kernel=kernel, metric="word_f1@5")
     assert (
         np.float32(b) == alone.info["bandwidth_used"]
-        and len(info["bandwidth_grid"]) == 12
+        and len(info["bandwidth_grid"]) == 12 + info["grid_extended"]
     )
+
+
+@pytest.mark.parametrize(("peak", "added"), [(2.0**-14, 5), (2.0**5, 5), (0.5, 0)])
+def test_a_grid_is_extended_past_an_edge_winner(peak, added):
+    def score(b):
+        return -((np.log2(b) - np.log2(peak)) ** 2)
+
+    calls = []
+    grid, means = extend_past_edges(
+        lambda b: calls.append(b) or score(b), [2.0**k for k in range(-10, 2)]
+    )
+    # 4 values reach the peak, one more shows it is not at the end any more
+    assert len(grid) == 12 + added and len(calls) == len(grid)  # each scored once
+    assert grid[int(np.argmax(means))] == peak  # found, not stuck at the old end
+    assert grid == sorted(grid)
+    capped, _ = extend_past_edges(lambda b: -b, [1.0, 2.0], max_steps=3)
+    assert capped == [0.125, 0.25, 0.5, 1.0, 2.0]
 
 
 def test_bad_settings_are_rejected():

@@ -1,0 +1,203 @@
+"""Record the cross-validation a method's defaults come from.
+
+Runs :func:`jaxannot.tuning.cross_validate` on a dataset's TRAINING images only (the
+test split is never loaded into a fold) over a small grid and writes the record
+``benchmarks/results/defaults_cv/METHOD_DATASET.json``: the grid, the folds, the metric,
+every setting's mean ± sd over the folds (and the other metrics' means), the winner, the
+defaults at the time of the run and the figures of the default setting. The current
+default of every grid key is added to its values when missing, so the record always
+holds the defaults' own figures. A numeric winner at either end of its grid is flagged
+(``edge``): extend the grid past it before taking it as a default.
+
+A record file holds a list of runs (a later run over the same grid replaces it; the
+last run over a key decides its default), so a method can be tuned in stages, a grid
+extended past an edge winner by a later run. ``hyper_specs.toml`` names the record
+of every default whose origin is ``"cv"``; ``tests/annotators/test_defaults.py`` checks
+that the default equals the recorded winner.
+
+    OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/defaults_cv.py emml \\
+        --dataset corel5k --grid gamma_scale=1,2,4,8,30 --grid solver=exact,none \\
+        --folds 3 --data-dir DATA
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from jaxannot.annotators import get_method
+from jaxannot.data.atomic import atomic_write
+from jaxannot.data.datasets import load_dataset
+from jaxannot.tuning import cross_validate, parse_grid, training_images
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+RESULTS = Path(__file__).resolve().parent / "results" / "defaults_cv"
+
+
+def record_path(method: str, dataset: str, root: Path = RESULTS) -> Path:
+    """Where the record of ``method``'s defaults on ``dataset`` lives."""
+    return root / f"{method}_{dataset}.json"
+
+
+def _with_defaults(grid: dict, defaults: dict) -> dict:
+    """``grid`` with each key's current default added to its values when missing."""
+    return {
+        k: v if defaults[k] in v else sorted([*v, defaults[k]], key=_order)
+        for k, v in grid.items()
+    }
+
+
+def _order(v):
+    return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+
+
+def _edges(grid: dict, winner: dict) -> dict:
+    """Per numeric key: ``"low"`` / ``"high"`` when the winner is at that end."""
+    out = {}
+    for k, values in grid.items():
+        numeric = [v for v in values if isinstance(v, (int, float))]
+        if len(numeric) < 2 or isinstance(winner[k], bool):
+            continue
+        if winner[k] == min(numeric):
+            out[k] = "low"
+        elif winner[k] == max(numeric):
+            out[k] = "high"
+    return out
+
+
+def _annotate(out: dict, defaults: dict, **extra) -> dict:
+    """A record run: the tune JSON ``out`` with the grid keys, the defaults when it
+    ran, the default setting's row and the winner's edges."""
+    default_params = {k: defaults[k] for k in out["grid"]}
+    rows = [r for r in out["results"] if r["params"] == default_params]
+    return {
+        "grid_keys": sorted(out["grid"]),
+        "split": "train",
+        **out,
+        "defaults_at_run": defaults,
+        "default": rows[0] if rows else None,
+        "edge": _edges(out["grid"], out["best"]["params"]),
+        **extra,
+    }
+
+
+def run_record(args) -> dict:
+    """Cross-validate ``args.grid`` (plus the current defaults) on the training
+    images of ``args.dataset``; the record run."""
+    method = get_method(args.method)
+    grid = _with_defaults(parse_grid(method, args.grid), dict(method.hyper))
+    train, test = load_dataset(args.dataset, data_dir=args.data_dir)
+    corpus = training_images(train, test, seed=args.seed)
+    result = cross_validate(
+        method,
+        corpus,
+        grid,
+        folds=args.folds,
+        metric=args.metric,
+        seed=args.seed,
+        fixed=args.set or [],
+    )
+    command = "python benchmarks/defaults_cv.py " + " ".join(
+        shlex.quote(a) for a in args.argv
+    )
+    return _annotate(result.as_json(), dict(method.hyper), command=command)
+
+
+def import_runs(paths: list[Path]) -> dict:
+    """One record run from ``jaxannot tune --json`` outputs of the same protocol
+    (method, dataset, folds, seed, metric, protocol, images) over the same grid keys:
+    their settings side by side, the best of all of them the winner. Every setting
+    keeps its fold scores; none is re-run."""
+    tunes = [json.loads(Path(p).read_text()) for p in paths]
+    same = ("method", "dataset", "folds", "seed", "metric", "protocol", "n_images")
+    first = tunes[0]
+    for t, p in zip(tunes, paths, strict=True):
+        bad = [k for k in same if t[k] != first[k]]
+        if bad or sorted(t["grid"]) != sorted(first["grid"]):
+            raise SystemExit(f"{p}: differs from {paths[0]} in {bad or 'grid keys'}")
+    rows = [r for t in tunes for r in t["results"]]
+    hypers = [
+        {**t["best"]["hyper"], **r["params"]} for t in tunes for r in t["results"]
+    ]
+    fixed = {k: v for k, v in hypers[0].items() if all(h[k] == v for h in hypers)}
+    grid = {
+        k: sorted({r["params"][k] for r in rows}, key=_order) for k in first["grid"]
+    }
+    sign = 1.0 if first["higher_is_better"] else -1.0
+    best = max(range(len(rows)), key=lambda i: sign * rows[i]["mean"])
+    out = {
+        **{k: first[k] for k in (*same, "higher_is_better", "labelled_fraction")},
+        "grid": grid,
+        "fixed": {k: v for k, v in fixed.items() if k not in grid},
+        "seconds": sum(t["seconds"] for t in tunes),
+        "results": rows,
+        "best": rows[best],
+    }
+    method = get_method(first["method"])
+    return _annotate(
+        out,
+        dict(method.hyper),
+        imported_from=[Path(p).as_posix() for p in paths],
+    )
+
+
+def save_run(path: Path, method: str, dataset: str, run: dict) -> dict:
+    """Add ``run`` to the record at ``path`` (replacing a run over the same grid)
+    and write it atomically; returns the record."""
+    record = {"method": method, "dataset": dataset, "runs": []}
+    if path.exists():
+        record = json.loads(path.read_text())
+    runs = [r for r in record["runs"] if r["grid"] != run["grid"]]
+    record["runs"] = [*runs, run]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record, indent=1) + "\n"
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("method")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--grid", action="append", help="key=v1,v2,...")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        nargs="+",
+        type=Path,
+        help="record these `jaxannot tune --json` outputs (no fit is run)",
+    )
+    p.add_argument("--set", action="append", help="key=value held fixed")
+    p.add_argument("--folds", type=int, default=3)
+    p.add_argument("--metric", default=None, help="default: the tune default")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if "--data-dir" in args.argv:
+        i = args.argv.index("--data-dir")
+        del args.argv[i : i + 2]
+    start = time.perf_counter()
+    if bool(args.grid) == bool(args.imports):
+        p.error("give --grid (run the cross-validation) or --import (record runs)")
+    run = import_runs(args.imports) if args.imports else run_record(args)
+    path = record_path(args.method, args.dataset, args.out)
+    save_run(path, args.method, args.dataset, run)
+    w, d = run["best"], run["default"] or {"params": None, "mean": float("nan")}
+    print(
+        f"{args.method} {args.dataset}: winner {w['params']} {run['metric']} "
+        f"{w['mean']:.4f} ± {w['sd']:.4f}; default {d['params']} {d['mean']:.4f}; "
+        f"edge {run['edge']}; {time.perf_counter() - start:.0f} s -> {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""Every default of every registered method comes from ``hyper_defaults.toml`` with
+its origin; a cross-validated one equals the winner of its committed record."""
+
+import inspect
+import json
+import pathlib
+
+import pytest
+
+from jaxannot.annotators import available_methods
+from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.hyper_spec import (
+    DEFAULTS,
+    fit_defaults,
+    method_defaults,
+    spec_for,
+    uses_defaults,
+)
+from jaxannot.annotators.hyper_tables import load_defaults
+
+METHODS = available_methods()
+RECORDS = pathlib.Path(__file__).parents[2] / "benchmarks" / "results" / "defaults_cv"
+
+
+def _record(method: str, dataset: str) -> dict:
+    path = RECORDS / f"{method}_{dataset}.json"
+    assert path.exists(), f"{method}: no record {path.name}"
+    return json.loads(path.read_text())
+
+
+def test_every_method_takes_its_defaults_from_the_table_in_its_order():
+    for name, method in METHODS.items():
+        table = method_defaults(name) if method.hyper else {}
+        assert list(method.hyper.items()) == list(table.items()), name
+    assert set(DEFAULTS) <= set(METHODS), set(DEFAULTS) - set(METHODS)
+
+
+def test_every_default_has_the_type_of_its_spec():
+    for name, table in DEFAULTS.items():
+        for key, default in table.items():
+            spec = spec_for(name, key)
+            assert type(default.value) is spec.type, (name, key)
+            assert spec.problem(default.value) is None, (name, key)
+
+
+def test_every_cross_validated_default_is_the_winner_of_its_record():
+    checked = 0
+    for name, table in DEFAULTS.items():
+        for key, default in table.items():
+            if default.origin != "cv":
+                continue
+            record = _record(name, default.record)
+            assert record["method"] == name
+            runs = [r for r in record["runs"] if key in r["grid"]]
+            assert runs, f"{name}.{key}: not in the grid of {default.record}'s record"
+            run = runs[-1]
+            assert run["split"] == "train" and run["folds"] >= 2
+            assert run["best"]["params"][key] == default.value, (name, key)
+            assert len(run["grid"][key]) >= 2, (name, key)
+            checked += 1
+    assert checked > 0
+
+
+def test_every_record_is_a_training_split_cross_validation_of_its_method():
+    paths = sorted(RECORDS.glob("*.json"))
+    assert paths
+    for path in paths:
+        record = json.loads(path.read_text())
+        name = record["method"]
+        assert path.name == f"{name}_{record['dataset']}.json"
+        for run in record["runs"]:
+            assert run["split"] == "train" and run["method"] == name
+            assert set(run["grid"]) <= set(DEFAULTS[name]), path.name
+            rows = {json.dumps(r["params"], sort_keys=True): r for r in run["results"]}
+            winner = rows[json.dumps(run["best"]["params"], sort_keys=True)]
+            sign = 1 if run["higher_is_better"] else -1
+            best = max(sign * r["mean"] for r in run["results"])
+            assert sign * winner["mean"] == best == sign * run["best"]["mean"]
+
+
+def test_fit_signatures_show_the_table_defaults():
+    from jaxannot.annotators import baselines, emml
+
+    assert fit_defaults(baselines._knn_fit) == method_defaults("knn")
+    assert fit_defaults(emml.fit_emml_annotator) == method_defaults("emml")
+    sig = inspect.signature(emml.fit_emml_annotator)
+    assert (
+        sig.parameters["gamma_scale"].default == method_defaults("emml")["gamma_scale"]
+    )
+
+
+def test_uses_defaults_fills_records_and_refuses_a_second_default(monkeypatch):
+    table = load_defaults(
+        '[toy]\na = { value = 2, origin = "solver" }\n'
+        'b = { value = "x", origin = "untuned", note = "none" }\n'
+    )
+    monkeypatch.setitem(DEFAULTS, "toy", table["toy"])
+
+    @uses_defaults("toy")
+    def fit(corpus, *, rng_key, a, b):
+        return Fitted("toy", {}, {"seen": [a, b]})
+
+    fitted = fit(None, rng_key=None, b="y")
+    assert fitted.hyper == {"a": 2, "b": "y", "seen": [2, "y"]}
+    assert fit_defaults(fit) == {"a": 2, "b": "x"}
+    with pytest.raises(TypeError, match="without defaults of their own"):
+
+        @uses_defaults("toy")
+        def own(corpus, *, rng_key, a=3, b):
+            pass
+
+    with pytest.raises(TypeError, match="must be the hyper_defaults.toml names"):
+
+        @uses_defaults("toy")
+        def other(corpus, *, rng_key, a, c):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[m]\nk = 1\n", r"\[m\] k: needs a table with `value` and `origin`"),
+        ('[m]\nk = { value = 1, origin = "guess" }\n', "unknown origin 'guess'"),
+        ('[m]\nk = { value = 1, origin = "cv" }\n', "record"),
+        ('[m]\nk = { value = 1, origin = "paper" }\n', "needs a note"),
+        ('[m]\nk = { value = 1, origin = "solver", why = 2 }\n', "unknown keys"),
+    ],
+)
+def test_malformed_defaults_name_the_entry(text, match):
+    with pytest.raises(ValueError, match=match) as err:
+        load_defaults(text)
+    assert "hyper_defaults.toml" in str(err.value)
