@@ -265,6 +265,7 @@ def build_photo_dataset(
             rgb = read_image(photos_dir / f, settings.size)
         except UnreadableImage as err:
             reason = str(err).split(": ", 1)[-1]
+            f = _printable_name(f)
             skipped.append((f, reason))
             if on_skip is None:
                 log.warning("skipped %s: %s", f, reason)
@@ -354,6 +355,12 @@ def _check_output(out: pathlib.Path) -> None:
             raise FileExistsError(
                 f"{out}: not empty and not a photo dataset; choose a new --out folder"
             )
+
+
+def _printable_name(name: str) -> str:
+    """``name`` with the bytes that are not UTF-8 written as ``\\xNN`` escapes, so that
+    the report, the log and the manifest can hold it."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _check_name(name: str) -> None:
