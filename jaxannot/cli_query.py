@@ -21,6 +21,7 @@ def _cmd_query(args) -> int:
     from jaxannot import retrieval
     from jaxannot.annotators.base import load_scorer
     from jaxannot.data.datasets import load_dataset
+    from jaxannot.data.errors import DataFormatError
 
     fitted, method = load_scorer(args.model)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
@@ -53,6 +54,13 @@ def _cmd_query(args) -> int:
             f"{args.kind} queries need an 'emml' model, got {fitted.method!r}"
         )
     p = fitted.params
+    missing = [k for k in ("vrep_features", "vrep_word_scores", "gamma") if k not in p]
+    if missing:
+        raise DataFormatError(
+            args.model,
+            f"an emml model without {', '.join(missing)}; save the model again "
+            "(jaxannot evaluate emml ... --save)",
+        )
     view = fitted.hyper.get("view") or train.primary_view
     index = retrieval.build_index(
         p["vrep_features"],

@@ -225,3 +225,16 @@ def test_cli_query_on_a_saved_model(data_root, tmp_path, capsys):
 
     assert main(["query", *base, "word", *opts, "--word", "no-such-word"]) == 2
     assert "unknown word 'no-such-word'" in capsys.readouterr().err
+
+    # a hand-made emml model without its VRep features: one error line naming the file
+    import dataclasses
+
+    fitted = load(path)
+    params = {k: v for k, v in fitted.params.items() if k != "vrep_features"}
+    broken = tmp_path / "no_vreps.npz"
+    save(broken, dataclasses.replace(fitted, params=params))
+    assert main(["query", str(broken), "word", *opts, "--word", names[0]]) == 2
+    err = capsys.readouterr().err
+    errors = [x for x in err.splitlines() if x.startswith("jaxannot: error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert "no_vreps.npz" in errors[0] and "without vrep_features" in errors[0]
