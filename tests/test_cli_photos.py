@@ -77,6 +77,10 @@ def test_evaluate_recovers_the_tags_and_annotate_prints_them(
             str(result),
             "--save",
             str(model),
+            # 26 training photos: knn's default k = 40 (cross-validated on Corel5k's
+            # 4,500) would vote with every photo; a neighbourhood of a few fits here
+            "--set",
+            "k=5",
         ]
     )
     assert code == 0

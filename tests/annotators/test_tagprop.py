@@ -66,10 +66,12 @@ def test_corel5k_subset_tagprop_beats_knn(data_root):
     }
     keys = ("word_f1@5", "n_plus@5", "map")
     print({name: [m[k] for k in keys] for name, m in [("knn", knn), *fits.items()]})
-    # measured (word F1@5 / N+@5 / MAP): knn 0.0761 / 57 / 0.0926,
-    # none 0.0740 / 53 / 0.1080, word 0.0749 / 70 / 0.1064
-    assert fits["none"]["map"] > knn["map"] + 0.01
-    assert fits["none"]["word_f1@5"] > 0.9 * knn["word_f1@5"]
+    # measured (word F1@5 / N+@5 / MAP), knn at its cross-validated default k = 40:
+    # knn 0.0616 / 44 / 0.1072, none 0.0740 / 53 / 0.1087, word 0.0749 / 70 / 0.1072
+    # (at the old k = 10, knn was 0.0761 / 57 / 0.0926: TagProp's lead moved from MAP
+    # to word F1@5)
+    assert fits["none"]["word_f1@5"] > knn["word_f1@5"] + 0.01
+    assert fits["none"]["map"] > knn["map"]
     # per-word balancing lifts the rare words: more words recalled (this small
     # subset and K leave word F1 about even; on the full split see docs/tagprop.md)
     assert fits["word"]["n_plus@5"] > fits["none"]["n_plus@5"] + 10
