@@ -89,6 +89,11 @@ def write_archive(
     entries = {name: np.asarray(value) for name, value in arrays.items()}
     if meta is not None:
         entries[META] = np.frombuffer(json.dumps(dict(meta)).encode(), np.uint8)
+    atomic_write(path, lambda fh: fh.write(_serialize(entries)))
+
+
+def _serialize(entries: dict[str, np.ndarray]) -> bytes:
+    """The compressed archive of ``entries`` with the digest comment, in memory."""
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **entries)
     data = bytearray(buffer.getvalue())
@@ -97,7 +102,7 @@ def write_archive(
         raise AssertionError("numpy wrote a zip that does not end as expected")
     data[-2:] = struct.pack("<H", _DIGEST_LENGTH)  # the comment's length, then it
     data += _DIGEST_PREFIX + hashlib.sha256(data).hexdigest().encode()
-    atomic_write(path, lambda fh: fh.write(data))
+    return bytes(data)
 
 
 def read_archive(path: str | os.PathLike, what: str, *, remedy: str = "") -> Archive:

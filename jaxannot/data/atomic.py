@@ -18,13 +18,15 @@ import pathlib
 import re
 import secrets
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-__all__ = ["atomic_folder", "atomic_write", "remove_stale_temp"]
+__all__ = ["atomic_folder", "atomic_write", "interrupts_held", "remove_stale_temp"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,34 @@ def remove_stale_temp(folder: str | os.PathLike) -> list[str]:
     return removed
 
 
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (``SIGINT``) until the block ends, then raise it.
+
+    Library code that is not written for an exception at any bytecode (the
+    standard :mod:`zipfile` writer: interrupted inside a member's ``close`` it
+    leaves the archive unclosable and prints a traceback when collected) runs
+    inside this block; an interrupt that arrives meanwhile is raised as
+    :class:`KeyboardInterrupt` as soon as the block is left, with or without an
+    error. Outside the main thread, or when ``SIGINT`` does not raise
+    ``KeyboardInterrupt`` (a handler of the caller's), the block runs unchanged.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if received:
+            raise KeyboardInterrupt
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
     """Call ``write(binary file)`` on a temporary file next to ``path``, flush it to
     disk, then rename it to ``path``.
@@ -117,7 +147,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     or the complete new one, even after a crash. The temporary file is removed when
     ``write`` fails, and stale ones of killed writers with it
     (:func:`remove_stale_temp`). A new file gets the permissions ``0o666`` less the
-    umask (like ``open``); a replaced file keeps its permission bits.
+    umask (like ``open``); a replaced file keeps its permission bits. Ctrl-C while
+    ``write`` runs takes effect when it returns (:func:`interrupts_held`): the
+    temporary file is then removed and ``path`` is left as it was.
 
     Parameters
     ----------
@@ -132,7 +164,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     try:
         os.fchmod(fd, _mode_for(path, 0o666))
         with os.fdopen(fd, "wb") as fh:
-            write(fh)
+            with interrupts_held():
+                write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
