@@ -21,7 +21,6 @@ above with ``--quiet`` (which also hides the progress bars), DEBUG with ``--verb
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import logging
@@ -30,9 +29,11 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
+from jaxannot.signals import interrupts_held
 
 __all__ = ["main", "build_parser"]
 
@@ -455,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.unraisablehook = functools.partial(_resend_interrupt, saved_hook)
     try:
         args = build_parser().parse_args(argv)
-        with _interrupt_deferred():  # every command needs it; see the docstring
+        with interrupts_held():  # Ctrl-C inside jaxlib's set-up aborts the process
             import jax  # noqa: F401
         with log_to_stderr(args.log_level):
             return _run(args)
@@ -464,29 +465,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         sys.unraisablehook = saved_hook
-
-
-@contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C back until the block ends, then raise it.
-
-    For the import of jax: a KeyboardInterrupt raised in Python code that jaxlib's
-    C++ module set-up calls aborts the process (``terminate called after throwing
-    an instance of 'nanobind::python_error'``, and a core dump) instead of
-    unwinding. Only the main thread can set a signal handler; elsewhere the block
-    runs as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(1))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
 
 
 def _resend_interrupt(hook, unraisable) -> None:
@@ -523,5 +501,23 @@ def _run(args) -> int:
         return 2
 
 
+def console() -> NoReturn:
+    """The ``jaxannot`` program: :func:`main`, then exit with its status.
+
+    A Ctrl-C that arrives once the command has finished, while Python shuts down
+    (its exit handlers flush and close the log), is ignored: there is nothing left
+    to interrupt, and Python would print it as a traceback.
+    """
+    status = 130
+    try:
+        status = main()
+    except KeyboardInterrupt:  # in the moment between main's return and here
+        print("jaxannot: interrupted", file=sys.stderr)
+        status = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

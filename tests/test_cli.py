@@ -202,6 +202,25 @@ def test_ctrl_c_during_start_up_prints_one_line_and_exits_130(wait_for_numpy):
         assert proc.returncode in (130, -signal.SIGINT), (delay, proc.returncode)
 
 
+def test_ctrl_c_after_the_command_finished_is_ignored():
+    """A SIGINT that lands while Python shuts down (its exit handlers, e.g. the
+    logging shutdown) was printed as 'Exception ignored in atexit callback' with a
+    traceback; the program ignores Ctrl-C once its command is done."""
+    script = (
+        "import atexit, os, signal, sys\n"
+        "from jaxannot import cli\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+        "sys.argv = ['jaxannot', 'methods']\n"
+        "cli.console()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    assert "knn" in done.stdout
+
+
 def test_a_local_folder_named_like_a_dataset_is_an_error(tmp_path, capsys, monkeypatch):
     (tmp_path / "root").mkdir()
     (tmp_path / "scene").mkdir()

@@ -18,15 +18,15 @@ import pathlib
 import re
 import secrets
 import shutil
-import signal
 import stat
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-__all__ = ["atomic_folder", "atomic_write", "interrupts_held", "remove_stale_temp"]
+from jaxannot.signals import interrupts_held
+
+__all__ = ["atomic_folder", "atomic_write", "remove_stale_temp"]
 
 log = logging.getLogger(__name__)
 
@@ -108,34 +108,6 @@ def remove_stale_temp(folder: str | os.PathLike) -> list[str]:
     if removed:
         log.debug("removed stale temporary files in %s: %s", folder, removed)
     return removed
-
-
-@contextlib.contextmanager
-def interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C (``SIGINT``) until the block ends, then raise it.
-
-    Library code that is not written for an exception at any bytecode (the
-    standard :mod:`zipfile` writer: interrupted inside a member's ``close`` it
-    leaves the archive unclosable and prints a traceback when collected) runs
-    inside this block; an interrupt that arrives meanwhile is raised as
-    :class:`KeyboardInterrupt` as soon as the block is left, with or without an
-    error. Outside the main thread, or when ``SIGINT`` does not raise
-    ``KeyboardInterrupt`` (a handler of the caller's), the block runs unchanged.
-    """
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if received:
-            raise KeyboardInterrupt
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
