@@ -460,11 +460,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             import jax  # noqa: F401
         with log_to_stderr(args.log_level):
             return _run(args)
-    except KeyboardInterrupt:
+    except BaseException as err:
+        if not _interrupted(err):
+            raise
         print("jaxannot: interrupted", file=sys.stderr)
         return 130
     finally:
         sys.unraisablehook = saved_hook
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Whether ``err`` is a Ctrl-C or came from one: library code may turn the
+    ``KeyboardInterrupt`` into another error (a C extension's module set-up into
+    ``ImportError: initialization failed``, the zip writer into a ``ValueError``),
+    chained to it as cause or context."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _resend_interrupt(hook, unraisable) -> None:
@@ -496,6 +512,8 @@ def _run(args) -> int:
         NotADirectoryError,
         PermissionError,
     ) as err:
+        if _interrupted(err):
+            raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"jaxannot: error: {message}", file=sys.stderr)
         return 2

@@ -1,4 +1,6 @@
+import argparse
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -8,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from jaxannot import cli
 from jaxannot.cli import main
 
 KEYS = {
@@ -219,6 +222,31 @@ def test_ctrl_c_after_the_command_finished_is_ignored():
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
     assert "knn" in done.stdout
+
+
+@pytest.mark.parametrize("kind", [ImportError, ValueError])
+def test_an_error_a_ctrl_c_turned_into_is_an_interruption(kind, capsys, monkeypatch):
+    """A C extension's set-up interrupted by Ctrl-C raises 'ImportError:
+    initialization failed' from the KeyboardInterrupt (scipy's pocketfft, imported
+    while featurizing); zipfile a ValueError: both are the interruption."""
+
+    def command(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise kind("initialization failed") from interrupt
+
+    monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(command))
+    assert main(["x"]) == 130
+    assert capsys.readouterr().err == "jaxannot: interrupted\n"
+
+
+def _parser_running(command):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name")
+    parser.set_defaults(log_level=logging.WARNING)
+    parser.set_defaults(func=command)
+    return parser
 
 
 def test_a_local_folder_named_like_a_dataset_is_an_error(tmp_path, capsys, monkeypatch):
