@@ -27,7 +27,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from typing import NoReturn
@@ -67,12 +66,12 @@ def _check_writable(path: str) -> None:
     folder = _folder_of(path)
     if os.path.isdir(path):
         raise UserError(f"cannot write {path}: it is a folder")
+    from jaxannot.data.atomic import check_writable
+
     try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".jaxannot-", suffix=".probe")
+        check_writable(folder)  # writes as atomic_write does: a temp file, renamed
     except OSError as err:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from None
-    os.close(fd)
-    os.unlink(probe)  # _write_json_atomic writes the same way: a temp file, renamed
 
 
 # ------------------------------------------------------------------- commands

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 from jaxannot.signals import interrupts_held
 
-__all__ = ["atomic_folder", "atomic_write", "remove_stale_temp"]
+__all__ = ["atomic_folder", "atomic_write", "check_writable", "remove_stale_temp"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,18 @@ def remove_stale_temp(folder: str | os.PathLike) -> list[str]:
     if removed:
         log.debug("removed stale temporary files in %s: %s", folder, removed)
     return removed
+
+
+def check_writable(folder: str | os.PathLike) -> None:
+    """Raise ``OSError`` unless a file can be created in ``folder``.
+
+    Creates and removes a temporary file named as :func:`atomic_write` names its
+    own, so one left by a process killed in between is swept like theirs.
+    """
+    with interrupts_held():
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=_prefix(), suffix=_SUFFIX)
+        os.close(fd)
+        os.unlink(probe)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:

@@ -14,7 +14,12 @@ import numpy as np
 import pytest
 
 from jaxannot.data.archive import write_archive
-from jaxannot.data.atomic import atomic_folder, atomic_write, remove_stale_temp
+from jaxannot.data.atomic import (
+    atomic_folder,
+    atomic_write,
+    check_writable,
+    remove_stale_temp,
+)
 
 
 def test_writes_and_replaces(tmp_path):
@@ -208,3 +213,10 @@ def test_ctrl_c_inside_the_zip_writer_leaves_no_broken_archive(tmp_path, monkeyp
     assert unraisable == []
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model.npz"]
+
+
+def test_check_writable_leaves_nothing_and_refuses_a_missing_folder(tmp_path):
+    check_writable(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        check_writable(tmp_path / "missing")
