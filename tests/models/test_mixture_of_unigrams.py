@@ -152,7 +152,11 @@ def test_posteriors_match_brute_force_bayes_rule():
     np.testing.assert_allclose(np.asarray(by_tokens), ref, atol=1e-5)
 
 
-def test_token_statistics_are_the_expected_counts():
+@pytest.mark.parametrize(
+    "block", [8, 30, 4096]
+)  # 30 images: 4 blocks, the last shifted
+def test_token_statistics_are_the_expected_counts(block, monkeypatch):
+    monkeypatch.setattr(mu, "STATISTICS_BLOCK", block)
     tokens, counts = _tokens(seed=5, images=30)
     phi = np.random.default_rng(1).dirichlet(np.ones(4), 30).astype(np.float32)
     stats = mu.token_statistics(jnp.asarray(phi), jnp.asarray(tokens), 11)
