@@ -164,25 +164,23 @@ def test_token_statistics_are_the_expected_counts(block, monkeypatch):
 
 
 def test_token_declaration_fits_as_the_count_declaration():
-    tokens, counts = _tokens()
+    # two views of different vocabularies and lengths, as counts and as token ids
+    (t0, c0), (t1, c1) = _tokens(), _tokens(seed=8, vocab=6, max_len=5)
+    tokens, counts = (jnp.asarray(t0), jnp.asarray(t1)), (c0, c1)
     kw = dict(num_topics=3, pi_concentration=1.2, beta_concentration=1.3)
+    sizes = dict(vocab_sizes=(11, 6))
     by_counts = VEM(mu.mixture_of_unigrams, "z").run(
-        jax.random.key(3), 8, (jnp.asarray(counts),), progress_bar=False, **kw
+        jax.random.key(3), 8, tuple(map(jnp.asarray, counts)), progress_bar=False, **kw
     )
     # chunks of 16 images: the last of four chunks padded
     by_tokens = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=16).run(
-        jax.random.key(3),
-        8,
-        (jnp.asarray(tokens),),
-        vocab_sizes=(11,),
-        progress_bar=False,
-        **kw,
+        jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw
     )
     np.testing.assert_allclose(by_tokens.losses, by_counts.losses, rtol=1e-5)
     np.testing.assert_allclose(
         np.asarray(by_tokens.posteriors), np.asarray(by_counts.posteriors), atol=1e-5
     )
-    for site in ("pi", "beta_0"):
+    for site in ("pi", "beta_0", "beta_1"):
         np.testing.assert_allclose(
             np.asarray(by_tokens.params[site]),
             np.asarray(by_counts.params[site]),
@@ -198,15 +196,13 @@ def test_token_declaration_fits_as_the_count_declaration():
     ).run(
         jax.random.key(2),
         1,
-        (jnp.asarray(tokens),),
-        vocab_sizes=(11,),
+        tokens,
         init_params=_values(by_tokens.params),
         progress_bar=False,
+        **sizes,
         **kw,
     )
-    closed = mu.closed_form_m_step_tokens(
-        generic.posteriors, (jnp.asarray(tokens),), vocab_sizes=(11,), **kw
-    )
+    closed = mu.closed_form_m_step_tokens(generic.posteriors, tokens, **sizes, **kw)
     for site, value in closed.items():
         np.testing.assert_allclose(
             np.asarray(generic.params[site]), np.asarray(value), rtol=1e-4, atol=1e-6
