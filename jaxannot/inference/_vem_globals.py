@@ -8,6 +8,9 @@ Both functions work on the *expected complete log joint*
 in the unconstrained coordinates :math:`u` of the global sites
 (:math:`\theta = T(u)`, each site's support bijection):
 
+- :func:`closed_form_start`: the default start of a model with a registered closed
+  form: random soft assignments :math:`\Phi`, then the closed form, in one compiled
+  call.
 - :func:`maximize_expected`: the M-step of the default start, by L-BFGS (random
   soft assignments :math:`\Phi`, then this: the closed-form path's start for a
   model without a closed form).
@@ -39,7 +42,7 @@ import optax
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-__all__: list[str] = []
+__all__: list[str] = []  # private: VEM's start and Laplace draws
 
 #: Largest number of unconstrained coordinates :func:`laplace_draws` accepts: its
 #: Hessian is dense (``D**2`` floats, 64 MiB at this size in float32).
@@ -49,6 +52,22 @@ MAX_LAPLACE_DIM = 4096
 def _transforms(vem, layout, dynamic):
     args, kwargs = layout.join(dynamic)
     return vem._transforms(layout.setup, args, kwargs)
+
+
+def random_posteriors(rng_key, num_images, num_values):
+    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values]."""
+    e = jax.random.exponential(rng_key, (num_images, num_values))
+    return e / e.sum(-1, keepdims=True)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def closed_form_start(vem, layout, rng_key, dynamic):
+    """The registered closed form's values given :func:`random_posteriors`."""
+    s = layout.setup.structure
+    phi = random_posteriors(rng_key, s.num_images, s.num_values)
+    args, kwargs = layout.join(dynamic)
+    values = vem.closed_form(phi, *args, **kwargs)
+    return {k: jnp.asarray(v) for k, v in values.items()}
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))

@@ -155,14 +155,15 @@ class _Shards(NamedTuple):
 
     def place(self, state, e_arrays):
         """The loop's state and the E-step's arrays replicated, the posteriors
-        (current and best) split over the devices."""
+        (current and, if kept, best) split over the devices."""
         state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
         rng, values, phi, opt, tp, best, *rest = state
         split = sharding.image_sharding(self.mesh)
-        phi, best_phi = sharding.put((phi, best[1]), split)
-        best = (best[0], best_phi, best[2])
+        phi = sharding.put(phi, split)
+        if best:  # an E-step that keeps its best iterate
+            best = (best[0], sharding.put(best[1], split), best[2])
         return (rng, values, phi, opt, tp, best, *rest), e_arrays
 
     def real(self, phi):

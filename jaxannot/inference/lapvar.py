@@ -44,7 +44,8 @@ LapVar2
     :math:`\phi_i \leftarrow (1-\gamma)\phi_i + \gamma\, m_i/d_i` (the Newton step of
     :math:`R` alone), keeping the iterate with the best :math:`Q`.
 
-:func:`fit_regularized_em` alternates either E-step with a model's M-step.
+Both are E-step transforms of :class:`~jaxannot.inference.VEM`
+(:class:`LapVar1`, :class:`LapVar2`), which alternates them with a model's M-step.
 
 References
 ----------
@@ -56,8 +57,7 @@ regularization. WWW 2008.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,6 @@ __all__ = [
     "LapVar1",
     "LapVar2",
     "NeighbourTable",
-    "LapVarState",
     "neighbour_table",
     "neighbour_sums",
     "laplacian_penalty",
@@ -84,7 +83,6 @@ __all__ = [
     "newton_update",
     "lapvar1_sweep",
     "lapvar2_estep",
-    "fit_regularized_em",
     "ALGORITHMS",
 ]
 
@@ -367,126 +365,3 @@ class LapVar2(LapVar1):
 
     def objective(self, arrays, phi, a):
         return regularized_objective(phi, a, arrays[0], arrays[1])
-
-
-class LapVarState(NamedTuple):
-    """State of :func:`fit_regularized_em`: model parameters and the posteriors."""
-
-    params: Any
-    phi: jax.Array
-
-
-@functools.partial(
-    jax.jit,
-    static_argnames=(
-        "linear_terms",
-        "m_step",
-        "log_prior",
-        "algorithm",
-        "num_iterations",
-        "num_sweeps",
-        "num_newton_steps",
-        "num_smoothing",
-    ),
-)
-def fit_regularized_em(
-    rng_key: jax.Array,
-    params: Any,
-    data: Any,
-    table: NeighbourTable,
-    lam,
-    gamma=0.5,
-    tolerance=1e-5,
-    *,
-    linear_terms: Callable[[Any, Any], jax.Array],
-    m_step: Callable[[jax.Array, Any], Any],
-    log_prior: Callable[[Any, Any], jax.Array],
-    algorithm: str = "lapvar1",
-    num_iterations: int = 50,
-    num_sweeps: int = 1,
-    num_newton_steps: int = 10,
-    num_smoothing: int = 10,
-) -> tuple[LapVarState, jax.Array, jax.Array]:
-    r"""Variational EM with a Laplacian-regularized E-step (LapVar1 or LapVar2).
-
-    The objective is
-    :math:`\mathcal{L}(\theta, \Phi) = Q_\theta(\Phi) + \log p(\theta)`; the E-step
-    raises it in :math:`\Phi` (LapVar1: ``num_sweeps`` sweeps from the current
-    :math:`\Phi`; LapVar2: VI + smoothing to the best :math:`Q`), the M-step in
-    :math:`\theta`. With LapVar1 the reported objective never decreases. Iterations
-    stop after ``num_iterations`` or, with LapVar2, as soon as the objective fails to
-    improve by ``tolerance`` (relative), keeping the best iterate (seed 000:
-    "if the maximized Q is larger than in the last major iteration, continue").
-
-    Parameters
-    ----------
-    rng_key : PRNGKey
-    params : pytree
-        Initial model parameters.
-    data : pytree
-        The model's data (and dynamic hyper-parameters), handed to the callables.
-    table : NeighbourTable
-    lam, gamma, tolerance : float
-        Penalty weight :math:`\lambda`, LapVar2 smoothing rate, stopping tolerance.
-    linear_terms : callable ``(params, data) -> a`` [nodes, K] (static)
-    m_step : callable ``(phi, data) -> params`` (static)
-    log_prior : callable ``(params, data) -> scalar`` (static)
-    algorithm : {"lapvar1", "lapvar2"}
-    num_iterations, num_sweeps, num_newton_steps, num_smoothing : int (static)
-
-    Returns
-    -------
-    state : LapVarState
-        Parameters after the final M-step and the posteriors they were fitted to.
-    objective : Float[Array, "num_iterations"]
-        Objective per major iteration, NaN after the last one run.
-    num_run : Int[Array, ""]
-    """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {list(ALGORITHMS)}")
-    phi0 = jax.nn.softmax(linear_terms(params, data), axis=-1)
-    trace0 = jnp.full((num_iterations,), jnp.nan, jnp.float32)
-
-    def estep(key, state):
-        a = linear_terms(state.params, data)
-        if algorithm == "lapvar1":
-            keys = jax.random.split(key, num_sweeps)
-            phi = lax.fori_loop(
-                0,
-                num_sweeps,
-                lambda s, p: lapvar1_sweep(keys[s], p, a, table, lam, num_newton_steps),
-                state.phi,
-            )
-            q = regularized_objective(phi, a, table, lam)
-        else:
-            phi, q = lapvar2_estep(a, table, lam, gamma, num_smoothing)
-        return phi, q + log_prior(state.params, data)
-
-    def cond(carry):
-        t, _, _, _, _, stop = carry
-        return (t < num_iterations) & ~stop
-
-    def body(carry):
-        t, key, state, best, trace, _ = carry
-        key, sub = jax.random.split(key)
-        phi, objective = estep(sub, state)
-        trace = trace.at[t].set(objective.astype(jnp.float32))
-        prev_best = jnp.nanmax(
-            jnp.where(jnp.arange(num_iterations) < t, trace, -jnp.inf)
-        )
-        improved = objective > prev_best + tolerance * jnp.abs(prev_best)
-        fitted = LapVarState(m_step(phi, data), phi)
-        if algorithm == "lapvar2":
-            best = jax.tree_util.tree_map(
-                lambda new, old: jnp.where(improved | (t == 0), new, old), fitted, best
-            )
-            stop = (t > 0) & ~improved
-        else:
-            best = fitted
-            stop = jnp.bool_(False)
-        return t + 1, key, fitted, best, trace, stop
-
-    state0 = LapVarState(params, phi0)
-    init = (0, rng_key, state0, state0, trace0, jnp.bool_(False))
-    t, _, _, best, trace, _ = lax.while_loop(cond, body, init)
-    return best, trace, t

@@ -43,11 +43,11 @@ _SLICES = 50
 
 @functools.partial(jax.jit, static_argnames=("step", "replicated"))
 def _advance(
-    step: Callable, carry: Any, losses: jax.Array, start, stop, replicated=None
+    step: Callable, carry: Any, losses: jax.Array, start, stop, data, replicated=None
 ):
     def body(t, state):
         carry, losses = state
-        carry, loss = step(t, carry)
+        carry, loss = step(t, carry) if data is None else step(t, carry, data)
         return carry, losses.at[t].set(jnp.asarray(loss, losses.dtype))
 
     carry, losses = lax.fori_loop(start, stop, body, (carry, losses))
@@ -75,6 +75,7 @@ def run_steps(
     progress_bar: bool = True,
     desc: str = "fit",
     delay: float = 2.0,
+    data: Any = None,
 ) -> tuple[Any, np.ndarray]:
     """Run ``carry, loss = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
 
@@ -92,6 +93,10 @@ def run_steps(
         The bar's label.
     delay : float
         Seconds before the bar appears (short runs print nothing).
+    data : pytree, optional
+        Arrays every step reads and none changes (a corpus): with them the step is
+        ``step(t, carry, data)``. They are arguments of the compiled loop, not part
+        of its carry, so the loop does not copy them into its output.
 
     Returns
     -------
@@ -106,7 +111,7 @@ def run_steps(
     replicated = _replicated_on_carry_mesh(carry)
     if replicated is not None:
         losses = sharding.put(losses, replicated)
-    advance = functools.partial(_advance, step, replicated=replicated)
+    advance = functools.partial(_advance, step, data=data, replicated=replicated)
     session = checkpoint.active_session()
     if session is None and (not progress_bar or num_steps == 0):
         carry, losses, _ = advance(carry, losses, 0, num_steps)
@@ -115,7 +120,8 @@ def run_steps(
     if session is not None:
         run = session.next_run()
         path = session.path(run)
-        digest = checkpoint.fingerprint(session, run, carry, num_steps)
+        fitted = carry if data is None else (carry, data)  # a checkpoint of this data
+        digest = checkpoint.fingerprint(session, run, fitted, num_steps)
         if path.exists():
             carry, losses, start = checkpoint.load(path, digest, carry)
             session.resumed.append((run, start))

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -90,8 +91,10 @@ from jaxannot.inference._vem_checks import (
 )
 from jaxannot.inference._vem_globals import (
     MAX_LAPLACE_DIM,
+    closed_form_start,
     laplace_draws,
     maximize_expected,
+    random_posteriors,
 )
 from jaxannot.inference._vem_layout import (
     _Whole,
@@ -347,17 +350,19 @@ class VEM:
 
     # ------------------------------------------------------------- the step
     def _build_step(self, layout, tolerance: float):
-        """One EM iteration as a pure ``step(t, carry)``; cached per static layout
-        and E-step configuration (the E-step's arrays travel in the carry)."""
+        """One EM iteration as a pure ``step(t, state, data)``; cached per static
+        layout and E-step configuration. ``data`` (the model's arrays and the
+        E-step's) is read, never returned: a loop that carried it would copy the
+        whole corpus into its output."""
         estep = self.estep
         setup = layout.setup
-        key = (layout, tolerance, estep.static_key)
+        keep_best = bool(estep.keep_best)
+        key = (layout, tolerance, estep.static_key, keep_best)
         if key in self._steps:
             return self._steps[key]
-        keep_best = bool(estep.keep_best)
 
-        def step(t, carry):
-            state, dynamic, e_arrays = carry
+        def step(t, state, data):
+            dynamic, e_arrays = data
             args, kwargs = layout.join(dynamic)
             transforms = self._transforms(setup, args, kwargs)
             (rng, values, phi, opt_state, term_params, best, best_obj, stop, fault) = (
@@ -384,17 +389,17 @@ class VEM:
                 improved = ok & (
                     (t == 0) | (objective > best_obj + tolerance * jnp.abs(best_obj))
                 )
-                fitted = (new_values, new_phi, new_tp)
                 if keep_best:
-                    keep = improved
                     halt = ~improved
-                else:
-                    keep = ok
+                    new_best = jax.tree_util.tree_map(
+                        lambda n, o: jnp.where(improved, n, o),
+                        (new_values, new_phi, new_tp),
+                        best,
+                    )
+                else:  # the fit is the last iterate (a fault raises after the loop)
                     late = (t > 0) & ~improved if tolerance > 0 else False
                     halt = late | ~ok
-                new_best = jax.tree_util.tree_map(
-                    lambda n, o: jnp.where(keep, n, o), fitted, best
-                )
+                    new_best = ()
                 new_best_obj = jnp.where(improved, objective, best_obj)
                 state = (
                     rng2,
@@ -412,8 +417,7 @@ class VEM:
             def skip(_):
                 return state, jnp.float32(jnp.nan)
 
-            state, loss = lax.cond(stop, skip, iterate, None)
-            return (state, dynamic, e_arrays), loss
+            return lax.cond(stop, skip, iterate, None)
 
         self._steps[key] = step
         return step
@@ -433,15 +437,9 @@ class VEM:
         setup, dynamic = self._setup(args, kwargs)
         s = setup.structure
         if self.closed_form is not None:
-            e = jax.random.exponential(rng_key, (s.num_images, s.num_values))
-            phi = e / e.sum(-1, keepdims=True)
-            return {
-                k: jnp.asarray(v)
-                for k, v in self.closed_form(phi, *args, **kwargs).items()
-            }
+            return closed_form_start(self, _Whole(setup), rng_key, dynamic)
         phi_key, start_key = jax.random.split(rng_key)
-        e = jax.random.exponential(phi_key, (s.num_images, s.num_values))
-        phi = e / e.sum(-1, keepdims=True)
+        phi = random_posteriors(phi_key, s.num_images, s.num_values)
         seeded = handlers.substitute(
             handlers.seed(self.model, start_key), data=self._small_substitutions(setup)
         )
@@ -605,7 +603,9 @@ class VEM:
             unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
             opt_state = self.optimizer.init((unconstrained, term_params))
         phi0 = fold_in(self, layout, values, dynamic)
-        best = (values, phi0, term_params)
+        # the best iterate is kept apart only where it may differ from the last
+        keep_best = bool(self.estep.keep_best)
+        best = (values, phi0, term_params) if keep_best else ()
         state = (
             loop_key,
             values,
@@ -619,10 +619,11 @@ class VEM:
         )
         state, e_arrays = layout.place(state, self.estep.arrays)
         step = self._build_step(layout, float(opts["tolerance"]))
-        (state, _, _), losses = run_steps(
+        state, losses = run_steps(
             step,
-            (state, dynamic, e_arrays),
+            state,
             num_steps,
+            data=(dynamic, e_arrays),
             progress_bar=opts["progress_bar"],
             desc="VEM",
         )
@@ -630,7 +631,7 @@ class VEM:
         if fault[0]:
             objective = -losses[int(fault[1])]
             raise_fault(fault, state[1], args, kwargs, objective)
-        values, phi, term_params = state[5]
+        values, phi, term_params = state[5] if keep_best else itemgetter(1, 2, 4)(state)
         params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
         params["terms"] = term_params
         return VEMResult(params, layout.real(phi), losses)

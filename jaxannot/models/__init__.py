@@ -1,7 +1,8 @@
 """What is assumed: one module per model family (imported on demand).
 
 - :mod:`~jaxannot.models.mixture_of_unigrams` — the multimodal mixture of unigrams
-  (numpyro declaration and closed-form EM), seed 000.
+  (numpyro declarations on counts and on padded token ids, closed-form M-steps),
+  seed 000.
 - :mod:`~jaxannot.models.plsa_words` — pLSA-Words (Monay & Gatica-Perez 2004).
 - :mod:`~jaxannot.models.link_lda` — Link-LDA, per-token topics, variational Bayes.
 - :mod:`~jaxannot.models.harmonium` — multi-view harmoniums (DWH, TWH, MMH), seed 001.

@@ -17,12 +17,13 @@ and the posterior is :math:`q(z_d = k) = \phi_{dk} \propto \exp a_{dk}`. Annotat
 uses :math:`p(w \mid d) = \sum_k \phi_{dk}\beta^{text}_{kw}` with :math:`\phi_d`
 computed from the visual views alone.
 
-The hand-derived MAP-EM fit is :mod:`jaxannot.models.mixture_em`: the E-step is the
-softmax above (one image, vmapped), the M-step
+Both declarations, :func:`mixture_of_unigrams` (count vectors) and
+:func:`mixture_of_unigrams_tokens` (padded token ids, for corpora too large for a
+dense count matrix), are fitted by :class:`~jaxannot.inference.VEM` with their
+registered closed-form M-steps
 :math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
-:math:`\beta^v_{kw} \propto \sum_d \phi_{dk} n^v_{dw} + b - 1`. It maximizes the log
-joint :func:`log_joint`, which equals numpyro's ``log_density`` of the declaration
-:func:`mixture_of_unigrams` at the same parameters; EM never decreases it.
+:math:`\beta^v_{kw} \propto \sum_d \phi_{dk} n^v_{dw} + b - 1`; with the exact
+E-step EM never decreases the log joint.
 
 References
 ----------
@@ -39,7 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.special import gammaln, logsumexp
+from jax import lax
+from jax.scipy.special import logsumexp
 
 from jaxannot.inference.vem import register_closed_form
 
@@ -48,14 +50,11 @@ __all__ = [
     "MixtureParams",
     "mixture_of_unigrams",
     "closed_form_m_step",
+    "mixture_of_unigrams_tokens",
+    "closed_form_m_step_tokens",
+    "token_statistics",
+    "STATISTICS_BLOCK",
     "check_priors",
-    "image_log_joint",
-    "linear_terms",
-    "log_prior",
-    "log_joint",
-    "posterior",
-    "m_step",
-    "init_params",
     "predict_words",
 ]
 
@@ -207,107 +206,144 @@ def closed_form_m_step(
     dict
         ``{"pi": [K], "beta_v": [K, V_v]}`` (constrained values).
     """
-    params = m_step(phi, counts_by_view, pi_concentration, beta_concentration)
+    stats = [phi.T @ c for c in counts_by_view]
+    return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
+
+
+def _map_values(topic_mass, stats_by_view, pi_concentration, beta_concentration):
+    """``pi`` and ``beta_v`` from the expected topic counts ``topic_mass`` [K] and
+    topic-word counts ``stats_by_view`` ([K, V_v] each) plus the prior counts."""
+    pi = topic_mass + (pi_concentration - 1.0)
     # a topic that lost every image has pi_k = 0 when a = 1; keep it a hair above 0 so
     # the Dirichlet log density (log 0 * 0 in numpyro) stays finite
-    out = {"pi": jnp.maximum(jnp.exp(params.log_pi), _PI_FLOOR)}
-    out.update({f"beta_{v}": jnp.exp(b) for v, b in enumerate(params.log_betas)})
+    out = {"pi": jnp.maximum(jnp.exp(jnp.log(pi) - jnp.log(pi.sum())), _PI_FLOOR)}
+    for v, s in enumerate(stats_by_view):
+        beta = s + (beta_concentration - 1.0)
+        log_beta = jnp.log(beta) - jnp.log(beta.sum(-1, keepdims=True))
+        out[f"beta_{v}"] = jnp.exp(log_beta)
     return out
 
 
 register_closed_form(mixture_of_unigrams, closed_form_m_step)
 
 
-# ------------------------------------------------------------------ fast path
-def image_log_joint(params: MixtureParams, counts: tuple) -> jax.Array:
-    r"""Per-topic log joint :math:`a_k` of one image: ``log_pi + Σ_v log β^v @ n^v``.
+# -------------------------------------------------------- padded token ids
+def mixture_of_unigrams_tokens(
+    tokens_by_view: Sequence[jax.Array],
+    *,
+    num_topics: int,
+    vocab_sizes: Sequence[int],
+    pi_concentration: float = 1.0,
+    beta_concentration: float = 1.1,
+) -> None:
+    r"""The mixture of unigrams on padded token ids (for corpora too large for counts).
+
+    The generative process of :func:`mixture_of_unigrams` with every token declared:
+    inside ``plate("image")`` (dim -2) the topic ``"z"``, then per view ``v`` a
+    ``plate("token_v")`` (dim -1) over the image's token slots and the observed
+    ``Categorical(beta_v[z])`` site ``"tokens_v"``, masked where the id is ``-1``
+    (padding). The ids are read through the image plate
+    (``numpyro.subsample``), so :class:`~jaxannot.inference.VEM` streams the images
+    in chunks; its closed-form M-step is registered
+    (:func:`closed_form_m_step_tokens`). Memory is O(images x tokens) for the ids,
+    never a dense images x vocabulary matrix. Its log joint equals that of
+    :func:`mixture_of_unigrams` on the images' count vectors.
 
     Parameters
     ----------
-    params : MixtureParams
-    counts : tuple of Float[Array, "vocab_v"]
-        One image's counts per view.
+    tokens_by_view : sequence of Int[Array, "images max_tokens_v"]
+        Token ids in ``[0, vocab_sizes[v])``, ``-1`` for padding.
+    num_topics : int
+    vocab_sizes : sequence of int
+        Vocabulary size of every view (static: not read from the ids).
+    pi_concentration, beta_concentration : float
+        As in :func:`mixture_of_unigrams`.
+    """
+    if len(vocab_sizes) != len(tokens_by_view):
+        raise ValueError(
+            f"vocab_sizes has {len(vocab_sizes)} entries for "
+            f"{len(tokens_by_view)} views of tokens"
+        )
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(num_topics, pi_concentration)))
+    betas = []
+    with numpyro.plate("topic", num_topics):
+        for v, size in enumerate(vocab_sizes):
+            conc = jnp.full(size, beta_concentration)
+            betas.append(numpyro.sample(f"beta_{v}", dist.Dirichlet(conc)))
+    with numpyro.plate("image", tokens_by_view[0].shape[0], dim=-2):
+        z = numpyro.sample("z", dist.Categorical(pi))
+        for v, (beta, tokens) in enumerate(zip(betas, tokens_by_view, strict=True)):
+            ids = numpyro.subsample(tokens, event_dim=0)
+            with numpyro.plate(f"token_{v}", ids.shape[-1], dim=-1):
+                numpyro.sample(
+                    f"tokens_{v}",
+                    dist.Categorical(beta[z]).mask(ids >= 0),
+                    obs=jnp.maximum(ids, 0),
+                )
+
+
+#: Images per block of :func:`token_statistics` (a block's work: block x tokens x
+#: topics floats, 8 MB at 25 tokens and 20 topics).
+STATISTICS_BLOCK = 4096
+
+
+def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.Array:
+    r"""Expected topic-word counts :math:`\sum_d \phi_{dk} n_{dw}` from token ids.
+
+    A ``fori_loop`` over blocks of :data:`STATISTICS_BLOCK` images, each a
+    ``segment_sum`` of its tokens' posteriors: the posteriors are read once and the
+    work memory is one block's, whatever the number of images. The last block is
+    shifted back to end at the last image, its rows already counted masked out.
+
+    Parameters
+    ----------
+    phi : Float[Array, "images topics"]
+    tokens : Int[Array, "images max_tokens"]
+        ``-1`` for padding.
+    vocab_size : int
 
     Returns
     -------
-    Float[Array, "topics"]
+    Float[Array, "topics vocab"]
     """
-    out = params.log_pi
-    for log_beta, c in zip(params.log_betas, counts, strict=False):
-        out = out + log_beta @ c
-    return out
+    n, topics = phi.shape
+    size = min(STATISTICS_BLOCK, n)
+
+    def block(i, stats):
+        start = jnp.minimum(i * size, n - size)
+        ids = lax.dynamic_slice_in_dim(tokens, start, size)
+        fresh = start + jnp.arange(size) >= i * size
+        weights = jnp.where(
+            fresh[:, None], lax.dynamic_slice_in_dim(phi, start, size), 0
+        )
+        per_token = weights[:, None, :] * (ids >= 0)[:, :, None]
+        return stats + jax.ops.segment_sum(
+            per_token.reshape(-1, topics), jnp.maximum(ids, 0).reshape(-1), vocab_size
+        )
+
+    stats = jnp.zeros((vocab_size, topics), phi.dtype)
+    return lax.fori_loop(0, -(-n // size), block, stats).T
 
 
-def linear_terms(params: MixtureParams, counts_by_view: tuple) -> jax.Array:
-    """:func:`image_log_joint` vmapped over images: ``a`` of shape [images, topics]."""
-    return jax.vmap(image_log_joint, in_axes=(None, 0))(params, tuple(counts_by_view))
+def closed_form_m_step_tokens(
+    phi: jax.Array,
+    tokens_by_view: Sequence[jax.Array],
+    *,
+    vocab_sizes: Sequence[int],
+    pi_concentration: float = 1.0,
+    beta_concentration: float = 1.1,
+    **_,
+) -> dict:
+    """The MAP M-step of :func:`mixture_of_unigrams_tokens` (that of
+    :func:`closed_form_m_step`, the counts gathered by :func:`token_statistics`)."""
+    stats = [
+        token_statistics(phi, tokens, size)
+        for tokens, size in zip(tokens_by_view, vocab_sizes, strict=True)
+    ]
+    return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
 
 
-def _dirichlet_log_prob(log_x: jax.Array, concentration) -> jax.Array:
-    """Symmetric Dirichlet log density at ``exp(log_x)`` (last axis), summed."""
-    size = log_x.shape[-1]
-    conc = jnp.asarray(concentration, dtype=log_x.dtype)
-    norm = gammaln(size * conc) - size * gammaln(conc)
-    # (a - 1) log x with 0 * log 0 = 0 when a == 1
-    body = jnp.where(conc == 1.0, 0.0, (conc - 1.0) * log_x).sum(-1)
-    return (body + norm).sum()
-
-
-def log_prior(params: MixtureParams, pi_concentration, beta_concentration) -> jax.Array:
-    """Log density of the Dirichlet priors at ``params``."""
-    out = _dirichlet_log_prob(params.log_pi, pi_concentration)
-    for log_beta in params.log_betas:
-        out = out + _dirichlet_log_prob(log_beta, beta_concentration)
-    return out
-
-
-def log_joint(
-    params: MixtureParams,
-    counts_by_view: tuple,
-    pi_concentration=1.0,
-    beta_concentration=1.1,
-) -> jax.Array:
-    """``log p(X, π, β)`` with z marginalized: what MAP-EM maximizes."""
-    a = linear_terms(params, counts_by_view)
-    return logsumexp(a, axis=-1).sum() + log_prior(
-        params, pi_concentration, beta_concentration
-    )
-
-
-def posterior(params: MixtureParams, counts_by_view: tuple) -> jax.Array:
-    """``φ = q(z)`` per image, [images, topics] (softmax of the linear terms)."""
-    return jax.nn.softmax(linear_terms(params, counts_by_view), axis=-1)
-
-
-def m_step(
-    phi: jax.Array, counts_by_view: tuple, pi_concentration, beta_concentration
-) -> MixtureParams:
-    """MAP M-step given responsibilities ``phi`` [images, topics]."""
-    pi = phi.sum(0) + (pi_concentration - 1.0)
-    log_pi = jnp.log(pi) - jnp.log(pi.sum())
-    log_betas = []
-    for c in counts_by_view:
-        stats = phi.T @ c + (beta_concentration - 1.0)
-        log_betas.append(jnp.log(stats) - jnp.log(stats.sum(-1, keepdims=True)))
-    return MixtureParams(log_pi, tuple(log_betas))
-
-
-def init_params(
-    rng_key: jax.Array,
-    counts_by_view: tuple,
-    num_topics: int,
-    pi_concentration=1.0,
-    beta_concentration=1.1,
-) -> MixtureParams:
-    """Random soft assignments (Dirichlet(1) per image) followed by an M-step.
-
-    Dirichlet(1) draws are normalized Exponential(1) draws (cheaper to compile than
-    ``jax.random.dirichlet``'s gamma sampler).
-    """
-    num_images = counts_by_view[0].shape[0]
-    e = jax.random.exponential(rng_key, (num_images, num_topics))
-    phi = e / e.sum(-1, keepdims=True)
-    return m_step(phi, counts_by_view, pi_concentration, beta_concentration)
+register_closed_form(mixture_of_unigrams_tokens, closed_form_m_step_tokens)
 
 
 def check_priors(pi_concentration, beta_concentration) -> None:

@@ -10,7 +10,7 @@ import scipy.special
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import lapvar
+from jaxannot.inference import VEM, lapvar
 from jaxannot.models import mixture_of_unigrams as mu
 
 
@@ -318,106 +318,57 @@ def _mixture_problem(seed=0, n=40):
     return (jnp.asarray(counts),), _Graph(s, r, np.ones(s.size, np.float32), n)
 
 
-def _lt(params, data):
-    return mu.linear_terms(params, data[0])
-
-
-def _ms(phi, data):
-    return mu.m_step(phi, data[0], data[1], data[2])
-
-
-def _lp(params, data):
-    return mu.log_prior(params, data[1], data[2])
-
-
-def test_regularized_em_objective_never_decreases_and_compiles_once():
+def test_lapvar1_through_vem_never_decreases_the_objective_and_compiles_once(
+    count_compiles,
+):
     counts, g = _mixture_problem()
-    table = lapvar.neighbour_table(g)
-    params = mu.init_params(jax.random.key(0), counts, 3)
-    data = (counts, jnp.float32(1.0), jnp.float32(1.1))
-    traces = []
-
-    def counted_lt(params, data):
-        traces.append(1)
-        return _lt(params, data)
-
+    vem = VEM(mu.mixture_of_unigrams, "z", estep=lapvar.LapVar1(g, 0.5))
+    vem.warn_empty = False
     for seed in range(2):
-        state, obj, t = lapvar.fit_regularized_em(
-            jax.random.key(seed),
-            params,
-            data,
-            table,
-            0.5,
-            0.5,
-            0.0,
-            linear_terms=counted_lt,
-            m_step=_ms,
-            log_prior=_lp,
-            algorithm="lapvar1",
-            num_iterations=15,
-        )
-        obj = np.asarray(obj)[: int(t)]
-        assert int(t) == 15
+        with count_compiles() as compiles:
+            result = vem.run(
+                jax.random.key(seed), 15, counts, num_topics=3, progress_bar=False
+            )
+        obj = -result.losses
+        assert obj.size == 15 and np.all(np.isfinite(obj))
         assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:])), np.diff(obj)
-    # traced once for the initial φ and once inside the loop body; never again
-    assert len(traces) == 2
+    assert compiles.count == 0  # the second fit reused the first one's programs
 
 
-def test_regularized_em_lapvar2_stops_when_q_stops_improving():
+def test_lapvar2_through_vem_stops_when_q_stops_improving():
     counts, g = _mixture_problem(1)
-    table = lapvar.neighbour_table(g)
-    params = mu.init_params(jax.random.key(1), counts, 3)
-    data = (counts, jnp.float32(1.0), jnp.float32(1.1))
-    state, obj, t = lapvar.fit_regularized_em(
-        jax.random.key(0),
-        params,
-        data,
-        table,
-        0.5,
-        0.5,
-        1e-4,
-        linear_terms=_lt,
-        m_step=_ms,
-        log_prior=_lp,
-        algorithm="lapvar2",
-        num_iterations=200,
-    )
-    t = int(t)
-    trace = np.asarray(obj)
+    tol = 1e-4
+    vem = VEM(mu.mixture_of_unigrams, "z", estep=lapvar.LapVar2(g, 0.5, gamma=0.5))
+    vem.warn_empty = False
+    start = vem.init_params(jax.random.key(1), counts, num_topics=3)
+
+    def fit(steps, init=start):
+        return vem.run(
+            jax.random.key(0), steps, counts, num_topics=3, init_params=init,
+            tolerance=tol, progress_bar=False,
+        )  # fmt: skip
+
+    result = fit(200)
+    trace = -result.losses
+    t = int(np.isfinite(trace).sum())
     obj = trace[:t]
     assert 2 <= t < 200
     assert np.all(np.isfinite(obj)) and np.all(np.isnan(trace[t:]))
-    tol = 1e-4
     # every iteration before the last improved on the best so far by the tolerance,
     # and the loop stopped at the first that did not
     for i in range(1, t - 1):
         assert obj[i] > obj[:i].max() + tol * abs(obj[:i].max()), (i, obj)
     assert obj[t - 1] <= obj[: t - 1].max() + tol * abs(obj[: t - 1].max()), obj
     assert np.argmax(obj) == t - 2
-    # the returned state is the best iterate (fitted at iteration t - 2), not the
-    # last: the E-step run from its parameters reproduces the objective recorded at
+    # the returned fit is the best iterate (fitted at iteration t - 2), not the
+    # last: one iteration from its parameters reproduces the objective recorded at
     # the stopping iteration t - 1 (which started from exactly those parameters)
-    a = _lt(state.params, data)
-    _, q = lapvar.lapvar2_estep(a, table, 0.5, 0.5)
+    best = {k: v for k, v in result.params.items() if k != "terms"}
+    np.testing.assert_allclose(-fit(1, best).losses[0], obj[t - 1], rtol=1e-5)
+    # and it equals the final fit of a run capped at the best iteration
+    capped = fit(t - 1)
+    np.testing.assert_allclose(-capped.losses, obj[: t - 1], rtol=1e-6)
     np.testing.assert_allclose(
-        float(q + _lp(state.params, data)), obj[t - 1], rtol=1e-5
+        np.asarray(capped.posteriors), np.asarray(result.posteriors), atol=1e-6
     )
-    # and it equals the final state of a run capped at the best iteration
-    capped, capped_obj, capped_t = lapvar.fit_regularized_em(
-        jax.random.key(0),
-        params,
-        data,
-        table,
-        0.5,
-        0.5,
-        tol,
-        linear_terms=_lt,
-        m_step=_ms,
-        log_prior=_lp,
-        algorithm="lapvar2",
-        num_iterations=t - 1,
-    )
-    assert int(capped_t) == t - 1
-    np.testing.assert_allclose(np.asarray(capped_obj), obj[: t - 1], rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(capped.phi), np.asarray(state.phi), atol=1e-6)
-    np.testing.assert_allclose(np.asarray(state.phi).sum(1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(result.posteriors).sum(1), 1.0, atol=1e-5)

@@ -25,19 +25,18 @@ WORKER = textwrap.dedent(
     from jaxannot.inference import vem as vem_module
     from jaxannot.models import mixture_of_unigrams as mu
 
-    loops = []  # the carries the fit's step loop returns: (state, data, ...)
+    loops = []  # the data the fit's step loop reads: (model arrays, E-step arrays)
     real = vem_module.run_steps
     def recording(step, carry, num_steps, **kw):
-        out = real(step, carry, num_steps, **kw)
-        loops.append(out[0])
-        return out
+        loops.append(kw["data"])
+        return real(step, carry, num_steps, **kw)
     vem_module.run_steps = recording
 
     counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
     assert jax.process_count() == 2 and jax.device_count() == 2
     vem = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices())
     res = vem.run(jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False)
-    data = loops[-1][1][0]  # the counts as the loop holds them
+    data = loops[-1][0][0]  # the counts as the loop holds them
     held = [  # the rows of the (padded) image axis held by this process
         (*s.index[0].indices(data.shape[0])[:2], s.device.process_index)
         for s in data.addressable_shards

@@ -59,14 +59,14 @@ def _assert_same_fit(one, two, rtol=1e-5):
 
 @pytest.fixture
 def carries(monkeypatch):
-    """The carries VEM hands to ``run_steps`` (the loop's state, data, E-step
-    arrays), recorded as the loop returns them."""
+    """What VEM hands to ``run_steps``: the loop's state as the loop returns it,
+    the data and the E-step arrays the loop reads."""
     seen = []
     real = vem_module.run_steps
 
     def recording(step, carry, num_steps, **kw):
         out, losses = real(step, carry, num_steps, **kw)
-        seen.append(out)
+        seen.append((out, *kw["data"]))
         return out, losses
 
     monkeypatch.setattr(vem_module, "run_steps", recording)
@@ -98,7 +98,7 @@ def test_two_devices_fit_as_one_and_split_the_images(carries, count_compiles):
     (state1, data1, _), (state2, data2, _) = carries
     assert state1[2].shape[0] == NUM_IMAGES
     rows = NUM_IMAGES + 1
-    assert _is_split(state2[2], rows) and _is_split(state2[5][1], rows)
+    assert _is_split(state2[2], rows)
     assert all(_is_split(x, rows) for x in data2)
     pi = state2[1]["pi"]
     assert pi.sharding.is_fully_replicated and len(pi.sharding.device_set) == 2
@@ -136,14 +136,19 @@ def test_two_devices_with_the_generic_m_step_and_lapvar1(carries):
     # a LapVar1 Newton line search may tip on float32 round-off of a (7e-8
     # relative here): one nearly-certain image's smallest posterior moved 1.4e-5
     _assert_same_fit(fit(None, **lap), fit(jax.devices(), **lap), rtol=1e-4)
+    # LapVar2 keeps its best iterate apart from the last
+    lap2 = dict(estep=lapvar.LapVar2(graph, 0.7))
+    _assert_same_fit(fit(None, **lap2), fit(jax.devices(), **lap2), rtol=1e-4)
     # the one-device fits held every image; the two-device fits split them in half
-    assert len(carries) == 4
+    assert len(carries) == 6
     rows = NUM_IMAGES + 1
     for i, (state, data, _) in enumerate(carries):
         if i % 2 == 0:
             assert all(x.shape[0] == NUM_IMAGES for x in data)
         else:
             assert all(_is_split(x, rows) for x in data) and _is_split(state[2], rows)
+    assert carries[4][0][5][1].shape[0] == NUM_IMAGES  # LapVar2's best posteriors
+    assert _is_split(carries[5][0][5][1], rows)
 
 
 def test_sharding_helpers():

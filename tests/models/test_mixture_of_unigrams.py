@@ -1,10 +1,12 @@
-"""Tests of the mixture of unigrams: declaration vs fast path, EM, compile-once."""
+"""Tests of the mixture of unigrams: its two declarations (counts, padded token ids)
+fitted by VEM with their closed forms, against numpy / scipy references."""
 
-import functools
 import os
 
 import numpy as np
 import pytest
+import scipy.special
+import scipy.stats
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +17,7 @@ from numpyro.distributions import constraints
 from numpyro.infer import SVI, Predictive, Trace_ELBO
 from numpyro.infer.util import log_density
 
-from jaxannot.inference.em import run_em
-from jaxannot.models import mixture_em as mem
+from jaxannot.inference import VEM
 from jaxannot.models import mixture_of_unigrams as mu
 
 
@@ -31,6 +32,45 @@ def _corpus(seed=0, images=40, sizes=(6, 5), topics=2, length=12):
             np.stack([rng.multinomial(length, beta[k]) for k in z]).astype(np.float32)
         )
     return tuple(counts), z
+
+
+def _tokens(seed=7, images=50, vocab=11, max_len=8):
+    """Padded token ids (-1 = padding) of random lengths and their count matrix."""
+    rng = np.random.default_rng(seed)
+    tokens = np.full((images, max_len), -1, np.int32)
+    for d, n in enumerate(rng.integers(3, max_len + 1, size=images)):
+        tokens[d, :n] = rng.integers(0, vocab, size=n)
+    counts = np.zeros((images, vocab), np.float32)
+    for d in range(images):
+        np.add.at(counts[d], tokens[d][tokens[d] >= 0], 1.0)
+    return tokens, counts
+
+
+def _values(params):
+    return {k: v for k, v in params.items() if k != "terms"}
+
+
+def _np_log_joint(values, counts, a=1.0, b=1.1):
+    """log p(X, pi, beta) with z summed out, in float64 (numpy / scipy)."""
+    pi = np.asarray(values["pi"], np.float64)
+    betas = [np.asarray(values[f"beta_{v}"], np.float64) for v in range(len(counts))]
+    per_topic = np.log(pi)[None, :] + sum(
+        np.asarray(c, np.float64) @ np.log(beta).T
+        for c, beta in zip(counts, betas, strict=True)
+    )
+    prior = scipy.stats.dirichlet.logpdf(pi / pi.sum(), np.full(pi.size, a))
+    for beta in betas:
+        for row in beta:
+            prior += scipy.stats.dirichlet.logpdf(row / row.sum(), np.full(row.size, b))
+    return scipy.special.logsumexp(per_topic, axis=1).sum() + prior
+
+
+def _fit(rng_key, steps, counts, topics, **kw):
+    vem = VEM(mu.mixture_of_unigrams, "z", warn_empty=False)
+    return vem.run(
+        rng_key, steps, tuple(map(jnp.asarray, counts)), num_topics=topics,
+        progress_bar=False, **kw,
+    )  # fmt: skip
 
 
 def test_generative_declaration_samples_counts():
@@ -53,52 +93,120 @@ def test_generative_declaration_samples_counts():
     np.testing.assert_array_equal(np.asarray(out["counts_1"][0]).sum(1), 3)
 
 
-def test_log_joint_matches_numpyro_log_density():
+def test_marginal_declaration_and_vem_objective_are_the_log_joint():
     counts, _ = _corpus()
-    params = mu.init_params(jax.random.key(1), counts, 3, 1.5, 1.1)
-    fast = mu.log_joint(params, counts, 1.5, 1.1)
-    values = {"pi": jnp.exp(params.log_pi)}
-    values.update({f"beta_{v}": jnp.exp(b) for v, b in enumerate(params.log_betas)})
-    ref, _ = log_density(
-        mu.mixture_of_unigrams,
-        (counts,),
-        dict(
-            num_topics=3,
-            vocab_sizes=(6, 5),
-            pi_concentration=1.5,
-            beta_concentration=1.1,
-            marginalize=True,
-        ),
-        values,
+    kwargs = dict(num_topics=3, pi_concentration=1.5, beta_concentration=1.1)
+    vem = VEM(mu.mixture_of_unigrams, "z")
+    values = vem.init_params(jax.random.key(1), counts, **kwargs)
+    ref = _np_log_joint(values, counts, 1.5, 1.1)
+    marginal, _ = log_density(
+        mu.mixture_of_unigrams, (counts,), dict(kwargs, marginalize=True), values
     )
     # float32 sums of ~1e3 magnitude: relative 1e-5
-    np.testing.assert_allclose(float(fast), float(ref), rtol=1e-5)
+    np.testing.assert_allclose(float(marginal), ref, rtol=1e-5)
+    # VEM's objective at its first E-step (exact posteriors) is the same log joint
+    one = vem.run(
+        jax.random.key(0), 1, counts, init_params=values, progress_bar=False, **kwargs
+    )
+    np.testing.assert_allclose(-float(one.losses[0]), ref, rtol=1e-5)
 
 
-def test_em_objective_never_decreases():
-    counts, _ = _corpus(seed=3, topics=3)
-    _, objective = mem.fit_em(jax.random.key(0), counts, 4, num_iterations=50)
-    diffs = np.diff(objective)
-    # float32 round-off on a ~1e3 objective: allow 1e-4 relative slack
-    assert np.all(diffs >= -1e-4 * np.abs(objective[1:])), diffs.min()
+@pytest.mark.parametrize("declaration", ["counts", "tokens"])
+def test_em_objective_never_decreases(declaration):
+    tokens, counts = _tokens(seed=3, images=60)
+    if declaration == "counts":
+        model, data, kw = mu.mixture_of_unigrams, (jnp.asarray(counts),), {}
+    else:
+        model, data = mu.mixture_of_unigrams_tokens, (jnp.asarray(tokens),)
+        kw = {"vocab_sizes": (11,)}
+    vem = VEM(model, "z", chunk_size=16, warn_empty=False)
+    result = vem.run(
+        jax.random.key(0), 50, data, num_topics=4, progress_bar=False, **kw
+    )
+    objective = -result.losses
+    # float32 round-off on a ~1e3 objective: allow 1e-5 relative slack
+    assert np.all(np.diff(objective) >= -1e-5 * np.abs(objective[1:]))
     assert objective[-1] > objective[0]
 
 
-def test_posterior_matches_brute_force_bayes_rule():
-    counts, _ = _corpus(seed=2)
-    params = mu.init_params(jax.random.key(4), counts, 3)
-    phi = np.asarray(mu.posterior(params, counts))
-    pi = np.exp(np.asarray(params.log_pi, np.float64))
-    betas = [np.exp(np.asarray(b, np.float64)) for b in params.log_betas]
-    for d in range(5):
-        joint = pi * np.prod(
-            [
-                np.prod(b ** c[d][None, :], axis=1)
-                for b, c in zip(betas, counts, strict=False)
-            ],
-            axis=0,
+def test_posteriors_match_brute_force_bayes_rule():
+    tokens, counts = _tokens(seed=2, images=20)
+    values = {
+        "pi": jnp.asarray([0.2, 0.5, 0.3]),
+        "beta_0": jnp.asarray(np.random.default_rng(4).dirichlet(np.ones(11), 3)),
+    }
+    pi, beta = (np.asarray(values[k], np.float64) for k in ("pi", "beta_0"))
+    ref = np.empty((20, 3))
+    for d in range(20):  # Bayes' rule over the token sequence, one token at a time
+        joint = pi.copy()
+        for w in tokens[d][tokens[d] >= 0]:
+            joint = joint * beta[:, w]
+        ref[d] = joint / joint.sum()
+    by_counts = VEM(mu.mixture_of_unigrams, "z").posteriors_for(
+        values, (jnp.asarray(counts),), num_topics=3
+    )
+    by_tokens = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=8).posteriors_for(
+        values, (jnp.asarray(tokens),), num_topics=3, vocab_sizes=(11,)
+    )
+    np.testing.assert_allclose(np.asarray(by_counts), ref, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(by_tokens), ref, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "block", [8, 30, 4096]
+)  # 30 images: 4 blocks, the last shifted
+def test_token_statistics_are_the_expected_counts(block, monkeypatch):
+    monkeypatch.setattr(mu, "STATISTICS_BLOCK", block)
+    tokens, counts = _tokens(seed=5, images=30)
+    phi = np.random.default_rng(1).dirichlet(np.ones(4), 30).astype(np.float32)
+    stats = mu.token_statistics(jnp.asarray(phi), jnp.asarray(tokens), 11)
+    np.testing.assert_allclose(np.asarray(stats), phi.T @ counts, rtol=1e-5)
+
+
+def test_token_declaration_fits_as_the_count_declaration():
+    # two views of different vocabularies and lengths, as counts and as token ids
+    (t0, c0), (t1, c1) = _tokens(), _tokens(seed=8, vocab=6, max_len=5)
+    tokens, counts = (jnp.asarray(t0), jnp.asarray(t1)), (c0, c1)
+    kw = dict(num_topics=3, pi_concentration=1.2, beta_concentration=1.3)
+    sizes = dict(vocab_sizes=(11, 6))
+    by_counts = VEM(mu.mixture_of_unigrams, "z").run(
+        jax.random.key(3), 8, tuple(map(jnp.asarray, counts)), progress_bar=False, **kw
+    )
+    # chunks of 16 images: the last of four chunks padded
+    by_tokens = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=16).run(
+        jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw
+    )
+    np.testing.assert_allclose(by_tokens.losses, by_counts.losses, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(by_tokens.posteriors), np.asarray(by_counts.posteriors), atol=1e-5
+    )
+    for site in ("pi", "beta_0", "beta_1"):
+        np.testing.assert_allclose(
+            np.asarray(by_tokens.params[site]),
+            np.asarray(by_counts.params[site]),
+            atol=1e-5,
         )
-        np.testing.assert_allclose(phi[d], joint / joint.sum(), atol=1e-5)
+    # the tokens' closed form is the generic M-step's optimum too
+    generic = VEM(
+        mu.mixture_of_unigrams_tokens,
+        "z",
+        optimizer=optax.lbfgs(),
+        m_step="generic",
+        m_steps=200,
+    ).run(
+        jax.random.key(2),
+        1,
+        tokens,
+        init_params=_values(by_tokens.params),
+        progress_bar=False,
+        **sizes,
+        **kw,
+    )
+    closed = mu.closed_form_m_step_tokens(generic.posteriors, tokens, **sizes, **kw)
+    for site, value in closed.items():
+        np.testing.assert_allclose(
+            np.asarray(generic.params[site]), np.asarray(value), rtol=1e-4, atol=1e-6
+        )
 
 
 def test_svi_on_declaration_reaches_em_optimum():
@@ -110,12 +218,9 @@ def test_svi_on_declaration_reaches_em_optimum():
         beta_concentration=1.1,
         marginalize=True,
     )
-    best = None
-    for seed in range(4):  # EM restarts; keep the best local optimum
-        params, obj = mem.fit_em(jax.random.key(seed), counts, 2, num_iterations=50)
-        final = float(mu.log_joint(params, counts, 1.0, 1.1))
-        if best is None or final > best[0]:
-            best = (final, params)
+    # EM restarts; keep the best local optimum
+    em = _fit(jax.random.key(0), 50, counts, 2, restarts=4)
+    best = _np_log_joint(em.params, counts)
     init = [
         np.random.default_rng(9).dirichlet(np.ones(v), 2).astype(np.float32)
         for v in (6, 5)
@@ -148,127 +253,73 @@ def test_svi_on_declaration_reaches_em_optimum():
         "beta_0": result.params["beta_0_map"],
         "beta_1": result.params["beta_1_map"],
     }
-    svi_params = mu.MixtureParams(
-        jnp.log(med["pi"]), (jnp.log(med["beta_0"]), jnp.log(med["beta_1"]))
-    )
-    svi_value = float(mu.log_joint(svi_params, counts, 1.0, 1.1))
+    svi_value = _np_log_joint(med, counts)
     # Adam stops near, not at, the optimum: 0.5 nat on a ~-700 log joint
-    assert abs(svi_value - best[0]) < 0.5, (svi_value, best[0])
-    em_beta = np.exp(np.asarray(best[1].log_betas[0]))
+    assert abs(svi_value - best) < 0.5, (svi_value, best)
+    em_beta = np.asarray(em.params["beta_0"])
     svi_beta = np.asarray(med["beta_0"])
     err = min(np.abs(em_beta - svi_beta).max(), np.abs(em_beta[::-1] - svi_beta).max())
     assert err < 0.03  # same topics up to label switching
 
 
-def test_em_compiles_once():
-    counts, _ = _corpus()
-    traces = []
-    step = mem.build_em_kernel()
-
-    def counted(key, state, data):
-        traces.append(1)
-        return step(key, state, data)
-
-    state = mem.MixtureEMState(mu.init_params(jax.random.key(0), counts, 3))
-    data = (tuple(jnp.asarray(c) for c in counts), jnp.float32(1.0), jnp.float32(1.1))
-    run_em(jax.random.key(1), state, data, step=counted, num_iterations=25)
-    data2 = (
-        tuple(jnp.asarray(c) + 1.0 for c in counts),
-        jnp.float32(1.2),
-        jnp.float32(1.3),
-    )
-    run_em(jax.random.key(2), state, data2, step=counted, num_iterations=25)
-    assert len(traces) == 1
-    # and the public driver reuses one compiled loop for new data of the same shape
-    before = run_em._cache_size()
-    mem.fit_em(jax.random.key(0), counts, 3, num_iterations=7)
-    mem.fit_em(jax.random.key(1), tuple(c + 1 for c in counts), 3, num_iterations=7)
-    assert run_em._cache_size() == before + 1
+@pytest.mark.parametrize("declaration", ["counts", "tokens"])
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(declaration, count_compiles):
+    tokens, counts = _tokens(seed=1)
+    other_tokens, other_counts = _tokens(seed=2)
+    if declaration == "counts":
+        vem, kw = VEM(mu.mixture_of_unigrams, "z", chunk_size=16), {}
+        first, second = (jnp.asarray(counts),), (jnp.asarray(other_counts),)
+    else:
+        vem = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=16)
+        kw = {"vocab_sizes": (11,)}
+        first, second = (jnp.asarray(tokens),), (jnp.asarray(other_tokens),)
+    vem.warn_empty = False
+    vem.run(jax.random.key(0), 5, first, num_topics=3, progress_bar=False, **kw)
+    with count_compiles() as counter:
+        vem.run(jax.random.key(1), 5, second, num_topics=3, progress_bar=False, **kw)
+    assert counter.count == 0
 
 
 def test_bad_input_raises():
-    counts, _ = _corpus()
     with pytest.raises(ValueError, match="beta_concentration"):
-        mem.fit_em(
-            jax.random.key(0), counts, 2, prior=mem.MixturePrior(beta_concentration=1.0)
-        )
+        mu.check_priors(1.0, 1.0)
     with pytest.raises(ValueError, match="pi_concentration"):
-        mem.fit_em_tokens(
-            jax.random.key(0),
-            np.zeros((2, 3), np.int32),
-            4,
-            2,
-            prior=mem.MixturePrior(pi_concentration=0.5),
-        )
-    with pytest.raises(ValueError, match="num_topics"):
-        mem.fit_em(jax.random.key(0), counts, 0)
+        mu.check_priors(0.5, 1.1)
+    tokens, _ = _tokens()
+    with pytest.raises(ValueError, match="vocab_sizes has 2 entries for 1 views"):
+        VEM(mu.mixture_of_unigrams_tokens, "z").run(
+            jax.random.key(0), 1, (jnp.asarray(tokens),), num_topics=2,
+            vocab_sizes=(11, 4),
+        )  # fmt: skip
 
 
 def test_tolerance_stops_early():
     counts, _ = _corpus()
-    _, objective = mem.fit_em(
-        jax.random.key(0), counts, 2, num_iterations=300, tolerance=1e-6
-    )
-    assert 2 <= objective.size < 300
-    assert np.all(np.isfinite(objective))
+    result = _fit(jax.random.key(0), 300, counts, 2, tolerance=1e-6)
+    run = np.isfinite(result.losses)
+    assert 2 <= run.sum() < 300
+    assert np.all(run[: run.sum()]) and not np.any(run[run.sum() :])
 
 
-def test_token_stream_em_matches_dense_counts_em():
-    rng = np.random.default_rng(7)
-    lengths = rng.integers(3, 9, size=50)
-    tokens = np.full((50, 8), -1, np.int32)
-    for d, n in enumerate(lengths):
-        tokens[d, :n] = rng.integers(0, 11, size=n)
-    counts = np.zeros((50, 11), np.float32)
-    for d in range(50):
-        np.add.at(counts[d], tokens[d][tokens[d] >= 0], 1.0)
-    key = jax.random.key(3)
-    params, obj = mem.fit_em_tokens(key, tokens, 11, 3, chunk_size=16, num_iterations=8)
-    assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))
-    # reference: the dense path from the same start, one objective per iteration
-    noise = 0.5 * jax.random.normal(key, (3, 11))
-    start = mu.MixtureParams(
-        jnp.full(3, -jnp.log(3.0)),
-        (noise - jax.scipy.special.logsumexp(noise, -1, keepdims=True),),
-    )
-    state, info = run_em(
-        jax.random.key(0),
-        mem.MixtureEMState(start),
-        ((jnp.asarray(counts),), jnp.float32(1.0), jnp.float32(1.1)),
-        step=mem.build_em_kernel(),
-        num_iterations=8,
-    )
-    np.testing.assert_allclose(obj, np.asarray(info.objective), rtol=1e-5)
-    np.testing.assert_allclose(
-        np.asarray(params.log_betas[0]),
-        np.asarray(state.params.log_betas[0]),
-        atol=1e-4,
-    )
-
-
-def test_token_stream_em_on_two_devices_equals_one():
+def test_token_fit_on_two_devices_equals_one():
     if jax.device_count() < 2:
         if os.environ.get("CI") == "true":
             raise RuntimeError("needs two devices (make test sets them)")
         pytest.skip("needs two devices")
-    rng = np.random.default_rng(8)
-    tokens = np.full((51, 6), -1, np.int32)  # 51 images, chunks of 15 -> 16 split
-    for d, n in enumerate(rng.integers(2, 7, size=51)):
-        tokens[d, :n] = rng.integers(0, 9, size=n)
-    fit = functools.partial(
-        mem.fit_em_tokens,
-        jax.random.key(1),
-        tokens,
-        9,
-        3,
-        chunk_size=15,
-        num_iterations=6,
-    )
-    one_params, one = fit()
-    two_params, two = fit(devices=jax.devices())
-    np.testing.assert_allclose(two, one, rtol=1e-5)
+    tokens, _ = _tokens(seed=8, images=51, vocab=9, max_len=6)
+
+    def fit(devices):
+        vem = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=15, devices=devices)
+        return vem.run(
+            jax.random.key(1), 6, (jnp.asarray(tokens),), num_topics=3,
+            vocab_sizes=(9,), progress_bar=False,
+        )  # fmt: skip
+
+    one, two = fit(None), fit(jax.devices())
+    np.testing.assert_allclose(two.losses, one.losses, rtol=1e-5)
     np.testing.assert_allclose(
-        np.exp(np.asarray(two_params.log_betas[0])),
-        np.exp(np.asarray(one_params.log_betas[0])),
-        rtol=1e-5,
+        np.asarray(two.params["beta_0"]), np.asarray(one.params["beta_0"]), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.asarray(two.posteriors), np.asarray(one.posteriors), atol=1e-5
     )
