@@ -154,6 +154,7 @@ METHOD_MODULES: dict[str, str] = {
     "lap-mix-unigram": "topic_models",
     "plsa-words": "plsa_words",
     "link-lda": "link_lda",
+    "lap-link-lda": "link_lda",
     # harmoniums (seed 001)
     "dwh": "harmoniums",
     "dwh-svm": "harmonium_classifiers",

@@ -12,9 +12,19 @@ held-out perplexity than batch VB on Corel5k in a fraction of the time
 (``docs/topic_models.md``). Either fit yields the same pair ``λ^v = n^v_kw + η``,
 ``γ = n_dk + α``, so new images are folded in from their visual words by the same VB
 fold-in.
+
+``lap-link-lda`` is the same model fitted by numpyro's SVI
+(:mod:`jaxannot.models.link_lda_svi`: a point estimate of every β^v, a
+logistic-normal q(θ_d)) with :class:`jaxannot.inference.LaplacianELBO`'s penalty
+``lam`` Σ_ij S_ij ‖q_i − q_j‖² on a k-NN graph of the images' visual words
+(``neighbors``, ``weight``, ``metric``, built as ``lap-mix-unigram`` builds its
+graph); ``lam = 0`` is plain SVI. New images are folded in from their visual words
+by the VB update with the fitted β̂.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -22,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators import visual_words as vw
-from jaxannot.annotators.base import Fitted
+from jaxannot.annotators.base import Fitted, show_progress
 from jaxannot.annotators.hyper_spec import (
     register_words_method,
     uses_defaults,
@@ -30,8 +40,9 @@ from jaxannot.annotators.hyper_spec import (
 from jaxannot.data.corpus import Corpus
 from jaxannot.models import link_lda as ll
 from jaxannot.models import link_lda_cvb0 as cvb0
+from jaxannot.models import link_lda_svi as svi
 
-__all__ = ["LINK_LDA", "INFERENCE"]
+__all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
 
 #: The fits of :func:`_lda_fit`'s ``inference`` hyper-parameter.
 INFERENCE = ("cvb0", "vb")
@@ -141,4 +152,112 @@ LINK_LDA = register_words_method(
     score_words=_lda_score,
     score_fit_corpus=_lda_score_fit,
     embed=_lda_embed,
+)
+
+
+# ------------------------------------------------ graph-regularized Link-LDA (SVI)
+@uses_defaults("lap-link-lda")
+def _lap_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics,
+    lam,
+    neighbors,
+    weight,
+    metric,
+    steps,
+    learning_rate,
+    fold_in_inner,
+    alpha,
+    eta,
+    views,
+    bins,
+) -> Fitted:
+    from jaxannot.graph import knn_search, neighbour_graph, pad_edges
+
+    settings_of = functools.partial(
+        svi.SVISettings,
+        num_topics=int(topics),
+        alpha=float(alpha),
+        eta=float(eta),
+        lam=float(lam),
+        learning_rate=float(learning_rate),
+    )
+    settings_of(vocab_sizes=()).check()
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
+    vis = vw.visual(corpus, names, edges)
+    data = (vw.text(corpus),) + vis
+    feats = np.concatenate(vis, axis=1)
+    k = min(int(neighbors), corpus.num_images - 1)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    t = float(np.mean(np.asarray(dist))) or 1.0
+    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)
+    # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
+    graph = pad_edges(graph, 2 * k * corpus.num_images)
+    ids, cnts = svi.padded_bags(data)
+    fit = svi.fit_svi(
+        rng_key,
+        ids,
+        cnts,
+        graph,
+        settings_of(vocab_sizes=tuple(int(d.shape[1]) for d in data)),
+        num_steps=int(steps),
+        progress_bar=show_progress(),
+    )
+    params = {
+        "beta_text": fit.betas[0],
+        "beta_visual": {str(i): b for i, b in enumerate(fit.betas[1:])},
+        "theta": fit.theta,
+    }
+    params.update(vw.edges_param(edges))
+    return Fitted(
+        "lap-link-lda",
+        params,
+        views_hyper,
+        {"objective": [float(-x) for x in fit.losses]},
+    )
+
+
+def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    """θ of new images by the VB fold-in of their visual words under the fitted
+    β̂ (per image: a batch of one gives the same rows)."""
+    p = fitted.params
+    vis = vw.fitted_visual(fitted, corpus)
+    betas = (jnp.asarray(p["beta_text"]),) + tuple(
+        jnp.asarray(p["beta_visual"][str(i)]) for i in range(len(vis))
+    )
+    text = jnp.zeros((corpus.num_images, betas[0].shape[1]), jnp.float32)
+    gamma = svi.fold_in(
+        betas,
+        (text,) + tuple(map(jnp.asarray, vis)),
+        jnp.float32(fitted.hyper["alpha"]),
+        int(fitted.hyper["fold_in_inner"]),
+    )
+    return gamma / gamma.sum(-1, keepdims=True)
+
+
+def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return np.asarray(
+        _lap_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
+    )
+
+
+def _lap_score_fit(fitted: Fitted) -> np.ndarray:
+    p = fitted.params
+    return np.asarray(jnp.asarray(p["theta"]) @ jnp.asarray(p["beta_text"]))
+
+
+def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return np.asarray(_lap_theta(fitted, corpus))
+
+
+LAP_LINK_LDA = register_words_method(
+    "lap-link-lda",
+    _lap_fit,
+    "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' topic "
+    "proportions over a k-NN graph of their visual words (LaplacianELBO)",
+    score_words=_lap_score,
+    score_fit_corpus=_lap_score_fit,
+    embed=_lap_embed,
 )

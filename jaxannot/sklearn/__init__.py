@@ -84,6 +84,7 @@ CLASS_NAMES = {
     "iale-sf": "IALESF",
     "iale-svm": "IALESVM",
     "knn": "Knn",
+    "lap-link-lda": "LapLinkLDA",
     "lap-mix-unigram": "LapMixUnigram",
     "link-lda": "LinkLDA",
     "mbrm": "MBRM",

@@ -43,7 +43,9 @@ __all__ = [
 
 #: Methods that read their feature views as visual-word counts (the topic models):
 #: their estimators default to ``view_kind="bag"`` and need non-negative ``X``.
-BAG_METHODS = frozenset({"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda"})
+BAG_METHODS = frozenset(
+    {"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda", "lap-link-lda"}
+)
 
 #: Methods whose ``score_words`` are probabilities in [0, 1], and what they mean; only
 #: their estimators have ``predict_proba``.
@@ -56,6 +58,7 @@ PROBABILITY_METHODS = {
     "lap-mix-unigram": "p(word | image) under the mixture (a row sums to 1)",
     "plsa-words": "p(word | image) of pLSA-Words (a row sums to 1)",
     "link-lda": "p(word | image) of Link-LDA (a row sums to 1)",
+    "lap-link-lda": "p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
     "dwh": "E[word unit] after mean field, a Bernoulli mean",
 }
 

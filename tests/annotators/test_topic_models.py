@@ -16,6 +16,7 @@ FAST = {
     "lap-mix-unigram": dict(topics=5, iterations=10, warm_start=10, neighbors=5),
     "plsa-words": dict(topics=5, iterations=30, fold_in_iterations=30),
     "link-lda": dict(topics=5, iterations=30, fold_in_inner=30),
+    "lap-link-lda": dict(topics=5, steps=200, fold_in_inner=30, neighbors=5),
 }
 
 
@@ -96,6 +97,17 @@ def test_bad_hyper_parameters(corpus):
         _fit("link-lda", task, topics=0)
     with pytest.raises(KeyError, match="blobs"):
         _fit("plsa-words", task, views="nope")
+    with pytest.raises(ValueError, match="lam must be >= 0"):
+        _fit("lap-link-lda", task, lam=-1.0)
+
+
+def test_lap_link_lda_scores_each_image_alone(corpus):
+    task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+    m, fitted = _fit("lap-link-lda", task)
+    full = np.asarray(m.score_words(fitted, task.test))
+    rows = np.arange(3, 9)
+    part = np.asarray(m.score_words(fitted, task.test.subset(rows)))
+    np.testing.assert_allclose(part, full[rows], rtol=1e-5, atol=1e-7)
 
 
 def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
