@@ -126,9 +126,11 @@ def test_diagnose_restarts_aligns_topics_of_a_registered_method():
     from jaxannot.data.synthetic import make_synthetic
 
     corpus = make_synthetic(seed=3, num_images=150, num_topics=4)
-    out = diagnostics.diagnose_restarts(
-        "mix-unigram", corpus, restarts=3, hyper={"topics": 4, "iterations": 40}
-    )
+    # text weight 1: the synthetic words and visual words weigh alike (at the
+    # default 3, cross-validated on Corel5k, one of the 3 restarts ends in another
+    # optimum here, aligned L1 0.65)
+    hyper = {"topics": 4, "iterations": 40, "text_weight": 1.0}
+    out = diagnostics.diagnose_restarts("mix-unigram", corpus, restarts=3, hyper=hyper)
     assert len(out["final_objective"]) == 3
     # restarts find the same well-separated topics in different orders
     assert max(out["aligned_topic_l1"]) < 0.2
