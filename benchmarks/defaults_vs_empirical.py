@@ -94,7 +94,10 @@ def main() -> None:
     }
     if os.path.exists(args.json):
         with open(args.json) as fh:
-            report["results"] = json.load(fh).get("results", {})
+            previous = json.load(fh)
+        report["results"] = previous.get("results", {})
+        if "note" in previous:  # how the earlier rows were made
+            report["note"] = previous["note"]
     for method in methods:
         print(f"{method} on {args.dataset} ...", file=sys.stderr, flush=True)
         row = run_one(method, args.dataset, args.timeout, args.device)
