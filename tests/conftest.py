@@ -7,6 +7,7 @@ os.environ.setdefault(
     "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
 )  # two virtual devices for sharding tests
 
+import gc
 import pathlib
 import time
 
@@ -106,3 +107,17 @@ def wait_for_numpy():
     if not pathlib.Path("/proc/self/maps").is_file():
         pytest.skip("needs /proc/PID/maps")
     return _wait_for_numpy
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop jax's compiled programs after every test module.
+
+    Each XLA CPU executable holds a few memory maps; a test worker that keeps the
+    programs of half the suite alive passed 50,000 maps and then crashed inside
+    XLA's compiler at Linux's limit (``vm.max_map_count`` = 65,530): a segfault in
+    ``backend_compile_and_load`` late in full runs, never in a file alone.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()

@@ -4,8 +4,6 @@
 odd number of images makes the fit pad the image axis (a weight-0 image)."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -171,37 +169,12 @@ def test_sharding_helpers():
         sharding.shard_images(x, mesh, 3)
 
 
-def test_lap_mix_unigram_evaluates_the_same_on_two_devices():
-    """The annotator end to end, in a fresh interpreter: twice in full suite runs
-    (never alone) XLA's CPU compiler segfaulted compiling this two-device fit in
-    a test worker that had compiled many other programs before (jaxlib 0.10.2);
-    the check itself is :func:`_lap_mix_unigram_on_two_devices`."""
-    script = (
-        "import runpy, sys\n"
-        f"module = runpy.run_path({str(__file__)!r})\n"
-        "module['_lap_mix_unigram_on_two_devices']()\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-
-
-def _lap_mix_unigram_on_two_devices():
+def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch, carries):
     from jaxannot.annotators import get_method, topic_models
     from jaxannot.data import make_task
     from jaxannot.data.synthetic import make_synthetic
     from jaxannot.evaluation import evaluate
 
-    carries = []
-    real = vem_module.run_steps
-
-    def recording(step, carry, num_steps, **kw):
-        out, losses = real(step, carry, num_steps, **kw)
-        carries.append((out, *kw["data"]))
-        return out, losses
-
-    vem_module.run_steps = recording
     corpus = make_synthetic(seed=1, num_images=81, num_topics=5)
     task = make_task(
         corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
@@ -209,7 +182,7 @@ def _lap_mix_unigram_on_two_devices():
     hyper = dict(topics=5, iterations=6, warm_start=4, neighbors=5)
     one = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
     for kind in ("exact", "lapvar1"):  # the annotator's shared VEMs, split
-        topic_models._vem(kind).devices = tuple(jax.devices())
+        monkeypatch.setattr(topic_models._vem(kind), "devices", tuple(jax.devices()))
     fits_on_one = len(carries)
     two = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
     # every step loop of the two-device fit held its images split in half
