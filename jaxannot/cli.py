@@ -510,6 +510,7 @@ def _run(args) -> int:
         IsADirectoryError,
         NotADirectoryError,
         PermissionError,
+        FloatingPointError,
     ) as err:
         if _interrupted(err):
             raise

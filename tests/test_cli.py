@@ -259,3 +259,13 @@ def test_a_local_folder_named_like_a_dataset_is_an_error(tmp_path, capsys, monke
     assert err.startswith("jaxannot: error: dataset 'scene' is ambiguous") and (
         err.count("\n") == 1
     ), err
+
+
+def test_a_fit_that_diverges_is_one_error_line(data_root, capsys):
+    argv = ["evaluate", "twh", "--dataset", "wikipedia", "--data-dir", str(data_root)]
+    for setting in ("optimizer=sgd", "learning_rate=1e6", "steps=5", "topics=4"):
+        argv += ["--set", setting]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("jaxannot: error:") == 1, err
+    assert err.splitlines()[-1].startswith("jaxannot: error: twh: training diverged")

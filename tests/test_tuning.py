@@ -388,3 +388,19 @@ def test_cli_tune_unwritable_json_fails_before_fitting(
     code = main([*argv, "--grid", "k=1", "--json", str(tmp_path / where)])
     err = capsys.readouterr().err
     assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
+def test_a_diverged_setting_scores_nan_and_never_wins(synthetic, caplog):
+    """A setting whose fit raises FloatingPointError scores NaN on each fold with a
+    warning naming it; the grid goes on and the finite setting wins."""
+    grid = {"optimizer": ["sgd"], "learning_rate": [1e6, 0.01]}
+    fixed = {"topics": 4, "steps": 20}
+    with caplog.at_level("WARNING", logger="jaxannot.tuning"):
+        result = tuning.cross_validate(
+            "twh", synthetic, grid, folds=2, fixed=fixed, seed=0
+        )
+    diverged, finite = result.results
+    assert np.isnan(diverged.mean) and diverged.metrics_mean == {}
+    assert np.isfinite(finite.mean) and result.best.params["learning_rate"] == 0.01
+    warned = [r.getMessage() for r in caplog.records if "diverged" in r.getMessage()]
+    assert len(warned) == 2 and "1000000.0" in warned[0], warned

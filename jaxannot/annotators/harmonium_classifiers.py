@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.annotators.harmoniums import (
+    _check_trained,
     _clamped_hidden,
     _elp,
     _encode,
@@ -100,6 +101,7 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
     params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
+    _check_trained("dwh-svm", hyper, params)
     hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, scale = hidden.mean(0), hidden.std(0) + 1e-6

@@ -104,12 +104,36 @@ def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
     k_init, k_fit = jax.random.split(rng_key)
     params = _init(k_init, kinds, views, hyper)
     images = (tuple(views), tuple(totals))
-    if train is None:
-        params, gaps = _train_cd(k_fit, params, kinds, images, hyper)
-        extra, trained = None, {"cd_gap": gaps[-10:].tolist()}
-    else:
-        params, extra, trained = train(k_fit, params, kinds, images)
+    try:
+        if train is None:
+            params, gaps = _train_cd(k_fit, params, kinds, images, hyper)
+            extra, trained = None, {"cd_gap": gaps[-10:].tolist()}
+        else:
+            params, extra, trained = train(k_fit, params, kinds, images)
+    except FloatingPointError as err:
+        raise FloatingPointError(_diverged(name, hyper, str(err))) from None
+    _check_trained(name, hyper, (params, extra))
     return _fitted(name, params, hyper, names, kinds, scaling, extra, **info, **trained)
+
+
+def _check_trained(name: str, hyper, tree) -> None:
+    """Raise ``FloatingPointError`` when a trained harmonium's parameters are not
+    finite: the step size sent CD off to inf/NaN, and every score would be NaN."""
+    if not all(
+        np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(tree)
+    ):
+        raise FloatingPointError(
+            _diverged(name, hyper, "the fitted parameters are not finite")
+        )
+
+
+def _diverged(name: str, hyper, reason: str) -> str:
+    """The one-line message of a harmonium fit that diverged, with what to change."""
+    return (
+        f"{name}: training diverged ({reason}) with optimizer={hyper['optimizer']!r}, "
+        f"learning_rate={hyper['learning_rate']}: try a smaller learning_rate"
+        + ("" if hyper["optimizer"] == "adam" else " or optimizer='adam'")
+    )
 
 
 def _encode(corpus, names, kinds, scaling):

@@ -319,6 +319,7 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
     for it in range(schedule.iterations):
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
         feats, standard = embed_all(state.params)
+        _check_features(feats, f"at alternation {it + 1} of {schedule.iterations}")
         v_state, aux, value = v_step(k_v, feats, v_state, schedule.svm_epochs)
         aux = (*aux, *standard)
         objective.append(value[0])
@@ -329,6 +330,7 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
         gaps.append(np.asarray(info.cd_gap))
         extras.append(np.asarray(info.extra_loss))
     feats, (center, scale) = embed_all(state.params)
+    _check_features(feats, "after the last alternation")
     k_final = jax.random.fold_in(k_alt, schedule.iterations)
     v_state, _, value = v_step(k_final, feats, v_state, schedule.final_svm_epochs)
     objective.append(value[0])
@@ -345,10 +347,19 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
     )
 
 
+def _check_features(feats: Array, when: str) -> None:
+    """Raise ``FloatingPointError`` when the V-step's features are not finite (the
+    Θ-step diverged): an SVM on them would return NaN weights without a word."""
+    if not bool(jnp.isfinite(feats).all()):
+        raise FloatingPointError(f"the hidden features E[h] are not finite {when}")
+
+
 def _last(trace) -> tuple[float, float]:
     """Primal objective and relative duality gap at the last epoch run."""
     primal, gap = np.asarray(trace.primal), np.asarray(trace.gap)
     ok = np.isfinite(primal)
+    if not ok.any():
+        raise FloatingPointError("the SVM's primal objective is not finite")
     value = float(primal[ok][-1])
     return value, float(gap[ok][-1]) / max(1.0, abs(value))
 
@@ -399,6 +410,11 @@ def fit_mmh_classifier(
         ``predictor`` is ``V`` ``[T, K+1]`` on ``[E_{q_0}[h], 1]`` (folded back for
         ``"standardized"``); predict with ``argmax(with_offset(embed) @ V.T)`` — one
         linear pass (seed 001 §4.4).
+
+    Raises
+    ------
+    FloatingPointError
+        The Θ-step diverged: the hidden features are not finite before a V-step.
     """
     schedule = Schedule() if schedule is None else schedule
     standardize = schedule.standardized

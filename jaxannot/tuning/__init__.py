@@ -405,6 +405,8 @@ def cross_validate(
     Returns
     -------
     TuneResult
+        A fit that raises ``FloatingPointError`` (it diverged) scores NaN on its
+        fold, with a warning naming the setting; NaN is never the best.
 
     Raises
     ------
@@ -447,7 +449,20 @@ def cross_validate(
             if f == 0:
                 check_applicable(method, task)
             for i, hyper in enumerate(hypers):
-                result = evaluate(method, task, hyper=hyper, seed=seed)
+                try:
+                    result = evaluate(method, task, hyper=hyper, seed=seed)
+                except FloatingPointError as err:
+                    log.warning(
+                        "fold %d/%d, setting %s diverged (%s): scored NaN",
+                        f + 1,
+                        folds,
+                        settings[i],
+                        err,
+                    )
+                    scores[i].append(math.nan)
+                    reports[i].append({})
+                    bar.update(1)
+                    continue
                 if metric not in result.metrics:
                     raise ValueError(
                         f"{method.name!r} did not report {metric!r}; it reported: "

@@ -45,8 +45,11 @@ class SettingResult:
 
     @property
     def metrics_mean(self) -> dict[str, float]:
-        keys = self.fold_metrics[0] if self.fold_metrics else {}
-        return {k: float(np.mean([m[k] for m in self.fold_metrics])) for k in keys}
+        keys = dict.fromkeys(k for m in self.fold_metrics for k in m)
+        return {
+            k: float(np.mean([m.get(k, np.nan) for m in self.fold_metrics]))
+            for k in keys
+        }
 
     def as_json(self) -> dict[str, Any]:
         return {

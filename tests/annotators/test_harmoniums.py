@@ -118,3 +118,26 @@ def test_bad_hyper_raises(task):
         )
     with pytest.raises(ValueError, match="valid optimizers"):
         get_method("dwh").fit(task.train, rng_key=jax.random.key(0), optimizer="rprop")
+
+
+@pytest.mark.parametrize(
+    ("name", "hyper"),
+    [
+        ("twh", FAST),
+        ("dwh-svm", FAST),
+        ("mmh", {"topics": 6, "iterations": 2, "inner_steps": 5}),
+    ],
+)
+@pytest.mark.parametrize(("optimizer", "rate"), [("sgd", 1e6), ("lbfgs", 100.0)])
+def test_a_diverged_fit_is_an_error_naming_the_step_size(
+    name, hyper, optimizer, rate, rng
+):
+    """A learning rate that sends the parameters to inf/NaN raises (an SVM on NaN
+    features returned garbage or an IndexError before), naming what to change."""
+    method = get_method(name)
+    hyper = {**method.hyper, **hyper, "optimizer": optimizer, "learning_rate": rate}
+    with pytest.raises(FloatingPointError, match="training diverged") as err:
+        method.fit(_two_view_classes(rng), rng_key=jax.random.key(0), **hyper)
+    message = str(err.value)
+    assert message.startswith(f"{name}: ") and f"learning_rate={rate}" in message
+    assert "optimizer='adam'" in message
