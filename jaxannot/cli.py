@@ -373,9 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--grid metric=cosine,euclidean --folds 5 --json tune.json. "
             "Folds: a RandomState(seed) shuffle cut into --folds parts, as "
             "sklearn's KFold(shuffle=True, random_state=seed). Metrics: higher is "
-            "better except complete_length. --protocol transductive: as `evaluate "
-            "--protocol transductive`, every fold fits on all images (the test "
-            "split's with their words removed) with --labelled-fraction of them "
+            "better except complete_length and rmse. --protocol transductive: as "
+            "`evaluate --protocol transductive`, every fold fits on all images (the "
+            "test split's with their words removed) with --labelled-fraction of them "
             "labelled, drawn from the training images outside the fold, and scores "
             "the unlabelled training images."
         ),
@@ -400,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--metric",
         default=None,
         help="metric to compare (map; classification_accuracy for a classifier on "
-        "a dataset with classes); any metric `evaluate` reports",
+        "a dataset with classes; rmse for mmh-regression); any metric `evaluate` "
+        "reports",
     )
     tu.add_argument(
         "--labelled-fraction",

@@ -48,6 +48,8 @@ TABLE_METRICS = (
     "n_plus@5",
     "map",
     "classification_accuracy",
+    "rmse",
+    "r2",
 )
 
 
@@ -207,7 +209,14 @@ def evaluate(
         else:
             scores = method.score_words(fitted, task.test)
         scores = np.asarray(scores)[rows]
-    if method.predict_labels is not None and task.truth_labels is not None:
+    regression = None
+    if method.response is not None:
+        predicted = np.asarray(method.predict_labels(fitted, task.test))[rows]
+        truth = np.asarray(method.response(fitted, task.test), np.float64)[rows]
+        known = np.isfinite(truth)
+        if known.any():
+            regression = (predicted[known], truth[known])
+    elif method.predict_labels is not None and task.truth_labels is not None:
         labels = np.asarray(method.predict_labels(fitted, task.test))[rows]
     predict_seconds = time.perf_counter() - start
     log.debug("scored %d images in %.2f s", rows.size, predict_seconds)
@@ -215,7 +224,9 @@ def evaluate(
     results: dict[str, float] = {}
     if scores is not None:
         results.update(metrics.annotation_report(scores, task.truth_words, n=n))
-    if task.truth_labels is not None:
+    if regression is not None:
+        results.update(metrics.regression_report(*regression))
+    elif task.truth_labels is not None and method.response is None:
         if (
             labels is None
             and scores is not None

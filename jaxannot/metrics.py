@@ -61,8 +61,10 @@ __all__ = [
     "classification_accuracy",
     "error_rate",
     "r2_score",
+    "root_mean_squared_error",
     "pairwise_symmetric_kl",
     "annotation_report",
+    "regression_report",
     "KL_EPS",
 ]
 
@@ -499,6 +501,16 @@ def r2_score(pred, y) -> float:
     return float(1.0 - np.sum((y - pred) ** 2) / ss_tot)
 
 
+def root_mean_squared_error(pred, y) -> float:
+    r""":math:`\sqrt{\tfrac1n \sum_i (y_i - \hat y_i)^2}` (predictions first, like
+    :func:`r2_score`); non-finite values raise ``ValueError``."""
+    pred, y = _check_labels(pred, y)
+    pred, y = pred.astype(np.float64), y.astype(np.float64)
+    if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(y))):
+        raise ValueError("pred and y must be finite")
+    return float(np.sqrt(np.mean((y - pred) ** 2)))
+
+
 def pairwise_symmetric_kl(topic_dists, labels) -> float:
     r"""Seed 001 Sec. 5.2: mean symmetric KL between class-mean topic distributions.
 
@@ -566,3 +578,15 @@ def annotation_report(scores, truth, n: int = 5) -> dict:
         "map": mean_average_precision(scores, truth),
         "miap": mean_interpolated_average_precision(scores, truth),
     }
+
+
+def regression_report(pred, y) -> dict:
+    """The regression metrics of the evaluation CLI: ``rmse``
+    (:func:`root_mean_squared_error`) and ``r2`` (:func:`r2_score`; NaN when ``y``
+    is constant, where R² is undefined)."""
+    rmse = root_mean_squared_error(pred, y)
+    try:
+        r2 = r2_score(pred, y)
+    except ValueError:  # constant truth: R^2 undefined (non-finite values raised above)
+        r2 = float("nan")
+    return {"rmse": rmse, "r2": r2}

@@ -278,6 +278,17 @@ def test_classification_and_r2_vs_sklearn(rng):
     yr = rng.normal(size=40)
     pr = yr + 0.5 * rng.normal(size=40)
     assert M.r2_score(pr, yr) == pytest.approx(skm.r2_score(yr, pr), abs=TOL)
+    rmse = np.sqrt(skm.mean_squared_error(yr, pr))
+    assert M.root_mean_squared_error(pr, yr) == pytest.approx(rmse, abs=TOL)
+    report = M.regression_report(pr, yr)
+    assert report == {
+        "rmse": M.root_mean_squared_error(pr, yr),
+        "r2": M.r2_score(pr, yr),
+    }
+    constant = M.regression_report([1.0, 2.0], [3.0, 3.0])  # R^2 undefined
+    assert constant["rmse"] == pytest.approx(np.sqrt(2.5)) and np.isnan(constant["r2"])
+    with pytest.raises(ValueError, match="finite"):
+        M.root_mean_squared_error([1.0, np.nan], [1.0, 2.0])
 
 
 def test_pairwise_symmetric_kl_vs_brute(rng):

@@ -106,6 +106,10 @@ class Method:
         One line for ``jaxannot methods``.
     needs : tuple of str
         What a corpus must have: ``"words"`` and/or ``"labels"``.
+    response : callable, optional
+        Marks a regressor: ``response(fitted, corpus)`` is the true real value of each
+        image that ``predict_labels`` predicts (NaN where unknown), scored by the
+        regression metrics instead of classification accuracy.
     """
 
     name: str
@@ -117,6 +121,7 @@ class Method:
     hyper: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     summary: str = ""
     needs: tuple[str, ...] = ()
+    response: Callable[[Fitted, Any], Any] | None = None
 
 
 def show_progress() -> bool:

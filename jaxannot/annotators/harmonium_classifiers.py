@@ -309,6 +309,25 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
     return fitted.info["target_mean"] + fitted.info["target_std"] * value
 
 
+def regression_response(fitted: Fitted, corpus) -> np.ndarray:
+    """The true response ``[images]`` that :func:`predict_regression` predicts: column
+    ``target_column`` of view ``target_view``, or the class label read as a number
+    (NaN for an image without one)."""
+    name = fitted.hyper["target_view"]
+    if name:
+        if name not in corpus.views:
+            raise KeyError(
+                f"the model regresses view {name!r}; corpus views: {list(corpus.views)}"
+            )
+        return np.asarray(corpus.views[name], np.float64)[
+            :, fitted.hyper["target_column"]
+        ]
+    if corpus.labels is None:
+        return np.full(corpus.num_images, np.nan)
+    labels = np.asarray(corpus.labels, np.float64)
+    return np.where(labels >= 0, labels, np.nan)
+
+
 def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
     hyper = {**method_defaults("twh"), **hyper}
@@ -378,6 +397,7 @@ _classifier(
     f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
     needs=(),
     predict_labels=predict_regression,
+    response=regression_response,
 )
 _classifier(
     "svm",

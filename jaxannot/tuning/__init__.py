@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 
 #: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
 #: better for every other one.
-LOWER_IS_BETTER = frozenset({"complete_length"})
+LOWER_IS_BETTER = frozenset({"complete_length", "rmse"})
 
 
 # ------------------------------------------------------------------- settings
@@ -151,9 +151,12 @@ def available_metrics(method: str | Method, corpus: Corpus, n: int = 5) -> list[
     """The metrics :func:`~jaxannot.evaluation.evaluate` reports for ``method`` on
     ``corpus``: the annotation metrics where it scores words of a corpus with words,
     ``classification_accuracy`` where the corpus has classes and the method predicts
-    labels (or scores one word per class)."""
+    labels (or scores one word per class); ``rmse`` and ``r2`` for a regressor (a
+    method with a ``response``)."""
     if isinstance(method, str):
         method = get_method(method)
+    if method.response is not None:
+        return ["rmse", "r2"]
     names = []
     scores_words = method.score_words is not None and corpus.words is not None
     if scores_words:
@@ -167,10 +170,12 @@ def available_metrics(method: str | Method, corpus: Corpus, n: int = 5) -> list[
 
 
 def default_metric(method: str | Method, corpus: Corpus) -> str:
-    """``classification_accuracy`` for a classifier (a method with ``predict_labels``)
-    on a corpus with classes, ``map`` otherwise."""
+    """``rmse`` for a regressor, ``classification_accuracy`` for a classifier (a
+    method with ``predict_labels``) on a corpus with classes, ``map`` otherwise."""
     if isinstance(method, str):
         method = get_method(method)
+    if method.response is not None:
+        return "rmse"
     if method.predict_labels is not None and corpus.labels is not None:
         return "classification_accuracy"
     return "map"

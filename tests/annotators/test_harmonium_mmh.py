@@ -6,6 +6,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
+from jaxannot import tuning
 from jaxannot.annotators import get_method, load, save
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.synthetic import make_synthetic
@@ -156,3 +157,27 @@ def test_mmh_svm_step_option(rng):
         assert np.mean(np.asarray(m.predict_labels(fitted, corpus)) == y) > 0.8
     with pytest.raises(ValueError, match="svm_step"):
         m.fit(corpus, rng_key=jax.random.key(0), svm_step="raw")
+
+
+def test_evaluate_scores_a_regressor_by_rmse_and_r2(rng):
+    """evaluate reports the regression metrics of mmh-regression's predictions
+    against its response (sklearn's figures), not a classification accuracy; tune
+    minimises rmse by default."""
+    from sklearn.metrics import mean_squared_error, r2_score
+
+    corpus = _regression_corpus(rng, n=120)
+    task = make_task(corpus.subset(np.arange(90)), corpus.subset(np.arange(90, 120)))
+    hyper = {**SMALL, "topics": 4, "target_view": "t"}
+    result = evaluate("mmh-regression", task, hyper=hyper, seed=0)
+    assert set(result.metrics) == {"rmse", "r2"}
+    pred = np.asarray(
+        get_method("mmh-regression").predict_labels(result.fitted, task.test)
+    )
+    truth = task.test.views["t"][:, 0]
+    assert result.metrics["rmse"] == pytest.approx(
+        np.sqrt(mean_squared_error(truth, pred)), rel=1e-6
+    )
+    assert result.metrics["r2"] == pytest.approx(r2_score(truth, pred), abs=1e-6)
+    assert tuning.default_metric("mmh-regression", corpus) == "rmse"
+    assert tuning.available_metrics("mmh-regression", corpus) == ["rmse", "r2"]
+    assert "rmse" in tuning.LOWER_IS_BETTER
