@@ -71,6 +71,11 @@ def _edges(grid: dict, winner: dict) -> dict:
     return out
 
 
+def _signed(mean: float | None, sign: float) -> float:
+    """``sign * mean`` for ranking; a diverged setting (``null`` mean) ranks last."""
+    return -float("inf") if mean is None else sign * mean
+
+
 def _annotate(out: dict, defaults: dict, **extra) -> dict:
     """A record run: the tune JSON ``out`` with the grid keys, the defaults when it
     ran, the default setting's row and the winner's edges."""
@@ -130,7 +135,7 @@ def import_runs(paths: list[Path]) -> dict:
         k: sorted({r["params"][k] for r in rows}, key=_order) for k in first["grid"]
     }
     sign = 1.0 if first["higher_is_better"] else -1.0
-    best = max(range(len(rows)), key=lambda i: sign * rows[i]["mean"])
+    best = max(range(len(rows)), key=lambda i: _signed(rows[i]["mean"], sign))
     out = {
         **{k: first[k] for k in (*same, "higher_is_better", "labelled_fraction")},
         "grid": grid,
@@ -156,7 +161,7 @@ def save_run(path: Path, method: str, dataset: str, run: dict) -> dict:
     runs = [r for r in record["runs"] if r["grid"] != run["grid"]]
     record["runs"] = [*runs, run]
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(record, indent=1) + "\n"
+    text = json.dumps(record, indent=1, allow_nan=False) + "\n"
     atomic_write(path, lambda fh: fh.write(text.encode()))
     return record
 
@@ -190,10 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     run = import_runs(args.imports) if args.imports else run_record(args)
     path = record_path(args.method, args.dataset, args.out)
     save_run(path, args.method, args.dataset, run)
-    w, d = run["best"], run["default"] or {"params": None, "mean": float("nan")}
+    w, d = run["best"], run["default"] or {"params": None, "mean": None}
+    default = "diverged" if d["mean"] is None else f"{d['mean']:.4f}"
     print(
         f"{args.method} {args.dataset}: winner {w['params']} {run['metric']} "
-        f"{w['mean']:.4f} ± {w['sd']:.4f}; default {d['params']} {d['mean']:.4f}; "
+        f"{w['mean']:.4f} ± {w['sd']:.4f}; default {d['params']} {default}; "
         f"edge {run['edge']}; {time.perf_counter() - start:.0f} s -> {path}"
     )
     return 0

@@ -404,3 +404,7 @@ def test_a_diverged_setting_scores_nan_and_never_wins(synthetic, caplog):
     assert np.isfinite(finite.mean) and result.best.params["learning_rate"] == 0.01
     warned = [r.getMessage() for r in caplog.records if "diverged" in r.getMessage()]
     assert len(warned) == 2 and "1000000.0" in warned[0], warned
+    written = json.loads(json.dumps(result.as_json(), allow_nan=False))  # no NaN
+    assert written["results"][0]["mean"] is None
+    assert written["results"][0]["folds"] == [None, None]
+    assert "nan ± nan" in result.table() and "*" in result.table().splitlines()[-1]

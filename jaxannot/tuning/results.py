@@ -52,12 +52,13 @@ class SettingResult:
         }
 
     def as_json(self) -> dict[str, Any]:
+        """The JSON of this setting; a NaN (a fold whose fit diverged) is ``null``."""
         return {
             "params": dict(self.params),
-            "mean": self.mean,
-            "sd": self.sd,
-            "folds": [float(v) for v in self.folds],
-            "metrics_mean": self.metrics_mean,
+            "mean": _finite(self.mean),
+            "sd": _finite(self.sd),
+            "folds": [_finite(v) for v in self.folds],
+            "metrics_mean": {k: _finite(v) for k, v in self.metrics_mean.items()},
         }
 
 
@@ -112,8 +113,8 @@ class TuneResult:
     def table(self) -> str:
         """One row per setting: its grid values, the metric's mean ± sd over the
         folds, the other table metrics' means; ``*`` marks the best."""
-        first = self.results[0].metrics_mean
-        others = [c for c in TABLE_METRICS if c in first and c != self.metric]
+        seen = {c for r in self.results for c in r.metrics_mean}
+        others = [c for c in TABLE_METRICS if c in seen and c != self.metric]
         keys = list(self.grid) or ["setting"]
         arrow = "higher" if self.higher_is_better else "lower"
         lines = [[*keys, f"{self.metric} mean ± sd ({arrow} better)", *others, ""]]
@@ -151,6 +152,11 @@ class TuneResult:
             "results": [r.as_json() for r in self.results],
             "best": best,
         }
+
+
+def _finite(v: float) -> float | None:
+    """``v`` as a float, or None for NaN (JSON has no NaN)."""
+    return None if np.isnan(v) else float(v)
 
 
 def _flag_value(v: Any) -> str:
