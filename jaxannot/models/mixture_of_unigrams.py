@@ -150,12 +150,7 @@ def mixture_of_unigrams(
         if counts_by_view is None:
             raise ValueError("give counts_by_view or vocab_sizes")
         vocab_sizes = tuple(c.shape[1] for c in counts_by_view)
-    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(num_topics, pi_concentration)))
-    betas = []
-    with numpyro.plate("topic", num_topics):
-        for v, size in enumerate(vocab_sizes):
-            conc = jnp.full(size, beta_concentration)
-            betas.append(numpyro.sample(f"beta_{v}", dist.Dirichlet(conc)))
+    pi, betas = _prior(num_topics, vocab_sizes, pi_concentration, beta_concentration)
     if counts_by_view is None:
         if num_images is None or lengths_by_view is None:
             raise ValueError("generation needs num_images and lengths_by_view")
@@ -184,6 +179,18 @@ def mixture_of_unigrams(
 
 
 _PI_FLOOR = 1e-30
+
+
+def _prior(num_topics, vocab_sizes, pi_concentration, beta_concentration):
+    """The shared sites of both declarations: ``pi ~ Dir(pi_concentration)`` and, per
+    topic, ``beta_v ~ Dir(beta_concentration)`` for each view ``v``."""
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(num_topics, pi_concentration)))
+    betas = []
+    with numpyro.plate("topic", num_topics):
+        for v, size in enumerate(vocab_sizes):
+            conc = jnp.full(size, beta_concentration)
+            betas.append(numpyro.sample(f"beta_{v}", dist.Dirichlet(conc)))
+    return pi, betas
 
 
 def closed_form_m_step(
@@ -264,12 +271,7 @@ def mixture_of_unigrams_tokens(
             f"vocab_sizes has {len(vocab_sizes)} entries for "
             f"{len(tokens_by_view)} views of tokens"
         )
-    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(num_topics, pi_concentration)))
-    betas = []
-    with numpyro.plate("topic", num_topics):
-        for v, size in enumerate(vocab_sizes):
-            conc = jnp.full(size, beta_concentration)
-            betas.append(numpyro.sample(f"beta_{v}", dist.Dirichlet(conc)))
+    pi, betas = _prior(num_topics, vocab_sizes, pi_concentration, beta_concentration)
     with numpyro.plate("image", tokens_by_view[0].shape[0], dim=-2):
         z = numpyro.sample("z", dist.Categorical(pi))
         for v, (beta, tokens) in enumerate(zip(betas, tokens_by_view, strict=True)):
