@@ -324,6 +324,13 @@ def fit_svi(
     -------
     SVIFit
 
+    Raises
+    ------
+    FloatingPointError
+        The fit diverged (its parameters are not finite): small ``alpha`` pushes the
+        draws of θ into float32 underflow; the message names the first step whose
+        loss is not finite.
+
     Notes
     -----
     Start: :math:`\\hat\\beta^v_k \\propto e^{0.1\\epsilon}`,
@@ -361,6 +368,19 @@ def fit_svi(
     params = make_svi(settings, graph).get_params(state)
     betas = tuple(params[f"beta_map_{v}"] for v in range(len(ids)))
     theta = StickBreakingTransform()(params["theta_loc"])
+    if not all(bool(jnp.isfinite(x).all()) for x in (theta, *betas)):
+        finite = np.isfinite(np.asarray(losses))
+        where = (
+            f"the loss is not finite from step {int(np.argmin(finite)) + 1} of "
+            f"{num_steps}"
+            if not finite.all()
+            else "the fitted parameters are not finite"
+        )
+        raise FloatingPointError(
+            f"Link-LDA SVI diverged ({where}) with alpha={settings.alpha}, "
+            f"learning_rate={settings.learning_rate}: draws of theta underflow in "
+            "float32 when alpha is small; try a larger alpha or a smaller learning_rate"
+        )
     return SVIFit(theta, betas, losses)
 
 

@@ -142,3 +142,16 @@ def test_fold_in_is_batch_independent():
 def test_bad_settings_are_refused_by_name(change, message):
     with pytest.raises(ValueError, match=message):
         _settings(12, 0.0)._replace(**change).check()
+
+
+def test_a_diverged_fit_raises_naming_alpha_and_the_step():
+    """A small alpha with a large step sends the draws of theta into float32
+    underflow and the loss to NaN: an error naming the settings, not NaN topics
+    (before, the fit returned them and the metrics failed on NaN scores)."""
+    counts, graph = _two_groups(0)
+    ids, cnts = ls.padded_bags((counts,))
+    settings = ls.SVISettings(4, (counts.shape[1],), 0.01, 1.1, 1.0, 1.0)
+    with pytest.raises(FloatingPointError, match=r"diverged \(the loss is not finite"):
+        ls.fit_svi(
+            jax.random.key(0), ids, cnts, pad_edges(graph, 160), settings, num_steps=50
+        )
