@@ -211,10 +211,15 @@ def evaluate(
         scores = np.asarray(scores)[rows]
     regression = None
     if method.response is not None:
-        predicted = np.asarray(method.predict_labels(fitted, task.test))[rows]
-        truth = np.asarray(method.response(fitted, task.test), np.float64)[rows]
-        known = np.isfinite(truth)
-        if known.any():
+        truth = method.response(fitted, task.test)
+        if truth is not None:
+            truth = np.asarray(truth, np.float64)[rows]
+        elif task.truth_labels is not None:  # the response is the class label
+            labels = np.asarray(task.truth_labels)
+            truth = np.where(labels >= 0, labels, np.nan).astype(np.float64)
+        if truth is not None and np.isfinite(truth).any():
+            predicted = np.asarray(method.predict_labels(fitted, task.test))[rows]
+            known = np.isfinite(truth)
             regression = (predicted[known], truth[known])
     elif method.predict_labels is not None and task.truth_labels is not None:
         labels = np.asarray(method.predict_labels(fitted, task.test))[rows]

@@ -108,7 +108,8 @@ class Method:
         What a corpus must have: ``"words"`` and/or ``"labels"``.
     response : callable, optional
         Marks a regressor: ``response(fitted, corpus)`` is the true real value of each
-        image that ``predict_labels`` predicts (NaN where unknown), scored by the
+        image that ``predict_labels`` predicts (NaN where unknown), or None when the
+        response is the class label (the task's true labels); scored by the
         regression metrics instead of classification accuracy.
     """
 

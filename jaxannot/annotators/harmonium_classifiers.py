@@ -309,23 +309,18 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
     return fitted.info["target_mean"] + fitted.info["target_std"] * value
 
 
-def regression_response(fitted: Fitted, corpus) -> np.ndarray:
-    """The true response ``[images]`` that :func:`predict_regression` predicts: column
-    ``target_column`` of view ``target_view``, or the class label read as a number
-    (NaN for an image without one)."""
+def regression_response(fitted: Fitted, corpus) -> np.ndarray | None:
+    """The true response ``[images]`` that :func:`predict_regression` predicts:
+    column ``target_column`` of view ``target_view``, or None when the response is
+    the class label read as a number (the task's true labels are then the truth)."""
     name = fitted.hyper["target_view"]
-    if name:
-        if name not in corpus.views:
-            raise KeyError(
-                f"the model regresses view {name!r}; corpus views: {list(corpus.views)}"
-            )
-        return np.asarray(corpus.views[name], np.float64)[
-            :, fitted.hyper["target_column"]
-        ]
-    if corpus.labels is None:
-        return np.full(corpus.num_images, np.nan)
-    labels = np.asarray(corpus.labels, np.float64)
-    return np.where(labels >= 0, labels, np.nan)
+    if not name:
+        return None
+    if name not in corpus.views:
+        raise KeyError(
+            f"the model regresses view {name!r}; corpus views: {list(corpus.views)}"
+        )
+    return np.asarray(corpus.views[name], np.float64)[:, fitted.hyper["target_column"]]
 
 
 def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
