@@ -472,6 +472,15 @@ def _check_labels(pred, y):
     return pred, y
 
 
+def _check_real(pred, y):
+    """:func:`_check_labels` for real values: float64, and ``ValueError`` on NaN/inf."""
+    pred, y = _check_labels(pred, y)
+    pred, y = pred.astype(np.float64), y.astype(np.float64)
+    if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(y))):
+        raise ValueError("pred and y must be finite")
+    return pred, y
+
+
 def classification_accuracy(pred, y) -> float:
     """Fraction of ``pred == y`` (pass only evaluated images: no -1 filtering)."""
     pred, y = _check_labels(pred, y)
@@ -491,10 +500,7 @@ def r2_score(pred, y) -> float:
     (``sklearn.metrics.r2_score(y, pred)`` takes the truth first). Constant ``y``
     raises ``ValueError`` (R² undefined).
     """
-    pred, y = _check_labels(pred, y)
-    pred, y = pred.astype(np.float64), y.astype(np.float64)
-    if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(y))):
-        raise ValueError("pred and y must be finite")
+    pred, y = _check_real(pred, y)
     ss_tot = np.sum((y - y.mean()) ** 2)
     if ss_tot == 0:
         raise ValueError("y is constant; R^2 is undefined")
@@ -504,10 +510,7 @@ def r2_score(pred, y) -> float:
 def root_mean_squared_error(pred, y) -> float:
     r""":math:`\sqrt{\tfrac1n \sum_i (y_i - \hat y_i)^2}` (predictions first, like
     :func:`r2_score`); non-finite values raise ``ValueError``."""
-    pred, y = _check_labels(pred, y)
-    pred, y = pred.astype(np.float64), y.astype(np.float64)
-    if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(y))):
-        raise ValueError("pred and y must be finite")
+    pred, y = _check_real(pred, y)
     return float(np.sqrt(np.mean((y - pred) ** 2)))
 
 
