@@ -143,6 +143,7 @@ def import_runs(paths: list[Path]) -> dict:
         "seconds": sum(t["seconds"] for t in tunes),
         "results": rows,
         "best": rows[best],
+        "platform": [t.get("platform") for t in tunes],
     }
     method = get_method(first["method"])
     return _annotate(

@@ -387,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="KEY=V1,V2,...",
         help="values of a hyper-parameter to try (repeat for a Cartesian product; "
-        "parsed like --set)",
+        "parsed like --set; a list value joins its items with '+', e.g. "
+        "distances=cosine,cosine+idf)",
     )
     tu.add_argument(
         "--set",

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import re
 
 import numpy as np
@@ -275,6 +276,20 @@ def test_grid_values_are_typed_and_the_product_is_ordered(synthetic):
         tuning.cross_validate("knn", synthetic, grid, folds=2, fixed={"k": 4})
 
 
+def test_a_comma_list_value_joins_its_items_with_plus_in_a_grid():
+    grid = tuning.parse_grid(
+        "tagprop", ["distances=cosine,cosine+idf", "metric=cosine,euclidean"]
+    )
+    assert grid == {
+        "distances": ["cosine", "cosine,idf"],
+        "metric": ["cosine", "euclidean"],
+    }
+    with pytest.raises(ValueError, match="'cos' is not a valid choice"):
+        tuning.parse_grid("tagprop", ["distances=cosine+cos"])
+    with pytest.raises(ValueError, match="not a valid choice"):  # no list elsewhere
+        tuning.parse_grid("knn", ["metric=cosine+euclidean"])
+
+
 @pytest.mark.parametrize("folds", [1, 121])
 def test_bad_fold_counts(synthetic, folds):
     with pytest.raises(ValueError, match="--folds"):
@@ -306,6 +321,14 @@ def test_cli_tune_writes_the_documented_json(data_root, tmp_path, capsys):
     assert payload["metric"] == "map" and payload["grid"] == {"k": [1, 10]}
     assert payload["fixed"] == {"weight": "uniform"}
     assert payload["n_images"] == 1211  # the training split of scene, not its test
+    import jax
+
+    assert payload["platform"] == {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device": jax.devices()[0].device_kind,
+        "cpus": os.cpu_count(),
+    }
     for r in payload["results"]:
         assert set(r) == {"params", "mean", "sd", "folds", "metrics_mean"}
         assert len(r["folds"]) == 2 and r["mean"] == pytest.approx(np.mean(r["folds"]))

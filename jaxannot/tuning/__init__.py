@@ -46,6 +46,7 @@ import numpy as np
 
 from jaxannot import metrics as _metrics
 from jaxannot.annotators.base import Method, get_method, parse_hyper
+from jaxannot.annotators.hyper_spec import spec_for
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import (
     PROTOCOLS,
@@ -92,6 +93,8 @@ def parse_grid(
         Decides the valid keys and the value types (those of its defaults, as
         :func:`~jaxannot.annotators.parse_hyper` parses ``--set``).
     specs : list of ``"key=v1,v2,..."`` or mapping ``{key: [values]}``
+        A value of a comma-list hyper-parameter (tagprop's ``distances``) joins
+        its items with ``+``: ``distances=cosine,cosine+idf`` is two settings.
 
     Returns
     -------
@@ -118,7 +121,11 @@ def parse_grid(
             key = key.strip()
             if not key:
                 raise ValueError(f"--grid {text!r} has no hyper-parameter name")
-            items.append((key, [v.strip() for v in values.split(",")]))
+            spec = spec_for(method.name, key)
+            values = [v.strip() for v in values.split(",")]
+            if spec is not None and spec.comma_list:  # a list value: a+b means "a,b"
+                values = [v.replace("+", ",") for v in values]
+            items.append((key, values))
     grid: dict[str, list] = {}
     for key, values in items:
         if key in grid:

@@ -4,9 +4,12 @@ per setting of the grid, gathered in a :class:`TuneResult` (the CLI's JSON)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
+
+import jax
 
 from jaxannot.evaluation import TABLE_METRICS, align_columns, format_metric
 
@@ -151,7 +154,18 @@ class TuneResult:
             "seconds": self.seconds,
             "results": [r.as_json() for r in self.results],
             "best": best,
+            "platform": platform(),
         }
+
+
+def platform() -> dict[str, Any]:
+    """Where the fits ran: jax's version, backend and device kind, the CPU count."""
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device": jax.devices()[0].device_kind,
+        "cpus": os.cpu_count(),
+    }
 
 
 def _finite(v: float) -> float | None:
