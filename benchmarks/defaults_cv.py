@@ -118,14 +118,27 @@ def import_runs(paths: list[Path]) -> dict:
     """One record run from ``jaxannot tune --json`` outputs of the same protocol
     (method, dataset, folds, seed, metric, protocol, images) over the same grid keys:
     their settings side by side, the best of all of them the winner. Every setting
-    keeps its fold scores; none is re-run."""
+    keeps its fold scores; none is re-run.
+
+    A one-setting output over *another* grid key is taken as the setting of the
+    first output's key(s) when its hyper-parameters equal that setting's in every
+    other key: one fit of the defaults serves every one-key record it is the default
+    of (the same fit, so the same scores); ``shared_from`` names such files."""
     tunes = [json.loads(Path(p).read_text()) for p in paths]
     same = ("method", "dataset", "folds", "seed", "metric", "protocol", "n_images")
     first = tunes[0]
+    shared = []
     for t, p in zip(tunes, paths, strict=True):
         bad = [k for k in same if t[k] != first[k]]
-        if bad or sorted(t["grid"]) != sorted(first["grid"]):
-            raise SystemExit(f"{p}: differs from {paths[0]} in {bad or 'grid keys'}")
+        if not bad and sorted(t["grid"]) != sorted(first["grid"]):
+            if not _relabel(t, first):
+                raise SystemExit(
+                    f"{p}: grid keys {sorted(t['grid'])} differ from {paths[0]}'s and "
+                    "it is not one setting of the same fit at their keys"
+                )
+            shared.append(Path(p).as_posix())
+        if bad:
+            raise SystemExit(f"{p}: differs from {paths[0]} in {bad}")
     rows = [r for t in tunes for r in t["results"]]
     hypers = [
         {**t["best"]["hyper"], **r["params"]} for t in tunes for r in t["results"]
@@ -150,7 +163,26 @@ def import_runs(paths: list[Path]) -> dict:
         out,
         dict(method.hyper),
         imported_from=[Path(p).as_posix() for p in paths],
+        **({"shared_from": shared} if shared else {}),
     )
+
+
+def _relabel(tune: dict, like: dict) -> bool:
+    """Re-key a one-setting ``tune`` by ``like``'s grid keys (in place) when its
+    hyper-parameters equal ``like``'s but for those keys; False if they don't."""
+    if len(tune["results"]) != 1:
+        return False
+    keys = list(like["grid"])
+    hyper, other = tune["best"]["hyper"], like["best"]["hyper"]
+    if any(hyper.get(k) != v for k, v in other.items() if k not in keys):
+        return False
+    if set(hyper) != set(other):
+        return False
+    row = {**tune["results"][0], "params": {k: hyper[k] for k in keys}}
+    tune["grid"] = {k: [hyper[k]] for k in keys}
+    tune["results"] = [row]
+    tune["best"] = {**tune["best"], "params": row["params"]}
+    return True
 
 
 def save_run(path: Path, method: str, dataset: str, run: dict) -> dict:

@@ -1,0 +1,56 @@
+"""``benchmarks/defaults_cv.py``: record runs from cross-validations and from
+``jaxannot tune --json`` outputs."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+from jaxannot.cli import main as cli
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def defaults_cv():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import defaults_cv
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return defaults_cv
+
+
+def _tune(tmp_path, data_root, name, *grid_and_set):
+    out = tmp_path / f"{name}.json"
+    argv = ["tune", "knn", "--dataset", "scene", "--data-dir", str(data_root)]
+    argv += ["--folds", "2", "-q"]
+    assert cli([*argv, *grid_and_set, "--json", str(out)]) == 0
+    return out
+
+
+def test_one_fit_of_the_defaults_serves_each_one_key_record(
+    defaults_cv, tmp_path, data_root
+):
+    k_default = defaults_cv.get_method("knn").hyper["k"]
+    weight = defaults_cv.get_method("knn").hyper["weight"]
+    other = "uniform" if weight != "uniform" else "heat"
+    k_other = _tune(tmp_path, data_root, "k_other", "--grid", f"k={k_default + 3}")
+    w_default = _tune(tmp_path, data_root, "w_default", "--grid", f"weight={weight}")
+    w_other = _tune(tmp_path, data_root, "w_other", "--grid", f"weight={other}")
+
+    run = defaults_cv.import_runs([k_other, w_default])  # w_default: k's default too
+    assert run["grid"] == {"k": sorted([k_default, k_default + 3])}
+    assert run["shared_from"] == [w_default.as_posix()]
+    shared = json.loads(w_default.read_text())["results"][0]
+    row = next(r for r in run["results"] if r["params"] == {"k": k_default})
+    assert row["folds"] == shared["folds"] and row["mean"] == shared["mean"]
+    assert run["default"]["params"] == {"k": k_default}
+
+    # a setting that differs in another key than the record's is not the same fit
+    with pytest.raises(SystemExit, match="not one setting of the same fit"):
+        defaults_cv.import_runs([k_other, w_other])
+    # the first output names the record's keys
+    with pytest.raises(SystemExit, match="not one setting of the same fit"):
+        defaults_cv.import_runs([w_default, k_other])
