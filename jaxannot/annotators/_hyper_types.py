@@ -136,6 +136,11 @@ class Default:
         For ``origin = "cv"``: the dataset of the record
         ``benchmarks/results/defaults_cv/METHOD_DATASET.json``, whose winner the
         value is.
+    record_method : str
+        The METHOD of that record when it is another method's (``""``: this
+        method's own): a choice two methods share, such as the input wing of
+        ``mmh`` and ``mmh-regression``, cross-validated where data exist for it
+        (the note says why not on this method's own data).
     note : str
         One line: the citation (``"paper"``), why there is no record
         (``"untuned"``), or a remark.
@@ -145,6 +150,7 @@ class Default:
     origin: str
     record: str = ""
     note: str = ""
+    record_method: str = ""
 
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:
@@ -153,6 +159,10 @@ class Default:
             )
         if (self.origin == "cv") != bool(self.record):
             raise ValueError("a record (dataset) is given exactly when origin = 'cv'")
+        if self.record_method and not self.note:
+            raise ValueError("a default from another method's record needs a note")
+        if self.record_method and self.origin != "cv":
+            raise ValueError("record_method is given only with origin = 'cv'")
         if self.origin in ("paper", "untuned") and not self.note:
             raise ValueError(f"origin {self.origin!r} needs a note")
         if "\n" in self.note:
@@ -163,5 +173,6 @@ class Default:
         methods``), e.g. ``"cv: defaults_cv/knn_corel5k.json"``."""
         where = self.origin
         if self.record:
-            where += f": defaults_cv/{method}_{self.record}.json"
+            owner = self.record_method or method
+            where += f": defaults_cv/{owner}_{self.record}.json"
         return f"{where}; {self.note}" if self.note else where

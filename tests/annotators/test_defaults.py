@@ -49,8 +49,10 @@ def test_every_cross_validated_default_is_the_winner_of_its_record():
         for key, default in table.items():
             if default.origin != "cv":
                 continue
-            record = _record(name, default.record)
-            assert record["method"] == name
+            owner = default.record_method or name
+            record = _record(owner, default.record)
+            assert record["method"] == owner
+            assert owner in METHODS and key in DEFAULTS[owner], (name, key)
             runs = [r for r in record["runs"] if key in r["grid"]]
             assert runs, f"{name}.{key}: not in the grid of {default.record}'s record"
             run = runs[-1]
@@ -132,3 +134,17 @@ def test_malformed_defaults_name_the_entry(text, match):
     with pytest.raises(ValueError, match=match) as err:
         load_defaults(text)
     assert "hyper_defaults.toml" in str(err.value)
+
+
+def test_a_default_from_another_methods_record_names_that_record():
+    from jaxannot.annotators._hyper_types import Default
+
+    shared = DEFAULTS["mmh-regression"]["bag_model"]
+    assert shared.record_method == "mmh"
+    assert "defaults_cv/mmh_3sources.json" in shared.describe("mmh-regression")
+    with pytest.raises(ValueError, match="only with origin = 'cv'"):
+        Default("x", "untuned", record_method="mmh", note="why")
+    with pytest.raises(ValueError, match="needs a note"):
+        Default("x", "cv", record="3sources", record_method="mmh")
+    with pytest.raises(ValueError, match="unknown keys"):
+        load_defaults('[toy]\na = { value = 1, origin = "solver", from = "x" }\n')
