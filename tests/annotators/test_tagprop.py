@@ -58,10 +58,13 @@ def test_corel5k_subset_tagprop_beats_knn(data_root):
     rows = np.random.default_rng(0).permutation(train.num_images)[:1500]
     task = make_task(train.subset(rows), test, protocol="inductive")
     knn = evaluate("knn", task).metrics
+    # cosine neighbours, lr 0.1: the defaults these figures were measured at. The
+    # cross-validated euclidean neighbours and lr 0.2 (chosen at K = 800 on all 4500
+    # training images) give here, at K = 40 on 1500: none 0.0658 / 46 / 0.0938, word
+    # 0.0673 / 70 / 0.0926 -- below knn's MAP at this small K.
+    small = {"neighbors": 40, "steps": 150, "metric": "cosine", "learning_rate": 0.1}
     fits = {
-        balance: evaluate(
-            "tagprop", task, hyper={"neighbors": 40, "steps": 150, "balance": balance}
-        ).metrics
+        balance: evaluate("tagprop", task, hyper={**small, "balance": balance}).metrics
         for balance in ("none", "word")
     }
     keys = ("word_f1@5", "n_plus@5", "map")
