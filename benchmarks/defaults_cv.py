@@ -114,7 +114,7 @@ def run_record(args) -> dict:
     return _annotate(result.as_json(), dict(method.hyper), command=command)
 
 
-def import_runs(paths: list[Path]) -> dict:
+def import_runs(paths: list[Path], as_keys: list[str] | None = None) -> dict:
     """One record run from ``jaxannot tune --json`` outputs of the same protocol
     (method, dataset, folds, seed, metric, protocol, images) over the same grid keys:
     their settings side by side, the best of all of them the winner. Every setting
@@ -123,15 +123,26 @@ def import_runs(paths: list[Path]) -> dict:
     A one-setting output over *another* grid key is taken as the setting of the
     first output's key(s) when its hyper-parameters equal that setting's in every
     other key: one fit of the defaults serves every one-key record it is the default
-    of (the same fit, so the same scores); ``shared_from`` names such files."""
+    of (the same fit, so the same scores); ``shared_from`` names such files.
+
+    ``as_keys`` records one-setting outputs as a grid over those keys instead
+    (``--as``): they must differ in nothing else, e.g. emml's ``word_rule`` from two
+    runs of ``--grid vrep_method=kmeans`` with ``--set word_rule=...``."""
     tunes = [json.loads(Path(p).read_text()) for p in paths]
     same = ("method", "dataset", "folds", "seed", "metric", "protocol", "n_images")
+    if as_keys:
+        for t, p in zip(tunes, paths, strict=True):
+            if not _relabel(t, tunes[0], as_keys):
+                raise SystemExit(
+                    f"{p}: not one setting that differs from {paths[0]} only in "
+                    f"{as_keys}"
+                )
     first = tunes[0]
     shared = []
     for t, p in zip(tunes, paths, strict=True):
         bad = [k for k in same if t[k] != first[k]]
         if not bad and sorted(t["grid"]) != sorted(first["grid"]):
-            if not _relabel(t, first):
+            if not _relabel(t, first, list(first["grid"])):
                 raise SystemExit(
                     f"{p}: grid keys {sorted(t['grid'])} differ from {paths[0]}'s and "
                     "it is not one setting of the same fit at their keys"
@@ -167,12 +178,11 @@ def import_runs(paths: list[Path]) -> dict:
     )
 
 
-def _relabel(tune: dict, like: dict) -> bool:
-    """Re-key a one-setting ``tune`` by ``like``'s grid keys (in place) when its
+def _relabel(tune: dict, like: dict, keys: list[str]) -> bool:
+    """Re-key a one-setting ``tune`` by ``keys`` (in place) when its
     hyper-parameters equal ``like``'s but for those keys; False if they don't."""
     if len(tune["results"]) != 1:
         return False
-    keys = list(like["grid"])
     hyper, other = tune["best"]["hyper"], like["best"]["hyper"]
     if any(hyper.get(k) != v for k, v in other.items() if k not in keys):
         return False
@@ -211,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="record these `jaxannot tune --json` outputs (no fit is run)",
     )
+    p.add_argument(
+        "--as",
+        dest="as_keys",
+        action="append",
+        help="with --import: record one-setting outputs as a grid over this key",
+    )
     p.add_argument("--set", action="append", help="key=value held fixed")
     p.add_argument("--folds", type=int, default=3)
     p.add_argument("--metric", default=None, help="default: the tune default")
@@ -225,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     if bool(args.grid) == bool(args.imports):
         p.error("give --grid (run the cross-validation) or --import (record runs)")
-    run = import_runs(args.imports) if args.imports else run_record(args)
+    if args.as_keys and not args.imports:
+        p.error("--as goes with --import")
+    run = import_runs(args.imports, args.as_keys) if args.imports else run_record(args)
     path = record_path(args.method, args.dataset, args.out)
     save_run(path, args.method, args.dataset, run)
     w, d = run["best"], run["default"] or {"params": None, "mean": None}

@@ -54,3 +54,22 @@ def test_one_fit_of_the_defaults_serves_each_one_key_record(
     # the first output names the record's keys
     with pytest.raises(SystemExit, match="not one setting of the same fit"):
         defaults_cv.import_runs([w_default, k_other])
+
+
+def test_one_setting_outputs_recorded_as_a_grid_over_another_key(
+    defaults_cv, tmp_path, data_root
+):
+    heat = _tune(tmp_path, data_root, "heat", "--grid", "k=5", "--set", "weight=heat")
+    flat = _tune(
+        tmp_path, data_root, "flat", "--grid", "k=5", "--set", "weight=uniform"
+    )
+    run = defaults_cv.import_runs([heat, flat], as_keys=["weight"])
+    assert run["grid"] == {"weight": ["heat", "uniform"]}
+    assert run["fixed"]["k"] == 5
+    assert [r["params"] for r in run["results"]] == [
+        {"weight": "heat"},
+        {"weight": "uniform"},
+    ]
+    other_k = _tune(tmp_path, data_root, "k6", "--grid", "k=6", "--set", "weight=heat")
+    with pytest.raises(SystemExit, match="only in"):
+        defaults_cv.import_runs([heat, other_k], as_keys=["weight"])
