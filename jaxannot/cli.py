@@ -519,6 +519,24 @@ def _run(args) -> int:
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         print(f"jaxannot: error: {message}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as err:
+        if _interrupted(err) or not _out_of_memory(err):
+            raise
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        print(
+            f"jaxannot: error: out of memory: {detail or 'MemoryError'}; "
+            "ask for smaller sizes (fewer images, "
+            "VReps, topics, bins or eigenfunctions: see `jaxannot methods`)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is the host or an accelerator running out of memory: a
+    ``MemoryError`` (numpy) or XLA's ``RESOURCE_EXHAUSTED`` status (jax raises it as a
+    ``JaxRuntimeError``, a ``RuntimeError``)."""
+    return isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err)
 
 
 def console() -> NoReturn:

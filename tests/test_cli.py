@@ -121,6 +121,12 @@ def test_classification_dataset_reports_accuracy(data_root, tmp_path):
             ],
             "(0, 1]",
         ),
+        # one dimension's eigenproblem alone would need 745 GiB: refused, where
+        # XLA's CPU client hangs on an allocation failing inside the eigensolver
+        (
+            ["evaluate", "ale-sf", "--dataset", "scene", "--set", "bins=200000"],
+            "use at most",
+        ),
     ],
 )
 def test_user_errors_are_one_line(argv, needle, data_root, capsys):
@@ -239,6 +245,34 @@ def test_an_error_a_ctrl_c_turned_into_is_an_interruption(kind, capsys, monkeypa
     monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(command))
     assert main(["x"]) == 130
     assert capsys.readouterr().err == "jaxannot: interrupted\n"
+
+
+@pytest.mark.parametrize("where", ["xla", "numpy"])
+def test_running_out_of_memory_is_one_error_line(where, capsys, monkeypatch):
+    """An allocation the device cannot hold (XLA's RESOURCE_EXHAUSTED, raised by a
+    real 256 GB request) or numpy's MemoryError: one line, exit 2."""
+
+    def command(args):
+        if where == "xla":
+            import jax.numpy as jnp
+
+            jnp.zeros((40_000, 40_000, 40)).block_until_ready()
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(command))
+    assert main(["x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("jaxannot: error: out of memory: ")
+    assert ("RESOURCE_EXHAUSTED" in err) == (where == "xla")
+
+
+def test_an_unrelated_runtime_error_is_not_called_out_of_memory(monkeypatch):
+    def command(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(command))
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["x"])
 
 
 def _parser_running(command):

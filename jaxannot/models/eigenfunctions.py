@@ -48,6 +48,7 @@ Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -68,7 +69,7 @@ __all__ = [
     "bin_affinity",
     "density_eigenproblem",
     "solve_eigenfunctions",
-    "select_eigenfunctions",
+    "solve_and_select_eigenfunctions",
     "interpolate_one",
     "fit_ale",
     "ale_embed",
@@ -77,6 +78,13 @@ __all__ = [
 
 #: Floor added to normalized histograms (empty bins would make ``P D̂`` singular).
 DENSITY_FLOOR = 1e-6
+
+#: Memory budget of one chunk of per-dimension eigenproblems (bytes), and the
+#: ``B × B`` float32 arrays one dimension's solve holds at once: XLA's compiled
+#: memory analysis of :func:`solve_eigenfunctions` on CPU gives 5.0 (4 temporaries
+#: and the eigenvectors) for B = 50 to 800.
+EIGH_BYTES = 1 << 30
+EIGH_COPIES = 5
 
 #: ``chunks()`` returns a fresh iterator over ``[m, D]`` arrays (one data pass).
 ChunkSource = Callable[[], Iterator[np.ndarray]]
@@ -322,30 +330,109 @@ def solve_eigenfunctions(
     return jax.vmap(_solve_one, in_axes=(0, 0, None))(counts, centres, kernel_width)
 
 
-def select_eigenfunctions(
-    eigenvalues: jax.Array,
-    eigenfunctions: jax.Array,
-    lo: jax.Array,
-    width: jax.Array,
+def device_memory_bytes() -> int:
+    """Memory of the default device: its ``bytes_limit`` where the backend reports
+    one (GPU, TPU), else the host's physical memory (CPU)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_eigh_memory(num_bins: int) -> None:
+    """Refuse a bin count whose single-dimension eigenproblem cannot fit: XLA's
+    CPU client hangs, rather than raising, when an allocation inside the
+    eigensolver fails."""
+    need = EIGH_COPIES * 4 * num_bins * num_bins
+    have = device_memory_bytes()
+    if need > have // 2:
+        most = int(np.sqrt(have // 2 / (EIGH_COPIES * 4)))
+        raise ValueError(
+            f"num_bins = {num_bins} needs {need / 2**30:.1f} GiB for one "
+            f"dimension's eigenproblem ({EIGH_COPIES} float32 arrays of B x B), more "
+            f"than half the {have / 2**30:.1f} GiB of memory here: use at most "
+            f"{most} bins (the paper uses 50)"
+        )
+
+
+def solve_and_select_eigenfunctions(
+    counts: np.ndarray,
+    centres: np.ndarray,
+    kernel_width: float,
+    lo: np.ndarray,
+    width: np.ndarray,
     num_eigenfunctions: int,
+    *,
+    max_bytes: int = EIGH_BYTES,
 ) -> Eigenfunctions:
-    """The ``c_D`` smallest non-trivial eigenvalues across dimensions.
+    r"""Eq. (4) for every dimension, keeping the ``c_D`` smallest non-trivial
+    eigenvalues across dimensions, in memory bounded by ``max_bytes``.
 
     Each dimension's first (smallest, constant) eigenfunction is dropped; ties are
     broken by dimension then order. ``num_eigenfunctions`` is clamped to
     ``dims × (bins − 1)``.
+
+    The dimensions are solved in chunks (:func:`solve_eigenfunctions` on at most
+    ``max_bytes / (EIGH_COPIES · 4 B²)`` dimensions at a time, every chunk padded to
+    the same shape so one compilation serves all), and after each chunk only the
+    ``c_D`` best candidates so far are kept with their tables. The smallest ``c_D``
+    of a union are among the smallest ``c_D`` of each part, so the result equals
+    one solve over every dimension; the memory is ``O(chunk · B² + c_D · B)`` rather
+    than ``O(N B²)`` (``N = 200`` dimensions of ``B = 1600`` bins would need 8 GB
+    for the tables alone, several times that inside the eigensolver).
+
+    Parameters
+    ----------
+    counts, centres : Float[Array, "dims bins"]
+        Histogram counts and bin centres of every dimension.
+    kernel_width : float
+        ``t`` of the bin affinity.
+    lo, width : Float[Array, "dims"]
+        First bin's lower edge and bin width of every dimension.
+    num_eigenfunctions : int
+        ``c_D``.
+    max_bytes : int
+        Memory budget of one chunk's solve.
+
+    Returns
+    -------
+    Eigenfunctions
+        Ordered by ascending eigenvalue.
     """
-    dims, bins = eigenvalues.shape
-    nontrivial = np.asarray(eigenvalues)[:, 1:].ravel()
-    count = int(min(num_eigenfunctions, nontrivial.size))
-    order = np.argsort(nontrivial, kind="stable")[:count]
-    dim_index, eig_index = np.divmod(order, bins - 1)
-    eig_index = eig_index + 1
-    table = np.asarray(eigenfunctions)[dim_index, :, eig_index]
+    counts = np.asarray(counts, np.float32)
+    centres = np.asarray(centres, np.float32)
+    dims, bins = counts.shape
+    count = int(min(num_eigenfunctions, dims * (bins - 1)))
+    step = int(min(dims, max(1, max_bytes // (EIGH_COPIES * 4 * bins * bins))))
+    values = np.zeros(0, np.float32)  # kept candidates, in (dimension, order) order
+    dim_index = np.zeros(0, np.int64)
+    eig_index = np.zeros(0, np.int64)
+    table = np.zeros((0, bins), np.float32)
+    for start in range(0, dims, step):
+        stop = min(start + step, dims)
+        pad = ((0, step - (stop - start)), (0, 0))
+        chunk_values, functions = solve_eigenfunctions(
+            jnp.asarray(np.pad(counts[start:stop], pad)),
+            jnp.asarray(np.pad(centres[start:stop], pad, mode="edge")),
+            kernel_width,
+        )
+        nontrivial = np.asarray(chunk_values)[: stop - start, 1:].ravel()
+        pooled = np.concatenate([values, nontrivial])
+        keep = np.sort(np.argsort(pooled, kind="stable")[:count])
+        old, new = keep[keep < len(values)], keep[keep >= len(values)] - len(values)
+        new_dim, new_eig = np.divmod(new, bins - 1)
+        new_eig = new_eig + 1
+        new_table = np.asarray(functions[new_dim, :, new_eig], np.float32)
+        values = pooled[keep]
+        dim_index = np.concatenate([dim_index[old], start + new_dim])
+        eig_index = np.concatenate([eig_index[old], new_eig])
+        table = np.concatenate([table[old], new_table.reshape(-1, bins)])
+    order = np.argsort(values, kind="stable")
+    dim_index = dim_index[order]
     return Eigenfunctions(
         dims=jnp.asarray(dim_index, jnp.int32),
-        table=jnp.asarray(table, jnp.float32),
-        eigenvalues=jnp.asarray(nontrivial[order], jnp.float32),
+        table=jnp.asarray(table[order], jnp.float32),
+        eigenvalues=jnp.asarray(values[order], jnp.float32),
         lo=jnp.asarray(np.asarray(lo)[dim_index], jnp.float32),
         width=jnp.asarray(np.asarray(width)[dim_index], jnp.float32),
     )
@@ -395,7 +482,9 @@ def fit_ale(
     Pass 1 accumulates the covariance (PCA); pass 2 keeps a seeded random sample of at
     most ``sample_size`` projected rows for the clipping quantiles and the exact
     per-dimension minimum / maximum; pass 3 accumulates the histograms. Memory is
-    ``O(chunk_size · D + sample_size · N + N B²)`` whatever ``n``.
+    ``O(chunk_size · D + sample_size · N + N B + c_D B)`` whatever ``n``, plus
+    about ``max(EIGH_BYTES, 20 B²)`` bytes for the eigenproblems
+    (:func:`solve_and_select_eigenfunctions`).
 
     Parameters
     ----------
@@ -418,6 +507,7 @@ def fit_ale(
     """
     if num_bins < 3:
         raise ValueError(f"num_bins must be at least 3, got {num_bins}")
+    _check_eigh_memory(num_bins)
     if not 0.0 <= clip < 0.5:
         raise ValueError(f"clip must be in [0, 0.5), got {clip}")
     if bandwidth <= 0:
@@ -469,8 +559,9 @@ def fit_ale(
 
     kernel_width = float(bandwidth * np.sqrt(max(pca.variances[0], 1e-12)))
     centres = lo[:, None] + (np.arange(num_bins) + 0.5)[None, :] * width[:, None]
-    values, functions = solve_eigenfunctions(counts, jnp.asarray(centres), kernel_width)
-    eig = select_eigenfunctions(values, functions, lo, width, num_eigenfunctions)
+    eig = solve_and_select_eigenfunctions(
+        counts, centres, kernel_width, lo, width, num_eigenfunctions
+    )
     return ALEModel(pca=pca, eigenfunctions=eig, kernel_width=kernel_width)
 
 

@@ -7,11 +7,13 @@ import scipy.linalg
 import jax.numpy as jnp
 
 from jaxannot.models.eigenfunctions import (
+    EIGH_COPIES,
     ale_embed,
     density_eigenproblem,
     fit_ale,
     fit_pca,
     histograms,
+    solve_and_select_eigenfunctions,
     solve_eigenfunctions,
 )
 
@@ -156,3 +158,50 @@ def test_chunked_passes_compile_once(rng):
     ale_embed(model, x, batch_size=100)
     after = [f._cache_size() for f in passes]
     assert all(a - b <= 1 for a, b in zip(after, before, strict=True))
+
+
+@pytest.mark.parametrize("per_chunk", [1, 3, 7])
+def test_chunked_selection_equals_one_solve_over_every_dimension(rng, per_chunk):
+    """Solving a few dimensions at a time and keeping the best c_D candidates gives
+    the selection of one solve over all dimensions: the c_D smallest non-trivial
+    eigenvalues, ties by dimension then order (3 of 7 dimensions repeat another,
+    so their eigenvalues tie exactly)."""
+    dims, bins, count = 7, 12, 15
+    counts = rng.integers(0, 50, size=(dims, bins)).astype(np.float32)
+    centres = np.cumsum(rng.uniform(0.5, 1.0, size=(dims, bins)), axis=1)
+    counts[4], centres[4] = counts[1], centres[1]
+    counts[6], centres[6] = counts[1], centres[1]
+    centres = centres.astype(np.float32)
+    lo, width = rng.normal(size=dims), rng.uniform(0.1, 1.0, size=dims)
+    t = 1.5
+    values, functions = solve_eigenfunctions(
+        jnp.asarray(counts), jnp.asarray(centres), t
+    )
+    nontrivial = np.asarray(values)[:, 1:].ravel()
+    order = np.argsort(nontrivial, kind="stable")[:count]
+    ref_dims, ref_eig = np.divmod(order, bins - 1)
+    ref_table = np.asarray(functions)[ref_dims, :, ref_eig + 1]
+
+    budget = per_chunk * EIGH_COPIES * 4 * bins * bins
+    eig = solve_and_select_eigenfunctions(
+        counts, centres, t, lo, width, count, max_bytes=budget
+    )
+    np.testing.assert_array_equal(np.asarray(eig.dims), ref_dims)
+    np.testing.assert_array_equal(np.asarray(eig.eigenvalues), nontrivial[order])
+    np.testing.assert_allclose(np.asarray(eig.table), ref_table, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(eig.lo), lo[ref_dims].astype(np.float32))
+    np.testing.assert_allclose(
+        np.asarray(eig.width), width[ref_dims].astype(np.float32)
+    )
+    assert len(set(np.asarray(eig.dims)) & {1, 4, 6}) > 1  # the ties were exercised
+
+
+def test_more_eigenfunctions_than_exist_keeps_them_all(rng):
+    dims, bins = 3, 6
+    counts = rng.integers(1, 50, size=(dims, bins)).astype(np.float32)
+    centres = np.tile(np.arange(bins, dtype=np.float32), (dims, 1))
+    eig = solve_and_select_eigenfunctions(
+        counts, centres, 1.0, np.zeros(dims), np.ones(dims), 1000, max_bytes=1
+    )
+    assert eig.table.shape == (dims * (bins - 1), bins)
+    assert np.all(np.diff(np.asarray(eig.eigenvalues)) >= 0)
