@@ -59,7 +59,12 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 import optax
-from numpyro.distributions.transforms import StickBreakingTransform, biject_to
+from numpyro.distributions.transforms import (
+    ComposeTransform,
+    StickBreakingTransform,
+    Transform,
+    biject_to,
+)
 from numpyro.infer import SVI, Trace_ELBO
 from numpyro.infer.util import transform_fn
 from numpyro.optim import optax_to_numpyro
@@ -82,6 +87,9 @@ __all__ = [
 ]
 
 _TINY = 1e-30
+#: Floor of the guide's draws of theta (:class:`SimplexFloor`): ``log`` of it is
+#: finite in float32 (float32's smallest normal number is 1.2e-38).
+THETA_FLOOR = 1e-30
 #: Initial scale of q(theta_d) in the unconstrained space (AutoNormal's init_scale).
 _INIT_SCALE = 0.1
 #: Consecutive non-finite gradients skipped before one is applied.
@@ -227,9 +235,79 @@ def link_lda_guide(
         numpyro.sample(
             "theta",
             dist.TransformedDistribution(
-                dist.Normal(loc, scale).to_event(1), StickBreakingTransform()
+                dist.Normal(loc, scale).to_event(1), theta_transform()
             ),
         )
+
+
+class SimplexFloor(Transform):
+    r"""The affine bijection :math:`\theta \mapsto (\theta + \epsilon) / (1 +
+    K\epsilon)` of the simplex onto its points with every coordinate at least
+    :math:`\epsilon / (1 + K\epsilon)`.
+
+    Why: with a small Dirichlet :math:`\alpha` the stick-breaking draws of an
+    unused topic's :math:`\theta_{dk}` fall below float32's smallest number and
+    round to an exact 0. The model's :math:`(\alpha - 1)\log\theta_{dk}` is then
+    :math:`+\infty`, while the guide's log-Jacobian, computed from the
+    unconstrained draw, stays finite: their sum :math:`\alpha\log\theta_{dk}` is
+    finite in exact arithmetic, but the one-draw ELBO becomes NaN and the fit
+    diverges (α = 0.03 on Corel5k's training images, 50 topics, from step 85). The
+    floor keeps every :math:`\log\theta_{dk} \ge \log\epsilon`; it moves only
+    coordinates below :math:`\epsilon` by a relative amount
+    (:math:`K\epsilon \approx 5\cdot 10^{-29}`) float32 cannot represent.
+    Its log-Jacobian on the simplex's :math:`K - 1` free coordinates is
+    :math:`-(K - 1)\log(1 + K\epsilon)`.
+    """
+
+    domain = dist.constraints.simplex
+    codomain = dist.constraints.simplex
+
+    def __init__(self, floor: float = THETA_FLOOR):
+        self.floor = floor
+
+    def __call__(self, x):
+        return (x + self.floor) / (1.0 + x.shape[-1] * self.floor)
+
+    def _inverse(self, y):
+        return y * (1.0 + y.shape[-1] * self.floor) - self.floor
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        k = x.shape[-1]
+        return jnp.full(x.shape[:-1], -(k - 1) * jnp.log1p(k * self.floor))
+
+    def tree_flatten(self):
+        return (), (("floor",), {"floor": self.floor})
+
+
+class LogSpaceStickBreaking(StickBreakingTransform):
+    r"""numpyro's stick-breaking map with its log-Jacobian computed in log space.
+
+    With :math:`\tilde x_k = x_k - \log(K - k)`, :math:`z_k = \sigma(\tilde x_k)`
+    and :math:`y_k = z_k \prod_{j<k}(1 - z_j)`,
+
+    .. math::
+        \log|\det J| = \sum_{k<K} \big(\log y_k + \log(1 - z_k)\big), \quad
+        \log y_k = \log z_k + \sum_{j<k}\log(1 - z_j),
+
+    with :math:`\log z = -\mathrm{softplus}(-\tilde x)` and :math:`\log(1 - z) =
+    -\mathrm{softplus}(\tilde x)`. numpyro takes :math:`\log y_k` of the output
+    :math:`y`, which is :math:`-\infty` once a draw's :math:`y_k` underflows to 0
+    in float32 (a few sticks of :math:`\tilde x \approx 17` suffice): the guide's
+    :math:`\log q(\theta_d)` is then :math:`+\infty` and the ELBO NaN.
+    """
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        x = x - jnp.log(x.shape[-1] - jnp.arange(x.shape[-1]))
+        log_z = -jax.nn.softplus(-x)
+        log_rest = -jax.nn.softplus(x)  # log(1 - z)
+        log_y = log_z + jnp.cumsum(log_rest, axis=-1) - log_rest
+        return jnp.sum(log_y + log_rest, axis=-1)
+
+
+def theta_transform() -> Transform:
+    """The guide's map from :math:`\\mathbb{R}^{K-1}` onto the simplex:
+    stick-breaking (:class:`LogSpaceStickBreaking`), then :class:`SimplexFloor`."""
+    return ComposeTransform([LogSpaceStickBreaking(), SimplexFloor()])
 
 
 def _model_kwargs(settings: SVISettings) -> dict:
@@ -249,8 +327,8 @@ def make_svi(settings: SVISettings, graph: Graph) -> SVI:
     ``SVI`` gets the same map here (every param of the guide is positive).
     """
     elbo = LaplacianELBO(Trace_ELBO(), "theta", graph, lam=settings.lam)
-    # a step whose gradient is not finite (a draw of theta underflowing to an exact
-    # 0 in float32) is skipped; ten in a row let it through (a diverged fit)
+    # a step whose gradient is not finite is skipped; ten in a row let it through
+    # (a diverged fit)
     optimizer = optax_to_numpyro(
         optax.apply_if_finite(optax.adam(settings.learning_rate), _MAX_SKIPPED)
     )
@@ -327,9 +405,10 @@ def fit_svi(
     Raises
     ------
     FloatingPointError
-        The fit diverged (its parameters are not finite): small ``alpha`` pushes the
-        draws of θ into float32 underflow; the message names the first step whose
-        loss is not finite.
+        The fit diverged (its parameters are not finite, from too large a
+        ``learning_rate``); the message names the first step whose loss is not
+        finite. (Draws of θ that underflow in float32, with a small ``alpha``, no
+        longer do: :class:`LogSpaceStickBreaking`, :class:`SimplexFloor`.)
 
     Notes
     -----
@@ -367,7 +446,7 @@ def fit_svi(
     )
     params = make_svi(settings, graph).get_params(state)
     betas = tuple(params[f"beta_map_{v}"] for v in range(len(ids)))
-    theta = StickBreakingTransform()(params["theta_loc"])
+    theta = theta_transform()(params["theta_loc"])
     if not all(bool(jnp.isfinite(x).all()) for x in (theta, *betas)):
         finite = np.isfinite(np.asarray(losses))
         where = (
@@ -378,8 +457,8 @@ def fit_svi(
         )
         raise FloatingPointError(
             f"Link-LDA SVI diverged ({where}) with alpha={settings.alpha}, "
-            f"learning_rate={settings.learning_rate}: draws of theta underflow in "
-            "float32 when alpha is small; try a larger alpha or a smaller learning_rate"
+            f"learning_rate={settings.learning_rate}: the parameters left float32's "
+            "range; try a smaller learning_rate"
         )
     return SVIFit(theta, betas, losses)
 

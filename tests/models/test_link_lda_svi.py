@@ -144,14 +144,89 @@ def test_bad_settings_are_refused_by_name(change, message):
         _settings(12, 0.0)._replace(**change).check()
 
 
-def test_a_diverged_fit_raises_naming_alpha_and_the_step():
-    """A small alpha with a large step sends the draws of theta into float32
-    underflow and the loss to NaN: an error naming the settings, not NaN topics
-    (before, the fit returned them and the metrics failed on NaN scores)."""
+def test_a_diverged_fit_raises_naming_the_step_size_and_the_step():
+    """A step size of 100 sends the parameters out of float32's range and the loss
+    to NaN: an error naming the settings, not NaN topics (before, the fit returned
+    them and the metrics failed on NaN scores)."""
     counts, graph = _two_groups(0)
     ids, cnts = ls.padded_bags((counts,))
-    settings = ls.SVISettings(4, (counts.shape[1],), 0.01, 1.1, 1.0, 1.0)
-    with pytest.raises(FloatingPointError, match=r"diverged \(the loss is not finite"):
+    settings = ls.SVISettings(4, (counts.shape[1],), 0.01, 1.1, 1.0, 100.0)
+    with pytest.raises(
+        FloatingPointError, match=r"diverged \(the loss is not finite.*learning_rate"
+    ):
         ls.fit_svi(
             jax.random.key(0), ids, cnts, pad_edges(graph, 160), settings, num_steps=50
         )
+
+
+def test_log_space_stick_breaking_jacobian_matches_autodiff_and_numpyro(rng):
+    """The log-Jacobian against the log |det| of jax's Jacobian of the first K − 1
+    outputs (the simplex's free coordinates) and against numpyro's formula, where
+    no output underflows."""
+    from numpyro.distributions.transforms import StickBreakingTransform
+
+    x = jnp.asarray(rng.normal(scale=2.0, size=(3, 5)), jnp.float32)
+    t = ls.LogSpaceStickBreaking()
+    y = t(x)
+    ours = np.asarray(t.log_abs_det_jacobian(x, y))
+    np.testing.assert_allclose(
+        ours, np.asarray(StickBreakingTransform().log_abs_det_jacobian(x, y)), rtol=1e-5
+    )
+    for row in range(3):
+        jac = jax.jacobian(lambda v: t(v)[:-1])(x[row])
+        np.testing.assert_allclose(
+            ours[row], np.linalg.slogdet(np.asarray(jac, np.float64))[1], rtol=1e-4
+        )
+
+
+def test_log_space_stick_breaking_stays_finite_where_the_draw_underflows():
+    """Sticks of x ≈ 30 leave the last coordinates below float32's range: numpyro's
+    log-Jacobian (the log of the output) is -inf there, the log-space one is the
+    finite sum of its float64 value."""
+    from numpyro.distributions.transforms import StickBreakingTransform
+
+    x = jnp.full((1, 8), 30.0, jnp.float32)
+    y = StickBreakingTransform()(x)
+    assert float(y.min()) == 0.0
+    assert not np.isfinite(
+        float(StickBreakingTransform().log_abs_det_jacobian(x, y)[0])
+    )
+    ours = float(ls.LogSpaceStickBreaking().log_abs_det_jacobian(x, y)[0])
+    xs = 30.0 - np.log(8 - np.arange(8))  # float64 reference
+    log_z, log_1mz = -np.logaddexp(0, -xs), -np.logaddexp(0, xs)
+    ref = np.sum(log_z + np.cumsum(log_1mz) - log_1mz + log_1mz)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5)
+
+
+def test_simplex_floor_is_a_bijection_with_the_stated_jacobian(rng):
+    floor = ls.SimplexFloor(1e-3)  # large enough for float32 to see it
+    x = jnp.asarray(rng.dirichlet(np.full(4, 0.2), size=3), jnp.float32)
+    x = x.at[0, 1].set(0.0).at[0].divide(x[0].sum())
+    y = floor(x)
+    np.testing.assert_allclose(np.asarray(y.sum(-1)), 1.0, rtol=1e-6)
+    assert float(y.min()) >= 1e-3 / (1 + 4e-3) * (1 - 1e-6)
+    np.testing.assert_allclose(np.asarray(floor.inv(y)), np.asarray(x), atol=1e-6)
+    jac = jax.jacobian(lambda v: floor(jnp.append(v, 1.0 - v.sum()))[:-1])(x[1, :-1])
+    np.testing.assert_allclose(
+        float(floor.log_abs_det_jacobian(x[1], y[1])),
+        np.linalg.slogdet(np.asarray(jac, np.float64))[1],
+        rtol=1e-5,
+    )
+
+
+def test_a_small_alpha_fits_where_the_draws_underflow():
+    """alpha = 0.001 with a large step: draws of theta fall below float32's range
+    (before the log-space Jacobian, the same fit at alpha = 0.01 diverged from step
+    7); the fit now ends with finite topics, a finite loss at every step, and the
+    two groups of images apart."""
+    counts, graph = _two_groups(0)
+    ids, cnts = ls.padded_bags((counts,))
+    settings = ls.SVISettings(4, (counts.shape[1],), 0.001, 1.1, 1.0, 1.0)
+    fit = ls.fit_svi(
+        jax.random.key(0), ids, cnts, pad_edges(graph, 160), settings, num_steps=50
+    )
+    assert np.isfinite(fit.losses).all()
+    theta = np.asarray(fit.theta)
+    assert np.isfinite(theta).all() and float(theta.min()) > 0.0
+    first, second = theta[:20].mean(0), theta[20:].mean(0)
+    assert np.abs(first - second).sum() > 0.5
