@@ -7,7 +7,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["HyperSpec", "Default", "ORIGINS"]
+__all__ = ["HyperSpec", "Default", "ORIGINS", "RULES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +110,15 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
+#: How a cross-validated default is read off its record (``rule``).
+RULES = {
+    "best": "the setting with the best mean over the folds",
+    "smallest_within_1se": "the smallest value whose mean is within one standard "
+    "error of the best's, the error taken over the folds' paired differences (the "
+    "one-standard-error rule, Hastie, Tibshirani & Friedman, The Elements of "
+    "Statistical Learning, sec. 7.10); for a size whose cost grows with it",
+}
+
 #: Where a default comes from (``hyper_defaults.toml``'s ``origin``).
 ORIGINS = {
     "cv": "cross-validation on a training split, recorded in "
@@ -144,6 +153,9 @@ class Default:
     note : str
         One line: the citation (``"paper"``), why there is no record
         (``"untuned"``), or a remark.
+    rule : str
+        For ``origin = "cv"``: how the value is read off the record's last run over
+        the key, one of :data:`RULES` (``"best"``: the winner).
     """
 
     value: Any
@@ -151,6 +163,7 @@ class Default:
     record: str = ""
     note: str = ""
     record_method: str = ""
+    rule: str = "best"
 
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:
@@ -163,6 +176,10 @@ class Default:
             raise ValueError("a default from another method's record needs a note")
         if self.record_method and self.origin != "cv":
             raise ValueError("record_method is given only with origin = 'cv'")
+        if self.rule not in RULES:
+            raise ValueError(f"unknown rule {self.rule!r}; valid: {', '.join(RULES)}")
+        if self.rule != "best" and self.origin != "cv":
+            raise ValueError("rule is given only with origin = 'cv'")
         if self.origin in ("paper", "untuned") and not self.note:
             raise ValueError(f"origin {self.origin!r} needs a note")
         if "\n" in self.note:
@@ -175,4 +192,6 @@ class Default:
         if self.record:
             owner = self.record_method or method
             where += f": defaults_cv/{owner}_{self.record}.json"
+        if self.rule != "best":
+            where += f" ({self.rule.replace('_', ' ')})"
         return f"{where}; {self.note}" if self.note else where

@@ -29,13 +29,14 @@ import dataclasses
 import functools
 import inspect
 
-from jaxannot.annotators._hyper_types import ORIGINS, Default, HyperSpec
+from jaxannot.annotators._hyper_types import ORIGINS, RULES, Default, HyperSpec
 from jaxannot.annotators.hyper_tables import DEFAULTS, SHARED, SPECIFIC
 
 __all__ = [
     "HyperSpec",
     "Default",
     "ORIGINS",
+    "RULES",
     "SHARED",
     "SPECIFIC",
     "DEFAULTS",

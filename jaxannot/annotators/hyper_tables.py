@@ -21,7 +21,7 @@ __all__ = ["SHARED", "SPECIFIC", "DEFAULTS", "load_tables", "load_defaults"]
 
 _FILE = "hyper_specs.toml"
 _DEFAULTS_FILE = "hyper_defaults.toml"
-_DEFAULT_KEYS = {"value", "origin", "record", "record_method", "note"}
+_DEFAULT_KEYS = {"value", "origin", "record", "record_method", "note", "rule"}
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 _KEYS = {"help", "type", "ge", "gt", "le", "lt", "choices", "comma_list"}
 

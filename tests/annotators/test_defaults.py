@@ -17,6 +17,7 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.annotators.hyper_tables import load_defaults
+from jaxannot.tuning.selection import smallest_within_one_se
 
 METHODS = available_methods()
 RECORDS = pathlib.Path(__file__).parents[2] / "benchmarks" / "results" / "defaults_cv"
@@ -57,7 +58,13 @@ def test_every_cross_validated_default_is_the_winner_of_its_record():
             assert runs, f"{name}.{key}: not in the grid of {default.record}'s record"
             run = runs[-1]
             assert run["split"] == "train" and run["folds"] >= 2
-            assert run["best"]["params"][key] == default.value, (name, key)
+            if default.rule == "smallest_within_1se":
+                chosen = smallest_within_one_se(
+                    run["results"], key, run["higher_is_better"]
+                )
+                assert chosen == default.value, (name, key, chosen)
+            else:
+                assert run["best"]["params"][key] == default.value, (name, key)
             assert len(run["grid"][key]) >= 2, (name, key)
             checked += 1
     assert checked > 0
@@ -128,6 +135,11 @@ def test_uses_defaults_fills_records_and_refuses_a_second_default(monkeypatch):
         ('[m]\nk = { value = 1, origin = "cv" }\n', "record"),
         ('[m]\nk = { value = 1, origin = "paper" }\n', "needs a note"),
         ('[m]\nk = { value = 1, origin = "solver", why = 2 }\n', "unknown keys"),
+        ('[m]\nk = { value = 1, origin = "cv", record = "d", rule = "x" }\n', "rule"),
+        (
+            '[m]\nk = { value = 1, origin = "solver", rule = "smallest_within_1se" }\n',
+            "only with",
+        ),
     ],
 )
 def test_malformed_defaults_name_the_entry(text, match):

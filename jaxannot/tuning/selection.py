@@ -1,0 +1,72 @@
+"""Reading a default off a cross-validation: the one-standard-error rule.
+
+:func:`smallest_within_one_se` is the ``rule = "smallest_within_1se"`` of
+``hyper_defaults.toml`` (:data:`jaxannot.annotators.hyper_spec.RULES`): for a size
+whose cost grows with it (histogram bins, eigenfunctions), the smallest value
+whose cross-validated score is statistically indistinguishable from the best's
+rather than the best itself, which on a plateau is decided by noise.
+
+References
+----------
+T. Hastie, R. Tibshirani, J. Friedman. The Elements of Statistical Learning, 2nd ed.,
+Springer 2009, sec. 7.10 (the one-standard-error rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["smallest_within_one_se"]
+
+
+def smallest_within_one_se(
+    results: Sequence[Mapping[str, Any]], key: str, higher_is_better: bool
+) -> Any:
+    r"""The smallest value of ``key`` within one standard error of the best setting.
+
+    With :math:`s_{v,f}` the score of value :math:`v` on fold :math:`f` (the same
+    folds for every value) and :math:`b` the best mean, value :math:`v` is within
+    one standard error when
+
+    .. math::
+        \bar d_v \ge -\frac{\mathrm{sd}_f(d_{v,f})}{\sqrt{F}}, \qquad
+        d_{v,f} = \pm(s_{v,f} - s_{b,f})
+
+    (sign: + when higher is better; sd with ``ddof = 1``): the paired differences,
+    so that fold-to-fold difficulty, shared by every value, does not count as noise.
+    A setting with a NaN score (diverged) is never within.
+
+    Parameters
+    ----------
+    results : sequence of mappings
+        A run's ``results`` (``jaxannot tune --json``): each with ``params`` (one
+        key, ``key``), ``folds`` (per-fold scores) and ``mean``.
+    key : str
+        The hyper-parameter, numeric.
+    higher_is_better : bool
+
+    Returns
+    -------
+    The value.
+    """
+    sign = 1.0 if higher_is_better else -1.0
+    rows = [r for r in results if r["mean"] is not None and not math.isnan(r["mean"])]
+    if not rows:
+        raise ValueError("no setting has a score")
+    if any(set(r["params"]) != {key} for r in rows):
+        raise ValueError(f"the rule needs a run over {key!r} alone")
+    best = max(rows, key=lambda r: sign * r["mean"])
+    best_folds = np.asarray(best["folds"], float)
+    within = []
+    for row in rows:
+        diff = sign * (np.asarray(row["folds"], float) - best_folds)
+        if diff.shape != best_folds.shape or not np.all(np.isfinite(diff)):
+            continue
+        se = diff.std(ddof=1) / math.sqrt(diff.size) if diff.size > 1 else 0.0
+        if diff.mean() >= -se:
+            within.append(row["params"][key])
+    return min(within)
