@@ -11,9 +11,11 @@ holds the defaults' own figures. A numeric winner at either end of its grid is f
 
 A record file holds a list of runs (a later run over the same grid replaces it; the
 last run over a key decides its default), so a method can be tuned in stages, a grid
-extended past an edge winner by a later run. ``hyper_specs.toml`` names the record
+extended past an edge winner by a later run. ``hyper_defaults.toml`` names the record
 of every default whose origin is ``"cv"``; ``tests/annotators/test_defaults.py`` checks
-that the default equals the recorded winner.
+that the default equals the recorded winner (for a default with ``rule =
+"smallest_within_1se"``, the smallest value within one paired standard error of it:
+:func:`jaxannot.tuning.selection.smallest_within_one_se`).
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/defaults_cv.py emml \\
         --dataset corel5k --grid gamma_scale=1,2,4,8,30 --grid solver=exact,none \\
