@@ -285,6 +285,14 @@ def _cmd_tune(args) -> int:
     )
     flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
     print(f"best: {flags}".rstrip())
+    for r in result.results:
+        if r.unconverged_folds:
+            log.warning(
+                "%s: the solver stopped before converging on fold(s) %s; those scores "
+                "come from an inexact solution",
+                ", ".join(f"{k}={v}" for k, v in r.params.items()) or "(fixed)",
+                ", ".join(map(str, r.unconverged_folds)),
+            )
     if args.json:
         _write_json_atomic(args.json, result.as_json())
     log.info("tuned in %.1f s", result.seconds)

@@ -330,7 +330,15 @@ def test_cli_tune_writes_the_documented_json(data_root, tmp_path, capsys):
         "cpus": os.cpu_count(),
     }
     for r in payload["results"]:
-        assert set(r) == {"params", "mean", "sd", "folds", "metrics_mean"}
+        assert set(r) == {
+            "params",
+            "mean",
+            "sd",
+            "folds",
+            "metrics_mean",
+            "unconverged_folds",
+        }
+        assert r["unconverged_folds"] == []  # knn has no solver
         assert len(r["folds"]) == 2 and r["mean"] == pytest.approx(np.mean(r["folds"]))
         assert r["sd"] == pytest.approx(np.std(r["folds"], ddof=1))
         assert r["metrics_mean"]["map"] == pytest.approx(r["mean"])
@@ -431,3 +439,34 @@ def test_a_diverged_setting_scores_nan_and_never_wins(synthetic, caplog):
     assert written["results"][0]["mean"] is None
     assert written["results"][0]["folds"] == [None, None]
     assert "nan ± nan" in result.table() and "*" in result.table().splitlines()[-1]
+
+
+def test_folds_whose_solver_stopped_early_are_named(synthetic):
+    """emml's exact solve capped at one sweep reports ``converged: false`` on every
+    fold; with room to converge, on none (the tune JSON carries both)."""
+    train = tuning.training_images(synthetic, None)
+    result = tuning.cross_validate(
+        "emml",
+        train,
+        {"exact_sweeps": [1, 3000]},
+        folds=2,
+        fixed={"vreps": 20, "tolerance": 1e-3},
+    )
+    capped, free = result.results
+    assert capped.unconverged_folds == [1, 2]
+    assert free.unconverged_folds == []
+    rows = result.as_json()["results"]
+    assert [r["unconverged_folds"] for r in rows] == [[1, 2], []]
+
+
+def test_cli_tune_warns_about_folds_whose_solver_stopped_early(
+    data_root, tmp_path, capsys
+):
+    argv = ["tune", "emml", "--dataset", "scene", "--data-dir", str(data_root)]
+    argv += ["--grid", "exact_sweeps=1", "--set", "vreps=30", "--folds", "2"]
+    argv += ["--set", "tolerance=1e-6", "--json", str(tmp_path / "t.json")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "exact_sweeps=1: the solver stopped before converging on fold(s) 1, 2" in err
+    payload = json.loads((tmp_path / "t.json").read_text())
+    assert payload["results"][0]["unconverged_folds"] == [1, 2]

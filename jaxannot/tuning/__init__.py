@@ -441,6 +441,7 @@ def cross_validate(
     hypers = [parse_hyper(method, {**fixed, **s}) for s in settings]
     scores: list[list[float]] = [[] for _ in settings]
     reports: list[list[dict]] = [[] for _ in settings]
+    unconverged: list[list[int]] = [[] for _ in settings]
 
     bar = tqdm(
         total=len(settings) * folds,
@@ -492,13 +493,18 @@ def cross_validate(
                 )
                 scores[i].append(result.metrics[metric])
                 reports[i].append(dict(result.metrics))
+                info = result.fitted.info if result.fitted is not None else {}
+                if (info or {}).get("converged") is False:
+                    unconverged[i].append(f + 1)
                 bar.update(1)
     finally:
         bar.close()
 
     results = [
-        SettingResult(params=s, hyper=h, folds=sc, fold_metrics=rp)
-        for s, h, sc, rp in zip(settings, hypers, scores, reports, strict=True)
+        SettingResult(params=s, hyper=h, folds=sc, fold_metrics=rp, unconverged_folds=u)
+        for s, h, sc, rp, u in zip(
+            settings, hypers, scores, reports, unconverged, strict=True
+        )
     ]
     higher = metric not in LOWER_IS_BETTER
     return TuneResult(

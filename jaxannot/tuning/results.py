@@ -30,12 +30,16 @@ class SettingResult:
         The metric on each held-out fold.
     fold_metrics : list of dict
         Every metric on each held-out fold.
+    unconverged_folds : list of int
+        The folds (1-based) whose fit reported ``converged: false`` in its info: a
+        solver that stopped at its cap, whose scores come from an inexact solution.
     """
 
     params: dict
     hyper: dict
     folds: list[float]
     fold_metrics: list[dict]
+    unconverged_folds: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def mean(self) -> float:
@@ -62,6 +66,7 @@ class SettingResult:
             "sd": _finite(self.sd),
             "folds": [_finite(v) for v in self.folds],
             "metrics_mean": {k: _finite(v) for k, v in self.metrics_mean.items()},
+            "unconverged_folds": list(self.unconverged_folds),
         }
 
 
