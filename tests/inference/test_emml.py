@@ -359,6 +359,37 @@ def test_coupled_vreps_match_cvxpy_at_corel5k_size():
     np.testing.assert_allclose(state.coefficients, c * y - u.value, atol=1e-5)
 
 
+@pytest.mark.parametrize("block", [3, 7, 64])
+def test_blocked_score_updates_follow_the_one_vrep_at_a_time_iterates(block):
+    # 11 VReps: block 3 leaves a padded last block, 7 a padded second, 64 is one block
+    rng = np.random.default_rng(4)
+    y = (rng.random((11, 9)) < 0.3).astype(float)
+    y[np.arange(11), rng.integers(0, 9, 11)] = 1.0
+    x = rng.normal(size=(11, 3))
+    with jax.enable_x64(True):
+        k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.3)
+        data = StructuredData(k, jnp.asarray(y))
+        runs = [
+            jax.tree.map(
+                np.asarray, fit_emml_exact(data, 1.0, 1e-12, max_sweeps=s, block=b)
+            )
+            for b in (1, block)
+            for s in (1, 5)
+        ]
+    (one_1, trace_1), (one_5, _), (blk_1, trace_b), (blk_5, _) = runs
+    assert int(one_5.sweeps) == int(blk_5.sweeps) == 5  # neither has converged
+    np.testing.assert_allclose(blk_1.mixtures, one_1.mixtures, atol=1e-12)
+    np.testing.assert_allclose(blk_5.mixtures, one_5.mixtures, atol=1e-10)
+    np.testing.assert_allclose(trace_b, trace_1, rtol=1e-12)
+    np.testing.assert_allclose(blk_5.scores, one_5.scores, atol=1e-10)
+
+
+def test_block_size_must_be_positive():
+    data = StructuredData(jnp.eye(2), jnp.array([[1.0, 0.0], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        fit_emml_exact(data, 1.0, block=0)
+
+
 def test_working_set_solver_overflows_where_the_exact_one_converges():
     # the reported failure: 32 slots per VRep cannot hold an optimum that needs
     # ceil((W - r) / r) outputs; the fit says so instead of claiming convergence
