@@ -443,20 +443,23 @@ def test_a_diverged_setting_scores_nan_and_never_wins(synthetic, caplog):
 
 def test_folds_whose_solver_stopped_early_are_named(synthetic):
     """emml's exact solve capped at one sweep reports ``converged: false`` on every
-    fold; with room to converge, on none (the tune JSON carries both)."""
+    fold; with room to converge, on none (the tune JSON carries both). No solve
+    (``solver=none``) has nothing to converge: not named, though its point is not
+    the optimum."""
     train = tuning.training_images(synthetic, None)
     result = tuning.cross_validate(
         "emml",
         train,
-        {"exact_sweeps": [1, 3000]},
+        {"solver": ["exact", "none"], "exact_sweeps": [1, 3000]},
         folds=2,
         fixed={"vreps": 20, "tolerance": 1e-3},
     )
-    capped, free = result.results
-    assert capped.unconverged_folds == [1, 2]
-    assert free.unconverged_folds == []
+    by = {(r.params["solver"], r.params["exact_sweeps"]): r for r in result.results}
+    assert by["exact", 1].unconverged_folds == [1, 2]
+    assert by["exact", 3000].unconverged_folds == []
+    assert by["none", 1].unconverged_folds == by["none", 3000].unconverged_folds == []
     rows = result.as_json()["results"]
-    assert [r["unconverged_folds"] for r in rows] == [[1, 2], []]
+    assert sorted(map(len, (r["unconverged_folds"] for r in rows))) == [0, 0, 0, 2]
 
 
 def test_cli_tune_warns_about_folds_whose_solver_stopped_early(

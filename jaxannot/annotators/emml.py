@@ -117,10 +117,11 @@ def fit_emml_annotator(
     view : str
         Feature view (default: the corpus's primary view).
 
-    ``info["converged"]`` says whether the KKT conditions hold to ``tolerance``; an
-    unconverged fit of a solver also logs a warning on the ``"jaxannot"`` logger
-    (``solver="none"`` reports its point's KKT violation and duality gap under the
-    kernel, without a warning).
+    ``info["converged"]`` says whether the solver's KKT conditions hold to
+    ``tolerance``; an unconverged fit of a solver also logs a warning on the
+    ``"jaxannot"`` logger. ``solver="none"`` runs no solver: its ``converged`` is
+    ``None``, and ``info["kkt_holds"]`` with its KKT violation and duality gap under
+    the kernel say how far its point is from the optimum (no warning).
     """
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
@@ -192,7 +193,9 @@ def fit_emml_annotator(
                 float(o) for o in np.asarray(hist.objective)[:iterations]
             ],
         }
-    if not converged and solver != "none":
+    if solver == "none":
+        solver_info["kkt_holds"], converged = converged, None
+    elif not converged:
         _log.warning(
             "emml (%s solver) stopped before convergence: the KKT conditions do not "
             "hold to tolerance %g (info: %s); the scores come from an inexact dual",
