@@ -34,6 +34,7 @@ from jaxannot.inference.emml_exact import (
     mixture_state,
     uncoupled_mixtures,
 )
+from jaxannot.inference.memory import check_square_fits
 from jaxannot.models.mbrm import (
     MBRMParams,
     fit_mbrm,
@@ -138,6 +139,7 @@ def fit_emml_annotator(
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
+    _check_kernel_memory(min(vreps, x_obs.shape[0]))
     if vrep_method == "kmeans":
         v = kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
     else:
@@ -217,6 +219,18 @@ def fit_emml_annotator(
         **solver_info,
     }
     return Fitted("emml", params, {}, info)
+
+
+#: Float32 V x V arrays the exact solve holds at its peak (the kernel, its padded
+#: copy and the solver's temporaries: 3.6 at 2000 VReps by XLA's memory analysis).
+KERNEL_COPIES = 4
+
+
+def _check_kernel_memory(num_vreps: int) -> None:
+    """Refuse a VRep count whose kernel and dual (``KERNEL_COPIES`` float32 arrays
+    of V x V) cannot fit: XLA's CPU client hangs on a failed allocation rather
+    than raising."""
+    check_square_fits(num_vreps, KERNEL_COPIES * 4, "vreps", " VReps")
 
 
 def _query_features(fitted: Fitted, corpus, dims: int) -> np.ndarray:

@@ -48,7 +48,6 @@ Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -58,6 +57,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference.generalized_eigen import batched_generalized_eigh_diagonal
+from jaxannot.inference.memory import check_square_fits
 
 __all__ = [
     "PCAModel",
@@ -330,29 +330,11 @@ def solve_eigenfunctions(
     return jax.vmap(_solve_one, in_axes=(0, 0, None))(counts, centres, kernel_width)
 
 
-def device_memory_bytes() -> int:
-    """Memory of the default device: its ``bytes_limit`` where the backend reports
-    one (GPU, TPU), else the host's physical memory (CPU)."""
-    stats = jax.devices()[0].memory_stats() or {}
-    if stats.get("bytes_limit"):
-        return int(stats["bytes_limit"])
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def _check_eigh_memory(num_bins: int) -> None:
-    """Refuse a bin count whose single-dimension eigenproblem cannot fit: XLA's
-    CPU client hangs, rather than raising, when an allocation inside the
-    eigensolver fails."""
-    need = EIGH_COPIES * 4 * num_bins * num_bins
-    have = device_memory_bytes()
-    if need > have // 2:
-        most = int(np.sqrt(have // 2 / (EIGH_COPIES * 4)))
-        raise ValueError(
-            f"num_bins = {num_bins} needs {need / 2**30:.1f} GiB for one "
-            f"dimension's eigenproblem ({EIGH_COPIES} float32 arrays of B x B), more "
-            f"than half the {have / 2**30:.1f} GiB of memory here: use at most "
-            f"{most} bins (the paper uses 50)"
-        )
+    """Refuse a bin count whose single-dimension eigenproblem (``EIGH_COPIES``
+    float32 arrays of B x B) cannot fit: XLA's CPU client hangs, rather than
+    raising, when an allocation inside the eigensolver fails."""
+    check_square_fits(num_bins, EIGH_COPIES * 4, "num_bins", " (the paper uses 50)")
 
 
 def solve_and_select_eigenfunctions(

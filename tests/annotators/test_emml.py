@@ -170,6 +170,19 @@ def test_emml_without_a_solve_reports_how_far_it_is_from_the_optimum(corpora, ca
     assert none.info["converged"] is None  # no solver ran: nothing to converge
 
 
+def test_a_vrep_count_whose_kernel_cannot_fit_is_refused(corpora, monkeypatch):
+    # XLA's CPU client hangs on a failed allocation: the fit refuses first, naming
+    # the largest count that fits (16 B per VRep pair against half the memory)
+    from jaxannot.inference import memory
+
+    train, _ = corpora
+    monkeypatch.setattr(memory, "device_memory_bytes", lambda: 2 * 16 * 30 * 30)
+    with pytest.raises(ValueError, match="use at most 30 VReps"):
+        get_method("emml").fit(train, rng_key=jax.random.key(0), vreps=31)
+    fitted = get_method("emml").fit(train, rng_key=jax.random.key(0), vreps=30)
+    assert fitted.params["vrep_words"].shape[0] == 30
+
+
 def test_bad_hyper_parameters_are_rejected(corpora):
     train, _ = corpora
     method = get_method("emml")
