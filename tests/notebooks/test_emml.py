@@ -85,8 +85,8 @@ def test_seed004_notebook_small(data_root, tmp_path):
         assert solver["converged"], solver
     # On scene (6 words) both retrieval-style annotators beat the empirical word
     # prior; measured in the small mode (seed 0, EMML at its defaults): word F1@5
-    # 0.362 (EMML), 0.458 (MBRM), 0.274 (empirical). Corel5k's small-mode F1s (≤ 0.04 on 60 test
-    # images) are too small to compare reliably.
+    # 0.362 (EMML), 0.458 (MBRM), 0.274 (empirical). Corel5k's small-mode F1s
+    # (≤ 0.04 on 60 test images) are too small to compare reliably.
     scene = next(r for r in results if r["dataset"] == "scene")["annotation"]
     base = scene["empirical"]["word_f1@5"]
     for m in ("emml", "mbrm"):
