@@ -3,9 +3,10 @@
 Every iterative fit of the library (:class:`~jaxannot.inference.VEM`,
 :class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, loss)``
 run by :func:`run_steps`. The loop over steps is one jit-compiled ``lax.fori_loop``
-with *dynamic* bounds, so the same compiled program serves any slice of the steps:
+with *dynamic* bounds over a loss buffer of fixed length (:data:`BUFFER`), so the same
+compiled program serves any slice of the steps and any number of steps:
 
-- ``progress_bar=False`` runs all steps in one call;
+- ``progress_bar=False`` runs the steps in slices of :data:`BUFFER`;
 - ``progress_bar=True`` runs them in about 50 slices and updates a tqdm bar (shown only
   when the run lasts longer than ``delay`` seconds, as ``numpyro.infer.SVI.run`` shows
   its bar) with the current loss, without a second compile.
@@ -35,25 +36,68 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.inference import checkpoint, sharding
 
-__all__ = ["run_steps"]
+__all__ = ["run_steps", "check_count"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
 
+#: Steps one compiled call runs at most: the loss buffer's length. A run of any length
+#: goes through the same compiled loop in slices of at most this many steps, so
+#: ``num_steps`` is not a compiled shape (a fit of 100 steps and one of 57 share it).
+BUFFER = 64
+
 
 @functools.partial(jax.jit, static_argnames=("step", "replicated"))
-def _advance(
-    step: Callable, carry: Any, losses: jax.Array, start, stop, data, replicated=None
-):
-    def body(t, state):
-        carry, losses = state
-        carry, loss = step(t, carry) if data is None else step(t, carry, data)
-        return carry, losses.at[t].set(jnp.asarray(loss, losses.dtype))
+def _advance(step: Callable, carry: Any, offset, count, data, replicated=None):
+    """Steps ``offset .. offset + count - 1`` (``count <= BUFFER``) and their losses
+    in a buffer of ``BUFFER`` entries (NaN past ``count``)."""
 
-    carry, losses = lax.fori_loop(start, stop, body, (carry, losses))
+    def body(i, state):
+        carry, losses = state
+        t = offset + i
+        carry, loss = step(t, carry) if data is None else step(t, carry, data)
+        return carry, losses.at[i].set(jnp.asarray(loss, losses.dtype))
+
+    losses = jnp.full((BUFFER,), jnp.nan, jnp.float32)
     if replicated is not None:  # keep the trace's layout from slice to slice
         losses = lax.with_sharding_constraint(losses, replicated)
-    return carry, losses, losses[jnp.maximum(stop - 1, 0)]
+    return lax.fori_loop(0, count, body, (carry, losses))
+
+
+def _slices(start: int, stop: int, size: int, every: int | None):
+    """``(begin, end, save)`` slices of ``[start, stop)`` of at most ``size`` steps,
+    ending on every multiple of ``every`` (``save`` there and at ``stop``)."""
+    begin = start
+    while begin < stop:
+        end = min(stop, begin + size)
+        if every is not None:
+            end = min(end, (begin // every + 1) * every)
+        yield begin, end, every is not None and (end % every == 0 or end == stop)
+        begin = end
+
+
+def check_count(name: str, value: Any, minimum: int = 1, what: str = "") -> int:
+    """``value`` as an ``int`` >= ``minimum``, or a clear error naming ``name``.
+
+    Counts (steps, iterations, restarts) are never truncated: ``10.7`` or ``True``
+    is refused rather than read as 10 or 1.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not an integer (a bool, a float, a string).
+    ValueError
+        ``value`` is below ``minimum``.
+    """
+    label = f" ({what})" if what else ""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}{label}, got {value!r} "
+            f"({type(value).__name__}): pass an int"
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}{label}, got {value}")
+    return int(value)
 
 
 def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
@@ -107,16 +151,14 @@ def run_steps(
     num_steps = int(num_steps)
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
-    losses = jnp.full((num_steps,), jnp.nan, jnp.float32)
+    losses = np.full((num_steps,), np.nan, np.float32)
     replicated = _replicated_on_carry_mesh(carry)
-    if replicated is not None:
-        losses = sharding.put(losses, replicated)
     advance = functools.partial(_advance, step, data=data, replicated=replicated)
     session = checkpoint.active_session()
-    if session is None and (not progress_bar or num_steps == 0):
-        carry, losses, _ = advance(carry, losses, 0, num_steps)
-        return carry, np.asarray(sharding.gather(losses))
-    start, size, save = 0, max(1, -(-num_steps // _SLICES)), None
+    start, every, save = 0, None, None
+    size = BUFFER
+    if progress_bar:
+        size = min(BUFFER, max(1, -(-num_steps // _SLICES)))
     if session is not None:
         run = session.next_run()
         path = session.path(run)
@@ -124,8 +166,9 @@ def run_steps(
         digest = checkpoint.fingerprint(session, run, fitted, num_steps)
         if path.exists():
             carry, losses, start = checkpoint.load(path, digest, carry)
+            losses = np.array(losses, np.float32)
             session.resumed.append((run, start))
-        size = session.every
+        every = session.every
 
         def save(carry, losses, stop):
             checkpoint.save(path, digest, carry, losses, stop)
@@ -142,11 +185,11 @@ def run_steps(
         disable=not progress_bar,
     )
     with bar:
-        for begin in range(start, num_steps, size):
-            stop = min(num_steps, begin + size)
-            carry, losses, last = advance(carry, losses, begin, stop)
-            if save is not None:
+        for begin, stop, saving in _slices(start, num_steps, size, every):
+            carry, chunk = advance(carry, begin, stop - begin)
+            losses[begin:stop] = np.asarray(sharding.gather(chunk))[: stop - begin]
+            if saving:
                 save(carry, losses, stop)
-            bar.set_postfix(loss=f"{float(sharding.gather(last)):.6g}", refresh=False)
+            bar.set_postfix(loss=f"{float(losses[stop - 1]):.6g}", refresh=False)
             bar.update(stop - begin)
-    return carry, np.asarray(sharding.gather(losses))
+    return carry, losses
