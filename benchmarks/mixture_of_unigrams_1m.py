@@ -6,7 +6,8 @@ padded token ids ``[images, 25]`` int32 (-1 = padding, ~100 MB) — never as a d
 images x vocab matrix (1M x 1000 float32 = 4 GB). It is fitted the way users fit it:
 :class:`jaxannot.inference.VEM` on the declaration
 :func:`jaxannot.models.mixture_of_unigrams.mixture_of_unigrams_tokens` with its
-registered closed-form M-step; the E-step streams over chunks of ``--chunk`` images.
+closed-form M-step (``m_step=closed_form_m_step_tokens``); the E-step streams over
+chunks of ``--chunk`` images.
 
 Writes ``benchmarks/results/mixture_of_unigrams_1m.json``: seconds per EM iteration
 (median of ``--repeats`` fits after the first), images x iterations per second, XLA's
@@ -93,7 +94,12 @@ def main(argv=None):
     sample_s = time.perf_counter() - t0
     rss_after_data = peak_rss_mb()
     key = jax.random.key(args.seed)
-    vem = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=args.chunk)
+    vem = VEM(
+        mu.mixture_of_unigrams_tokens,
+        "z",
+        m_step=mu.closed_form_m_step_tokens,
+        chunk_size=args.chunk,
+    )
     data = (jnp.asarray(tokens),)
     kwargs = dict(num_topics=args.topics, vocab_sizes=(args.vocab,))
 

@@ -214,10 +214,10 @@ def main(argv=None):
         return best[1], best[2], {str(v): round(s, 4) for s, v, _ in scored}
 
     # 2. + seed 000's LapVar1 E-step on the k-NN graph, λ chosen on validation rows
-    lap = VEM(scene_mixture, "z", optimizer=adam, m_steps=5)
     fits = []
     for lam in grid:
-        lap.estep = LapVar1(graph, lam)  # same shape: the compiled fit is reused
+        # a new VEM per lambda: equal configurations share the compiled fit
+        lap = VEM(scene_mixture, "z", estep=LapVar1(graph, lam), optimizer=adam)
         fits.append(
             (
                 lam,

@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the CLI's persistent compilation cache stays off in tests (tests of it turn it on
+# in a folder of their own), so no test reads programs another run compiled
+os.environ.setdefault("JAXANNOT_NO_COMPILATION_CACHE", "1")
 os.environ.setdefault(
     "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
 )  # two virtual devices for sharding tests

@@ -194,7 +194,7 @@ def vem_restarts():
     z = rng.integers(3, size=30)
     beta = rng.dirichlet(np.full(8, 0.2), size=3)
     counts = np.stack([rng.multinomial(20, beta[k]) for k in z])
-    vem = VEM(mu.mixture_of_unigrams, "z")
+    vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step)
     return [
         vem.run(
             jax.random.key(s),
@@ -333,7 +333,7 @@ def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
     counts = (
         jnp.asarray(np.stack([rng.multinomial(20, beta[k]) for k in z]), jnp.float32),
     )
-    vem = VEM(mu.mixture_of_unigrams, "z")
+    vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step)
     kw = dict(num_topics=3, progress_bar=False)
     fits = vem.run_restarts(jax.random.key(0), 4, 10, counts, num_draws=100, **kw)
     assert np.ptp([f.losses[-1] for f in fits]) < 1e-3  # one optimum, four times

@@ -24,8 +24,6 @@ both protocols:
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 import jax
@@ -39,7 +37,7 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
-from jaxannot.inference.vem import VEM, ExactEStep
+from jaxannot.inference.vem import VEM
 from jaxannot.models import mixture_of_unigrams as mu
 
 __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
@@ -89,16 +87,21 @@ def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     return _vem().posteriors_for(_fitted_values(fitted), *args, **kwargs)
 
 
-@functools.cache
-def _vem(algorithm: str = "exact") -> VEM:
-    """One VEM per E-step kind, shared by every fit (compiled once per shape)."""
-    del algorithm  # the E-step is assigned per fit; the cache key keeps them apart
+def _vem(estep=None) -> VEM:
+    """The mixture's VEM with the closed-form M-step and ``estep``: a new object per
+    fit, equal to the last one of the same E-step kind, so it reuses its compiled
+    code (nothing shared is mutated)."""
     # under jax.distributed the images are split over every process's devices
     devices = jax.devices() if jax.process_count() > 1 else None
     # MAP under the Dirichlet prior on pi empties the topics the data do not need
     # (topics=50 on a small corpus): expected here, so no warning
     return VEM(
-        mu.mixture_of_unigrams, local_site="z", devices=devices, warn_empty=False
+        mu.mixture_of_unigrams,
+        local_site="z",
+        estep=estep,
+        m_step=mu.closed_form_m_step,
+        devices=devices,
+        warn_empty=False,
     )
 
 
@@ -129,10 +132,9 @@ def _to_mixture_params(values: dict, num_views: int) -> mu.MixtureParams:
 
 
 def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
-    """The mixture declaration fitted by VEM (closed-form M-step, registered);
+    """The mixture declaration fitted by VEM (closed-form M-step);
     LapVar2 stops when its objective improves by less than 1e-6 (relative)."""
-    vem = _vem("exact" if estep is None else estep.static_key[0])
-    vem.estep = estep if estep is not None else ExactEStep()
+    vem = _vem(estep)
     result = vem.run(
         rng_key,
         int(iterations),

@@ -37,7 +37,7 @@ from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.max_margin import MaxMargin, MaxMarginELBO
-from jaxannot.inference.vem import VEM, EmptyComponentWarning, register_closed_form
+from jaxannot.inference.vem import VEM, EmptyComponentWarning, VEMState
 
 __all__ = [
     "MAP",
@@ -48,5 +48,5 @@ __all__ = [
     "LaplacianELBO",
     "MaxMargin",
     "MaxMarginELBO",
-    "register_closed_form",
+    "VEMState",
 ]

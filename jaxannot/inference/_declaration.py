@@ -28,6 +28,10 @@ from numpyro.infer import init_to_uniform
 __all__: list[str] = []
 
 
+class DeclarationError(ValueError):
+    """A declaration VEM cannot fit, or cannot fit as asked (named and explained)."""
+
+
 # ----------------------------------------------------------- model inspection
 @dataclasses.dataclass(frozen=True)
 class _Structure:
@@ -105,6 +109,13 @@ def _abstract_trace(model, substitutions, args, kwargs, read: Callable):
     return out[0]
 
 
+def _support(site):
+    """A global site's support: its distribution's, or a ``param``'s constraint."""
+    if site["type"] == "param":
+        return site["kwargs"].get("constraint", dist.constraints.real)
+    return site["fn"].support
+
+
 def _in_plate(site, plate: str) -> bool:
     return any(f.name == plate for f in site.get("cond_indep_stack", ()))
 
@@ -127,20 +138,22 @@ def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
 def _read_structure(trace, local_site, plate) -> _Structure:
     if plate not in trace or trace[plate]["type"] != "plate":
         plates = [k for k, v in trace.items() if v["type"] == "plate"]
-        raise ValueError(f"the model has no plate {plate!r}; its plates: {plates}")
+        raise DeclarationError(
+            f"the model has no plate {plate!r}; its plates: {plates}"
+        )
     if local_site not in trace:
         latent = [k for k, v in trace.items() if v["type"] == "sample"]
-        raise ValueError(
+        raise DeclarationError(
             f"the model has no site {local_site!r}; its sample sites: {latent}"
         )
     site = trace[local_site]
     if not _in_plate(site, plate) or site["is_observed"]:
-        raise ValueError(
+        raise DeclarationError(
             f"site {local_site!r} must be a latent site inside plate {plate!r}"
         )
     fn = _unwrap(site["fn"])
     if not isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
-        raise ValueError(
+        raise DeclarationError(
             f"site {local_site!r} must be Categorical, got {type(fn).__name__}"
         )
     others = [
@@ -152,14 +165,23 @@ def _read_structure(trace, local_site, plate) -> _Structure:
         and _in_plate(v, plate)
     ]
     if others:
-        raise ValueError(
+        raise DeclarationError(
             f"VEM supports one latent site inside plate {plate!r} ({local_site!r}); "
             f"the model also has {others}: observe them or move them out of the plate"
+        )
+    params_in_plate = [
+        k for k, v in trace.items() if v["type"] == "param" and _in_plate(v, plate)
+    ]
+    if params_in_plate:
+        raise DeclarationError(
+            f"numpyro.param sites {params_in_plate} are inside plate {plate!r}: VEM "
+            "fits global params only; declare them outside the plate"
         )
     globals_ = tuple(
         k
         for k, v in trace.items()
-        if v["type"] == "sample" and not v["is_observed"] and not _in_plate(v, plate)
+        if (v["type"] == "sample" and not v["is_observed"] or v["type"] == "param")
+        and not _in_plate(v, plate)
     )
     frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
     shapes = tuple(

@@ -5,20 +5,33 @@
   M-step's global values); the step then stops the loop, and after the loop
   :func:`raise_fault` names the iteration and the step (a NaN log joint caused by
   NaN data names the data argument instead).
-- :func:`check_inputs` validates the starting values' shapes and the extra terms'
-  label counts before anything is compiled.
+- :func:`checked_start` validates starting values (names, shapes, supports),
+  :func:`check_state` a state to resume, :func:`check_inputs` the extra terms'
+  label counts, all before anything is compiled; :func:`model_errors` turns a
+  model's shape errors into one naming the arguments, the globals and the fix.
 - :func:`warn_empty` warns (:class:`EmptyComponentWarning`) when a fit leaves a
   value of the local site with (almost) no image.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
+from numpyro.distributions import constraints
+
+from jaxannot.inference._declaration import (
+    DeclarationError,
+    _abstract_trace,
+    _in_plate,
+    _support,
+    _trace,
+)
 
 __all__ = ["EmptyComponentWarning"]
 
@@ -46,6 +59,13 @@ class EmptyComponentWarning(UserWarning):
 def no_fault():
     """The fault record of a healthy run: ``[code, iteration]`` = ``[0, -1]``."""
     return jnp.array([0, -1], jnp.int32)
+
+
+def keeps_old_values(code) -> jax.Array:
+    """Whether an iteration with fault ``code`` keeps the global values it started
+    from (a fault in the E-step: the values it met are the ones to report), rather
+    than the M-step's (non-finite: named by :func:`raise_fault`)."""
+    return (code > 0) & (code != _GLOBALS)
 
 
 def fault_code(a, phi, objective, values) -> jax.Array:
@@ -105,7 +125,7 @@ def _nan_arguments(args, kwargs) -> list[str]:
     return bad
 
 
-def raise_fault(fault, values, args, kwargs, objective=None) -> None:
+def raise_fault(fault, values, args, kwargs, objective=None, vem=None) -> None:
     """Raise the error a non-zero ``fault`` record stands for (else nothing).
 
     Raises
@@ -134,24 +154,155 @@ def raise_fault(fault, values, args, kwargs, objective=None) -> None:
     elif code == _OBJECTIVE and objective is not None:
         detail = f" ({objective}): an image impossible under every value of z?"
     elif code == _LOG_JOINT:
+        where = "" if vem is None else _impossible(vem, values, args, kwargs)
         detail = (
             " although the data hold no NaN: an observation outside its "
             "distribution's support, or a density evaluated outside its domain at "
-            "the current global values"
+            f"the current global values{where}"
         )
     raise FloatingPointError(f"VEM stopped at EM iteration {t}, {_WHAT[code]}{detail}")
 
 
-def check_inputs(structure, plate, values, terms) -> None:
-    """Clear errors for a run that cannot start (see :meth:`VEM.run`): starting
-    values of the wrong shapes, terms with labels for another number of images."""
+def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
+    """``" (images [...]: sites [...])"``: the images no value of the local site
+    makes possible, and the observed sites whose density is not finite there."""
+    s = vem.declared.setup(args, kwargs)[0].structure
+    n, bad_by_k = s.num_images, []
+    for k in range(s.num_values):
+        subs = dict(values)
+        subs.update({vem.plate: jnp.arange(n), vem.local_site: s.local_value(n, k)})
+        trace = _trace(vem.model, subs, args, kwargs)
+        bad = {}
+        for name, site in trace.items():
+            if site["type"] != "sample" or not _in_plate(site, vem.plate):
+                continue
+            lp = jnp.asarray(site["fn"].log_prob(site["value"]))
+            lp = jnp.broadcast_to(
+                lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
+            )
+            lp = jnp.moveaxis(lp, lp.ndim + s.image_dim, 0).reshape(n, -1)
+            bad[name] = np.asarray(~jnp.all(jnp.isfinite(lp), axis=1))
+        bad_by_k.append(bad)
+    images = np.flatnonzero(
+        np.all([np.any(list(b.values()), axis=0) for b in bad_by_k], axis=0)
+    )
+    if not images.size:
+        return ""
+    sites = sorted({k for b in bad_by_k for k, v in b.items() if v[images].any()})
+    more = f" and {images.size - shown} more" if images.size > shown else ""
+    return (
+        f" (image{'s' if images.size > 1 else ''} {images[:shown].tolist()}{more} "
+        f"of plate {vem.plate!r}: sites {sites})"
+    )
+
+
+def _supports(vem, setup, args_kw) -> dict:
+    """Each global site's support (a sample site's) or constraint (a param's)."""
+    names = setup.structure.globals_
+    return _abstract_trace(
+        vem.model,
+        vem.declared.small_substitutions(setup),
+        *args_kw,
+        lambda t: {k: _support(t[k]) for k in names},
+    )
+
+
+def _on_support(support, value) -> bool:
+    value = np.asarray(value, np.float64)
+    if support is constraints.simplex:  # float32 rows drift past numpyro's 1e-6
+        return bool(np.all(value >= 0) and np.allclose(value.sum(-1), 1.0, atol=1e-4))
+    return bool(np.all(np.asarray(support.check(jnp.asarray(value)))))
+
+
+def checked_start(vem, setup, params, args_kw, what: str = "init_params") -> dict:
+    """``params``' global values as arrays, or a ValueError naming every unknown,
+    missing, misshapen or off-support site and the valid choices."""
+    s = setup.structure
+    if not isinstance(params, Mapping):
+        raise TypeError(
+            f"{what} must be a dict of the global sites {list(s.globals_)}, got "
+            f"{type(params).__name__}"
+        )
+    unknown = sorted(set(params) - set(s.globals_) - {"terms"})
+    if unknown:
+        raise ValueError(
+            f"{what} has unknown sites {unknown}; the model's global sites: "
+            f"{list(s.globals_)}"
+        )
+    missing_globals(s, params, what)
+    values = {k: jnp.asarray(params[k]) for k in s.globals_}
     wrong = [
         f"{k} has shape {tuple(np.shape(values[k]))}, the model's is {shape}"
-        for k, shape in zip(structure.globals_, structure.global_shapes, strict=True)
+        for k, shape in zip(s.globals_, s.global_shapes, strict=True)
         if tuple(np.shape(values[k])) != shape
     ]
     if wrong:
-        raise ValueError(f"init_params has wrong shapes: {'; '.join(wrong)}")
+        raise ValueError(f"{what} has wrong shapes: {'; '.join(wrong)}")
+    supports = _supports(vem, setup, args_kw)
+    off = [
+        f"{k} (support {supports[k]})"
+        for k in s.globals_
+        if not _on_support(supports[k], values[k])
+    ]
+    if off:
+        raise ValueError(
+            f"{what} has values off their sites' supports: {'; '.join(off)}. Give "
+            "constrained values (e.g. a simplex row sums to 1, a scale is > 0)"
+        )
+    return values
+
+
+def check_state(structure, state) -> None:
+    """A :class:`VEMState` of this model's shapes, or a clear ValueError."""
+    shape = (structure.num_images, structure.num_values)
+    got = tuple(np.shape(getattr(state, "posteriors", None)))
+    if got != shape:
+        raise ValueError(
+            f"init_state's posteriors have shape {got}, the fit's are {shape} "
+            "(images, values of the local site): resume a state of the same data"
+        )
+
+
+@contextlib.contextmanager
+def model_errors(plate, args, kwargs):
+    """Re-raise a shape or type error the model raises while VEM traces it with
+    the arguments' and globals' shapes and the usual fixes."""
+    from jaxannot.inference.checkpoint import CheckpointError
+
+    try:
+        yield
+    except (TypeError, ValueError, IndexError) as error:
+        if isinstance(error, CheckpointError | DeclarationError) or getattr(
+            error, "_vem", False
+        ):
+            raise
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        shapes = [
+            f"{name} {list(np.shape(x))}"
+            for name, x in zip(_argument_names(args, kwargs), leaves, strict=True)
+            if isinstance(x, jax.Array | np.ndarray)
+        ]
+        message = (
+            f"the model raised {type(error).__name__} while VEM evaluated it: "
+            f"{error}\nIts array arguments: {', '.join(shapes)}. Check that the "
+            "data's shapes match the global values' (e.g. the feature count the "
+            f"model was fitted with), that every per-image site is inside plate "
+            f"{plate!r} and that a mask has the plate's shape ([N], or [N, 1] "
+            "under a plate at dim=-2)"
+        )
+        new = (
+            type(error)(message)
+            if type(error) in (TypeError, ValueError, IndexError)
+            else ValueError(message)
+        )
+        new._vem = True
+        raise new from error
+
+
+def check_inputs(structure, plate, values, terms) -> None:
+    """Clear errors for a run that cannot start (see :meth:`VEM.run`): terms with
+    labels for another number of images."""
+    del values
     for i, term in enumerate(terms):
         labels = getattr(term, "labels", None)
         if labels is not None and np.shape(labels)[0] != structure.num_images:

@@ -8,9 +8,6 @@ Both functions work on the *expected complete log joint*
 in the unconstrained coordinates :math:`u` of the global sites
 (:math:`\theta = T(u)`, each site's support bijection):
 
-- :func:`closed_form_start`: the default start of a model with a registered closed
-  form: random soft assignments :math:`\Phi`, then the closed form, in one compiled
-  call.
 - :func:`maximize_expected`: the M-step of the default start, by L-BFGS (random
   soft assignments :math:`\Phi`, then this: the closed-form path's start for a
   model without a closed form).
@@ -49,9 +46,9 @@ __all__: list[str] = []  # private: VEM's start and Laplace draws
 MAX_LAPLACE_DIM = 4096
 
 
-def _transforms(vem, layout, dynamic):
+def _transforms(dm, layout, dynamic):
     args, kwargs = layout.join(dynamic)
-    return vem._transforms(layout.setup, args, kwargs)
+    return dm.transforms(layout.setup, args, kwargs)
 
 
 def random_posteriors(rng_key, num_images, num_values):
@@ -60,25 +57,15 @@ def random_posteriors(rng_key, num_images, num_values):
     return e / e.sum(-1, keepdims=True)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def closed_form_start(vem, layout, rng_key, dynamic):
-    """The registered closed form's values given :func:`random_posteriors`."""
-    s = layout.setup.structure
-    phi = random_posteriors(rng_key, s.num_images, s.num_values)
-    args, kwargs = layout.join(dynamic)
-    values = vem.closed_form(phi, *args, **kwargs)
-    return {k: jnp.asarray(v) for k, v in values.items()}
-
-
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def maximize_expected(vem, layout, num_steps, values, phi, dynamic):
+def maximize_expected(dm, layout, num_steps, values, phi, dynamic):
     """``num_steps`` L-BFGS steps on :math:`-E` from ``values``; the start is kept
     where a step would leave the finite values (a diverged search)."""
-    transforms = _transforms(vem, layout, dynamic)
+    transforms = _transforms(dm, layout, dynamic)
 
     def loss(u):
         vals = {k: transforms[k](x) for k, x in u.items()}
-        return -layout.expected(vem, vals, phi, dynamic)
+        return -layout.expected(dm, vals, phi, dynamic)
 
     optimizer = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(loss)
@@ -99,18 +86,18 @@ def maximize_expected(vem, layout, num_steps, values, phi, dynamic):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def laplace_draws(vem, layout, num_draws, rng_key, values, phi, dynamic):
+def laplace_draws(dm, layout, num_draws, rng_key, values, phi, dynamic):
     """``num_draws`` draws of the global values from the Laplace approximation of
     :math:`\\exp E` at ``values`` (module docstring), ``{site: [num_draws, ...]}``,
     and the smallest eigenvalue of :math:`H` (not positive: ``values`` is not a
     local maximum, the draws are not to be trusted)."""
-    transforms = _transforms(vem, layout, dynamic)
+    transforms = _transforms(dm, layout, dynamic)
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)
 
     def log_density(x):
         vals = {k: transforms[k](v) for k, v in unravel(x).items()}
-        return layout.expected(vem, vals, phi, dynamic)
+        return layout.expected(dm, vals, phi, dynamic)
 
     grad = jax.grad(log_density)
 

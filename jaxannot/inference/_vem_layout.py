@@ -54,9 +54,9 @@ class _Whole(NamedTuple):
     def join(self, dynamic):
         return _join_leaves(self.setup, dynamic)
 
-    def log_joint(self, vem, values, dynamic):
+    def log_joint(self, dm, values, dynamic):
         args, kwargs = self.join(dynamic)
-        return vem._log_joint(self.setup, values, args, kwargs)
+        return dm.log_joint(self.setup, values, args, kwargs)
 
     def estep(self, estep, arrays, rng_key, phi, a):
         return estep.apply(arrays, rng_key, phi, a)
@@ -65,21 +65,21 @@ class _Whole(NamedTuple):
         """The posteriors the M-step sums over (all of them)."""
         return phi
 
-    def expected(self, vem, values, phi, dynamic):
+    def expected(self, dm, values, phi, dynamic):
         """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk."""
         args, kwargs = self.join(dynamic)
         setup = self.setup
-        chunks, valid = vem._chunk_indices(setup)
+        chunks, valid = dm.chunk_indices(setup)
         phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
         phi_p = phi_p.at[: phi.shape[0]].set(phi).reshape(chunks.shape + (-1,))
 
         def body(total, xs):
             idx, ok, ph = xs
-            a = vem._log_joint_chunk(setup, values, idx, args, kwargs)
+            a = dm.log_joint_chunk(setup, values, idx, args, kwargs)
             return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
 
         total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
-        return total + vem._log_prior(setup, values, args, kwargs)
+        return total + dm.log_prior(setup, values, args, kwargs)
 
     def constrain(self, phi):
         return phi
@@ -116,10 +116,10 @@ class _Shards(NamedTuple):
     def _specs(self):
         return tuple(P(sharding.AXIS) if p else P() for p in self.per_image)
 
-    def log_joint(self, vem, values, dynamic):
+    def log_joint(self, dm, values, dynamic):
         def local(values, *leaves):
             args, kwargs = _join_leaves(self.local, leaves)
-            return vem._log_joint(self.local, values, args, kwargs)
+            return dm.log_joint(self.local, values, args, kwargs)
 
         a = jax.shard_map(
             local,
@@ -146,12 +146,12 @@ class _Shards(NamedTuple):
         """Posteriors with the padded images' rows zeroed."""
         return phi * self.weights()[:, None]
 
-    def expected(self, vem, values, phi, dynamic):
+    def expected(self, dm, values, phi, dynamic):
         args, kwargs = self.join(dynamic)
-        a = self.log_joint(vem, values, dynamic)
+        a = self.log_joint(dm, values, dynamic)
         ok = self.weights()[:, None] > 0
         total = jnp.where(ok, phi * a, 0.0).sum()
-        return total + vem._log_prior(self.setup, values, args, kwargs)
+        return total + dm.log_prior(self.setup, values, args, kwargs)
 
     def place(self, state, e_arrays):
         """The loop's state and the E-step's arrays replicated, the posteriors
@@ -159,12 +159,14 @@ class _Shards(NamedTuple):
         state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
-        rng, values, phi, opt, tp, best, *rest = state
         split = sharding.image_sharding(self.mesh)
-        phi = sharding.put(phi, split)
+        best = state.best
         if best:  # an E-step that keeps its best iterate
             best = (best[0], sharding.put(best[1], split), best[2])
-        return (rng, values, phi, opt, tp, best, *rest), e_arrays
+        state = state._replace(
+            posteriors=sharding.put(state.posteriors, split), best=best
+        )
+        return state, e_arrays
 
     def real(self, phi):
         return sharding.gather(_first_rows(phi, self.num_real))
@@ -176,23 +178,23 @@ def _first_rows(x, n):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def log_joint_all(vem, layout, values, dynamic):
+def log_joint_all(dm, layout, values, dynamic):
     """:math:`a` for every image of the layout, [images, K]."""
-    return layout.log_joint(vem, values, dynamic)
+    return layout.log_joint(dm, values, dynamic)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def fold_in(vem, layout, values, dynamic):
+def fold_in(dm, layout, values, dynamic):
     """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K]."""
-    a = layout.log_joint(vem, values, dynamic)
+    a = layout.log_joint(dm, values, dynamic)
     return layout.constrain(jax.nn.softmax(a, axis=-1))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def fold_in_all(vem, layout, draws, dynamic):
+def fold_in_all(dm, layout, draws, dynamic):
     """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
     [draws, images, K], one draw at a time."""
-    return lax.map(lambda values: fold_in(vem, layout, values, dynamic), draws)
+    return lax.map(lambda values: fold_in(dm, layout, values, dynamic), draws)
 
 
 def plan(vem, setup: _Setup, args, kwargs, dynamic):
@@ -245,15 +247,16 @@ def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
     """The setup of one device's block of images, or None if the model cannot be
     traced on it."""
     args, kwargs = _join_leaves(setup, tuple(map(jnp.asarray, block)))
+    dm = vem.declared
     try:
-        structure = _inspect(vem.model, vem.local_site, vem.plate, args, kwargs)
+        structure = _inspect(dm.model, dm.local_site, dm.plate, args, kwargs)
     except (ValueError, TypeError, IndexError):
         return None
     n = structure.num_images
     subsamples, _ = _subsamples(
-        vem.model, vem.plate, vem.local_site, structure, args, kwargs
+        dm.model, dm.plate, dm.local_site, structure, args, kwargs
     )
-    chunk = min(vem.chunk_size, n)
+    chunk = min(dm.chunk_size, n)
     if chunk < n and not subsamples:
         chunk = n  # the block in one piece, as a model read without the plate needs
     treedef, static, is_dynamic, _ = _split_leaves(args, kwargs)

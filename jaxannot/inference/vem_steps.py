@@ -3,15 +3,15 @@
 - :class:`VEMResult`, what :meth:`VEM.run` returns.
 - E-step transforms: the protocol and :class:`ExactEStep` (the exact local posterior);
   :class:`~jaxannot.inference.lapvar.LapVar1` / ``LapVar2`` implement the same one.
-- Closed-form M-steps, registered per model (:func:`register_closed_form`).
+- :class:`VEMState`, the state between EM iterations.
+- The protocols of E-steps (:class:`EStep`) and extra terms (:class:`Term`).
 - The extra terms of the objective (e.g. :class:`~jaxannot.inference.MaxMargin`):
   their value, the MedLDA-style E-step refinement they induce, and their dual updates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -23,12 +23,58 @@ from jax.scipy.special import xlogy
 __all__ = [
     "VEMResult",
     "ExactEStep",
-    "register_closed_form",
-    "closed_form_for",
+    "VEMState",
+    "EStep",
+    "Term",
     "terms_value",
     "refine_for_terms",
     "dual_updates",
 ]
+
+
+class VEMState(NamedTuple):
+    """The state of a :class:`~jaxannot.inference.vem.VEM` fit between EM iterations.
+
+    What :meth:`VEM.init` returns and :meth:`VEM.update` advances (as
+    ``numpyro.infer.SVI``'s ``SVIState``); a result's ``state`` resumes a fit
+    (``vem.run(key, n, *args, init_state=result.state)``).
+
+    Attributes
+    ----------
+    rng_key : PRNGKey
+        The loop's key (E-steps that sweep in random order draw from it).
+    params : dict
+        Constrained values of the global sites.
+    posteriors : Float[Array, "images K"]
+        The local posteriors :math:`q(z_i)` of the last E-step.
+    opt_state : optax state
+        Of the generic M-step's optimizer (and the terms' parameters).
+    term_params : tuple
+        Each extra term's parameters.
+    best : tuple
+        ``(params, posteriors, term_params)`` of the best iterate, for E-steps that
+        keep it (``keep_best``); empty otherwise.
+    best_objective : float32
+        The highest objective so far.
+    stopped : bool
+        The fit has stopped (converged at ``tolerance``, or a fault): further
+        updates change nothing.
+    fault : Int[Array, "2"]
+        ``[code, iteration]`` of the first non-finite quantity (``[0, -1]``: none).
+    iteration : int32
+        EM iterations run so far.
+    """
+
+    rng_key: jax.Array
+    params: dict
+    posteriors: jax.Array
+    opt_state: Any
+    term_params: tuple
+    best: tuple
+    best_objective: jax.Array
+    stopped: jax.Array
+    fault: jax.Array
+    iteration: jax.Array
 
 
 class VEMResult(NamedTuple):
@@ -49,6 +95,9 @@ class VEMResult(NamedTuple):
         imply (:meth:`VEM.laplace_draws`); None without.
     draw_posteriors : Float[Array, "draws images K"] or None
         The fold-in posteriors under each draw; None without draws.
+    state : VEMState or None
+        The fit's final state: ``vem.run(key, n, *args, init_state=result.state)``
+        goes on from it.
     """
 
     params: dict
@@ -56,26 +105,58 @@ class VEMResult(NamedTuple):
     losses: np.ndarray
     draws: dict | None = None
     draw_posteriors: jax.Array | None = None
+    state: VEMState | None = None
 
 
-_CLOSED_FORMS: dict[Callable, Callable] = {}
+@runtime_checkable
+class EStep(Protocol):
+    """What :class:`~jaxannot.inference.vem.VEM` asks of an E-step transform.
 
+    :class:`ExactEStep`, :class:`~jaxannot.inference.lapvar.LapVar1` and
+    :class:`~jaxannot.inference.lapvar.LapVar2` implement it.
 
-def register_closed_form(model: Callable, m_step: Callable) -> Callable:
-    """Register ``m_step(posteriors, *args, **kwargs) -> dict`` for ``model``.
-
-    ``m_step`` returns the constrained values of the global sites that maximize the
-    expected complete log joint :math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`
-    given the posteriors ``[images, K]``. :class:`VEM` uses it when
-    ``m_step="auto"``. Returns ``model`` (usable as a decorator helper).
+    Attributes
+    ----------
+    arrays : pytree
+        The transform's arrays (a graph's tables, its weight), passed to the
+        compiled fit as data: a new graph of the same shapes compiles nothing.
+    static_key : tuple
+        Its hashable static configuration: two transforms with the same key share
+        compiled code.
+    keep_best : bool
+        Keep the best iterate and stop once the objective stops improving.
     """
-    _CLOSED_FORMS[model] = m_step
-    return model
+
+    arrays: Any
+    static_key: tuple
+    keep_best: bool
+
+    def apply(self, arrays, rng_key, phi, a) -> tuple[jax.Array, jax.Array]:
+        """New posteriors from the previous ones and the log joint ``a``
+        ``[images, K]``, and the E-step objective at them."""
+
+    def objective(self, arrays, phi, a) -> jax.Array:
+        """The E-step objective at posteriors ``phi``."""
 
 
-def closed_form_for(model: Callable) -> Callable | None:
-    """The closed-form M-step registered for ``model``, or None."""
-    return _CLOSED_FORMS.get(model)
+@runtime_checkable
+class Term(Protocol):
+    r"""What :class:`~jaxannot.inference.vem.VEM` asks of an extra objective term
+    :math:`\Omega(\Phi, \eta)` (e.g. :class:`~jaxannot.inference.MaxMargin`).
+
+    Its parameters :math:`\eta` are a pytree from ``init``; ``regularizer(eta) +
+    penalty(eta, phi, index)`` is subtracted from the objective; ``predict(eta,
+    phi)`` maps posteriors to predictions. A term with ``solver = "dual"`` also has
+    ``dual_update(phi, eta) -> eta``, its exact solve after each M-step.
+    """
+
+    def init(self, rng_key, dim: int) -> Any: ...
+
+    def regularizer(self, params) -> jax.Array: ...
+
+    def penalty(self, params, features, index) -> jax.Array: ...
+
+    def predict(self, params, features) -> jax.Array: ...
 
 
 class ExactEStep:

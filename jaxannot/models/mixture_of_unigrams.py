@@ -20,7 +20,7 @@ computed from the visual views alone.
 Both declarations, :func:`mixture_of_unigrams` (count vectors) and
 :func:`mixture_of_unigrams_tokens` (padded token ids, for corpora too large for a
 dense count matrix), are fitted by :class:`~jaxannot.inference.VEM` with their
-registered closed-form M-steps
+closed-form M-steps (``m_step=closed_form_m_step`` / ``closed_form_m_step_tokens``)
 :math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
 :math:`\beta^v_{kw} \propto \sum_d \phi_{dk} n^v_{dw} + b - 1`; with the exact
 E-step EM never decreases the log joint.
@@ -42,8 +42,6 @@ import numpyro
 import numpyro.distributions as dist
 from jax import lax
 from jax.scipy.special import logsumexp
-
-from jaxannot.inference.vem import register_closed_form
 
 __all__ = [
     "BagOfWords",
@@ -116,7 +114,7 @@ def mixture_of_unigrams(
     inside ``plate("image")`` and one observed ``Multinomial`` count vector per view
     (sites ``"counts_v"``), read through the plate with ``numpyro.subsample`` so
     :class:`~jaxannot.inference.VEM` can process the images in chunks; its
-    closed-form M-step is registered (:func:`closed_form_m_step`).
+    closed-form M-step is :func:`closed_form_m_step` (``VEM(..., m_step=...)``).
     ``marginalize=True`` sums ``z`` out with ``logsumexp`` in a ``factor`` site
     (``"z_marginal"``, without the multinomial coefficients) for NUTS/HMC. Without
     counts the model is generative: it samples ``z`` and the counts with lengths
@@ -205,8 +203,8 @@ def closed_form_m_step(
 
     :math:`\pi_k \propto \sum_d\phi_{dk} + a - 1`,
     :math:`\beta^v_{kw} \propto \sum_d\phi_{dk}n^v_{dw} + b - 1`: the maximum of
-    the expected complete log joint (registered with
-    :func:`jaxannot.inference.vem.register_closed_form`).
+    the expected complete log joint (pass it as
+    ``VEM(mixture_of_unigrams, "z", m_step=closed_form_m_step)``).
 
     Returns
     -------
@@ -231,9 +229,6 @@ def _map_values(topic_mass, stats_by_view, pi_concentration, beta_concentration)
     return out
 
 
-register_closed_form(mixture_of_unigrams, closed_form_m_step)
-
-
 # -------------------------------------------------------- padded token ids
 def mixture_of_unigrams_tokens(
     tokens_by_view: Sequence[jax.Array],
@@ -251,8 +246,8 @@ def mixture_of_unigrams_tokens(
     ``Categorical(beta_v[z])`` site ``"tokens_v"``, masked where the id is ``-1``
     (padding). The ids are read through the image plate
     (``numpyro.subsample``), so :class:`~jaxannot.inference.VEM` streams the images
-    in chunks; its closed-form M-step is registered
-    (:func:`closed_form_m_step_tokens`). Memory is O(images x tokens) for the ids,
+    in chunks; its closed-form M-step is :func:`closed_form_m_step_tokens`
+    (``VEM(..., m_step=...)``). Memory is O(images x tokens) for the ids,
     never a dense images x vocabulary matrix. Its log joint equals that of
     :func:`mixture_of_unigrams` on the images' count vectors.
 
@@ -343,9 +338,6 @@ def closed_form_m_step_tokens(
         for tokens, size in zip(tokens_by_view, vocab_sizes, strict=True)
     ]
     return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
-
-
-register_closed_form(mixture_of_unigrams_tokens, closed_form_m_step_tokens)
 
 
 def check_priors(pi_concentration, beta_concentration) -> None:

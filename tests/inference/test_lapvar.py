@@ -322,7 +322,12 @@ def test_lapvar1_through_vem_never_decreases_the_objective_and_compiles_once(
     count_compiles,
 ):
     counts, g = _mixture_problem()
-    vem = VEM(mu.mixture_of_unigrams, "z", estep=lapvar.LapVar1(g, 0.5))
+    vem = VEM(
+        mu.mixture_of_unigrams,
+        "z",
+        m_step=mu.closed_form_m_step,
+        estep=lapvar.LapVar1(g, 0.5),
+    )
     vem.warn_empty = False
     for seed in range(2):
         with count_compiles() as compiles:
@@ -338,7 +343,12 @@ def test_lapvar1_through_vem_never_decreases_the_objective_and_compiles_once(
 def test_lapvar2_through_vem_stops_when_q_stops_improving():
     counts, g = _mixture_problem(1)
     tol = 1e-4
-    vem = VEM(mu.mixture_of_unigrams, "z", estep=lapvar.LapVar2(g, 0.5, gamma=0.5))
+    vem = VEM(
+        mu.mixture_of_unigrams,
+        "z",
+        m_step=mu.closed_form_m_step,
+        estep=lapvar.LapVar2(g, 0.5, gamma=0.5),
+    )
     vem.warn_empty = False
     start = vem.init_params(jax.random.key(1), counts, num_topics=3)
 

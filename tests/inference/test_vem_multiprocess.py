@@ -34,7 +34,8 @@ WORKER = textwrap.dedent(
 
     counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
     assert jax.process_count() == 2 and jax.device_count() == 2
-    vem = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices())
+    closed = mu.closed_form_m_step
+    vem = VEM(mu.mixture_of_unigrams, "z", m_step=closed, devices=jax.devices())
     res = vem.run(jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False)
     data = loops[-1][0][0]  # the counts as the loop holds them
     held = [  # the rows of the (padded) image axis held by this process
@@ -82,9 +83,12 @@ def test_two_processes_fit_as_one(tmp_path):
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
     counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
-    one = VEM(mu.mixture_of_unigrams, "z", devices=jax.devices()[:1]).run(
-        jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False
-    )
+    one = VEM(
+        mu.mixture_of_unigrams,
+        "z",
+        m_step=mu.closed_form_m_step,
+        devices=jax.devices()[:1],
+    ).run(jax.random.key(0), 12, (counts,), num_topics=3, progress_bar=False)
     ranks = [np.load(tmp_path / f"{rank}.npz") for rank in (0, 1)]
     # each process held half of the (padded to 32) images, on its own device
     for rank in (0, 1):

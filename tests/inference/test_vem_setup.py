@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference._declaration import _inspect
-from jaxannot.inference.vem import VEM, register_closed_form
+from jaxannot.inference.vem import VEM
 from jaxannot.models import mixture_of_unigrams as mu
 
 
@@ -31,10 +31,15 @@ def test_no_model_call_evaluates_the_full_data():
         calls.append(isinstance(counts_by_view[0], jax.core.Tracer))
         return mu.mixture_of_unigrams(counts_by_view, **kwargs)
 
-    register_closed_form(model, mu.closed_form_m_step)
     counts = _counts()
     graph = knn_graph(np.concatenate([np.asarray(c) for c in counts], 1), 4)
-    vem = VEM(model, "z", estep=lapvar.LapVar1(graph, 1.0), chunk_size=8)
+    vem = VEM(
+        model,
+        "z",
+        m_step=mu.closed_form_m_step,
+        estep=lapvar.LapVar1(graph, 1.0),
+        chunk_size=8,
+    )
     result = vem.run(jax.random.key(0), 3, counts, num_topics=3, progress_bar=False)
     assert calls and all(calls), f"{calls.count(False)} eager calls on the data"
     assert np.all(np.isfinite(result.losses))
@@ -52,9 +57,11 @@ def test_inspect_reads_the_structure_without_values():
 
 def test_the_log_prior_ignores_float32_rounding_off_the_simplex():
     counts = (jnp.ones((6, 300)),)
-    vem = VEM(mu.mixture_of_unigrams, "z")
-    setup, _ = vem._setup((counts,), {"num_topics": 2})
+    vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step)
+    setup, _ = vem.declared.setup((counts,), {"num_topics": 2})
     beta = np.full((2, 300), 1 / 300, np.float32)
     beta[:, 0] += 3e-6  # rows sum to 1 + 3e-6, past numpyro's 1e-6 simplex check
     values = {"pi": jnp.array([0.5, 0.5]), "beta_0": jnp.asarray(beta)}
-    assert np.isfinite(vem._log_prior(setup, values, (counts,), {"num_topics": 2}))
+    assert np.isfinite(
+        vem.declared.log_prior(setup, values, (counts,), {"num_topics": 2})
+    )

@@ -66,7 +66,9 @@ def _np_log_joint(values, counts, a=1.0, b=1.1):
 
 
 def _fit(rng_key, steps, counts, topics, **kw):
-    vem = VEM(mu.mixture_of_unigrams, "z", warn_empty=False)
+    vem = VEM(
+        mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step, warn_empty=False
+    )
     return vem.run(
         rng_key, steps, tuple(map(jnp.asarray, counts)), num_topics=topics,
         progress_bar=False, **kw,
@@ -96,7 +98,7 @@ def test_generative_declaration_samples_counts():
 def test_marginal_declaration_and_vem_objective_are_the_log_joint():
     counts, _ = _corpus()
     kwargs = dict(num_topics=3, pi_concentration=1.5, beta_concentration=1.1)
-    vem = VEM(mu.mixture_of_unigrams, "z")
+    vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step)
     values = vem.init_params(jax.random.key(1), counts, **kwargs)
     ref = _np_log_joint(values, counts, 1.5, 1.1)
     marginal, _ = log_density(
@@ -142,12 +144,15 @@ def test_posteriors_match_brute_force_bayes_rule():
         for w in tokens[d][tokens[d] >= 0]:
             joint = joint * beta[:, w]
         ref[d] = joint / joint.sum()
-    by_counts = VEM(mu.mixture_of_unigrams, "z").posteriors_for(
-        values, (jnp.asarray(counts),), num_topics=3
-    )
-    by_tokens = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=8).posteriors_for(
-        values, (jnp.asarray(tokens),), num_topics=3, vocab_sizes=(11,)
-    )
+    by_counts = VEM(
+        mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step
+    ).posteriors_for(values, (jnp.asarray(counts),), num_topics=3)
+    by_tokens = VEM(
+        mu.mixture_of_unigrams_tokens,
+        "z",
+        m_step=mu.closed_form_m_step_tokens,
+        chunk_size=8,
+    ).posteriors_for(values, (jnp.asarray(tokens),), num_topics=3, vocab_sizes=(11,))
     np.testing.assert_allclose(np.asarray(by_counts), ref, atol=1e-5)
     np.testing.assert_allclose(np.asarray(by_tokens), ref, atol=1e-5)
 
@@ -169,13 +174,16 @@ def test_token_declaration_fits_as_the_count_declaration():
     tokens, counts = (jnp.asarray(t0), jnp.asarray(t1)), (c0, c1)
     kw = dict(num_topics=3, pi_concentration=1.2, beta_concentration=1.3)
     sizes = dict(vocab_sizes=(11, 6))
-    by_counts = VEM(mu.mixture_of_unigrams, "z").run(
+    by_counts = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step).run(
         jax.random.key(3), 8, tuple(map(jnp.asarray, counts)), progress_bar=False, **kw
     )
     # chunks of 16 images: the last of four chunks padded
-    by_tokens = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=16).run(
-        jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw
-    )
+    by_tokens = VEM(
+        mu.mixture_of_unigrams_tokens,
+        "z",
+        m_step=mu.closed_form_m_step_tokens,
+        chunk_size=16,
+    ).run(jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw)
     np.testing.assert_allclose(by_tokens.losses, by_counts.losses, rtol=1e-5)
     np.testing.assert_allclose(
         np.asarray(by_tokens.posteriors), np.asarray(by_counts.posteriors), atol=1e-5
@@ -191,7 +199,6 @@ def test_token_declaration_fits_as_the_count_declaration():
         mu.mixture_of_unigrams_tokens,
         "z",
         optimizer=optax.lbfgs(),
-        m_step="generic",
         m_steps=200,
     ).run(
         jax.random.key(2),
@@ -267,10 +274,20 @@ def test_a_second_fit_of_the_same_shapes_compiles_nothing(declaration, count_com
     tokens, counts = _tokens(seed=1)
     other_tokens, other_counts = _tokens(seed=2)
     if declaration == "counts":
-        vem, kw = VEM(mu.mixture_of_unigrams, "z", chunk_size=16), {}
+        vem, kw = (
+            VEM(
+                mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step, chunk_size=16
+            ),
+            {},
+        )
         first, second = (jnp.asarray(counts),), (jnp.asarray(other_counts),)
     else:
-        vem = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=16)
+        vem = VEM(
+            mu.mixture_of_unigrams_tokens,
+            "z",
+            m_step=mu.closed_form_m_step_tokens,
+            chunk_size=16,
+        )
         kw = {"vocab_sizes": (11,)}
         first, second = (jnp.asarray(tokens),), (jnp.asarray(other_tokens),)
     vem.warn_empty = False
@@ -287,7 +304,8 @@ def test_bad_input_raises():
         mu.check_priors(0.5, 1.1)
     tokens, _ = _tokens()
     with pytest.raises(ValueError, match="vocab_sizes has 2 entries for 1 views"):
-        VEM(mu.mixture_of_unigrams_tokens, "z").run(
+        closed = mu.closed_form_m_step_tokens
+        VEM(mu.mixture_of_unigrams_tokens, "z", m_step=closed).run(
             jax.random.key(0), 1, (jnp.asarray(tokens),), num_topics=2,
             vocab_sizes=(11, 4),
         )  # fmt: skip
@@ -309,7 +327,13 @@ def test_token_fit_on_two_devices_equals_one():
     tokens, _ = _tokens(seed=8, images=51, vocab=9, max_len=6)
 
     def fit(devices):
-        vem = VEM(mu.mixture_of_unigrams_tokens, "z", chunk_size=15, devices=devices)
+        vem = VEM(
+            mu.mixture_of_unigrams_tokens,
+            "z",
+            m_step=mu.closed_form_m_step_tokens,
+            chunk_size=15,
+            devices=devices,
+        )
         return vem.run(
             jax.random.key(1), 6, (jnp.asarray(tokens),), num_topics=3,
             vocab_sizes=(9,), progress_bar=False,
