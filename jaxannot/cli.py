@@ -338,6 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_logging_options(parser, logging.INFO)
+    parser.add_argument(
+        "--no-compilation-cache",
+        action="store_true",
+        help=(
+            "do not keep compiled programs on disk (default: kept in "
+            "$JAXANNOT_CACHE_DIR or ~/.cache/jaxannot/jax, so a second run starts "
+            "faster; JAXANNOT_NO_COMPILATION_CACHE=1 also turns it off)"
+        ),
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     add = functools.partial(_subcommand, sub)
 
@@ -468,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with interrupts_held():  # Ctrl-C inside jaxlib's set-up aborts the process
             import jax  # noqa: F401
         with log_to_stderr(args.log_level):
+            _compilation_cache(args)
             return _run(args)
     except BaseException as err:
         if not _interrupted(err):
@@ -476,6 +486,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         sys.unraisablehook = saved_hook
+
+
+def _compilation_cache(args) -> None:
+    """JAX's persistent compilation cache, unless turned off; a folder that cannot
+    be used is a warning, never a failed command."""
+    from jaxannot.inference import compilation_cache as cc
+
+    if args.no_compilation_cache or cc.cache_disabled():
+        return
+    try:
+        cc.enable_compilation_cache()
+    except ValueError as error:
+        logging.getLogger("jaxannot").warning("%s; running without it", error)
 
 
 def _interrupted(err: BaseException) -> bool:

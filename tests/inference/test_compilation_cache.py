@@ -1,0 +1,73 @@
+"""The persistent compilation cache: one call for library users, on by default in the
+CLI with an opt-out flag and environment variable."""
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from jaxannot import cli
+from jaxannot.inference import compilation_cache as cc
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_enable_stores_compiled_programs_in_the_folder(tmp_path):
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "from jaxannot.inference.compilation_cache import enable_compilation_cache\n"
+        f"print(enable_compilation_cache({str(tmp_path / 'c')!r}))\n"
+        "jax.jit(lambda x: jnp.sin(x) * 2 + 1)(jnp.ones(3)).block_until_ready()\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(tmp_path / "c")
+    assert any((tmp_path / "c").iterdir()), "no program was written to the cache"
+
+
+def test_default_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXANNOT_CACHE_DIR", str(tmp_path / "mine"))
+    assert cc.default_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("JAXANNOT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cc.default_cache_dir() == tmp_path / "xdg" / "jaxannot" / "jax"
+
+
+def test_an_unusable_folder_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match="compilation cache folder .*file"):
+        cc.enable_compilation_cache(blocker / "cache")
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "enabled"),
+    [(False, "", True), (True, "", False), (False, "1", False), (False, "0", True)],
+)
+def test_cli_turns_it_on_unless_told_not_to(monkeypatch, flag, env, enabled):
+    calls = []
+    monkeypatch.setattr(cc, "enable_compilation_cache", lambda: calls.append(1))
+    monkeypatch.setenv("JAXANNOT_NO_COMPILATION_CACHE", env)
+    cli._compilation_cache(argparse.Namespace(no_compilation_cache=flag))
+    assert bool(calls) == enabled
+
+
+def test_cli_runs_on_without_a_usable_folder(monkeypatch, caplog):
+    def refuse():
+        raise ValueError("compilation cache folder /nowhere is not writable")
+
+    monkeypatch.setattr(cc, "enable_compilation_cache", refuse)
+    monkeypatch.setenv("JAXANNOT_NO_COMPILATION_CACHE", "")
+    cli._compilation_cache(argparse.Namespace(no_compilation_cache=False))
+    assert "running without it" in caplog.text
+
+
+def test_the_flag_parses():
+    args = cli.build_parser().parse_args(["--no-compilation-cache", "methods"])
+    assert args.no_compilation_cache
