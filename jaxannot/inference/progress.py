@@ -22,6 +22,7 @@ a saved carry of the same fit (:mod:`jaxannot.inference.checkpoint`).
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.inference import checkpoint, sharding
 
-__all__ = ["run_steps"]
+__all__ = ["check_count", "run_steps"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -53,7 +54,62 @@ def _advance(
     carry, losses = lax.fori_loop(start, stop, body, (carry, losses))
     if replicated is not None:  # keep the trace's layout from slice to slice
         losses = lax.with_sharding_constraint(losses, replicated)
-    return carry, losses, losses[jnp.maximum(stop - 1, 0)]
+    return carry, losses, losses[stop - 1]
+
+
+def _index(value) -> int | None:
+    """``operator.index(value)``, or None where ``value`` is not an integer."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def check_count(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an ``int`` if it is an integer ``>= minimum``, else a clear error.
+
+    A count (of steps, restarts, draws) is refused rather than truncated when it is
+    not an integer: ``10.7``, ``True``, ``"10"`` and ``10.0`` raise, while Python and
+    NumPy integers (and 0-d integer arrays) pass.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message (e.g. ``"num_steps"``).
+    value : object
+        What the caller passed.
+    minimum : int
+        The least allowed value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not an integer (a bool, a float, a string, ...).
+    ValueError
+        ``value < minimum``.
+
+    Examples
+    --------
+    >>> check_count("num_steps", 10)
+    10
+    >>> check_count("num_steps", 10.7)
+    Traceback (most recent call last):
+    ...
+    TypeError: num_steps must be an integer >= 1, got 10.7 (float): pass an int
+    """
+    expected = f"{name} must be an integer >= {minimum}"
+    count = None if isinstance(value, (bool, np.bool_)) else _index(value)
+    if count is None:
+        raise TypeError(
+            f"{expected}, got {value!r} ({type(value).__name__}): pass an int"
+        )
+    if count < minimum:
+        raise ValueError(f"{expected}, got {count}: pass at least {minimum}")
+    return count
 
 
 def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
@@ -87,6 +143,7 @@ def run_steps(
     carry : pytree
         The state entering step 0.
     num_steps : int
+        At least 1 (as ``numpyro.infer.SVI.run``); checked by :func:`check_count`.
     progress_bar : bool
         Show a tqdm bar with the loss (after ``delay`` seconds) on stderr.
     desc : str
@@ -103,17 +160,20 @@ def run_steps(
     carry : pytree
         The state after the last step.
     losses : np.ndarray [num_steps]
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_steps`` is not an integer >= 1 (:func:`check_count`).
     """
-    num_steps = int(num_steps)
-    if num_steps < 0:
-        raise ValueError(f"num_steps must be >= 0, got {num_steps}")
+    num_steps = check_count("num_steps", num_steps)
     losses = jnp.full((num_steps,), jnp.nan, jnp.float32)
     replicated = _replicated_on_carry_mesh(carry)
     if replicated is not None:
         losses = sharding.put(losses, replicated)
     advance = functools.partial(_advance, step, data=data, replicated=replicated)
     session = checkpoint.active_session()
-    if session is None and (not progress_bar or num_steps == 0):
+    if session is None and not progress_bar:
         carry, losses, _ = advance(carry, losses, 0, num_steps)
         return carry, np.asarray(sharding.gather(losses))
     start, size, save = 0, max(1, -(-num_steps // _SLICES)), None
