@@ -354,3 +354,85 @@ def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
     assert az.summary(mixed, var_names=["beta_0"])["r_hat"].max() > 1.2
     with pytest.raises(ValueError, match="no draws but others do"):
         diagnostics.to_inference_data([fits[0], fits[1]._replace(draws=None)])
+
+
+def _normal_mean(x):
+    """loc | x is Normal: precision 1/9 + n, mean sum(x) / (1/9 + n)."""
+    loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+    with numpyro.plate("image", x.shape[0]):
+        numpyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+
+
+def _two_modes(x):
+    """x ~ Normal(loc^2, 0.1): optima at loc = +-2 for x = 4 (the start's sign)."""
+    loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+    with numpyro.plate("image", x.shape[0]):
+        numpyro.sample("x", dist.Normal(loc**2, 0.1), obs=x)
+
+
+def _svi(model):
+    from numpyro.infer.autoguide import AutoNormal
+
+    guide = AutoNormal(model)  # init_to_uniform: the key picks the start
+    adam = optax.adam(optax.exponential_decay(0.1, 1, 0.99))  # settles at the end
+    return SVI(model, guide, numpyro.optim.optax_to_numpyro(adam), Trace_ELBO())
+
+
+def _idata(svi, fits, x):
+    return diagnostics.to_inference_data(
+        fits, guide=svi.guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=200
+    )
+
+
+def test_svi_restarts_are_chains_whose_rhat_compares_their_optima():
+    import arviz as az
+
+    x = jnp.array([0.5, -1.0, 2.0, 1.5])
+    svi = _svi(_normal_mean)
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 3, 400, x)
+    idata = _idata(svi, fits, x)
+    assert idata.posterior["loc"].shape == (3, 200)  # chains = restarts
+    means = idata.posterior["loc"].values.mean(1)
+    precision = 1 / 9 + x.size
+    np.testing.assert_allclose(means, float(x.sum()) / precision, atol=0.15)
+    stats = idata.sample_stats
+    assert stats["loss"].shape == (3, 1, 400)
+    np.testing.assert_allclose(
+        stats["final_loss"].values[:, 0], [f.losses[-1] for f in fits]
+    )
+    summ = az.summary(idata)
+    assert np.isfinite(summ["r_hat"]).all() and np.isfinite(summ["ess_bulk"]).all()
+    assert summ.loc["loc", "r_hat"] < 1.05  # one optimum, three times
+    assert summ.loc["loc", "ess_bulk"] > 400  # independent draws: most of 600
+    # two modes, loc = +-2; fits started on either side stop at either: R-hat says so
+    x = jnp.full(4, 4.0)
+    svi = _svi(_two_modes)
+    fits = [
+        svi.run(key, 400, x, progress_bar=False, init_params={"loc_auto_loc": start})
+        for key, start in zip(
+            jax.random.split(jax.random.key(0)), [1.5, -1.5], strict=True
+        )
+    ]
+    split = _idata(svi, fits, x)
+    np.testing.assert_allclose(split.posterior["loc"].values.mean(1), [2, -2], atol=0.1)
+    # two chains that share no value: the rank-normalized R-hat is at its ceiling
+    assert az.summary(split).loc["loc", "r_hat"] > 1.5
+
+
+def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
+    from numpyro.infer.autoguide import AutoNormal
+
+    x = jnp.array([0.5, -1.0])
+    guide = AutoNormal(_normal_mean)
+    svi = SVI(_normal_mean, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
+    with pytest.raises(ValueError, match="num_restarts must be an integer >= 2"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 1, 10, x)
+    with pytest.raises(TypeError, match=r"num_steps .* got 2.5 \(float\)"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 2, 2.5, x)
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 2, 3, x)
+    with pytest.raises(TypeError, match="num_draws"):
+        diagnostics.to_inference_data(
+            fits, guide=guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=1.5
+        )
+    with pytest.raises(ValueError, match="every restart must be a VEMResult"):
+        diagnostics.to_inference_data([fits[0], vem_restarts[0]])
