@@ -314,8 +314,11 @@ def test_svi_result_to_inference_data_keeps_the_global_sites():
         diagnostics.to_inference_data(res, guide=guide, model_args=(x,))
     with pytest.raises(ValueError, match="guide"):
         diagnostics.to_inference_data(res, rng_key=jax.random.key(1))
-    with pytest.raises(ValueError, match="topic_axes"):
-        diagnostics.to_inference_data(res, guide=guide, topic_axes={"loc": 0})
+    keyed = dict(guide=guide, model_args=(x,), rng_key=jax.random.key(1))
+    with pytest.raises(ValueError, match="topic axis 0 of site 'loc'"):
+        diagnostics.to_inference_data(res, topic_axes={"loc": 0}, **keyed)
+    with pytest.raises(ValueError, match="'z', not a kept site"):
+        diagnostics.to_inference_data(res, topic_axes={"z": 0}, **keyed)
 
 
 def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
@@ -436,3 +439,43 @@ def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
         )
     with pytest.raises(ValueError, match="every restart must be a VEMResult"):
         diagnostics.to_inference_data([fits[0], vem_restarts[0]])
+
+
+def _two_components(x):
+    """Two component means (topics) and their weights; x are never read."""
+    numpyro.sample("locs", dist.Normal(0.0, 3.0).expand([2]).to_event(1))
+    numpyro.sample("weights", dist.Dirichlet(jnp.ones(2)))
+
+
+def test_svi_restarts_with_switched_labels_are_aligned_before_rhat():
+    import arviz as az
+
+    from numpyro.infer.autoguide import AutoNormal
+    from numpyro.infer.svi import SVIRunResult
+
+    guide = AutoNormal(_two_components)
+    SVI(_two_components, guide, numpyro.optim.Adam(0.1), Trace_ELBO()).init(
+        jax.random.key(0), None
+    )  # sets the guide up; the fits below are built by hand
+    fit = {
+        "locs_auto_loc": jnp.array([2.0, -2.0]),
+        "locs_auto_scale": jnp.array([0.1, 0.1]),
+        "weights_auto_loc": jnp.array([1.0]),  # stick-breaking: weights (0.73, 0.27)
+        "weights_auto_scale": jnp.array([0.01]),
+    }
+    switched = dict(fit, locs_auto_loc=fit["locs_auto_loc"][::-1])
+    switched["weights_auto_loc"] = -fit["weights_auto_loc"]  # (0.27, 0.73)
+    fits = [SVIRunResult(p, None, jnp.zeros(3)) for p in (fit, fit, switched)]
+    kw = dict(guide=guide, model_args=(None,), rng_key=jax.random.key(1))
+    raw = diagnostics.to_inference_data(fits, **kw)
+    assert az.summary(raw, var_names=["locs"])["r_hat"].min() > 1.5
+    idata = diagnostics.to_inference_data(
+        fits, topic_axes={"locs": 0, "weights": 0}, **kw
+    )
+    assert idata.posterior.attrs["topic_permutations"] == [[0, 1], [0, 1], [1, 0]]
+    np.testing.assert_allclose(
+        idata.posterior["weights"].values.mean(1), [[0.73, 0.27]] * 3, atol=0.01
+    )
+    assert az.summary(idata)["r_hat"].max() < 1.05
+    with pytest.raises(ValueError, match="axis 1 of site 'weights' is out of range"):
+        diagnostics.to_inference_data(fits, topic_axes={"locs": 0, "weights": 1}, **kw)

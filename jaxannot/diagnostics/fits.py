@@ -63,13 +63,18 @@ def to_inference_data(
     chain, whose R-hat is NaN. What R-hat and ESS say about SVI restarts: R-hat
     compares the restarts' optima with the guides' spread (near 1: one optimum;
     well above 1: different optima), not MCMC mixing; ESS counts independent guide
-    draws, not how well anything mixed (:mod:`jaxannot.diagnostics.svi`). The
-    topics of SVI restarts are not aligned.
+    draws, not how well anything mixed (:mod:`jaxannot.diagnostics.svi`). With
+    ``topic_axes`` the restarts' topics are aligned to restart 0's before R-hat
+    (label switching): the permutation matches the chains' mean values of the
+    first site named (:func:`~jaxannot.diagnostics.align_topics`, Hungarian on the
+    L1 distance).
 
     Parameters
     ----------
     result : VEMResult or SVIRunResult, or a sequence of one of them
     topic_axes : mapping site -> axis, optional
+        SVI: the topic axis of each topic-indexed site within one draw, the first
+        site's chain means being matched; default: no alignment.
         VEM: the topic axis of each topic-indexed global site, within one value
         (e.g. ``{"pi": 0, "beta_0": 0}``); sites not named are not permuted. Default:
         axis 0 of every site whose leading dimension equals the number of topics
@@ -99,8 +104,9 @@ def to_inference_data(
     arviz.InferenceData
         ``posterior``: the global sites, dims (chain, draw, ...), a topic axis named
         ``"topic"`` (VEM), other axes ``f"{site}_dim_{i}"``; VEM adds the local
-        posteriors and ``posterior.attrs["topic_permutations"]`` (per chain, the
-        permutation applied to that restart; restart 0's is the identity).
+        posteriors. ``posterior.attrs["topic_permutations"]`` (VEM, and SVI with
+        ``topic_axes``): per chain, the permutation applied to that restart
+        (restart 0's is the identity).
         ``sample_stats``: ``loss`` dims (chain, draw, step) (the loss trace: VEM's
         negative objective, NaN-padded and NaN after early stopping; SVI's negative
         ELBO) and ``final_loss`` (chain, draw) (VEM: the last finite loss; SVI: the
@@ -111,7 +117,8 @@ def to_inference_data(
     ------
     ValueError
         No restarts, restarts of different models or shapes, a topic axis whose
-        length is not K, or an SVI result without ``guide`` or ``rng_key``.
+        length is not K (VEM) or differs between sites (SVI), or an SVI result
+        without ``guide`` or ``rng_key``.
     TypeError
         Not a fit, or ``num_draws`` not an integer.
 
@@ -149,10 +156,9 @@ def to_inference_data(
     if isinstance(result, SVIRunResult):
         result = [result]
     if _all_of(result, SVIRunResult):
-        if topic_axes is not None:
-            raise ValueError("topic_axes applies to VEM restarts, not to SVI results")
         return svi_to_inference_data(
             list(result),
+            topic_axes,
             guide,
             model,
             tuple(model_args),

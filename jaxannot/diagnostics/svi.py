@@ -11,10 +11,16 @@ guide, so the within-chain spread is that guide's posterior spread and the
 between-chain spread is how far apart the restarts' optima are. R-hat (the
 rank-normalized split R-hat of Vehtari et al. 2021) near 1 means the restarts found
 the same optimum, up to the guide's uncertainty; well above 1 that they stopped at
-different optima (a multimodal ELBO, label switching, too few steps). It is not a
-measure of MCMC mixing. ESS counts the guide draws: about ``restarts * num_draws``
-when the restarts agree, fewer as they disagree; it says nothing about SVI's
-convergence (the loss traces, ``sample_stats["loss"]``, do).
+different optima (a multimodal ELBO, too few steps, or topics in another order:
+pass ``topic_axes`` to align them first). It is not a measure of MCMC mixing.
+ESS counts the guide draws: about ``restarts * num_draws`` when the restarts agree,
+fewer as they disagree; it says nothing about SVI's convergence (the loss traces,
+``sample_stats["loss"]``, do).
+
+References
+----------
+A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization,
+folding, and localization: an improved R-hat. Bayesian Analysis, 2021.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 
 import jax
 
-from jaxannot.diagnostics.restarts import guide_draws
+from jaxannot.diagnostics.restarts import align_topics, guide_draws
 from jaxannot.inference.progress import check_count
 
 __all__ = ["svi_restarts"]
@@ -103,8 +109,35 @@ def nan_padded(traces) -> np.ndarray:
     return out
 
 
+def _aligned(draws: dict, topic_axes) -> tuple[dict, list | None]:
+    """Draws [chains, draws, ...] with every chain's topics matched to chain 0's."""
+    if not topic_axes:
+        return draws, None
+    topic_axes, first, size = dict(topic_axes), next(iter(topic_axes)), None
+    for name, axis in topic_axes.items():
+        if name not in draws:
+            raise ValueError(
+                f"topic_axes names {name!r}, not a kept site: {list(draws)}"
+            )
+        shape = draws[name].shape[2:]  # of one draw
+        if not -len(shape) <= axis < len(shape):
+            raise ValueError(
+                f"topic axis {axis} of site {name!r} is out of range for its shape "
+                f"{shape} per draw"
+            )
+        size = shape[axis] if size is None else size
+        if shape[axis] != size:
+            raise ValueError(
+                f"topic axis {axis} of site {name!r} (shape {shape} per draw) has "
+                f"{shape[axis]} topics, site {first!r} has {size}"
+            )
+        topic_axes[name] = axis % len(shape)
+    aligned, perms = align_topics(draws, topic_axes, first)
+    return aligned, perms.tolist()
+
+
 def svi_to_inference_data(
-    results, guide, model, args, kwargs, rng_key, num_draws, plate
+    results, topic_axes, guide, model, args, kwargs, rng_key, num_draws, plate
 ):
     """SVI fits (one chain each) as InferenceData; see ``to_inference_data``."""
     import arviz as az
@@ -129,13 +162,17 @@ def svi_to_inference_data(
             f"the guide draws no latent site of the model outside plate {plate!r}; "
             f"pass plate=None to keep the per-image sites"
         )
+    draws, perms = _aligned(draws, topic_axes)
     loss = nan_padded([res.losses for res in results])
     last = [np.asarray(res.losses).reshape(-1)[-1] for res in results]
     final = np.asarray(last, np.float64)[:, None]  # NaN where a fit diverged
     with warnings.catch_warnings():  # sample_stats: one draw (the fit) per chain
         warnings.filterwarnings("ignore", "More chains", UserWarning)
-        return az.from_dict(
+        idata = az.from_dict(
             posterior=draws,
             sample_stats={"loss": loss, "final_loss": final},
             dims={"loss": ["step"]},
         )
+    if perms is not None:
+        idata.posterior.attrs["topic_permutations"] = perms
+    return idata
