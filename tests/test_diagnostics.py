@@ -314,8 +314,11 @@ def test_svi_result_to_inference_data_keeps_the_global_sites():
         diagnostics.to_inference_data(res, guide=guide, model_args=(x,))
     with pytest.raises(ValueError, match="guide"):
         diagnostics.to_inference_data(res, rng_key=jax.random.key(1))
-    with pytest.raises(ValueError, match="topic_axes"):
-        diagnostics.to_inference_data(res, guide=guide, topic_axes={"loc": 0})
+    keyed = dict(guide=guide, model_args=(x,), rng_key=jax.random.key(1))
+    with pytest.raises(ValueError, match="topic axis 0 of site 'loc'"):
+        diagnostics.to_inference_data(res, topic_axes={"loc": 0}, **keyed)
+    with pytest.raises(ValueError, match="'z', not a kept site"):
+        diagnostics.to_inference_data(res, topic_axes={"z": 0}, **keyed)
 
 
 def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
@@ -354,3 +357,125 @@ def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
     assert az.summary(mixed, var_names=["beta_0"])["r_hat"].max() > 1.2
     with pytest.raises(ValueError, match="no draws but others do"):
         diagnostics.to_inference_data([fits[0], fits[1]._replace(draws=None)])
+
+
+def _normal_mean(x):
+    """loc | x is Normal: precision 1/9 + n, mean sum(x) / (1/9 + n)."""
+    loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+    with numpyro.plate("image", x.shape[0]):
+        numpyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+
+
+def _two_modes(x):
+    """x ~ Normal(loc^2, 0.1): optima at loc = +-2 for x = 4 (the start's sign)."""
+    loc = numpyro.sample("loc", dist.Normal(0.0, 3.0))
+    with numpyro.plate("image", x.shape[0]):
+        numpyro.sample("x", dist.Normal(loc**2, 0.1), obs=x)
+
+
+def _svi(model):
+    from numpyro.infer.autoguide import AutoNormal
+
+    guide = AutoNormal(model)  # init_to_uniform: the key picks the start
+    adam = optax.adam(optax.exponential_decay(0.1, 1, 0.99))  # settles at the end
+    return SVI(model, guide, numpyro.optim.optax_to_numpyro(adam), Trace_ELBO())
+
+
+def _idata(svi, fits, x):
+    return diagnostics.to_inference_data(
+        fits, guide=svi.guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=200
+    )
+
+
+def test_svi_restarts_are_chains_whose_rhat_compares_their_optima():
+    import arviz as az
+
+    x = jnp.array([0.5, -1.0, 2.0, 1.5])
+    svi = _svi(_normal_mean)
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 3, 400, x)
+    idata = _idata(svi, fits, x)
+    assert idata.posterior["loc"].shape == (3, 200)  # chains = restarts
+    means = idata.posterior["loc"].values.mean(1)
+    precision = 1 / 9 + x.size
+    np.testing.assert_allclose(means, float(x.sum()) / precision, atol=0.15)
+    stats = idata.sample_stats
+    assert stats["loss"].shape == (3, 1, 400)
+    np.testing.assert_allclose(
+        stats["final_loss"].values[:, 0], [f.losses[-1] for f in fits]
+    )
+    summ = az.summary(idata)
+    assert np.isfinite(summ["r_hat"]).all() and np.isfinite(summ["ess_bulk"]).all()
+    assert summ.loc["loc", "r_hat"] < 1.05  # one optimum, three times
+    assert summ.loc["loc", "ess_bulk"] > 400  # independent draws: most of 600
+    # two modes, loc = +-2; fits started on either side stop at either: R-hat says so
+    x = jnp.full(4, 4.0)
+    svi = _svi(_two_modes)
+    fits = [
+        svi.run(key, 400, x, progress_bar=False, init_params={"loc_auto_loc": start})
+        for key, start in zip(
+            jax.random.split(jax.random.key(0)), [1.5, -1.5], strict=True
+        )
+    ]
+    split = _idata(svi, fits, x)
+    np.testing.assert_allclose(split.posterior["loc"].values.mean(1), [2, -2], atol=0.1)
+    # two chains that share no value: the rank-normalized R-hat is at its ceiling
+    assert az.summary(split).loc["loc", "r_hat"] > 1.5
+
+
+def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
+    from numpyro.infer.autoguide import AutoNormal
+
+    x = jnp.array([0.5, -1.0])
+    guide = AutoNormal(_normal_mean)
+    svi = SVI(_normal_mean, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
+    with pytest.raises(ValueError, match="num_restarts must be an integer >= 2"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 1, 10, x)
+    with pytest.raises(TypeError, match=r"num_steps .* got 2.5 \(float\)"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 2, 2.5, x)
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 2, 3, x)
+    with pytest.raises(TypeError, match="num_draws"):
+        diagnostics.to_inference_data(
+            fits, guide=guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=1.5
+        )
+    with pytest.raises(ValueError, match="every restart must be a VEMResult"):
+        diagnostics.to_inference_data([fits[0], vem_restarts[0]])
+
+
+def _two_components(x):
+    """Two component means (topics) and their weights; x are never read."""
+    numpyro.sample("locs", dist.Normal(0.0, 3.0).expand([2]).to_event(1))
+    numpyro.sample("weights", dist.Dirichlet(jnp.ones(2)))
+
+
+def test_svi_restarts_with_switched_labels_are_aligned_before_rhat():
+    import arviz as az
+
+    from numpyro.infer.autoguide import AutoNormal
+    from numpyro.infer.svi import SVIRunResult
+
+    guide = AutoNormal(_two_components)
+    SVI(_two_components, guide, numpyro.optim.Adam(0.1), Trace_ELBO()).init(
+        jax.random.key(0), None
+    )  # sets the guide up; the fits below are built by hand
+    fit = {
+        "locs_auto_loc": jnp.array([2.0, -2.0]),
+        "locs_auto_scale": jnp.array([0.1, 0.1]),
+        "weights_auto_loc": jnp.array([1.0]),  # stick-breaking: weights (0.73, 0.27)
+        "weights_auto_scale": jnp.array([0.01]),
+    }
+    switched = dict(fit, locs_auto_loc=fit["locs_auto_loc"][::-1])
+    switched["weights_auto_loc"] = -fit["weights_auto_loc"]  # (0.27, 0.73)
+    fits = [SVIRunResult(p, None, jnp.zeros(3)) for p in (fit, fit, switched)]
+    kw = dict(guide=guide, model_args=(None,), rng_key=jax.random.key(1))
+    raw = diagnostics.to_inference_data(fits, **kw)
+    assert az.summary(raw, var_names=["locs"])["r_hat"].min() > 1.5
+    idata = diagnostics.to_inference_data(
+        fits, topic_axes={"locs": 0, "weights": 0}, **kw
+    )
+    assert idata.posterior.attrs["topic_permutations"] == [[0, 1], [0, 1], [1, 0]]
+    np.testing.assert_allclose(
+        idata.posterior["weights"].values.mean(1), [[0.73, 0.27]] * 3, atol=0.01
+    )
+    assert az.summary(idata)["r_hat"].max() < 1.05
+    with pytest.raises(ValueError, match="axis 1 of site 'weights' is out of range"):
+        diagnostics.to_inference_data(fits, topic_axes={"locs": 0, "weights": 1}, **kw)

@@ -9,6 +9,7 @@ topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
 
 - :func:`nuts_draws` runs numpyro's NUTS on a model declaration (small corpora);
 - :func:`guide_draws` samples a fitted SVI guide;
+- :func:`svi_restarts` runs one SVI from several keys, for R-hat across restarts;
 - :func:`restarts_to_inference_data` stacks per-restart draws as chains, aligned;
 - :func:`objective_traces` puts per-restart objective traces in ``sample_stats``;
 - :func:`topic_posteriors` labels per-image topic posteriors (image, topic);
@@ -17,7 +18,9 @@ topic-indexed site accordingly, *before* :func:`summary` computes R-hat and ESS.
 - :func:`to_inference_data` turns any fit into InferenceData: VEM restarts (chains
   aligned on their local posteriors; one draw each, or the Laplace draws of
   ``VEM.run_restarts(..., num_draws=M)``, which give R-hat and ESS a meaning for EM)
-  or an SVI result (guide draws), with the loss traces in ``sample_stats``.
+  or SVI restarts (one chain of guide draws each, so R-hat is finite and compares
+  the restarts' optima, :mod:`jaxannot.diagnostics.svi`), with the loss traces in
+  ``sample_stats``.
 
 All InferenceData posteriors have dims ``("chain", "draw", ...)``.
 
@@ -32,5 +35,6 @@ H. W. Kuhn. The Hungarian method for the assignment problem. 1955.
 from jaxannot.diagnostics import restarts
 from jaxannot.diagnostics.fits import to_inference_data
 from jaxannot.diagnostics.restarts import *  # noqa: F403 (its __all__, below)
+from jaxannot.diagnostics.svi import svi_restarts
 
-__all__ = [*restarts.__all__, "to_inference_data"]
+__all__ = [*restarts.__all__, "svi_restarts", "to_inference_data"]

@@ -1,5 +1,5 @@
 """Any fit as arviz InferenceData: VEM restarts (aligned on their local posteriors)
-or an SVI result (guide draws), with the loss traces in ``sample_stats``."""
+or SVI restarts (guide draws), with the loss traces in ``sample_stats``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ import numpy as np
 
 import jax
 
-from jaxannot.diagnostics.restarts import (
-    _permute_topics,
-    guide_draws,
-    match_topics,
-)
+from jaxannot.diagnostics.restarts import _permute_topics, match_topics
+from jaxannot.diagnostics.svi import nan_padded, svi_to_inference_data
 
 __all__ = ["to_inference_data"]
 
@@ -32,7 +29,7 @@ def to_inference_data(
     num_draws: int = 200,
     plate: str | None = "image",
 ):
-    """A fit as ``arviz.InferenceData``: VEM restarts or an SVI result.
+    """A fit as ``arviz.InferenceData``: VEM restarts or SVI restarts.
 
     **VEM** (a :class:`~jaxannot.inference.VEMResult` or a sequence of them: restarts
     of one model on one corpus). Every restart is one chain. A VEM fit is a point
@@ -58,13 +55,26 @@ def to_inference_data(
     every topic axis of the global sites and of the posteriors. With the topics
     aligned, the chains of a site agree when the restarts found the same solution.
 
-    **SVI** (numpyro's ``SVIRunResult``): ``num_draws`` draws of the fitted guide
-    (:func:`guide_draws`) as one chain.
+    **SVI** (numpyro's ``SVIRunResult`` or a sequence of them: restarts of one SVI,
+    e.g. from :func:`~jaxannot.diagnostics.svi_restarts`). Every restart is one
+    chain of ``num_draws`` independent draws of its fitted guide
+    (:func:`~jaxannot.diagnostics.guide_draws`; the restarts draw with keys split
+    from ``rng_key``, a single fit with ``rng_key`` itself). One fit alone is one
+    chain, whose R-hat is NaN. What R-hat and ESS say about SVI restarts: R-hat
+    compares the restarts' optima with the guides' spread (near 1: one optimum;
+    well above 1: different optima), not MCMC mixing; ESS counts independent guide
+    draws, not how well anything mixed (:mod:`jaxannot.diagnostics.svi`). With
+    ``topic_axes`` the restarts' topics are aligned to restart 0's before R-hat
+    (label switching): the permutation matches the chains' mean values of the
+    first site named (:func:`~jaxannot.diagnostics.align_topics`, Hungarian on the
+    L1 distance).
 
     Parameters
     ----------
-    result : VEMResult, sequence of VEMResult, or SVIRunResult
+    result : VEMResult or SVIRunResult, or a sequence of one of them
     topic_axes : mapping site -> axis, optional
+        SVI: the topic axis of each topic-indexed site within one draw, the first
+        site's chain means being matched; default: no alignment.
         VEM: the topic axis of each topic-indexed global site, within one value
         (e.g. ``{"pi": 0, "beta_0": 0}``); sites not named are not permuted. Default:
         axis 0 of every site whose leading dimension equals the number of topics
@@ -84,7 +94,7 @@ def to_inference_data(
     rng_key : PRNGKey
         SVI: key of the guide draws (required).
     num_draws : int
-        SVI: draws of the guide.
+        SVI: draws of each restart's guide (an integer >= 1).
     plate : str or None
         SVI: keep the model's latent sites outside this plate (the global sites);
         None keeps every latent site of the model, per-image ones included.
@@ -94,19 +104,23 @@ def to_inference_data(
     arviz.InferenceData
         ``posterior``: the global sites, dims (chain, draw, ...), a topic axis named
         ``"topic"`` (VEM), other axes ``f"{site}_dim_{i}"``; VEM adds the local
-        posteriors and ``posterior.attrs["topic_permutations"]`` (per chain, the
-        permutation applied to that restart; restart 0's is the identity).
+        posteriors. ``posterior.attrs["topic_permutations"]`` (VEM, and SVI with
+        ``topic_axes``): per chain, the permutation applied to that restart
+        (restart 0's is the identity).
         ``sample_stats``: ``loss`` dims (chain, draw, step) (the loss trace: VEM's
         negative objective, NaN-padded and NaN after early stopping; SVI's negative
-        ELBO) and ``final_loss`` (chain, draw) (VEM: the last finite loss); their
-        draw dim has size 1. VEM's ``params["terms"]`` (extra objective terms) are
-        left out.
+        ELBO) and ``final_loss`` (chain, draw) (VEM: the last finite loss; SVI: the
+        last loss, NaN where the fit diverged); their draw dim has size 1. VEM's
+        ``params["terms"]`` (extra objective terms) are left out.
 
     Raises
     ------
     ValueError
         No restarts, restarts of different models or shapes, a topic axis whose
-        length is not K, or an SVI result without ``guide`` or ``rng_key``.
+        length is not K (VEM) or differs between sites (SVI), or an SVI result
+        without ``guide`` or ``rng_key``.
+    TypeError
+        Not a fit, or ``num_draws`` not an integer.
 
     Examples
     --------
@@ -127,16 +141,24 @@ def to_inference_data(
     ... )  # doctest: +SKIP
     >>> idata.sample_stats["loss"].dims  # doctest: +SKIP
     ('chain', 'draw', 'step')
+
+    Four SVI restarts as four chains (finite R-hat):
+
+    >>> fits = svi_restarts(svi, jax.random.key(0), 4, 1000, x)  # doctest: +SKIP
+    >>> idata = to_inference_data(
+    ...     fits, guide=guide, model_args=(x,), rng_key=jax.random.key(1)
+    ... )  # doctest: +SKIP
     """
     from numpyro.infer.svi import SVIRunResult
 
     from jaxannot.inference.vem import VEMResult
 
     if isinstance(result, SVIRunResult):
-        if topic_axes is not None:
-            raise ValueError("topic_axes applies to VEM restarts, not to SVI results")
-        return _svi_to_inference_data(
-            result,
+        result = [result]
+    if _all_of(result, SVIRunResult):
+        return svi_to_inference_data(
+            list(result),
+            topic_axes,
             guide,
             model,
             tuple(model_args),
@@ -149,8 +171,8 @@ def to_inference_data(
         result = [result]
     elif not isinstance(result, Sequence):
         raise TypeError(
-            f"expected a VEMResult, a sequence of them or an SVIRunResult, got "
-            f"{type(result).__name__}"
+            f"expected a VEMResult or an SVIRunResult, or a sequence of one of "
+            f"them, got {type(result).__name__}"
         )
     svi_only = dict(
         guide=guide, model=model, rng_key=rng_key, model_kwargs=model_kwargs
@@ -160,6 +182,15 @@ def to_inference_data(
     if given:
         raise ValueError(f"{given} apply to SVI results, not to VEM restarts")
     return _vem_to_inference_data(list(result), topic_axes, local_site)
+
+
+def _all_of(results, kind) -> bool:
+    """``results`` is a non-empty sequence of ``kind`` only."""
+    return (
+        isinstance(results, Sequence)
+        and len(results) > 0
+        and all(isinstance(r, kind) for r in results)
+    )
 
 
 def _vem_to_inference_data(results, topic_axes, local_site):
@@ -242,11 +273,9 @@ def _vem_to_inference_data(results, topic_axes, local_site):
         topic_axes[probs] = 1
     posterior = _permute_topics(posterior, topic_axes, perms)
 
-    losses = [np.asarray(res.losses, np.float64).reshape(-1) for res in results]
-    trace = np.full((len(results), 1, max(len(lo) for lo in losses)), np.nan)
+    trace = nan_padded([res.losses for res in results])
     final = np.full((len(results), 1), np.nan)
-    for r, lo in enumerate(losses):
-        trace[r, 0, : len(lo)] = lo
+    for r, lo in enumerate(trace[:, 0]):
         finite = lo[np.isfinite(lo)]
         final[r, 0] = finite[-1] if finite.size else np.nan
     with warnings.catch_warnings():  # one draw per chain is what a VEM fit is
@@ -259,48 +288,3 @@ def _vem_to_inference_data(results, topic_axes, local_site):
         )
     idata.posterior.attrs["topic_permutations"] = perms.tolist()
     return idata
-
-
-def _global_sites(model, plate, args, kwargs) -> set[str]:
-    """The model's latent sample sites outside ``plate`` (all of them if None)."""
-    from numpyro import handlers
-
-    trace = handlers.trace(handlers.seed(model, jax.random.key(0))).get_trace(
-        *args, **kwargs
-    )
-    return {
-        name
-        for name, site in trace.items()
-        if site["type"] == "sample"
-        and not site["is_observed"]
-        and not any(f.name == plate for f in site.get("cond_indep_stack", ()))
-    }
-
-
-def _svi_to_inference_data(
-    result, guide, model, args, kwargs, rng_key, num_draws, plate
-):
-    import arviz as az
-
-    if guide is None:
-        raise ValueError("an SVI result needs the guide it fitted: pass guide=")
-    if rng_key is None:
-        raise ValueError("guide draws need a key: pass rng_key=")
-    draws = guide_draws(
-        rng_key, guide, result.params, *args, num_draws=num_draws, **kwargs
-    )
-    model = model if model is not None else getattr(guide, "model", None)
-    if model is not None:
-        keep = _global_sites(model, plate, args, kwargs)
-        draws = {n: v for n, v in draws.items() if n in keep}
-    if not draws:
-        raise ValueError(
-            f"the guide draws no latent site of the model outside plate {plate!r}; "
-            f"pass plate=None to keep the per-image sites"
-        )
-    losses = np.asarray(result.losses, np.float64).reshape(1, 1, -1)
-    return az.from_dict(
-        posterior=draws,
-        sample_stats={"loss": losses, "final_loss": losses[:, :, -1]},
-        dims={"loss": ["step"]},
-    )

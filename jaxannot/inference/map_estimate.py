@@ -1,7 +1,8 @@
 r"""Maximum a posteriori (MAP) fit of a numpyro model whose latent sites are all global.
 
 For a model with latent sample sites :math:`\theta = (\theta_1, \dots, \theta_S)`
-(no per-image local latent variables) and observed data :math:`y`, :class:`MAP`
+(no per-image local latent variables: a latent site inside the image plate is
+refused, see :class:`MAP`'s ``plate``) and observed data :math:`y`, :class:`MAP`
 maximizes the log joint density *as declared*,
 
 .. math:: \hat\theta = \arg\max_\theta \; \log p(\theta) + \log p(y \mid \theta),
@@ -37,7 +38,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_median
 from numpyro.infer.util import log_density
 
-from jaxannot.inference.progress import run_steps
+from jaxannot.inference.progress import check_count, run_steps
 
 __all__ = ["MAP", "MAPState", "MAPResult"]
 
@@ -110,7 +111,13 @@ def _negative_log_joint(model: Callable, unconstrained: dict, args, kwargs):
     return -log_joint
 
 
-def _latent_sites(model: Callable, rng_key, init_strategy, args, kwargs) -> dict:
+def _in_plate(site: dict, plate: str | None) -> bool:
+    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
+
+
+def _latent_sites(
+    model: Callable, rng_key, init_strategy, plate: str | None, args, kwargs
+) -> dict:
     """Initial constrained values of the latent sites; clear errors for bad models."""
     seeded = handlers.seed(model, rng_key)
     trace = handlers.trace(
@@ -131,6 +138,15 @@ def _latent_sites(model: Callable, rng_key, init_strategy, args, kwargs) -> dict
         raise ValueError(
             "the model has no latent sample sites: there is nothing to fit "
             "(every numpyro.sample site is observed)"
+        )
+    local = [n for n, s in latent.items() if _in_plate(s, plate)]
+    if local:
+        raise ValueError(
+            f"MAP fits global latent sites; {local} are inside plate {plate!r} (one "
+            "value per item). Fit a discrete per-item site with "
+            "jaxannot.inference.VEM(model, site), a continuous one with "
+            "numpyro.infer.SVI and a guide, or marginalize it in the model; "
+            "plate=None fits the joint mode of every site anyway"
         )
     discrete = [n for n, s in latent.items() if s["fn"].support.is_discrete]
     if discrete:
@@ -168,6 +184,12 @@ class MAP:
     init_strategy : callable
         A numpyro ``init_to_*`` strategy for the sites ``init_params`` does not give;
         default :func:`numpyro.infer.init_to_median`.
+    plate : str or None
+        The per-item plate (default ``"image"``, the library's image plate): a latent
+        sample site inside it is a per-item (local) variable, which MAP refuses
+        (a point estimate of one value per image is rarely what is meant: VEM gives
+        a discrete one its exact posterior, SVI a continuous one a guide). None
+        turns the check off and fits the joint mode of all sites.
 
     Examples
     --------
@@ -188,10 +210,12 @@ class MAP:
         optimizer: optax.GradientTransformation | None = None,
         *,
         init_strategy: Callable = init_to_median,
+        plate: str | None = "image",
     ):
         self.model = model
         self.optimizer = optax.adam(1e-2) if optimizer is None else optimizer
         self.init_strategy = init_strategy
+        self.plate = plate
         self._steps: dict[tuple, Callable] = {}
 
     def loss(self, params: Mapping, *args, **kwargs) -> jax.Array:
@@ -223,7 +247,9 @@ class MAP:
     def init(self, rng_key, *args, init_params: Mapping | None = None, **kwargs):
         """Initial state from ``init_params`` (constrained) or the init strategy."""
         init_params = dict(init_params or {})
-        latent = _latent_sites(self.model, rng_key, self.init_strategy, args, kwargs)
+        latent = _latent_sites(
+            self.model, rng_key, self.init_strategy, self.plate, args, kwargs
+        )
         unknown = sorted(set(init_params) - set(latent))
         if unknown:
             raise KeyError(
@@ -250,6 +276,8 @@ class MAP:
         rng_key : jax.Array
             Seeds the initialization strategy.
         num_steps : int
+            At least 1, as ``numpyro.infer.SVI.run`` (a float, a bool or a string
+            raises TypeError, 0 ValueError: neither is truncated or run).
         *args, **kwargs
             Model arguments. Array arguments are traced; the others (ints, strings,
             ...) are static: a new combination of them builds a new step.
@@ -261,7 +289,14 @@ class MAP:
         Returns
         -------
         MAPResult
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``num_steps`` is not an integer >= 1; the model has a per-item latent
+            site (see ``plate``), a discrete one or a ``numpyro.param``.
         """
+        num_steps = check_count("num_steps", num_steps)  # before the model is traced
         state = self.init(rng_key, *args, init_params=init_params, **kwargs)
         arrays, key = _split_arguments(args, kwargs)
         arrays = [jnp.asarray(a) for a in arrays]

@@ -23,6 +23,7 @@ a saved carry of the same fit (:mod:`jaxannot.inference.checkpoint`).
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.inference import checkpoint, sharding
 
-__all__ = ["run_steps", "check_count"]
+__all__ = ["check_count", "run_steps"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -76,28 +77,62 @@ def _slices(start: int, stop: int, size: int, every: int | None):
         begin = end
 
 
-def check_count(name: str, value: Any, minimum: int = 1, what: str = "") -> int:
-    """``value`` as an ``int`` >= ``minimum``, or a clear error naming ``name``.
+def _index(value) -> int | None:
+    """``operator.index(value)``, or None where ``value`` is not an integer."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
-    Counts (steps, iterations, restarts) are never truncated: ``10.7`` or ``True``
-    is refused rather than read as 10 or 1.
+
+def check_count(name: str, value, minimum: int = 1, what: str = "") -> int:
+    """``value`` as an ``int`` if it is an integer ``>= minimum``, else a clear error.
+
+    A count (of steps, restarts, draws) is refused rather than truncated when it is
+    not an integer: ``10.7``, ``True``, ``"10"`` and ``10.0`` raise, while Python and
+    NumPy integers (and 0-d integer arrays) pass.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message (e.g. ``"num_steps"``).
+    value : object
+        What the caller passed.
+    minimum : int
+        The least allowed value.
+    what : str
+        What the count counts, shown in parentheses (e.g. ``"EM iterations"``).
+
+    Returns
+    -------
+    int
 
     Raises
     ------
     TypeError
-        ``value`` is not an integer (a bool, a float, a string).
+        ``value`` is not an integer (a bool, a float, a string, ...).
     ValueError
-        ``value`` is below ``minimum``.
+        ``value < minimum``.
+
+    Examples
+    --------
+    >>> check_count("num_steps", 10)
+    10
+    >>> check_count("num_steps", 10.7)
+    Traceback (most recent call last):
+    ...
+    TypeError: num_steps must be an integer >= 1, got 10.7 (float): pass an int
     """
     label = f" ({what})" if what else ""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    expected = f"{name} must be an integer >= {minimum}{label}"
+    count = None if isinstance(value, (bool, np.bool_)) else _index(value)
+    if count is None:
         raise TypeError(
-            f"{name} must be an integer >= {minimum}{label}, got {value!r} "
-            f"({type(value).__name__}): pass an int"
+            f"{expected}, got {value!r} ({type(value).__name__}): pass an int"
         )
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}{label}, got {value}")
-    return int(value)
+    if count < minimum:
+        raise ValueError(f"{expected}, got {count}: pass at least {minimum}")
+    return count
 
 
 def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
@@ -131,6 +166,7 @@ def run_steps(
     carry : pytree
         The state entering step 0.
     num_steps : int
+        At least 1 (as ``numpyro.infer.SVI.run``); checked by :func:`check_count`.
     progress_bar : bool
         Show a tqdm bar with the loss (after ``delay`` seconds) on stderr.
     desc : str
@@ -147,10 +183,13 @@ def run_steps(
     carry : pytree
         The state after the last step.
     losses : np.ndarray [num_steps]
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_steps`` is not an integer >= 1 (:func:`check_count`).
     """
-    num_steps = int(num_steps)
-    if num_steps < 0:
-        raise ValueError(f"num_steps must be >= 0, got {num_steps}")
+    num_steps = check_count("num_steps", num_steps)
     losses = np.full((num_steps,), np.nan, np.float32)
     replicated = _replicated_on_carry_mesh(carry)
     advance = functools.partial(_advance, step, data=data, replicated=replicated)

@@ -99,3 +99,42 @@ def test_improper_priors_give_the_maximum_likelihood_estimate():
     # the log joint is the log likelihood: the MLE (mean, ddof-0 sd)
     np.testing.assert_allclose(float(result.params["mu"]), y.mean(), rtol=1e-4)
     np.testing.assert_allclose(float(result.params["sigma"]), y.std(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("num_steps", [0, -3])
+def test_fewer_than_one_step_is_a_value_error_as_in_svi(num_steps):
+    y = np.zeros(3, np.float32)
+    for progress_bar in (False, True):
+        with pytest.raises(ValueError, match=f"num_steps must be .* got {num_steps}"):
+            MAP(normal_mean).run(
+                jax.random.key(0), num_steps, y, 0.0, 1.0, progress_bar=progress_bar
+            )
+
+
+@pytest.mark.parametrize("num_steps", [10.7, 10.0, True, "10"])
+def test_a_step_count_that_is_not_an_integer_is_refused(num_steps):
+    y = np.zeros(3, np.float32)
+    kind = type(num_steps).__name__
+    with pytest.raises(TypeError, match=f"num_steps must be an integer.*\\({kind}\\)"):
+        MAP(normal_mean).run(jax.random.key(0), num_steps, y, 0.0, 1.0)
+
+
+def local_normal(y):
+    """A global mean and one latent value per image."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("image", y.shape[0]):
+        z = numpyro.sample("z", dist.Normal(mu, 1.0))
+        numpyro.sample("y", dist.Normal(z, 1.0), obs=y)
+
+
+def test_a_per_image_latent_site_is_refused_unless_the_check_is_off():
+    y = np.array([1.0, 2.0, 3.0], np.float32)
+    with pytest.raises(ValueError, match=r"\['z'\] are inside plate 'image'.*VEM.*SVI"):
+        MAP(local_normal).run(jax.random.key(0), 1, y, progress_bar=False)
+    # plate=None: the joint mode, z_i = (y_i + mu) / 2 and mu = sum(z) / (n + 1)
+    joint = MAP(local_normal, optax.sgd(0.1), plate=None).run(
+        jax.random.key(0), 2000, y, progress_bar=False
+    )
+    mu = float(joint.params["mu"])
+    assert mu == pytest.approx(y.sum() / (y.size + 2), abs=1e-4)
+    np.testing.assert_allclose(joint.params["z"], (y + mu) / 2, atol=1e-4)

@@ -100,7 +100,7 @@ def test_restarts_keep_the_best_objective(count_compiles):
     finals = [-f.losses[-1] for f in all_fits]
     assert -best.losses[-1] == max(finals)
     assert compiles.count == 0  # the restarts share one compiled fit
-    with pytest.raises(ValueError, match="restarts must be >= 1"):
+    with pytest.raises(ValueError, match="restarts must be an integer >= 1"):
         vem.run(jax.random.key(0), 10, x, tags, restarts=0, **kw)
 
 
@@ -193,7 +193,7 @@ def test_clear_errors_for_bad_inputs():
     x, tags, z = _five_clusters(n=12, k=3)
     vem = VEM(gauss_tags, "z")
     kw = dict(num_topics=3, progress_bar=False)
-    with pytest.raises(ValueError, match="num_steps must be >= 1"):
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
         vem.run(jax.random.key(0), 0, x, tags, **kw)
     bad = VEM(gauss_tags, "z", terms=[MaxMargin(jnp.asarray(z[:10]), c=1.0)])
     with pytest.raises(ValueError, match="10 labels but plate 'image' has 12"):

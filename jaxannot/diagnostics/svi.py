@@ -1,0 +1,178 @@
+r"""SVI fits as arviz InferenceData: restarts as chains, guide draws as draws.
+
+One SVI fit is one chain, and R-hat needs several. :func:`svi_restarts` runs one SVI
+from several keys (the key seeds the guide's random start, e.g. the autoguides'
+``init_to_uniform``, and the ELBO's Monte Carlo draws);
+:func:`~jaxannot.diagnostics.to_inference_data` turns the fits into one chain each,
+whose draws are independent draws of that restart's fitted guide.
+
+What R-hat and ESS then mean: within a chain the draws are independent draws of one
+guide, so the within-chain spread is that guide's posterior spread and the
+between-chain spread is how far apart the restarts' optima are. R-hat (the
+rank-normalized split R-hat of Vehtari et al. 2021) near 1 means the restarts found
+the same optimum, up to the guide's uncertainty; well above 1 that they stopped at
+different optima (a multimodal ELBO, too few steps, or topics in another order:
+pass ``topic_axes`` to align them first). It is not a measure of MCMC mixing.
+ESS counts the guide draws: about ``restarts * num_draws`` when the restarts agree,
+fewer as they disagree; it says nothing about SVI's convergence (the loss traces,
+``sample_stats["loss"]``, do).
+
+References
+----------
+A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization,
+folding, and localization: an improved R-hat. Bayesian Analysis, 2021.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+import jax
+
+from jaxannot.diagnostics.restarts import align_topics, guide_draws
+from jaxannot.inference.progress import check_count
+
+__all__ = ["svi_restarts"]
+
+
+def svi_restarts(svi, rng_key, num_restarts: int, num_steps: int, *args, **kwargs):
+    """Run ``svi.run`` from ``num_restarts`` keys split from ``rng_key``.
+
+    The restarts differ only through their keys: give the guide a random start
+    (the autoguides' default ``init_loc_fn=init_to_uniform``), or every restart
+    begins at the same point and R-hat compares one optimum with itself.
+
+    Parameters
+    ----------
+    svi : numpyro.infer.SVI
+    rng_key : jax.Array
+        Split into one key per restart (``jax.random.split``).
+    num_restarts : int
+        At least 2 (R-hat compares chains).
+    num_steps : int
+        Steps of every restart, at least 1.
+    *args, **kwargs
+        Passed to ``svi.run`` (the model's arguments, ``stable_update``, ...);
+        ``progress_bar`` defaults to False.
+
+    Returns
+    -------
+    list of numpyro.infer.svi.SVIRunResult
+        One per restart, for :func:`~jaxannot.diagnostics.to_inference_data`.
+
+    Examples
+    --------
+    >>> fits = svi_restarts(svi, jax.random.key(0), 4, 1000, x)  # doctest: +SKIP
+    >>> idata = to_inference_data(
+    ...     fits, guide=guide, model_args=(x,), rng_key=jax.random.key(1)
+    ... )  # doctest: +SKIP
+    >>> az.summary(idata)["r_hat"]  # doctest: +SKIP
+    """
+    num_restarts = check_count("num_restarts", num_restarts, minimum=2)
+    num_steps = check_count("num_steps", num_steps)
+    kwargs.setdefault("progress_bar", False)
+    return [
+        svi.run(key, num_steps, *args, **kwargs)
+        for key in jax.random.split(rng_key, num_restarts)
+    ]
+
+
+def _global_sites(model, plate, args, kwargs) -> set[str]:
+    """The model's latent sample sites outside ``plate`` (all of them if None)."""
+    from numpyro import handlers
+
+    trace = handlers.trace(handlers.seed(model, jax.random.key(0))).get_trace(
+        *args, **kwargs
+    )
+    return {
+        name
+        for name, site in trace.items()
+        if site["type"] == "sample"
+        and not site["is_observed"]
+        and not any(f.name == plate for f in site.get("cond_indep_stack", ()))
+    }
+
+
+def _draw_keys(rng_key, num_fits: int):
+    """One key per fit; a single fit draws with ``rng_key`` itself."""
+    return [rng_key] if num_fits == 1 else list(jax.random.split(rng_key, num_fits))
+
+
+def nan_padded(traces) -> np.ndarray:
+    """Loss traces of several fits as [fit, 1, longest trace], NaN after each end."""
+    traces = [np.asarray(t, np.float64).reshape(-1) for t in traces]
+    out = np.full((len(traces), 1, max(len(t) for t in traces)), np.nan)
+    for r, t in enumerate(traces):
+        out[r, 0, : len(t)] = t
+    return out
+
+
+def _aligned(draws: dict, topic_axes) -> tuple[dict, list | None]:
+    """Draws [chains, draws, ...] with every chain's topics matched to chain 0's."""
+    if not topic_axes:
+        return draws, None
+    topic_axes, first, size = dict(topic_axes), next(iter(topic_axes)), None
+    for name, axis in topic_axes.items():
+        if name not in draws:
+            raise ValueError(
+                f"topic_axes names {name!r}, not a kept site: {list(draws)}"
+            )
+        shape = draws[name].shape[2:]  # of one draw
+        if not -len(shape) <= axis < len(shape):
+            raise ValueError(
+                f"topic axis {axis} of site {name!r} is out of range for its shape "
+                f"{shape} per draw"
+            )
+        size = shape[axis] if size is None else size
+        if shape[axis] != size:
+            raise ValueError(
+                f"topic axis {axis} of site {name!r} (shape {shape} per draw) has "
+                f"{shape[axis]} topics, site {first!r} has {size}"
+            )
+        topic_axes[name] = axis % len(shape)
+    aligned, perms = align_topics(draws, topic_axes, first)
+    return aligned, perms.tolist()
+
+
+def svi_to_inference_data(
+    results, topic_axes, guide, model, args, kwargs, rng_key, num_draws, plate
+):
+    """SVI fits (one chain each) as InferenceData; see ``to_inference_data``."""
+    import arviz as az
+
+    if guide is None:
+        raise ValueError("an SVI result needs the guide it fitted: pass guide=")
+    if rng_key is None:
+        raise ValueError("guide draws need a key: pass rng_key=")
+    num_draws = check_count("num_draws", num_draws)
+    chains = [
+        guide_draws(key, guide, res.params, *args, num_draws=num_draws, **kwargs)
+        for key, res in zip(_draw_keys(rng_key, len(results)), results, strict=True)
+    ]
+    model = model if model is not None else getattr(guide, "model", None)
+    names = list(chains[0])
+    if model is not None:
+        kept = _global_sites(model, plate, args, kwargs)
+        names = [n for n in names if n in kept]
+    draws = {n: np.concatenate([c[n] for c in chains]) for n in names}
+    if not draws:
+        raise ValueError(
+            f"the guide draws no latent site of the model outside plate {plate!r}; "
+            f"pass plate=None to keep the per-image sites"
+        )
+    draws, perms = _aligned(draws, topic_axes)
+    loss = nan_padded([res.losses for res in results])
+    last = [np.asarray(res.losses).reshape(-1)[-1] for res in results]
+    final = np.asarray(last, np.float64)[:, None]  # NaN where a fit diverged
+    with warnings.catch_warnings():  # sample_stats: one draw (the fit) per chain
+        warnings.filterwarnings("ignore", "More chains", UserWarning)
+        idata = az.from_dict(
+            posterior=draws,
+            sample_stats={"loss": loss, "final_loss": final},
+            dims={"loss": ["step"]},
+        )
+    if perms is not None:
+        idata.posterior.attrs["topic_permutations"] = perms
+    return idata

@@ -1,0 +1,65 @@
+"""progress.check_count: counts are integers >= a minimum, never truncated."""
+
+import numpy as np
+import pytest
+
+import jax.numpy as jnp
+
+from jaxannot.inference.progress import check_count, run_steps
+
+
+@pytest.mark.parametrize("value", [3, np.int64(3), np.array(3), jnp.asarray(3)])
+def test_integers_pass_as_int(value):
+    count = check_count("num_steps", value)
+    assert count == 3 and type(count) is int
+
+
+@pytest.mark.parametrize(
+    "value", [10.7, 10.0, np.float32(10.0), True, np.True_, "10", None, [10]]
+)
+def test_non_integers_are_a_type_error_naming_the_argument(value):
+    with pytest.raises(TypeError) as err:
+        check_count("num_draws", value)
+    message = str(err.value)
+    assert message.startswith("num_draws must be an integer >= 1, got ")
+    assert f"({type(value).__name__}): pass an int" in message
+
+
+def test_below_the_minimum_is_a_value_error():
+    assert check_count("restarts", 2, minimum=2) == 2
+    with pytest.raises(ValueError, match="restarts must be an integer >= 2, got 1"):
+        check_count("restarts", 1, minimum=2)
+    assert check_count("num_steps", 0, minimum=0) == 0
+
+
+def _add_one(t, carry):
+    return carry + 1, carry
+
+
+def test_run_steps_refuses_zero_steps_with_or_without_a_bar():
+    for progress_bar in (False, True):
+        with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
+            run_steps(_add_one, jnp.float32(0), 0, progress_bar=progress_bar)
+    carry, losses = run_steps(_add_one, jnp.float32(0), 3, progress_bar=True)
+    assert float(carry) == 3 and losses.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("num_steps", [1, 63, 64, 65, 150])
+def test_runs_longer_than_the_buffer_record_every_step(num_steps):
+    for progress_bar in (False, True):
+        carry, losses = run_steps(
+            _add_one, jnp.float32(0), num_steps, progress_bar=progress_bar
+        )
+        assert float(carry) == num_steps
+        np.testing.assert_array_equal(losses, np.arange(num_steps))
+
+
+def test_another_number_of_steps_compiles_nothing(count_compiles):
+    def step(t, carry):
+        return carry * 0.5 + t, carry
+
+    run_steps(step, jnp.float32(1), 10, progress_bar=False)
+    with count_compiles() as counter:
+        run_steps(step, jnp.float32(1), 37, progress_bar=False)
+        run_steps(step, jnp.float32(1), 200, progress_bar=True)
+    assert counter.count == 0
