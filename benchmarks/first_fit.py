@@ -1,0 +1,174 @@
+"""How long a modeller waits for a first fit: compiles and seconds, first and second
+process.
+
+The toy is the one a new user writes first: a Gaussian mixture declared in numpyro
+(2000 images, 2-D features, K = 6 components, the generic optax M-step, no closed
+form), fitted by :class:`jaxannot.inference.VEM` for 100 EM iterations. Each
+measurement runs in a fresh Python process (``--child``), so import and compile costs
+are those a user sees:
+
+- ``no_cache``: the persistent compilation cache off: the first fit's XLA compiles
+  (counted by JAX's monitoring events), its wall seconds, a second fit of the same
+  shapes in the same process (compiles: 0 expected) and a fit with another
+  ``num_steps`` (compiles: 0 expected: it is not a compiled shape);
+- ``cache_first`` / ``cache_second``: the same with
+  :func:`jaxannot.inference.compilation_cache.enable_compilation_cache` on an empty
+  temporary folder, then again on the filled folder (the second process loads the
+  programs instead of compiling them: ``cache_hits``);
+- ``cli``: ``jaxannot evaluate mix-unigram --dataset corel5k`` wall seconds in a
+  first process (empty cache folder) and a second one (``--dataset`` needs the data
+  root, ``JAXANNOT_DATA``; skipped with ``--no-cli``).
+
+Writes ``benchmarks/results/first_fit[_SUFFIX].json`` with the device record.
+
+    python benchmarks/first_fit.py                 # CPU, about a minute on 2 cores
+    python benchmarks/first_fit.py --device gpu --suffix gpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+from _device import add_device_argument, child_device_record, child_env
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _child(cache: str | None, steps: int) -> dict:
+    """One process's figures (run with ``--child``)."""
+    start = time.perf_counter()
+    import numpy as np
+
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax._src import monitoring
+
+    from jaxannot.inference import VEM
+    from jaxannot.inference.compilation_cache import enable_compilation_cache
+
+    if cache:
+        enable_compilation_cache(cache)
+    counts = {"compiles": 0, "cache_hits": 0}
+
+    def on_duration(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            counts["compiles"] += 1
+
+    def on_event(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            counts["cache_hits"] += 1
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    monitoring.register_event_listener(on_event)
+
+    def mixture(x, *, k):
+        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
+        with numpyro.plate("component", k):
+            mu = numpyro.sample(
+                "mu", dist.Normal(0.0, 5.0).expand([x.shape[1]]).to_event(1)
+            )
+        with numpyro.plate("image", x.shape[0]):
+            z = numpyro.sample("z", dist.Categorical(pi))
+            x_i = numpyro.subsample(x, event_dim=1)
+            numpyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=x_i)
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0.0, 3.0, (6, 2))
+    x = jnp.asarray(centers[rng.integers(0, 6, 2000)] + rng.normal(size=(2000, 2)))
+    x = x.astype(jnp.float32)
+    imported = time.perf_counter()
+
+    def fit(key, n):
+        t = time.perf_counter()
+        before = dict(counts)
+        result = VEM(mixture, "z").run(
+            jax.random.key(key), n, x, k=6, progress_bar=False
+        )
+        jax.block_until_ready(result.posteriors)
+        return {
+            "seconds": time.perf_counter() - t,
+            "compiles": counts["compiles"] - before["compiles"],
+            "cache_hits": counts["cache_hits"] - before["cache_hits"],
+            "final_loss": float(result.losses[-1]),
+        }
+
+    first = fit(0, steps)
+    return {
+        "import_seconds": imported - start,
+        "first_fit": first,
+        "second_fit_same_shapes": fit(1, steps),
+        "fit_other_num_steps": fit(2, steps // 2 + 7),
+        "device": str(jax.devices()[0]),
+    }
+
+
+def _run_child(device: str, cache: str | None, steps: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", "--steps", str(steps)]
+    if cache:
+        cmd += ["--cache", cache]
+    out = subprocess.run(
+        cmd, env=child_env(device), capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _cli_seconds(device: str, cache: str) -> float:
+    env = child_env(device, dict(os.environ, JAXANNOT_CACHE_DIR=cache))
+    env.pop("JAXANNOT_NO_COMPILATION_CACHE", None)
+    cmd = [sys.executable, "-m", "jaxannot", "-q", "evaluate", "mix-unigram"]
+    cmd += ["--dataset", "corel5k"]
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_device_argument(parser)
+    parser.add_argument("--steps", type=int, default=100, help="EM iterations")
+    parser.add_argument("--suffix", default="", help="results file suffix")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI timing")
+    parser.add_argument("--out", default=None, help="JSON path (default: results/)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.cache, args.steps)))
+        return 0
+    record = {
+        "toy": "Gaussian mixture, 2000 images x 2 features, K = 6, generic M-step "
+        "(m_steps = 5, adam 0.05), default start",
+        "steps": args.steps,
+        "no_cache": _run_child(args.device, None, args.steps),
+    }
+    with tempfile.TemporaryDirectory() as cache:
+        record["cache_first"] = _run_child(args.device, cache, args.steps)
+        record["cache_second"] = _run_child(args.device, cache, args.steps)
+    if not args.no_cli:
+        with tempfile.TemporaryDirectory() as cache:
+            record["cli"] = {
+                "command": "jaxannot -q evaluate mix-unigram --dataset corel5k",
+                "first_process_seconds": _cli_seconds(args.device, cache),
+                "second_process_seconds": _cli_seconds(args.device, cache),
+            }
+    record["device"] = child_device_record(args.device)
+    record["loadavg"] = os.getloadavg()
+    name = f"first_fit{'_' + args.suffix if args.suffix else ''}.json"
+    out = pathlib.Path(args.out) if args.out else RESULTS / name
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
