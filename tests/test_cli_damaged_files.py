@@ -186,7 +186,15 @@ EXTRACTOR_HEADERS = {
     "lbp=[[8]]": _settings(lbp=[[8]]),
     "gabor_frequencies=[None]": _settings(gabor_frequencies=[None]),
     "size 10 is too small": _settings(size=10),
-    "daisy_rings must be >= 1": _settings(daisy_rings=0),
+    "daisy_rings must be in [1, 8], got 0": _settings(daisy_rings=0),
+    "lbp points must be in [4, 32], got 5000000": _settings(lbp=[[5000000, 1]]),
+    "lbp must hold 1 to 4 entries, got 5": _settings(lbp=[[8, 1]] * 5),
+    "gabor_orientations must be in [0, 16]": _settings(gabor_orientations=10**7),
+    "size must be in [1, 640], got 30000": _settings(size=30000),
+    "gabor frequency must be in [0.05, 0.5], got 0": _settings(gabor_frequencies=[0]),
+    "codebook_size * max_descriptors must be in": _settings(
+        codebook_size=10_000, max_descriptors=10**6
+    ),
     "scale None": _drop("scale"),
     "scale -1": _set("scale", -1),
     "scale '2'": _set("scale", "2"),
@@ -219,6 +227,10 @@ def test_hostile_extractors_and_datasets(saved, capsys):
     cases += [
         ("not JSON", "extractor.json", "not a photo extractor (JSONDecodeError",
          lambda p: p.write_text("{")),
+        ("nested", "extractor.json", "nested too deeply",
+         lambda p: p.write_text("[" * 10**5 + "]" * 10**5)),
+        ("nested", "photos.json", "nested too deeply",
+         lambda p: p.write_text('{"a":' + "[" * 10**5 + "]" * 10**5 + "}")),
         ("wide codebook", "extractor.npz", "needs a [words, 104] 'codebook'",
          lambda p: np.savez(p, codebook=np.zeros((4, 3), np.float32))),
         ("no codebook", "extractor.npz", "found none",

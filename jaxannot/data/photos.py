@@ -44,7 +44,7 @@ import numpy as np
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_folder, atomic_write
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, printable
 from jaxannot.data.image_features import (
     VIEW_KINDS,
     ExtractorSettings,
@@ -264,8 +264,8 @@ def build_photo_dataset(
             _check_name(f)
             rgb = read_image(photos_dir / f, settings.size)
         except UnreadableImage as err:
-            reason = str(err).split(": ", 1)[-1]
-            f = _printable_name(f)
+            reason = err.reason
+            f = printable(f)
             skipped.append((f, reason))
             if on_skip is None:
                 log.warning("skipped %s: %s", f, reason)
@@ -357,18 +357,13 @@ def _check_output(out: pathlib.Path) -> None:
             )
 
 
-def _printable_name(name: str) -> str:
-    """``name`` with the bytes that are not UTF-8 written as ``\\xNN`` escapes, so that
-    the report, the log and the manifest can hold it."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def _check_name(name: str) -> None:
     """A file name ``photos.csv`` can hold (UTF-8), else :class:`UnreadableImage`."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise UnreadableImage(f"{name!r}: file name is not valid UTF-8") from None
+        reason = "file name is not valid UTF-8"
+        raise UnreadableImage(f"{printable(name)}: {reason}", reason) from None
 
 
 def _write_dataset(out, extractor, views, rows, manifest) -> None:
