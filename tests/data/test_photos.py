@@ -461,3 +461,42 @@ def test_odd_files_and_hostile_names_do_not_stop_a_build(tmp_path, caplog):
 def test_extractor_settings_have_documented_bounds(changes, bound):
     with pytest.raises(ValueError, match=re.escape(bound)):
         ExtractorSettings(**changes)
+
+
+def test_a_field_over_the_csv_limit_names_the_file_and_line(tmp_path):
+    tags = tmp_path / "tags.csv"
+    tags.write_text("file,tags\na.jpg,x\nb.jpg," + "t" * 140_000 + "\n")
+    with pytest.raises(DataFormatError, match=r"tags\.csv, line 3: not a CSV table"):
+        read_tags(tags)
+
+
+def test_a_damaged_photos_csv_names_the_file(tmp_path):
+    write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    build_photo_dataset(tmp_path / "photos", tmp_path / "ds", settings=SMALL)
+    table = tmp_path / "ds" / "photos.csv"
+    original = table.read_text()
+    table.write_text(original + "x.jpg,train," + "t" * 140_000 + "\n")
+    with pytest.raises(DataFormatError, match=r"photos\.csv, line \d+: not a CSV"):
+        load_photo_dir(tmp_path / "ds")
+    table.write_bytes(original.encode() + b"\xff\n")
+    with pytest.raises(DataFormatError, match=r"photos\.csv: not UTF-8 text"):
+        load_photo_dir(tmp_path / "ds")
+
+
+def test_names_with_a_leading_space_or_a_backslash_can_be_tagged(tmp_path):
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    photos = tmp_path / "photos"
+    shutil.copy(photos / "photo000.jpg", photos / " lead.jpg")
+    shutil.copy(photos / "photo000.jpg", photos / "back\\slash.jpg")
+    rows = [f"{f},{' '.join(t)}" for f, t in tags.items()]
+    rows += ['" lead.jpg",red', '"back\\slash.jpg",blue']
+    (tmp_path / "tags.csv").write_text("file,tags\n" + "\n".join(rows) + "\n")
+    report = build_photo_dataset(
+        photos, tmp_path / "ds", tags=tmp_path / "tags.csv", settings=SMALL
+    )
+    split = dict(zip(report.files, report.splits, strict=True))
+    assert (
+        split[" lead.jpg"] != "unlabelled" and split["back\\slash.jpg"] != "unlabelled"
+    )
+    assert report.unmatched_tags == ()
+    assert read_tags(tmp_path / "tags.csv")["back/slash.jpg"] == ["blue"]
