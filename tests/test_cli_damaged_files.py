@@ -165,6 +165,18 @@ MODEL_HEADERS = {
     "no parameter 'words'": _with_keys(_arrays(words=None)),
     "do not fit method 'knn'": _with_keys(_arrays(features=np.zeros(5, np.float32))),
     "holds <U1 values": _with_keys(_arrays(frequency=np.array(["a"]))),
+    "'features' holds NaN or infinite values": _with_keys(
+        _arrays(features=np.full((10, 104), np.nan, np.float32))
+    ),
+    "'width' holds NaN or infinite values": _with_keys(_arrays(width=np.inf)),
+    "'features' holds int64 values, not kind 'f'": _with_keys(
+        _arrays(features=np.zeros((10, 104), np.int64))
+    ),
+    "'width' has shape (2,), not []": _with_keys(_arrays(width=np.ones(2))),
+    "'words' has shape (3, 4): its n is 3": _with_keys(
+        _arrays(words=np.zeros((3, 4), np.float32))
+    ),
+    "unexpected parameter 'extra'": _with_keys(_arrays(extra=np.zeros(2))),
     "no JSON header": lambda p: np.savez(p, w=np.zeros(2)),
 }
 
