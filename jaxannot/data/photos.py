@@ -89,14 +89,31 @@ def list_photos(
 
     Hidden files and folders (names starting with ``.``) and everything under
     ``exclude`` are left out. No file is opened: which files are images is found
-    when they are read.
+    when they are read. A subfolder that cannot be listed is skipped with a warning
+    naming it (logger ``jaxannot.data.photos``).
+
+    Raises
+    ------
+    NotADirectoryError
+        ``folder`` is not a folder.
+    PermissionError
+        ``folder`` itself cannot be listed (or another ``OSError`` saying why).
     """
     root = pathlib.Path(folder)
     if not root.is_dir():
         raise NotADirectoryError(f"{folder}: not a folder of photos")
     skip = pathlib.Path(exclude).resolve() if exclude is not None else None
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+
+    def unreadable(err: OSError) -> None:
+        why = err.strerror or str(err)
+        if pathlib.Path(err.filename) == root:
+            raise type(err)(err.errno, f"{printable(root)}: cannot be listed ({why})")
+        log.warning(
+            "skipped folder %s: cannot be listed (%s)", printable(err.filename), why
+        )
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         here = pathlib.Path(dirpath)
         dirnames[:] = sorted(
             d

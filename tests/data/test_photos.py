@@ -500,3 +500,28 @@ def test_names_with_a_leading_space_or_a_backslash_can_be_tagged(tmp_path):
     )
     assert report.unmatched_tags == ()
     assert read_tags(tmp_path / "tags.csv")["back/slash.jpg"] == ["blue"]
+
+
+def test_unreadable_photo_folders_are_named(tmp_path, monkeypatch, caplog):
+    """(Root ignores modes: listing is refused through os.scandir here.)"""
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    (tmp_path / "photos" / "locked").mkdir()
+    shutil.copy(tmp_path / "photos" / "photo000.jpg", tmp_path / "photos" / "locked")
+    scandir, refused = os.scandir, set()
+
+    def guarded(path="."):
+        if pathlib.Path(path).name in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", guarded)
+    refused.add("locked")
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.photos"):
+        report = build_photo_dataset(
+            tmp_path / "photos", tmp_path / "ds", tags=tags, settings=SMALL
+        )
+    assert report.files == tuple(sorted(tags))
+    assert "skipped folder" in caplog.text and "locked: cannot be listed" in caplog.text
+    refused.add("photos")
+    with pytest.raises(PermissionError, match=r"photos: cannot be listed \(Permission"):
+        build_photo_dataset(tmp_path / "photos", tmp_path / "ds2", settings=SMALL)
