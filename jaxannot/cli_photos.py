@@ -80,6 +80,7 @@ def _cmd_annotate(args) -> int:
 
     from jaxannot.annotators.base import load_scorer, show_progress
     from jaxannot.data.datasets import load_dataset
+    from jaxannot.data.errors import printable
     from jaxannot.data.photos import photo_corpus, read_manifest
 
     if args.top < 1:
@@ -144,7 +145,7 @@ def _cmd_annotate(args) -> int:
                 )
             )
         else:
-            print(f"{name}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
+            print(f"{printable(name)}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
     return 0
 
 

@@ -165,6 +165,18 @@ MODEL_HEADERS = {
     "no parameter 'words'": _with_keys(_arrays(words=None)),
     "do not fit method 'knn'": _with_keys(_arrays(features=np.zeros(5, np.float32))),
     "holds <U1 values": _with_keys(_arrays(frequency=np.array(["a"]))),
+    "'features' holds NaN or infinite values": _with_keys(
+        _arrays(features=np.full((10, 104), np.nan, np.float32))
+    ),
+    "'width' holds NaN or infinite values": _with_keys(_arrays(width=np.inf)),
+    "'features' holds int64 values, not kind 'f'": _with_keys(
+        _arrays(features=np.zeros((10, 104), np.int64))
+    ),
+    "'width' has shape (2,), not []": _with_keys(_arrays(width=np.ones(2))),
+    "'words' has shape (3, 4): its n is 3": _with_keys(
+        _arrays(words=np.zeros((3, 4), np.float32))
+    ),
+    "unexpected parameter 'extra'": _with_keys(_arrays(extra=np.zeros(2))),
     "no JSON header": lambda p: np.savez(p, w=np.zeros(2)),
 }
 
@@ -186,7 +198,15 @@ EXTRACTOR_HEADERS = {
     "lbp=[[8]]": _settings(lbp=[[8]]),
     "gabor_frequencies=[None]": _settings(gabor_frequencies=[None]),
     "size 10 is too small": _settings(size=10),
-    "daisy_rings must be >= 1": _settings(daisy_rings=0),
+    "daisy_rings must be in [1, 8], got 0": _settings(daisy_rings=0),
+    "lbp points must be in [4, 32], got 5000000": _settings(lbp=[[5000000, 1]]),
+    "lbp must hold 1 to 4 entries, got 5": _settings(lbp=[[8, 1]] * 5),
+    "gabor_orientations must be in [0, 16]": _settings(gabor_orientations=10**7),
+    "size must be in [1, 640], got 30000": _settings(size=30000),
+    "gabor frequency must be in [0.05, 0.5], got 0": _settings(gabor_frequencies=[0]),
+    "codebook_size * max_descriptors must be in": _settings(
+        codebook_size=10_000, max_descriptors=10**6
+    ),
     "scale None": _drop("scale"),
     "scale -1": _set("scale", -1),
     "scale '2'": _set("scale", "2"),
@@ -219,6 +239,10 @@ def test_hostile_extractors_and_datasets(saved, capsys):
     cases += [
         ("not JSON", "extractor.json", "not a photo extractor (JSONDecodeError",
          lambda p: p.write_text("{")),
+        ("nested", "extractor.json", "nested too deeply",
+         lambda p: p.write_text("[" * 10**5 + "]" * 10**5)),
+        ("nested", "photos.json", "nested too deeply",
+         lambda p: p.write_text('{"a":' + "[" * 10**5 + "]" * 10**5 + "}")),
         ("wide codebook", "extractor.npz", "needs a [words, 104] 'codebook'",
          lambda p: np.savez(p, codebook=np.zeros((4, 3), np.float32))),
         ("no codebook", "extractor.npz", "found none",

@@ -353,3 +353,43 @@ def test_killing_a_rebuild_leaves_the_dataset_as_it_was(tmp_path, capsys):
         "tags.csv",
     ]
     capsys.readouterr()
+
+
+EVIL = "evil\x1b]0;PWNED\x07\x1b[2J"  # retitles the terminal, then clears it
+
+
+def _dds_with_an_unknown_pixel_format() -> bytes:
+    """A DDS file Pillow opens but cannot decode (NotImplementedError)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGBA", (8, 8)).save(buffer, "DDS")
+    data = bytearray(buffer.getvalue())
+    data[80:88] = (4).to_bytes(4, "little") + b"ZZZZ"  # DDPF_FOURCC, unknown
+    return bytes(data)
+
+
+def test_annotate_names_escaped_and_odd_formats_skipped(
+    photo_run, featurized, tmp_path, capsys
+):
+    """Control characters of a file name never reach the terminal (stdout or the
+    skip warning), and a file Pillow half knows is skipped, not fatal."""
+    root = photo_run[0]
+    assert featurized.returncode == 0, featurized.stderr
+    ds, model = str(root / "ds"), str(tmp_path / "knn.npz")
+    assert main(["evaluate", "knn", "--dataset", ds, "--save", model]) == 0
+    evil = tmp_path / f"{EVIL}.jpg"
+    shutil.copy(root / "photos" / "photo000.jpg", evil)
+    (tmp_path / f"{EVIL}.txt").write_text("not a photo")
+    (tmp_path / "texture.jpg").write_bytes(_dds_with_an_unknown_pixel_format())
+    capsys.readouterr()
+    names = [str(evil), str(tmp_path / f"{EVIL}.txt"), str(tmp_path / "texture.jpg")]
+    assert main(["annotate", model, *names, "--dataset", ds, "--top", "2"]) == 0
+    out, err = capsys.readouterr()
+    for text in (out, err):
+        assert not any(c in text for c in "\x1b\x07"), repr(text)
+    assert out.startswith(str(tmp_path / "evil\\x1b]0;PWNED\\x07\\x1b[2J.jpg: "))
+    assert "evil\\x1b]0;PWNED\\x07\\x1b[2J.txt: not a readable image" in err
+    assert "texture.jpg: not a readable image (NotImplementedError" in err

@@ -52,6 +52,7 @@ __all__ = [
     "save",
     "load",
     "load_scorer",
+    "check_params",
     "show_progress",
     "database_and_queries",
 ]
@@ -111,6 +112,13 @@ class Method:
         image that ``predict_labels`` predicts (NaN where unknown), or None when the
         response is the class label (the task's true labels); scored by the
         regression metrics instead of classification accuracy.
+    params : dict of str to str, optional
+        The arrays a fitted model holds, checked when a saved model is loaded
+        (:func:`check_params`): ``/``-joined key path (ending in ``?`` when the
+        array may be absent) to ``"KIND[DIMS]"``, ``KIND`` the numpy dtype kinds
+        allowed (``f`` float, ``i`` signed, ``u`` unsigned, ``b`` bool) and
+        ``DIMS`` comma-separated dimension names (equal names must have equal
+        sizes), e.g. ``{"features": "f[n,d]", "width?": "f[]"}``.
     """
 
     name: str
@@ -123,6 +131,7 @@ class Method:
     summary: str = ""
     needs: tuple[str, ...] = ()
     response: Callable[[Fitted, Any], Any] | None = None
+    params: Mapping[str, str] | None = None
 
 
 def show_progress() -> bool:
@@ -394,6 +403,9 @@ def load(path: str | os.PathLike) -> Fitted:
     keys = meta.get("keys", sorted(archive.arrays))
     if not isinstance(keys, list) or sorted(keys) != sorted(archive.arrays):
         raise fail("its header lists other parameters than the archive holds")
+    for key, value in sorted(archive.arrays.items()):
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise fail(f"its parameter {key!r} holds NaN or infinite values")
     try:
         params = _unflatten_params(archive.arrays)
     except ValueError as err:
@@ -404,6 +416,36 @@ def load(path: str | os.PathLike) -> Fitted:
         hyper=meta.get("hyper", {}),
         info=meta.get("info", {}),
     )
+
+
+def check_params(spec: Mapping[str, str], flat: Mapping[str, np.ndarray]) -> None:
+    """Check the arrays ``flat`` (by ``/``-joined key path) against ``spec`` (as
+    :attr:`Method.params` describes it); ``ValueError`` names the first array that
+    is missing, unexpected, or of another kind, rank or size."""
+    required = {k.rstrip("?") for k in spec if not k.endswith("?")}
+    declared = {k.rstrip("?"): v for k, v in spec.items()}
+    for problem, keys in (
+        ("no parameter", required - set(flat)),
+        ("unexpected parameter", set(flat) - set(declared)),
+    ):
+        if keys:
+            raise ValueError(f"{problem} {', '.join(map(repr, sorted(keys)))}")
+    sizes: dict[str, tuple[int, str]] = {}
+    for key in sorted(flat):
+        kinds, _, dims = declared[key].partition("[")
+        names = [d for d in dims.rstrip("]").split(",") if d]
+        value = flat[key]
+        if value.dtype.kind not in kinds:
+            raise ValueError(f"{key!r} holds {value.dtype} values, not kind {kinds!r}")
+        if value.ndim != len(names):
+            raise ValueError(f"{key!r} has shape {value.shape}, not [{dims}")
+        for name, size in zip(names, value.shape, strict=True):
+            seen, where = sizes.setdefault(name, (size, key))
+            if seen != size:
+                raise ValueError(
+                    f"{key!r} has shape {value.shape}: its {name} is {size}, "
+                    f"{where!r} gives {seen}"
+                )
 
 
 def load_scorer(path: str | os.PathLike) -> tuple[Fitted, Method]:
@@ -435,6 +477,14 @@ def load_scorer(path: str | os.PathLike) -> tuple[Fitted, Method]:
     except KeyError as err:
         raise DataFormatError(path, f"saved by an {err.args[0]}") from None
     remedy = "save the model again (jaxannot evaluate ... --save)"
+    if method.params is not None:
+        try:
+            check_params(method.params, _flatten_params(fitted.params))
+        except ValueError as err:
+            raise DataFormatError(
+                path,
+                f"its parameters do not fit method {method.name!r}: {err}; {remedy}",
+            ) from None
     for key in method.hyper:
         if key not in fitted.hyper:
             raise DataFormatError(

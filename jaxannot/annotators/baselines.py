@@ -78,6 +78,7 @@ EMPIRICAL = register_words_method(
     _empirical_fit,
     "word frequency in the training words (same ranking for every image)",
     score_words=_empirical_score,
+    params={"frequency": "f[w]"},
 )
 
 
@@ -179,4 +180,10 @@ KNN = register_words_method(
     _knn_fit,
     "similarity-weighted word transfer from the k nearest training images",
     score_words=_knn_score,
+    params={
+        "features": "f[n,d]",
+        "words": "fb[n,w]",
+        "frequency": "f[w]",
+        "width?": "f[]",
+    },
 )

@@ -265,4 +265,15 @@ TAGPROP = register_words_method(
     _tagprop_fit,
     "TagProp: neighbour word transfer with learned weights (MAP, numpyro)",
     score_words=_tagprop_score,
+    params={
+        "features": "f[n,d]",
+        "word_ids": "iu[n,m]",
+        "word_mask": "fb[n,m]",
+        "idf": "f[d]",
+        "distance_scale": "f[s]",
+        "latent/alpha?": "f[w]",
+        "latent/beta?": "f[w]",
+        "latent/gamma?": "f[k]",
+        "latent/theta?": "f[s]",
+    },
 )

@@ -15,7 +15,11 @@ adds two things:
 the digest (files written before digests existed, without a zip comment, are read
 without it), parses each ``.npy`` header itself and checks the array's size against
 the zip entry before reading it (a damaged shape never allocates), and accepts only
-bool and numeric arrays. Whatever is wrong, it raises one
+bool and numeric arrays. Before anything is decompressed, the sizes the zip
+directory declares are bounded (a "zip bomb" is refused, not inflated): the entries
+together may hold at most :data:`MAX_RATIO` times the file's size (with
+:data:`MIN_ALLOWANCE` bytes allowed to any file), and never more than
+:data:`MAX_ARCHIVE_BYTES`. Whatever is wrong, it raises one
 :class:`~jaxannot.data.errors.DataFormatError` whose one-line message names the file,
 what is wrong with it and what to do, never a zip, zlib or numpy exception.
 """
@@ -38,13 +42,30 @@ import numpy as np
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.errors import DataFormatError
 
-__all__ = ["Archive", "read_archive", "read_json_object", "write_archive"]
+__all__ = [
+    "Archive",
+    "MAX_ARCHIVE_BYTES",
+    "MAX_RATIO",
+    "MIN_ALLOWANCE",
+    "read_archive",
+    "read_json_object",
+    "write_archive",
+]
+
+#: The most bytes the entries of one archive may hold once decompressed (16 GiB).
+MAX_ARCHIVE_BYTES = 16 * 2**30
+#: The most the entries may hold per byte of the file: deflate reaches about 1030
+#: only on constant data; float parameters and features compress 1 to 10 times.
+MAX_RATIO = 200
+#: Decompressed bytes allowed to any archive, however small the file (64 MiB).
+MIN_ALLOWANCE = 64 * 2**20
 
 META = "__meta__"
 _DIGEST_PREFIX = b"jaxannot-sha256:"
 _DIGEST_LENGTH = len(_DIGEST_PREFIX) + 64  # the prefix and a hex SHA-256
 _END_RECORD = b"PK\x05\x06"  # zip "end of central directory" record signature
 _END_RECORD_SIZE = 22  # its size without the comment; the comment length ends it
+_CHUNK = 2**24  # bytes decompressed at a time into an array
 _ARRAY_KINDS = "biuf"  # bool, signed, unsigned, float: all the library stores
 
 
@@ -147,7 +168,7 @@ def read_archive(path: str | os.PathLike, what: str, *, remedy: str = "") -> Arc
         raise fail(f"empty file, not a {what}")
     _check_digest(data, fail, what)
     try:  # zip, zlib and npy-header errors of every kind: all mean a damaged file
-        entries = _read_entries(data, fail)
+        entries = _read_entries(data, fail, what)
     except DataFormatError:
         raise
     except Exception as err:
@@ -166,7 +187,7 @@ def read_json_object(path: str | os.PathLike, what: str, *, remedy: str = "") ->
     if not path.is_file():
         raise DataFormatError(path, f"not a {what}: not a regular file{suffix}")
     try:
-        value = json.loads(path.read_bytes().decode("utf-8"))
+        value = _json_loads(path.read_bytes())
     except (OSError, ValueError) as err:  # JSONDecodeError, UnicodeDecodeError
         raise DataFormatError(
             path, f"not a {what} ({_one_line(err)}){suffix}"
@@ -203,9 +224,33 @@ def _check_digest(data: bytes, fail, what: str) -> None:
         raise fail(f"corrupt {what}: its checksum does not match its content")
 
 
-def _read_entries(data: bytes, fail) -> dict[str, np.ndarray]:
+def _json_loads(raw: bytes):
+    """``json.loads`` of UTF-8 ``raw``; a nesting too deep for Python's parser (a
+    RecursionError) is a ``ValueError`` like any other malformed JSON."""
+    text = raw.decode("utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _check_sizes(infos: list[zipfile.ZipInfo], file_size: int, fail, what) -> None:
+    """Refuse entries whose declared sizes exceed the bounds of the module docstring
+    before any of them is decompressed."""
+    declared = sum(info.file_size for info in infos)
+    allowed = min(MAX_ARCHIVE_BYTES, max(MIN_ALLOWANCE, MAX_RATIO * file_size))
+    if declared > allowed:
+        raise fail(
+            f"not a {what}: its entries would decompress to {declared} bytes, over "
+            f"the limit of {allowed} for a {file_size}-byte file ({MAX_RATIO} times "
+            f"its size, at least {MIN_ALLOWANCE}, at most {MAX_ARCHIVE_BYTES})"
+        )
+
+
+def _read_entries(data: bytes, fail, what: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        _check_sizes(archive.infolist(), len(data), fail, what)
         for info in archive.infolist():
             name = info.filename
             if not name.endswith(".npy") or len(name) == 4:
@@ -237,18 +282,23 @@ def _read_npy(fh, info: zipfile.ZipInfo, fail) -> np.ndarray:
             f"entry {info.filename!r}: shape {shape} needs {expected} bytes, the "
             f"archive holds {info.file_size - header}"
         )
-    raw = fh.read()
-    if len(raw) != expected:
-        raise fail(f"entry {info.filename!r} is cut short")
-    order = "F" if fortran else "C"
-    return np.frombuffer(raw, dtype).reshape(shape, order=order).copy()
+    out = np.empty(shape, dtype, order="F" if fortran else "C")
+    target = memoryview(out.reshape(-1, order="A")).cast("B")
+    done = 0
+    while done < expected:  # in chunks: the array is the only full-size buffer
+        chunk = fh.read(min(_CHUNK, expected - done))
+        if not chunk:
+            raise fail(f"entry {info.filename!r} is cut short")
+        target[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return out
 
 
 def _decode_meta(raw: np.ndarray, fail) -> dict:
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise fail(f"its header {META!r} is not a JSON text")
     try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
+        meta = _json_loads(raw.tobytes())
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
         raise fail(f"its header is not JSON ({_one_line(err)})") from None
     if not isinstance(meta, dict):

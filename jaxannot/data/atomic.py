@@ -173,7 +173,8 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[pathlib.Path]:
     write (say, the user's own files kept there) are carried into the new one as
     hard links just before the swap. On an error (Ctrl-C included) the temporary
     folder is removed and ``path`` is untouched. The new folder has the old one's
-    permission bits, or ``0o777`` less the umask.
+    permission bits, or ``0o777`` less the umask, given once it is filled (so a
+    read-only folder, ``0o555``, can be rebuilt).
 
     Parameters
     ----------
@@ -192,26 +193,33 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[pathlib.Path]:
         tempfile.mkdtemp(dir=path.parent, prefix=_prefix(), suffix=_SUFFIX)
     )
     try:
-        os.chmod(tmp, _mode_for(path, 0o777))
+        mode = _mode_for(path, 0o777)
         yield tmp
         if path.is_dir():
             for name in sorted(set(os.listdir(path)) - set(os.listdir(tmp))):
                 if not _TEMP_NAME.fullmatch(name):
                     _link_tree(path / name, tmp / name)
+        os.chmod(tmp, mode)
         _fsync_folder(tmp)
         if not path.exists():
             os.rename(tmp, path)
         elif _exchange(tmp, path):
-            shutil.rmtree(tmp)  # now the old folder
+            _remove_old(tmp)  # now the old folder
         else:
             aside = path.parent / f"{_prefix()}{secrets.token_hex(4)}.old"
             os.rename(path, aside)
             os.rename(tmp, path)
-            shutil.rmtree(aside)
+            _remove_old(aside)
         _fsync_folder(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _remove_old(folder: pathlib.Path) -> None:
+    """Remove the replaced folder, made writable first (it may be read-only)."""
+    os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_IRWXU)
+    shutil.rmtree(folder)
 
 
 def _link_tree(source: pathlib.Path, target: pathlib.Path) -> None:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse
 
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
@@ -98,10 +99,30 @@ def _mulan(
     return DatasetSpec(folder or stem, files, load, summary)
 
 
-def _cells(mat: dict, key: str, path: str) -> list:
+def _variable(mat: dict, key: str, path: str):
+    """The variable ``key`` of a MAT-file; DataFormatError listing the variables."""
     if key not in mat:
         raise DataFormatError(path, f"no variable {key!r}; variables: {sorted(mat)}")
-    return list(np.asarray(mat[key], dtype=object).ravel())
+    return mat[key]
+
+
+def _cells(mat: dict, key: str, path: str) -> list:
+    """The matrices of the cell array ``key``; DataFormatError when it is not a cell
+    array of 2-D matrices."""
+    value = _variable(mat, key, path)
+    cells = list(np.asarray(value, dtype=object).ravel())
+    if (
+        not isinstance(value, np.ndarray)
+        or value.dtype != object
+        or not all(
+            scipy.sparse.issparse(c) or (isinstance(c, np.ndarray) and c.ndim == 2)
+            for c in cells
+        )
+    ):
+        raise DataFormatError(
+            path, f"{key} is not a cell array of 2-D matrices (one a view)"
+        )
+    return cells
 
 
 def _load_mfeat(folder: pathlib.Path, name: str) -> Split:
@@ -117,7 +138,7 @@ def _load_mfeat(folder: pathlib.Path, name: str) -> Split:
     if len(found) != 6:
         raise DataFormatError(path, f"expected 6 views, found {sorted(found)}")
     views = {v: found[v] for v in ("fou", "fac", "kar", "pix", "zer", "mor")}
-    labels, classes = class_labels(mat["Y"], path)
+    labels, classes = class_labels(_variable(mat, "Y", path), path)
     kinds = dict.fromkeys(views, "real")
     return multiview_corpus(path, views, kinds, labels, classes, name), None
 
@@ -135,7 +156,7 @@ def _cell_views(file: str, names: tuple[str, ...], kind: str, drop: int = 0):
             v: dense_view(x, path, f"X{{{k + 1}}}")
             for k, (v, x) in enumerate(zip(names, cells[: len(names)], strict=True))
         }
-        labels, classes = class_labels(mat["Y"], path)
+        labels, classes = class_labels(_variable(mat, "Y", path), path)
         kinds = dict.fromkeys(views, kind)
         return multiview_corpus(path, views, kinds, labels, classes, name), None
 
@@ -152,9 +173,9 @@ def _load_wikipedia(folder: pathlib.Path, name: str) -> Split:
                 raise DataFormatError(
                     path, f"no variable {key}_{suffix}: {sorted(mat)}"
                 )
-        image = dense_view(mat[f"I_{suffix}"], path, f"I_{suffix}")
-        text = dense_view(mat[f"T_{suffix}"], path, f"T_{suffix}")
-        onehot = dense_view(mat[f"L_{suffix}"], path, f"L_{suffix}")
+        image = dense_view(_variable(mat, f"I_{suffix}", path), path, f"I_{suffix}")
+        text = dense_view(_variable(mat, f"T_{suffix}", path), path, f"T_{suffix}")
+        onehot = dense_view(_variable(mat, f"L_{suffix}", path), path, f"L_{suffix}")
         if not (np.isin(onehot, (0.0, 1.0)).all() and (onehot.sum(1) == 1).all()):
             raise DataFormatError(path, f"L_{suffix} is not one-hot per row")
         labels = onehot.argmax(1).astype(np.int32)

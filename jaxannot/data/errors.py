@@ -1,15 +1,39 @@
-"""Errors raised by the data loaders."""
+"""Errors raised by the data loaders, and file names made safe to print."""
 
 from __future__ import annotations
 
-__all__ = ["DataFormatError"]
+import re
+
+__all__ = ["DataFormatError", "printable"]
+
+# C0 controls, DEL and C1 controls: a terminal acts on them (ESC starts a sequence
+# that can retitle the window, clear the screen, move the cursor ...).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(name) -> str:
+    """``name`` (a file name, or any text quoting one) safe to print on a terminal.
+
+    Bytes that are not UTF-8 (held as surrogate escapes, as ``os`` decodes file
+    names) and every control character -- C0 (``\\x00``-``\\x1f``), DEL and C1
+    (``\\x80``-``\\x9f``) -- are written as ``\\xNN`` escapes; everything else is
+    kept.
+
+    Examples
+    --------
+    >>> printable("evil\\x1b]0;PWNED\\x07.jpg")
+    'evil\\\\x1b]0;PWNED\\\\x07.jpg'
+    """
+    text = str(name).encode("utf-8", "surrogateescape")
+    text = text.decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class DataFormatError(ValueError):
     """A data file is malformed or does not hold what the loader expects.
 
-    The message always names the file and, where one is known, the line number
-    (1-based, as an editor shows it).
+    The message always names the file (through :func:`printable`) and, where one is
+    known, the line number (1-based, as an editor shows it).
 
     Attributes
     ----------
@@ -22,5 +46,6 @@ class DataFormatError(ValueError):
     def __init__(self, path, message: str, line: int | None = None) -> None:
         self.path = str(path)
         self.line = line
-        where = f"{self.path}, line {line}" if line is not None else self.path
+        name = printable(self.path)
+        where = f"{name}, line {line}" if line is not None else name
         super().__init__(f"{where}: {message}")

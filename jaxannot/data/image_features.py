@@ -42,7 +42,7 @@ import numpy as np
 
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_write
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, printable
 
 __all__ = [
     "ExtractorSettings",
@@ -61,8 +61,65 @@ _VERSION = 1
 log = logging.getLogger(__name__)
 
 
+#: Inclusive ``(low, high)`` of each integer setting of :class:`ExtractorSettings`.
+SETTING_BOUNDS = {
+    "size": (1, 640),
+    "hue_bins": (1, 64),
+    "saturation_bins": (1, 64),
+    "value_bins": (1, 64),
+    "gabor_orientations": (0, 16),
+    "daisy_step": (1, 640),
+    "daisy_radius": (1, 319),
+    "daisy_rings": (1, 8),
+    "daisy_histograms": (1, 16),
+    "daisy_orientations": (1, 32),
+    "codebook_size": (1, 10_000),
+    "max_descriptors": (1, 1_000_000),
+    "kmeans_iterations": (0, 1000),
+    "seed": (0, 2**63 - 1),
+}
+MAX_BANK = 4  # LBP (points, radius) pairs; Gabor frequencies
+LBP_POINTS = (4, 32)
+LBP_RADIUS = (1, 32)
+GABOR_FREQUENCIES = (0.05, 0.5)
+MAX_COLOUR_CELLS = 4096
+MAX_DESCRIPTOR_VALUES = 2**20
+MAX_KMEANS_DISTANCES = 2**28
+
+
+def _check_range(name: str, value, low, high) -> None:
+    if not low <= value <= high:
+        raise ValueError(
+            f"extractor setting {name} must be in [{low}, {high}], got {value!r}"
+        )
+
+
+def _check_bank(name: str, bank, least: int) -> None:
+    if not least <= len(bank) <= MAX_BANK:
+        raise ValueError(
+            f"extractor setting {name} must hold {least} to {MAX_BANK} entries, got "
+            f"{len(bank)}"
+        )
+
+
 class UnreadableImage(ValueError):
-    """A file that Pillow cannot decode as an image."""
+    """A file that Pillow cannot decode as an image.
+
+    Attributes
+    ----------
+    reason : str
+        Why, without the file name (the message names the file first).
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+
+    @classmethod
+    def of(cls, name: str, reason: str) -> UnreadableImage:
+        """``name: not a readable image (reason)``; ``name`` already printable."""
+        text = f"not a readable image ({reason})"
+        return cls(f"{name}: {text}", text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +150,21 @@ class ExtractorSettings:
         Lloyd iterations of k-means.
     seed : int
         Seeds the descriptor sample and the k-means++ start.
+
+    Notes
+    -----
+    Every setting is bounded, so that no settings (a damaged or hostile
+    ``extractor.json`` among them) can make featurizing hang or exhaust memory; a
+    value outside its bounds is a ``ValueError`` naming the setting and the bound.
+    :data:`SETTING_BOUNDS` gives the inclusive ``(low, high)`` of each integer
+    setting; besides, ``size >= 2 * daisy_radius + 1``; the HSV histogram has at
+    most :data:`MAX_COLOUR_CELLS` cells; a photo gives at most
+    :data:`MAX_DESCRIPTOR_VALUES` DAISY values (``grid_points * descriptor_dims``);
+    ``codebook_size * max_descriptors <= MAX_KMEANS_DISTANCES`` (the k-means distance
+    matrix); ``lbp`` holds 1 to :data:`MAX_BANK` pairs of points in ``LBP_POINTS``
+    and radius in ``LBP_RADIUS``; ``gabor_frequencies`` at most ``MAX_BANK`` values in
+    ``GABOR_FREQUENCIES`` cycles per pixel (the Gabor kernel's width grows as one
+    over the frequency; 0.5 is the Nyquist frequency).
     """
 
     size: int = 160
@@ -113,18 +185,28 @@ class ExtractorSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name, (low, high) in SETTING_BOUNDS.items():
+            _check_range(name, getattr(self, name), low, high)
         if self.size < 2 * self.daisy_radius + 1:
             raise ValueError(
                 f"size {self.size} is too small for DAISY radius {self.daisy_radius}: "
                 f"use size >= {2 * self.daisy_radius + 1}"
             )
-        if self.codebook_size < 1:
-            raise ValueError(f"codebook size must be >= 1, got {self.codebook_size}")
-        positive = ("hue_bins", "saturation_bins", "value_bins", "daisy_step")
-        positive += ("daisy_rings", "daisy_histograms", "daisy_orientations")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        _check_bank("lbp", self.lbp, 1)
+        for points, radius in self.lbp:
+            _check_range("lbp points", points, *LBP_POINTS)
+            _check_range("lbp radius", radius, *LBP_RADIUS)
+        _check_bank("gabor_frequencies", self.gabor_frequencies, 0)
+        for frequency in self.gabor_frequencies:
+            _check_range("gabor frequency", frequency, *GABOR_FREQUENCIES)
+        cells = self.hue_bins * self.saturation_bins * self.value_bins
+        _check_range(
+            "hue_bins * saturation_bins * value_bins", cells, 1, MAX_COLOUR_CELLS
+        )
+        values = self.grid_points * self.descriptor_dims
+        _check_range("grid_points * descriptor_dims", values, 1, MAX_DESCRIPTOR_VALUES)
+        pairs = self.codebook_size * self.max_descriptors
+        _check_range("codebook_size * max_descriptors", pairs, 1, MAX_KMEANS_DISTANCES)
 
     @classmethod
     def from_json(cls, payload: dict) -> ExtractorSettings:
@@ -184,6 +266,12 @@ def read_image(path: str | os.PathLike, size: int) -> np.ndarray:
     decompression bomb) is decoded with a warning naming the file (logger
     ``jaxannot.data.image_features``); one more than twice as large is refused.
 
+    Whatever a damaged file makes Pillow raise (``OSError``, ``struct.error``,
+    ``NotImplementedError`` for a format it only half knows, ...) is an
+    :class:`UnreadableImage`; the warnings it gives about the file (``Corrupt EXIF
+    data``, a decompression bomb) are logged naming the file. Names in messages go
+    through :func:`~jaxannot.data.errors.printable`.
+
     Raises
     ------
     UnreadableImage
@@ -192,32 +280,32 @@ def read_image(path: str | os.PathLike, size: int) -> np.ndarray:
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
 
+    name = printable(os.fspath(path))
     try:
         with _open_regular(path) as fh, warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            warnings.simplefilter("always")
             with Image.open(fh) as im:
                 im.draft("RGB", (size, size))  # fast JPEG decoding at reduced scale
                 pixels = _rgb_pixels(ImageOps.exif_transpose(im), size)
-    except (
-        UnidentifiedImageError,
-        Image.DecompressionBombError,
-        OSError,
-        ValueError,
-        SyntaxError,
-    ) as err:
-        if isinstance(err, UnidentifiedImageError):
-            reason = "unknown or corrupt format"
-        else:
-            reason = str(err) or type(err).__name__
-        raise UnreadableImage(
-            f"{os.fspath(path)}: not a readable image ({reason})"
-        ) from None
+    except UnidentifiedImageError:
+        raise UnreadableImage.of(name, "unknown or corrupt format") from None
+    except Exception as err:  # a damaged file can raise anything from a decoder
+        raise UnreadableImage.of(name, _reason(err)) from None
     for w in seen:
-        if issubclass(w.category, Image.DecompressionBombWarning):
-            log.warning("%s: %s", os.fspath(path), w.message)
-        else:  # not ours to judge: to the caller's filters, as it came
+        if issubclass(w.category, (DeprecationWarning, FutureWarning)):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        else:  # about the file (Corrupt EXIF data, a decompression bomb): name it
+            log.warning("%s: %s", name, printable(" ".join(str(w.message).split())))
     return pixels
+
+
+def _reason(err: Exception) -> str:
+    """What a decoder's exception says, on one printable line; prefixed by its type
+    unless it is one of the errors Pillow documents for a damaged file."""
+    text = printable(" ".join(str(err).split()))[:200]
+    if isinstance(err, (OSError, ValueError, SyntaxError)) and text:
+        return text
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _open_regular(path: str | os.PathLike):
@@ -247,6 +335,7 @@ def _rgb_pixels(im, size: int) -> np.ndarray:
         rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
         return np.asarray(rgb, dtype=np.float32) / 255.0
     values = np.asarray(im.convert("F"), dtype=np.float32)
+    values = np.where(np.isfinite(values), values, 0.0)  # NaN, inf: damaged
     top = float(values.max(initial=0.0))
     if im.mode == "F":
         full = max(top, 1.0)

@@ -90,7 +90,7 @@ def dense_view(x, path: str, what: str) -> np.ndarray:
     if scipy.sparse.issparse(x):
         x = x.toarray()
     x = np.asarray(x)
-    if x.ndim != 2 or x.dtype == object:
+    if x.ndim != 2 or x.dtype.kind not in "biuf":
         raise DataFormatError(path, f"{what} is not a 2-D numeric matrix ({x.shape})")
     x = x.astype(np.float32)
     if not np.isfinite(x).all():
@@ -105,6 +105,8 @@ def class_labels(y, path: str) -> tuple[np.ndarray, tuple[str, ...]]:
     The names are ``"0" .. "k-1"`` (the files store no class names).
     """
     y = np.asarray(y.toarray() if scipy.sparse.issparse(y) else y).ravel()
+    if y.dtype.kind not in "biuf":  # strings, cells, structs
+        raise DataFormatError(path, f"class labels are {y.dtype} values, not integers")
     if y.size == 0 or not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
         raise DataFormatError(path, "class labels are not integers")
     values, inverse = np.unique(y, return_inverse=True)

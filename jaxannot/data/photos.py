@@ -30,6 +30,7 @@ their tags), ``test`` the ``test`` photos (``None`` when there are none).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -44,7 +45,7 @@ import numpy as np
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_folder, atomic_write
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, printable
 from jaxannot.data.image_features import (
     VIEW_KINDS,
     ExtractorSettings,
@@ -88,14 +89,31 @@ def list_photos(
 
     Hidden files and folders (names starting with ``.``) and everything under
     ``exclude`` are left out. No file is opened: which files are images is found
-    when they are read.
+    when they are read. A subfolder that cannot be listed is skipped with a warning
+    naming it (logger ``jaxannot.data.photos``).
+
+    Raises
+    ------
+    NotADirectoryError
+        ``folder`` is not a folder.
+    PermissionError
+        ``folder`` itself cannot be listed (or another ``OSError`` saying why).
     """
     root = pathlib.Path(folder)
     if not root.is_dir():
         raise NotADirectoryError(f"{folder}: not a folder of photos")
     skip = pathlib.Path(exclude).resolve() if exclude is not None else None
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
+
+    def unreadable(err: OSError) -> None:
+        why = err.strerror or str(err)
+        if pathlib.Path(err.filename) == root:
+            raise type(err)(err.errno, f"{printable(root)}: cannot be listed ({why})")
+        log.warning(
+            "skipped folder %s: cannot be listed (%s)", printable(err.filename), why
+        )
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         here = pathlib.Path(dirpath)
         dirnames[:] = sorted(
             d
@@ -111,8 +129,11 @@ def list_photos(
 def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
     """Read a tags CSV: header ``file,tags``, one row per photo, tags space-separated.
 
-    Returns ``{file: [tags]}`` (``file`` normalised to ``/`` separators). A photo
-    may have an empty tag list. A row with more fields than the header (tags
+    Returns ``{file: [tags]}`` (``file`` stripped of surrounding spaces and of a
+    leading ``./``, ``\\`` separators turned into ``/``; when a tags CSV is given
+    to :func:`build_photo_dataset`, a name that is exactly a photo's, spaces and
+    backslashes included, names that photo instead). A photo may have an empty tag
+    list. A row with more fields than the header (tags
     separated by commas, ``cat.png,cat,animal``, or a file name with an unquoted
     comma) is an error, never a silent loss of the tags after the comma.
 
@@ -122,18 +143,57 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
         Missing columns, a row with more fields than the header, or a file listed
         twice (the message gives the line).
     """
+    return _keyed_tags(path, _tag_rows(path))
+
+
+def _tag_rows(path) -> list[tuple[str, int, list[str]]]:
+    """``(file as written, line, tags)`` of each row of the tags CSV ``path``."""
+    reader = csv.DictReader(io.StringIO(_read_text(path, "utf-8-sig")))
+    with _csv_errors(path, reader):
+        return _raw_tag_rows(path, reader)
+
+
+def _keyed_tags(path, rows, photos=frozenset()) -> dict[str, list[str]]:
+    """``{file: tags}`` of ``rows``: a file that is one of ``photos`` as written is
+    kept as it is, any other normalised (:func:`read_tags`)."""
+    out: dict[str, list[str]] = {}
+    for raw, line, tags in rows:
+        name = raw if raw in photos else _normalise(raw.strip())
+        if not name:
+            raise DataFormatError(path, "empty file name", line=line)
+        if name in out:
+            raise DataFormatError(path, f"{name!r} listed twice", line=line)
+        out[name] = tags
+    return out
+
+
+def _read_text(path, encoding: str = "utf-8") -> str:
     try:
-        text = pathlib.Path(path).read_text(encoding="utf-8-sig")
+        return pathlib.Path(path).read_text(encoding=encoding)
     except UnicodeDecodeError as err:
         raise DataFormatError(path, f"not UTF-8 text: {err}") from None
-    reader = csv.DictReader(io.StringIO(text))
+
+
+@contextlib.contextmanager
+def _csv_errors(path, reader):
+    """A ``csv.Error`` (a field over the csv module's 131,072 characters, a NUL
+    byte, ...) as a DataFormatError naming the file and the line."""
+    try:
+        yield
+    except csv.Error as err:  # raised before the reader counts the failing line
+        raise DataFormatError(
+            path, f"not a CSV table ({err})", reader.line_num + 1
+        ) from None
+
+
+def _raw_tag_rows(path, reader) -> list[tuple[str, int, list[str]]]:
     columns = [c.strip() for c in (reader.fieldnames or [])]
     if "file" not in columns or "tags" not in columns:
         raise DataFormatError(
             path, f"needs a header with columns 'file,tags', got {columns}", line=1
         )
     reader.fieldnames = columns
-    out: dict[str, list[str]] = {}
+    out = []
     for row in reader:
         if None in row:  # DictReader's key for the fields beyond the header's
             raise DataFormatError(
@@ -143,12 +203,8 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
                 f"not commas, and quote a file name holding a comma",
                 line=reader.line_num,
             )
-        name = _normalise((row.get("file") or "").strip())
-        if not name:
-            raise DataFormatError(path, "empty file name", line=reader.line_num)
-        if name in out:
-            raise DataFormatError(path, f"{name!r} listed twice", line=reader.line_num)
-        out[name] = (row.get("tags") or "").split()
+        tags = (row.get("tags") or "").split()
+        out.append((row.get("file") or "", reader.line_num, tags))
     return out
 
 
@@ -249,11 +305,12 @@ def build_photo_dataset(
         raise ValueError(f"test fraction must be in [0, 1), got {test_fraction}")
     photos_dir, out = pathlib.Path(photos_dir), pathlib.Path(out_dir)
     _check_output(out)  # the old dataset is replaced only once the new one is built
+    files = list_photos(photos_dir, exclude=out)
     if isinstance(tags, Mapping):
         tag_rows = {_normalise(k): list(v) for k, v in tags.items()}
     else:
-        tag_rows = read_tags(tags) if tags is not None else {}
-    files = list_photos(photos_dir, exclude=out)
+        rows = _tag_rows(tags) if tags is not None else []
+        tag_rows = _keyed_tags(tags, rows, set(files))
 
     from tqdm.auto import tqdm
 
@@ -264,8 +321,8 @@ def build_photo_dataset(
             _check_name(f)
             rgb = read_image(photos_dir / f, settings.size)
         except UnreadableImage as err:
-            reason = str(err).split(": ", 1)[-1]
-            f = _printable_name(f)
+            reason = err.reason
+            f = printable(f)
             skipped.append((f, reason))
             if on_skip is None:
                 log.warning("skipped %s: %s", f, reason)
@@ -357,18 +414,13 @@ def _check_output(out: pathlib.Path) -> None:
             )
 
 
-def _printable_name(name: str) -> str:
-    """``name`` with the bytes that are not UTF-8 written as ``\\xNN`` escapes, so that
-    the report, the log and the manifest can hold it."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def _check_name(name: str) -> None:
     """A file name ``photos.csv`` can hold (UTF-8), else :class:`UnreadableImage`."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise UnreadableImage(f"{name!r}: file name is not valid UTF-8") from None
+        reason = "file name is not valid UTF-8"
+        raise UnreadableImage(f"{printable(name)}: {reason}", reason) from None
 
 
 def _write_dataset(out, extractor, views, rows, manifest) -> None:
@@ -407,16 +459,17 @@ def _read_table(folder: pathlib.Path) -> list[tuple[str, str, list[str]]]:
     path = folder / "photos.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no photos.csv")
-    reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
-    if reader.fieldnames != ["file", "split", "tags"]:
-        raise DataFormatError(path, "header must be file,split,tags", line=1)
-    rows = []
-    for row in reader:
-        if row["split"] not in _SPLITS:
-            raise DataFormatError(
-                path, f"split {row['split']!r} not in {_SPLITS}", line=reader.line_num
-            )
-        rows.append((row["file"], row["split"], (row["tags"] or "").split()))
+    reader = csv.DictReader(io.StringIO(_read_text(path)))
+    with _csv_errors(path, reader):
+        if reader.fieldnames != ["file", "split", "tags"]:
+            raise DataFormatError(path, "header must be file,split,tags", line=1)
+        rows = []
+        for row in reader:
+            if row["split"] not in _SPLITS:
+                raise DataFormatError(
+                    path, f"split {row['split']!r} not in {_SPLITS}", reader.line_num
+                )
+            rows.append((row["file"], row["split"], (row["tags"] or "").split()))
     return rows
 
 

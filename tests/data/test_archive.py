@@ -5,6 +5,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from jaxannot.data import archive as archive_module
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.errors import DataFormatError
 
@@ -130,3 +131,45 @@ def test_read_json_object(tmp_path):
     path.write_bytes(b"\xff\xfe{}")
     with pytest.raises(DataFormatError, match="UnicodeDecodeError"):
         read_json_object(path, "test header")
+
+
+def _zeros_archive(path, nbytes: int) -> None:
+    """A deflated ``.npz`` of ``nbytes`` zero bytes: about 1000 times smaller."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("w.npy", _npy(np.zeros(nbytes, np.uint8)))
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
+    """The declared sizes are bounded by the file's size (ratio) before any entry is
+    decompressed; the bounds are module constants (small here, to keep it quick)."""
+    monkeypatch.setattr(archive_module, "MIN_ALLOWANCE", 2**20)
+    path = tmp_path / "bomb.npz"
+    _zeros_archive(path, 4 * 2**20)  # 4 MiB in a ~4 KiB file: ratio ~1000
+    assert path.stat().st_size * archive_module.MAX_RATIO < 4 * 2**20
+    with pytest.raises(DataFormatError, match=r"bomb\.npz: .*would decompress to"):
+        read_archive(path, "test archive")
+    _zeros_archive(path, 2**20 - 200)  # within the allowance: read as before
+    assert read_archive(path, "test archive").arrays["w"].sum() == 0
+
+
+def test_the_ceiling_bounds_even_a_large_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(archive_module, "MAX_ARCHIVE_BYTES", 1000)
+    path = tmp_path / "x.npz"
+    write_archive(path, {"a": np.arange(300, dtype=np.float64)})  # 2400 bytes
+    with pytest.raises(DataFormatError, match="at most 1000"):
+        read_archive(path, "test archive")
+
+
+@pytest.mark.parametrize("depth", [100_000])
+def test_deeply_nested_json_is_a_format_error(tmp_path, depth):
+    nested = ("[" * depth + "]" * depth).encode()
+    path = tmp_path / "x.json"
+    path.write_bytes(b'{"a": ' + nested + b"}")
+    with pytest.raises(DataFormatError, match="nested too deeply"):
+        read_json_object(path, "test object")
+    path = tmp_path / "x.npz"
+    write_archive(path, {"a": np.zeros(2)}, meta={"k": 1})
+    data = _zip({"__meta__.npy": _npy(np.frombuffer(nested, np.uint8))})
+    path.write_bytes(data)
+    with pytest.raises(DataFormatError, match="nested too deeply"):
+        read_archive(path, "test archive")

@@ -84,6 +84,39 @@ def test_malformed_names_file_and_line(text, line, fragment):
         assert err.line == line and f"line {line}" in str(err)
 
 
+@pytest.mark.parametrize("values", [3, 64])  # 64 took liac-arff years
+@pytest.mark.parametrize(
+    "form",
+    [
+        "{%s",  # no closing brace
+        "{%s x}",  # a space inside an unquoted value
+        "{%s} x",  # text after the brace
+        "{%s,'open}",  # an unclosed quote
+    ],
+)
+def test_a_malformed_nominal_line_is_refused_at_once(values, form):
+    listed = ",".join(f"v{i}" for i in range(values))
+    text = f"@relation r\n@attribute g {form % listed}\n@data\nv0\n"
+    with pytest.raises(DataFormatError, match=r"bad\.arff, line 2: malformed nominal"):
+        parse_arff(text, path="bad.arff")
+
+
+def test_nominal_lines_of_every_accepted_form_still_parse():
+    text = (
+        '@relation r\n@attribute a { x , \'y z\' ,"q,\\"r"}\n'
+        '@attribute b {0,1}\n@data\n\'y z\',1\n"q,\\"r",0\n'
+    )
+    parsed = parse_arff(text)
+    assert parsed.attribute_types[0] == ("x", "y z", 'q,"r')
+    assert parsed.columns([0, 1]).tolist() == [[1, 1], [2, 0]]
+
+
+def test_a_byte_order_mark_is_ignored():
+    text = DENSE.split("\n", 1)[1]  # starting with @relation
+    parsed = parse_arff(b"\xef\xbb\xbf" + text.encode(), path="bom.arff")
+    np.testing.assert_array_equal(parsed.values, parse_arff(text.encode()).values)
+
+
 def test_non_utf8_line(tmp_path):
     p = tmp_path / "latin.arff"
     p.write_bytes(DENSE.encode().replace(b"'b c'", b"'b\xe9c'"))

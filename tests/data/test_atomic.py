@@ -220,3 +220,23 @@ def test_check_writable_leaves_nothing_and_refuses_a_missing_folder(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(FileNotFoundError):
         check_writable(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_a_read_only_folder_is_rebuilt_read_only(tmp_path, monkeypatch, exchange):
+    """The new folder is filled writable and takes the old mode (0o555) only then;
+    the old read-only folder is removed. (Root ignores modes: the test checks the
+    modes themselves.)"""
+    if not exchange:
+        monkeypatch.setattr("jaxannot.data.atomic._exchange", lambda a, b: False)
+    target = tmp_path / "ds"
+    with atomic_folder(target) as building:
+        (building / "data.bin").write_bytes(b"one")
+    os.chmod(target, 0o555)
+    with atomic_folder(target) as building:
+        assert stat.S_IMODE(os.stat(building).st_mode) & stat.S_IWUSR
+        (building / "data.bin").write_bytes(b"two")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o555
+    assert _tree(target) == {"data.bin": b"two"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+    os.chmod(target, 0o755)

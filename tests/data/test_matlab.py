@@ -8,7 +8,7 @@ import scipy.sparse
 
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.errors import DataFormatError
-from jaxannot.data.matlab import class_labels, is_mat_v73, read_mat
+from jaxannot.data.matlab import class_labels, dense_view, is_mat_v73, read_mat
 
 
 def test_v5_cells_and_sparse_roundtrip(tmp_path):
@@ -57,6 +57,38 @@ def test_non_finite_view_names_file(tmp_path, monkeypatch):
     scipy.io.savemat(folder / "BBCSport.mat", {"X": cells, "Y": np.array([1, 2, 1])})
     with pytest.raises(DataFormatError, match=r"BBCSport\.mat: X\{1\} has a NaN/inf"):
         load_dataset("bbcsport", tmp_path)
+
+
+def _two_views():
+    cells = np.empty((1, 2), dtype=object)
+    cells[0, 0], cells[0, 1] = np.ones((3, 2)), np.ones((3, 4))
+    return cells
+
+
+@pytest.mark.parametrize(
+    "variables, expected",
+    [
+        ({"X": _two_views()}, r"no variable 'Y'; variables: \['X'\]"),
+        ({"Y": np.array([1, 2, 1])}, r"no variable 'X'"),
+        ({"X": np.ones((3, 2)), "Y": np.array([1, 2, 1])}, "X is not a cell array"),
+        (
+            {"X": _two_views(), "Y": np.array(["a", "b", "a"])},
+            "class labels are <U1 values",
+        ),
+        ({"X": _two_views(), "Y": _two_views()}, "class labels are object values"),
+    ],
+)
+def test_malformed_variables_name_the_file(tmp_path, variables, expected):
+    folder = tmp_path / "bbcsport"
+    folder.mkdir()
+    scipy.io.savemat(folder / "BBCSport.mat", variables)
+    with pytest.raises(DataFormatError, match=r"BBCSport\.mat: " + expected):
+        load_dataset("bbcsport", tmp_path)
+
+
+def test_a_view_of_strings_names_the_file(tmp_path):
+    with pytest.raises(DataFormatError, match=r"f\.mat: X\{1\} is not a 2-D numeric"):
+        dense_view(np.array([["a", "b"]]), "f.mat", "X{1}")
 
 
 def test_unreadable_mat(tmp_path):

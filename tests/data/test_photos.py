@@ -1,10 +1,13 @@
 """Photo datasets: features of synthetic and real photos, the directory format, the
 loader behind ``load_dataset(dir)`` and the saved extractor."""
 
+import io
 import logging
 import os
 import pathlib
+import re
 import shutil
+import struct
 
 import numpy as np
 import pytest
@@ -359,3 +362,166 @@ def test_a_file_name_that_is_not_utf8_is_skipped(tmp_path):
     assert report.files == tuple(sorted(tags))
     train, test = load_photo_dir(tmp_path / "ds")
     assert train.num_images + test.num_images == 6
+
+
+@pytest.mark.parametrize(
+    "error", [struct.error("unpack requires a buffer of 2 bytes"), TypeError(),
+              AttributeError("'NoneType' object has no attribute 'get'")],
+)  # fmt: skip
+def test_any_error_of_a_damaged_exif_is_an_unreadable_image(
+    tmp_path, monkeypatch, error
+):
+    """Pillow's EXIF rewrite raises these on ~1.5% of single-byte EXIF mutations."""
+    from PIL import ImageOps
+
+    write_synthetic_photos(tmp_path, per_kind=1)
+
+    def exif_transpose(im):
+        raise error
+
+    monkeypatch.setattr(ImageOps, "exif_transpose", exif_transpose)
+    with pytest.raises(UnreadableImage, match=r"photo000\.jpg: not a readable image"):
+        read_image(tmp_path / "photo000.jpg", 64)
+
+
+def test_pillows_warnings_about_a_file_are_logged_naming_it(
+    tmp_path, monkeypatch, caplog
+):
+    """The suite turns warnings into errors: one escaping would fail the test."""
+    import warnings
+
+    from PIL import ImageOps
+
+    write_synthetic_photos(tmp_path, per_kind=1)
+    transpose = ImageOps.exif_transpose
+
+    def exif_transpose(im):
+        warnings.warn("Corrupt EXIF data.  Expecting to read 2 bytes", stacklevel=2)
+        return transpose(im)
+
+    monkeypatch.setattr(ImageOps, "exif_transpose", exif_transpose)
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.image_features"):
+        assert read_image(tmp_path / "photo000.jpg", 32).shape == (32, 32, 3)
+    [record] = caplog.records
+    expected = f"{tmp_path / 'photo000.jpg'}: Corrupt EXIF data. Expecting to read 2"
+    assert record.getMessage().startswith(expected)
+
+
+def test_a_damaged_float_image_is_read_finite(tmp_path):
+    from PIL import Image
+
+    values = np.full((8, 8), np.nan, np.float32)
+    values[:4] = np.inf
+    values[0, 0] = 0.5
+    Image.fromarray(values, mode="F").save(tmp_path / "nan.tif")
+    rgb = read_image(tmp_path / "nan.tif", SMALL.size)
+    assert np.isfinite(rgb).all() and rgb.max() > 0
+    describe(rgb, SMALL)  # used to fail on NaN colour bins
+
+
+def test_odd_files_and_hostile_names_do_not_stop_a_build(tmp_path, caplog):
+    """A file Pillow half knows (DDS named .jpg) is skipped, not fatal; a name's
+    control characters are escaped in the report and the log."""
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    evil = "evil\x1b]0;PWNED\x07\x1b[2J"
+    (tmp_path / "photos" / f"{evil}.jpg").write_text("not a photo")
+    dds = io.BytesIO()
+    from PIL import Image
+
+    Image.new("RGBA", (8, 8)).save(dds, "DDS")
+    data = bytearray(dds.getvalue())
+    data[80:88] = (4).to_bytes(4, "little") + b"ZZZZ"  # unknown pixel format
+    (tmp_path / "photos" / "texture.jpg").write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.photos"):
+        report = build_photo_dataset(
+            tmp_path / "photos", tmp_path / "ds", tags=tags, settings=SMALL
+        )
+    assert report.files == tuple(sorted(tags))
+    skipped = dict(report.skipped)
+    assert sorted(skipped) == ["evil\\x1b]0;PWNED\\x07\\x1b[2J.jpg", "texture.jpg"]
+    assert skipped["texture.jpg"].startswith("not a readable image (NotImplemented")
+    assert "\x1b" not in caplog.text and "\x07" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "changes, bound",
+    [
+        ({"size": 30000}, "size must be in [1, 640], got 30000"),
+        ({"lbp": ((5_000_000, 1),)}, "lbp points must be in [4, 32]"),
+        ({"lbp": ((8, 0),)}, "lbp radius must be in [1, 32], got 0"),
+        ({"lbp": ()}, "lbp must hold 1 to 4 entries, got 0"),
+        ({"gabor_orientations": 10_000_000}, "gabor_orientations must be in [0, 16]"),
+        ({"gabor_frequencies": (0,)}, "gabor frequency must be in [0.05, 0.5]"),
+        ({"gabor_frequencies": (0.1,) * 5}, "gabor_frequencies must hold 0 to 4"),
+        ({"hue_bins": 64, "saturation_bins": 64}, "hue_bins * saturation_bins"),
+        ({"daisy_step": 1}, "grid_points * descriptor_dims must be in [1, 1048576]"),
+        ({"codebook_size": 0}, "codebook_size must be in [1, 10000], got 0"),
+    ],
+)
+def test_extractor_settings_have_documented_bounds(changes, bound):
+    with pytest.raises(ValueError, match=re.escape(bound)):
+        ExtractorSettings(**changes)
+
+
+def test_a_field_over_the_csv_limit_names_the_file_and_line(tmp_path):
+    tags = tmp_path / "tags.csv"
+    tags.write_text("file,tags\na.jpg,x\nb.jpg," + "t" * 140_000 + "\n")
+    with pytest.raises(DataFormatError, match=r"tags\.csv, line 3: not a CSV table"):
+        read_tags(tags)
+
+
+def test_a_damaged_photos_csv_names_the_file(tmp_path):
+    write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    build_photo_dataset(tmp_path / "photos", tmp_path / "ds", settings=SMALL)
+    table = tmp_path / "ds" / "photos.csv"
+    original = table.read_text()
+    table.write_text(original + "x.jpg,train," + "t" * 140_000 + "\n")
+    with pytest.raises(DataFormatError, match=r"photos\.csv, line \d+: not a CSV"):
+        load_photo_dir(tmp_path / "ds")
+    table.write_bytes(original.encode() + b"\xff\n")
+    with pytest.raises(DataFormatError, match=r"photos\.csv: not UTF-8 text"):
+        load_photo_dir(tmp_path / "ds")
+
+
+def test_names_with_a_leading_space_or_a_backslash_can_be_tagged(tmp_path):
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    photos = tmp_path / "photos"
+    shutil.copy(photos / "photo000.jpg", photos / " lead.jpg")
+    shutil.copy(photos / "photo000.jpg", photos / "back\\slash.jpg")
+    rows = [f"{f},{' '.join(t)}" for f, t in tags.items()]
+    rows += ['" lead.jpg",red', '"back\\slash.jpg",blue']
+    (tmp_path / "tags.csv").write_text("file,tags\n" + "\n".join(rows) + "\n")
+    report = build_photo_dataset(
+        photos, tmp_path / "ds", tags=tmp_path / "tags.csv", settings=SMALL
+    )
+    split = dict(zip(report.files, report.splits, strict=True))
+    assert (
+        split[" lead.jpg"] != "unlabelled" and split["back\\slash.jpg"] != "unlabelled"
+    )
+    assert report.unmatched_tags == ()
+    assert read_tags(tmp_path / "tags.csv")["back/slash.jpg"] == ["blue"]
+
+
+def test_unreadable_photo_folders_are_named(tmp_path, monkeypatch, caplog):
+    """(Root ignores modes: listing is refused through os.scandir here.)"""
+    tags = write_synthetic_photos(tmp_path / "photos", per_kind=1)
+    (tmp_path / "photos" / "locked").mkdir()
+    shutil.copy(tmp_path / "photos" / "photo000.jpg", tmp_path / "photos" / "locked")
+    scandir, refused = os.scandir, set()
+
+    def guarded(path="."):
+        if pathlib.Path(path).name in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", guarded)
+    refused.add("locked")
+    with caplog.at_level(logging.WARNING, logger="jaxannot.data.photos"):
+        report = build_photo_dataset(
+            tmp_path / "photos", tmp_path / "ds", tags=tags, settings=SMALL
+        )
+    assert report.files == tuple(sorted(tags))
+    assert "skipped folder" in caplog.text and "locked: cannot be listed" in caplog.text
+    refused.add("photos")
+    with pytest.raises(PermissionError, match=r"photos: cannot be listed \(Permission"):
+        build_photo_dataset(tmp_path / "photos", tmp_path / "ds2", settings=SMALL)
