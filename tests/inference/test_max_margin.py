@@ -97,8 +97,8 @@ def test_dual_update_matches_generic_primal_solver(loss):
         ours = float(mm.objective(refit, jnp.asarray(features)))
         start = float(mm.objective(params, jnp.asarray(features)))
     reference = _cvxpy_objective(mm, features, loss)
-    # both solvers stop at ~1e-6 relative optimality
-    assert ours == pytest.approx(reference, rel=1e-5)
+    # the dual stops at a 1e-4 relative duality gap (DUAL_STOP), cvxpy tighter
+    assert ours == pytest.approx(reference, rel=1e-4)
     assert ours < start
 
 
@@ -289,3 +289,79 @@ def test_guide_helper_with_dim_for_a_site_enumerated_in_the_model():
     )
     pred = elbo.predict(res.params, guide, x, model=enumerated_mixture, num_topics=3)
     assert pred.shape == (12,)
+
+
+def test_class_id_gap_without_num_classes_is_refused():
+    # ids 0, 1 and 3: class 2 has no image; before, T silently became 4
+    with pytest.raises(ValueError, match=r"no labelled image has the ids \[2\]"):
+        MaxMargin(np.array([0, 1, 3, -1]))
+    with pytest.raises(ValueError, match="num_classes=4"):
+        MaxMargin(np.array([0, 3]), num_classes=3)
+    assert MaxMargin(np.array([0, 1, 3, -1]), num_classes=4).num_outputs == 4
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_dual_update_warm_starts_from_the_duals_in_params(loss):
+    # the duals travel in params; a second solve on slightly moved features starts
+    # from them and reaches the same optimum as a cold solve (cvxpy reference)
+    with jax.enable_x64(True):
+        mm, features = _problem(loss)
+        mm = MaxMargin(
+            np.array(LABELS[loss]), c=2.0, loss=loss, epsilon=0.1, solver="dual"
+        )
+        params = mm.init(jax.random.key(0), 3)
+        assert params["duals"].shape == (8, mm.num_outputs)
+        first = mm.dual_update(jnp.asarray(features), params)
+        assert float(jnp.abs(first["duals"]).sum()) > 0
+        moved = features + 0.05 * np.random.default_rng(1).normal(size=features.shape)
+        warm = mm.dual_update(jnp.asarray(moved), first)
+        ours = float(mm.objective(warm, jnp.asarray(moved)))
+    mm_ref, _ = _problem(loss)
+    assert ours == pytest.approx(_cvxpy_objective(mm_ref, moved, loss), rel=1e-4)
+
+
+@pytest.mark.parametrize("loss", ["crammer_singer", "hinge"])
+def test_warm_state_rebuilds_the_weights_from_the_duals(loss):
+    with jax.enable_x64(True):
+        mm = MaxMargin(np.array(LABELS[loss]), c=2.0, loss=loss, solver="dual")
+        _, features = _problem(loss)
+        params = mm.dual_update(jnp.asarray(features), mm.init(jax.random.key(0), 3))
+        state = mm.warm_state(jnp.asarray(features), params["duals"])
+        augmented = state.weights if loss == "crammer_singer" else state.w
+        np.testing.assert_allclose(augmented[:, :-1], params["weights"], atol=1e-8)
+        np.testing.assert_allclose(augmented[:, -1], params["bias"], atol=1e-8)
+        # duals from a larger C are infeasible here: those rows restart from 0
+        small = MaxMargin(np.array(LABELS[loss]), c=0.01, loss=loss, solver="dual")
+        state = small.warm_state(jnp.asarray(features), params["duals"])
+        alpha = np.asarray(state.alpha)
+        assert np.all(alpha <= 0.01 + 1e-12)
+
+
+X_NEW = np.array([[1.2, 0.4], [-0.9, -0.8], [0.7, 0.9], [-1.4, 0.1]], np.float32)
+
+
+def test_max_margin_elbo_refuses_new_data_without_fold_in():
+    # AutoDelta holds the 10 training images' h: before, predict on 4 new images
+    # returned the 10 training predictions
+    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
+    guide, params = _fit(elbo, steps=20)
+    with pytest.raises(ValueError, match="data has 4 images.*guide gives 10.*fold_in"):
+        elbo.predict(params, guide, X_NEW)
+
+
+def test_max_margin_elbo_fold_in_predicts_new_images():
+    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
+    guide, params = _fit(elbo, steps=300)
+    new_guide, new_params = elbo.fold_in(
+        jax.random.key(1), params, guide, X_NEW, num_steps=1500, learning_rate=0.05
+    )
+    # independent computation: the MAP of h ~ N(0, I), x ~ N(h, 0.5^2 I) is 0.8 x
+    q = local_summary(jax.random.key(0), new_params, None, new_guide, "h", X_NEW).q
+    np.testing.assert_allclose(np.asarray(q), 0.8 * X_NEW, atol=1e-3)
+    weights = elbo.params(params)
+    scores = 0.8 * X_NEW @ np.asarray(weights["weights"][0]) + float(weights["bias"][0])
+    assert np.min(np.abs(scores)) > 0.05  # away from the boundary
+    got = np.asarray(elbo.predict(new_params, new_guide, X_NEW))
+    np.testing.assert_array_equal(got, np.where(scores >= 0, 1.0, -1.0))
+    with pytest.raises(TypeError, match="autoguide"):
+        elbo.fold_in(jax.random.key(1), params, _deterministic_guide, X_NEW)

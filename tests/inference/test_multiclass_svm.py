@@ -17,11 +17,14 @@ def _problem(rng, n=60, f=5, t=4):
     return x.astype(np.float32), y.astype(np.int32)
 
 
+@pytest.mark.parametrize("shrink", [None, 0.01])
 @pytest.mark.parametrize("c", [0.1, 2.0])
-def test_objective_matches_sklearn(rng, c):
+def test_objective_matches_sklearn(rng, c, shrink):
+    # shrink: epochs on the violators only (per-example costs, as MaxMargin's)
     x, y = _problem(rng)
+    cost = c if shrink is None else jnp.full(x.shape[0], c)
     state, info = cs.fit_multiclass_svm(
-        jax.random.key(0), x, y, 4, c, stop=cs.DualStop(3000, 1e-6)
+        jax.random.key(0), x, y, 4, cost, stop=cs.DualStop(3000, 1e-6), shrink=shrink
     )
     ours = float(cs.primal_objective(state.weights, jnp.asarray(x), jnp.asarray(y), c))
     ref = LinearSVC(
@@ -69,3 +72,16 @@ def test_a_new_tolerance_does_not_recompile(rng):
     assert fit._cache_size() == size
     # the traced tolerance still decides when it stops
     assert np.isnan(np.asarray(loose.gap)).sum() > np.isnan(np.asarray(tight.gap)).sum()
+
+
+def test_kkt_violations_vanish_at_the_optimum_only(rng):
+    x, y = _problem(rng, n=30)
+    with jax.enable_x64(True):
+        x64 = jnp.asarray(x, jnp.float64)
+        state, _ = cs.fit_multiclass_svm(
+            jax.random.key(0), x64, y, 4, 1.0, stop=cs.DualStop(5000, 1e-12)
+        )
+        assert float(cs.kkt_violations(state, x64, y, 1.0).max()) < 1e-6
+        zero = cs.init(x64, 4)  # W = 0: every example violates by its hinge, 1
+        np.testing.assert_allclose(cs.kkt_violations(zero, x64, y, 1.0), 1.0)
+        assert float(cs.kkt_violations(zero, x64, y, jnp.zeros(30)).max()) == 0.0
