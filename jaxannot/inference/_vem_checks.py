@@ -215,8 +215,10 @@ def warn_collapsed(posteriors, label: str = "the fit", stacklevel: int = 3) -> b
 
 def warn_empty(posteriors, label: str = "the fit") -> None:
     """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``,
-    and when the posteriors of all images are alike (:func:`warn_collapsed`)."""
-    warn_collapsed(posteriors, label, stacklevel=4)
+    or, instead (one warning a fit; it is an :class:`EmptyComponentWarning` too),
+    when the posteriors of all images are alike (:func:`warn_collapsed`)."""
+    if warn_collapsed(posteriors, label, stacklevel=4):
+        return
     mass = np.asarray(jax.device_get(posteriors)).sum(0)
     empty = np.flatnonzero(mass < EMPTY_MASS)
     if empty.size:

@@ -206,10 +206,11 @@ def test_lapvar_through_vem_equals_the_loop_written_out(algorithm):
     (ref_values, ref_phi), objective = _reference_em(
         key, start, counts, graph, algorithm, 15, tolerance
     )
+    # the written-out loop takes lam on the raw graph (no mean-degree scale)
     estep = (
-        lapvar.LapVar1(graph, 0.7)
+        lapvar.LapVar1(graph, 0.7, scale="none")
         if algorithm == "lapvar1"
-        else lapvar.LapVar2(graph, 0.7)
+        else lapvar.LapVar2(graph, 0.7, scale="none")
     )
     result = VEM(mu.mixture_of_unigrams, "z", estep=estep).run(
         key,
