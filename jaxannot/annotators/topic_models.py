@@ -19,7 +19,10 @@ both protocols:
 ``lap-mix-unigram``
     The same model with the Laplacian-regularized E-step of
     :mod:`jaxannot.inference.lapvar` (``algorithm=lapvar1|lapvar2``) on a k-NN graph of
-    the visual view (``neighbors``, ``weight``, ``metric``); ``lam`` is :math:`\lambda`.
+    the visual view (``neighbors``, ``weight``, ``metric``); ``lam`` is :math:`\lambda`
+    on the graph scaled to mean degree 1 (the scale of :class:`~jaxannot.inference.
+    lapvar.LapVar1`); a fit whose posteriors collapse warns
+    (:class:`~jaxannot.inference.CollapsedFitWarning`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
+from jaxannot.inference._vem_checks import warn_collapsed
 from jaxannot.inference.vem import VEM
 from jaxannot.models import mixture_of_unigrams as mu
 
@@ -240,7 +244,7 @@ def _lap_fit(
     views,
     bins,
 ) -> Fitted:
-    from jaxannot.graph import knn_search, neighbour_graph
+    from jaxannot.graph import knn_search, mean_degree, neighbour_graph
 
     if algorithm not in lapvar.ALGORITHMS:
         raise ValueError(
@@ -274,10 +278,14 @@ def _lap_fit(
         warm, _ = _run_mixture(warm_key, data, kwargs, warm_start)
         init = {k: v for k, v in warm.params.items() if k != "terms"}
     result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
+    warn_collapsed(result.posteriors, "lap-mix-unigram's fit")
     objective = -result.losses[~np.isnan(result.losses)]
     extra = {
         "graph_features": feats,
         "heat_width": np.float32(t),
+        # lam is on the scale of the fit graph's mean degree (LapVar1); a new image
+        # joins that graph, so its update uses lam / mean degree as well
+        "graph_mean_degree": np.float32(mean_degree(graph)),
         **vw.edges_param(edges),
     }
     return Fitted(
@@ -305,7 +313,9 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     phi_train = jnp.asarray(p["phi"])
     m = jnp.einsum("qk,qkt->qt", w, phi_train[jnp.asarray(idx)])
     d = w.sum(1)
-    return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(h["lam"]))
+    # fits saved before lam was scaled by the mean degree lack it (raw lam)
+    lam = float(h["lam"]) / float(p.get("graph_mean_degree", 1.0))
+    return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
 
 
 @jax.jit

@@ -113,6 +113,20 @@ def degree(g: Graph) -> jax.Array:
     return jax.ops.segment_sum(g.weights, g.senders, num_segments=g.num_nodes)
 
 
+def mean_degree(g) -> float:
+    r"""Mean degree :math:`\bar d = \frac1n \sum_{ij} S_{ij}` (total edge weight per
+    node, each undirected edge counted from both ends), a Python float.
+
+    The scale of a graph penalty: :math:`\lambda R` with :math:`R` summed over the
+    edges grows with the graph's size and density, :math:`(\lambda/\bar d) R` does
+    not (it is the penalty of the graph with its weights divided by :math:`\bar d`,
+    whose mean degree is 1). A graph without edges gives 1.0 (no penalty to scale).
+    Accepts any object with ``weights`` and ``num_nodes`` (padding edges weigh 0).
+    """
+    total = float(np.asarray(g.weights, np.float64).sum())
+    return total / int(g.num_nodes) if total > 0 else 1.0
+
+
 def laplacian_diagonal(g: Graph) -> jax.Array:
     r"""Diagonal of :math:`L = D - S`: :math:`d_i - S_{ii}` (a self-loop adds to the
     degree and to :math:`S_{ii}` alike, so it cancels), float [n]."""

@@ -33,6 +33,7 @@ is handed.
   :mod:`jaxannot.models.sfsls_solver`).
 """
 
+from jaxannot.inference._vem_checks import CollapsedFitWarning
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
@@ -42,6 +43,7 @@ from jaxannot.inference.vem import VEM, EmptyComponentWarning, VEMState
 __all__ = [
     "MAP",
     "VEM",
+    "CollapsedFitWarning",
     "EmptyComponentWarning",
     "LapVar1",
     "LapVar2",

@@ -10,7 +10,9 @@
   label counts, all before anything is compiled; :func:`model_errors` turns a
   model's shape errors into one naming the arguments, the globals and the fix.
 - :func:`warn_empty` warns (:class:`EmptyComponentWarning`) when a fit leaves a
-  value of the local site with (almost) no image.
+  value of the local site with (almost) no image, and
+  (:class:`CollapsedFitWarning`, through :func:`warn_collapsed`) when the local
+  posteriors of all images are (almost) the same.
 """
 
 from __future__ import annotations
@@ -33,11 +35,15 @@ from jaxannot.inference._declaration import (
     _trace,
 )
 
-__all__ = ["EmptyComponentWarning"]
+__all__ = ["CollapsedFitWarning", "EmptyComponentWarning", "warn_collapsed"]
 
 #: A component whose posteriors sum to less than this many images explains no
 #: image: it is reported as empty (half an image: below any image's share).
 EMPTY_MASS = 0.5
+
+#: Posteriors whose mean total-variation distance from their average is below this
+#: tell the images apart by less than 5 %: the components explain every image alike.
+COLLAPSE_SPREAD = 0.05
 
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
@@ -54,6 +60,11 @@ _WHAT = {
 
 class EmptyComponentWarning(UserWarning):
     """A fit left a value of the local site with (almost) no image."""
+
+
+class CollapsedFitWarning(EmptyComponentWarning):
+    """A fit gave every image (almost) the same local posterior: its components are
+    the same, or the posteriors uniform (e.g. a graph penalty too strong)."""
 
 
 def no_fault():
@@ -323,8 +334,42 @@ def missing_globals(structure, params, what: str) -> None:
         )
 
 
+def posterior_spread(posteriors) -> float:
+    r"""Mean total-variation distance of the images' posteriors from their average,
+    :math:`\frac1N\sum_i \tfrac12\lVert\phi_i - \bar\phi\rVert_1` (0: every image
+    alike; at most :math:`1 - 1/K`)."""
+    phi = np.asarray(jax.device_get(posteriors), np.float64)
+    return float(0.5 * np.abs(phi - phi.mean(0)).sum(1).mean())
+
+
+def warn_collapsed(posteriors, label: str = "the fit", stacklevel: int = 3) -> bool:
+    """Warn (:class:`CollapsedFitWarning`) when the posteriors [N, K] of N >= 2
+    images over K >= 2 values have a spread (:func:`posterior_spread`) below
+    ``COLLAPSE_SPREAD``; returns whether it warned."""
+    n, k = np.shape(posteriors)
+    if n < 2 or k < 2:
+        return False
+    spread = posterior_spread(posteriors)
+    if spread >= COLLAPSE_SPREAD:
+        return False
+    warnings.warn(
+        f"{label} collapsed: the images' posteriors differ from their average by "
+        f"{spread:.2g} on average (total variation, below {COLLAPSE_SPREAD}), so the "
+        "components explain every image alike (identical components or uniform "
+        "posteriors). With a graph penalty, lower lam (LapVar1/LapVar2, "
+        "LaplacianELBO); else try restarts=... or another start (init_params=...)",
+        CollapsedFitWarning,
+        stacklevel=stacklevel,
+    )
+    return True
+
+
 def warn_empty(posteriors, label: str = "the fit") -> None:
-    """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``."""
+    """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``,
+    or, instead (one warning a fit; it is an :class:`EmptyComponentWarning` too),
+    when the posteriors of all images are alike (:func:`warn_collapsed`)."""
+    if warn_collapsed(posteriors, label, stacklevel=4):
+        return
     mass = np.asarray(jax.device_get(posteriors)).sum(0)
     empty = np.flatnonzero(mass < EMPTY_MASS)
     if empty.size:

@@ -28,12 +28,42 @@ Where :math:`q_i` comes from (:func:`local_summary`):
   posterior given the guide's values of every other site,
   :math:`q_{ik} \propto \exp \sum_{s \ni i} \log p_s(\cdot \mid z_i = k)`, the sum over
   the model's sites inside the image plate, computed by conditioning the site to each
-  of its :math:`K` values (``vmap`` over ``k``). The penalty then acts on the global
-  parameters only, through this posterior.
+  of its :math:`K` values (``vmap`` over ``k``). The penalized objective gives each
+  image its own posterior :math:`q_i` instead (below).
 
 A discrete site sampled by the guide needs a score-function estimator: use a
 ``TraceGraph_ELBO`` (or ``TraceEnum_ELBO``) base; a base that cannot infer discrete
-sites (``Trace_ELBO``) is refused.
+sites (``Trace_ELBO``) is refused. A site enumerated in the model needs a
+``TraceEnum_ELBO`` base (another base would sample it from the prior: a different
+objective); any other base is refused.
+
+**Enumerated sites: per-image posteriors.** With :math:`a_{ik} = \log p(x_i, z_i =
+k \mid \cdot)` from the enumeration, ``TraceEnum_ELBO`` computes
+:math:`\sum_i \mathrm{lse}(a_i) = \max_\Phi \sum_i [\phi_i^\top a_i + H(\phi_i)]`.
+A penalty on the exact posteriors :math:`\mathrm{softmax}(a_i)` could only move the
+global parameters (on a mixture it drove every component to the same value). The
+loss adds instead
+
+.. math::
+    \min_\Phi \Big\{\sum_i \mathrm{KL}\big(\phi_i \,\|\, \mathrm{softmax}(a_i)\big)
+        + \lambda' R(\Phi)\Big\},\qquad R = \tfrac12\sum_{ij}S_{ij}
+        \lVert\phi_i-\phi_j\rVert^2,
+
+so that the total is :math:`-\max_\Phi Q(\Phi)` with :math:`Q` the objective of
+:mod:`~jaxannot.inference.lapvar`: the images' posteriors :math:`\Phi^*` are smoothed
+over the graph and the globals are fitted to them, as VEM with LapVar1 does.
+:math:`\Phi^*` comes from ``sweeps`` LapVar1 sweeps from :math:`\mathrm{softmax}(a)`
+and is held fixed in the gradient (at the minimum its own gradient vanishes);
+:meth:`LaplacianELBO.local_posteriors` returns it. Such a site needs the full plate
+(no ``subsample_size``) and ``distance="sq_euclidean"``.
+
+**The scale of** :math:`\lambda`. With ``scale="none"`` (the default, kept for
+existing fits) the loss adds :math:`\lambda\sum_{ij}S_{ij}d(q_i,q_j)`; with
+``scale="mean_degree"`` it adds :math:`(\lambda/\bar d)\,\tfrac12\sum_{ij}
+S_{ij}d(q_i,q_j)` (:math:`\bar d` the graph's mean degree,
+:func:`jaxannot.graph.mean_degree`): the scale of :class:`~jaxannot.inference.LapVar1`,
+so that a given :math:`\lambda` means the same on graphs of any size and density and
+as in LapVar1 (:math:`\lambda' = \lambda/\bar d` above).
 
 **Subsampled plates.** With ``numpyro.plate("image", N, subsample_size=B)`` the
 summaries cover the ``B`` images of the batch, mapped to graph nodes by the plate's
@@ -62,10 +92,20 @@ import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro import handlers
+from numpyro.infer import TraceEnum_ELBO
 from numpyro.infer.autoguide import AutoContinuous
 from numpyro.infer.elbo import ELBO
 
-from jaxannot.graph import PENALTY_DISTANCES, Graph, induced_subgraph, laplacian_penalty
+from jaxannot.graph import (
+    PENALTY_DISTANCES,
+    Graph,
+    induced_subgraph,
+    laplacian_penalty,
+    mean_degree,
+)
+from jaxannot.graph.neighbour_table import neighbour_table
+from jaxannot.inference import lapvar
+from jaxannot.inference._vem_checks import warn_collapsed
 
 __all__ = [
     "DISTANCES",
@@ -96,12 +136,16 @@ class LocalSummary(NamedTuple):
     discrete : bool
         Whether the site is a discrete site sampled by the guide (needs a base ELBO
         with a score-function estimator).
+    log_joint : float array [B, K] or None
+        For a site enumerated in the model, :math:`a_{ik}` (module docstring), of
+        which ``q`` is the softmax; None otherwise.
     """
 
     q: jax.Array
     index: jax.Array
     size: int
     discrete: bool
+    log_joint: jax.Array | None = None
 
 
 def _unwrap(fn):
@@ -229,9 +273,10 @@ def _enumerated_posterior(
         return sum(_per_image_log_prob(s, frame) for s in in_plate)
 
     values = jnp.broadcast_to(support, (support.shape[0],) + shape)
-    log_joint = jax.vmap(image_log_joint)(values)  # [K, B]
+    log_joint = jax.vmap(image_log_joint)(values).T  # [B, K]
     index, size = _plate_index(proto, frame)
-    return LocalSummary(jax.nn.softmax(log_joint, axis=0).T, index, size, False)
+    q = jax.nn.softmax(log_joint, axis=-1)
+    return LocalSummary(q, index, size, False, log_joint)
 
 
 def local_summary(
@@ -334,6 +379,34 @@ def base_loss_with_mutable_state(
     )
 
 
+def _enumerates(base: ELBO) -> bool:
+    """Whether ``base`` (or an ELBO it wraps, through ``.base``) is a
+    ``TraceEnum_ELBO``, the one base that sums out sites enumerated in the model."""
+    while base is not None:
+        if isinstance(base, TraceEnum_ELBO):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+def regularized_gap(a: jax.Array, phi: jax.Array, table, lam_r) -> jax.Array:
+    r""":math:`\sum_i \mathrm{KL}(\phi_i\,\|\,\mathrm{softmax}(a_i)) + \lambda' R(\Phi)`
+    (module docstring) for log joints ``a`` and posteriors ``phi`` [N, K]: the loss
+    an enumerated site adds to ``TraceEnum_ELBO``'s, :math:`\sum_i
+    \mathrm{lse}(a_i) - Q(\Phi)`."""
+    lse = jax.nn.logsumexp(a, axis=-1).sum()
+    return lse - lapvar.regularized_objective(phi, a, table, lam_r)
+
+
+def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
+    """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a)."""
+    keys = jax.random.split(rng_key, sweeps)
+    phi = jax.nn.softmax(a, axis=-1)
+    for key in keys:
+        phi = lapvar.lapvar1_sweep(key, phi, a, table, lam_r)
+    return phi
+
+
 class PenalizedELBO(ELBO):
     """A numpyro ELBO ``self.base`` plus ``self.penalty(rng_key, param_map, model,
     guide, *args, **kwargs)``; subclasses define the penalty (the base's mutable state,
@@ -375,13 +448,22 @@ class LaplacianELBO(PenalizedELBO):
     lam : float, optional
         Penalty weight :math:`\lambda \ge 0` of every site in ``site``.
     distance : {"sq_euclidean", "sym_kl"}
+    scale : {"none", "mean_degree"}
+        ``"mean_degree"``: :math:`\\lambda` on LapVar1's scale (module docstring),
+        the same on graphs of any size and density. ``"none"``: :math:`\\lambda`
+        multiplies :math:`\\sum_{ij}S_{ij}d(q_i,q_j)` of the raw graph.
+    sweeps : int
+        LapVar1 sweeps that compute the per-image posteriors of a site enumerated
+        in the model, at every loss evaluation (unused otherwise).
 
     Raises
     ------
     ValueError
-        On a negative weight, an unknown distance, a plate whose size is not
-        ``graph.num_nodes``, a subsample of fewer than 2 images, or a discrete guide
-        site under a base without a score-function estimator.
+        On a negative weight, an unknown distance or scale, a plate whose size is not
+        ``graph.num_nodes``, a subsample of fewer than 2 images, a discrete guide
+        site under a base without a score-function estimator, or a site enumerated
+        in the model under a base other than ``TraceEnum_ELBO`` (or subsampled, or
+        with ``distance="sym_kl"``).
 
     Examples
     --------
@@ -397,13 +479,60 @@ class LaplacianELBO(PenalizedELBO):
         graph: Graph,
         lam: float | None = None,
         distance: str = "sq_euclidean",
+        *,
+        scale: str = "none",
+        sweeps: int = 20,
     ):
         if distance not in DISTANCES:
             raise ValueError(f"unknown distance {distance!r}; valid: {list(DISTANCES)}")
+        if scale not in lapvar.SCALES:
+            raise ValueError(
+                f"scale must be one of {list(lapvar.SCALES)}, got {scale!r}"
+            )
+        if int(sweeps) < 1:
+            raise ValueError(f"sweeps must be >= 1, got {sweeps}")
         super().__init__(num_particles=base.num_particles)
         self.base, self.graph, self.distance = base, graph, distance
+        self.sweeps = int(sweeps)
+        # the factor on sum_ij S_ij d(q_i, q_j) per unit of lam
+        self.unit = 1.0 if scale == "none" else 0.5 / mean_degree(graph)
         self.lams = _site_weights(site, lam)
         self.can_infer_discrete = base.can_infer_discrete
+        self._table = None
+
+    def _neighbour_table(self):
+        if self._table is None:  # built once (concrete, even under a trace)
+            with jax.ensure_compile_time_eval():
+                self._table = neighbour_table(self.graph)
+        return self._table
+
+    def _enumerated_penalty(self, rng_key, summary: LocalSummary, site, lam):
+        """The per-image term of an enumerated site (module docstring) and the
+        posteriors that minimize it."""
+        if not _enumerates(self.base):
+            raise ValueError(
+                f"site {site!r} is enumerated in the model; {type(self.base).__name__} "
+                "does not sum it out (it would sample it from the prior, another "
+                "objective): use TraceEnum_ELBO as the base"
+            )
+        if summary.q.shape[0] != summary.size:
+            raise ValueError(
+                f"site {site!r} is enumerated in the model: its per-image posteriors "
+                "need the full plate, not a subsample (drop subsample_size)"
+            )
+        if self.distance != "sq_euclidean":
+            raise ValueError(
+                f"site {site!r} is enumerated in the model: its per-image posteriors "
+                f"need distance='sq_euclidean', got {self.distance!r}"
+            )
+        table, lam_r = self._neighbour_table(), 2.0 * lam * self.unit
+        a = summary.log_joint
+        phi = jax.lax.stop_gradient(
+            regularized_posteriors(
+                rng_key, jax.lax.stop_gradient(a), table, lam_r, self.sweeps
+            )
+        )
+        return regularized_gap(a, phi, table, lam_r), phi
 
     def _site_penalty(self, summary: LocalSummary, site: str) -> jax.Array:
         if summary.size != self.graph.num_nodes:
@@ -425,10 +554,39 @@ class LaplacianELBO(PenalizedELBO):
         return scale * penalty(self.graph, summary.q, self.distance, summary.index)
 
     def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
-        r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values."""
+        r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
+        (for an enumerated site, its per-image term of the module docstring)."""
         keys = jax.random.split(rng_key, len(self.lams))
         total = 0.0
         for key, (site, lam) in zip(keys, self.lams.items(), strict=True):
             summary = local_summary(key, param_map, model, guide, site, *args, **kwargs)
-            total = total + lam * self._site_penalty(summary, site)
+            if summary.log_joint is not None:
+                solve_key = jax.random.fold_in(key, 1)
+                term, _ = self._enumerated_penalty(solve_key, summary, site, lam)
+            else:
+                term = lam * self.unit * self._site_penalty(summary, site)
+            total = total + term
         return total
+
+    def local_posteriors(
+        self, rng_key, params: dict, model, guide, site: str, *args, **kwargs
+    ) -> jax.Array:
+        """Each image's posterior at ``site`` under ``params`` (e.g. ``svi.run``'s),
+        [N, dims]: for a site enumerated in the model the graph-smoothed
+        :math:`\\Phi^*` of the module docstring, else the summary :math:`q_i`.
+
+        Warns
+        -----
+        CollapsedFitWarning
+            For an enumerated site, when every image has (almost) the same posterior
+            (a penalty too strong for the data: lower ``lam``).
+        """
+        if site not in self.lams:
+            raise KeyError(f"site {site!r} is not penalized; sites: {list(self.lams)}")
+        summary = local_summary(rng_key, params, model, guide, site, *args, **kwargs)
+        if summary.log_joint is None:
+            return summary.q
+        solve_key = jax.random.fold_in(rng_key, 1)
+        _, phi = self._enumerated_penalty(solve_key, summary, site, self.lams[site])
+        warn_collapsed(phi, f"LaplacianELBO at site {site!r}")
+        return phi
