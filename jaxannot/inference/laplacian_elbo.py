@@ -357,9 +357,9 @@ def _site_weights(site, lam) -> dict[str, float]:
         weights = {str(name): float(lam) for name in names}
     if not weights:
         raise ValueError("at least one site is required")
-    negative = {k: v for k, v in weights.items() if v < 0}
+    negative = {k: v for k, v in weights.items() if not v >= 0 or v == float("inf")}
     if negative:
-        raise ValueError(f"lam must be >= 0, got {negative}")
+        raise ValueError(f"lam must be a finite number >= 0, got {negative}")
     return weights
 
 

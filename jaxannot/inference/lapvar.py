@@ -76,6 +76,7 @@ regularization. WWW 2008.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -290,8 +291,8 @@ def lapvar2_estep(
 
 def _effective_lam(graph: Any, lam: float, scale: str) -> float:
     """``lam`` divided by the graph's mean degree (``scale="mean_degree"``)."""
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
+    if not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be a finite number >= 0, got {lam}")
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {list(SCALES)}, got {scale!r}")
     return float(lam) / (mean_degree(graph) if scale == "mean_degree" else 1.0)

@@ -471,3 +471,13 @@ def test_lapvar1_at_the_default_lambda_helps_and_30x_warns_of_the_collapse():
             toy.truth, _toy_fit(toy, lapvar.LapVar1(toy.graph, 30.0))
         )
     assert strong < plain
+
+
+@pytest.mark.parametrize("lam", [float("nan"), float("inf"), -1.0])
+def test_lam_must_be_finite_and_non_negative(lam):
+    from jaxannot.graph import knn_graph
+
+    g = knn_graph(np.random.default_rng(0).normal(size=(12, 3)), 3)
+    for transform in (lapvar.LapVar1, lapvar.LapVar2):
+        with pytest.raises(ValueError, match="lam must be a finite number >= 0"):
+            transform(g, lam)
