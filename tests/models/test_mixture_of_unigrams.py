@@ -184,15 +184,17 @@ def test_token_declaration_fits_as_the_count_declaration():
         m_step=mu.closed_form_m_step_tokens,
         chunk_size=16,
     ).run(jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw)
+    # two float32 programs (each start compiled with its fit): round-off of 1e-5
+    # compounds over 8 iterations (measured 1.2e-5 on a posterior)
     np.testing.assert_allclose(by_tokens.losses, by_counts.losses, rtol=1e-5)
     np.testing.assert_allclose(
-        np.asarray(by_tokens.posteriors), np.asarray(by_counts.posteriors), atol=1e-5
+        np.asarray(by_tokens.posteriors), np.asarray(by_counts.posteriors), atol=3e-5
     )
     for site in ("pi", "beta_0", "beta_1"):
         np.testing.assert_allclose(
             np.asarray(by_tokens.params[site]),
             np.asarray(by_counts.params[site]),
-            atol=1e-5,
+            atol=3e-5,
         )
     # the tokens' closed form is the generic M-step's optimum too
     generic = VEM(
