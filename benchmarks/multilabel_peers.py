@@ -18,7 +18,8 @@ Learners (scikit-learn, one thread each; the values tried are in the JSON):
   ``--chain-cv-max-words`` words; above, the ``C`` chosen for ``br_logreg`` (same
   base learner), said in the JSON.
 - ``random_forest``: ``RandomForestClassifier`` (native multi-output trees,
-  ``--trees`` trees); ``min_samples_leaf`` chosen by the out-of-bag label-ranking AP
+  ``--trees`` trees; a word constant in the training images scores that constant,
+  :class:`Forest`); ``min_samples_leaf`` chosen by the out-of-bag label-ranking AP
   of the training images (no folds: the fit is the most costly here).
 - ``ml_knn``: ML-kNN (Zhang & Zhou, "ML-KNN: A lazy learning approach to
   multi-label learning", Pattern Recognition 2007) by :class:`MLkNN` below, Euclidean
@@ -71,7 +72,7 @@ from jaxannot.data import make_task
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.datasets import load_dataset
 
-LEARNERS = ("br_logreg", "br_linear_svm", "classifier_chain", "random_forest", "ml_knn")
+LEARNERS = ("br_logreg", "br_linear_svm", "classifier_chain", "ml_knn", "random_forest")
 
 
 # ----------------------------------------------------------------------------- ML-kNN
@@ -159,6 +160,59 @@ class _Binary(ClassifierMixin, BaseEstimator):
         return (self.predict_proba(X)[:, 1] > 0.5).astype(int)
 
 
+def _dense(X):
+    """``X`` as a dense array: scikit-learn's trees split dense columns faster."""
+    return X.toarray() if sp.issparse(X) else X
+
+
+class Forest(ClassifierMixin, BaseEstimator):
+    """``RandomForestClassifier``'s native multi-output trees over the words with
+    both classes in the fit images; a word with one class scores that class (0 or
+    1): scikit-learn's out-of-bag code fails on such a word (Corel5k has 3 words no
+    training image has, enron 1). One thread, ``random_state=0``."""
+
+    def __init__(self, trees: int = 100, min_samples_leaf: int = 1, oob=False):
+        self.trees = trees
+        self.min_samples_leaf = min_samples_leaf
+        self.oob = oob
+
+    def fit(self, X, Y):
+        Y = np.asarray(Y) > 0
+        self.varies_ = Y.any(axis=0) & ~Y.all(axis=0)
+        if not self.varies_.any():
+            raise ValueError("every word is constant in the fit images")
+        self.constant_ = Y.all(axis=0).astype(np.float64)
+        target = Y[:, self.varies_].astype(int)
+        self.forest_ = RandomForestClassifier(
+            n_estimators=self.trees,
+            min_samples_leaf=self.min_samples_leaf,
+            oob_score=self.oob,
+            random_state=0,
+            n_jobs=1,
+        ).fit(_dense(X), target[:, 0] if target.shape[1] == 1 else target)
+        return self
+
+    def _fill(self, varying):
+        out = np.tile(self.constant_, (len(varying), 1))
+        out[:, self.varies_] = varying
+        return out
+
+    def scores(self, X):
+        """``[images, words]``: P(word) of the forest (constant words: 0 or 1)."""
+        proba = self.forest_.predict_proba(_dense(X))
+        proba = proba if isinstance(proba, list) else [proba]
+        return self._fill(np.column_stack([p[:, 1] for p in proba]))
+
+    def oob_scores(self):
+        """:meth:`scores` of the training images from the trees that did not see
+        them (NaN rows for an image in every tree's sample)."""
+        oob = self.forest_.oob_decision_function_  # [images, 2(, words)]
+        return self._fill(oob[:, 1, :] if oob.ndim == 3 else oob[:, 1:2])
+
+    def predict(self, X):
+        return (self.scores(X) > 0.5).astype(int)
+
+
 def _logistic(C):
     return LogisticRegression(solver="liblinear", C=C)
 
@@ -172,32 +226,20 @@ def make_learner(name: str, setting: dict, order=None):
     if name == "classifier_chain":
         return ClassifierChain(_Binary(_logistic(setting["C"])), order=order)
     if name == "random_forest":
-        return RandomForestClassifier(
-            n_estimators=setting["trees"],
+        return Forest(
+            trees=setting["trees"],
             min_samples_leaf=setting["min_samples_leaf"],
-            oob_score=setting.get("oob", False),
-            random_state=0,
-            n_jobs=1,
+            oob=setting.get("oob", False),
         )
     if name == "ml_knn":
         return MLkNN(k=setting["k"])
     raise ValueError(f"unknown learner {name!r}; valid: {list(LEARNERS)}")
 
 
-def _forest_scores(proba_list):
-    """``[images, words]`` P(word) from a multi-output forest's per-word class
-    probabilities (a word constant in the training images has one column)."""
-    cols = []
-    for p in proba_list:
-        cols.append(p[:, 1] if p.shape[1] == 2 else np.zeros(len(p)))
-    return np.column_stack(cols)
-
-
 def scores_of(model, X) -> np.ndarray:
     """The ranking scores of ``model`` for the images ``X``."""
-    if isinstance(model, RandomForestClassifier):
-        proba = model.predict_proba(X)
-        return _forest_scores(proba if isinstance(proba, list) else [proba])
+    if isinstance(model, Forest):
+        return model.scores(X)
     if isinstance(model, OneVsRestClassifier) and isinstance(
         model.estimator, LinearSVC
     ):
@@ -206,9 +248,10 @@ def scores_of(model, X) -> np.ndarray:
 
 
 def _oob_scores(forest, Y):
-    oob = forest.oob_decision_function_  # [images, 2, words] or a list per word
-    scores = oob[:, 1, :] if isinstance(oob, np.ndarray) else _forest_scores(oob)
-    seen = np.isfinite(scores).all(axis=1)  # images in some tree's out-of-bag set
+    """The out-of-bag scores of the training images some tree left out, and their
+    truth."""
+    scores = forest.oob_scores()
+    seen = np.isfinite(scores).all(axis=1)
     return scores[seen], Y[seen]
 
 
@@ -356,8 +399,9 @@ def run_learner(name, grid, data, k, args, order=None, fixed=None):
     return record
 
 
-def run(task, args, log=print) -> dict:
-    """Every learner of ``args.learners`` on ``task``: the JSON of one dataset."""
+def run(task, args, log=print, save=None) -> dict:
+    """Every learner of ``args.learners`` on ``task``: the JSON of one dataset
+    (``save(payload)`` after each learner, ``complete`` False until the last)."""
     x, x_test, prepared = features(task)
     y = (np.asarray(task.train.words) > 0).astype(int)
     truth = (np.asarray(task.truth_words) > 0).astype(int)
@@ -384,6 +428,7 @@ def run(task, args, log=print) -> dict:
             "sklearn": sklearn.__version__,
         },  # fmt: skip
         "learners": {},
+        "complete": False,
     }
     for name in args.learners:
         fixed = None
@@ -402,6 +447,9 @@ def run(task, args, log=print) -> dict:
             f"  {rec['setting']}: lrap {m['lrap']:.4f} micro_f1 {m['micro_f1']:.4f} "
             f"example_f1 {m['example_f1']:.4f} fit {rec['fit_seconds']:.1f} s"
         )
+        out["complete"] = len(out["learners"]) == len(args.learners)
+        if save is not None:
+            save(out)
     return out
 
 
@@ -443,11 +491,15 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     task = load_task(args.dataset, args.data_dir)
-    payload = run(task, args, log=lambda s: print(s, file=sys.stderr, flush=True))
-    payload["command"] = "python benchmarks/multilabel_peers.py " + " ".join(
+    command = "python benchmarks/multilabel_peers.py " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    write_json(args.json, payload)
+    run(
+        task,
+        args,
+        log=lambda s: print(s, file=sys.stderr, flush=True),
+        save=lambda out: write_json(args.json, {**out, "command": command}),
+    )
 
 
 if __name__ == "__main__":

@@ -83,10 +83,28 @@ def test_the_grid_grows_past_an_edge_optimum(bench):
     assert best == {"k": 1} and edge
 
 
-def test_forest_scores_of_a_word_constant_in_training(bench):
-    two, one = np.array([[0.3, 0.7], [0.9, 0.1]]), np.array([[1.0], [1.0]])
-    np.testing.assert_array_equal(
-        bench._forest_scores([two, one]), [[0.7, 0.0], [0.1, 0.0]]
+@pytest.mark.parametrize("varying", [1, 3])
+def test_forest_scores_words_constant_in_training_by_their_constant(bench, varying):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(40, 3))
+    y = np.zeros((40, 6), dtype=int)
+    y[:, 1] = 1  # every image
+    y[:, 2 : 2 + varying] = x[:, :varying] > 0  # words 0 and 5: none
+    forest = bench.Forest(trees=30, oob=True).fit(x, y)
+    for scores in (forest.scores(x[:7]), forest.oob_scores()):
+        assert np.all(scores[:, [0, 5]] == 0) and np.all(scores[:, 1] == 1)
+    reference = bench.RandomForestClassifier(
+        n_estimators=30, random_state=0, n_jobs=1
+    ).fit(x, y[:, 2] if varying == 1 else y[:, 2 : 2 + varying])
+    proba = reference.predict_proba(x[:7])
+    proba = proba if isinstance(proba, list) else [proba]
+    np.testing.assert_allclose(
+        forest.scores(x[:7])[:, 2 : 2 + varying],
+        np.column_stack([p[:, 1] for p in proba]),
+    )
+    assert (
+        bench.metrics.label_ranking_average_precision(*bench._oob_scores(forest, y))
+        > 0.5
     )
 
 
@@ -122,6 +140,12 @@ def test_a_run_on_a_tiny_corpus_scores_every_learner(bench, tmp_path):
     assert lrap(bench.scores_of(model, x), words) > lrap(
         bench.scores_of(model, x), chain_order
     )
+    assert out["complete"]
+    saved = []
+    args.learners = ["ml_knn", "br_logreg"]
+    bench.run(task, args, log=lambda s: None, save=lambda o: saved.append(
+        (list(o["learners"]), o["complete"])))  # fmt: skip
+    assert saved == [(["ml_knn"], False), (["ml_knn", "br_logreg"], True)]
     path = tmp_path / "peers.json"
     bench.write_json(path, out)
     assert json.loads(path.read_text())["n_test"] == len(truth)
