@@ -79,10 +79,11 @@ def _cmd_evaluate(args) -> int:
     from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
-    from jaxannot.evaluation import evaluate, format_table
+    from jaxannot.evaluation import check_columns, evaluate, format_table
 
     method = get_method(args.method)
     hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
+    columns = check_columns(args.metrics) if args.metrics is not None else None
     for path in (args.json, args.save):  # ... and on an unwritable output
         if path:
             _check_writable(path)
@@ -116,7 +117,7 @@ def _cmd_evaluate(args) -> int:
         "fitted in %.2f s, scored in %.2f s", result.fit_seconds, result.predict_seconds
     )
     payload = result.as_json()
-    print(format_table([payload]))
+    print(format_table([payload], columns))
     if args.json:
         _write_json_atomic(args.json, payload)
     if args.save:
@@ -371,6 +372,16 @@ def build_parser() -> argparse.ArgumentParser:
         "command started again resumes from it",
     )
     ev.add_argument("--checkpoint-every", type=int, default=10, metavar="N")
+    ev.add_argument(
+        "--metrics",
+        default=None,
+        metavar="M1,M2,...",
+        help="the table's metric columns, comma-separated (default: accuracy, "
+        "complete_length, f1@5, word_f1@5, n_plus@5, map and what applies of "
+        "classification_accuracy, rmse, r2); any metric the JSON reports, e.g. "
+        "lrap,ranking_loss,coverage,one_error,micro_f1,macro_f1,example_f1,"
+        "hamming_loss (the JSON always has them all)",
+    )
 
     tu = add(
         "tune",
@@ -390,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--grid metric=cosine,euclidean --folds 5 --json tune.json. "
             "Folds: a RandomState(seed) shuffle cut into --folds parts, as "
             "sklearn's KFold(shuffle=True, random_state=seed). Metrics: higher is "
-            "better except complete_length and rmse. --protocol transductive: as "
+            "better except complete_length, rmse, ranking_loss, coverage, "
+            "one_error and hamming_loss. --protocol transductive: as "
             "`evaluate --protocol transductive`, every fold fits on all images (the "
             "test split's with their words removed) with --labelled-fraction of them "
             "labelled, drawn from the training images outside the fold, and scores "

@@ -3,8 +3,15 @@
 The driver is the same for every method: fit on ``task.train``, score ``task.test``
 (or, under the transductive protocol, the fit corpus itself through
 ``score_fit_corpus`` when the method has it), keep the evaluation rows, and compute the
-annotation metrics of :func:`jaxannot.metrics.annotation_report` and, where the dataset
-has classes, the classification accuracy.
+annotation metrics of :func:`jaxannot.metrics.annotation_report`, the multi-label
+metrics of :func:`jaxannot.metrics.multilabel_report` and, where the dataset has
+classes, the classification accuracy.
+
+Bipartition rule: the bipartition metrics (micro, macro and example F1, precision,
+recall; Hamming loss) annotate every scored image with its ``k`` top-scored words
+(ties: the lower word index first), ``k`` the mean number of words of the training
+images whose words are observed, rounded half up, at least 1
+(:func:`jaxannot.metrics.bipartition_k`); ``k`` is in the JSON (``bipartition``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from jaxannot.inference.checkpoint import checkpointing
 
 __all__ = [
     "TABLE_METRICS",
+    "check_columns",
+    "metric_names",
     "Evaluation",
     "align_columns",
     "check_applicable",
@@ -53,6 +62,37 @@ TABLE_METRICS = (
 )
 
 
+def metric_names(n: int = 5) -> tuple[str, ...]:
+    """Every metric :func:`evaluate` can report (with @``n`` metrics), table order
+    first: the annotation metrics, the multi-label ones, classification accuracy,
+    ``rmse`` and ``r2``."""
+    truth = np.eye(n + 1, dtype=np.float32)
+    names = [
+        *metrics.annotation_report(truth, truth, n=n),
+        *metrics.MULTILABEL_METRICS,
+        "classification_accuracy",
+        "rmse",
+        "r2",
+    ]
+    return tuple(dict.fromkeys([*TABLE_METRICS, *names]))
+
+
+def check_columns(columns, n: int = 5) -> list[str]:
+    """``columns`` (a list, or one comma-separated string) checked against
+    :func:`metric_names`; ``ValueError`` naming the unknown ones and the valid names."""
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    columns = list(columns)
+    valid = metric_names(n)
+    unknown = [c for c in columns if c not in valid]
+    if unknown or not columns:
+        raise ValueError(
+            f"unknown metric(s) {unknown or '(none given)'} for the table's columns "
+            f"(--metrics); valid metrics: {', '.join(valid)}"
+        )
+    return columns
+
+
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """The outcome of one evaluation run (``as_json`` gives the CLI's JSON)."""
@@ -68,6 +108,7 @@ class Evaluation:
     n_test: int
     n_words: int
     fitted: Fitted | None = None
+    bipartition: dict | None = None
 
     def as_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -227,8 +268,13 @@ def evaluate(
     log.debug("scored %d images in %.2f s", rows.size, predict_seconds)
 
     results: dict[str, float] = {}
+    bipartition = None
     if scores is not None:
         results.update(metrics.annotation_report(scores, task.truth_words, n=n))
+        bipartition = _bipartition(task)
+        results.update(
+            metrics.multilabel_report(scores, task.truth_words, bipartition["k"])
+        )
     if regression is not None:
         results.update(metrics.regression_report(*regression))
     elif task.truth_labels is not None and method.response is None:
@@ -254,7 +300,19 @@ def evaluate(
         n_test=int(rows.size),
         n_words=int(task.train.num_words),
         fitted=fitted,
+        bipartition=bipartition,
     )
+
+
+def _bipartition(task: Task) -> dict:
+    """The top-k rule of the bipartition metrics: ``k`` from the label cardinality
+    of the training images whose words are observed."""
+    words = np.asarray(task.train.words)
+    if task.train.word_mask is not None:
+        words = words[np.asarray(task.train.word_mask)]
+    k = metrics.bipartition_k(words)
+    cardinality = float(np.mean(np.sum(words > 0, axis=1)))
+    return {"rule": "top-k", "k": k, "train_label_cardinality": cardinality}
 
 
 # ----------------------------------------------------------------- text tables
@@ -262,7 +320,7 @@ def format_metric(column: str, value: float | None) -> str:
     """``value`` of the metric ``column`` as a table cell (``-`` when None)."""
     if value is None:
         return "-"
-    if column == "complete_length" or column.startswith("n_plus"):
+    if column in ("complete_length", "coverage") or column.startswith("n_plus"):
         return f"{value:.2f}"
     return f"{value:.4f}"
 
@@ -284,10 +342,12 @@ def align_columns(lines: list[list[str]], left: int = 1) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def format_table(rows: list[dict]) -> str:
-    """One line per :meth:`Evaluation.as_json` row: the method, the
-    :data:`TABLE_METRICS` any row reports, the fit seconds."""
-    columns = [c for c in TABLE_METRICS if any(c in r["metrics"] for r in rows)]
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """One line per :meth:`Evaluation.as_json` row: the method, the metric
+    ``columns`` (default: the :data:`TABLE_METRICS` any row reports; ``-`` where a
+    row lacks one), the fit seconds."""
+    if columns is None:
+        columns = [c for c in TABLE_METRICS if any(c in r["metrics"] for r in rows)]
     lines = [["method", *columns, "fit s"]]
     for row in rows:
         cells = [format_metric(c, row["metrics"].get(c)) for c in columns]

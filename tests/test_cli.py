@@ -25,6 +25,7 @@ KEYS = {
     "n_test",
     "n_words",
     "info",  # the fitted model's info (JSON-able), e.g. emml's "converged"
+    "bipartition",  # the top-k rule of the bipartition metrics (its k)
 }
 METRICS = {
     "accuracy",

@@ -407,3 +407,137 @@ def test_topn_metrics_with_ties_vs_brute_force(scores, truth, n):
     assert rep[f"precision@{n}"] == got[0] and rep[f"n_plus@{n}"] == words["n_plus"]
     assert 0.0 <= rep["accuracy"] <= 1.0
     assert rep["complete_length"] >= truth.sum(1)[rows].mean() - TOL
+
+
+# -------------------------------------------------------------- multi-label metrics
+def _ranking_vs_sklearn(scores, truth):
+    assert M.label_ranking_average_precision(scores, truth) == pytest.approx(
+        skm.label_ranking_average_precision_score(truth, scores), abs=TOL
+    )
+    assert M.ranking_loss(scores, truth) == pytest.approx(
+        skm.label_ranking_loss(truth, scores), abs=TOL
+    )
+    assert M.coverage(scores, truth) == pytest.approx(
+        skm.coverage_error(truth, scores), abs=TOL
+    )
+    top = np.argmax(scores, axis=1)  # one-error by hand (argmax: lowest index)
+    by_hand = np.mean([t.any() and not t[j] for t, j in zip(truth, top, strict=True)])
+    assert M.one_error(scores, truth) == pytest.approx(by_hand, abs=TOL)
+    rep = M.ranking_report(scores, truth)
+    assert list(rep) == list(M.RANKING_METRICS)
+    assert rep["lrap"] == M.label_ranking_average_precision(scores, truth)
+
+
+def test_ranking_metrics_equal_sklearn_on_random_scores(problem):
+    scores, truth = problem
+    truth[5] = 1  # every word true: LRAP 1 and ranking loss 0 for that image
+    _ranking_vs_sklearn(scores, truth)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scores=hnp.arrays(np.float64, (7, 5), elements=st.sampled_from([0.0, 0.5, 1.0])),
+    truth=hnp.arrays(np.bool_, (7, 5)),
+)
+def test_ranking_metrics_equal_sklearn_with_ties(scores, truth):
+    truth[0, 0] = True  # sklearn needs an image with a true word
+    _ranking_vs_sklearn(scores, truth.astype(np.int32))
+
+
+def test_ranking_metrics_hand_worked_ties_and_images_without_words():
+    scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.2, 0.2], [0.9, 0.1, 0.3]])
+    truth = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    # image 0: word 1 tied with word 0 -> counted ranked 2nd: precision 1/2, a
+    # (true, false) pair tied = wrong (1 of 2 pairs), coverage 2; argmax word 0
+    # (lower index of the tie): an error
+    # image 1: all tied -> 1/3, both pairs wrong, coverage 3; argmax word 0: error
+    # image 2: no true word -> LRAP 1, loss 0, coverage 0, no one-error
+    assert M.label_ranking_average_precision(scores, truth) == pytest.approx(
+        (0.5 + 1 / 3 + 1) / 3
+    )
+    assert M.ranking_loss(scores, truth) == pytest.approx((0.5 + 1.0 + 0) / 3)
+    assert M.coverage(scores, truth) == pytest.approx((2 + 3 + 0) / 3)
+    assert M.one_error(scores, truth) == pytest.approx(2 / 3)
+
+
+def test_coverage_is_sklearns_one_based_count_and_mulans_plus_labelled_share(rng):
+    scores = rng.integers(0, 4, size=(25, 6)).astype(float)  # ties
+    truth = (rng.random((25, 6)) < 0.3).astype(int)
+    truth[:3] = 0
+    truth[3, 2] = 1
+    # Mulan / Zhang & Zhou (0-based): max over true words of (#words scored >= it)
+    # - 1, per image with a true word; 0 for an image without one
+    zero_based = [
+        max(np.sum(s >= s[j]) for j in np.flatnonzero(t)) - 1 if t.any() else 0
+        for s, t in zip(scores, truth, strict=True)
+    ]
+    labelled = np.mean(truth.any(axis=1))
+    assert M.coverage(scores, truth) == pytest.approx(np.mean(zero_based) + labelled)
+    assert M.coverage(scores, truth) == pytest.approx(skm.coverage_error(truth, scores))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_bipartition_metrics_equal_sklearn(rng, ties):
+    scores = rng.integers(0, 3, (40, 7)) if ties else rng.normal(size=(40, 7))
+    truth = (rng.random((40, 7)) < 0.3).astype(int)
+    truth[0] = 0  # an image without words: recall 0 (zero_division=0)
+    truth[:, 3] = 0  # a word without images
+    for pred in (
+        M.top_k_bipartition(scores, 2),
+        M.threshold_bipartition(scores, 1.0),  # some images get no word
+    ):
+        pred = pred.astype(int)
+        for ours, theirs in (("micro", "micro"), ("macro", "macro"),
+                             ("example", "samples")):  # fmt: skip
+            ref = skm.precision_recall_fscore_support(
+                truth, pred, average=theirs, zero_division=0
+            )[:3]
+            np.testing.assert_allclose(M.prf(pred, truth, ours), ref, atol=TOL)
+        assert M.hamming_loss(pred, truth) == pytest.approx(
+            skm.hamming_loss(truth, pred)
+        )
+        rep = M.bipartition_report(pred, truth)
+        assert list(rep) == list(M.BIPARTITION_METRICS)
+        assert rep["example_f1"] == pytest.approx(
+            skm.f1_score(truth, pred, average="samples", zero_division=0)
+        )
+
+
+def test_top_k_bipartition_breaks_ties_by_word_index_and_k_is_the_rounded_cardinality():
+    pred = M.top_k_bipartition([[0.5, 0.9, 0.5, 0.5]], 2)
+    np.testing.assert_array_equal(pred, [[True, True, False, False]])
+    assert M.bipartition_k([[1, 1, 0], [1, 0, 0]]) == 2  # 1.5 rounds half up
+    assert M.bipartition_k([[1, 1, 0], [0, 0, 0], [1, 0, 0]]) == 1  # 1.0
+    assert M.bipartition_k([[0, 0], [0, 0]]) == 1  # at least 1
+    assert M.bipartition_k([[1, 1, 1], [1, 1, 0]]) == 3  # 2.5 -> 3
+    rep = M.multilabel_report([[0.1, 0.9, 0.5]], [[0, 1, 1]], k=2)
+    assert list(rep) == list(M.MULTILABEL_METRICS)
+    assert rep["micro_f1"] == 1.0 and rep["hamming_loss"] == 0.0
+    assert rep["lrap"] == 1.0 and rep["coverage"] == 2.0
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: M.top_k_bipartition(np.zeros((2, 3)), 0), r"k must be .* \[1, 3\]"),
+        (lambda: M.top_k_bipartition(np.zeros((2, 3)), 1.5), "k must be an integer"),
+        (lambda: M.threshold_bipartition(np.zeros((2, 3)), np.nan), "finite"),
+        (lambda: M.prf(np.zeros((2, 3)), np.zeros((2, 3)), "samples"), "average"),
+        (lambda: M.coverage(np.zeros((2, 3)), np.zeros((2, 2))), "shapes differ"),
+        (lambda: M.bipartition_k(np.zeros((0, 3))), "non-empty"),
+    ],
+)
+def test_multilabel_metrics_refuse_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_metrics_package_keeps_its_public_names():
+    import jaxannot.metrics.annotation as annotation
+    import jaxannot.metrics.multilabel as multilabel
+
+    for name in M.__all__:
+        assert getattr(M, name) is getattr(
+            annotation if hasattr(annotation, name) else multilabel, name
+        )
+    assert set(annotation.__all__) | set(multilabel.__all__) == set(M.__all__)

@@ -78,7 +78,9 @@ log = logging.getLogger(__name__)
 
 #: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
 #: better for every other one.
-LOWER_IS_BETTER = frozenset({"complete_length", "rmse"})
+LOWER_IS_BETTER = frozenset(
+    {"complete_length", "rmse", "ranking_loss", "coverage", "one_error", "hamming_loss"}
+)
 
 
 # ------------------------------------------------------------------- settings
@@ -150,13 +152,17 @@ def _settings(grid: Mapping[str, Sequence]) -> list[dict]:
 
 # -------------------------------------------------------------------- metrics
 def _annotation_metric_names(n: int = 5) -> list[str]:
+    """The annotation and multi-label metrics ``evaluate`` reports for word scores."""
     truth = np.eye(n + 1, dtype=np.float32)
-    return list(_metrics.annotation_report(truth, truth, n=n))
+    names = list(_metrics.annotation_report(truth, truth, n=n))
+    return names + list(_metrics.MULTILABEL_METRICS)
 
 
 def available_metrics(method: str | Method, corpus: Corpus, n: int = 5) -> list[str]:
     """The metrics :func:`~jaxannot.evaluation.evaluate` reports for ``method`` on
-    ``corpus``: the annotation metrics where it scores words of a corpus with words,
+    ``corpus``: the annotation and multi-label metrics
+    (:data:`~jaxannot.metrics.MULTILABEL_METRICS`) where it scores words of a corpus
+    with words,
     ``classification_accuracy`` where the corpus has classes and the method predicts
     labels (or scores one word per class); ``rmse`` and ``r2`` for a regressor (a
     method with a ``response``)."""

@@ -1,4 +1,4 @@
-r"""Every evaluation metric of the five papers, defined once (numpy in, floats out).
+r"""The annotation metrics of the five papers, defined once (numpy in, floats out).
 
 Conventions
 -----------
