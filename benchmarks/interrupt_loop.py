@@ -135,8 +135,12 @@ def write(args, argv, window, calibration, runs) -> None:
         "calibration_total_s": round(calibration["total_s"], 2),
         "mean_run_s": round(float(np.mean([r["total_s"] for r in runs])), 2),
         "failures": [
-            {"index": runs.index(r), "returncode": r["returncode"],
-             "delay_s": round(r["delay_s"], 3), "stderr_tail": r["stderr"][-2000:]}
+            {
+                "index": runs.index(r),
+                "returncode": r["returncode"],
+                "delay_s": round(r["delay_s"], 3),
+                "stderr_tail": r["stderr"][-2000:],
+            }
             for r in bad
         ],  # fmt: skip
         "python": platform.python_version(),
