@@ -9,7 +9,9 @@ is status 130 with the one line ``jaxannot: interrupted``, or status 0 when the 
 already finished. Anything else (139 = ``SIGSEGV``, a traceback) is a failure; its
 stderr tail is kept.
 
-    JAXANNOT_DATA=... nice python benchmarks/interrupt_loop.py --runs 500
+    JAXANNOT_DATA=... nice python benchmarks/interrupt_loop.py --runs 500 --workers 3
+
+(``--workers``: commands run side by side, each signalled on its own schedule.)
 
 Writes benchmarks/results/interrupt_loop.json (rewritten every 25 runs, so a run
 stopped early still leaves its figures).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import os
 import platform
@@ -97,8 +100,12 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=120)
     parser.add_argument("--test", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="runs at a time")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
+    # a shell starts a background job with SIGINT ignored, and the commands would
+    # inherit that: give them the default disposition (Ctrl-C ends them)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as folder:
         small_emotions(folder, args.train, args.test)
@@ -107,13 +114,15 @@ def main() -> None:
         calibration = one_run(argv, None)
         assert calibration["returncode"] == 0, calibration["stderr"]
         window = calibration["after_trigger_s"]
+        delays = rng.uniform(0.0, window, args.runs)
         runs = []
-        for i in range(args.runs):
-            delay = float(rng.uniform(0.0, window))
-            runs.append({**one_run(argv, delay), "delay_s": delay})
-            if (i + 1) % 25 == 0 or i + 1 == args.runs:
-                write(args, argv, window, calibration, runs)
-                print(f"{i + 1} runs: {summary(runs)['returncodes']}", flush=True)
+        with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+            jobs = [pool.submit(one_run, argv, float(d)) for d in delays]
+            for job, delay in zip(jobs, delays, strict=True):
+                runs.append({**job.result(), "delay_s": float(delay)})
+                if len(runs) % 25 == 0 or len(runs) == args.runs:
+                    write(args, argv, window, calibration, runs)
+                    print(f"{len(runs)} runs: {summary(runs)}", flush=True)
 
 
 def summary(runs: list[dict]) -> dict:
@@ -131,6 +140,7 @@ def write(args, argv, window, calibration, runs) -> None:
         "sigint_delay": f"uniform [0, {window:.2f}] s after the '{TRIGGER}' line "
         f"(the uninterrupted run's time from that line to its exit), seed {args.seed}",
         "runs": len(runs),
+        "runs_at_a_time": args.workers,
         **summary(runs),
         "calibration_total_s": round(calibration["total_s"], 2),
         "mean_run_s": round(float(np.mean([r["total_s"] for r in runs])), 2),
