@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import os
 import signal
@@ -31,47 +30,47 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
+from jaxannot.cli_files import (
+    UserError,
+    check_writable_output,
+    dataset_folders,
+    real_path,
+    refuse_overwriting_inputs,
+    write_json,
+    writing,
+)
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
 from jaxannot.signals import interrupts_held
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "UserError"]
 
 # not __name__: that is "__main__" under `python -m jaxannot.cli`
 log = logging.getLogger("jaxannot.cli")
 
 
-class UserError(Exception):
-    """An error caused by the user's input: reported in one line, exit status 2."""
+#: ``--FLAG`` (its ``dest``) -> inclusive bounds, checked before any command runs.
+#: Past them jax overflows (its integers are 32-bit) or no machine has the memory;
+#: the seed's range is what numpy's ``RandomState`` (the folds of ``tune``) accepts.
+INT_FLAGS = {
+    "seed": (0, 2**32 - 1),
+    "checkpoint_every": (1, 10**6),
+    "folds": (2, 10**6),
+    "restarts": (1, 1000),
+    "top": (1, 10**6),
+    "size": (1, 4096),
+    "step": (1, 4096),
+    "words": (1, 10**6),
+}
 
 
-def _folder_of(path: str) -> str:
-    """The folder ``path`` is written in; :class:`UserError` when it does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"cannot write {path}: folder {folder} does not exist")
-    return folder
-
-
-def _write_json_atomic(path: str, payload) -> None:
-    from jaxannot.data.atomic import atomic_write
-
-    _folder_of(path)
-    text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
-    atomic_write(path, lambda fh: fh.write(text.encode()))
-    log.info("wrote %s", path)
-
-
-def _check_writable(path: str) -> None:
-    """Fail now, not after hours of fitting, when ``path`` cannot be written."""
-    folder = _folder_of(path)
-    if os.path.isdir(path):
-        raise UserError(f"cannot write {path}: it is a folder")
-    from jaxannot.data.atomic import check_writable
-
-    try:
-        check_writable(folder)  # writes as atomic_write does: a temp file, renamed
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+def _check_int_flags(args) -> None:
+    """:class:`UserError` for an integer option outside :data:`INT_FLAGS`."""
+    for dest, (low, high) in INT_FLAGS.items():
+        value = getattr(args, dest, None)
+        if not isinstance(value, int) or low <= value <= high:
+            continue
+        bound = f">= {low}" if value < low else f"<= {high}"
+        raise UserError(f"--{dest.replace('_', '-')} must be {bound}, got {value}")
 
 
 # ------------------------------------------------------------------- commands
@@ -83,11 +82,17 @@ def _cmd_evaluate(args) -> int:
 
     method = get_method(args.method)
     hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
+    checkpoint = [real_path(args.checkpoint)] if args.checkpoint else []
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save, "--checkpoint": args.checkpoint},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save}, {"--checkpoint": checkpoint}
+    )
     for path in (args.json, args.save):  # ... and on an unwritable output
         if path:
-            _check_writable(path)
-    if args.checkpoint_every < 1:
-        raise UserError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+            check_writable_output(path)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -118,9 +123,10 @@ def _cmd_evaluate(args) -> int:
     payload = result.as_json()
     print(format_table([payload]))
     if args.json:
-        _write_json_atomic(args.json, payload)
+        write_json(args.json, payload)
     if args.save:
-        save(args.save, result.fitted)
+        with writing(args.save):
+            save(args.save, result.fitted)
         log.info("saved the fitted model to %s", args.save)
     return 0
 
@@ -162,6 +168,8 @@ def _cmd_demo(args) -> int:
     from jaxannot.data.synthetic import make_synthetic
     from jaxannot.evaluation import check_applicable, evaluate, format_table
 
+    if args.json:
+        check_writable_output(args.json)
     corpus = make_synthetic(seed=args.seed, num_classes=True)
     task = make_task(corpus, None, protocol="inductive", seed=args.seed)
     log.info(
@@ -183,7 +191,7 @@ def _cmd_demo(args) -> int:
         log.info("%s: fitted in %.2f s", method.name, rows[-1]["fit_seconds"])
     print(format_table(rows))
     if args.json:
-        _write_json_atomic(args.json, rows)
+        write_json(args.json, rows)
     return 0
 
 
@@ -195,6 +203,12 @@ def _cmd_diagnose(args) -> int:
     from jaxannot.diagnostics import diagnose_restarts
 
     hyper = parse_hyper(get_method(args.method), args.set or [])
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    if args.json:
+        check_writable_output(args.json)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(train, test, protocol=args.protocol, seed=args.seed)
     log.info("fitting %s from %d starts", args.method, args.restarts)
@@ -208,7 +222,7 @@ def _cmd_diagnose(args) -> int:
             f"{out['aligned_topic_l1'][r]:16.4f}  {out['unaligned_topic_l1'][r]:18.4f}"
         )
     if args.json:
-        _write_json_atomic(args.json, {k: v for k, v in out.items() if k != "traces"})
+        write_json(args.json, {k: v for k, v in out.items() if k != "traces"})
     return 0
 
 
@@ -233,13 +247,15 @@ def _cmd_tune(args) -> int:
     # the checks that need no data come before loading it; all come before fitting
     grid = parse_grid(method, args.grid or [])
     fixed = resolve_fixed(method, grid, args.set or [])
-    if args.folds < 2:
-        raise UserError(f"--folds must be >= 2, got {args.folds}")
     lf = args.labelled_fraction
     if lf is not None and not 0.0 < lf <= 1.0:
         raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
     if args.json:
-        _check_writable(args.json)
+        check_writable_output(args.json)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     corpus = training_images(train, test, seed=args.seed)  # the test split: left out
     unlabelled = None  # transductive: the other images' features, never their words
@@ -294,7 +310,7 @@ def _cmd_tune(args) -> int:
                 ", ".join(map(str, r.unconverged_folds)),
             )
     if args.json:
-        _write_json_atomic(args.json, result.as_json())
+        write_json(args.json, result.as_json())
     log.info("tuned in %.1f s", result.seconds)
     return 0
 
@@ -510,6 +526,7 @@ def _resend_interrupt(hook, unraisable) -> None:
 def _run(args) -> int:
     """The command of ``args``; user errors as one line and status 2."""
     try:
+        _check_int_flags(args)
         return args.func(args)
     except (
         UserError,
@@ -525,7 +542,13 @@ def _run(args) -> int:
         if _interrupted(err):
             raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        print(f"jaxannot: error: {message}", file=sys.stderr)
+        _print_error(str(message))
+        return 2
+    except OSError as err:  # the system's: disk full, I/O error, ... (as PATH: why)
+        if _interrupted(err):
+            raise
+        where = f"{err.filename}: " if err.filename is not None else ""
+        _print_error(f"{where}{err.strerror or err}")
         return 2
     except (MemoryError, RuntimeError) as err:
         if _interrupted(err) or not _out_of_memory(err):
@@ -538,6 +561,13 @@ def _run(args) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def _print_error(message: str) -> None:
+    """``jaxannot: error: message`` on stderr, on one line: a line break in it (a
+    file name may hold one) is written as ``\\n``."""
+    one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"jaxannot: error: {one_line}", file=sys.stderr)
 
 
 def _out_of_memory(err: BaseException) -> bool:
