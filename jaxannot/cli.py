@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import os
 import signal
@@ -31,47 +30,47 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
+from jaxannot.cli_files import (
+    UserError,
+    check_writable_output,
+    dataset_folders,
+    real_path,
+    refuse_overwriting_inputs,
+    write_json,
+    writing,
+)
 from jaxannot.cli_logging import add_logging_options, log_to_stderr
 from jaxannot.signals import interrupts_held
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "UserError"]
 
 # not __name__: that is "__main__" under `python -m jaxannot.cli`
 log = logging.getLogger("jaxannot.cli")
 
 
-class UserError(Exception):
-    """An error caused by the user's input: reported in one line, exit status 2."""
+#: ``--FLAG`` (its ``dest``) -> inclusive bounds, checked before any command runs.
+#: Past them jax overflows (its integers are 32-bit) or no machine has the memory;
+#: the seed's range is what numpy's ``RandomState`` (the folds of ``tune``) accepts.
+INT_FLAGS = {
+    "seed": (0, 2**32 - 1),
+    "checkpoint_every": (1, 10**6),
+    "folds": (2, 10**6),
+    "restarts": (1, 1000),
+    "top": (1, 10**6),
+    "size": (1, 4096),
+    "step": (1, 4096),
+    "words": (1, 10**6),
+}
 
 
-def _folder_of(path: str) -> str:
-    """The folder ``path`` is written in; :class:`UserError` when it does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"cannot write {path}: folder {folder} does not exist")
-    return folder
-
-
-def _write_json_atomic(path: str, payload) -> None:
-    from jaxannot.data.atomic import atomic_write
-
-    _folder_of(path)
-    text = json.dumps(payload, indent=2, sort_keys=False) + "\n"
-    atomic_write(path, lambda fh: fh.write(text.encode()))
-    log.info("wrote %s", path)
-
-
-def _check_writable(path: str) -> None:
-    """Fail now, not after hours of fitting, when ``path`` cannot be written."""
-    folder = _folder_of(path)
-    if os.path.isdir(path):
-        raise UserError(f"cannot write {path}: it is a folder")
-    from jaxannot.data.atomic import check_writable
-
-    try:
-        check_writable(folder)  # writes as atomic_write does: a temp file, renamed
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+def _check_int_flags(args) -> None:
+    """:class:`UserError` for an integer option outside :data:`INT_FLAGS`."""
+    for dest, (low, high) in INT_FLAGS.items():
+        value = getattr(args, dest, None)
+        if not isinstance(value, int) or low <= value <= high:
+            continue
+        bound = f">= {low}" if value < low else f"<= {high}"
+        raise UserError(f"--{dest.replace('_', '-')} must be {bound}, got {value}")
 
 
 # ------------------------------------------------------------------- commands
@@ -84,11 +83,17 @@ def _cmd_evaluate(args) -> int:
     method = get_method(args.method)
     hyper = parse_hyper(method, args.set or [])  # fail on a bad --set before loading
     columns = check_columns(args.metrics) if args.metrics is not None else None
+    checkpoint = [real_path(args.checkpoint)] if args.checkpoint else []
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save, "--checkpoint": args.checkpoint},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save}, {"--checkpoint": checkpoint}
+    )
     for path in (args.json, args.save):  # ... and on an unwritable output
         if path:
-            _check_writable(path)
-    if args.checkpoint_every < 1:
-        raise UserError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+            check_writable_output(path)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(
         train,
@@ -119,9 +124,10 @@ def _cmd_evaluate(args) -> int:
     payload = result.as_json()
     print(format_table([payload], columns))
     if args.json:
-        _write_json_atomic(args.json, payload)
+        write_json(args.json, payload)
     if args.save:
-        save(args.save, result.fitted)
+        with writing(args.save):
+            save(args.save, result.fitted)
         log.info("saved the fitted model to %s", args.save)
     return 0
 
@@ -163,6 +169,8 @@ def _cmd_demo(args) -> int:
     from jaxannot.data.synthetic import make_synthetic
     from jaxannot.evaluation import check_applicable, evaluate, format_table
 
+    if args.json:
+        check_writable_output(args.json)
     corpus = make_synthetic(seed=args.seed, num_classes=True)
     task = make_task(corpus, None, protocol="inductive", seed=args.seed)
     log.info(
@@ -184,7 +192,7 @@ def _cmd_demo(args) -> int:
         log.info("%s: fitted in %.2f s", method.name, rows[-1]["fit_seconds"])
     print(format_table(rows))
     if args.json:
-        _write_json_atomic(args.json, rows)
+        write_json(args.json, rows)
     return 0
 
 
@@ -196,6 +204,12 @@ def _cmd_diagnose(args) -> int:
     from jaxannot.diagnostics import diagnose_restarts
 
     hyper = parse_hyper(get_method(args.method), args.set or [])
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    if args.json:
+        check_writable_output(args.json)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(train, test, protocol=args.protocol, seed=args.seed)
     log.info("fitting %s from %d starts", args.method, args.restarts)
@@ -209,7 +223,7 @@ def _cmd_diagnose(args) -> int:
             f"{out['aligned_topic_l1'][r]:16.4f}  {out['unaligned_topic_l1'][r]:18.4f}"
         )
     if args.json:
-        _write_json_atomic(args.json, {k: v for k, v in out.items() if k != "traces"})
+        write_json(args.json, {k: v for k, v in out.items() if k != "traces"})
     return 0
 
 
@@ -234,13 +248,15 @@ def _cmd_tune(args) -> int:
     # the checks that need no data come before loading it; all come before fitting
     grid = parse_grid(method, args.grid or [])
     fixed = resolve_fixed(method, grid, args.set or [])
-    if args.folds < 2:
-        raise UserError(f"--folds must be >= 2, got {args.folds}")
     lf = args.labelled_fraction
     if lf is not None and not 0.0 < lf <= 1.0:
         raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
     if args.json:
-        _check_writable(args.json)
+        check_writable_output(args.json)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     corpus = training_images(train, test, seed=args.seed)  # the test split: left out
     unlabelled = None  # transductive: the other images' features, never their words
@@ -295,7 +311,7 @@ def _cmd_tune(args) -> int:
                 ", ".join(map(str, r.unconverged_folds)),
             )
     if args.json:
-        _write_json_atomic(args.json, result.as_json())
+        write_json(args.json, result.as_json())
     log.info("tuned in %.1f s", result.seconds)
     return 0
 
@@ -545,6 +561,7 @@ def _resend_interrupt(hook, unraisable) -> None:
 def _run(args) -> int:
     """The command of ``args``; user errors as one line and status 2."""
     try:
+        _check_int_flags(args)
         return args.func(args)
     except (
         UserError,
@@ -560,7 +577,13 @@ def _run(args) -> int:
         if _interrupted(err):
             raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        print(f"jaxannot: error: {message}", file=sys.stderr)
+        _print_error(str(message))
+        return 2
+    except OSError as err:  # the system's: disk full, I/O error, ... (as PATH: why)
+        if _interrupted(err):
+            raise
+        where = f"{err.filename}: " if err.filename is not None else ""
+        _print_error(f"{where}{err.strerror or err}")
         return 2
     except (MemoryError, RuntimeError) as err:
         if _interrupted(err) or not _out_of_memory(err):
@@ -573,6 +596,13 @@ def _run(args) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def _print_error(message: str) -> None:
+    """``jaxannot: error: message`` on stderr, on one line: a line break in it (a
+    file name may hold one) is written as ``\\n``."""
+    one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"jaxannot: error: {one_line}", file=sys.stderr)
 
 
 def _out_of_memory(err: BaseException) -> bool:
@@ -588,6 +618,13 @@ def console() -> NoReturn:
     A Ctrl-C that arrives once the command has finished, while Python shuts down
     (its exit handlers flush and close the log), is ignored: there is nothing left
     to interrupt, and Python would print it as a traceback.
+
+    An interrupted command (status 130) leaves at once (``os._exit``) once stdout
+    and stderr are flushed, without Python's shutdown: the interrupt may have cut
+    jax off mid-computation, and tearing the interpreter down under XLA's threads
+    that still run could crash (2 of 292 interrupted fits died of ``SIGSEGV``,
+    status 139). Nothing is left to clean up: the files being written were removed
+    as the interrupt unwound (:func:`jaxannot.data.atomic.atomic_write`).
     """
     status = 130
     try:
@@ -597,7 +634,20 @@ def console() -> NoReturn:
         status = 130
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if status == 130:
+        _leave_now(status)
     sys.exit(status)
+
+
+def _leave_now(status: int) -> NoReturn:
+    """Flush stdout and stderr, then end the process with ``status`` without
+    running Python's shutdown (exit handlers, module teardown)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe whose reader is gone
+            pass
+    os._exit(status)
 
 
 if __name__ == "__main__":

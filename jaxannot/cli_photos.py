@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import pathlib
+import stat
 
 __all__ = ["add_photo_commands"]
 
@@ -28,13 +29,21 @@ log = logging.getLogger(__name__)
 
 def _cmd_features(args) -> int:
     from jaxannot.annotators.base import show_progress
+    from jaxannot.cli_files import (
+        WRITE_ERRNOS,
+        check_writable_output,
+        writing,
+    )
     from jaxannot.data.image_features import ExtractorSettings, PhotoExtractor
     from jaxannot.data.photos import build_photo_dataset
 
     if not os.path.isdir(args.photos):
         raise NotADirectoryError(f"{args.photos}: not a folder of photos")
-    if args.tags is not None and not os.path.isfile(args.tags):
-        raise FileNotFoundError(f"tags file {args.tags} does not exist")
+    if args.tags is not None:
+        _check_tags_file(args.tags)
+    # --out may lie inside PHOTOS_DIR (it is left out of the photos) or be the
+    # dataset it rebuilds: the old folder is replaced only once the new one is built
+    check_writable_output(args.out, folder=True)
     chosen = {"size": args.size, "daisy_step": args.step, "codebook_size": args.words}
     chosen = {k: v for k, v in chosen.items() if v is not None}
     settings = extractor = None
@@ -46,17 +55,18 @@ def _cmd_features(args) -> int:
         extractor = PhotoExtractor.load(args.extractor)
     else:
         settings = ExtractorSettings(seed=args.seed, **chosen)
-    result = build_photo_dataset(
-        args.photos,
-        args.out,
-        tags=args.tags,
-        settings=settings,
-        extractor=extractor,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        name=args.name,
-        progress=show_progress(),
-    )  # each file skipped is logged as a warning
+    with writing(args.out, WRITE_ERRNOS):  # reading errors say what they read
+        result = build_photo_dataset(
+            args.photos,
+            args.out,
+            tags=args.tags,
+            settings=settings,
+            extractor=extractor,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            name=args.name,
+            progress=show_progress(),
+        )  # each file skipped is logged as a warning
     if result.unmatched_tags:
         shown = ", ".join(result.unmatched_tags[:5])
         more = len(result.unmatched_tags) - 5
@@ -73,6 +83,24 @@ def _cmd_features(args) -> int:
     )
     print(f"skipped {len(result.skipped)} file(s) that are not readable images")
     return 0
+
+
+def _check_tags_file(path: str) -> None:
+    """``--tags`` names a regular file that can be read, else what it is instead."""
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"tags file {path} does not exist")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"tags file {path} is a broken symbolic link")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"tags file {path} is a folder, not a CSV file")
+    if not os.path.isfile(path):
+        kind = "named pipe" if stat.S_ISFIFO(os.stat(path).st_mode) else "special file"
+        raise ValueError(
+            f"tags file {path} is a {kind}, not a regular file: write the tags to a "
+            "CSV file (header file,tags)"
+        )
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"tags file {path} cannot be read (permission denied)")
 
 
 def _cmd_annotate(args) -> int:

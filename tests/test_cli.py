@@ -304,3 +304,28 @@ def test_a_fit_that_diverges_is_one_error_line(data_root, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("jaxannot: error:") == 1, err
     assert err.splitlines()[-1].startswith("jaxannot: error: twh: training diverged")
+
+
+def test_an_interrupted_command_leaves_without_python_shutdown():
+    """2 of 292 Ctrl-Cs during a knn fit printed 'jaxannot: interrupted' and then
+    died of SIGSEGV in the interpreter's shutdown (status 139), under XLA threads
+    still running. An interrupted command now flushes its output and ends the
+    process at once (os._exit(130)): no exit handler runs (this one would print
+    'teardown'), and what it printed is not lost."""
+    script = (
+        "import atexit, sys\n"
+        "from jaxannot import cli\n"
+        "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+        "def interrupted(argv=None):\n"
+        "    print('partial table')\n"  # buffered: stdout is a pipe
+        "    print('jaxannot: interrupted', file=sys.stderr)\n"
+        "    return 130\n"
+        "cli.main = interrupted\n"
+        "cli.console()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130
+    assert done.stdout == "partial table\n"
+    assert done.stderr == "jaxannot: interrupted\n"

@@ -3,7 +3,9 @@ started again resumes from it with the same result, a corrupt checkpoint is a on
 error, and a bad ``--checkpoint-every`` fails before any data is loaded."""
 
 import json
+import shutil
 
+import numpy as np
 import pytest
 
 from jaxannot.cli import main
@@ -74,3 +76,46 @@ def test_a_method_without_a_step_loop_warns_that_nothing_was_saved(
     argv = ["evaluate", "knn", "--dataset", "emotions", "--data-dir", str(data_root)]
     assert main([*argv, "--checkpoint", str(tmp_path / "state")]) == 0
     assert "has no step loop to checkpoint" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def written(data_root, tmp_path_factory):
+    """The checkpoint folder of a finished fit."""
+    folder = tmp_path_factory.mktemp("written") / "state"
+    assert _evaluate(data_root, folder, folder.parent / "a.json", "-q") == 0
+    return folder
+
+
+def _rewrite_header(path, edit) -> None:
+    """Rewrite the JSON header of the checkpoint at ``path`` through ``edit``."""
+    with np.load(path, allow_pickle=False) as archive:
+        entries = {k: archive[k] for k in archive.files}
+    meta = edit(json.loads(entries["__meta__"].tobytes().decode()))
+    entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, **entries)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda m: {k: v for k, v in m.items() if k != "step"}, "has no `step` entry"),
+        (lambda m: {**m, "step": "12"}, "header's `step` is '12', not an int"),
+        (lambda m: {**m, "step": 1.5}, "header's `step` is 1.5, not an int"),
+        (lambda m: {k: v for k, v in m.items() if k != "key_impls"}, "`key_impls`"),
+        (lambda m: [m], "not a jaxannot checkpoint"),
+    ],
+)
+def test_a_checkpoint_header_missing_an_entry_says_which(
+    data_root, written, tmp_path, capsys, edit, needle
+):
+    """A checkpoint without `step` printed `jaxannot: error: step` (a KeyError);
+    now the line names the file and what its header lacks."""
+    folder = tmp_path / "state"
+    shutil.copytree(written, folder)
+    _rewrite_header(folder / "run-000.npz", edit)
+    assert _evaluate(data_root, folder, tmp_path / "b.json", "-q") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jaxannot: error: checkpoint {folder / 'run-000.npz'}")
+    assert needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "b.json").exists()

@@ -35,7 +35,7 @@ def test_bad_set_fails_before_loading_the_data(tmp_path, capsys, no_loading):
     code = main([*argv, "--data-dir", str(tmp_path / "no-such-dir")])
     assert code == 2
     line = _one_line_error(capsys)
-    assert "'knn'" in line and "k=0" in line and "int >= 1" in line
+    assert "'knn'" in line and "k=0" in line and "int in [1, 1000000]" in line
 
 
 def test_bad_set_with_the_real_loader_names_the_hyper_parameter(tmp_path, capsys):
@@ -103,3 +103,58 @@ def test_methods_describes_every_hyper_parameter(capsys):
             assert line.startswith(f"    {key} = {default!r} "), line
             origin = DEFAULTS[name][key].describe(name)
             assert line.endswith(f"{spec.help} [{spec.valid()}] (default: {origin})")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["evaluate", "mix-unigram", "--set", "topics=1000000000000"], "topics="),
+        (["evaluate", "link-lda", "--set", "iterations=10**12"], "expects int"),
+        (["evaluate", "twh", "--set", "steps=1000000000000"], "steps="),
+        (
+            ["evaluate", "knn", "--seed", "1000000000000"],
+            "--seed must be <= 4294967295",
+        ),
+        (["evaluate", "knn", "--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["tune", "knn", "--grid", "k=1", "--seed", str(2**64)], "--seed must be <="),
+        (["tune", "knn", "--grid", "k=1", "--folds", "1"], "--folds must be >= 2"),
+        (["diagnose", "mix-unigram", "--restarts", "10**9"], "invalid int value"),
+        (["diagnose", "mix-unigram", "--restarts", "1000000"], "--restarts must be"),
+        (["evaluate", "knn", "--checkpoint-every", str(10**12)], "<= 1000000"),
+    ],
+)
+def test_huge_or_negative_integers_are_one_line_naming_the_bound(
+    argv, needle, capsys, no_loading
+):
+    """Integers of 10^12 went on into jax (an OverflowError traceback: 'Python
+    integer out of bounds for int32'); a negative seed read 'expected non-negative
+    integer'. Now one line naming the bound, before any data is loaded."""
+    try:
+        code = main([*argv, "--dataset", "corel5k"])
+    except SystemExit as stop:  # argparse: not an integer at all
+        code = stop.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    if "invalid int value" not in needle:
+        assert err.count("\n") == 1 and err.startswith("jaxannot: error: ")
+    if "topics=" in needle or "steps=" in needle:
+        assert "valid: int in [" in err and ", 1000000]" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "needle"),
+    [
+        ("--size", "1000000000000", "--size must be <= 4096"),
+        ("--step", "0", "--step must be >= 1"),
+        ("--words", str(10**12), "--words must be <= 1000000"),
+        ("--seed", str(2**40), "--seed must be <= 4294967295"),
+    ],
+)
+def test_features_integers_are_bounded(flag, value, needle, tmp_path, capsys):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    argv = ["features", str(photos), "--out", str(tmp_path / "ds"), flag, value]
+    assert main(argv) == 2
+    assert _one_line_error(capsys) == f"jaxannot: error: {needle}, got {value}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]

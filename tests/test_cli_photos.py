@@ -393,3 +393,29 @@ def test_annotate_names_escaped_and_odd_formats_skipped(
     assert out.startswith(str(tmp_path / "evil\\x1b]0;PWNED\\x07\\x1b[2J.jpg: "))
     assert "evil\\x1b]0;PWNED\\x07\\x1b[2J.txt: not a readable image" in err
     assert "texture.jpg: not a readable image (NotImplementedError" in err
+
+
+def test_a_tags_file_that_is_not_a_regular_file_says_what_it_is(tmp_path, capsys):
+    """A folder or a named pipe as --tags read 'does not exist'; now the line says
+    what the path is (and a pipe is never opened, so nothing blocks)."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    os.mkfifo(tmp_path / "pipe.csv")
+    (tmp_path / "folder.csv").mkdir()
+    (tmp_path / "broken.csv").symlink_to(tmp_path / "gone.csv")
+    for name, expected in (
+        ("folder.csv", "is a folder, not a CSV file"),
+        ("pipe.csv", "is a named pipe, not a regular file"),
+        ("broken.csv", "is a broken symbolic link"),
+        ("missing.csv", "does not exist"),
+    ):
+        tags = tmp_path / name
+        argv = ["features", str(photos), "--tags", str(tags)]
+        assert main([*argv, "--out", str(tmp_path / "ds")]) == 2
+        err = capsys.readouterr().err
+        assert err == f"jaxannot: error: tags file {tags} {expected}" + (
+            ": write the tags to a CSV file (header file,tags)\n"
+            if name == "pipe.csv"
+            else "\n"
+        ), err
+    assert not (tmp_path / "ds").exists()

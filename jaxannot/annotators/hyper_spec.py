@@ -3,10 +3,12 @@
 Every hyper-parameter a method registers (``Method.hyper``) has a :class:`HyperSpec`:
 a one-line ``help`` (what it is, with the paper's symbol where there is one), its
 ``type`` and the values it accepts — a numeric range (``low`` / ``high``, each
-inclusive or not) or, for strings, ``choices``. :func:`spec_for` finds the spec of a
-``(method, name)`` pair: :data:`SPECIFIC` first (names whose meaning depends on the
-method, e.g. ``alpha``, ``c``, ``gamma``, ``lam``, ``iterations``, ``tol``), then
-:data:`SHARED` (names that mean the same wherever they appear).
+inclusive or not; every int has an upper bound, so that a huge value is refused
+naming it instead of overflowing inside jax) or, for strings, ``choices``.
+:func:`spec_for` finds the spec of a ``(method, name)`` pair: :data:`SPECIFIC`
+first (names whose meaning depends on the method, e.g. ``alpha``, ``c``,
+``gamma``, ``lam``, ``iterations``, ``tol``), then :data:`SHARED` (names that mean
+the same wherever they appear).
 :func:`jaxannot.annotators.parse_hyper` validates every value against its spec, and
 ``jaxannot methods`` prints them.
 

@@ -24,6 +24,7 @@ _DEFAULTS_FILE = "hyper_defaults.toml"
 _DEFAULT_KEYS = {"value", "origin", "record", "record_method", "note", "rule"}
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 _KEYS = {"help", "type", "ge", "gt", "le", "lt", "choices", "comma_list"}
+_INT_CEILING = 2**31 - 1  # the largest int32: jax's integers without x64
 
 
 def _spec(entry: dict, where: str) -> HyperSpec:
@@ -36,6 +37,12 @@ def _spec(entry: dict, where: str) -> HyperSpec:
         )
     if ("ge" in entry and "gt" in entry) or ("le" in entry and "lt" in entry):
         raise ValueError(f"{_FILE}: {where}: two lower or two upper bounds")
+    high = entry.get("lt", entry.get("le"))
+    if entry["type"] == "int" and (high is None or high > _INT_CEILING):
+        raise ValueError(
+            f"{_FILE}: {where}: an int needs an upper bound `le` (or `lt`) of at most "
+            f"{_INT_CEILING}: past it jax's 32-bit integers overflow; got {high}"
+        )
     choices = entry.get("choices")
     try:
         return HyperSpec(

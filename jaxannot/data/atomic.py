@@ -110,16 +110,33 @@ def remove_stale_temp(folder: str | os.PathLike) -> list[str]:
     return removed
 
 
-def check_writable(folder: str | os.PathLike) -> None:
-    """Raise ``OSError`` unless a file can be created in ``folder``.
+def check_writable(folder: str | os.PathLike, reserve: int = 0) -> None:
+    """Raise ``OSError`` unless a file of ``reserve`` bytes can be written in
+    ``folder``.
 
-    Creates and removes a temporary file named as :func:`atomic_write` names its
-    own, so one left by a process killed in between is swept like theirs.
+    Creates, fills with ``reserve`` zero bytes, flushes to disk (``fsync``: a full
+    disk or an exceeded quota shows here, not only when the data is written back
+    later) and removes a temporary file named as :func:`atomic_write` names its own,
+    so one left by a process killed in between is swept like theirs.
+
+    Parameters
+    ----------
+    folder : str or PathLike
+        The folder to write in.
+    reserve : int
+        Bytes the probe must hold (0: only create it).
     """
     with interrupts_held():
         fd, probe = tempfile.mkstemp(dir=folder, prefix=_prefix(), suffix=_SUFFIX)
-        os.close(fd)
-        os.unlink(probe)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                block = bytes(min(reserve, 1 << 20))
+                for start in range(0, reserve, len(block) or 1):
+                    fh.write(block[: reserve - start])
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            os.unlink(probe)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:

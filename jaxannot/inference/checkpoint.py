@@ -189,7 +189,36 @@ def save(path: pathlib.Path, digest: str, carry, losses, step: int) -> None:
     entries = {f"leaf_{i}": a for i, a in enumerate(arrays)}
     entries["losses"] = np.asarray(losses)
     entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    atomic_write(path, lambda fh: np.savez(fh, **entries))
+    try:
+        atomic_write(path, lambda fh: np.savez(fh, **entries))
+    except OSError as err:  # a full disk, a read-only folder, ...
+        raise CheckpointError(
+            f"checkpoint {path} cannot be written ({err.strerror or err}); the last "
+            "one written is kept: free the space and start the command again"
+        ) from None
+
+
+#: The entries of a checkpoint's header and their types (the format's and version's
+#: are checked on their own).
+_META_TYPES = {"fingerprint": str, "step": int, "key_impls": list}
+
+
+def _check_meta(path: pathlib.Path, meta: dict) -> None:
+    """:class:`CheckpointError` naming the header entry that is missing or of the
+    wrong type (a damaged or hand-edited file)."""
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            raise CheckpointError(
+                f"checkpoint {path}: its header has no `{key}` entry (damaged or not "
+                "written by jaxannot); delete it to start the fit over"
+            )
+        value = meta[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise CheckpointError(
+                f"checkpoint {path}: its header's `{key}` is {value!r}, not "
+                f"{'an' if kind is int else 'a'} {kind.__name__}; delete it to start "
+                "the fit over"
+            )
 
 
 def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, int]:
@@ -198,17 +227,24 @@ def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, in
     try:
         with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
             meta = json.loads(archive["__meta__"].tobytes().decode())
-            arrays = [archive[f"leaf_{i}"] for i in range(len(meta["key_impls"]))]
+            impls = meta.get("key_impls") if isinstance(meta, dict) else None
+            count = len(impls) if isinstance(impls, list) else 0
+            arrays = [archive[f"leaf_{i}"] for i in range(count)]
             losses = archive["losses"]
     except Exception as err:  # zip, JSON or missing-entry errors alike
         raise CheckpointError(
             f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); "
             "delete it to start the fit over"
         ) from None
-    if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != _FORMAT
+        or meta.get("version") != _VERSION
+    ):
         raise CheckpointError(
             f"checkpoint {path}: not a jaxannot checkpoint v{_VERSION}"
         )
+    _check_meta(path, meta)
     if meta.get("fingerprint") != digest:
         raise CheckpointError(
             f"checkpoint {path} was written by another fit (other method, settings, "

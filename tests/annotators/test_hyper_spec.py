@@ -80,7 +80,7 @@ def test_a_value_outside_the_spec_is_refused_with_the_valid_range(name, key):
 
 
 def test_knn_k_zero_names_method_key_value_and_range():
-    with pytest.raises(ValueError, match=r"'knn'.*k=0.*valid: int >= 1"):
+    with pytest.raises(ValueError, match=r"'knn'.*k=0.*valid: int in \[1, 1000000\]"):
         parse_hyper(get_method("knn"), ["k=0"])
 
 
@@ -90,12 +90,14 @@ def test_knn_k_zero_names_method_key_value_and_range():
         ("sfsls", "p=0", r"p=0\.0 .*float in \(0, 1\]"),
         ("sfsls", "p=1.5", r"float in \(0, 1\]"),
         ("iale-svm", "clip=0.5", r"clip=0\.5 .*float in \[0, 0\.5\)"),
-        ("iale-svm", "bins=2", r"int >= 3"),
-        ("mix-unigram", "bins=1", r"int >= 2"),
+        ("iale-svm", "bins=2", r"int in \[3, 1000000\]"),
+        ("mix-unigram", "bins=1", r"int in \[2, 1000000\]"),
+        ("mix-unigram", f"topics={10**12}", r"int in \[1, 1000000\]"),
+        ("twh", f"steps={10**12}", r"steps=1000000000000 .*int in \[0, 1000000\]"),
         ("lap-mix-unigram", "gamma=0", r"float in \(0, 1\]"),
         ("link-lda", "alpha=0", r"float > 0"),
         ("mix-unigram", "beta_concentration=1", r"float > 1"),
-        ("mbrm", "folds=1", r"int >= 2"),
+        ("mbrm", "folds=1", r"int in \[2, 1000000\]"),
         ("fsnm", "selected=-0.1", r"float in \(0, 1\]"),
         ("emml", "gamma=-1", r"float >= 0"),
         ("mmh", "c1=0", r"float > 0"),
@@ -183,7 +185,7 @@ def test_an_unregistered_method_is_checked_only_by_the_shared_names():
 
     m = Method("custom", fit=lambda c, **k: None, hyper={"bins": 8, "lam": 1.0})
     assert parse_hyper(m, ["lam=-5"])["lam"] == -5.0  # no spec: not checked
-    with pytest.raises(ValueError, match="int >= 2"):
+    with pytest.raises(ValueError, match=r"int in \[2, 1000000\]"):
         parse_hyper(m, ["bins=1"])
 
 
@@ -195,6 +197,7 @@ def test_spec_table_round_trips_ranges_and_choices():
 help = "bins"
 type = "int"
 ge = 2
+lt = 100
 
 [[method_group]]
 methods = ["a", "b"]
@@ -212,7 +215,10 @@ choices = ["x", "y"]
 comma_list = true
 """
     )
-    assert shared["bins"] == HyperSpec("bins", int, low=2)
+    assert shared["bins"] == HyperSpec(
+        "bins", int, low=2, high=100, high_inclusive=False
+    )
+    assert shared["bins"].valid() == "int in [2, 100)"
     gamma = specific["a", "gamma"]
     assert specific["b", "gamma"] is gamma
     assert gamma.valid() == "float in (0, 1]"
@@ -227,10 +233,18 @@ comma_list = true
         ('[shared.k]\nhelp = "k"\ntype = "complex"', r"\[shared\.k\].*needs `help`"),
         ('[shared.k]\nhelp = "k"\ntype = "int"\nstep = 2', r"got \['help', 'step'"),
         ('[shared.k]\nhelp = "k"\ntype = "int"\nge = 1\ngt = 0', "two lower"),
+        (
+            '[shared.k]\nhelp = "k"\ntype = "int"\nge = 1',
+            r"an int needs an upper bound",
+        ),
+        (
+            '[shared.k]\nhelp = "k"\ntype = "int"\nle = 1e12',
+            r"at most 2147483647.*got 1000000000000",
+        ),
         ('[shared.k]\nhelp = "k"\ntype = "str"\nge = 1', "only int and float"),
         (
             '[[method_group]]\nmethods = ["m", "m"]\n'
-            '[method_group.params.k]\nhelp = "k"\ntype = "int"',
+            '[method_group.params.k]\nhelp = "k"\ntype = "int"\nle = 9',
             r"\('m', 'k'\) is described twice",
         ),
     ],
@@ -239,3 +253,13 @@ def test_malformed_spec_table_names_the_file_and_entry(text, message):
     with pytest.raises(ValueError, match=message) as err:
         load_tables(text)
     assert "hyper_specs.toml" in str(err.value)
+
+
+def test_every_int_has_an_upper_bound_that_jax_can_hold():
+    """A count of 10^12 (topics, iterations, steps) went into jax and failed with
+    an OverflowError traceback; every int spec now has a bound below 2^31."""
+    for name, key in PAIRS:
+        spec = spec_for(name, key)
+        if spec.type is int:
+            assert spec.high is not None and spec.high < 2**31, (name, key)
+            assert METHODS[name].hyper[key] <= spec.high, (name, key)
