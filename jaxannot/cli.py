@@ -521,7 +521,7 @@ def _compilation_cache(args) -> None:
     be used is a warning, never a failed command."""
     from jaxannot.inference import compilation_cache as cc
 
-    if args.no_compilation_cache or cc.cache_disabled():
+    if getattr(args, "no_compilation_cache", False) or cc.cache_disabled():
         return
     try:
         cc.enable_compilation_cache()

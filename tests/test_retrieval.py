@@ -230,7 +230,10 @@ def test_a_closed_over_index_jits_and_vmaps(db):
     for r in range(4):
         one_ids, one_scores = retrieval.image_retrieval(index, images[r])
         np.testing.assert_array_equal(np.asarray(ids[r]), np.asarray(one_ids))
-        np.testing.assert_allclose(np.asarray(scores[r]), np.asarray(one_scores))
+        # float32: the batched program fuses its sums differently (1e-7 relative)
+        np.testing.assert_allclose(
+            np.asarray(scores[r]), np.asarray(one_scores), rtol=1e-6
+        )
 
 
 @pytest.mark.parametrize(

@@ -91,12 +91,17 @@ def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     return _vem().posteriors_for(_fitted_values(fitted), *args, **kwargs)
 
 
+def _devices():
+    """The devices a fit's images are split over: under jax.distributed every
+    process's devices, else None (the default device)."""
+    return jax.devices() if jax.process_count() > 1 else None
+
+
 def _vem(estep=None) -> VEM:
     """The mixture's VEM with the closed-form M-step and ``estep``: a new object per
     fit, equal to the last one of the same E-step kind, so it reuses its compiled
     code (nothing shared is mutated)."""
-    # under jax.distributed the images are split over every process's devices
-    devices = jax.devices() if jax.process_count() > 1 else None
+    devices = _devices()
     # MAP under the Dirichlet prior on pi empties the topics the data do not need
     # (topics=50 on a small corpus): expected here, so no warning
     return VEM(

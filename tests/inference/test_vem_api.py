@@ -81,7 +81,10 @@ def test_a_param_with_a_constraint_stays_on_it():
 def test_init_params_are_checked_by_name_shape_and_support():
     x, _ = _data(n=40)
     vem = VEM(gauss_mixture, "z")
-    good = {"pi": jnp.ones(3) / 3, "mu": jnp.zeros((3, 2))}
+    good = {
+        "pi": jnp.ones(3) / 3,
+        "mu": jnp.asarray([[-6.0, 0.0], [0.0, 6.0], [6.0, 0.0]]),
+    }
     with pytest.raises(ValueError, match=r"unknown sites \['means'\].*\['pi', 'mu'\]"):
         vem.run(jax.random.key(0), 2, x, k=3, init_params={**good, "means": 0.0})
     with pytest.raises(ValueError, match="mu has shape \\(2, 2\\), the model's is"):

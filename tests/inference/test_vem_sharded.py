@@ -191,8 +191,8 @@ def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch, carries)
     )
     hyper = dict(topics=5, iterations=6, warm_start=4, neighbors=5)
     one = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
-    for kind in ("exact", "lapvar1"):  # the annotator's shared VEMs, split
-        monkeypatch.setattr(topic_models._vem(kind), "devices", tuple(jax.devices()))
+    # the annotator's VEMs (one per fit), split over both devices
+    monkeypatch.setattr(topic_models, "_devices", lambda: tuple(jax.devices()))
     fits_on_one = len(carries)
     two = evaluate("lap-mix-unigram", task, hyper=hyper, seed=0)
     # every step loop of the two-device fit held its images split in half
