@@ -125,7 +125,7 @@ def _run_child(device: str, cache: str | None, steps: int) -> dict:
 def _cli_seconds(device: str, cache: str) -> float:
     env = child_env(device, dict(os.environ, JAXANNOT_CACHE_DIR=cache))
     env.pop("JAXANNOT_NO_COMPILATION_CACHE", None)
-    cmd = [sys.executable, "-m", "jaxannot", "-q", "evaluate", "mix-unigram"]
+    cmd = [sys.executable, "-m", "jaxannot.cli", "-q", "evaluate", "mix-unigram"]
     cmd += ["--dataset", "corel5k"]
     start = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, check=True)
