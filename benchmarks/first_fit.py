@@ -42,15 +42,37 @@ RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _child(cache: str | None, steps: int) -> dict:
-    """One process's figures (run with ``--child``)."""
-    start = time.perf_counter()
+def gaussian_toy():
+    """The toy's model and data: a K = 6 Gaussian mixture declared in numpyro and
+    2000 images of 2 features drawn from it (seed 0); shared with ``m_steps.py``."""
     import numpy as np
 
-    import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
+
+    def mixture(x, *, k):
+        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
+        with numpyro.plate("component", k):
+            mu = numpyro.sample(
+                "mu", dist.Normal(0.0, 5.0).expand([x.shape[1]]).to_event(1)
+            )
+        with numpyro.plate("image", x.shape[0]):
+            z = numpyro.sample("z", dist.Categorical(pi))
+            x_i = numpyro.subsample(x, event_dim=1)
+            numpyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=x_i)
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0.0, 3.0, (6, 2))
+    x = centers[rng.integers(0, 6, 2000)] + rng.normal(size=(2000, 2))
+    return mixture, jnp.asarray(x, jnp.float32)
+
+
+def _child(cache: str | None, steps: int) -> dict:
+    """One process's figures (run with ``--child``)."""
+    start = time.perf_counter()
+
+    import jax
     from jax._src import monitoring
 
     from jaxannot.inference import VEM
@@ -71,21 +93,7 @@ def _child(cache: str | None, steps: int) -> dict:
     monitoring.register_event_duration_secs_listener(on_duration)
     monitoring.register_event_listener(on_event)
 
-    def mixture(x, *, k):
-        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
-        with numpyro.plate("component", k):
-            mu = numpyro.sample(
-                "mu", dist.Normal(0.0, 5.0).expand([x.shape[1]]).to_event(1)
-            )
-        with numpyro.plate("image", x.shape[0]):
-            z = numpyro.sample("z", dist.Categorical(pi))
-            x_i = numpyro.subsample(x, event_dim=1)
-            numpyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=x_i)
-
-    rng = np.random.default_rng(0)
-    centers = rng.normal(0.0, 3.0, (6, 2))
-    x = jnp.asarray(centers[rng.integers(0, 6, 2000)] + rng.normal(size=(2000, 2)))
-    x = x.astype(jnp.float32)
+    mixture, x = gaussian_toy()
     imported = time.perf_counter()
 
     def fit(key, n):

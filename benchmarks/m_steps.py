@@ -25,30 +25,9 @@ import time
 
 import numpy as np
 from _device import add_device_argument, device_record, use_device
+from first_fit import gaussian_toy
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
-
-
-def _toy():
-    import jax.numpy as jnp
-    import numpyro
-    import numpyro.distributions as dist
-
-    def mixture(x, *, k):
-        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
-        with numpyro.plate("component", k):
-            mu = numpyro.sample(
-                "mu", dist.Normal(0.0, 5.0).expand([x.shape[1]]).to_event(1)
-            )
-        with numpyro.plate("image", x.shape[0]):
-            z = numpyro.sample("z", dist.Categorical(pi))
-            x_i = numpyro.subsample(x, event_dim=1)
-            numpyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=x_i)
-
-    rng = np.random.default_rng(0)
-    centers = rng.normal(0.0, 3.0, (6, 2))
-    x = centers[rng.integers(0, 6, 2000)] + rng.normal(size=(2000, 2))
-    return mixture, jnp.asarray(x, jnp.float32)
 
 
 def main(argv=None) -> int:
@@ -65,7 +44,7 @@ def main(argv=None) -> int:
 
     from jaxannot.inference import VEM
 
-    model, x = _toy()
+    model, x = gaussian_toy()
     runs = []
     for m in args.m_steps:
         vem = VEM(model, "z", m_steps=m, warn_empty=False)
