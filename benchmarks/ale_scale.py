@@ -35,9 +35,10 @@ from _device import add_device_argument, device_record, use_device
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import linear_svm, smooth_function
+from jaxannot.methods.ale import smooth_function
+from jaxannot.methods.ale.eigenfunctions import ale_embed, fit_ale
 from jaxannot.metrics import mean_interpolated_average_precision, precision_at_k
-from jaxannot.models.eigenfunctions import ale_embed, fit_ale
+from jaxannot.solvers import linear_svm
 
 
 def peak_rss_mb() -> float:

@@ -34,9 +34,13 @@ from _device import add_device_argument, device_record, use_device
 import jax
 
 from jaxannot.data.atomic import atomic_write
-from jaxannot.inference.emml import StructuredData
-from jaxannot.inference.emml_exact import fit_emml_exact
-from jaxannot.models.structured_output import default_gamma, kernel_matrix, random_vreps
+from jaxannot.methods.emml.exact import fit_emml_exact
+from jaxannot.methods.emml.structured_output import (
+    default_gamma,
+    kernel_matrix,
+    random_vreps,
+)
+from jaxannot.methods.emml.working_set import StructuredData
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -5,7 +5,7 @@ VReps are k-means centroids of Corel5k's blob features with their members' major
 words (374 words), RBF kernel — with the same KKT tolerance and (for the working-set
 solvers) the same block-SMO inner solver. Compared:
 
-* EMML (Algorithm 1) and the cutting plane (:mod:`jaxannot.inference.cutting_plane`)
+* EMML (Algorithm 1) and the cutting plane (:mod:`jaxannot.methods.emml.cutting_plane`)
   with the SAME number of violator candidates per VRep, at 1 and at ``--candidates``
   (8): both test the outputs of ``violator_candidates`` against the same margin.
 * The batched cutting plane (``batch=--batch`` VReps visited before one re-solve, and
@@ -40,10 +40,15 @@ from _device import add_device_argument, device_record, use_device
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import cutting_plane, emml
-from jaxannot.inference.emml import StructuredData
-from jaxannot.inference.emml_exact import fit_emml_exact
-from jaxannot.models.structured_output import default_gamma, kernel_matrix, kmeans_vreps
+from jaxannot.methods.emml import cutting_plane
+from jaxannot.methods.emml import working_set as emml
+from jaxannot.methods.emml.exact import fit_emml_exact
+from jaxannot.methods.emml.structured_output import (
+    default_gamma,
+    kernel_matrix,
+    kmeans_vreps,
+)
+from jaxannot.methods.emml.working_set import StructuredData
 
 
 def corel_vreps(num_vreps: int, data_dir: str | None, seed: int):
@@ -64,7 +69,7 @@ def synthetic_vreps(num_vreps: int, seed: int, num_words: int = 374, dims: int =
     y = np.zeros((num_vreps, num_words), np.float32)
     for i in range(num_vreps):
         y[i, rng.choice(topics[cluster[i]], rng.integers(2, 5), replace=False)] = 1.0
-    from jaxannot.models.structured_output import VReps
+    from jaxannot.methods.emml.structured_output import VReps
 
     return VReps(jnp.asarray(x), jnp.asarray(y)), default_gamma(x), "synthetic"
 

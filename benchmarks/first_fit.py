@@ -12,7 +12,7 @@ are those a user sees:
   shapes in the same process (compiles: 0 expected) and a fit with another
   ``num_steps`` (compiles: 0 expected: it is not a compiled shape);
 - ``cache_first`` / ``cache_second``: the same with
-  :func:`jaxannot.inference.compilation_cache.enable_compilation_cache` on an empty
+  :func:`jaxannot.runtime.compilation_cache.enable_compilation_cache` on an empty
   temporary folder, then again on the filled folder (the second process loads the
   programs instead of compiling them: ``cache_hits``);
 - ``cli``: ``jaxannot evaluate mix-unigram --dataset corel5k`` wall seconds in a
@@ -76,7 +76,7 @@ def _child(cache: str | None, steps: int) -> dict:
     from jax._src import monitoring
 
     from jaxannot.inference import VEM
-    from jaxannot.inference.compilation_cache import enable_compilation_cache
+    from jaxannot.runtime.compilation_cache import enable_compilation_cache
 
     if cache:
         enable_compilation_cache(cache)

@@ -1,7 +1,7 @@
 """FSNM (jaxannot) vs skfeature's RFS — one algorithm, one objective, one dtype.
 
 skfeature's ``RFS.rfs`` implements Nie et al.'s FSNM with dense ``(n + d)``-sized
-matrices every iteration; ``jaxannot.inference.fsnm`` runs the same iterates (same
+matrices every iteration; ``jaxannot.methods.sfsls.fsnm`` runs the same iterates (same
 ``D = I`` start, same reweighting, same objective ``‖XW − Y‖₂,₁ + γ‖W‖₂,₁``) in the
 ``d × d`` form. The target is the objective RFS reaches at its last iterate (its own
 stopping rule); every other row is timed, wall and CPU (process) seconds, for the
@@ -52,7 +52,7 @@ jax.config.update("jax_enable_x64", True)  # float64 rows; float32 asked explici
 
 import jax.numpy as jnp  # noqa: E402
 
-from jaxannot.inference import fsnm  # noqa: E402
+from jaxannot.methods.sfsls import fsnm  # noqa: E402
 
 RFS_CHILD = textwrap.dedent(
     """

@@ -58,7 +58,7 @@ def _vem_rows(toy, lams, lapvar2_lams, iterations):
     import jax.numpy as jnp
 
     from jaxannot.inference import VEM, lapvar
-    from jaxannot.models import mixture_of_unigrams as mu
+    from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
     def fit(estep):
         vem = VEM(

@@ -6,7 +6,8 @@ single-threaded unless ``--xla-threads default``; tomotopy: ``workers=1``,
 ``optim_interval=0`` so that α stays fixed), in one process, interleaved seed by seed
 (so that the machine's load hits both alike):
 
-- jaxannot: :func:`jaxannot.models.link_lda_cvb0.fit_cvb0` (``--cvb0-blocks``
+- jaxannot: :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`
+(``--cvb0-blocks``
   blocks of images updated in turn), one fresh fit per checkpoint (``--checkpoints``
   iterations), timed as a user calls it (the dense counts in, their conversion to
   padded bags included), after a first call with that iteration count that compiles
@@ -18,7 +19,8 @@ single-threaded unless ``--xla-threads default``; tomotopy: ``workers=1``,
 One estimator for both (the topics are all that differ): each system's topic-word
 pseudo-counts ``λ = n_kw + η`` (CVB0: expected counts; tomotopy: the sampled counts,
 read back from ``get_topic_word_dist`` and ``get_count_by_topics``) go through
-jaxannot's :func:`~jaxannot.models.link_lda.fold_in` (100 VB updates of each test
+jaxannot's :func:`~jaxannot.methods.topic_models.link_lda.fold_in` (100 VB updates of
+each test
 document's q(θ) = Dir(γ) on the first half of its tokens, from γ = 1), and the held-out
 perplexity of the second half is ``exp(-Σ n log(θ̂ β̂) / N)`` with ``θ̂ = γ / Σγ`` and
 ``β̂ = λ / Σλ`` (:func:`completion_perplexity`).
@@ -53,8 +55,8 @@ from link_lda_vs_sklearn import completion_perplexity, lda_corpus, split_halves
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models import link_lda as ll
-from jaxannot.models import link_lda_cvb0 as cvb0
+from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 
 FOLD_IN_ITERATIONS = 100
 SINGLE_THREAD_XLA = (

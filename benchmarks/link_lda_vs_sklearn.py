@@ -4,7 +4,8 @@ All three fit the same corpus with the same number of topics K, the same symmetr
 priors (alpha on θ, eta on β), the same number of passes over the data and the same
 number of per-document E-step iterations:
 
-- jaxannot: :func:`jaxannot.models.link_lda.fit_vb` (batch VB, one jit-compiled
+- jaxannot: :func:`jaxannot.methods.topic_models.link_lda.fit_vb` (batch VB, one
+jit-compiled
   ``lax.scan``; the compile time is reported separately and excluded from the
   per-iteration time, which is measured on a second, cached call);
 - scikit-learn: ``LatentDirichletAllocation(learning_method="batch")``,
@@ -47,7 +48,7 @@ from _device import add_device_argument, device_record, use_device
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda as ll
 
 
 def lda_corpus(rng, docs, vocab, topics, mean_length):

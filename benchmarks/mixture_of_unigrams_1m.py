@@ -5,7 +5,8 @@ Each image has 15-25 tokens (~20) from a 1,000-word vocabulary, sampled from a
 padded token ids ``[images, 25]`` int32 (-1 = padding, ~100 MB) — never as a dense
 images x vocab matrix (1M x 1000 float32 = 4 GB). It is fitted the way users fit it:
 :class:`jaxannot.inference.VEM` on the declaration
-:func:`jaxannot.models.mixture_of_unigrams.mixture_of_unigrams_tokens` with its
+:func:`jaxannot.methods.topic_models.mixture_of_unigrams.mixture_of_unigrams_tokens`
+with its
 closed-form M-step (``m_step=closed_form_m_step_tokens``); the E-step streams over
 chunks of ``--chunk`` images.
 
@@ -39,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import VEM
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 
 def sample_tokens(rng, n, vocab, topics, min_len, max_len, block=100_000):

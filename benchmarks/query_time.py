@@ -32,9 +32,17 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot import retrieval
-from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
-from jaxannot.models.mbrm import fit_mbrm, mbrm_word_probabilities
-from jaxannot.models.structured_output import default_gamma, kernel_matrix, kmeans_vreps
+from jaxannot.methods.emml.mbrm import fit_mbrm, mbrm_word_probabilities
+from jaxannot.methods.emml.structured_output import (
+    default_gamma,
+    kernel_matrix,
+    kmeans_vreps,
+)
+from jaxannot.methods.emml.working_set import (
+    StructuredData,
+    WorkingSetSettings,
+    fit_emml,
+)
 
 
 def make_images(rng, n, centres, topics, num_words):

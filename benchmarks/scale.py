@@ -12,7 +12,7 @@ index's threshold, approximate above it) — and the JSON records
 (the regularized lower bound the fit maximizes), the wall time of the fit, the peak
 resident memory of the process, and the number of processes. With ``--processes P``
 the script starts P local processes joined by ``jax.distributed``
-(``jaxannot.inference.sharding.join``); each splits the images over the devices of
+(``jaxannot.runtime.sharding.join``); each splits the images over the devices of
 all of them, and the first writes the JSON (its own peak RSS).
 
     python benchmarks/scale.py --images 1000000 --json benchmarks/results/scale_1m.json
@@ -75,7 +75,7 @@ def main(argv=None) -> None:
     if args.processes > 1 and args.coordinator is None:
         return _launch(args, argv)
     if args.processes > 1:
-        from jaxannot.inference import sharding
+        from jaxannot.runtime import sharding
 
         sharding.join(args.coordinator, args.processes, args.rank)
     use_device(args.device)

@@ -32,7 +32,7 @@ import jax
 from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method, parse_hyper
 from jaxannot.data.protocols import Task
-from jaxannot.inference.checkpoint import checkpointing
+from jaxannot.runtime.checkpoint import checkpointing
 
 __all__ = [
     "TABLE_METRICS",
@@ -165,7 +165,7 @@ def _block(tree) -> None:
 
 @contextlib.contextmanager
 def _checkpoints(folder, every, method: Method, task: Task, params, seed):
-    """A :func:`~jaxannot.inference.checkpoint.checkpointing` block for this fit
+    """A :func:`~jaxannot.runtime.checkpoint.checkpointing` block for this fit
     (none when ``folder`` is None); its tag names the method, settings, seed and
     data, so a folder of another fit is refused."""
     if folder is None:
@@ -214,7 +214,7 @@ def evaluate(
         Folder where the fit's step loops save their state every
         ``checkpoint_every`` steps; an interrupted call started again with the same
         arguments resumes from it and gives the same result
-        (:mod:`jaxannot.inference.checkpoint`). A folder written by another fit is
+        (:mod:`jaxannot.runtime.checkpoint`). A folder written by another fit is
         refused. Methods without a step loop save nothing (logged as a warning).
     checkpoint_every : int
         Steps between checkpoints.

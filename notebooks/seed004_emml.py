@@ -57,7 +57,7 @@ import jax
 from jaxannot import metrics, retrieval
 from jaxannot.annotators import get_method, parse_hyper
 from jaxannot.data.datasets import load_dataset
-from jaxannot.models.mbrm import default_bandwidth
+from jaxannot.methods.emml.mbrm import default_bandwidth
 
 from _notebook import FIGURES, ROOT, script_argv
 

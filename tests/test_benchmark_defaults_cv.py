@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jaxannot.cli import main as cli
+from jaxannot.cli.app import main as cli
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from jaxannot import cli
-from jaxannot.cli import main
+from jaxannot.cli import app as cli
+from jaxannot.cli.app import main
 
 KEYS = {
     "method",

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxannot.annotators import Fitted, get_method, load, save
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.image_features import ExtractorSettings
 from jaxannot.data.photos import build_photo_dataset

@@ -6,7 +6,7 @@ import pytest
 
 from jaxannot.annotators import available_methods
 from jaxannot.annotators.hyper_spec import DEFAULTS, spec_for
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from jaxannot.annotators.base import show_progress
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 from jaxannot.data import make_task
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 
 SHORT_FIT = ["--set", "k=3", "-q"]
 

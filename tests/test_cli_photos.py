@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxannot.annotators import Fitted, save
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 from jaxannot.data.photos import load_photo_dir
 from jaxannot.data.synthetic_photos import write_synthetic_photos
 

@@ -11,7 +11,7 @@ import optax
 from numpyro.infer import SVI, Trace_ELBO
 
 from jaxannot import diagnostics
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 
 def _draws(rng, beta, n=200):
@@ -143,7 +143,7 @@ def test_diagnose_restarts_aligns_topics_of_a_registered_method():
 def test_diagnose_cli(data_root, tmp_path, capsys):
     import json
 
-    from jaxannot.cli import main
+    from jaxannot.cli.app import main
 
     out = tmp_path / "d.json"
     code = main(
@@ -188,7 +188,7 @@ def test_diagnose_cli(data_root, tmp_path, capsys):
 def vem_restarts():
     """Four 10-step VEM restarts of the mixture of unigrams (K = 3, 30 images);
     seeds 1 and 3 find restart 0's optimum with its topics in another order."""
-    from jaxannot.inference.vem import VEM
+    from jaxannot.inference.vem.algorithm import VEM
 
     rng = np.random.default_rng(0)
     z = rng.integers(3, size=30)
@@ -252,7 +252,7 @@ def test_vem_restarts_are_aligned_chains_on_their_posteriors(vem_restarts):
 
 
 def test_vem_bad_inputs_are_rejected(vem_restarts):
-    from jaxannot.inference.vem import VEMResult
+    from jaxannot.inference.vem.algorithm import VEMResult
 
     fit = vem_restarts[0]
     one = diagnostics.to_inference_data(fit)  # a single fit is one chain
@@ -328,7 +328,7 @@ def test_vem_restarts_with_draws_give_finite_rhat_that_flags_another_optimum():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from jaxannot.inference.vem import VEM
+    from jaxannot.inference.vem.algorithm import VEM
 
     rng = np.random.default_rng(0)
     z = rng.integers(3, size=30)

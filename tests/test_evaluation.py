@@ -6,7 +6,7 @@ import pytest
 from jaxannot import metrics, tuning
 from jaxannot.annotators import Method
 from jaxannot.annotators.base import Fitted
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import check_columns, evaluate, format_table, metric_names

@@ -2,7 +2,7 @@
 
 Hostile ``--set`` values (huge, negative, non-finite, malformed), seeds, sizes, counts
 and output paths (inside the dataset, too long, in a missing folder, a folder, with
-odd characters) go through :func:`jaxannot.cli.main` in this process. No example
+odd characters) go through :func:`jaxannot.cli.app.main` in this process. No example
 reaches a fit: the dataset is a damaged folder (no label file), a named dataset under
 an empty data root, or an empty folder of photos, so the command stops at its checks
 or at loading. Every example must end with status 0 or 2 (2: argparse's usage error
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jaxannot.annotators import available_methods
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 
 METHODS = available_methods()
 FUZZ = settings(

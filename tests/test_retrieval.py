@@ -7,8 +7,8 @@ import pytest
 import jax
 
 from jaxannot import retrieval
-from jaxannot.models.mbrm import fit_mbrm, mbrm_word_probabilities
-from jaxannot.models.structured_output import kernel_matrix
+from jaxannot.methods.emml.mbrm import fit_mbrm, mbrm_word_probabilities
+from jaxannot.methods.emml.structured_output import kernel_matrix
 from jaxannot.retrieval import QueryOptions
 
 GAMMA = 0.5

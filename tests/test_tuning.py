@@ -11,7 +11,7 @@ from sklearn.model_selection import KFold
 
 from jaxannot import tuning
 from jaxannot.annotators import get_method
-from jaxannot.cli import main
+from jaxannot.cli.app import main
 from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.synthetic import make_synthetic

@@ -17,7 +17,7 @@ Every method of the library — the baselines included — is a :class:`Method`:
     Class predictions for classifiers (regressors return floats).
 
 The library's methods are listed in :data:`METHOD_MODULES` (name -> the module of
-:mod:`jaxannot.annotators` that defines and registers it): :func:`get_method` imports
+:mod:`jaxannot.methods` that defines and registers it): :func:`get_method` imports
 only the module of the method asked for, :func:`available_methods` all of them. A
 method of your own is added with :func:`register`.
 """
@@ -37,7 +37,8 @@ import numpy as np
 
 import jax
 
-from jaxannot.annotators.hyper_spec import spec_for
+from jaxannot.annotators.hyper_spec import method_defaults, spec_for
+from jaxannot.annotators.hyper_tables import DEFAULTS
 from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.errors import DataFormatError
 
@@ -45,6 +46,7 @@ __all__ = [
     "Fitted",
     "Method",
     "register",
+    "register_words_method",
     "get_method",
     "available_methods",
     "parse_hyper",
@@ -157,40 +159,40 @@ def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray
 
 _REGISTRY: dict[str, Method] = {}
 
-#: Every method of the library and the module of :mod:`jaxannot.annotators` that
+#: Every method of the library and the module of :mod:`jaxannot.methods` that
 #: registers it (tests check the table against what the modules register).
 METHOD_MODULES: dict[str, str] = {
     # baselines
-    "empirical": "baselines",
-    "knn": "baselines",
-    "tagprop": "tagprop",
+    "empirical": "baselines.annotators",
+    "knn": "baselines.annotators",
+    "tagprop": "baselines.tagprop_annotator",
     # topic models (seed 000)
-    "mix-unigram": "topic_models",
-    "lap-mix-unigram": "topic_models",
-    "plsa-words": "plsa_words",
-    "link-lda": "link_lda",
-    "lap-link-lda": "link_lda",
+    "mix-unigram": "topic_models.mixture_annotators",
+    "lap-mix-unigram": "topic_models.mixture_annotators",
+    "plsa-words": "topic_models.plsa_words_annotator",
+    "link-lda": "topic_models.link_lda_annotators",
+    "lap-link-lda": "topic_models.link_lda_annotators",
     # harmoniums (seed 001)
-    "dwh": "harmoniums",
-    "dwh-svm": "harmonium_classifiers",
-    "twh": "harmonium_classifiers",
-    "mmh": "harmonium_classifiers",
-    "mmh-regression": "harmonium_classifiers",
-    "svm": "harmonium_classifiers",
+    "dwh": "harmoniums.dwh_annotators",
+    "dwh-svm": "harmoniums.classifier_annotators",
+    "twh": "harmoniums.classifier_annotators",
+    "mmh": "harmoniums.classifier_annotators",
+    "mmh-regression": "harmoniums.classifier_annotators",
+    "svm": "harmoniums.classifier_annotators",
     # approximate Laplacian eigenmaps (seed 002)
-    "ale-sf": "ale",
-    "ale-svm": "ale",
-    "iale-sf": "ale",
-    "iale-svm": "ale",
-    "bsvm": "ale",
-    "gsf": "ale",
+    "ale-sf": "ale.annotators",
+    "ale-svm": "ale.annotators",
+    "iale-sf": "ale.annotators",
+    "iale-svm": "ale.annotators",
+    "bsvm": "ale.annotators",
+    "gsf": "ale.annotators",
     # sparse feature selection (seed 003)
-    "sfsls": "feature_selection",
-    "sfss": "feature_selection",
-    "fsnm": "feature_selection",
+    "sfsls": "sfsls.annotators",
+    "sfss": "sfsls.annotators",
+    "fsnm": "sfsls.annotators",
     # structured max-margin annotation (seed 004)
-    "emml": "emml",
-    "mbrm": "emml",
+    "emml": "emml.annotators",
+    "mbrm": "emml.annotators",
 }
 
 
@@ -202,8 +204,37 @@ def register(method: Method) -> Method:
     return method
 
 
+def register_words_method(name: str, fit, summary: str, **functions):
+    """Register an annotation method (one that ``needs`` words), with its defaults
+    from the table (:func:`method_defaults`; none when it has no table).
+
+    Parameters
+    ----------
+    name, fit, summary
+        As in :class:`Method`.
+    **functions
+        Its other protocol functions (``score_words``, ``score_fit_corpus``,
+        ``embed``).
+
+    Returns
+    -------
+    Method
+        The registered method.
+    """
+    return register(
+        Method(
+            name=name,
+            fit=fit,
+            hyper=method_defaults(name) if name in DEFAULTS else {},
+            summary=summary,
+            needs=("words",),
+            **functions,
+        )
+    )
+
+
 def _import_module_of(name: str) -> None:
-    importlib.import_module(f"jaxannot.annotators.{METHOD_MODULES[name]}")
+    importlib.import_module(f"jaxannot.methods.{METHOD_MODULES[name]}")
 
 
 def available_methods() -> dict[str, Method]:

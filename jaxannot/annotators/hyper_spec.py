@@ -47,7 +47,6 @@ __all__ = [
     "default_of",
     "fit_defaults",
     "uses_defaults",
-    "register_words_method",
 ]
 
 
@@ -139,34 +138,3 @@ def uses_defaults(method: str):
         return wrapped
 
     return decorate
-
-
-def register_words_method(name: str, fit, summary: str, **functions):
-    """Register an annotation method (one that ``needs`` words), with its defaults
-    from the table (:func:`method_defaults`; none when it has no table).
-
-    Parameters
-    ----------
-    name, fit, summary
-        As in :class:`~jaxannot.annotators.base.Method`.
-    **functions
-        Its other protocol functions (``score_words``, ``score_fit_corpus``,
-        ``embed``).
-
-    Returns
-    -------
-    Method
-        The registered method.
-    """
-    from jaxannot.annotators.base import Method, register  # base imports this module
-
-    return register(
-        Method(
-            name=name,
-            fit=fit,
-            hyper=method_defaults(name) if name in DEFAULTS else {},
-            summary=summary,
-            needs=("words",),
-            **functions,
-        )
-    )

@@ -151,7 +151,7 @@ def to_inference_data(
     """
     from numpyro.infer.svi import SVIRunResult
 
-    from jaxannot.inference.vem import VEMResult
+    from jaxannot.inference.vem.algorithm import VEMResult
 
     if isinstance(result, SVIRunResult):
         result = [result]
@@ -196,7 +196,7 @@ def _all_of(results, kind) -> bool:
 def _vem_to_inference_data(results, topic_axes, local_site):
     import arviz as az
 
-    from jaxannot.inference.vem import VEMResult
+    from jaxannot.inference.vem.algorithm import VEMResult
 
     if not results:
         raise ValueError("no VEM restarts to convert (an empty sequence)")

@@ -32,7 +32,7 @@ import numpy as np
 import jax
 
 from jaxannot.diagnostics.restarts import align_topics, guide_draws
-from jaxannot.inference.progress import check_count
+from jaxannot.runtime.progress import check_count
 
 __all__ = ["svi_restarts"]
 

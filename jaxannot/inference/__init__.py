@@ -16,29 +16,22 @@ is handed.
 - :mod:`~jaxannot.inference.map_estimate` — MAP of a declared model (:class:`MAP`).
 - :mod:`~jaxannot.inference.max_margin` — the hinge / Crammer–Singer /
   ε-insensitive term for VEM (:class:`MaxMargin`) and SVI (:class:`MaxMarginELBO`).
-- :mod:`~jaxannot.inference.progress` — compiled step loops with a progress bar.
 - :mod:`~jaxannot.inference.em` — generic (variational) EM driver, jit-compiled once.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
 - :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
-- :mod:`~jaxannot.inference.max_margin_harmonium` — the hinge-loss (MMH) alternation.
-- :mod:`~jaxannot.inference.multiclass_svm`, :mod:`~jaxannot.inference.svr`,
-  :mod:`~jaxannot.inference.linear_svm` — SVM / SVR dual solvers.
-- :mod:`~jaxannot.inference.emml` — the EMML working-set dual solver
-  (:mod:`~jaxannot.inference.emml_exact`: the exact one);
-  :mod:`~jaxannot.inference.cutting_plane` — its cutting-plane baseline.
-- :mod:`~jaxannot.inference.generalized_eigen`,
-  :mod:`~jaxannot.inference.smooth_function` — ALE's eigen-solves and detectors.
-- :mod:`~jaxannot.inference.fsnm` — the FSNM baseline of SFSLS (whose own solver is
-  :mod:`jaxannot.models.sfsls_solver`).
+
+Solvers shared by several methods are in :mod:`jaxannot.solvers`, the solvers of one
+paper in its family under :mod:`jaxannot.methods`, and the step loops, checkpoints and
+device placement in :mod:`jaxannot.runtime`.
 """
 
-from jaxannot.inference._vem_checks import CollapsedFitWarning
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.max_margin import MaxMargin, MaxMarginELBO
-from jaxannot.inference.vem import VEM, EmptyComponentWarning, VEMState
+from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning, VEMState
+from jaxannot.inference.vem.checks import CollapsedFitWarning
 
 __all__ = [
     "MAP",

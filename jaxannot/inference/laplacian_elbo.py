@@ -105,7 +105,7 @@ from jaxannot.graph import (
 )
 from jaxannot.graph.neighbour_table import neighbour_table
 from jaxannot.inference import lapvar
-from jaxannot.inference._vem_checks import warn_collapsed
+from jaxannot.inference.vem.checks import warn_collapsed
 
 __all__ = [
     "DISTANCES",

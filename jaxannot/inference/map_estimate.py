@@ -18,7 +18,7 @@ here). Improper flat priors can be declared with ``numpyro.factor`` or
 
 The optimizer is any optax ``GradientTransformation``; every step is the full-batch
 gradient of :math:`-\log p(\theta, y)`, run by
-:func:`~jaxannot.inference.progress.run_steps` in one jit-compiled loop. The step is
+:func:`~jaxannot.runtime.progress.run_steps` in one jit-compiled loop. The step is
 built once per :class:`MAP` instance (per layout of the non-array model arguments),
 so a second :meth:`MAP.run` on arrays of the same shapes compiles nothing.
 """
@@ -38,7 +38,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_median
 from numpyro.infer.util import log_density
 
-from jaxannot.inference.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count, run_steps
 
 __all__ = ["MAP", "MAPState", "MAPResult"]
 

@@ -21,8 +21,8 @@ with one of the losses (``LOSSES``)
 
 The bias is regularized like the weights: it is the weight of a constant feature
 (seed 001 footnote 3, liblinear), so the dual solvers of
-:mod:`~jaxannot.inference.multiclass_svm`, :mod:`~jaxannot.inference.svr` and
-:mod:`~jaxannot.inference.linear_svm` minimize exactly this objective at fixed
+:mod:`~jaxannot.solvers.multiclass_svm`, :mod:`~jaxannot.solvers.svr` and
+:mod:`~jaxannot.solvers.linear_svm` minimize exactly this objective at fixed
 features. Seed 001's :math:`C_1, C_2` correspond to :math:`C = C_2 / C_1` after
 dividing by :math:`C_1`.
 
@@ -53,13 +53,13 @@ import numpyro
 from numpyro import handlers
 from numpyro.infer.elbo import ELBO
 
-from jaxannot.inference import linear_svm, multiclass_svm, svr
 from jaxannot.inference.laplacian_elbo import (
     LocalSummary,
     PenalizedELBO,
     local_summary,
 )
-from jaxannot.inference.margin_losses import (
+from jaxannot.solvers import linear_svm, multiclass_svm, svr
+from jaxannot.solvers.margin_losses import (
     crammer_singer_loss,
     epsilon_insensitive_loss,
     hinge_loss,
@@ -105,7 +105,7 @@ class MaxMargin:
     an argument, the labels are traced data: a fit on other labels (another
     cross-validation fold) or at another :math:`C` reuses the compiled code, as the
     max-margin harmonium's alternation does
-    (:mod:`~jaxannot.inference.max_margin_harmonium`).
+    (:mod:`~jaxannot.methods.harmoniums.max_margin_harmonium`).
 
     Parameters
     ----------

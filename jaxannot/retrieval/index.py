@@ -17,7 +17,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models.structured_output import KERNELS, kernel_matrix
+from jaxannot.methods.emml.structured_output import KERNELS, kernel_matrix
 from jaxannot.types import Array, ArrayLike
 
 __all__ = ["QueryOptions", "DEFAULT_OPTIONS", "RetrievalIndex", "build_index"]
@@ -93,7 +93,7 @@ class RetrievalIndex:
         RBF width (unused for the linear kernel).
     kernel : str
         The similarity :math:`k` the index was built with (one of
-        :data:`jaxannot.models.structured_output.KERNELS`); queries use it too.
+        :data:`jaxannot.methods.emml.structured_output.KERNELS`); queries use it too.
     """
 
     vrep_features: Array

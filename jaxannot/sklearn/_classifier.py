@@ -12,7 +12,8 @@ from jaxannot.sklearn._estimators import _Shared
 
 __all__ = ["ClassifierEstimator"]
 
-#: Classifiers with class scores (:func:`jaxannot.annotators.harmoniums.score_classes`).
+#: Classifiers with class scores
+#: (:func:`jaxannot.methods.harmoniums.dwh_annotators.score_classes`).
 _CLASS_SCORE_METHODS = frozenset({"mmh", "twh", "dwh-svm", "svm"})
 
 
@@ -65,7 +66,7 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         """Class scores (higher = more likely): ``(n_images, n_classes)``, or for two
         classes the score difference ``classes_[1]`` minus ``classes_[0]`` as
         ``(n_images,)``, as sklearn's classifiers return; ``X`` as in :meth:`fit`."""
-        from jaxannot.annotators.harmoniums import score_classes
+        from jaxannot.methods.harmoniums.dwh_annotators import score_classes
 
         corpus = self._query(X)  # checks it is fitted first
         scores = np.asarray(score_classes(self.fitted_, corpus))

@@ -126,8 +126,8 @@ def test_gsf_matches_exact_eigenmaps_and_detects(corpora):
     scipy's dense solver on the graph's own adjacency) and detect the blobs."""
     import scipy.linalg
 
-    from jaxannot.annotators.ale import laplacian_eigenmaps
     from jaxannot.graph import knn_graph, to_scipy
+    from jaxannot.methods.ale.annotators import laplacian_eigenmaps
 
     train, test, truth, _, _ = corpora
     z = np.random.default_rng(3).normal(size=(80, 3)).astype(np.float32)  # connected

@@ -56,7 +56,7 @@ def test_knn_scores_an_image_alike_alone_and_in_any_batch(weight):
 
 
 def test_knn_width_sample_and_twins():
-    from jaxannot.annotators.baselines import WIDTH_SAMPLE, heat_width
+    from jaxannot.methods.baselines.annotators import WIDTH_SAMPLE, heat_width
 
     x = np.random.default_rng(0).normal(size=(WIDTH_SAMPLE + 500, 3))
     nn = NearestNeighbors(n_neighbors=3).fit(x)

@@ -90,7 +90,8 @@ def test_every_record_is_a_training_split_cross_validation_of_its_method():
 
 
 def test_fit_signatures_show_the_table_defaults():
-    from jaxannot.annotators import baselines, emml
+    from jaxannot.methods.baselines import annotators as baselines
+    from jaxannot.methods.emml import annotators as emml
 
     assert fit_defaults(baselines._knn_fit) == method_defaults("knn")
     assert fit_defaults(emml.fit_emml_annotator) == method_defaults("emml")

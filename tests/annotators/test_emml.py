@@ -8,7 +8,7 @@ import jax
 
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
-from jaxannot.models.structured_output import kernel_matrix
+from jaxannot.methods.emml.structured_output import kernel_matrix
 
 
 def _corpus(seed, n=80):
@@ -173,7 +173,7 @@ def test_emml_without_a_solve_reports_how_far_it_is_from_the_optimum(corpora, ca
 def test_a_vrep_count_whose_kernel_cannot_fit_is_refused(corpora, monkeypatch):
     # XLA's CPU client hangs on a failed allocation: the fit refuses first, naming
     # the largest count that fits (16 B per VRep pair against half the memory)
-    from jaxannot.inference import memory
+    from jaxannot.runtime import memory
 
     train, _ = corpora
     monkeypatch.setattr(memory, "device_memory_bytes", lambda: 2 * 16 * 30 * 30)
@@ -206,7 +206,7 @@ def test_bad_hyper_parameters_are_rejected(corpora):
 def test_cli_query_on_a_saved_model(data_root, tmp_path, capsys):
     import json
 
-    from jaxannot.cli import main
+    from jaxannot.cli.app import main
     from jaxannot.data.datasets import load_dataset
 
     train, _ = load_dataset("scene", data_dir=str(data_root))

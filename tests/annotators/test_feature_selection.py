@@ -7,9 +7,9 @@ from threadpoolctl import threadpool_limits
 import jax
 
 from jaxannot.annotators import get_method, load, parse_hyper, save
-from jaxannot.annotators.feature_selection import ranked_features, selected_features
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import make_task
+from jaxannot.methods.sfsls.annotators import ranked_features, selected_features
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -101,8 +101,8 @@ def test_bad_input_is_rejected(task):
 
 
 def test_knn_graph_is_memoized_on_the_features(task):
-    from jaxannot.annotators import feature_selection as fs
     from jaxannot.graph import knn_graph, pad_edges
+    from jaxannot.methods.sfsls import annotators as fs
 
     fs._GRAPH_CACHE.clear()
     x = task.train.features()

@@ -111,9 +111,9 @@ def test_lap_link_lda_scores_each_image_alone(corpus):
 
 
 def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
-    from jaxannot.annotators import visual_words as vw
-    from jaxannot.models import link_lda as ll
-    from jaxannot.models import link_lda_cvb0 as cvb0
+    from jaxannot.methods.topic_models import link_lda as ll
+    from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+    from jaxannot.methods.topic_models import visual_words as vw
 
     task = make_task(
         corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
@@ -151,7 +151,7 @@ def test_mixture_fold_in_is_the_declarations_posterior(name):
     # New images' posteriors come from the declaration (VEM.posteriors_for /
     # local_log_joint); they equal φ = softmax(log π + Σ_v n^v log β^v) over the
     # visual views written out here (LapMixUnigram with λ = 0: no graph pull).
-    from jaxannot.annotators import visual_words as vw
+    from jaxannot.methods.topic_models import visual_words as vw
 
     corpus = make_synthetic(
         seed=2, num_images=160, num_topics=5, tokens_per_image=3, leak=0.5

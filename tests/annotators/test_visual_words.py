@@ -9,8 +9,8 @@ import jax
 
 from jaxannot import metrics
 from jaxannot.annotators import get_method, load, save
-from jaxannot.annotators import visual_words as vw
 from jaxannot.data import Corpus, make_task
+from jaxannot.methods.topic_models import visual_words as vw
 
 
 def _real_corpus(seed=0, n=240, classes=4, dims=6):

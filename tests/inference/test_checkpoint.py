@@ -16,8 +16,8 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import checkpoint
-from jaxannot.inference.progress import run_steps
+from jaxannot.runtime import checkpoint
+from jaxannot.runtime.progress import run_steps
 
 # a child process: lap-mix-unigram through the evaluation driver, its fitted arrays
 # written to OUT (np.savez) when the fit ends

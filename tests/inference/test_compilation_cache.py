@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from jaxannot import cli
-from jaxannot.inference import compilation_cache as cc
+from jaxannot.cli import app as cli
+from jaxannot.runtime import compilation_cache as cc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_enable_stores_compiled_programs_in_the_folder(tmp_path):
     code = (
         "import jax, jax.numpy as jnp\n"
-        "from jaxannot.inference.compilation_cache import enable_compilation_cache\n"
+        "from jaxannot.runtime.compilation_cache import enable_compilation_cache\n"
         f"print(enable_compilation_cache({str(tmp_path / 'c')!r}))\n"
         "jax.jit(lambda x: jnp.sin(x) * 2 + 1)(jnp.ones(3)).block_until_ready()\n"
     )

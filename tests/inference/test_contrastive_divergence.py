@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import contrastive_divergence as cd
-from jaxannot.models import harmonium as hm
+from jaxannot.methods.harmoniums import harmonium as hm
 
 KINDS = ("bernoulli", "gaussian")
 DX, DZ, K = 3, 1, 2

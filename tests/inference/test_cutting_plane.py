@@ -10,9 +10,13 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference.cutting_plane import CuttingPlaneSettings, fit_cutting_plane
-from jaxannot.inference.emml import StructuredData, WorkingSetSettings, fit_emml
-from jaxannot.models.structured_output import kernel_matrix
+from jaxannot.methods.emml.cutting_plane import CuttingPlaneSettings, fit_cutting_plane
+from jaxannot.methods.emml.structured_output import kernel_matrix
+from jaxannot.methods.emml.working_set import (
+    StructuredData,
+    WorkingSetSettings,
+    fit_emml,
+)
 
 # the brute-force reference lives next to this file (pytest runs in importlib mode)
 _spec = importlib.util.spec_from_file_location(
@@ -82,7 +86,7 @@ def test_batched_cutting_plane_reaches_the_qp_optimum(candidates, batch):
 
 
 def test_cutting_plane_options_are_checked():
-    from jaxannot.inference.cutting_plane import build_kernel
+    from jaxannot.methods.emml.cutting_plane import build_kernel
 
     with pytest.raises(ValueError, match="candidates and batch"):
         build_kernel(1.0, 1e-3, CuttingPlaneSettings(batch=0))

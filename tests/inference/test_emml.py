@@ -10,21 +10,21 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import emml
-from jaxannot.inference.emml import (
-    StructuredData,
-    WorkingSetSettings,
-    fit_emml,
-    theorem_3_5_bound,
-)
-from jaxannot.inference.emml_exact import (
+from jaxannot.methods.emml import working_set as emml
+from jaxannot.methods.emml.exact import (
     fit_emml_exact,
     mixture_objective,
     mixture_state,
     project_capped_simplex,
     uncoupled_mixtures,
 )
-from jaxannot.models.structured_output import kernel_matrix, loss_augmented_argmax
+from jaxannot.methods.emml.structured_output import kernel_matrix, loss_augmented_argmax
+from jaxannot.methods.emml.working_set import (
+    StructuredData,
+    WorkingSetSettings,
+    fit_emml,
+    theorem_3_5_bound,
+)
 
 # the brute-force reference lives next to this file (pytest runs in importlib mode)
 _spec = importlib.util.spec_from_file_location(

@@ -6,7 +6,7 @@ import pytest
 from skfeature.function.sparse_learning_based import RFS
 from threadpoolctl import threadpool_limits
 
-from jaxannot.inference import fsnm
+from jaxannot.methods.sfsls import fsnm
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -5,7 +5,7 @@ import scipy.linalg
 
 import jax.numpy as jnp
 
-from jaxannot.inference.generalized_eigen import (
+from jaxannot.solvers.generalized_eigen import (
     batched_generalized_eigh,
     batched_generalized_eigh_diagonal,
 )

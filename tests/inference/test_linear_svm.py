@@ -6,8 +6,8 @@ from sklearn.svm import LinearSVC
 
 import jax
 
-from jaxannot.inference import linear_svm
-from jaxannot.inference.linear_svm import fit_linear_svm, primal_objective
+from jaxannot.solvers import linear_svm
+from jaxannot.solvers.linear_svm import fit_linear_svm, primal_objective
 
 
 def _problem(rng, n=120, d=4, k=3):

@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import contrastive_divergence as cd
-from jaxannot.inference import max_margin_harmonium as mmh
-from jaxannot.inference import svr
-from jaxannot.inference.margin_losses import crammer_singer_loss
 from jaxannot.inference.max_margin import MaxMargin
-from jaxannot.inference.multiclass_svm import DualStop
-from jaxannot.models import harmonium as hm
+from jaxannot.methods.harmoniums import harmonium as hm
+from jaxannot.methods.harmoniums import max_margin_harmonium as mmh
+from jaxannot.solvers import svr
+from jaxannot.solvers.margin_losses import crammer_singer_loss
+from jaxannot.solvers.multiclass_svm import DualStop
 
 KINDS = ("bernoulli", "gaussian")
 

@@ -1,8 +1,8 @@
-"""``jaxannot.inference.memory``: refusing a square array that cannot fit."""
+"""``jaxannot.runtime.memory``: refusing a square array that cannot fit."""
 
 import pytest
 
-from jaxannot.inference import memory
+from jaxannot.runtime import memory
 
 
 def test_device_memory_is_positive():

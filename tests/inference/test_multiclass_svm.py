@@ -7,7 +7,7 @@ from sklearn.svm import LinearSVC
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import multiclass_svm as cs
+from jaxannot.solvers import multiclass_svm as cs
 
 
 def _problem(rng, n=60, f=5, t=4):

@@ -5,7 +5,7 @@ import pytest
 
 import jax.numpy as jnp
 
-from jaxannot.inference.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count, run_steps
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.array(3), jnp.asarray(3)])

@@ -6,7 +6,7 @@ import scipy.optimize
 
 import jax.numpy as jnp
 
-from jaxannot.inference.smooth_function import (
+from jaxannot.methods.ale.smooth_function import (
     accumulate,
     fit_smooth_function,
     init_statistics,

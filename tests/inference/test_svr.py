@@ -8,8 +8,8 @@ from sklearn.svm import LinearSVR
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference import svr
-from jaxannot.inference.multiclass_svm import DualStop
+from jaxannot.solvers import svr
+from jaxannot.solvers.multiclass_svm import DualStop
 
 
 def _problem(rng, n=50, f=4):

@@ -15,8 +15,8 @@ from numpyro.infer.util import log_density
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.max_margin import MaxMargin
-from jaxannot.inference.vem import VEM, EmptyComponentWarning
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 PRIOR_SD = 3.0
 

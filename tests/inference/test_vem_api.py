@@ -16,7 +16,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from jaxannot.inference import VEM, VEMState
-from jaxannot.inference.vem_steps import ExactEStep
+from jaxannot.inference.vem.steps import ExactEStep
 
 
 def gauss_mixture(x, *, k):

@@ -17,7 +17,7 @@ from numpyro import handlers
 from numpyro.distributions import constraints
 
 from jaxannot.inference.max_margin import MaxMargin
-from jaxannot.inference.vem import VEM, EmptyComponentWarning
+from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning
 
 PRIOR_SD = 10.0
 

@@ -12,18 +12,18 @@ import numpy as np
 import jax
 
 from jaxannot.inference import VEM
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 WORKER = textwrap.dedent(
     """
     import sys
     import numpy as np
     import jax
-    from jaxannot.inference import sharding
+    from jaxannot.runtime import sharding
     sharding.join(sys.argv[1], 2, int(sys.argv[2]))
     from jaxannot.inference import VEM
-    from jaxannot.inference import vem as vem_module
-    from jaxannot.models import mixture_of_unigrams as mu
+    from jaxannot.inference.vem import algorithm as vem_module
+    from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
     loops = []  # the data the fit's step loop reads: (model arrays, E-step arrays)
     real = vem_module.run_steps

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
-from jaxannot.inference._declaration import _inspect
-from jaxannot.inference.vem import VEM
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.inference.vem.algorithm import VEM
+from jaxannot.inference.vem.declaration import _inspect
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 
 def _counts(n=24, seed=0):

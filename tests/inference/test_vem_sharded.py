@@ -15,10 +15,11 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxannot.graph import knn_graph
-from jaxannot.inference import lapvar, sharding
-from jaxannot.inference import vem as vem_module
-from jaxannot.inference.vem import VEM
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.inference import lapvar
+from jaxannot.inference.vem import algorithm as vem_module
+from jaxannot.inference.vem.algorithm import VEM
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
+from jaxannot.runtime import sharding
 
 if jax.device_count() < 2:
     if os.environ.get("CI") == "true":
@@ -180,10 +181,11 @@ def test_sharding_helpers():
 
 
 def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch, carries):
-    from jaxannot.annotators import get_method, topic_models
+    from jaxannot.annotators import get_method
     from jaxannot.data import make_task
     from jaxannot.data.synthetic import make_synthetic
     from jaxannot.evaluation import evaluate
+    from jaxannot.methods.topic_models import mixture_annotators as topic_models
 
     corpus = make_synthetic(seed=1, num_images=81, num_topics=5)
     task = make_task(

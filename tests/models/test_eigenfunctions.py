@@ -6,7 +6,7 @@ import scipy.linalg
 
 import jax.numpy as jnp
 
-from jaxannot.models.eigenfunctions import (
+from jaxannot.methods.ale.eigenfunctions import (
     EIGH_COPIES,
     ale_embed,
     density_eigenproblem,
@@ -147,7 +147,7 @@ def test_bad_input():
 
 def test_chunked_passes_compile_once(rng):
     """Chunks are padded to chunk_size, so a multi-chunk fit compiles each pass once."""
-    from jaxannot.models import eigenfunctions as ef
+    from jaxannot.methods.ale import eigenfunctions as ef
 
     x = rng.normal(size=(1050, 7)).astype(np.float32)  # 11 chunks, the last partial
     passes = (ef._chunk_moments, ef._project, ef._chunk_histogram, ef._embed_batch)

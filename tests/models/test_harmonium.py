@@ -8,7 +8,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models import harmonium as hm
+from jaxannot.methods.harmoniums import harmonium as hm
 
 
 def _params(rng_key, kinds, dims, k=2, scale=0.7):

@@ -10,7 +10,7 @@ from numpyro.infer import Predictive
 from numpyro.infer.util import log_density
 
 from jaxannot.inference.em import run_em
-from jaxannot.models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda as ll
 
 
 def _corpus(seed=0, images=50, sizes=(12, 7), topics=3, length=15):

@@ -7,8 +7,8 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models import link_lda as ll
-from jaxannot.models import link_lda_cvb0 as cv
+from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_cvb0 as cv
 
 
 def _corpus(seed=0, images=40, sizes=(12, 7), topics=3, length=15, conc=0.2):

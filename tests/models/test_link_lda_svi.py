@@ -11,8 +11,8 @@ from numpyro.infer import Trace_ELBO
 from numpyro.infer.util import log_density
 
 from jaxannot.graph import Graph, laplacian_penalty, pad_edges
-from jaxannot.models import link_lda as ll
-from jaxannot.models import link_lda_svi as ls
+from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_svi as ls
 
 
 def _two_groups(seed=0, images=40, vocab=12, length=6):

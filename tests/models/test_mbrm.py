@@ -9,13 +9,13 @@ import jax
 
 from jaxannot.annotators import get_method
 from jaxannot.data.corpus import Corpus
-from jaxannot.metrics import mean_average_precision
-from jaxannot.models.mbrm import (
+from jaxannot.methods.emml.mbrm import (
     extend_past_edges,
     fit_mbrm,
     mbrm_word_probabilities,
     select_bandwidth,
 )
+from jaxannot.metrics import mean_average_precision
 
 
 def _direct(train_regions, queries_regions, words, beta, mu):

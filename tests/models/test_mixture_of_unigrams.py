@@ -18,7 +18,7 @@ from numpyro.infer import SVI, Predictive, Trace_ELBO
 from numpyro.infer.util import log_density
 
 from jaxannot.inference import VEM
-from jaxannot.models import mixture_of_unigrams as mu
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 
 def _corpus(seed=0, images=40, sizes=(6, 5), topics=2, length=12):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.infer.util import log_density
 
-from jaxannot.models import plsa_words as pw
+from jaxannot.methods.topic_models import plsa_words as pw
 
 
 def _corpus(seed=0, images=40):

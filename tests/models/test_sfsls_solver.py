@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.graph import Graph, laplacian_matvec
-from jaxannot.models import sfsls_solver as rl
-from jaxannot.models.sparse_projection import (
+from jaxannot.methods.sfsls import solver as rl
+from jaxannot.methods.sfsls.sparse_projection import (
     SFSLSWeights,
     TrainingImages,
     reweighting_diagonal,

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.graph import Graph
-from jaxannot.models.sparse_projection import (
+from jaxannot.methods.sfsls.sparse_projection import (
     SFSLSWeights,
     SparseProjection,
     TrainingImages,

@@ -8,7 +8,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.models.structured_output import (
+from jaxannot.methods.emml.structured_output import (
     hamming_loss,
     joint_feature_map,
     joint_kernel,

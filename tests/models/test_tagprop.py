@@ -8,7 +8,7 @@ import optax
 from numpyro.infer.util import log_density
 
 from jaxannot.inference.map_estimate import MAP
-from jaxannot.models.tagprop import (
+from jaxannot.methods.baselines.tagprop import (
     EPSILON,
     PRIOR_SCALE,
     class_weights,

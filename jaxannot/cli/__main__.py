@@ -1,0 +1,5 @@
+"""``python -m jaxannot.cli``."""
+
+from jaxannot.cli.app import console
+
+console()

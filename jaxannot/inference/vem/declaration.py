@@ -1,0 +1,277 @@
+"""What :class:`~jaxannot.inference.vem.algorithm.VEM` reads from a numpyro declaration.
+
+A trace of the model gives its global latent sites, the plate of images and the one
+discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
+fit). The set-up traces run on shapes only (:func:`_abstract_trace`: the model is traced
+under ``jax.eval_shape`` and only static facts leave it), so setting up a fit costs the
+same on ten images as on a million; a model that needs concrete values to run (Python
+control flow on its data) is traced eagerly instead. :func:`_per_image` and
+:func:`_out_of_plate` sum a trace's log densities per image and outside the plate;
+:func:`_split_leaves` / :func:`_join_leaves` separate a call's array arguments (traced)
+from the rest (static, part of the compile key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import numpyro.distributions as dist
+from numpyro import handlers
+from numpyro.infer import init_to_uniform
+
+__all__: list[str] = []
+
+
+class DeclarationError(ValueError):
+    """A declaration VEM cannot fit, or cannot fit as asked (named and explained)."""
+
+
+# ----------------------------------------------------------- model inspection
+@dataclasses.dataclass(frozen=True)
+class _Structure:
+    """What a trace of the model tells VEM (all static)."""
+
+    globals_: tuple[str, ...]  # latent sites outside the plate
+    num_images: int
+    num_values: int
+    image_dim: int
+    global_shapes: tuple[tuple[int, ...], ...] = ()  # of the globals_, in order
+
+    def local_value(self, size: int, value=0) -> jax.Array:
+        """``value`` as the local site's value on ``size`` images: the image axis
+        at the plate's dim (``[size, 1]`` for a plate at dim -2)."""
+        shape = (size,) + (1,) * (-self.image_dim - 1)
+        return jnp.full(shape, value, jnp.int32)
+
+
+def _trace(model, substitutions, args, kwargs, seed=0):
+    """A trace of the model with ``substitutions``; latent sites whose distribution
+    cannot be sampled (an improper prior such as ``ImproperUniform``) and that are
+    not substituted get numpyro's ``init_to_uniform`` value."""
+
+    def unsampleable(msg):
+        if msg["name"] in substitutions or msg["type"] != "sample":
+            return None
+        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
+            return init_to_uniform(msg)
+        return None
+
+    seeded = handlers.substitute(
+        handlers.seed(model, jax.random.key(seed)), substitute_fn=unsampleable
+    )
+    return handlers.trace(handlers.substitute(seeded, data=substitutions)).get_trace(
+        *args, **kwargs
+    )
+
+
+# What a model needing concrete values raises when traced on shapes only.
+_NEEDS_VALUES = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
+def _shape_of(x):
+    return jax.ShapeDtypeStruct(np.shape(x), jax.dtypes.canonicalize_dtype(x.dtype))
+
+
+def _abstract_trace(model, substitutions, args, kwargs, read: Callable):
+    """``read(trace)`` of a trace of the model on the *shapes* of its array arguments.
+
+    The model runs under ``jax.eval_shape``: nothing of the data's size is computed,
+    whatever the number of images. ``read`` must return static values (names, sizes,
+    types), never arrays of the trace. A model that needs concrete values falls back
+    to an eager trace.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    is_array = [isinstance(x, jax.Array | np.ndarray) for x in leaves]
+    shapes = [_shape_of(x) for x, a in zip(leaves, is_array, strict=True) if a]
+    out = []
+
+    def run(arrays):
+        it = iter(arrays)
+        full = [next(it) if a else x for x, a in zip(leaves, is_array, strict=True)]
+        a, kw = jax.tree_util.tree_unflatten(treedef, full)
+        out.append(read(_trace(model, substitutions, a, kw)))
+
+    try:
+        jax.eval_shape(run, shapes)
+    except _NEEDS_VALUES:
+        return read(_trace(model, substitutions, args, kwargs))
+    return out[0]
+
+
+def _support(site):
+    """A global site's support: its distribution's, or a ``param``'s constraint."""
+    if site["type"] == "param":
+        return site["kwargs"].get("constraint", dist.constraints.real)
+    return site["fn"].support
+
+
+def _in_plate(site, plate: str) -> bool:
+    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
+
+
+def _unwrap(fn):
+    while isinstance(
+        fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
+    ):
+        fn = fn.base_dist
+    return fn
+
+
+def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
+    """The model's :class:`_Structure`, from a trace on shapes only."""
+    return _abstract_trace(
+        model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate)
+    )
+
+
+def _read_structure(trace, local_site, plate) -> _Structure:
+    if plate not in trace or trace[plate]["type"] != "plate":
+        plates = [k for k, v in trace.items() if v["type"] == "plate"]
+        raise DeclarationError(
+            f"the model has no plate {plate!r}; its plates: {plates}"
+        )
+    if local_site not in trace:
+        latent = [k for k, v in trace.items() if v["type"] == "sample"]
+        raise DeclarationError(
+            f"the model has no site {local_site!r}; its sample sites: {latent}"
+        )
+    site = trace[local_site]
+    if not _in_plate(site, plate) or site["is_observed"]:
+        raise DeclarationError(
+            f"site {local_site!r} must be a latent site inside plate {plate!r}"
+        )
+    fn = _unwrap(site["fn"])
+    if not isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
+        raise DeclarationError(
+            f"site {local_site!r} must be Categorical, got {type(fn).__name__}"
+        )
+    others = [
+        k
+        for k, v in trace.items()
+        if v["type"] == "sample"
+        and not v["is_observed"]
+        and k != local_site
+        and _in_plate(v, plate)
+    ]
+    if others:
+        raise DeclarationError(
+            f"VEM supports one latent site inside plate {plate!r} ({local_site!r}); "
+            f"the model also has {others}: observe them or move them out of the plate"
+        )
+    params_in_plate = [
+        k for k, v in trace.items() if v["type"] == "param" and _in_plate(v, plate)
+    ]
+    if params_in_plate:
+        raise DeclarationError(
+            f"numpyro.param sites {params_in_plate} are inside plate {plate!r}: VEM "
+            "fits global params only; declare them outside the plate"
+        )
+    globals_ = tuple(
+        k
+        for k, v in trace.items()
+        if (v["type"] == "sample" and not v["is_observed"] or v["type"] == "param")
+        and not _in_plate(v, plate)
+    )
+    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
+    shapes = tuple(
+        tuple(int(d) for d in jnp.shape(trace[k]["value"])) for k in globals_
+    )
+    return _Structure(
+        globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim, shapes
+    )
+
+
+# --------------------------------------------------------------- the log joint
+def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
+    """Sum of the in-plate sites' log densities per image, [size]."""
+    total = jnp.zeros(size)
+    for site in trace.values():
+        if site["type"] != "sample" or not _in_plate(site, plate):
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        lp = jnp.broadcast_to(
+            lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
+        )
+        if site.get("scale") is not None:
+            lp = lp * (site["scale"] * rescale)
+        axis = lp.ndim + image_dim
+        lp = jnp.moveaxis(lp, axis, 0)
+        total = total + lp.reshape(lp.shape[0], -1).sum(-1)
+    return total
+
+
+def _out_of_plate(trace, plate) -> jax.Array:
+    """Sum of the log densities of the sites outside the plate (priors, factors)."""
+    total = jnp.float32(0.0)
+    for site in trace.values():
+        if site["type"] != "sample" or _in_plate(site, plate):
+            continue
+        lp = site["fn"].log_prob(site["value"])
+        if site.get("scale") is not None:
+            lp = lp * site["scale"]
+        total = total + lp.sum()
+    return total
+
+
+class _Setup(NamedTuple):
+    """Static per-shape configuration of one VEM run."""
+
+    structure: _Structure
+    subsamples: bool  # the model reads its data through the plate's indices
+    chunk: int
+    num_chunks: int
+    treedef: Any
+    static_leaves: tuple
+    is_dynamic: tuple
+
+
+def _split_leaves(args, kwargs):
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    is_dynamic = tuple(isinstance(x, jax.Array | np.ndarray) for x in leaves)
+    static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
+    dynamic = tuple(
+        jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
+    )
+    return treedef, static, is_dynamic, dynamic
+
+
+def _join_leaves(setup: _Setup, dynamic):
+    it = iter(dynamic)
+    leaves = [
+        next(it) if d else s
+        for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(setup.treedef, leaves)
+
+
+def _subsamples(model, plate, local_site, structure, args, kwargs):
+    """Whether the model's observed in-plate sites follow the plate's indices, and
+    the error a trace on two images' indices raised (None if it ran)."""
+    dim = structure.image_dim
+
+    def read(trace):
+        observed = [
+            v
+            for v in trace.values()
+            if v["type"] == "sample" and v["is_observed"] and _in_plate(v, plate)
+        ]
+        return all(
+            jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2 for v in observed
+        )
+
+    try:
+        substitutions = {plate: jnp.arange(2), local_site: structure.local_value(2)}
+        return _abstract_trace(model, substitutions, args, kwargs, read), None
+    except (ValueError, TypeError, IndexError) as error:
+        return False, error

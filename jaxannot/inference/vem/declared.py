@@ -1,0 +1,141 @@
+r"""A numpyro declaration as :class:`~jaxannot.inference.vem.algorithm.VEM` and its
+helpers
+read it: the pieces of the objective, nothing about how it is optimized.
+
+:class:`DeclaredModel` bundles the model with its discrete per-image site, its image
+plate and the chunk size, and gives the *local log joint*
+:math:`a_{ik} = \log p(x_i, z_i = k \mid \theta)` (chunk by chunk), the *log prior*
+:math:`\log p(\theta)` of the global sites and each global site's support
+bijection. It is hashable (a static argument of compiled functions): the VEM's
+layouts, start, M-step and Laplace draws take it instead of the ``VEM`` object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import numpyro
+from jax import lax
+from numpyro.distributions.transforms import biject_to
+
+from jaxannot.inference.vem.declaration import (
+    DeclarationError,
+    _inspect,
+    _out_of_plate,
+    _per_image,
+    _Setup,
+    _split_leaves,
+    _subsamples,
+    _support,
+    _trace,
+)
+
+__all__ = ["DeclaredModel"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredModel:
+    """A declaration with one discrete per-image site, as the VEM helpers read it.
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    local_site : str
+        Its discrete per-image site.
+    plate : str
+        Its image plate.
+    chunk_size : int
+        Images per chunk of the log joint.
+    """
+
+    model: Callable
+    local_site: str = "z"
+    plate: str = "image"
+    chunk_size: int = 1024
+
+    def setup(self, args, kwargs) -> tuple[_Setup, tuple]:
+        """The static set-up of a call on ``args`` (structure, chunking, the
+        arguments' static leaves) and its array leaves."""
+        structure = _inspect(self.model, self.local_site, self.plate, args, kwargs)
+        treedef, static, is_dynamic, dynamic = _split_leaves(args, kwargs)
+        n = structure.num_images
+        chunk = min(self.chunk_size, n)
+        subsamples, error = _subsamples(
+            self.model, self.plate, self.local_site, structure, args, kwargs
+        )
+        if chunk < n and not subsamples:
+            raised = (
+                ""
+                if error is None
+                else f" (on two images' indices the model raised "
+                f"{type(error).__name__}: {error})"
+            )
+            raise DeclarationError(
+                f"the model does not read its data through plate {self.plate!r}'s "
+                f"indices{raised}, so VEM cannot process its {n} images in chunks "
+                f"of {chunk}: use numpyro.subsample(x, event_dim=...) inside the "
+                f"plate, or pass chunk_size >= {n}"
+            ) from error
+        setup = _Setup(
+            structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
+        )
+        return setup, dynamic
+
+    def small_substitutions(self, setup: _Setup) -> dict:
+        """Plate indices for traces that need only the out-of-plate sites."""
+        s = setup.structure
+        n = 1 if setup.subsamples else s.num_images
+        return {self.plate: jnp.arange(n), self.local_site: s.local_value(n)}
+
+    def chunk_indices(self, setup: _Setup):
+        n, chunk = setup.structure.num_images, setup.chunk
+        idx = np.arange(setup.num_chunks * chunk)
+        valid = idx < n
+        return jnp.asarray(np.where(valid, idx, 0).reshape(-1, chunk)), jnp.asarray(
+            valid.reshape(-1, chunk)
+        )
+
+    def log_joint_chunk(self, setup, values, idx, args, kwargs):
+        """:math:`a_{ik}` for the images ``idx`` [chunk] -> [chunk, K]."""
+        s = setup.structure
+        rescale = idx.shape[0] / s.num_images
+
+        def at(k):
+            subs = dict(values)
+            subs[self.plate] = idx
+            subs[self.local_site] = k  # a scalar: broadcast over the plate
+            trace = _trace(self.model, subs, args, kwargs)
+            return _per_image(trace, self.plate, s.image_dim, rescale, idx.shape[0])
+
+        return jax.vmap(at, out_axes=1)(jnp.arange(s.num_values))
+
+    def log_joint(self, setup, values, args, kwargs):
+        """:math:`a` for every image, [N, K] (chunked with ``lax.map``)."""
+        chunks, _ = self.chunk_indices(setup)
+        out = lax.map(
+            lambda idx: self.log_joint_chunk(setup, values, idx, args, kwargs), chunks
+        )
+        return out.reshape(-1, out.shape[-1])[: setup.structure.num_images]
+
+    def log_prior(self, setup, values, args, kwargs):
+        """:math:`\\log p(\\theta)`, the declared densities at the global values.
+
+        Evaluated without numpyro's support check: an M-step's values lie on their
+        supports up to float32 rounding (a simplex row of a few hundred entries
+        may sum to 1 + 2e-6, past the check's 1e-6), which the check would turn
+        into an objective of -inf."""
+        subs = dict(values)
+        subs.update(self.small_substitutions(setup))
+        with numpyro.validation_enabled(False):
+            trace = _trace(self.model, subs, args, kwargs)
+            return _out_of_plate(trace, self.plate)
+
+    def transforms(self, setup, args, kwargs):
+        trace = _trace(self.model, self.small_substitutions(setup), args, kwargs)
+        return {k: biject_to(_support(trace[k])) for k in setup.structure.globals_}

@@ -1,0 +1,189 @@
+"""The compiled pieces of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
+
+- :func:`start_values`: the default start (random soft assignments, then an M-step).
+- :func:`initial_state`: the :class:`~jaxannot.inference.vem.steps.VEMState` a fit
+  starts from, built in one compiled call (start, terms, optimizer, fold-in).
+- :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
+  per static configuration: :class:`VEM` objects that compare equal (same model,
+  E-step configuration, optimizer, M-step and terms) share it and its compiled loop,
+  so a fresh ``VEM`` for each fit compiles nothing new.
+- :func:`one_update`: one compiled step (:meth:`VEM.update`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from numpyro import handlers
+from numpyro.infer import init_to_uniform
+
+from jaxannot.inference.vem.checks import (
+    fault_code,
+    keeps_old_values,
+    no_fault,
+    record_fault,
+)
+from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
+from jaxannot.inference.vem.layout import _Whole
+from jaxannot.inference.vem.steps import (
+    VEMState,
+    dual_updates,
+    refine_for_terms,
+    terms_value,
+)
+
+__all__: list[str] = []
+
+
+def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
+    """The default start's global values (:meth:`VEM.init_params`)."""
+    s = whole.setup.structure
+    if vem.closed_form is not None:
+        phi = random_posteriors(rng_key, s.num_images, s.num_values)
+        args, kwargs = whole.join(dynamic)
+        values = vem.closed_form(phi, *args, **kwargs)
+        return {k: jnp.asarray(v) for k, v in values.items()}
+    phi_key, start_key = jax.random.split(rng_key)
+    phi = random_posteriors(phi_key, s.num_images, s.num_values)
+    args, kwargs = whole.join(dynamic)
+    seeded = handlers.substitute(
+        handlers.seed(vem.model, start_key),
+        data=vem.declared.small_substitutions(whole.setup),
+    )
+    uniform = handlers.substitute(seeded, substitute_fn=init_to_uniform)
+    trace = handlers.trace(uniform).get_trace(*args, **kwargs)
+    start = {k: trace[k]["value"] for k in s.globals_}
+    return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def start_values_jit(vem, whole, rng_key, dynamic) -> dict:
+    return start_values(vem, whole, rng_key, dynamic)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def initial_state(vem, whole, layout, rng_key, values, dyn_whole, dyn_layout):
+    """The state a fit starts from: ``values`` (None: :func:`start_values`), each
+    term's parameters, the optimizer's state and the fold-in posteriors."""
+    s = whole.setup.structure
+    init_key, loop_key = jax.random.split(rng_key)
+    if values is None:
+        values = start_values(vem, whole, init_key, dyn_whole)
+    term_keys = jax.random.split(init_key, max(1, len(vem.terms)))
+    term_params = tuple(
+        t.init(k, s.num_values) for t, k in zip(vem.terms, term_keys, strict=False)
+    )
+    if vem.closed_form is not None:
+        opt_state = vem.optimizer.init(term_params)
+    else:
+        args, kwargs = layout.join(dyn_layout)
+        transforms = vem.declared.transforms(layout.setup, args, kwargs)
+        unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
+        opt_state = vem.optimizer.init((unconstrained, term_params))
+    a = layout.log_joint(vem.declared, values, dyn_layout)
+    phi0 = layout.constrain(jax.nn.softmax(a, axis=-1))
+    best = (values, phi0, term_params) if vem.estep.keep_best else ()
+    return VEMState(
+        loop_key,
+        values,
+        phi0,
+        opt_state,
+        term_params,
+        best,
+        jnp.float32(-jnp.inf),
+        jnp.bool_(False),
+        no_fault(),
+        jnp.int32(0),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def step_for(vem, layout, tolerance: float):
+    """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
+    iteration is ``state.iteration``, so a resumed state goes on counting).
+    ``data`` (the model's arrays and the E-step's) is read, never returned: a
+    loop that carried it would copy the whole corpus into its output."""
+    estep = vem.estep
+    setup = layout.setup
+    keep_best = bool(estep.keep_best)
+
+    def step(t, state: VEMState, data):
+        del t
+        dynamic, e_arrays = data
+        args, kwargs = layout.join(dynamic)
+        transforms = vem.declared.transforms(setup, args, kwargs)
+        values, phi, term_params = state.params, state.posteriors, state.term_params
+        it = state.iteration
+
+        def iterate(_):
+            rng2, sub = jax.random.split(state.rng_key)
+            a = layout.log_joint(vem.declared, values, dynamic)
+            new_phi, q = layout.estep(estep, e_arrays, sub, phi, a)
+            new_phi = refine_for_terms(
+                vem.terms, term_params, new_phi, a, vem.term_steps
+            )
+            if vem.terms:  # the refinement moved phi: re-evaluate
+                q = estep.objective(e_arrays, new_phi, a)
+                q = q - terms_value(vem.terms, term_params, new_phi)
+            objective = q + vem.declared.log_prior(setup, values, args, kwargs)
+            new_values, new_opt, new_tp = vem._m_step(
+                layout,
+                transforms,
+                values,
+                state.opt_state,
+                term_params,
+                new_phi,
+                dynamic,
+            )
+            new_tp = dual_updates(vem.terms, new_tp, new_phi)
+            code = fault_code(a, new_phi, objective, new_values)
+            new_values = jax.tree.map(
+                lambda old, new: jnp.where(keeps_old_values(code), old, new),
+                values,
+                new_values,
+            )
+            ok = code == 0
+            best_obj = state.best_objective
+            improved = ok & (
+                (it == 0) | (objective > best_obj + tolerance * jnp.abs(best_obj))
+            )
+            if keep_best:
+                halt = ~improved
+                new_best = jax.tree_util.tree_map(
+                    lambda n, o: jnp.where(improved, n, o),
+                    (new_values, new_phi, new_tp),
+                    state.best,
+                )
+            else:  # the fit is the last iterate (a fault raises after the loop)
+                late = (it > 0) & ~improved if tolerance > 0 else False
+                halt = late | ~ok
+                new_best = ()
+            new_state = VEMState(
+                rng2,
+                new_values,
+                new_phi,
+                new_opt,
+                new_tp,
+                new_best,
+                jnp.where(improved, objective, best_obj),
+                halt,
+                record_fault(state.fault, code, it),
+                it + 1,
+            )
+            return new_state, -objective
+
+        def skip(_):
+            return state._replace(iteration=it + 1), jnp.float32(jnp.nan)
+
+        return lax.cond(state.stopped, skip, iterate, None)
+
+    return step
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def one_update(step, state, data):
+    """``step`` once: ``(state, loss)``."""
+    return step(state.iteration, state, data)

@@ -1,0 +1,120 @@
+r"""The global values of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit given
+posteriors.
+
+Both functions work on the *expected complete log joint*
+
+.. math::
+    E(\theta) = \sum_{ik} \phi_{ik}\, a_{ik}(\theta) + \log p(\theta),
+
+in the unconstrained coordinates :math:`u` of the global sites
+(:math:`\theta = T(u)`, each site's support bijection):
+
+- :func:`maximize_expected`: the M-step of the default start, by L-BFGS (random
+  soft assignments :math:`\Phi`, then this: the closed-form path's start for a
+  model without a closed form).
+- :func:`laplace_draws`: draws of the global posterior the local posteriors
+  imply, :math:`q(\theta) \propto \exp E(\theta)` — the factor of :math:`\theta`
+  that mean-field variational Bayes pairs with :math:`q(z) = \Phi` — by its Laplace
+  approximation in the unconstrained coordinates at the fit's values:
+  :math:`u \sim \mathcal N(\hat u, H^{-1})`, :math:`H = -\nabla^2_u E(T(u))`,
+  then :math:`\theta = T(u)`. As for the M-step, no Jacobian is added: :math:`\hat
+  u` (the M-step's maximizer) is the mode of :math:`E(T(u))`, where the Gaussian
+  is its second-order expansion. :math:`H` is dense, ``D x D`` for ``D``
+  unconstrained coordinates.
+
+References
+----------
+L. Tierney, J. B. Kadane. Accurate approximations for posterior moments and marginal
+densities. JASA 81, 1986 (the Laplace approximation).
+D. C. Liu, J. Nocedal. On the limited memory BFGS method for large scale
+optimization. Mathematical Programming 45, 1989.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.flatten_util import ravel_pytree
+
+__all__: list[str] = []  # private: VEM's start and Laplace draws
+
+#: Largest number of unconstrained coordinates :func:`laplace_draws` accepts: its
+#: Hessian is dense (``D**2`` floats, 64 MiB at this size in float32).
+MAX_LAPLACE_DIM = 4096
+
+
+def _transforms(dm, layout, dynamic):
+    args, kwargs = layout.join(dynamic)
+    return dm.transforms(layout.setup, args, kwargs)
+
+
+def random_posteriors(rng_key, num_images, num_values):
+    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values]."""
+    e = jax.random.exponential(rng_key, (num_images, num_values))
+    return e / e.sum(-1, keepdims=True)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def maximize_expected(dm, layout, num_steps, values, phi, dynamic):
+    """``num_steps`` L-BFGS steps on :math:`-E` from ``values``; the start is kept
+    where a step would leave the finite values (a diverged search)."""
+    transforms = _transforms(dm, layout, dynamic)
+
+    def loss(u):
+        vals = {k: transforms[k](x) for k, x in u.items()}
+        return -layout.expected(dm, vals, phi, dynamic)
+
+    optimizer = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    def body(_, carry):
+        u, state = carry
+        value, grad = value_and_grad(u, state=state)
+        updates, state = optimizer.update(
+            grad, state, u, value=value, grad=grad, value_fn=loss
+        )
+        return optax.apply_updates(u, updates), state
+
+    start = {k: transforms[k].inv(v) for k, v in values.items()}
+    u, _ = lax.fori_loop(0, num_steps, body, (start, optimizer.init(start)))
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(u)]))
+    u = jax.tree.map(lambda new, old: jnp.where(finite, new, old), u, start)
+    return {k: transforms[k](x) for k, x in u.items()}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def laplace_draws(dm, layout, num_draws, rng_key, values, phi, dynamic):
+    """``num_draws`` draws of the global values from the Laplace approximation of
+    :math:`\\exp E` at ``values`` (module docstring), ``{site: [num_draws, ...]}``,
+    and the smallest eigenvalue of :math:`H` (not positive: ``values`` is not a
+    local maximum, the draws are not to be trusted)."""
+    transforms = _transforms(dm, layout, dynamic)
+    start = {k: transforms[k].inv(v) for k, v in values.items()}
+    flat, unravel = ravel_pytree(start)
+
+    def log_density(x):
+        vals = {k: transforms[k](v) for k, v in unravel(x).items()}
+        return layout.expected(dm, vals, phi, dynamic)
+
+    grad = jax.grad(log_density)
+
+    def hessian_column(e):
+        return -jax.jvp(grad, (flat,), (e,))[1]
+
+    hessian = lax.map(hessian_column, jnp.eye(flat.size, dtype=flat.dtype))
+    hessian = 0.5 * (hessian + hessian.T)
+    eigenvalues, vectors = jnp.linalg.eigh(hessian)
+    # directions of zero or negative curvature get a unit precision: they are
+    # reported (the smallest eigenvalue) rather than drawn with infinite spread
+    precision = jnp.where(eigenvalues > 0, eigenvalues, 1.0)
+    noise = jax.random.normal(rng_key, (num_draws, flat.size), flat.dtype)
+    draws = flat + (noise / jnp.sqrt(precision)) @ vectors.T
+
+    def constrain(x):
+        return {k: transforms[k](v) for k, v in unravel(x).items()}
+
+    return jax.vmap(constrain)(draws), eigenvalues[0]

@@ -1,0 +1,265 @@
+"""Where :class:`~jaxannot.inference.vem.algorithm.VEM` keeps its per-image arrays.
+
+A *layout* is the static part of a fit that says how the image axis is laid out;
+the compiled EM step asks it for the pieces that touch that axis:
+
+- :class:`_Whole`: one device, the arrays as given (the reference path).
+- :class:`_Shards`: the image axis padded to a multiple of the device count and split
+  over a one-axis mesh (:mod:`jaxannot.runtime.sharding`). The local log joint
+  :math:`a` is computed by ``shard_map`` on each device's block of images (the
+  model is traced on the block, so its plate has the block's size); the sums over
+  images (objective, closed-form sufficient statistics) run under GSPMD, which adds
+  the cross-device reductions. Padded images repeat the last image and have weight 0:
+  their posteriors are zeroed before the M-step and their terms masked out of the
+  objective, so they change no result.
+
+:func:`plan` picks the layout of a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jaxannot.inference.vem.declaration import (
+    _inspect,
+    _join_leaves,
+    _Setup,
+    _split_leaves,
+    _subsamples,
+)
+from jaxannot.inference.vem.steps import ExactEStep
+from jaxannot.runtime import sharding
+
+__all__: list[str] = []
+
+_log = logging.getLogger(__name__)
+
+
+class _Whole(NamedTuple):
+    """Every image on one device, as given."""
+
+    setup: _Setup
+
+    def join(self, dynamic):
+        return _join_leaves(self.setup, dynamic)
+
+    def log_joint(self, dm, values, dynamic):
+        args, kwargs = self.join(dynamic)
+        return dm.log_joint(self.setup, values, args, kwargs)
+
+    def estep(self, estep, arrays, rng_key, phi, a):
+        return estep.apply(arrays, rng_key, phi, a)
+
+    def statistics(self, phi):
+        """The posteriors the M-step sums over (all of them)."""
+        return phi
+
+    def expected(self, dm, values, phi, dynamic):
+        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk."""
+        args, kwargs = self.join(dynamic)
+        setup = self.setup
+        chunks, valid = dm.chunk_indices(setup)
+        phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
+        phi_p = phi_p.at[: phi.shape[0]].set(phi).reshape(chunks.shape + (-1,))
+
+        def body(total, xs):
+            idx, ok, ph = xs
+            a = dm.log_joint_chunk(setup, values, idx, args, kwargs)
+            return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
+
+        total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
+        return total + dm.log_prior(setup, values, args, kwargs)
+
+    def constrain(self, phi):
+        return phi
+
+    def place(self, state, e_arrays):
+        return state, e_arrays
+
+    def real(self, phi):
+        return phi
+
+
+class _Shards(NamedTuple):
+    """The image axis padded and split over ``mesh`` (see the module docstring)."""
+
+    setup: _Setup  # the padded whole: plate size num_padded
+    local: _Setup  # one device's block: plate size num_padded // devices
+    mesh: Mesh
+    num_real: int
+    per_image: tuple[bool, ...]  # which dynamic leaves have the image axis first
+
+    @property
+    def num_padded(self) -> int:
+        return self.setup.structure.num_images
+
+    def join(self, dynamic):
+        return _join_leaves(self.setup, dynamic)
+
+    def weights(self):
+        return (jnp.arange(self.num_padded) < self.num_real).astype(jnp.float32)
+
+    def constrain(self, phi):
+        return lax.with_sharding_constraint(phi, sharding.image_sharding(self.mesh))
+
+    def _specs(self):
+        return tuple(P(sharding.AXIS) if p else P() for p in self.per_image)
+
+    def log_joint(self, dm, values, dynamic):
+        def local(values, *leaves):
+            args, kwargs = _join_leaves(self.local, leaves)
+            return dm.log_joint(self.local, values, args, kwargs)
+
+        a = jax.shard_map(
+            local,
+            mesh=self.mesh,
+            in_specs=(P(), *self._specs()),
+            out_specs=P(sharding.AXIS),
+            # numpyro validates distribution arguments with ops that the
+            # replication checker refuses; the specs above are exact
+            check_vma=False,
+        )(values, *dynamic)
+        return self.constrain(a)
+
+    def estep(self, estep, arrays, rng_key, phi, a):
+        if type(estep) is ExactEStep:  # per image: stays on each device
+            q = jnp.where(self.weights() > 0, jax.nn.logsumexp(a, axis=-1), 0.0)
+            return self.constrain(jax.nn.softmax(a, axis=-1)), q.sum()
+        # a transform that couples images (a graph): on the real images, replicated
+        n = self.num_real
+        phi_r, q = estep.apply(arrays, rng_key, phi[:n], a[:n])
+        rest = jax.nn.softmax(a[n:], axis=-1)
+        return self.constrain(jnp.concatenate([phi_r, rest])), q
+
+    def statistics(self, phi):
+        """Posteriors with the padded images' rows zeroed."""
+        return phi * self.weights()[:, None]
+
+    def expected(self, dm, values, phi, dynamic):
+        args, kwargs = self.join(dynamic)
+        a = self.log_joint(dm, values, dynamic)
+        ok = self.weights()[:, None] > 0
+        total = jnp.where(ok, phi * a, 0.0).sum()
+        return total + dm.log_prior(self.setup, values, args, kwargs)
+
+    def place(self, state, e_arrays):
+        """The loop's state and the E-step's arrays replicated, the posteriors
+        (current and, if kept, best) split over the devices."""
+        state, e_arrays = sharding.put(
+            (state, e_arrays), sharding.replicated(self.mesh)
+        )
+        split = sharding.image_sharding(self.mesh)
+        best = state.best
+        if best:  # an E-step that keeps its best iterate
+            best = (best[0], sharding.put(best[1], split), best[2])
+        state = state._replace(
+            posteriors=sharding.put(state.posteriors, split), best=best
+        )
+        return state, e_arrays
+
+    def real(self, phi):
+        return sharding.gather(_first_rows(phi, self.num_real))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _first_rows(x, n):
+    return x[:n]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def log_joint_all(dm, layout, values, dynamic):
+    """:math:`a` for every image of the layout, [images, K]."""
+    return layout.log_joint(dm, values, dynamic)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def fold_in(dm, layout, values, dynamic):
+    """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K]."""
+    a = layout.log_joint(dm, values, dynamic)
+    return layout.constrain(jax.nn.softmax(a, axis=-1))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def fold_in_all(dm, layout, draws, dynamic):
+    """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
+    [draws, images, K], one draw at a time."""
+    return lax.map(lambda values: fold_in(dm, layout, values, dynamic), draws)
+
+
+def plan(vem, setup: _Setup, args, kwargs, dynamic):
+    """The layout of a fit and its dynamic leaves placed for it.
+
+    Shards when more than one device is to be used (``vem.devices``), the fit has
+    no extra terms, some array argument has the plate's size as its leading axis,
+    and the model takes its plate size from that data (checked by tracing it on
+    one device's block). Otherwise one device, as given.
+    """
+    devices = () if vem.devices is None else tuple(vem.devices)
+    n = setup.structure.num_images
+    per_image = tuple(np.ndim(x) >= 1 and np.shape(x)[0] == n for x in dynamic)
+    if len(devices) < 2 or vem.terms or not any(per_image):
+        return _Whole(setup), dynamic
+    mesh = sharding.image_mesh(devices)
+    n_pad = sharding.pad_images(n, mesh.size)
+    n_local = n_pad // mesh.size
+    padded = tuple(
+        sharding.pad_axis0(x, n_pad) if p else x
+        for x, p in zip(dynamic, per_image, strict=True)
+    )
+    block = tuple(
+        x[:n_local] if p else x for x, p in zip(padded, per_image, strict=True)
+    )
+    local = _layout_setup(vem, setup, block)
+    if local is None or local.structure.num_images != n_local:
+        _log.info(
+            "VEM runs on one device: the model's plate %r does not take its size "
+            "from the per-image arrays",
+            vem.plate,
+        )
+        return _Whole(setup), dynamic
+    whole = setup._replace(
+        structure=dataclasses.replace(setup.structure, num_images=n_pad),
+        subsamples=local.subsamples,
+    )
+    layout = _Shards(whole, local, mesh, n, per_image)
+    placed = tuple(
+        sharding.put(
+            x,
+            sharding.image_sharding(mesh) if p else sharding.replicated(mesh),
+        )
+        for x, p in zip(padded, per_image, strict=True)
+    )
+    return layout, placed
+
+
+def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
+    """The setup of one device's block of images, or None if the model cannot be
+    traced on it."""
+    args, kwargs = _join_leaves(setup, tuple(map(jnp.asarray, block)))
+    dm = vem.declared
+    try:
+        structure = _inspect(dm.model, dm.local_site, dm.plate, args, kwargs)
+    except (ValueError, TypeError, IndexError):
+        return None
+    n = structure.num_images
+    subsamples, _ = _subsamples(
+        dm.model, dm.plate, dm.local_site, structure, args, kwargs
+    )
+    chunk = min(dm.chunk_size, n)
+    if chunk < n and not subsamples:
+        chunk = n  # the block in one piece, as a model read without the plate needs
+    treedef, static, is_dynamic, _ = _split_leaves(args, kwargs)
+    return _Setup(
+        structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
+    )

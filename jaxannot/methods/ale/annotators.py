@@ -1,0 +1,390 @@
+"""Concept detectors on Approximate Laplacian Eigenmaps (seed 002) and their baselines.
+
+Registered methods (the words of a corpus are its concepts; ``score_words`` returns one
+detector score per concept):
+
+``iale-svm`` / ``iale-sf``
+    Inductive ALE (§3.4): PCA, histograms and eigenfunctions are computed once from the
+    images ``fit`` sees (labelled and unlabelled); new images are projected onto the
+    stored eigenfunctions by eq. (8) in batches of ``batch_size``; the detectors are a
+    linear SVM on ``U`` (dual coordinate descent, :mod:`jaxannot.solvers.linear_svm`)
+    or the smooth function of eq. (7) (:mod:`jaxannot.methods.ale.smooth_function`).
+``ale-svm`` / ``ale-sf``
+    Transductive ALE: the eigenfunctions are recomputed from the fit images *and* the
+    images being scored together (the PCA rotation is the fit images'), then the
+    detectors are retrained on the labelled fit images. ``fit`` therefore keeps the
+    fit images' PCA coordinates.
+``bsvm``
+    Baseline linear SVM on the raw (standardized, concatenated) features.
+``gsf``
+    Graph Structure Features (Mantziou et al. ref. [28]): exact Laplacian eigenmaps —
+    the ``eigenvectors`` smallest non-trivial eigenvectors of the normalized Laplacian
+    of a symmetric ``k``-NN heat-kernel graph over the fit and scored images — followed
+    by the linear SVM. Dense ``O(n³)``; refuses more than ``max_images`` images.
+
+All features are the concatenation of the corpus's views, standardized with the fit
+images' mean and standard deviation (ALE does this inside its PCA). Labels are the
+observed rows of ``corpus.words`` (``word_mask``); without words, one-hot class labels.
+
+References
+----------
+Mantziou, E., Papadopoulos, S. and Kompatsiaris, Y., "Learning to detect concepts with
+Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import Fitted, register_words_method
+from jaxannot.annotators.hyper_spec import method_defaults
+from jaxannot.data.preprocessing import standardize
+from jaxannot.methods.ale import smooth_function
+from jaxannot.methods.ale.eigenfunctions import (
+    ALEModel,
+    Eigenfunctions,
+    PCAModel,
+    ale_embed,
+    fit_ale,
+)
+from jaxannot.solvers import linear_svm
+
+__all__ = [
+    "concept_targets",
+    "fit_iale",
+    "fit_ale_transductive",
+    "fit_bsvm",
+    "fit_gsf",
+    "DETECTORS",
+]
+
+DETECTORS = ("svm", "sf")
+
+
+# ---------------------------------------------------------------------- helpers
+def concept_targets(corpus) -> tuple[np.ndarray, np.ndarray]:
+    """``(y [n, K] in {0, 1}, labelled bool [n])`` from words or class labels."""
+    if corpus.words is not None:
+        y = (np.asarray(corpus.words) > 0).astype(np.float32)
+        labelled = np.asarray(corpus.word_mask, bool)
+    elif corpus.labels is not None:
+        labels = np.asarray(corpus.labels)
+        k = max(corpus.num_classes, int(labels.max()) + 1)
+        labelled = labels >= 0
+        y = np.zeros((len(labels), k), np.float32)
+        y[labelled, labels[labelled]] = 1.0
+    else:
+        raise ValueError("concept detectors need words or labels in the corpus")
+    if not labelled.any():
+        raise ValueError("the corpus has no labelled image to train detectors on")
+    return y, labelled
+
+
+def _key_data(rng_key) -> np.ndarray:
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return np.asarray(jax.random.key_data(rng_key))
+    return np.asarray(rng_key)
+
+
+def _check_detector(detector: str) -> None:
+    if detector not in DETECTORS:
+        raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
+
+
+def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
+    """Detector parameters on ``u``: SVM ``{coef, intercept}`` or SF ``{alpha}``."""
+    if detector == "sf":
+        # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
+        # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
+        sigma = np.asarray(eigenvalues) * u.shape[0]
+        alpha = smooth_function.fit_smooth_function(
+            u, y, sigma, lam=float(hyper["lam"]), labelled=labelled
+        )
+        return {"alpha": np.asarray(alpha)}, {}
+    coef, intercept, info = linear_svm.fit_linear_svm(
+        u[labelled],
+        y[labelled],
+        rng_key=rng_key,
+        c=float(hyper["c"]),
+        loss=str(hyper["loss"]),
+        tol=float(hyper["tol"]),
+        max_epochs=int(hyper["max_epochs"]),
+    )
+    return {"coef": np.asarray(coef), "intercept": np.asarray(intercept)}, {
+        "svm_epochs": info["epochs"]
+    }
+
+
+def _detector_scores(u, params) -> np.ndarray:
+    if "alpha" in params:
+        return np.asarray(smooth_function.smooth_scores(u, params["alpha"]))
+    return np.asarray(
+        linear_svm.decision_function(u, params["coef"], params["intercept"])
+    )
+
+
+def _ale_to_params(model: ALEModel) -> dict:
+    pca, eig = model.pca, model.eigenfunctions
+    return {
+        "pca": {
+            "mean": np.asarray(pca.mean),
+            "components": np.asarray(pca.components),
+            "variances": np.asarray(pca.variances),
+            "count": np.asarray(pca.count),
+        },
+        "eigenfunctions": {k: np.asarray(v) for k, v in eig._asdict().items()},
+        "kernel_width": np.asarray(model.kernel_width, np.float32),
+    }
+
+
+def _ale_from_params(params: dict) -> ALEModel:
+    p = params["pca"]
+    pca = PCAModel(
+        np.asarray(p["mean"]),
+        np.asarray(p["components"]),
+        np.asarray(p["variances"]),
+        int(p["count"]),
+    )
+    eig = Eigenfunctions(
+        **{k: jnp.asarray(v) for k, v in params["eigenfunctions"].items()}
+    )
+    return ALEModel(pca, eig, float(params["kernel_width"]))
+
+
+def _fit_ale_model(x, hyper, pca=None):
+    return fit_ale(
+        x,
+        n_components=int(hyper["pca"]),
+        num_bins=int(hyper["bins"]),
+        num_eigenfunctions=int(hyper["eigenvectors"]),
+        bandwidth=float(hyper["bandwidth"]),
+        clip=float(hyper["clip"]),
+        pca=pca,
+    )
+
+
+# ------------------------------------------------------------------- IALE / ALE
+def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
+    """Eigenfunctions from every image of ``corpus``; detectors on its labelled ones."""
+    _check_detector(detector)
+    hyper = {**method_defaults(f"iale-{detector}"), **hyper}
+    y, labelled = concept_targets(corpus)
+    x = corpus.features()
+    model = _fit_ale_model(x, hyper)
+    u = ale_embed(model, x, batch_size=int(hyper["batch_size"]))
+    det, info = _train_detector(
+        u, y, labelled, model.eigenfunctions.eigenvalues, hyper, rng_key, detector
+    )
+    params = {
+        "ale": _ale_to_params(model),
+        "detector": det,
+        "fit_scores": _detector_scores(u, det),
+    }
+    info.update(num_eigenvectors=int(u.shape[1]), num_labelled=int(labelled.sum()))
+    return Fitted(f"iale-{detector}", params, hyper, info)
+
+
+def _iale_embed(fitted: Fitted, corpus) -> np.ndarray:
+    model = _ale_from_params(fitted.params["ale"])
+    return ale_embed(
+        model, corpus.features(), batch_size=int(fitted.hyper["batch_size"])
+    )
+
+
+def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
+    return _detector_scores(_iale_embed(fitted, corpus), fitted.params["detector"])
+
+
+def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
+    """As :func:`fit_iale`, keeping the fit images' PCA coordinates and labels so that
+    scoring can recompute the eigenfunctions over fit + scored images."""
+    _check_detector(detector)
+    hyper = {**method_defaults(f"ale-{detector}"), **hyper}
+    fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
+    model = _ale_from_params(fitted.params["ale"])
+    x = corpus.features()
+    y, labelled = concept_targets(corpus)
+    coords = (x - model.pca.mean) @ model.pca.components
+    params = dict(fitted.params)
+    params["train"] = {
+        "coords": coords.astype(np.float32),
+        "targets": y,
+        "labelled": labelled,
+        "rng_key": _key_data(rng_key),
+    }
+    return Fitted(f"ale-{detector}", params, fitted.hyper, fitted.info)
+
+
+def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
+    """Recompute histograms / eigenfunctions on fit + scored images, retrain, score."""
+    hyper = fitted.hyper
+    detector = fitted.method.split("-", 1)[1]
+    stored = _ale_from_params(fitted.params["ale"])
+    train = fitted.params["train"]
+    new = (corpus.features() - stored.pca.mean) @ stored.pca.components
+    coords = np.concatenate([np.asarray(train["coords"]), new]).astype(np.float32)
+    n_train, dims = len(train["coords"]), coords.shape[1]
+    identity = PCAModel(
+        np.zeros(dims, np.float32),
+        np.eye(dims, dtype=np.float32),
+        np.asarray(stored.pca.variances),
+        coords.shape[0],
+    )
+    model = _fit_ale_model(coords, hyper, pca=identity)
+    u = ale_embed(model, coords, batch_size=int(hyper["batch_size"]))
+    y = np.concatenate(
+        [
+            np.asarray(train["targets"]),
+            np.zeros((len(new),) + train["targets"].shape[1:], np.float32),
+        ]
+    )
+    labelled = np.concatenate(
+        [np.asarray(train["labelled"], bool), np.zeros(len(new), bool)]
+    )
+    key = jax.random.wrap_key_data(jnp.asarray(train["rng_key"]))
+    det, _ = _train_detector(
+        u, y, labelled, model.eigenfunctions.eigenvalues, hyper, key, detector
+    )
+    return _detector_scores(u[n_train:], det)
+
+
+def _fit_scores(fitted: Fitted) -> np.ndarray:
+    return np.asarray(fitted.params["fit_scores"])
+
+
+# ------------------------------------------------------------------------- BSVM
+def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
+    """Linear SVM (dual CD) on the standardized raw features of the labelled images."""
+    hyper = {**method_defaults("bsvm"), **hyper}
+    y, labelled = concept_targets(corpus)
+    x = corpus.features()
+    z, mean, scale = standardize(x)
+    det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
+    params = {"mean": mean, "scale": scale, "detector": det}
+    params["fit_scores"] = _detector_scores(z, det)
+    return Fitted("bsvm", params, hyper, info)
+
+
+def _bsvm_scores(fitted: Fitted, corpus) -> np.ndarray:
+    p = fitted.params
+    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
+    return _detector_scores(z, p["detector"])
+
+
+# -------------------------------------------------------------------------- GSF
+def laplacian_eigenmaps(x: np.ndarray, num_eigenvectors: int, k: int) -> np.ndarray:
+    r"""Exact Laplacian eigenmaps of a symmetric ``k``-NN heat-kernel graph.
+
+    The ``num_eigenvectors`` eigenvectors of the normalized Laplacian
+    :math:`I − D^{-1/2} W D^{-1/2}` (eq. 3) after the trivial one, mapped back by
+    :math:`D^{-1/2}` (the random-walk eigenvectors) and scaled to unit mean square.
+    """
+    from jaxannot.graph import knn_graph, to_scipy
+
+    n = x.shape[0]
+    graph = knn_graph(jnp.asarray(x), min(k, n - 1), weight="heat")
+    w = np.asarray(to_scipy(graph).toarray(), np.float64)
+    degree = w.sum(1)
+    inv_sqrt = 1.0 / np.sqrt(np.maximum(degree, 1e-12))
+    normalized = np.eye(n) - inv_sqrt[:, None] * w * inv_sqrt[None, :]
+    count = min(num_eigenvectors + 1, n)
+    import scipy.linalg
+
+    _, vectors = scipy.linalg.eigh(normalized, subset_by_index=(0, count - 1))
+    u = inv_sqrt[:, None] * vectors[:, 1:]
+    return (u / np.sqrt((u**2).mean(0, keepdims=True))).astype(np.float32)
+
+
+def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
+    """Keep the standardized fit images; the eigenmaps are computed when scoring."""
+    hyper = {**method_defaults("gsf"), **hyper}
+    if corpus.num_images > int(hyper["max_images"]):
+        raise ValueError(
+            f"gsf computes exact Laplacian eigenmaps (dense O(n^3)) and is limited to "
+            f"max_images={hyper['max_images']} images, got {corpus.num_images}; "
+            "use ale-svm / iale-svm for larger corpora"
+        )
+    y, labelled = concept_targets(corpus)
+    x = corpus.features()
+    z, mean, scale = standardize(x)
+    params = {
+        "mean": mean,
+        "scale": scale,
+        "train": {
+            "z": z,
+            "targets": y,
+            "labelled": labelled,
+            "rng_key": _key_data(rng_key),
+        },
+    }
+    return Fitted("gsf", params, hyper, {})
+
+
+def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
+    hyper, train = fitted.hyper, fitted.params["train"]
+    z_train = np.asarray(train["z"])
+    total = len(z_train) + len(z_new)
+    if total > int(hyper["max_images"]):
+        raise ValueError(
+            f"gsf is limited to max_images={hyper['max_images']} fit + scored images, "
+            f"got {total}"
+        )
+    z = np.concatenate([z_train, z_new]).astype(np.float32)
+    u = laplacian_eigenmaps(z, int(hyper["eigenvectors"]), int(hyper["k"]))
+    n_train = len(z_train)
+    y, labelled = np.asarray(train["targets"]), np.asarray(train["labelled"], bool)
+    key = jax.random.wrap_key_data(jnp.asarray(train["rng_key"]))
+    det, _ = _train_detector(u[:n_train], y, labelled, None, hyper, key, "svm")
+    return _detector_scores(u[n_train:] if len(z_new) else u, det)
+
+
+def _gsf_fit_scores(fitted: Fitted) -> np.ndarray:
+    """Scores of the fit images (eigenmaps of the fit images alone), on demand."""
+    z = np.asarray(fitted.params["train"]["z"])
+    return _gsf_scores_of(fitted, np.zeros((0, z.shape[1]), np.float32))
+
+
+def _gsf_scores(fitted: Fitted, corpus) -> np.ndarray:
+    p = fitted.params
+    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
+    return _gsf_scores_of(fitted, z.astype(np.float32))
+
+
+# --------------------------------------------------------------------- registry
+def _make_fit(fit, **fixed):
+    def _fit(corpus, *, rng_key, **hyper):
+        return fit(corpus, rng_key=rng_key, **fixed, **hyper)
+
+    return _fit
+
+
+for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
+    for _prefix, _fit, _scores, _kind in (
+        ("iale", fit_iale, _iale_scores, "Inductive approximate"),
+        ("ale", fit_ale_transductive, _ale_scores, "Transductive approx."),
+    ):
+        register_words_method(
+            f"{_prefix}-{_det}",
+            _make_fit(_fit, detector=_det),
+            f"{_kind} Laplacian eigenmaps + {_long} (seed 002)",
+            score_words=_scores,
+            score_fit_corpus=_fit_scores,
+            embed=_iale_embed,
+        )
+register_words_method(
+    "bsvm",
+    fit_bsvm,
+    "Baseline linear SVM (dual coordinate descent) on raw features",
+    score_words=_bsvm_scores,
+    score_fit_corpus=_fit_scores,
+)
+register_words_method(
+    "gsf",
+    fit_gsf,
+    "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
+    score_words=_gsf_scores,
+    score_fit_corpus=_gsf_fit_scores,
+)

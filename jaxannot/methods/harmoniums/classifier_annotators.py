@@ -1,0 +1,403 @@
+"""Supervised harmonium methods: ``dwh-svm``, ``twh``, ``mmh``, ``mmh-regression``, and
+the flat ``svm`` baseline (seed 001). The corpus-to-wings encoding and the shared
+outputs are in :mod:`jaxannot.methods.harmoniums.dwh_annotators`.
+
+``dwh-svm``
+    Two-stage baseline: a DWH on the feature views, then a Crammer–Singer SVM on
+    :math:`E_{q_0}[h]`.
+``twh``
+    Tri-wing (supervised) harmonium: a softmax label wing (seed 001 eq. 3) trained by
+    CD; prediction runs mean field with the label wing free (§4.4's iterative test).
+``mmh``
+    Max-margin harmonium (§4.1): CD + hinge loss alternating with the SVM (the V-step
+    solves P1, ``svm_step="p1"``); prediction is the single linear pass
+    :math:`\\arg\\max_y V_y^\\top [E_{q_0}[h], 1]` with :math:`E_{q_0}[h] = \\lambda +
+    \\sum_v W_v^\\top x_v` over the feature views. When the corpus has annotation words
+    other than the one-hot classes (``words_wing="auto"``), the words are one more
+    Bernoulli wing of the likelihood — seed 001's Flickr set-up, tags :math:`\\mathbf
+    x` next to the features :math:`\\mathbf z` — and ``score_words`` annotates as §4.4
+    says: run the mean-field updates (7) with the features clamped and the words free
+    and rank :math:`E_q[x_i]`. The hinge's :math:`E_{q_0}[h]` uses the feature views
+    only, the views a test image has.
+``mmh-regression``
+    MMH for a real response (§4.2, P2): the V-step is the ε-insensitive SVR dual (eq.
+    12), the Θ-step adds eq. (11)'s Lagrangian term. The response is the class label
+    read as a number (an ordinal rating, as the paper's hotel-review ratings) or, with
+    ``target_view=NAME``, column ``target_column`` of a real view that is then left out
+    of the inputs. ``predict_labels`` returns the real predictions (floats).
+``svm``
+    Crammer–Singer SVM on the concatenated, standardized views.
+
+All but ``mmh-regression`` (with ``target_view``) need class labels and raise
+``ValueError`` on a corpus without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache, partial
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import method_defaults
+from jaxannot.methods.harmoniums import harmonium as hm
+from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums.dwh_annotators import (
+    _check_trained,
+    _clamped_hidden,
+    _elp,
+    _encode,
+    _fit_harmonium,
+    _fitted,
+    _harmonium_views,
+    _infer_free_view,
+    _init_and_train,
+    _labels,
+    _model,
+    _optimizer,
+    _phase_statistics,
+    _view_setup,
+    embed_harmonium,
+    predict_labels,
+    score_classes,
+)
+from jaxannot.solvers import multiclass_svm as cs
+
+__all__ = [
+    "fit_dwh_svm",
+    "fit_twh",
+    "fit_mmh",
+    "fit_mmh_regression",
+    "fit_svm",
+    "score_words_mmh",
+    "predict_regression",
+]
+
+
+def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
+    """The Crammer–Singer SVM of ``train``'s labels on ``feats`` ``[n, F+1]`` (offset
+    last) at :math:`C = C_2 / C_1` within ``hyper["svm_epochs"]`` epochs."""
+    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
+    state, _ = cs.fit_multiclass_svm(
+        rng_key,
+        feats,
+        y,
+        num_classes,
+        hyper["c2"] / hyper["c1"],
+        stop=dataclasses.replace(cs.DEFAULT_STOP, max_epochs=hyper["svm_epochs"]),
+    )
+    return state
+
+
+def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
+    """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
+    hyper = {**method_defaults("dwh-svm"), **hyper}
+    labels, num_classes = _labels(corpus, "dwh-svm")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
+    k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
+    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
+    _check_trained("dwh-svm", hyper, params)
+    hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
+    # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
+    center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+    feats = mmh_inf.with_offset((hidden - center) / scale)
+    svm = _labels_svm(k_svm, feats, train, num_classes, hyper)
+    svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
+    return _fitted(
+        "dwh-svm",
+        params,
+        hyper,
+        names,
+        kinds,
+        scaling,
+        {"predictor": svm.weights},
+        num_classes=num_classes,
+        cd_gap=gaps[-10:].tolist(),
+    )
+
+
+@lru_cache(maxsize=16)
+def _feature_embed(num_features: int):
+    """``embed(params, image)``: E_q0[h] over the first ``num_features`` views (a
+    trailing words wing left out); one function per count, so compiled loops that
+    take it as a static argument are reused."""
+
+    def embed(params, image):
+        return hm.hidden_mean(params, image[0][:num_features])
+
+    return embed
+
+
+def _alternation_args(hyper, kinds, num_features: int) -> dict:
+    """Keyword arguments shared by the MMH classifier and regressor fits: the model
+    (CD pieces, ``embed`` over the first ``num_features`` wings, optimizer), ``c1``,
+    ``c2`` and the
+    :class:`~jaxannot.methods.harmoniums.max_margin_harmonium.Schedule`."""
+    kinds_t = tuple(kinds)
+    model = mmh_inf.MMHModel(
+        phase_statistics=_phase_statistics(kinds_t, int(hyper["sweeps"])),
+        expected_log_potential=_elp(kinds_t),
+        embed=_feature_embed(num_features),
+        optimizer=_optimizer(hyper, len(kinds_t)),
+    )
+    schedule = mmh_inf.Schedule(
+        iterations=hyper["iterations"],
+        inner_steps=hyper["inner_steps"],
+        pretrain_steps=hyper["pretrain_steps"],
+        svm_epochs=hyper["svm_epochs"],
+        final_svm_epochs=hyper["final_svm_epochs"],
+        batch_size=hyper["batch_size"] or None,
+        svm_step=hyper["svm_step"],
+    )
+    return dict(model=model, c1=hyper["c1"], c2=hyper["c2"], schedule=schedule)
+
+
+def _alternation(solve, hyper, trace: str, skip_last: bool = False):
+    """The ``train`` of :func:`_fit_harmonium` for an MMH fit.
+
+    ``solve(rng_key, params, images, model=, c1=, c2=, schedule=)`` is
+    :func:`~jaxannot.methods.harmoniums.max_margin_harmonium.fit_mmh_classifier` or
+    ``fit_mmh_regressor`` with the response bound; the hinge's (or the SVR's)
+    :math:`E_{q_0}[h]` runs over every wing but, with ``skip_last``, the last one
+    (``mmh``'s words wing). The V-steps' primal objectives and relative gaps become
+    the info ``{trace}_primal`` and ``{trace}_gap``.
+    """
+
+    def train(rng_key, params, kinds, images):
+        num_features = len(kinds) - bool(skip_last)
+        res = solve(
+            rng_key, params, images, **_alternation_args(hyper, kinds, num_features)
+        )
+        info = {
+            f"{trace}_primal": res.trace["svm_primal"].tolist(),
+            f"{trace}_gap": res.trace["svm_gap"].tolist(),
+        }
+        return res.params, {"predictor": res.predictor}, info
+
+    return train
+
+
+def _use_words_wing(train, labels, num_classes, setting: str) -> bool:
+    if setting not in ("auto", "yes", "no"):
+        raise ValueError(f"unknown words_wing {setting!r}; valid: auto, yes, no")
+    if setting == "no" or train.words is None:
+        return False
+    if setting == "yes":
+        return True
+    onehot = np.eye(num_classes, dtype=bool)[labels]
+    same = train.words.shape[1] == num_classes and np.array_equal(
+        np.asarray(train.words) > 0, onehot
+    )
+    return not same  # words = the one-hot classes add nothing to the hinge's labels
+
+
+def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
+    """Max-margin harmonium (seed 001 §4.1) on the feature views (+ a words wing)."""
+    hyper = {**method_defaults("mmh"), **hyper}
+    labels, num_classes = _labels(corpus, "mmh")
+    train = corpus.subset(labels >= 0)
+    labels = np.asarray(train.labels)
+    words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
+    wing = None
+    if words_wing:  # last, so that the hinge's E_q0[h] (skip_last) leaves it out
+        words = jnp.asarray((np.asarray(train.words) > 0), jnp.float32)
+        wing = ("__words__", "bernoulli", words)
+    solve = partial(
+        mmh_inf.fit_mmh_classifier,
+        labels=jnp.asarray(labels, jnp.int32),
+        num_classes=num_classes,
+    )
+    return _fit_harmonium(
+        "mmh",
+        rng_key,
+        hyper,
+        _harmonium_views(train, hyper, wing),
+        _alternation(solve, hyper, "svm", skip_last=words_wing),
+        num_classes=num_classes,
+        words_wing=words_wing,
+    )
+
+
+def score_words_mmh(fitted: Fitted, corpus) -> jax.Array:
+    """Annotation by an MMH (seed 001 §4.4): :math:`E_q[x_i]` of every word after the
+    mean-field updates (7) with the feature views clamped and the words wing free.
+
+    A model fitted without a words wing (its corpus's words were the one-hot classes)
+    scores each word-class by its SVM score :math:`V_y^\\top [E_{q_0}[h], 1]`.
+    """
+    if not fitted.info.get("words_wing", False):
+        return score_classes(fitted, corpus)
+    params, kinds, names = _model(fitted)
+    views, totals = _encode(
+        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
+    )
+    n = corpus.num_images
+    views = [*views, jnp.zeros((n, params.weights[-1].shape[0]))]
+    totals = [*totals, jnp.ones(n)]
+    free = len(kinds) - 1
+    sweeps = int(fitted.hyper["annotate_sweeps"])
+    return _infer_free_view(params, kinds, tuple(views), tuple(totals), free, sweeps)[0]
+
+
+def _drop_view(corpus, name: str):
+    keep = [k for k in corpus.views if k != name]
+    return dataclasses.replace(
+        corpus,
+        views={k: corpus.views[k] for k in keep},
+        view_kinds={k: corpus.view_kinds[k] for k in keep},
+        feature_names={k: v for k, v in corpus.feature_names.items() if k != name},
+    )
+
+
+def _regression_data(corpus, hyper):
+    """(input corpus, raw targets) of ``mmh-regression``; ``ValueError`` without one."""
+    name = hyper["target_view"]
+    if not name:
+        labels, _ = _labels(corpus, "mmh-regression")
+        corpus = corpus.subset(labels >= 0)
+        return corpus, np.asarray(corpus.labels, np.float32)
+    if name not in corpus.views or corpus.view_kinds[name] != "real":
+        raise ValueError(
+            f"target_view {name!r} is not a real view of {corpus.name!r}; real "
+            f"views: {[v for v in corpus.views if corpus.view_kinds[v] == 'real']}"
+        )
+    target = np.asarray(corpus.views[name], np.float32)[:, hyper["target_column"]]
+    if len(corpus.views) == 1:
+        raise ValueError(
+            f"target_view {name!r} is the only view: nothing to regress on"
+        )
+    return _drop_view(corpus, name), target
+
+
+def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
+    """Max-margin harmonium regression (seed 001 §4.2, P2) on the feature views.
+
+    The response is standardized with the training mean and standard deviation
+    before the ε-insensitive V-step (so ``epsilon`` is in standard deviations of the
+    response) and mapped back by :func:`predict_regression`.
+    """
+    hyper = {**method_defaults("mmh-regression"), **hyper}
+    train, target = _regression_data(corpus, hyper)
+    mean, std = float(target.mean()), float(target.std() + 1e-12)
+    solve = partial(
+        mmh_inf.fit_mmh_regressor,
+        targets=jnp.asarray((target - mean) / std),
+        epsilon=hyper["epsilon"],
+    )
+    return _fit_harmonium(
+        "mmh-regression",
+        rng_key,
+        hyper,
+        _harmonium_views(train, hyper),
+        _alternation(solve, hyper, "svr"),
+        target_mean=mean,
+        target_std=std,
+    )
+
+
+def predict_regression(fitted: Fitted, corpus) -> jax.Array:
+    """Real predictions ``[images]``: :math:`\\bar y + s_y V^\\top [E_{q_0}[h], 1]`."""
+    name = fitted.hyper["target_view"]
+    if name and name in corpus.views:
+        corpus = _drop_view(corpus, name)
+    feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
+    value = feats @ jnp.asarray(fitted.params["predictor"])
+    return fitted.info["target_mean"] + fitted.info["target_std"] * value
+
+
+def regression_response(fitted: Fitted, corpus) -> np.ndarray | None:
+    """The true response ``[images]`` that :func:`predict_regression` predicts:
+    column ``target_column`` of view ``target_view``, or None when the response is
+    the class label read as a number (the task's true labels are then the truth)."""
+    name = fitted.hyper["target_view"]
+    if not name:
+        return None
+    if name not in corpus.views:
+        raise KeyError(
+            f"the model regresses view {name!r}; corpus views: {list(corpus.views)}"
+        )
+    return np.asarray(corpus.views[name], np.float64)[:, fitted.hyper["target_column"]]
+
+
+def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
+    """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
+    hyper = {**method_defaults("twh"), **hyper}
+    labels, num_classes = _labels(corpus, "twh")
+    train = corpus.subset(labels >= 0)
+    onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
+    wing = ("__labels__", "softmax", onehot)
+    encoded = _harmonium_views(train, hyper, wing)
+    return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
+
+
+def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
+    """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
+    hyper = {**method_defaults("svm"), **hyper}
+    labels, num_classes = _labels(corpus, "svm")
+    train = corpus.subset(labels >= 0)
+    names, kinds, scaling = _view_setup(train, "bernoulli")
+    views, _ = _encode(train, names, kinds, scaling)
+    feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+    state = _labels_svm(rng_key, feats, train, num_classes, hyper)
+    return Fitted(
+        "svm",
+        {"predictor": state.weights, "scaling": scaling},
+        dict(hyper),
+        {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
+    )
+
+
+_SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
+
+
+def _classifier(name, fit, summary, needs=("labels",), **readouts):
+    """Register a seed-001 classifier: latent-space ``embed`` and class
+    ``predict_labels`` unless ``readouts`` says otherwise."""
+    readouts = {"embed": embed_harmonium, "predict_labels": predict_labels, **readouts}
+    register(
+        Method(
+            name=name,
+            fit=fit,
+            hyper=method_defaults(name),
+            needs=needs,
+            summary=summary,
+            **readouts,
+        )
+    )
+
+
+_classifier(
+    "dwh-svm",
+    fit_dwh_svm,
+    f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
+)
+_classifier(
+    "twh",
+    fit_twh,
+    f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+)
+_classifier(
+    "mmh",
+    fit_mmh,
+    f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
+    score_words=score_words_mmh,
+)
+_classifier(
+    "mmh-regression",
+    fit_mmh_regression,
+    f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
+    needs=(),
+    predict_labels=predict_regression,
+    response=regression_response,
+)
+_classifier(
+    "svm",
+    fit_svm,
+    "Crammer-Singer linear SVM on the concatenated standardized views",
+    embed=None,
+)

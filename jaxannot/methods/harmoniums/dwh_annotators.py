@@ -1,0 +1,401 @@
+"""Harmonium methods, shared part: the corpus-to-wings encoding, ``dwh``, and the
+outputs every harmonium method shares (:func:`embed_harmonium`, :func:`score_classes`,
+:func:`predict_labels`). The supervised methods (``dwh-svm``, ``twh``, ``mmh``,
+``mmh-regression``, the flat ``svm``) are fitted in
+:mod:`jaxannot.methods.harmoniums.classifier_annotators`.
+
+How a corpus becomes a harmonium: every feature view is a visible wing — ``"real"``
+views are Gaussian (standardized with the training mean and standard deviation, the
+per-dimension :math:`\\sigma^2` starting at the data variance), ``"bag"`` and
+``"binary"`` views are Bernoulli on presence (seed 001 §5.1 treats bag-of-words as
+binary) or, with ``bag_model="softmax"``, replicated-softmax counts.
+
+``dwh``
+    Dual-wing harmonium (Xing et al. 2005) for annotation: the words are one more
+    Bernoulli wing; trained by CD; ``score_words`` runs mean field with the feature
+    views clamped and ranks :math:`E[x_i]` (seed 001 §4.4). ``embed`` = :math:`E[h]`.
+
+References
+----------
+N. Chen, J. Zhu, F. Sun, E. P. Xing. Large-Margin Predictive Latent Subspace Learning
+for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.hyper_spec import method_defaults
+from jaxannot.inference import contrastive_divergence as cd
+from jaxannot.methods.harmoniums import harmonium as hm
+from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.solvers import multiclass_svm as cs
+
+__all__ = [
+    "fit_dwh",
+    "score_words_dwh",
+    "embed_harmonium",
+    "predict_labels",
+    "score_classes",
+]
+
+
+# ----------------------------------------------------------------- corpus -> wings
+def _view_setup(corpus, bag_model: str):
+    if bag_model not in ("bernoulli", "softmax"):
+        raise ValueError(f"unknown bag_model {bag_model!r}; valid: bernoulli, softmax")
+    names = list(corpus.view_names)
+    kinds, scaling = [], {}
+    for name in names:
+        x = np.asarray(corpus.views[name], np.float32)
+        if corpus.view_kinds[name] == "real":
+            kinds.append("gaussian")
+            std = x.std(0)
+            scaling[name] = {
+                "mean": x.mean(0).astype(np.float32),
+                "std": np.where(std > 1e-6, std, 1.0).astype(np.float32),
+            }
+        elif corpus.view_kinds[name] == "bag" and bag_model == "softmax":
+            kinds.append("softmax")
+        else:
+            kinds.append("bernoulli")
+    return names, kinds, scaling
+
+
+def _harmonium_views(train, hyper, wing=None, first: bool = False):
+    """``(names, kinds, scaling, views, totals)``: the encoded feature views of
+    ``train`` plus an optional extra ``wing = (name, kind, values)`` (total 1 per
+    image), in front when ``first`` else at the back."""
+    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
+    views, totals = _encode(train, names, kinds, scaling)
+    if wing is not None:
+        extra = [[w] for w in wing] + [[jnp.ones(train.num_images)]]
+        lists = [names, kinds, views, totals]
+        joined = [
+            [*e, *x] if first else [*x, *e] for e, x in zip(extra, lists, strict=True)
+        ]
+        names, kinds, views, totals = joined
+    return names, kinds, scaling, views, totals
+
+
+def _init_and_train(k_init, k_fit, kinds, views, totals, hyper):
+    """Initialize a harmonium on ``views`` and fit it by CD: ``(params, cd_gaps)``."""
+    params = _init(k_init, kinds, views, hyper)
+    return _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
+
+
+def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
+    """Initialize a harmonium on ``encoded`` (:func:`_harmonium_views`' output), train
+    it and pack it as method ``name``'s :class:`Fitted`.
+
+    ``train(rng_key, params, kinds, images) -> (params, extra_params, info)`` trains
+    the initialized harmonium on ``images = (views, totals)``; the default is CD
+    (``hyper["steps"]`` steps), whose info is the last ten CD gaps ``cd_gap``. The
+    keywords ``info`` come first in the fitted info, ``train``'s after them.
+    """
+    names, kinds, scaling, views, totals = encoded
+    k_init, k_fit = jax.random.split(rng_key)
+    params = _init(k_init, kinds, views, hyper)
+    images = (tuple(views), tuple(totals))
+    try:
+        if train is None:
+            params, gaps = _train_cd(k_fit, params, kinds, images, hyper)
+            extra, trained = None, {"cd_gap": gaps[-10:].tolist()}
+        else:
+            params, extra, trained = train(k_fit, params, kinds, images)
+    except FloatingPointError as err:
+        raise FloatingPointError(_diverged(name, hyper, str(err))) from None
+    _check_trained(name, hyper, (params, extra))
+    return _fitted(name, params, hyper, names, kinds, scaling, extra, **info, **trained)
+
+
+def _check_trained(name: str, hyper, tree) -> None:
+    """Raise ``FloatingPointError`` when a trained harmonium's parameters are not
+    finite: the step size sent CD off to inf/NaN, and every score would be NaN."""
+    if not all(
+        np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(tree)
+    ):
+        raise FloatingPointError(
+            _diverged(name, hyper, "the fitted parameters are not finite")
+        )
+
+
+def _diverged(name: str, hyper, reason: str) -> str:
+    """The one-line message of a harmonium fit that diverged, with what to change."""
+    return (
+        f"{name}: training diverged ({reason}) with optimizer={hyper['optimizer']!r}, "
+        f"learning_rate={hyper['learning_rate']}: try a smaller learning_rate"
+        + ("" if hyper["optimizer"] == "adam" else " or optimizer='adam'")
+    )
+
+
+def _encode(corpus, names, kinds, scaling):
+    views, totals = [], []
+    n = corpus.num_images
+    for name, kind in zip(names, kinds, strict=False):
+        if name not in corpus.views:
+            raise KeyError(
+                f"the model was fitted on view {name!r}; corpus views: "
+                f"{list(corpus.views)}"
+            )
+        x = np.asarray(corpus.views[name], np.float32)
+        if kind == "gaussian":
+            s = scaling[name]
+            x = (x - np.asarray(s["mean"])) / np.asarray(s["std"])
+            totals.append(np.ones(n, np.float32))
+        elif kind == "softmax":
+            totals.append(x.sum(1))
+        else:
+            x = (x > 0).astype(np.float32)
+            totals.append(np.ones(n, np.float32))
+        views.append(jnp.asarray(x))
+    return views, [jnp.asarray(t) for t in totals]
+
+
+def _labels(corpus, method: str):
+    if corpus.labels is None or not np.any(np.asarray(corpus.labels) >= 0):
+        raise ValueError(
+            f"method {method!r} needs class labels, but corpus {corpus.name!r} has "
+            "none; use 'dwh' for annotation of a corpus with words only"
+        )
+    labels = np.asarray(corpus.labels)
+    num_classes = corpus.num_classes or int(labels.max()) + 1
+    return labels, num_classes
+
+
+def _optimizer(hyper, num_views: int) -> optax.GradientTransformation:
+    """The CD optimizer of ``hyper`` for a harmonium of ``num_views`` views (one
+    object per setting, so the compiled CD loop that closes over it is reused)."""
+    return _optimizer_for(
+        num_views,
+        str(hyper["optimizer"]),
+        float(hyper["learning_rate"]),
+        float(hyper["weight_decay"]),
+        bool(hyper["learn_variance"]),
+    )
+
+
+@lru_cache(maxsize=64)
+def _optimizer_for(
+    num_views: int,
+    name: str,
+    learning_rate: float,
+    weight_decay: float,
+    learn_variance: bool,
+) -> optax.GradientTransformation:
+    base = cd.make_optimizer(name, learning_rate)
+    per_view = lambda flag: tuple(flag for _ in range(num_views))
+    decay_mask = hm.HarmoniumParams(
+        per_view(False), per_view(True), per_view(False), False
+    )
+    frozen = hm.HarmoniumParams(
+        per_view(False), per_view(False), per_view(not learn_variance), False
+    )
+    parts = []
+    if weight_decay > 0:
+        parts.append(optax.add_decayed_weights(weight_decay, decay_mask))
+    parts += [base, optax.masked(optax.set_to_zero(), frozen)]
+    return optax.chain(*parts)
+
+
+def _init(rng_key, kinds, views, hyper):
+    return hm.initialize(
+        rng_key,
+        kinds,
+        [v.shape[1] for v in views],
+        hyper["topics"],
+        weight_scale=hyper["weight_scale"],
+        views=[np.asarray(v) for v in views],
+    )
+
+
+def _train_cd(rng_key, params, kinds, images, hyper):
+    optimizer = _optimizer(hyper, len(kinds))
+    kinds = tuple(kinds)
+    step = _cd_step(kinds, int(hyper["sweeps"]), hyper["batch_size"] or None, optimizer)
+    state, info = cd.fit_cd(
+        rng_key,
+        cd.init(params, optimizer),
+        (images, None),
+        step=step,
+        num_steps=hyper["steps"],
+    )
+    return state.params, np.asarray(info.cd_gap)
+
+
+@lru_cache(maxsize=64)
+def _cd_step(kinds: tuple, sweeps: int, batch_size, optimizer):
+    """The plain CD step of a harmonium, built once per setting: a second fit with
+    the same setting and shapes reuses :func:`~cd.fit_cd`'s compiled loop."""
+    return cd.build_kernel(
+        optimizer, _phase_statistics(kinds, sweeps), _elp(kinds), batch_size=batch_size
+    )
+
+
+@lru_cache(maxsize=64)
+def _phase_statistics(kinds: tuple, sweeps: int):
+    return hm.cd_phase_statistics(kinds, sweeps)
+
+
+@lru_cache(maxsize=64)
+def _elp(kinds: tuple):
+    def elp(params, q):
+        return hm.expected_log_potential(params, kinds, q)
+
+    return elp
+
+
+def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):
+    out = {"harmonium": hm.params_to_dict(params), "scaling": scaling}
+    out.update(extra_params or {})
+    return Fitted(
+        method=name,
+        params=out,
+        hyper=dict(hyper),
+        info={"view_names": list(names), "harmonium_kinds": list(kinds), **info},
+    )
+
+
+def _model(fitted: Fitted):
+    params = hm.params_from_dict(fitted.params["harmonium"])
+    return params, tuple(fitted.info["harmonium_kinds"]), fitted.info["view_names"]
+
+
+# ----------------------------------------------------------------- jitted kernels
+@partial(jax.jit, static_argnames=("kinds",))
+def _clamped_hidden(params, kinds, views):
+    """E_q0[h] of every image (all views clamped): the single linear pass."""
+    return jax.vmap(lambda v: hm.hidden_mean(params, v))(tuple(views))
+
+
+@partial(jax.jit, static_argnames=("kinds", "free", "sweeps"))
+def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
+    """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored."""
+    clamp = tuple(v != free for v in range(len(kinds)))
+
+    def one(vs, ts):
+        vs = list(vs)
+        vs[free] = jnp.zeros_like(vs[free])  # no evidence for the free view
+        state = hm.clamped_state(params, kinds, vs)
+        state = hm.mean_field(params, kinds, state, ts, num_sweeps=sweeps, clamp=clamp)
+        return state.means[free], state.hidden
+
+    return jax.vmap(one)(tuple(views), tuple(totals))
+
+
+# ----------------------------------------------------------------- dwh (annotation)
+def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
+    """DWH with the words as a Bernoulli wing next to the feature views."""
+    hyper = {**method_defaults("dwh"), **hyper}
+    if corpus.words is None:
+        raise ValueError(
+            f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "
+            "has none (for classification use 'dwh-svm')"
+        )
+    train = corpus.observed()
+    words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
+    wing = ("__words__", "bernoulli", words)
+    encoded = _harmonium_views(train, hyper, wing, first=True)
+    return _fit_harmonium("dwh", rng_key, hyper, encoded)
+
+
+def _dwh_infer(fitted, corpus):
+    params, kinds, names = _model(fitted)
+    views, totals = _encode(
+        corpus, names[1:], kinds[1:], fitted.params.get("scaling", {})
+    )
+    n = corpus.num_images
+    views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
+    totals = [jnp.ones(n), *totals]
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        0,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
+
+
+def score_words_dwh(fitted: Fitted, corpus) -> jax.Array:
+    """:math:`E_q[x_i]` of every word after mean field with the features clamped."""
+    return _dwh_infer(fitted, corpus)[0]
+
+
+def _embed_dwh(fitted, corpus):
+    return _dwh_infer(fitted, corpus)[1]
+
+
+# ----------------------------------------------------------------- shared outputs
+def _twh_infer(fitted, corpus):
+    params, kinds, names = _model(fitted)
+    views, totals = _encode(
+        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
+    )
+    n, t = corpus.num_images, int(fitted.info["num_classes"])
+    views = [*views, jnp.zeros((n, t))]
+    totals = [*totals, jnp.ones(n)]
+    return _infer_free_view(
+        params,
+        kinds,
+        tuple(views),
+        tuple(totals),
+        len(kinds) - 1,
+        int(fitted.hyper["annotate_sweeps"]),
+    )
+
+
+def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
+    """:math:`E[h]` per image: the clamped linear pass over the feature wings for
+    ``mmh`` / ``mmh-regression`` / ``dwh-svm`` (an ``mmh`` words wing is left out),
+    mean field with the words / label wing free for ``dwh`` / ``twh``."""
+    if fitted.method == "dwh":
+        return _embed_dwh(fitted, corpus)
+    if fitted.method == "twh":
+        return _twh_infer(fitted, corpus)[1]
+    if fitted.method == "svm":
+        raise ValueError("the flat 'svm' has no latent space to embed into")
+    params, kinds, names = _model(fitted)
+    if fitted.info.get("words_wing", False):  # mmh's words wing (last) is not clamped
+        kinds, names = kinds[:-1], names[:-1]
+    views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+    return _clamped_hidden(params, kinds, tuple(views))
+
+
+def score_classes(fitted: Fitted, corpus) -> jax.Array:
+    """Class scores ``[images, classes]`` (higher = more likely)."""
+    if fitted.method == "twh":
+        return _twh_infer(fitted, corpus)[0]
+    if fitted.method == "svm":
+        names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
+        views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+        feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+    else:
+        feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
+    return cs.decision_function(jnp.asarray(fitted.params["predictor"]), feats)
+
+
+def predict_labels(fitted: Fitted, corpus) -> jax.Array:
+    """Class predictions: ``argmax`` of :func:`score_classes`."""
+    return jnp.argmax(score_classes(fitted, corpus), axis=1).astype(jnp.int32)
+
+
+_SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
+register(
+    Method(
+        name="dwh",
+        fit=fit_dwh,
+        score_words=score_words_dwh,
+        embed=embed_harmonium,
+        hyper=method_defaults("dwh"),
+        needs=("words",),
+        summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
+    )
+)

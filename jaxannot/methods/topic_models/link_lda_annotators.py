@@ -1,0 +1,265 @@
+r"""Link-LDA (Erosheva et al. 2004), the multi-view LDA baseline of seed 000.
+
+:mod:`jaxannot.methods.topic_models.link_lda`: per-image topic proportions shared by the
+text bag
+and the visual views (real-valued views binned per dimension, :mod:`.visual_words`).
+Fitted by collapsed variational Bayes (``inference="cvb0"``, the default:
+:func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`, ``iterations`` updates of
+every
+responsibility in ``blocks`` blocks of images) or by batch variational Bayes
+(``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda.fit_vb`,
+``iterations`` passes of
+``inner`` E-step updates). CVB0's schedule (24 updates, 16 blocks) is the one
+``benchmarks/link_lda_vs_peers.py`` chose on the training split; it reaches a lower
+held-out perplexity than batch VB on Corel5k in a fraction of the time
+(``docs/topic_models.md``). Either fit yields the same pair ``λ^v = n^v_kw + η``,
+``γ = n_dk + α``, so new images are folded in from their visual words by the same VB
+fold-in.
+
+``lap-link-lda`` is the same model fitted by numpyro's SVI
+(:mod:`jaxannot.methods.topic_models.link_lda_svi`: a point estimate of every β^v, a
+logistic-normal q(θ_d)) with :class:`jaxannot.inference.LaplacianELBO`'s penalty
+``lam`` Σ_ij S_ij ‖q_i − q_j‖² on a k-NN graph of the images' visual words
+(``neighbors``, ``weight``, ``metric``, built as ``lap-mix-unigram`` builds its
+graph); ``lam = 0`` is plain SVI. New images are folded in from their visual words
+by the VB update with the fitted β̂.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import Fitted, register_words_method, show_progress
+from jaxannot.annotators.hyper_spec import (
+    uses_defaults,
+)
+from jaxannot.data.corpus import Corpus
+from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+from jaxannot.methods.topic_models import link_lda_svi as svi
+from jaxannot.methods.topic_models import visual_words as vw
+
+__all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
+
+#: The fits of :func:`_lda_fit`'s ``inference`` hyper-parameter.
+INFERENCE = ("cvb0", "vb")
+
+
+@uses_defaults("link-lda")
+def _lda_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics,
+    inference,
+    iterations,
+    blocks,
+    inner,
+    fold_in_inner,
+    alpha,
+    eta,
+    views,
+    bins,
+) -> Fitted:
+    if inference not in INFERENCE:
+        raise ValueError(
+            f"unknown inference {inference!r}; valid: {', '.join(INFERENCE)}"
+        )
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
+    data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
+    prior = ll.LDAPrior(alpha=alpha, eta=eta)
+    if inference == "cvb0":
+        state, objective = cvb0.fit_cvb0(
+            rng_key,
+            data,
+            int(topics),
+            prior=prior,
+            num_iterations=int(iterations),
+            num_blocks=int(blocks),
+        )
+    else:
+        state, objective = ll.fit_vb(
+            rng_key,
+            data,
+            int(topics),
+            num_iterations=int(iterations),
+            num_inner=int(inner),
+            prior=prior,
+        )
+    # refresh the fit images' posteriors under the final λ (warm start)
+    gamma = ll.fold_in(
+        state.lambdas,
+        data,
+        jnp.float32(alpha),
+        num_inner=int(fold_in_inner),
+        gamma0=state.gamma,
+    )
+    params = {
+        "lambda_text": state.lambdas[0],
+        "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
+        "gamma": gamma,
+    }
+    params.update(vw.edges_param(edges))
+    return Fitted(
+        "link-lda",
+        params,
+        views_hyper,
+        {"objective": [float(x) for x in objective]},
+    )
+
+
+def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    p = fitted.params
+    vis = vw.fitted_visual(fitted, corpus)
+    lambdas = (jnp.asarray(p["lambda_text"]),) + tuple(
+        jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis))
+    )
+    text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
+    return ll.fold_in(
+        lambdas,
+        (text,) + vis,
+        jnp.float32(fitted.hyper["alpha"]),
+        num_inner=int(fitted.hyper["fold_in_inner"]),
+    )
+
+
+def _lda_words(gamma, lambda_text) -> np.ndarray:
+    theta = gamma / gamma.sum(-1, keepdims=True)
+    return np.asarray(theta @ ll.topic_word(jnp.asarray(lambda_text)))
+
+
+def _lda_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return _lda_words(_lda_gamma(fitted, corpus), fitted.params["lambda_text"])
+
+
+def _lda_score_fit(fitted: Fitted) -> np.ndarray:
+    return _lda_words(jnp.asarray(fitted.params["gamma"]), fitted.params["lambda_text"])
+
+
+def _lda_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    g = _lda_gamma(fitted, corpus)
+    return np.asarray(g / g.sum(-1, keepdims=True))
+
+
+LINK_LDA = register_words_method(
+    "link-lda",
+    _lda_fit,
+    "Link-LDA: per-image topic proportions shared by the views, "
+    "collapsed (CVB0) or batch variational Bayes (Erosheva et al. 2004)",
+    score_words=_lda_score,
+    score_fit_corpus=_lda_score_fit,
+    embed=_lda_embed,
+)
+
+
+# ------------------------------------------------ graph-regularized Link-LDA (SVI)
+@uses_defaults("lap-link-lda")
+def _lap_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics,
+    lam,
+    neighbors,
+    weight,
+    metric,
+    steps,
+    learning_rate,
+    fold_in_inner,
+    alpha,
+    eta,
+    views,
+    bins,
+) -> Fitted:
+    from jaxannot.graph import knn_search, neighbour_graph, pad_edges
+
+    settings_of = functools.partial(
+        svi.SVISettings,
+        num_topics=int(topics),
+        alpha=float(alpha),
+        eta=float(eta),
+        lam=float(lam),
+        learning_rate=float(learning_rate),
+    )
+    settings_of(vocab_sizes=()).check()
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
+    vis = vw.visual(corpus, names, edges)
+    data = (vw.text(corpus),) + vis
+    feats = np.concatenate(vis, axis=1)
+    k = min(int(neighbors), corpus.num_images - 1)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    t = float(np.mean(np.asarray(dist))) or 1.0
+    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)
+    # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
+    graph = pad_edges(graph, 2 * k * corpus.num_images)
+    ids, cnts = svi.padded_bags(data)
+    fit = svi.fit_svi(
+        rng_key,
+        ids,
+        cnts,
+        graph,
+        settings_of(vocab_sizes=tuple(int(d.shape[1]) for d in data)),
+        num_steps=int(steps),
+        progress_bar=show_progress(),
+    )
+    params = {
+        "beta_text": fit.betas[0],
+        "beta_visual": {str(i): b for i, b in enumerate(fit.betas[1:])},
+        "theta": fit.theta,
+    }
+    params.update(vw.edges_param(edges))
+    return Fitted(
+        "lap-link-lda",
+        params,
+        views_hyper,
+        {"objective": [float(-x) for x in fit.losses]},
+    )
+
+
+def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    """θ of new images by the VB fold-in of their visual words under the fitted
+    β̂ (per image: a batch of one gives the same rows)."""
+    p = fitted.params
+    vis = vw.fitted_visual(fitted, corpus)
+    betas = (jnp.asarray(p["beta_text"]),) + tuple(
+        jnp.asarray(p["beta_visual"][str(i)]) for i in range(len(vis))
+    )
+    text = jnp.zeros((corpus.num_images, betas[0].shape[1]), jnp.float32)
+    gamma = svi.fold_in(
+        betas,
+        (text,) + tuple(map(jnp.asarray, vis)),
+        jnp.float32(fitted.hyper["alpha"]),
+        int(fitted.hyper["fold_in_inner"]),
+    )
+    return gamma / gamma.sum(-1, keepdims=True)
+
+
+def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return np.asarray(
+        _lap_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
+    )
+
+
+def _lap_score_fit(fitted: Fitted) -> np.ndarray:
+    p = fitted.params
+    return np.asarray(jnp.asarray(p["theta"]) @ jnp.asarray(p["beta_text"]))
+
+
+def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+    return np.asarray(_lap_theta(fitted, corpus))
+
+
+LAP_LINK_LDA = register_words_method(
+    "lap-link-lda",
+    _lap_fit,
+    "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' topic "
+    "proportions over a k-NN graph of their visual words (LaplacianELBO)",
+    score_words=_lap_score,
+    score_fit_corpus=_lap_score_fit,
+    embed=_lap_embed,
+)

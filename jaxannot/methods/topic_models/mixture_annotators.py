@@ -1,0 +1,343 @@
+r"""Topic-model annotators of seed 000: mixture of unigrams (plain and
+graph-regularized) here, pLSA-Words and Link-LDA in :mod:`.plsa_words` and
+:mod:`.link_lda`.
+
+All four read the feature views of a corpus as visual-word counts (real-valued views
+binned per dimension, :mod:`.visual_words`) and its ``words`` as the text bag; images
+whose words are hidden contribute their visual words only. Every method works under
+both protocols:
+
+- inductive: ``score_words`` folds in new images from their visual words alone
+  (``lap-mix-unigram`` also links each new image to its k nearest fit images and
+  maximizes its regularized objective with theirs fixed);
+- transductive (seed 000's): ``score_fit_corpus`` returns the posteriors the fit
+  computed for its own images — for ``lap-mix-unigram`` the graph-regularized ones —
+  and annotates with :math:`p(w\mid d) = \sum_k \phi_{dk}\beta^{text}_{kw}`.
+
+``mix-unigram``
+    :mod:`jaxannot.methods.topic_models.mixture_of_unigrams` fitted by MAP-EM.
+``lap-mix-unigram``
+    The same model with the Laplacian-regularized E-step of
+    :mod:`jaxannot.inference.lapvar` (``algorithm=lapvar1|lapvar2``) on a k-NN graph of
+    the visual view (``neighbors``, ``weight``, ``metric``); ``lam`` is :math:`\lambda`
+    on the graph scaled to mean degree 1 (the scale of :class:`~jaxannot.inference.
+    lapvar.LapVar1`); a fit whose posteriors collapse warns
+    (:class:`~jaxannot.inference.CollapsedFitWarning`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.annotators.base import (
+    Fitted,
+    Method,
+    register_words_method,
+    show_progress,
+)
+from jaxannot.annotators.hyper_spec import (
+    uses_defaults,
+)
+from jaxannot.data.corpus import Corpus
+from jaxannot.inference import lapvar
+from jaxannot.inference.vem.algorithm import VEM
+from jaxannot.inference.vem.checks import warn_collapsed
+from jaxannot.methods.topic_models import mixture_of_unigrams as mu
+from jaxannot.methods.topic_models import visual_words as vw
+
+__all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
+
+
+# ------------------------------------------------------- mixture of unigrams
+def _mix_params(params: mu.MixtureParams, phi, extra=None) -> dict:
+    out = {
+        "log_pi": params.log_pi,
+        "log_beta_text": params.log_betas[0],
+        "log_beta_visual": {str(i): b for i, b in enumerate(params.log_betas[1:])},
+        "phi": phi,
+    }
+    out.update(extra or {})
+    return out
+
+
+def _fitted_values(fitted: Fitted) -> dict:
+    """The fitted globals as the declaration's site values: ``pi``, ``beta_0`` (the
+    text) and ``beta_v`` (the visual views)."""
+    p = fitted.params
+    vis = p["log_beta_visual"]
+    logs = [p["log_pi"], p["log_beta_text"]] + [vis[str(i)] for i in range(len(vis))]
+    names = ["pi"] + [f"beta_{v}" for v in range(len(logs) - 1)]
+    return {n: jnp.exp(jnp.asarray(x)) for n, x in zip(names, logs, strict=True)}
+
+
+def _fold_in_args(fitted: Fitted, corpus: Corpus) -> tuple[tuple, dict]:
+    """The declaration's arguments for new images: their visual words, no text (an
+    all-zero text bag adds nothing to the log joint)."""
+    vis = tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus)))
+    words = np.shape(fitted.params["log_beta_text"])[1]
+    text = jnp.zeros((corpus.num_images, words), jnp.float32)
+    h = fitted.hyper
+    kwargs = dict(
+        num_topics=int(h["topics"]),
+        pi_concentration=float(h["pi_concentration"]),
+        beta_concentration=float(h["beta_concentration"]),
+    )
+    return ((text,) + vis,), kwargs
+
+
+def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    """Exact posterior of each image from its visual words alone (the declaration's
+    fold-in, :meth:`VEM.posteriors_for`)."""
+    args, kwargs = _fold_in_args(fitted, corpus)
+    return _vem().posteriors_for(_fitted_values(fitted), *args, **kwargs)
+
+
+def _devices():
+    """The devices a fit's images are split over: under jax.distributed every
+    process's devices, else None (the default device)."""
+    return jax.devices() if jax.process_count() > 1 else None
+
+
+def _vem(estep=None) -> VEM:
+    """The mixture's VEM with the closed-form M-step and ``estep``: a new object per
+    fit, equal to the last one of the same E-step kind, so it reuses its compiled
+    code (nothing shared is mutated)."""
+    devices = _devices()
+    # MAP under the Dirichlet prior on pi empties the topics the data do not need
+    # (topics=50 on a small corpus): expected here, so no warning
+    return VEM(
+        mu.mixture_of_unigrams,
+        local_site="z",
+        estep=estep,
+        m_step=mu.closed_form_m_step,
+        devices=devices,
+        warn_empty=False,
+    )
+
+
+def _mix_setup(
+    corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+):
+    """What both mixtures start from: the priors and views checked, the views'
+    names, bin edges and hyper entry, the data (text bag first) and the model's
+    keyword arguments."""
+    mu.check_priors(pi_concentration, beta_concentration)
+    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
+    vis = vw.visual(corpus, names, edges)
+    text = jnp.asarray(vw.text(corpus) * text_weight)
+    data = (text,) + tuple(map(jnp.asarray, vis))
+    kwargs = dict(
+        num_topics=int(topics),
+        pi_concentration=float(pi_concentration),
+        beta_concentration=float(beta_concentration),
+    )
+    return names, edges, views_hyper, data, kwargs
+
+
+def _to_mixture_params(values: dict, num_views: int) -> mu.MixtureParams:
+    return mu.MixtureParams(
+        jnp.log(values["pi"]),
+        tuple(jnp.log(values[f"beta_{v}"]) for v in range(num_views)),
+    )
+
+
+def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
+    """The mixture declaration fitted by VEM (closed-form M-step);
+    LapVar2 stops when its objective improves by less than 1e-6 (relative)."""
+    vem = _vem(estep)
+    result = vem.run(
+        rng_key,
+        int(iterations),
+        data,
+        init_params=init,
+        progress_bar=show_progress(),
+        tolerance=1e-6 if vem.estep.keep_best else 0.0,
+        **kwargs,
+    )
+    return result, _to_mixture_params(result.params, len(data))
+
+
+@uses_defaults("mix-unigram")
+def _mix_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics,
+    iterations,
+    pi_concentration,
+    beta_concentration,
+    text_weight,
+    views,
+    bins,
+) -> Fitted:
+    names, edges, views_hyper, data, kwargs = _mix_setup(
+        corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+    )
+    result, params = _run_mixture(rng_key, data, kwargs, iterations)
+    phi = _vem().posteriors_for(result.params, data, **kwargs)  # under the final M
+    return Fitted(
+        "mix-unigram",
+        _mix_params(params, phi, vw.edges_param(edges)),
+        views_hyper,
+        {"objective": [float(-x) for x in result.losses]},
+    )
+
+
+def _mix_score_fit(fitted: Fitted) -> np.ndarray:
+    return np.asarray(
+        mu.predict_words(
+            jnp.asarray(fitted.params["phi"]),
+            jnp.asarray(fitted.params["log_beta_text"]),
+        )
+    )
+
+
+def _register_mixture(name: str, fit, phi_of, summary: str) -> Method:
+    """Register a mixture-of-unigrams method whose posteriors of new images are
+    ``phi_of(fitted, corpus)`` (its embedding; the words follow from them)."""
+
+    def score_words(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+        log_beta_text = jnp.asarray(fitted.params["log_beta_text"])
+        return np.asarray(mu.predict_words(phi_of(fitted, corpus), log_beta_text))
+
+    def embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
+        return np.asarray(phi_of(fitted, corpus))
+
+    return register_words_method(
+        name,
+        fit,
+        summary,
+        score_words=score_words,
+        score_fit_corpus=_mix_score_fit,
+        embed=embed,
+    )
+
+
+MIX_UNIGRAM = _register_mixture(
+    "mix-unigram",
+    _mix_fit,
+    _mix_visual_phi,
+    "multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
+)
+
+
+# ----------------------------------------------- Laplacian mixture of unigrams
+def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
+    return np.concatenate(views, axis=1)
+
+
+@uses_defaults("lap-mix-unigram")
+def _lap_fit(
+    corpus: Corpus,
+    *,
+    rng_key,
+    topics,
+    lam,
+    neighbors,
+    weight,
+    metric,
+    algorithm,
+    iterations,
+    warm_start,
+    sweeps,
+    newton_steps,
+    gamma,
+    smoothing_steps,
+    schedule,
+    pi_concentration,
+    beta_concentration,
+    text_weight,
+    views,
+    bins,
+) -> Fitted:
+    from jaxannot.graph import knn_search, mean_degree, neighbour_graph
+
+    if algorithm not in lapvar.ALGORITHMS:
+        raise ValueError(
+            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
+        )
+    if lam < 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+    names, edges, views_hyper, data, kwargs = _mix_setup(
+        corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
+    )
+    feats = _graph_features(vw.visual(corpus, names, edges))
+    k = min(int(neighbors), corpus.num_images - 1)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    t = float(np.mean(np.asarray(dist))) or 1.0
+    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)  # one search
+    if algorithm == "lapvar1":
+        # the colour classes of a graph are fixed (colouring seed 0), so a refit with
+        # another key reuses the compiled fit; sweeps visit them in a random order
+        estep = lapvar.LapVar1(
+            graph,
+            lam,
+            sweeps=int(sweeps),
+            newton_steps=int(newton_steps),
+            schedule=schedule,
+        )
+    else:
+        estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
+    warm_key, run_key = jax.random.split(rng_key)
+    init = None
+    if int(warm_start) > 0:  # plain EM first: the regularized EM refines its optimum
+        warm, _ = _run_mixture(warm_key, data, kwargs, warm_start)
+        init = {k: v for k, v in warm.params.items() if k != "terms"}
+    result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
+    warn_collapsed(result.posteriors, "lap-mix-unigram's fit")
+    objective = -result.losses[~np.isnan(result.losses)]
+    extra = {
+        "graph_features": feats,
+        "heat_width": np.float32(t),
+        # lam is on the scale of the fit graph's mean degree (LapVar1); a new image
+        # joins that graph, so its update uses lam / mean degree as well
+        "graph_mean_degree": np.float32(mean_degree(graph)),
+        **vw.edges_param(edges),
+    }
+    return Fitted(
+        "lap-mix-unigram",
+        _mix_params(params, result.posteriors, extra),
+        views_hyper,
+        {"objective": [float(x) for x in objective]},
+    )
+
+
+def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    """Regularized posteriors of new images linked to their k nearest fit images."""
+    from jaxannot.graph import edge_weights, knn_search
+
+    h, p = fitted.hyper, fitted.params
+    vis_np = vw.fitted_visual(fitted, corpus)
+    args, kwargs = _fold_in_args(fitted, corpus)
+    a = _vem().local_log_joint(_fitted_values(fitted), *args, **kwargs)
+    train = np.asarray(p["graph_features"])
+    k = min(int(h["neighbors"]), train.shape[0])
+    q = _graph_features(vis_np)
+    idx, dist = knn_search(q, train, k, metric=h["metric"])
+    w = edge_weights(q, train, idx, dist, weight=h["weight"], t=float(p["heat_width"]))
+    w = jnp.asarray(w, jnp.float32)
+    phi_train = jnp.asarray(p["phi"])
+    m = jnp.einsum("qk,qkt->qt", w, phi_train[jnp.asarray(idx)])
+    d = w.sum(1)
+    # fits saved before lam was scaled by the mean degree lack it (raw lam)
+    lam = float(h["lam"]) / float(p.get("graph_mean_degree", 1.0))
+    return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
+
+
+@jax.jit
+def _newton_batch(phi0, a, m, d, lam):
+    return jax.vmap(lapvar.newton_update, in_axes=(0, 0, 0, 0, None))(
+        phi0, a, m, d, lam
+    )
+
+
+LAP_MIX_UNIGRAM = _register_mixture(
+    "lap-mix-unigram",
+    _lap_fit,
+    _lap_phi_new,
+    "LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
+    "(LapVar1/LapVar2, seed 000)",
+)

@@ -1,0 +1,9 @@
+"""What every long fit runs on, independent of any model.
+
+- :mod:`~jaxannot.runtime.progress` — compiled step loops with a progress bar and
+  interrupt/checkpoint handling.
+- :mod:`~jaxannot.runtime.checkpoint` — atomic checkpoints of a fit's state.
+- :mod:`~jaxannot.runtime.sharding` — spreading per-image arrays over devices.
+- :mod:`~jaxannot.runtime.memory` — device-memory budgets for chunked work.
+- :mod:`~jaxannot.runtime.compilation_cache` — JAX's persistent compilation cache.
+"""

@@ -1,0 +1,234 @@
+"""Run a jit-compiled step function many times, with an optional tqdm progress bar.
+
+Every iterative fit of the library (:class:`~jaxannot.inference.VEM`,
+:class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, loss)``
+run by :func:`run_steps`. The loop over steps is one jit-compiled ``lax.fori_loop``
+with *dynamic* bounds over a loss buffer of fixed length (:data:`BUFFER`), so the same
+compiled program serves any slice of the steps and any number of steps:
+
+- ``progress_bar=False`` runs the steps in slices of :data:`BUFFER`;
+- ``progress_bar=True`` runs them in about 50 slices and updates a tqdm bar (shown only
+  when the run lasts longer than ``delay`` seconds, as ``numpyro.infer.SVI.run`` shows
+  its bar) with the current loss, without a second compile.
+
+The step is a static argument: pass the *same* function object on every run (build it
+once, e.g. in an object's ``__init__`` or a cached builder) and a second run on arrays
+of the same shapes compiles nothing.
+
+Inside a :func:`jaxannot.runtime.checkpoint.checkpointing` block the loop runs in
+slices of the block's ``every`` steps and saves its carry after each, and resumes from
+a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxannot.runtime import checkpoint, sharding
+
+__all__ = ["check_count", "run_steps"]
+
+#: Number of slices a run with a progress bar is cut into.
+_SLICES = 50
+
+#: Steps one compiled call runs at most: the loss buffer's length. A run of any length
+#: goes through the same compiled loop in slices of at most this many steps, so
+#: ``num_steps`` is not a compiled shape (a fit of 100 steps and one of 57 share it).
+BUFFER = 64
+
+
+@functools.partial(jax.jit, static_argnames=("step", "replicated"))
+def _advance(step: Callable, carry: Any, offset, count, data, replicated=None):
+    """Steps ``offset .. offset + count - 1`` (``count <= BUFFER``) and their losses
+    in a buffer of ``BUFFER`` entries (NaN past ``count``)."""
+
+    def body(i, state):
+        carry, losses = state
+        t = offset + i
+        carry, loss = step(t, carry) if data is None else step(t, carry, data)
+        return carry, losses.at[i].set(jnp.asarray(loss, losses.dtype))
+
+    losses = jnp.full((BUFFER,), jnp.nan, jnp.float32)
+    if replicated is not None:  # keep the trace's layout from slice to slice
+        losses = lax.with_sharding_constraint(losses, replicated)
+    return lax.fori_loop(0, count, body, (carry, losses))
+
+
+def _slices(start: int, stop: int, size: int, every: int | None):
+    """``(begin, end, save)`` slices of ``[start, stop)`` of at most ``size`` steps,
+    ending on every multiple of ``every`` (``save`` there and at ``stop``)."""
+    begin = start
+    while begin < stop:
+        end = min(stop, begin + size)
+        if every is not None:
+            end = min(end, (begin // every + 1) * every)
+        yield begin, end, every is not None and (end % every == 0 or end == stop)
+        begin = end
+
+
+def _index(value) -> int | None:
+    """``operator.index(value)``, or None where ``value`` is not an integer."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def check_count(name: str, value, minimum: int = 1, what: str = "") -> int:
+    """``value`` as an ``int`` if it is an integer ``>= minimum``, else a clear error.
+
+    A count (of steps, restarts, draws) is refused rather than truncated when it is
+    not an integer: ``10.7``, ``True``, ``"10"`` and ``10.0`` raise, while Python and
+    NumPy integers (and 0-d integer arrays) pass.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the message (e.g. ``"num_steps"``).
+    value : object
+        What the caller passed.
+    minimum : int
+        The least allowed value.
+    what : str
+        What the count counts, shown in parentheses (e.g. ``"EM iterations"``).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not an integer (a bool, a float, a string, ...).
+    ValueError
+        ``value < minimum``.
+
+    Examples
+    --------
+    >>> check_count("num_steps", 10)
+    10
+    >>> check_count("num_steps", 10.7)
+    Traceback (most recent call last):
+    ...
+    TypeError: num_steps must be an integer >= 1, got 10.7 (float): pass an int
+    """
+    label = f" ({what})" if what else ""
+    expected = f"{name} must be an integer >= {minimum}{label}"
+    count = None if isinstance(value, (bool, np.bool_)) else _index(value)
+    if count is None:
+        raise TypeError(
+            f"{expected}, got {value!r} ({type(value).__name__}): pass an int"
+        )
+    if count < minimum:
+        raise ValueError(f"{expected}, got {count}: pass at least {minimum}")
+    return count
+
+
+def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
+    """Replicated sharding on the mesh of a carry split over several devices (a
+    data-parallel fit), else None: the loss trace then keeps one layout in every
+    slice, so slicing the loop compiles it once."""
+    for leaf in jax.tree.leaves(carry):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, NamedSharding) and sharding.mesh.size > 1:
+            return NamedSharding(sharding.mesh, PartitionSpec())
+    return None
+
+
+def run_steps(
+    step: Callable[[jax.Array, Any], tuple[Any, jax.Array]],
+    carry: Any,
+    num_steps: int,
+    *,
+    progress_bar: bool = True,
+    desc: str = "fit",
+    delay: float = 2.0,
+    data: Any = None,
+) -> tuple[Any, np.ndarray]:
+    """Run ``carry, loss = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
+
+    Parameters
+    ----------
+    step : callable
+        Pure and hashable; ``t`` is the (traced) step index, e.g. for
+        ``jax.random.fold_in``. The loss is a scalar recorded per step.
+    carry : pytree
+        The state entering step 0.
+    num_steps : int
+        At least 1 (as ``numpyro.infer.SVI.run``); checked by :func:`check_count`.
+    progress_bar : bool
+        Show a tqdm bar with the loss (after ``delay`` seconds) on stderr.
+    desc : str
+        The bar's label.
+    delay : float
+        Seconds before the bar appears (short runs print nothing).
+    data : pytree, optional
+        Arrays every step reads and none changes (a corpus): with them the step is
+        ``step(t, carry, data)``. They are arguments of the compiled loop, not part
+        of its carry, so the loop does not copy them into its output.
+
+    Returns
+    -------
+    carry : pytree
+        The state after the last step.
+    losses : np.ndarray [num_steps]
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_steps`` is not an integer >= 1 (:func:`check_count`).
+    """
+    num_steps = check_count("num_steps", num_steps)
+    losses = np.full((num_steps,), np.nan, np.float32)
+    replicated = _replicated_on_carry_mesh(carry)
+    advance = functools.partial(_advance, step, data=data, replicated=replicated)
+    session = checkpoint.active_session()
+    start, every, save = 0, None, None
+    size = BUFFER
+    if progress_bar:
+        size = min(BUFFER, max(1, -(-num_steps // _SLICES)))
+    if session is not None:
+        run = session.next_run()
+        path = session.path(run)
+        fitted = carry if data is None else (carry, data)  # a checkpoint of this data
+        digest = checkpoint.fingerprint(session, run, fitted, num_steps)
+        if path.exists():
+            carry, losses, start = checkpoint.load(path, digest, carry)
+            losses = np.array(losses, np.float32)
+            session.resumed.append((run, start))
+        every = session.every
+
+        def save(carry, losses, stop):
+            checkpoint.save(path, digest, carry, losses, stop)
+            session.saved += 1
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=num_steps,
+        initial=start,
+        desc=desc,
+        delay=delay,
+        file=sys.stderr,
+        disable=not progress_bar,
+    )
+    with bar:
+        for begin, stop, saving in _slices(start, num_steps, size, every):
+            carry, chunk = advance(carry, begin, stop - begin)
+            losses[begin:stop] = np.asarray(sharding.gather(chunk))[: stop - begin]
+            if saving:
+                save(carry, losses, stop)
+            bar.set_postfix(loss=f"{float(losses[stop - 1]):.6g}", refresh=False)
+            bar.update(stop - begin)
+    return carry, losses
