@@ -44,6 +44,8 @@ from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "Archive",
+    "allowed_bytes",
+    "limit_text",
     "MAX_ARCHIVE_BYTES",
     "MAX_RATIO",
     "MIN_ALLOWANCE",
@@ -234,16 +236,31 @@ def _json_loads(raw: bytes):
         raise ValueError("JSON nested too deeply") from None
 
 
+def allowed_bytes(file_size: int) -> int:
+    """The most bytes a ``file_size``-byte file may expand to once decompressed or
+    densified: :data:`MAX_RATIO` times its size, at least :data:`MIN_ALLOWANCE`, at
+    most :data:`MAX_ARCHIVE_BYTES` (also the bound of MAT-files,
+    :mod:`jaxannot.data.matlab`)."""
+    return min(MAX_ARCHIVE_BYTES, max(MIN_ALLOWANCE, MAX_RATIO * file_size))
+
+
+def limit_text(file_size: int) -> str:
+    """The bound of :func:`allowed_bytes` in words, for error messages."""
+    return (
+        f"the limit of {allowed_bytes(file_size)} for a {file_size}-byte file "
+        f"({MAX_RATIO} times its size, at least {MIN_ALLOWANCE}, at most "
+        f"{MAX_ARCHIVE_BYTES})"
+    )
+
+
 def _check_sizes(infos: list[zipfile.ZipInfo], file_size: int, fail, what) -> None:
     """Refuse entries whose declared sizes exceed the bounds of the module docstring
     before any of them is decompressed."""
     declared = sum(info.file_size for info in infos)
-    allowed = min(MAX_ARCHIVE_BYTES, max(MIN_ALLOWANCE, MAX_RATIO * file_size))
-    if declared > allowed:
+    if declared > allowed_bytes(file_size):
         raise fail(
             f"not a {what}: its entries would decompress to {declared} bytes, over "
-            f"the limit of {allowed} for a {file_size}-byte file ({MAX_RATIO} times "
-            f"its size, at least {MIN_ALLOWANCE}, at most {MAX_ARCHIVE_BYTES})"
+            f"{limit_text(file_size)}"
         )
 
 

@@ -7,6 +7,14 @@ column-major, so every array read through h5py is transposed back to MATLAB's
 ``[rows, cols]`` orientation here (a ``(dim, n)`` dataset on disk is an ``n x dim``
 MATLAB matrix).
 
+Every size a file declares is bounded before it is allocated, as for model archives
+(:func:`jaxannot.data.archive.allowed_bytes`: 200 times the file's size, at least
+64 MiB, at most 16 GiB): the compressed elements of a v5 file are inflated in
+bounded chunks and counted before scipy reads them; the datasets of a v7.3 file are
+summed from their declared shapes before h5py reads one; a sparse matrix is densified
+only when its dense size fits the same bound; cell references nest at most
+:data:`MAX_DEPTH` deep (a reference cycle is refused, not followed).
+
 References
 ----------
 MathWorks, "MAT-File Versions" (v7.3 uses HDF5);
@@ -16,16 +24,31 @@ scipy.io.loadmat; h5py.
 from __future__ import annotations
 
 import os
+import struct
+import zlib
 
 import h5py
 import numpy as np
 import scipy.io
 import scipy.sparse
 
+from jaxannot.data.archive import allowed_bytes, limit_text
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 
-__all__ = ["read_mat", "is_mat_v73", "dense_view", "class_labels", "multiview_corpus"]
+__all__ = [
+    "MAX_DEPTH",
+    "read_mat",
+    "is_mat_v73",
+    "dense_view",
+    "class_labels",
+    "multiview_corpus",
+]
+
+#: How deep cell arrays may nest in a v7.3 file (references to references ...).
+MAX_DEPTH = 16
+_MI_COMPRESSED = 15  # v5 data type of a zlib-compressed element
+_CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
 
 
 def is_mat_v73(path: str | os.PathLike) -> bool:
@@ -49,14 +72,25 @@ def read_mat(path: str | os.PathLike) -> dict:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such MAT-file: {path}")
+    allowed = allowed_bytes(os.path.getsize(path))
     if is_mat_v73(path):
         try:
             with h5py.File(path, "r") as f:
-                return {
-                    k: _h5_value(f, f[k]) for k in f.keys() if not k.startswith("#")
-                }
+                declared = _h5_declared_bytes(f)
+                if declared <= allowed:
+                    return {
+                        k: _h5_value(f, f[k], 0)
+                        for k in f.keys()
+                        if not k.startswith("#")
+                    }
+        except DataFormatError:
+            raise
         except Exception as e:  # h5py raises many types on corrupt input
             raise DataFormatError(path, f"unreadable v7.3 MAT-file ({e})") from None
+        raise _too_big(path, "its datasets", declared)
+    inflated = _v5_inflated_bytes(path, allowed)
+    if inflated > allowed:
+        raise _too_big(path, "its compressed variables", inflated)
     try:
         raw = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (even IndexError) on bad input
@@ -66,7 +100,90 @@ def read_mat(path: str | os.PathLike) -> dict:
     return {k: v for k, v in raw.items() if not k.startswith("__")}
 
 
-def _h5_value(f: h5py.File, node):
+def _too_big(path: str, what: str, size: int) -> DataFormatError:
+    return DataFormatError(
+        path,
+        f"not a usable MAT-file: {what} would take {size} bytes or more, over "
+        f"{limit_text(os.path.getsize(path))}",
+    )
+
+
+def _h5_declared_bytes(f: h5py.File) -> int:
+    """Bytes the datasets of an HDF5 file declare (their shapes times item sizes)."""
+    total = 0
+
+    def visit(_name, node):
+        nonlocal total
+        if isinstance(node, h5py.Dataset):
+            total += int(node.size) * node.dtype.itemsize
+
+    f.visititems(visit)
+    return total
+
+
+def _v5_inflated_bytes(path: str, allowed: int) -> int:
+    """Bytes the compressed elements of a v5 MAT-file inflate to, counted in chunks
+    and given up once over ``allowed`` (0 for a file without a v5 header: v4 files
+    hold no compressed data). A malformed element list stops the count; scipy then
+    reports the damage."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    order = {b"IM": "<", b"MI": ">"}.get(data[126:128])
+    if len(data) < 128 or order is None:
+        return 0
+    total, offset = 0, 128
+    while offset + 8 <= len(data):
+        kind, size = struct.unpack_from(order + "II", data, offset)
+        if kind >> 16:  # a small element: its data sit in the tag
+            offset += 8
+            continue
+        start, offset = offset + 8, offset + 8 + size
+        if kind == _MI_COMPRESSED:
+            total += _inflated_size(data[start:offset], allowed - total)
+            if total > allowed:
+                return total
+        else:
+            offset += -size % 8  # uncompressed elements are padded to 8 bytes
+    return total
+
+
+def _inflated_size(compressed: bytes, budget: int) -> int:
+    """Length of ``compressed`` inflated, counted ``_CHUNK`` bytes at a time; stops
+    as soon as it passes ``budget`` (or the stream is damaged)."""
+    inflater = zlib.decompressobj()
+    total, pending = 0, compressed
+    try:
+        while pending and total <= budget:
+            total += len(inflater.decompress(pending, _CHUNK))
+            pending = inflater.unconsumed_tail
+    except zlib.error:
+        pass
+    return total
+
+
+def _densify(x, path: str, what: str) -> np.ndarray:
+    """``x`` as a dense array; a sparse ``x`` only when its dense size fits the bound
+    of the file it came from."""
+    if scipy.sparse.issparse(x):
+        size = int(np.prod(x.shape, dtype=np.float64)) * 4
+        if size > allowed_bytes(_file_size(path)):
+            raise _too_big(path, f"{what} (a sparse {x.shape[0]} x {x.shape[1]})", size)
+        x = x.toarray()
+    return np.asarray(x)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _h5_value(f: h5py.File, node, depth: int):
+    if depth > MAX_DEPTH:
+        raise DataFormatError(
+            f.filename, f"cell arrays nest more than {MAX_DEPTH} deep (a cycle?)"
+        )
     if isinstance(node, h5py.Group):
         if {"data", "ir", "jc"} <= set(node.keys()):
             n_rows = int(node.attrs["MATLAB_sparse"])
@@ -75,21 +192,19 @@ def _h5_value(f: h5py.File, node):
                 (np.asarray(node["data"]), np.asarray(node["ir"], np.int64), jc),
                 shape=(n_rows, len(jc) - 1),
             )
-        return {k: _h5_value(f, node[k]) for k in node.keys()}
+        return {k: _h5_value(f, node[k], depth + 1) for k in node.keys()}
     arr = node[()]
     if node.dtype == h5py.ref_dtype:
         out = np.empty(arr.shape, dtype=object)
         for idx in np.ndindex(arr.shape):
-            out[idx] = _h5_value(f, f[arr[idx]])
+            out[idx] = _h5_value(f, f[arr[idx]], depth + 1)
         return out.T
     return np.asarray(arr).T
 
 
 def dense_view(x, path: str, what: str) -> np.ndarray:
     """A (possibly sparse) 2-D matrix as dense float32, checked finite."""
-    if scipy.sparse.issparse(x):
-        x = x.toarray()
-    x = np.asarray(x)
+    x = _densify(x, path, what)
     if x.ndim != 2 or x.dtype.kind not in "biuf":
         raise DataFormatError(path, f"{what} is not a 2-D numeric matrix ({x.shape})")
     x = x.astype(np.float32)
@@ -104,7 +219,7 @@ def class_labels(y, path: str) -> tuple[np.ndarray, tuple[str, ...]]:
 
     The names are ``"0" .. "k-1"`` (the files store no class names).
     """
-    y = np.asarray(y.toarray() if scipy.sparse.issparse(y) else y).ravel()
+    y = _densify(y, path, "the class labels").ravel()
     if y.dtype.kind not in "biuf":  # strings, cells, structs
         raise DataFormatError(path, f"class labels are {y.dtype} values, not integers")
     if y.size == 0 or not np.all(np.isfinite(y)) or np.any(y != np.round(y)):

@@ -186,3 +186,58 @@ def test_sparse_views_densified(data_root):
     np.testing.assert_array_equal(corpus.views["source1"], x0.toarray())
     # SOURCE.md: mean 144.7 non-zero terms per doc in X{1}
     assert (corpus.views["source1"] > 0).sum(1).mean() == pytest.approx(144.7, abs=0.05)
+
+
+# -------------------------------------------------------------- declared sizes bounded
+@pytest.fixture
+def small_allowance(monkeypatch):
+    """Bounds of 1 MiB so that the tests below stay small (the real floor is 64 MiB)."""
+    from jaxannot.data import archive
+
+    monkeypatch.setattr(archive, "MIN_ALLOWANCE", 2**20)
+
+
+def test_v5_compressed_bomb_refused_before_scipy_reads_it(tmp_path, small_allowance):
+    path = tmp_path / "bomb.mat"
+    scipy.io.savemat(path, {"X": np.zeros((1024, 1024))}, do_compression=True)
+    assert path.stat().st_size < 20_000  # 8 MiB of zeros in a few KiB
+    with pytest.raises(DataFormatError, match=r"bomb\.mat: .*compressed variables.*"):
+        read_mat(path)
+
+
+def test_v5_compressed_file_within_the_bound_reads(tmp_path, small_allowance):
+    path = tmp_path / "ok.mat"
+    x = np.random.default_rng(0).normal(size=(100, 50))
+    scipy.io.savemat(path, {"X": x}, do_compression=True)
+    np.testing.assert_allclose(read_mat(path)["X"], x)
+
+
+def test_v73_declared_dataset_sizes_refused_before_reading(tmp_path, small_allowance):
+    path = tmp_path / "bomb73.mat"
+    with h5py.File(path, "w", userblock_size=512) as f:
+        # declared 16 MiB, never written: the file stays tiny
+        f.create_dataset("X", shape=(2048, 2048), dtype="f4", compression="gzip")
+    assert path.stat().st_size < 100_000
+    with pytest.raises(DataFormatError, match=r"bomb73\.mat: .*its datasets"):
+        read_mat(path)
+
+
+def test_v73_reference_cycle_refused(tmp_path):
+    path = tmp_path / "cycle.mat"
+    with h5py.File(path, "w", userblock_size=512) as f:
+        ds = f.create_dataset("C", shape=(1,), dtype=h5py.ref_dtype)
+        ds[0] = ds.ref  # a cell that holds itself
+    with pytest.raises(DataFormatError, match=r"cycle\.mat: .*nest more than"):
+        read_mat(path)
+
+
+def test_sparse_view_too_large_to_densify_refused(tmp_path, small_allowance):
+    path = tmp_path / "wide.mat"
+    # 16 MB dense, a few bytes sparse
+    x = scipy.sparse.csc_matrix(([1.0], ([0], [0])), shape=(10**6, 4))
+    scipy.io.savemat(path, {"X": x})
+    mat = read_mat(path)
+    with pytest.raises(DataFormatError, match=r"wide\.mat: .*a sparse 1000000 x 4"):
+        dense_view(mat["X"], str(path), "X{1}")
+    with pytest.raises(DataFormatError, match=r"wide\.mat: .*class labels"):
+        class_labels(mat["X"], str(path))
