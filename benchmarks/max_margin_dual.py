@@ -45,7 +45,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.data.atomic import atomic_write
-from jaxannot.inference.max_margin import DUAL_STOP, MaxMargin
+from jaxannot.inference.max_margin import MaxMargin
+from jaxannot.inference.max_margin_dual import DUAL_STOP
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -15,7 +15,10 @@ is handed.
   discrete per-image site (:class:`VEM`).
 - :mod:`~jaxannot.inference.map_estimate` — MAP of a declared model (:class:`MAP`).
 - :mod:`~jaxannot.inference.max_margin` — the hinge / Crammer–Singer /
-  ε-insensitive term for VEM (:class:`MaxMargin`) and SVI (:class:`MaxMarginELBO`).
+  ε-insensitive term for VEM (:class:`MaxMargin`), its exact dual M-step in
+  :mod:`~jaxannot.inference.max_margin_dual`;
+  :mod:`~jaxannot.inference.max_margin_elbo` — the term for SVI
+  (:class:`MaxMarginELBO`).
 - :mod:`~jaxannot.inference.em` — generic (variational) EM driver, jit-compiled once.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
@@ -29,7 +32,8 @@ device placement in :mod:`jaxannot.runtime`.
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
-from jaxannot.inference.max_margin import MaxMargin, MaxMarginELBO
+from jaxannot.inference.max_margin import MaxMargin
+from jaxannot.inference.max_margin_elbo import MaxMarginELBO
 from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning, VEMState
 from jaxannot.inference.vem.checks import CollapsedFitWarning
 

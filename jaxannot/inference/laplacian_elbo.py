@@ -438,7 +438,7 @@ class LaplacianELBO(PenalizedELBO):
         The ELBO to penalize: ``Trace_ELBO``, ``TraceMeanField_ELBO``,
         ``TraceGraph_ELBO`` (discrete guide sites), ``TraceEnum_ELBO`` (sites
         enumerated in the model), or another wrapper such as
-        :class:`~jaxannot.inference.max_margin.MaxMarginELBO`.
+        :class:`~jaxannot.inference.max_margin_elbo.MaxMarginELBO`.
     site : str, sequence of str, or dict str -> float
         The per-image local site(s); a dict gives each site its own
         :math:`\lambda_s` (then ``lam`` must be None).

@@ -30,8 +30,9 @@ Unlabelled images (label -1 for classification, NaN for regression) contribute n
 loss term: semi-supervised fits use their likelihood only.
 
 :class:`MaxMargin` is the term for a variational-EM driver (plain arrays in, scalars
-out); :class:`MaxMarginELBO` wraps any numpyro ELBO for SVI, including a
-:class:`~jaxannot.inference.laplacian_elbo.LaplacianELBO`.
+out), its exact dual M-step in :mod:`~jaxannot.inference.max_margin_dual`;
+:class:`~jaxannot.inference.max_margin_elbo.MaxMarginELBO` wraps any numpyro ELBO for
+SVI, including a :class:`~jaxannot.inference.laplacian_elbo.LaplacianELBO`.
 
 References
 ----------
@@ -49,16 +50,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpyro
-from numpyro import handlers
-from numpyro.infer.elbo import ELBO
 
-from jaxannot.inference.laplacian_elbo import (
-    LocalSummary,
-    PenalizedELBO,
-    local_summary,
-)
-from jaxannot.solvers import linear_svm, multiclass_svm, svr
+from jaxannot.inference import max_margin_dual
+from jaxannot.inference.max_margin_dual import DUAL_STOP
+from jaxannot.solvers import multiclass_svm
 from jaxannot.solvers.margin_losses import (
     crammer_singer_loss,
     epsilon_insensitive_loss,
@@ -71,7 +66,6 @@ __all__ = [
     "LOSSES",
     "SOLVERS",
     "MaxMargin",
-    "MaxMarginELBO",
     "crammer_singer_loss",
     "epsilon_insensitive_loss",
     "hinge_loss",
@@ -80,15 +74,6 @@ __all__ = [
 LOSSES = ("hinge", "crammer_singer", "epsilon_insensitive")
 SOLVERS = ("optax", "dual")
 
-#: Dual solves stop once the relative duality gap (liblinear's projected-gradient
-#: spread for the binary hinge) is below ``tol``, or after ``max_epochs`` epochs. A
-#: relative gap of 1e-4 puts the objective within 1e-4 (relative) of its minimum;
-#: warm-started from the previous M-step's duals, a solve takes few epochs.
-DUAL_STOP = multiclass_svm.DualStop(max_epochs=1000, tol=1e-4)
-#: Crammer–Singer epochs visit only the examples whose optimality violation exceeds
-#: this fraction of the largest (``multiclass_svm.build_kernel``'s ``shrink``): on
-#: the benchmark's 2000 images a sixth of the visits of full epochs.
-SHRINK = 0.01
 #: Standard deviation of the initial weights: small enough to start near the
 #: all-zero SVM, non-zero so that the classes' scores are not tied.
 INIT_SCALE = 1e-2
@@ -255,135 +240,21 @@ class MaxMargin:
         stop: multiclass_svm.DualStop = DUAL_STOP,
         init_state=None,
     ):
-        """Minimize :meth:`objective` in the weights by the loss's dual solver.
-
-        The features get a unit column (the bias is its weight) and the unlabelled
-        images weigh nothing: cost 0 for Crammer–Singer, a zero row (target 0) for the
-        ε-SVR, masked rows for the binary hinge — no gather, so the shapes do not
-        depend on which images are labelled and the labels stay traced data.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            The visiting orders' key.
-        features_all : float array [N, dim]
-            Features of every image of the fit.
-        stop : multiclass_svm.DualStop
-            Epoch budget (static) and relative duality gap (the binary hinge:
-            projected-gradient spread) to stop at.
-        init_state : optional
-            Warm start: the solver's state of an earlier call (``CSState``,
-            ``SVRState`` or ``linear_svm.SVMState`` on the ``[N, dim + 1]``
-            features).
-
-        Returns
-        -------
-        (state, info)
-            The solver's final state (``state.weights``: ``[T, dim + 1]`` for
-            Crammer–Singer, ``[dim + 1]`` for the ε-SVR; ``state.w`` ``[1, dim +
-            1]`` for the binary hinge) and its per-epoch info.
-        """
-        x = jnp.concatenate(
-            [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
-            axis=1,
+        """Minimize :meth:`objective` in the weights by the loss's dual solver:
+        :func:`~jaxannot.inference.max_margin_dual.solve_dual`."""
+        return max_margin_dual.solve_dual(
+            self, rng_key, features_all, stop=stop, init_state=init_state
         )
-        mask = self._mask.astype(x.dtype)
-        if self.loss == "crammer_singer":
-            return multiclass_svm.fit_multiclass_svm(
-                rng_key,
-                x,
-                self._targets,
-                self.num_outputs,
-                self.c * mask,
-                stop=stop,
-                init_state=init_state,
-                shrink=SHRINK,
-            )
-        if self.loss == "epsilon_insensitive":
-            return svr.fit_svr(
-                rng_key,
-                x * mask[:, None],
-                self._targets.astype(x.dtype) * mask,
-                1.0,
-                self.c,
-                self.epsilon,
-                stop=stop,
-                init_state=init_state,
-            )
-        y = self._targets.astype(x.dtype)
-        return _binary_hinge(rng_key, x, y, mask, self.c, stop, init_state)
 
     def dual_update(self, features_all: Array, params: ArrayTree) -> dict[str, Array]:
-        """Minimizer of :meth:`objective` in the weights, by a dual solver.
-
-        Parameters
-        ----------
-        features_all : float array [N, dim]
-            Features of every image of the fit (unlabelled rows are ignored).
-        params : dict
-            The current weights (they fix the output dtype) and, when they have
-            ``"duals"`` (:meth:`init` with ``solver="dual"``), the duals of the
-            previous solve: the solve starts from them (warm start; the weights are
-            rebuilt from them on the new features) instead of from zero.
-
-        Returns
-        -------
-        dict
-            ``{"weights", "bias"}`` (plus the new ``"duals"`` when ``params`` has
-            them) from Crammer–Singer's, the binary L1-loss SVM's or the ε-SVR's
-            dual coordinate descent, stopped by ``DUAL_STOP`` (a relative duality gap
-            of ``1e-4`` or 1000 epochs; the visiting order uses a fixed key, which
-            changes the path, not the optimum).
-        """
-        if not isinstance(self.c, jax.core.Tracer) and self.c == 0:
-            return jax.tree.map(jnp.zeros_like, params)  # the solvers need C > 0
-        warm = None
-        if "duals" in params:
-            warm = self.warm_state(features_all, params["duals"])
-        state, _ = self.solve_dual(jax.random.key(0), features_all, init_state=warm)
-        if self.loss == "crammer_singer":
-            augmented, duals = state.weights, state.alpha
-        elif self.loss == "epsilon_insensitive":
-            augmented, duals = state.weights[None], state.beta[:, None]
-        else:
-            augmented, duals = state.w, state.alpha
-        dtype = params["weights"].dtype
-        augmented = augmented.astype(dtype)
-        out = {"weights": augmented[:, :-1], "bias": augmented[:, -1]}
-        if "duals" in params:
-            out["duals"] = duals.astype(params["duals"].dtype)
-        return out
+        """Minimizer of :meth:`objective` in the weights, by a dual solver:
+        :func:`~jaxannot.inference.max_margin_dual.dual_update`."""
+        return max_margin_dual.dual_update(self, features_all, params)
 
     def warm_state(self, features_all: Array, duals: Array):
-        """The dual solver's state from earlier duals ``[N, num_outputs]`` on new
-        features: the duals, clipped into the box of this term's costs (an EM
-        iteration does not change it; a changed :math:`C` may), and the weights they
-        define on ``features_all`` (Crammer–Singer :math:`W = \\alpha^\\top x`, binary
-        hinge :math:`w = \\sum_i \\alpha_i y_i x_i`, ε-SVR :math:`w = \\sum_i \\beta_i
-        x_i`, with the unit column of the bias)."""
-        x = jnp.concatenate(
-            [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
-            axis=1,
-        )
-        mask = self._mask.astype(x.dtype)
-        cost = self.c * mask
-        duals = jnp.asarray(duals, x.dtype)
-        if self.loss == "crammer_singer":
-            caps = cost[:, None] * jax.nn.one_hot(
-                self._targets, self.num_outputs, dtype=x.dtype
-            )
-            slack = 1e-5 * (1.0 + self.c)  # rounding of the sums; an infeasible
-            feasible = (jnp.abs(jnp.sum(duals, axis=1)) <= slack) & jnp.all(
-                duals <= caps + slack, axis=1
-            )  # row (another C, another label) restarts from 0
-            alpha = jnp.where(feasible[:, None], jnp.minimum(duals, caps), 0.0)
-            return multiclass_svm.CSState(alpha, alpha.T @ x)
-        if self.loss == "epsilon_insensitive":
-            beta = jnp.clip(duals[:, 0], -cost, cost)
-            return svr.SVRState(beta, beta @ (x * mask[:, None]))
-        alpha = jnp.clip(duals, 0.0, cost[:, None])
-        y = self._targets.astype(x.dtype)
-        return linear_svm.SVMState(alpha, ((alpha[:, 0] * y) @ x)[None])
+        """The dual solver's state from earlier duals on new features:
+        :func:`~jaxannot.inference.max_margin_dual.warm_state`."""
+        return max_margin_dual.warm_state(self, features_all, duals)
 
 
 def _num_classes(known, num_classes: int | None) -> int:
@@ -408,312 +279,3 @@ def _num_classes(known, num_classes: int | None) -> int:
             f"0..num_classes-1; pass num_classes={largest + 1} or fix the labels"
         )
     return int(num_classes)
-
-
-def _binary_hinge(rng_key, x, y, mask, c, stop, init_state):
-    """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
-    is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``."""
-    step = linear_svm.build_kernel(c=c, loss="hinge")
-    start = init_state
-    if start is None:
-        start = linear_svm.SVMState(
-            jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
-        )
-    nan = jnp.full((stop.max_epochs,), jnp.nan, x.dtype)
-
-    def cond(carry):
-        epoch, _, violation, _ = carry
-        return (epoch < stop.max_epochs) & (violation > stop.tol)
-
-    def body(carry):
-        epoch, state, _, trace = carry
-        key = jax.random.fold_in(rng_key, epoch)
-        state, info = step(key, state, (x, y[:, None], mask))
-        return (
-            epoch + 1,
-            state,
-            info.violation[0],
-            trace.at[epoch].set(info.violation[0]),
-        )
-
-    carry = (0, start, jnp.array(jnp.inf, x.dtype), nan)
-    _, state, _, trace = jax.lax.while_loop(cond, body, carry)
-    return state, trace
-
-
-class MaxMarginELBO(PenalizedELBO):
-    r"""A numpyro ELBO plus a max-margin term on the posterior means at ``site``.
-
-    The loss is
-
-    .. math::
-        -\mathrm{ELBO} + \tfrac12\|(W, b)\|^2
-        + \frac{N}{B}\, C \sum_{b \in \text{batch}} \ell(W f_b + b, y_{i_b}),
-
-    with :math:`f_b` the guide's posterior location at ``site`` for image
-    :math:`i_b` of the batch (the summary :math:`q_i` of
-    :mod:`~jaxannot.inference.laplacian_elbo`: probabilities of a discrete site —
-    guide-sampled or enumerated in the model — or the location of a continuous one),
-    and :math:`N/B` the subsampling scale numpyro also applies to the plate's ELBO
-    terms, so the estimate is unbiased for the full sum.
-
-    **Weights.** :math:`[W, b]` is one numpyro param ``"{site}_maxmargin_weights"``
-    of shape ``[T, dim + 1]``, declared by the guide that :meth:`guide` returns;
-    SVI's optax optimizer then trains them jointly with the model and guide
-    parameters.
-
-    **Prediction.** :meth:`predict` runs the guide on data and applies the predictor to
-    the summaries ("fold in" = the posterior the guide gives those images):
-
-    - an amortized guide (an encoder of the data): pass the new images' data; one
-      guide run folds them in;
-    - autoguides with free per-image parameters (``AutoNormal``, ``AutoDelta``,
-      ...): :meth:`fold_in` fits the new images' local posteriors with the globals
-      fixed at the guide's median and returns the guide and params to pass to
-      :meth:`predict`; :meth:`predict` refuses (``ValueError``) data whose number of
-      images differs from the rows the guide gives (its training images'). For a
-      hand-written guide with per-image params, fit the new images' local
-      parameters with the globals fixed, then call :meth:`predict`;
-    - a site enumerated in the model: pass ``model=``; the exact local posterior
-      given the guide's globals is used.
-
-    Parameters
-    ----------
-    base : numpyro.infer.ELBO
-        The ELBO to regularize; may be a
-        :class:`~jaxannot.inference.laplacian_elbo.LaplacianELBO` (they compose).
-    site : str
-        The per-image local site whose posterior location is the feature.
-    labels, c, loss, epsilon, num_classes
-        As in :class:`MaxMargin` (``labels`` has the plate's full size ``N``).
-
-    Examples
-    --------
-    >>> elbo = MaxMarginELBO(Trace_ELBO(), "h", labels, loss="hinge")  # doctest: +SKIP
-    >>> trained_guide = elbo.guide(guide)  # doctest: +SKIP
-    >>> optimizer = optax_to_numpyro(optax.adam(1e-2))  # doctest: +SKIP
-    >>> svi = SVI(model, trained_guide, optimizer, elbo)  # doctest: +SKIP
-    >>> result = svi.run(rng_key, 2000, x)  # doctest: +SKIP
-    >>> elbo.predict(result.params, trained_guide, x)  # doctest: +SKIP
-    """
-
-    def __init__(
-        self,
-        base: ELBO,
-        site: str,
-        labels,
-        c: float = 1.0,
-        loss: str = "crammer_singer",
-        epsilon: float = 0.1,
-        *,
-        num_classes: int | None = None,
-    ):
-        super().__init__(num_particles=base.num_particles)
-        self.base, self.site = base, site
-        self.max_margin = MaxMargin(
-            labels, c, loss, epsilon, solver="optax", num_classes=num_classes
-        )
-        self.can_infer_discrete = base.can_infer_discrete
-        self.param_name = f"{site}_maxmargin_weights"
-
-    def guide(self, guide, dim: int | None = None):
-        """``guide`` plus the predictor's param ``"{site}_maxmargin_weights"``.
-
-        The param is ``[T, dim + 1]``: :math:`W` and, in its last column, :math:`b`.
-        Its initial value is built once, when SVI first runs the guide, from the
-        dimension of the site's summary.
-
-        Parameters
-        ----------
-        guide : callable
-            A guide function or autoguide; its return value is kept.
-        dim : int, optional
-            Feature dimension; needed only when ``site`` is enumerated in the model
-            (absent from the guide): its number of values ``K``.
-        """
-
-        def initial_value(rng_key, *args, **kwargs):
-            size = dim
-            if size is None:
-                with handlers.block():
-                    summary = local_summary(
-                        rng_key, {}, None, guide, self.site, *args, **kwargs
-                    )
-                size = summary.q.shape[1]
-            params = self.max_margin.init(rng_key, size)
-            return jnp.concatenate([params["weights"], params["bias"][:, None]], 1)
-
-        def guide_with_predictor(*args, **kwargs):
-            out = guide(*args, **kwargs)
-            numpyro.param(
-                self.param_name, lambda key: initial_value(key, *args, **kwargs)
-            )
-            return out
-
-        guide_with_predictor.__wrapped__ = guide  # local_summary sees autoguides
-        return guide_with_predictor
-
-    def params(self, param_map: dict) -> dict[str, Array]:
-        """The predictor's ``{"weights", "bias"}`` from SVI's params."""
-        if self.param_name not in param_map:
-            raise KeyError(
-                f"param {self.param_name!r} not found: train with the guide returned "
-                "by MaxMarginELBO.guide(guide)"
-            )
-        augmented = param_map[self.param_name]
-        return {"weights": augmented[:, :-1], "bias": augmented[:, -1]}
-
-    def features(self, rng_key, param_map, model, guide, *args, **kwargs):
-        """:class:`LocalSummary` of ``site``: features ``q`` [B, dim] and ``index``."""
-        summary = local_summary(
-            rng_key, param_map, model, guide, self.site, *args, **kwargs
-        )
-        if summary.size != self.max_margin.labels.shape[0]:
-            raise ValueError(
-                f"site {self.site!r}: its plate has {summary.size} images but labels "
-                f"has {self.max_margin.labels.shape[0]}"
-            )
-        return summary
-
-    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> Array:
-        """Regularizer plus the rescaled batch loss at the current values."""
-        summary: LocalSummary = self.features(
-            rng_key, param_map, model, guide, *args, **kwargs
-        )
-        if summary.discrete and not self.can_infer_discrete:
-            raise ValueError(
-                f"site {self.site!r} is discrete in the guide; "
-                f"{type(self.base).__name__} has no score-function term, use "
-                "TraceGraph_ELBO or enumerate it"
-            )
-        params = self.params(param_map)
-        scale = summary.size / summary.q.shape[0]
-        loss = self.max_margin.penalty(params, summary.q, summary.index)
-        return self.max_margin.regularizer(params) + scale * loss
-
-    def decision_function(self, params: dict, guide, *args, model=None, **kwargs):
-        """Scores of the images the guide folds in (class docstring)."""
-        summary = local_summary(
-            jax.random.key(0), params, model, guide, self.site, *args, **kwargs
-        )
-        return self.max_margin.decision_function(self.params(params), summary.q)
-
-    def predict(self, params: dict, guide, *args, model=None, **kwargs) -> Array:
-        """Class ids / ±1 / real values for the images the guide folds in.
-
-        The guide runs with a fixed key: the summaries are deterministic functions of
-        ``params`` (the key would only draw a plate subsample; pass full plates).
-        When the model (``model=``, or the autoguide's own) puts ``M`` images in the
-        site's plate on these arguments but the guide gives another number of rows
-        — a guide with per-image parameters fitted on the training images — this is
-        a ``ValueError``: fold the new images in first with :meth:`fold_in`.
-        """
-        summary = local_summary(
-            jax.random.key(0), params, model, guide, self.site, *args, **kwargs
-        )
-        self._check_rows(summary.q.shape[0], model, guide, args, kwargs)
-        return self.max_margin.predict(self.params(params), summary.q)
-
-    def _check_rows(self, rows: int, model, guide, args, kwargs) -> None:
-        """``ValueError`` when the data's plate at ``site`` has other than ``rows``
-        images (nothing is checked without a model to run)."""
-        model = (
-            model if model is not None else getattr(_autoguide(guide), "model", None)
-        )
-        if model is None:
-            return
-        trace = handlers.trace(handlers.seed(model, jax.random.key(0))).get_trace(
-            *args, **kwargs
-        )
-        if self.site not in trace:
-            return
-        frames = trace[self.site]["cond_indep_stack"]
-        size = min(frames, key=lambda f: f.dim).size if frames else rows
-        if size != rows:
-            raise ValueError(
-                f"predict: the data has {size} images in the plate of site "
-                f"{self.site!r}, but the guide gives {rows} images' posteriors (its "
-                "per-image parameters are the training images'); fold the new images "
-                "in first: guide, params = elbo.fold_in(rng_key, params, guide, "
-                "*new_data), then elbo.predict(params, guide, *new_data)"
-            )
-
-    def fold_in(
-        self,
-        rng_key: PRNGKey,
-        params: dict,
-        guide,
-        *args,
-        num_steps: int = 1000,
-        learning_rate: float = 0.01,
-        **kwargs,
-    ):
-        r"""Fit new images' local posteriors with the trained globals held fixed.
-
-        For an autoguide with per-image parameters (``AutoDelta``, ``AutoNormal``,
-        ...), the model is conditioned on the guide's median of every global site
-        (``guide.median(params)``: the sites outside the image plate of ``site``)
-        and a fresh autoguide of the same class is fitted to the new data by SVI on
-        the base ELBO (no max-margin term: the new images have no labels):
-        ``num_steps`` Adam steps at ``learning_rate``. The predictor's weights
-        (param ``param_name``) are carried over unchanged.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-        params : dict
-            Trained SVI params (with ``param_name``).
-        guide : callable
-            The guide :meth:`guide` returned for the training fit (wrapping an
-            autoguide).
-        *args, **kwargs
-            The new images' data, as the model takes it.
-        num_steps, learning_rate
-            The local fit's Adam steps and step size.
-
-        Returns
-        -------
-        (guide, params)
-            The new images' guide and params, to pass to :meth:`predict` with the
-            same data.
-        """
-        auto = _autoguide(guide)
-        if auto is None or not hasattr(auto, "median"):
-            raise TypeError(
-                f"fold_in: guide wraps {type(guide).__name__}, expected a numpyro "
-                "autoguide (AutoDelta, AutoNormal, ...); for an amortized guide call "
-                "predict on the new data directly"
-            )
-        from numpyro.infer import SVI
-        from numpyro.optim import Adam
-
-        medians = auto.median(params)
-        local = _plate_sites(auto.prototype_trace, self.site)
-        fixed = {k: v for k, v in medians.items() if k not in local}
-        conditioned = handlers.condition(auto.model, data=fixed)
-        new_guide = type(auto)(conditioned)
-        svi = SVI(conditioned, new_guide, Adam(learning_rate), self.base)
-        result = svi.run(rng_key, num_steps, *args, progress_bar=False, **kwargs)
-        return new_guide, {**result.params, self.param_name: params[self.param_name]}
-
-
-def _autoguide(guide):
-    """The autoguide inside ``guide`` (unwrapping :meth:`MaxMarginELBO.guide`), or
-    None."""
-    from numpyro.infer.autoguide import AutoGuide
-
-    inner = getattr(guide, "__wrapped__", guide)
-    return inner if isinstance(inner, AutoGuide) else None
-
-
-def _plate_sites(trace: dict, site: str) -> set[str]:
-    """The sample sites of ``trace`` in the same image plate as ``site``."""
-    frames = trace[site]["cond_indep_stack"]
-    plate = min(frames, key=lambda f: f.dim).name
-    return {
-        name
-        for name, node in trace.items()
-        if node["type"] == "sample"
-        and any(f.name == plate for f in node["cond_indep_stack"])
-    }

@@ -15,7 +15,8 @@ from numpyro.infer.autoguide import AutoDelta
 
 from jaxannot.graph import knn_graph
 from jaxannot.inference.laplacian_elbo import LaplacianELBO, local_summary, penalty
-from jaxannot.inference.max_margin import LOSSES, MaxMargin, MaxMarginELBO
+from jaxannot.inference.max_margin import LOSSES, MaxMargin
+from jaxannot.inference.max_margin_elbo import MaxMarginELBO
 
 # labels per loss for 8 images; the last image is unlabelled (-1 or NaN)
 LABELS = {
