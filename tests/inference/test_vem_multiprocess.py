@@ -22,7 +22,7 @@ WORKER = textwrap.dedent(
     from jaxannot.runtime import sharding
     sharding.join(sys.argv[1], 2, int(sys.argv[2]))
     from jaxannot.inference import VEM
-    from jaxannot.inference.vem import algorithm as vem_module
+    from jaxannot.inference.vem import run as vem_module
     from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
     loops = []  # the data the fit's step loop reads: (model arrays, E-step arrays)

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
-from jaxannot.inference.vem import algorithm as vem_module
+from jaxannot.inference.vem import run as vem_module
 from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.runtime import sharding

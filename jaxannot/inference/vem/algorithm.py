@@ -54,25 +54,18 @@ Seed 000: graph-regularized variational inference for image annotation.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 import jax
-import jax.numpy as jnp
 import optax
-from jax import lax
 
 from jaxannot.inference.vem.checks import (
     EmptyComponentWarning,
     check_inputs,
     check_state,
     checked_start,
-    missing_globals,
     model_errors,
     raise_fault,
-    warn_empty,
 )
 from jaxannot.inference.vem.declared import DeclaredModel
 from jaxannot.inference.vem.fit import (
@@ -81,24 +74,17 @@ from jaxannot.inference.vem.fit import (
     start_values_jit,
     step_for,
 )
-from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
-from jaxannot.inference.vem.layout import (
-    _Whole,
-    fold_in,
-    fold_in_all,
-    log_joint_all,
-    plan,
-)
+from jaxannot.inference.vem.fold_in import FoldIn
+from jaxannot.inference.vem.layout import _Whole, plan
+from jaxannot.inference.vem.run import Runs
 from jaxannot.inference.vem.steps import (
     EStep,
     ExactEStep,
     Term,
     VEMResult,
     VEMState,
-    terms_value,
 )
-from jaxannot.runtime import sharding
-from jaxannot.runtime.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count
 
 __all__ = [
     "VEM",
@@ -115,12 +101,14 @@ __all__ = [
 DEFAULT_OPTIMIZER = optax.adam(0.05)
 
 
-class VEM:
+class VEM(Runs, FoldIn):
     """Variational EM for a numpyro model with a discrete per-image local site.
 
     Shaped like ``numpyro.infer.SVI``: :meth:`init` gives a :class:`VEMState`,
     :meth:`update` advances it by one EM iteration, :meth:`run` is a compiled loop
-    over :meth:`update` whose result's ``state`` resumes the fit. A second run on
+    over :meth:`update` whose result's ``state`` resumes the fit
+    (:class:`~jaxannot.inference.vem.run.Runs`); fold-in, predictions and Laplace
+    draws are :class:`~jaxannot.inference.vem.fold_in.FoldIn`'s. A second run on
     data of the same shapes compiles nothing, and neither does a run of another
     length, nor a new ``VEM`` equal to this one (same model, E-step configuration,
     optimizer object, M-step and terms): build one per fit freely.
@@ -263,46 +251,6 @@ class VEM:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    # ----------------------------------------------------------- M-steps
-    def _m_step(self, layout, transforms, values, opt_state, term_params, phi, dynamic):
-        if self.closed_form is not None:
-            args, kw = layout.join(dynamic)
-            stats = layout.statistics(phi)
-            values = {
-                k: jnp.asarray(v)
-                for k, v in self.closed_form(stats, *args, **kw).items()
-            }
-            if self.terms:
-                term_params, opt_state = self._optax_steps(
-                    lambda tp: terms_value(self.terms, tp, phi), term_params, opt_state
-                )
-            return values, opt_state, term_params
-        unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
-
-        def loss(u_and_t):
-            u, tp = u_and_t
-            vals = {k: transforms[k](x) for k, x in u.items()}
-            value = -layout.expected(self.declared, vals, phi, dynamic)
-            return value + (terms_value(self.terms, tp, phi) if self.terms else 0.0)
-
-        (unconstrained, term_params), opt_state = self._optax_steps(
-            loss, (unconstrained, term_params), opt_state
-        )
-        values = {k: transforms[k](x) for k, x in unconstrained.items()}
-        return values, opt_state, term_params
-
-    def _optax_steps(self, loss, params, opt_state):
-        extra = isinstance(self.optimizer, optax.GradientTransformationExtraArgs)
-
-        def body(_, carry):
-            params, opt_state = carry
-            value, grads = jax.value_and_grad(loss)(params)
-            kw = dict(value=value, grad=grads, value_fn=loss) if extra else {}
-            updates, opt_state = self.optimizer.update(grads, opt_state, params, **kw)
-            return optax.apply_updates(params, updates), opt_state
-
-        return lax.fori_loop(0, self.m_steps, body, (params, opt_state))
-
     # ---------------------------------------------------------------- API
     def _prepare(self, args, kwargs):
         """Set-up, layout and placed data of a call on ``args``."""
@@ -385,283 +333,3 @@ class VEM:
         if fault[0]:
             raise_fault(fault, state.params, args, kwargs, -float(loss))
         return state, loss
-
-    def run(
-        self,
-        rng_key: jax.Array,
-        num_steps: int,
-        *args,
-        init_params: dict | None = None,
-        init_state: VEMState | None = None,
-        progress_bar: bool = True,
-        tolerance: float = 0.0,
-        restarts: int = 1,
-        **kwargs,
-    ) -> VEMResult:
-        """Run ``num_steps`` EM iterations (from ``restarts`` starts).
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            Split into an initialization key and the loop key (E-step transforms
-            that sweep in random order draw from the loop key).
-        num_steps : int
-            EM iterations (the maximum when ``tolerance > 0``), an int >= 1. Not a
-            compiled shape: runs of any length share one compiled loop.
-        *args, **kwargs
-            The model's arguments. Arrays are traced (a new corpus of the same shape
-            reuses the compiled fit); other values are static.
-        init_params : dict, optional
-            Constrained starting values of the global sites, checked by name, shape
-            and support (default: :meth:`init_params`, random soft assignments then
-            an M-step).
-        init_state : VEMState, optional
-            Go on from this state (a previous result's ``state``) instead of
-            starting anew; ``rng_key`` is then unused.
-        progress_bar : bool
-            A tqdm bar with the loss when the run lasts over ~2 s.
-        tolerance : float
-            Stop when the objective fails to improve by this relative amount
-            (E-steps that keep their best iterate, as LapVar2, always stop then).
-        restarts : int
-            Fits from this many default starts (keys split from ``rng_key``, one
-            compiled fit); the one with the highest final objective (the last
-            finite ``-losses``) is returned. :meth:`run_restarts` returns them all.
-
-        Returns
-        -------
-        VEMResult
-            With ``state``, the final :class:`VEMState`.
-
-        Raises
-        ------
-        TypeError
-            ``num_steps`` or ``restarts`` not an int.
-        ValueError
-            ``num_steps < 1``, ``init_params`` with an unknown or missing site, of
-            the wrong shape or off its support, a term with one label per image of
-            another plate size, NaN in the data reaching the log joint, an
-            observation outside its distribution's support (the images and sites
-            are named).
-        FloatingPointError
-            A non-finite log joint, posterior, objective or global value arose
-            mid-fit; the message names the EM iteration and the step.
-
-        Warns
-        -----
-        EmptyComponentWarning
-            The returned fit leaves a value of the local site with less than half
-            an image of posterior mass (unless ``warn_empty=False``).
-        """
-        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
-        restarts = check_count("restarts", restarts)
-        if restarts > 1 and (init_params is not None or init_state is not None):
-            raise ValueError(
-                "restarts > 1 draws its own starts; pass init_params or init_state, "
-                "or restarts"
-            )
-        if init_params is not None and init_state is not None:
-            raise ValueError("pass init_params (a new fit) or init_state, not both")
-        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
-        if restarts == 1:
-            result = self._run_one(
-                rng_key, num_steps, args, kwargs, init_params, opts, init_state
-            )
-        else:
-            fits = [
-                self._run_one(key, num_steps, args, kwargs, None, opts)
-                for key in jax.random.split(rng_key, restarts)
-            ]
-            result = max(fits, key=_final_objective)
-        if self.warn_empty:
-            warn_empty(result.posteriors)
-        return result
-
-    def run_restarts(
-        self,
-        rng_key: jax.Array,
-        restarts: int,
-        num_steps: int,
-        *args,
-        num_draws: int = 0,
-        progress_bar: bool = True,
-        tolerance: float = 0.0,
-        **kwargs,
-    ) -> list[VEMResult]:
-        """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            Split into one key per restart (as ``run(..., restarts=...)``) and, with
-            ``num_draws``, the draws' key.
-        restarts, num_steps : int
-        *args, **kwargs, progress_bar, tolerance
-            As :meth:`run`.
-        num_draws : int
-            With ``num_draws > 0``, each fit carries that many draws of the global
-            posterior its local posteriors imply (:meth:`laplace_draws`), which
-            :func:`~jaxannot.diagnostics.to_inference_data` turns into draws of
-            each chain.
-
-        Returns
-        -------
-        list of VEMResult
-            One per restart, in key order; each warns
-            (:class:`EmptyComponentWarning`) if it left a component empty.
-        """
-        restarts = check_count("restarts", restarts)
-        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
-        num_draws = check_count("num_draws", num_draws, 0)
-        keys = jax.random.split(rng_key, restarts)
-        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
-        fits = []
-        for r, key in enumerate(keys):
-            fit = self._run_one(key, num_steps, args, kwargs, None, opts)
-            if self.warn_empty:
-                warn_empty(fit.posteriors, f"restart {r}")
-            if num_draws:  # a key apart from the two the fit split its key into
-                key = jax.random.fold_in(key, 1)
-                fit = self.laplace_draws(key, fit, num_draws, *args, **kwargs)
-            fits.append(fit)
-        return fits
-
-    def _run_one(
-        self, rng_key, num_steps, args, kwargs, init_params, opts, init_state=None
-    ):
-        setup, dynamic, layout, placed = self._prepare(args, kwargs)
-        if init_state is None:
-            state = self._init(
-                setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
-            )
-        else:
-            check_state(setup.structure, init_state)
-            state = layout.place(init_state, self.estep.arrays)[0]
-        step = step_for(self, layout, opts["tolerance"])
-        with model_errors(self.plate, args, kwargs):
-            state, losses = run_steps(
-                step,
-                state,
-                num_steps,
-                data=(placed, self.estep.arrays),
-                progress_bar=opts["progress_bar"],
-                desc="VEM",
-            )
-        fault = jax.device_get(state.fault)
-        if fault[0]:
-            at = int(fault[1]) - (int(state.iteration) - num_steps)
-            objective = -losses[at] if 0 <= at < num_steps else None
-            raise_fault(fault, state.params, args, kwargs, objective, self)
-        if self.estep.keep_best:
-            values, phi, term_params = state.best
-        else:
-            values, phi, term_params = state.params, state.posteriors, state.term_params
-        params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
-        params["terms"] = term_params
-        return VEMResult(params, layout.real(phi), losses, state=state)
-
-    def laplace_draws(
-        self, rng_key: jax.Array, result: VEMResult, num_draws: int, *args, **kwargs
-    ) -> VEMResult:
-        r"""``result`` with draws of the global posterior its posteriors imply.
-
-        The draws come from the Laplace approximation of
-        :math:`q(\theta) \propto \exp(\sum_{ik}\phi_{ik} a_{ik}(\theta) + \log
-        p(\theta))` at ``result.params``, in the sites' unconstrained coordinates
-        (the factor of :math:`\theta` that mean-field variational Bayes pairs with
-        the posteriors :math:`\phi`; :mod:`~jaxannot.inference.vem.global_sites`). Each
-        draw's own fold-in posteriors come along. The Hessian is dense: at most
-        ``MAX_LAPLACE_DIM`` (4096) coordinates.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-        result : VEMResult
-            A fit of this VEM on ``args``.
-        num_draws : int
-        *args, **kwargs
-            The model's arguments, as given to :meth:`run`.
-
-        Returns
-        -------
-        VEMResult
-            ``result`` with ``draws`` ``{site: [num_draws, ...]}`` and
-            ``draw_posteriors`` ``[num_draws, images, K]``.
-
-        Warns
-        -----
-        UserWarning
-            ``result.params`` is not a maximum of the expected complete log joint
-            (a direction of non-positive curvature, drawn with unit precision).
-        """
-        setup, dynamic = self.declared.setup(args, kwargs)
-        s = setup.structure
-        missing_globals(s, result.params, "result.params")
-        if int(num_draws) < 1:
-            raise ValueError(f"num_draws must be >= 1, got {num_draws}")
-        dim = sum(int(np.prod(shape)) for shape in s.global_shapes)
-        if dim > MAX_LAPLACE_DIM:
-            raise ValueError(
-                f"the global sites have {dim} coordinates; Laplace draws need a dense "
-                f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
-            )
-        values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
-        layout = _Whole(setup)
-        draws, smallest = laplace_draws(
-            self.declared,
-            layout,
-            int(num_draws),
-            rng_key,
-            values,
-            result.posteriors,
-            dynamic,
-        )
-        if float(smallest) <= 0:
-            warnings.warn(
-                "the fit's global values are not a maximum of the expected complete "
-                f"log joint (Hessian eigenvalue {float(smallest):.3g}); draws along "
-                "such directions use unit precision: fit longer (num_steps, m_steps)",
-                UserWarning,
-                stacklevel=2,
-            )
-        phis = fold_in_all(self.declared, layout, draws, dynamic)
-        return result._replace(draws=draws, draw_posteriors=phis)
-
-    def local_log_joint(self, params: dict, *args, **kwargs) -> jax.Array:
-        """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
-        ``args`` and value ``k`` under the global values ``params``, [N, K]."""
-        with model_errors(self.plate, args, kwargs):
-            setup, dynamic = self.declared.setup(args, kwargs)
-        values = checked_start(self, setup, params, (args, kwargs), what="params")
-        with model_errors(self.plate, args, kwargs):
-            return log_joint_all(self.declared, _Whole(setup), values, dynamic)
-
-    def posteriors_for(self, params: dict, *args, **kwargs) -> jax.Array:
-        """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
-        the images in ``args`` under ``params`` (fold-in of new images), [N, K].
-
-        ``params`` is checked as ``init_params`` is (names, shapes, supports);
-        data whose shapes do not fit the globals' (another feature count) get an
-        error naming the arguments and their shapes."""
-        with model_errors(self.plate, args, kwargs):
-            setup, dynamic = self.declared.setup(args, kwargs)
-        values = checked_start(self, setup, params, (args, kwargs), what="params")
-        with model_errors(self.plate, args, kwargs):
-            return fold_in(self.declared, _Whole(setup), values, dynamic)
-
-    def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):
-        """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
-        in ``args``, from their fold-in posteriors."""
-        if not self.terms:
-            raise ValueError("this VEM has no extra terms to predict with")
-        if not 0 <= int(term) < len(self.terms):
-            raise ValueError(f"term must be in [0, {len(self.terms)}), got {term}")
-        phi = self.posteriors_for(result.params, *args, **kwargs)
-        return self.terms[term].predict(result.params["terms"][term], phi)
-
-
-def _final_objective(result: VEMResult) -> float:
-    """The last finite objective of a fit (``-inf`` if none)."""
-    objective = -np.asarray(result.losses, np.float64)
-    finite = objective[np.isfinite(objective)]
-    return float(finite[-1]) if finite.size else -np.inf

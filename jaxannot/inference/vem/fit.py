@@ -28,6 +28,7 @@ from jaxannot.inference.vem.checks import (
 )
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import _Whole
+from jaxannot.inference.vem.m_step import m_step
 from jaxannot.inference.vem.steps import (
     VEMState,
     dual_updates,
@@ -100,15 +101,51 @@ def initial_state(vem, whole, layout, rng_key, values, dyn_whole, dyn_layout):
     )
 
 
+def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):
+    r"""The E-step of one EM iteration: ``(a, new_phi, objective)``.
+
+    ``a`` the local log joint under ``values``, ``new_phi`` the E-step transform's
+    posteriors refined for the extra terms, ``objective`` :math:`\mathcal{L}` at
+    them (the E-step's value, minus the terms, plus the log prior)."""
+    args, kwargs = layout.join(dynamic)
+    a = layout.log_joint(vem.declared, values, dynamic)
+    new_phi, q = layout.estep(vem.estep, e_arrays, rng_key, phi, a)
+    new_phi = refine_for_terms(vem.terms, term_params, new_phi, a, vem.term_steps)
+    if vem.terms:  # the refinement moved phi: re-evaluate
+        q = vem.estep.objective(e_arrays, new_phi, a)
+        q = q - terms_value(vem.terms, term_params, new_phi)
+    objective = q + vem.declared.log_prior(layout.setup, values, args, kwargs)
+    return a, new_phi, objective
+
+
+def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance):
+    """``(improved, halt, best)`` after an iteration reached ``objective`` with the
+    fitted ``(values, phi, term_params)`` (``ok``: no fault).
+
+    It improved on the best objective by ``tolerance`` (relative), or is the first.
+    An E-step that keeps its best iterate halts when it did not improve and keeps
+    the best of the fitted; otherwise the fit is the last iterate and halts on a
+    fault, or with ``tolerance > 0`` when it did not improve (a fault raises after
+    the loop)."""
+    it, best_obj = state.iteration, state.best_objective
+    improved = ok & ((it == 0) | (objective > best_obj + tolerance * jnp.abs(best_obj)))
+    if keep_best:
+        best = jax.tree_util.tree_map(
+            lambda n, o: jnp.where(improved, n, o), fitted, state.best
+        )
+        return improved, ~improved, best
+    late = (it > 0) & ~improved if tolerance > 0 else False
+    return improved, late | ~ok, ()
+
+
 @functools.lru_cache(maxsize=64)
 def step_for(vem, layout, tolerance: float):
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).
     ``data`` (the model's arrays and the E-step's) is read, never returned: a
     loop that carried it would copy the whole corpus into its output."""
-    estep = vem.estep
     setup = layout.setup
-    keep_best = bool(estep.keep_best)
+    keep_best = bool(vem.estep.keep_best)
 
     def step(t, state: VEMState, data):
         del t
@@ -120,16 +157,11 @@ def step_for(vem, layout, tolerance: float):
 
         def iterate(_):
             rng2, sub = jax.random.split(state.rng_key)
-            a = layout.log_joint(vem.declared, values, dynamic)
-            new_phi, q = layout.estep(estep, e_arrays, sub, phi, a)
-            new_phi = refine_for_terms(
-                vem.terms, term_params, new_phi, a, vem.term_steps
+            a, new_phi, objective = _e_step(
+                vem, layout, e_arrays, sub, values, phi, term_params, dynamic
             )
-            if vem.terms:  # the refinement moved phi: re-evaluate
-                q = estep.objective(e_arrays, new_phi, a)
-                q = q - terms_value(vem.terms, term_params, new_phi)
-            objective = q + vem.declared.log_prior(setup, values, args, kwargs)
-            new_values, new_opt, new_tp = vem._m_step(
+            new_values, new_opt, new_tp = m_step(
+                vem,
                 layout,
                 transforms,
                 values,
@@ -145,22 +177,14 @@ def step_for(vem, layout, tolerance: float):
                 values,
                 new_values,
             )
-            ok = code == 0
-            best_obj = state.best_objective
-            improved = ok & (
-                (it == 0) | (objective > best_obj + tolerance * jnp.abs(best_obj))
+            improved, halt, new_best = _progress(
+                state,
+                code == 0,
+                objective,
+                (new_values, new_phi, new_tp),
+                keep_best,
+                tolerance,
             )
-            if keep_best:
-                halt = ~improved
-                new_best = jax.tree_util.tree_map(
-                    lambda n, o: jnp.where(improved, n, o),
-                    (new_values, new_phi, new_tp),
-                    state.best,
-                )
-            else:  # the fit is the last iterate (a fault raises after the loop)
-                late = (it > 0) & ~improved if tolerance > 0 else False
-                halt = late | ~ok
-                new_best = ()
             new_state = VEMState(
                 rng2,
                 new_values,
@@ -168,7 +192,7 @@ def step_for(vem, layout, tolerance: float):
                 new_opt,
                 new_tp,
                 new_best,
-                jnp.where(improved, objective, best_obj),
+                jnp.where(improved, objective, state.best_objective),
                 halt,
                 record_fault(state.fault, code, it),
                 it + 1,

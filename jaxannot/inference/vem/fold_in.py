@@ -1,0 +1,129 @@
+"""What a :class:`~jaxannot.inference.vem.algorithm.VEM` fit says about images.
+
+:class:`FoldIn`, a base class of :class:`~jaxannot.inference.vem.algorithm.VEM`:
+the local log joint and exact posteriors of (new) images under fitted global values
+(fold-in), the extra terms' predictions from them, and draws of the global posterior
+a fit's posteriors imply (:meth:`~FoldIn.laplace_draws`, from
+:mod:`~jaxannot.inference.vem.global_sites`).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.inference.vem.checks import checked_start, missing_globals, model_errors
+from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
+from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_joint_all
+from jaxannot.inference.vem.steps import VEMResult
+
+__all__ = ["FoldIn"]
+
+
+class FoldIn:
+    """Fold-in, predictions and Laplace draws of
+    :class:`~jaxannot.inference.vem.algorithm.VEM` (a base class of it: the methods
+    use its ``declared``, ``plate`` and ``terms``)."""
+
+    def laplace_draws(
+        self, rng_key: jax.Array, result: VEMResult, num_draws: int, *args, **kwargs
+    ) -> VEMResult:
+        r"""``result`` with draws of the global posterior its posteriors imply.
+
+        The draws come from the Laplace approximation of
+        :math:`q(\theta) \propto \exp(\sum_{ik}\phi_{ik} a_{ik}(\theta) + \log
+        p(\theta))` at ``result.params``, in the sites' unconstrained coordinates
+        (the factor of :math:`\theta` that mean-field variational Bayes pairs with
+        the posteriors :math:`\phi`; :mod:`~jaxannot.inference.vem.global_sites`). Each
+        draw's own fold-in posteriors come along. The Hessian is dense: at most
+        ``MAX_LAPLACE_DIM`` (4096) coordinates.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+        result : VEMResult
+            A fit of this VEM on ``args``.
+        num_draws : int
+        *args, **kwargs
+            The model's arguments, as given to :meth:`run`.
+
+        Returns
+        -------
+        VEMResult
+            ``result`` with ``draws`` ``{site: [num_draws, ...]}`` and
+            ``draw_posteriors`` ``[num_draws, images, K]``.
+
+        Warns
+        -----
+        UserWarning
+            ``result.params`` is not a maximum of the expected complete log joint
+            (a direction of non-positive curvature, drawn with unit precision).
+        """
+        setup, dynamic = self.declared.setup(args, kwargs)
+        s = setup.structure
+        missing_globals(s, result.params, "result.params")
+        if int(num_draws) < 1:
+            raise ValueError(f"num_draws must be >= 1, got {num_draws}")
+        dim = sum(int(np.prod(shape)) for shape in s.global_shapes)
+        if dim > MAX_LAPLACE_DIM:
+            raise ValueError(
+                f"the global sites have {dim} coordinates; Laplace draws need a dense "
+                f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
+            )
+        values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
+        layout = _Whole(setup)
+        draws, smallest = laplace_draws(
+            self.declared,
+            layout,
+            int(num_draws),
+            rng_key,
+            values,
+            result.posteriors,
+            dynamic,
+        )
+        if float(smallest) <= 0:
+            warnings.warn(
+                "the fit's global values are not a maximum of the expected complete "
+                f"log joint (Hessian eigenvalue {float(smallest):.3g}); draws along "
+                "such directions use unit precision: fit longer (num_steps, m_steps)",
+                UserWarning,
+                stacklevel=2,
+            )
+        phis = fold_in_all(self.declared, layout, draws, dynamic)
+        return result._replace(draws=draws, draw_posteriors=phis)
+
+    def local_log_joint(self, params: dict, *args, **kwargs) -> jax.Array:
+        """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
+        ``args`` and value ``k`` under the global values ``params``, [N, K]."""
+        with model_errors(self.plate, args, kwargs):
+            setup, dynamic = self.declared.setup(args, kwargs)
+        values = checked_start(self, setup, params, (args, kwargs), what="params")
+        with model_errors(self.plate, args, kwargs):
+            return log_joint_all(self.declared, _Whole(setup), values, dynamic)
+
+    def posteriors_for(self, params: dict, *args, **kwargs) -> jax.Array:
+        """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
+        the images in ``args`` under ``params`` (fold-in of new images), [N, K].
+
+        ``params`` is checked as ``init_params`` is (names, shapes, supports);
+        data whose shapes do not fit the globals' (another feature count) get an
+        error naming the arguments and their shapes."""
+        with model_errors(self.plate, args, kwargs):
+            setup, dynamic = self.declared.setup(args, kwargs)
+        values = checked_start(self, setup, params, (args, kwargs), what="params")
+        with model_errors(self.plate, args, kwargs):
+            return fold_in(self.declared, _Whole(setup), values, dynamic)
+
+    def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):
+        """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
+        in ``args``, from their fold-in posteriors."""
+        if not self.terms:
+            raise ValueError("this VEM has no extra terms to predict with")
+        if not 0 <= int(term) < len(self.terms):
+            raise ValueError(f"term must be in [0, {len(self.terms)}), got {term}")
+        phi = self.posteriors_for(result.params, *args, **kwargs)
+        return self.terms[term].predict(result.params["terms"][term], phi)

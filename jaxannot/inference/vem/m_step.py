@@ -1,0 +1,69 @@
+"""The M-step of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
+
+- :func:`m_step`: the global values given the posteriors, by the closed form
+  (``m_step=``) or by optax steps on the expected complete log joint, together with
+  the extra terms' parameters.
+- :func:`optax_steps`: the optimizer's steps of one M-step, in one ``fori_loop``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from jaxannot.inference.vem.steps import terms_value
+
+__all__ = ["m_step", "optax_steps"]
+
+
+def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic):
+    r"""One M-step of ``vem``: ``(values, opt_state, term_params)``.
+
+    With a closed form (``vem.closed_form``) the global values are its answer to the
+    posteriors ``phi`` and the extra terms' parameters take ``vem.m_steps`` optax
+    steps on :math:`\sum_t \Omega_t(\Phi, \eta_t)`; otherwise the globals, in
+    unconstrained coordinates (``transforms``), and the terms' parameters take
+    ``vem.m_steps`` optax steps together on the negative expected complete log joint
+    :math:`-\sum_{ik}\phi_{ik}a_{ik}(\theta) - \log p(\theta)` plus the terms.
+    """
+    if vem.closed_form is not None:
+        args, kw = layout.join(dynamic)
+        stats = layout.statistics(phi)
+        values = {
+            k: jnp.asarray(v) for k, v in vem.closed_form(stats, *args, **kw).items()
+        }
+        if vem.terms:
+            term_params, opt_state = optax_steps(
+                vem, lambda tp: terms_value(vem.terms, tp, phi), term_params, opt_state
+            )
+        return values, opt_state, term_params
+    unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
+
+    def loss(u_and_t):
+        u, tp = u_and_t
+        vals = {k: transforms[k](x) for k, x in u.items()}
+        value = -layout.expected(vem.declared, vals, phi, dynamic)
+        return value + (terms_value(vem.terms, tp, phi) if vem.terms else 0.0)
+
+    (unconstrained, term_params), opt_state = optax_steps(
+        vem, loss, (unconstrained, term_params), opt_state
+    )
+    values = {k: transforms[k](x) for k, x in unconstrained.items()}
+    return values, opt_state, term_params
+
+
+def optax_steps(vem, loss, params, opt_state):
+    """``vem.m_steps`` steps of ``vem.optimizer`` on ``loss(params)``:
+    ``(params, opt_state)`` (one ``fori_loop``)."""
+    extra = isinstance(vem.optimizer, optax.GradientTransformationExtraArgs)
+
+    def body(_, carry):
+        params, opt_state = carry
+        value, grads = jax.value_and_grad(loss)(params)
+        kw = dict(value=value, grad=grads, value_fn=loss) if extra else {}
+        updates, opt_state = vem.optimizer.update(grads, opt_state, params, **kw)
+        return optax.apply_updates(params, updates), opt_state
+
+    return lax.fori_loop(0, vem.m_steps, body, (params, opt_state))

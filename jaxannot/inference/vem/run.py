@@ -1,0 +1,218 @@
+"""How a :class:`~jaxannot.inference.vem.algorithm.VEM` runs a fit.
+
+- :class:`Runs`: :meth:`~Runs.run` (the compiled loop, from one start or the best of
+  several) and :meth:`~Runs.run_restarts` (every start's fit, e.g. as arviz chains),
+  the half of :class:`~jaxannot.inference.vem.algorithm.VEM` that drives fits.
+- :func:`run_one`: one fit, from a start or a state, through
+  :func:`~jaxannot.runtime.progress.run_steps`.
+- :func:`final_objective`: the last finite objective of a fit, which picks the best
+  restart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+
+from jaxannot.inference.vem.checks import (
+    check_state,
+    model_errors,
+    raise_fault,
+    warn_empty,
+)
+from jaxannot.inference.vem.fit import step_for
+from jaxannot.inference.vem.steps import VEMResult, VEMState
+from jaxannot.runtime import sharding
+from jaxannot.runtime.progress import check_count, run_steps
+
+__all__ = ["Runs", "final_objective", "run_one"]
+
+
+class Runs:
+    """:meth:`run` and :meth:`run_restarts` of
+    :class:`~jaxannot.inference.vem.algorithm.VEM` (a base class of it: the methods
+    use its ``_prepare``, ``_init``, ``estep`` and ``laplace_draws``)."""
+
+    def run(
+        self,
+        rng_key: jax.Array,
+        num_steps: int,
+        *args,
+        init_params: dict | None = None,
+        init_state: VEMState | None = None,
+        progress_bar: bool = True,
+        tolerance: float = 0.0,
+        restarts: int = 1,
+        **kwargs,
+    ) -> VEMResult:
+        """Run ``num_steps`` EM iterations (from ``restarts`` starts).
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Split into an initialization key and the loop key (E-step transforms
+            that sweep in random order draw from the loop key).
+        num_steps : int
+            EM iterations (the maximum when ``tolerance > 0``), an int >= 1. Not a
+            compiled shape: runs of any length share one compiled loop.
+        *args, **kwargs
+            The model's arguments. Arrays are traced (a new corpus of the same shape
+            reuses the compiled fit); other values are static.
+        init_params : dict, optional
+            Constrained starting values of the global sites, checked by name, shape
+            and support (default: :meth:`init_params`, random soft assignments then
+            an M-step).
+        init_state : VEMState, optional
+            Go on from this state (a previous result's ``state``) instead of
+            starting anew; ``rng_key`` is then unused.
+        progress_bar : bool
+            A tqdm bar with the loss when the run lasts over ~2 s.
+        tolerance : float
+            Stop when the objective fails to improve by this relative amount
+            (E-steps that keep their best iterate, as LapVar2, always stop then).
+        restarts : int
+            Fits from this many default starts (keys split from ``rng_key``, one
+            compiled fit); the one with the highest final objective (the last
+            finite ``-losses``) is returned. :meth:`run_restarts` returns them all.
+
+        Returns
+        -------
+        VEMResult
+            With ``state``, the final :class:`VEMState`.
+
+        Raises
+        ------
+        TypeError
+            ``num_steps`` or ``restarts`` not an int.
+        ValueError
+            ``num_steps < 1``, ``init_params`` with an unknown or missing site, of
+            the wrong shape or off its support, a term with one label per image of
+            another plate size, NaN in the data reaching the log joint, an
+            observation outside its distribution's support (the images and sites
+            are named).
+        FloatingPointError
+            A non-finite log joint, posterior, objective or global value arose
+            mid-fit; the message names the EM iteration and the step.
+
+        Warns
+        -----
+        EmptyComponentWarning
+            The returned fit leaves a value of the local site with less than half
+            an image of posterior mass (unless ``warn_empty=False``).
+        """
+        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+        restarts = check_count("restarts", restarts)
+        if restarts > 1 and (init_params is not None or init_state is not None):
+            raise ValueError(
+                "restarts > 1 draws its own starts; pass init_params or init_state, "
+                "or restarts"
+            )
+        if init_params is not None and init_state is not None:
+            raise ValueError("pass init_params (a new fit) or init_state, not both")
+        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
+        if restarts == 1:
+            result = run_one(
+                self, rng_key, num_steps, args, kwargs, init_params, opts, init_state
+            )
+        else:
+            fits = [
+                run_one(self, key, num_steps, args, kwargs, None, opts)
+                for key in jax.random.split(rng_key, restarts)
+            ]
+            result = max(fits, key=final_objective)
+        if self.warn_empty:
+            warn_empty(result.posteriors)
+        return result
+
+    def run_restarts(
+        self,
+        rng_key: jax.Array,
+        restarts: int,
+        num_steps: int,
+        *args,
+        num_draws: int = 0,
+        progress_bar: bool = True,
+        tolerance: float = 0.0,
+        **kwargs,
+    ) -> list[VEMResult]:
+        """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Split into one key per restart (as ``run(..., restarts=...)``) and, with
+            ``num_draws``, the draws' key.
+        restarts, num_steps : int
+        *args, **kwargs, progress_bar, tolerance
+            As :meth:`run`.
+        num_draws : int
+            With ``num_draws > 0``, each fit carries that many draws of the global
+            posterior its local posteriors imply (:meth:`laplace_draws`), which
+            :func:`~jaxannot.diagnostics.to_inference_data` turns into draws of
+            each chain.
+
+        Returns
+        -------
+        list of VEMResult
+            One per restart, in key order; each warns
+            (:class:`EmptyComponentWarning`) if it left a component empty.
+        """
+        restarts = check_count("restarts", restarts)
+        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+        num_draws = check_count("num_draws", num_draws, 0)
+        keys = jax.random.split(rng_key, restarts)
+        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
+        fits = []
+        for r, key in enumerate(keys):
+            fit = run_one(self, key, num_steps, args, kwargs, None, opts)
+            if self.warn_empty:
+                warn_empty(fit.posteriors, f"restart {r}")
+            if num_draws:  # a key apart from the two the fit split its key into
+                key = jax.random.fold_in(key, 1)
+                fit = self.laplace_draws(key, fit, num_draws, *args, **kwargs)
+            fits.append(fit)
+        return fits
+
+
+def run_one(vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state=None):
+    """One fit of ``vem.run``: from ``init_params`` (None: the default start) or
+    ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault
+    raises with the iteration and the step that met it."""
+    setup, dynamic, layout, placed = vem._prepare(args, kwargs)
+    if init_state is None:
+        state = vem._init(
+            setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
+        )
+    else:
+        check_state(setup.structure, init_state)
+        state = layout.place(init_state, vem.estep.arrays)[0]
+    step = step_for(vem, layout, opts["tolerance"])
+    with model_errors(vem.plate, args, kwargs):
+        state, losses = run_steps(
+            step,
+            state,
+            num_steps,
+            data=(placed, vem.estep.arrays),
+            progress_bar=opts["progress_bar"],
+            desc="VEM",
+        )
+    fault = jax.device_get(state.fault)
+    if fault[0]:
+        at = int(fault[1]) - (int(state.iteration) - num_steps)
+        objective = -losses[at] if 0 <= at < num_steps else None
+        raise_fault(fault, state.params, args, kwargs, objective, vem)
+    if vem.estep.keep_best:
+        values, phi, term_params = state.best
+    else:
+        values, phi, term_params = state.params, state.posteriors, state.term_params
+    params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
+    params["terms"] = term_params
+    return VEMResult(params, layout.real(phi), losses, state=state)
+
+
+def final_objective(result: VEMResult) -> float:
+    """The last finite objective of a fit (``-inf`` if none)."""
+    objective = -np.asarray(result.losses, np.float64)
+    finite = objective[np.isfinite(objective)]
+    return float(finite[-1]) if finite.size else -np.inf
