@@ -107,7 +107,7 @@ def _svi_rows(toy, lams, steps):
     from numpyro.infer import SVI, TraceEnum_ELBO
 
     from jaxannot.inference import LaplacianELBO
-    from jaxannot.inference.laplacian_elbo import local_summary
+    from jaxannot.inference.local_summary import local_summary
 
     def model(counts, k):
         n, v = counts.shape

@@ -28,11 +28,8 @@ import numpyro
 from numpyro import handlers
 from numpyro.infer.elbo import ELBO
 
-from jaxannot.inference.laplacian_elbo import (
-    LocalSummary,
-    PenalizedELBO,
-    local_summary,
-)
+from jaxannot.inference.laplacian_elbo import PenalizedELBO
+from jaxannot.inference.local_summary import LocalSummary, local_summary
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, PRNGKey
 

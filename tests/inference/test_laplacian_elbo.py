@@ -22,12 +22,8 @@ from numpyro.infer import (
 from numpyro.infer.autoguide import AutoDelta, AutoDiagonalNormal, AutoNormal
 
 from jaxannot.graph import knn_graph, laplacian_penalty, to_scipy
-from jaxannot.inference.laplacian_elbo import (
-    LaplacianELBO,
-    local_distribution,
-    local_summary,
-    penalty,
-)
+from jaxannot.inference.laplacian_elbo import LaplacianELBO, penalty
+from jaxannot.inference.local_summary import local_distribution, local_summary
 
 PRIOR_SD = 3.0
 X = np.array([-2.0, 1.5, -0.5, 2.5, 0.0, -1.0, 3.0, 1.0], np.float32)

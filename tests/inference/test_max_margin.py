@@ -14,7 +14,8 @@ from numpyro.infer import SVI, Trace_ELBO
 from numpyro.infer.autoguide import AutoDelta
 
 from jaxannot.graph import knn_graph
-from jaxannot.inference.laplacian_elbo import LaplacianELBO, local_summary, penalty
+from jaxannot.inference.laplacian_elbo import LaplacianELBO, penalty
+from jaxannot.inference.local_summary import local_summary
 from jaxannot.inference.max_margin import LOSSES, MaxMargin
 from jaxannot.inference.max_margin_elbo import MaxMarginELBO
 
