@@ -21,7 +21,10 @@ is handed.
   (:class:`MaxMarginELBO`).
 - :mod:`~jaxannot.inference.em` — generic (variational) EM driver, jit-compiled once.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
+- :mod:`~jaxannot.inference.lapvar_update` — LapVar1's update of one variable.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
+- :mod:`~jaxannot.inference.local_summary` — the posterior summary of a per-image
+  site that those penalties act on.
 - :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
 
 Solvers shared by several methods are in :mod:`jaxannot.solvers`, the solvers of one

@@ -33,8 +33,10 @@ LapVar1
     \mathrm{lse}(r_i)]`. Newton's method on :math:`\nu` from the bracket's end where
     the sum exceeds 1 moves monotonically to the root (a handful of O(K) steps to
     float32 precision), so a component at :math:`10^{-26}` reaches its optimal value
-    in one update, however far that is. The new :math:`\phi_i` replaces the old one
-    unless it reads lower in :math:`f_i` by more than float32 round-off. Each
+    in one update, however far that is
+    (:func:`~jaxannot.inference.lapvar_update.newton_update`). The new
+    :math:`\phi_i` replaces the old one unless it reads lower in :math:`f_i` by
+    more than float32 round-off. Each
     variable is updated once per sweep in random order; non-adjacent variables are
     updated together (a greedy graph colouring; the colour classes are visited in a
     fresh random order every sweep), which leaves every update — and the fixed
@@ -91,6 +93,7 @@ from jaxannot.graph.neighbour_table import (
     neighbour_table,
     pad_dummy_row,
 )
+from jaxannot.inference.lapvar_update import newton_update
 
 __all__ = [
     "LapVar1",
@@ -100,8 +103,6 @@ __all__ = [
     "neighbour_sums",
     "laplacian_penalty",
     "regularized_objective",
-    "local_objective",
-    "newton_update",
     "lapvar1_sweep",
     "lapvar2_estep",
     "ALGORITHMS",
@@ -112,17 +113,6 @@ ALGORITHMS = ("lapvar1", "lapvar2")
 #: How :class:`LapVar1` and :class:`LapVar2` scale the graph's weights.
 SCALES = ("mean_degree", "none")
 
-# Newton iterations for W(e^L) from softplus(L): three reach float32 precision for
-# every L > _W_SERIES (measured against scipy.special.lambertw on L in [-80, 80]).
-_W_NEWTON = 3
-# Below this L, W(e^L) = e^L to float32 precision (W(x) = x - x^2 + ...).
-_W_SERIES = -30.0
-# Where w = c phi exceeds this, phi is read as w / c: log phi = s - w would lose the
-# digits of phi to the cancellation of two large terms.
-_W_DIRECT = 1.0
-# An update is kept unless f_i reads lower by more than this many units of float32
-# round-off (eps = 1.2e-7) of its terms: an exact maximizer may read a few ulps lower.
-_ACCEPT_ULPS = 8 * 1.2e-7
 # Floor on probabilities inside log (float32 smallest normal is ~1.2e-38).
 _TINY = 1e-30
 
@@ -137,68 +127,6 @@ def regularized_objective(
 ) -> jax.Array:
     """:math:`Q(\\Phi)` of the module docstring for ``phi``, ``a`` [nodes, K]."""
     return _entropy_terms(phi, a) - lam * laplacian_penalty(phi, table)
-
-
-def local_objective(phi_i, a_i, m_i, d_i, lam) -> jax.Array:
-    """:math:`f_i(\\phi_i)`: the terms of :math:`Q` that depend on one variable."""
-    return (
-        phi_i @ a_i
-        - jax.scipy.special.xlogy(phi_i, phi_i).sum()
-        - lam * (d_i * (phi_i @ phi_i) - 2.0 * (phi_i @ m_i))
-    )
-
-
-def _lambert_w_exp(log_x: jax.Array) -> jax.Array:
-    """:math:`W(e^L)`, the principal branch of Lambert W at :math:`e^L`, elementwise.
-
-    Newton's method on :math:`w + \\log w = L` from :math:`\\log(1 + e^L)`, an upper
-    bound of the root on a concave increasing function, so every iterate stays
-    positive; :math:`e^L` itself below ``_W_SERIES`` (and 0 at :math:`L = -\\infty`).
-    """
-    lc = jnp.maximum(log_x, _W_SERIES)
-    w = jax.nn.softplus(lc)
-    for _ in range(_W_NEWTON):
-        w = w * (1.0 + lc - jnp.log(w)) / (1.0 + w)
-    return jnp.where(log_x > _W_SERIES, w, jnp.exp(log_x))
-
-
-def newton_update(phi_i, a_i, m_i, d_i, lam, num_steps: int = 10) -> jax.Array:
-    r"""Maximize :math:`f_i` over the simplex: Newton's method on the multiplier.
-
-    With :math:`c = 2\lambda d_i`, :math:`r = a_i + 2\lambda m_i` shifted so that
-    :math:`\mathrm{lse}(r) = 0`, and :math:`t = \mathrm{lse}(r_i) - \nu`, the
-    maximizer for a multiplier is :math:`\phi_k(t) = W(c\,e^{r_k + t}) / c`
-    (:math:`e^{r_k}` when :math:`c = 0`); :math:`S(t) = \sum_k\phi_k(t)` is convex
-    increasing with :math:`S(0) \le 1 \le S(c)`, so Newton's method on
-    :math:`S(t) = 1` from :math:`t = c` decreases monotonically to the root.
-    ``num_steps`` steps (each O(K)); the result is renormalized and replaces
-    ``phi_i`` unless :math:`f_i` reads lower by more than float32 round-off. It does
-    not depend on ``phi_i`` otherwise: a sharp start is no obstacle. One variable,
-    [K]; vmap over independent variables.
-    """
-    lam = jnp.asarray(lam, phi_i.dtype)
-    a_i = a_i - a_i.max()  # f_i changes by a constant on the simplex
-    c = 2.0 * lam * d_i
-    r = a_i + 2.0 * lam * m_i
-    r = r - jax.nn.logsumexp(r)
-    log_c = jnp.log(c)  # -inf for c = 0: w = 0 and phi = softmax(r)
-
-    def solution(t):
-        w = _lambert_w_exp(log_c + r + t)  # w = c phi
-        return jnp.where(w > _W_DIRECT, w / c, jnp.exp(r + t - w)), w
-
-    def step(_, t):
-        phi, w = solution(t)
-        slope = (phi / (1.0 + w)).sum()  # dS/dt > 0
-        return jnp.clip(t - (phi.sum() - 1.0) / slope, 0.0, t)
-
-    t = lax.fori_loop(0, num_steps, step, c)
-    new = solution(t)[0]
-    new = new / new.sum()
-    old_value = local_objective(phi_i, a_i, m_i, d_i, lam)
-    new_value = local_objective(new, a_i, m_i, d_i, lam)
-    scale = 1.0 + jnp.abs(a_i) @ (phi_i + new) + 2.0 * lam * (d_i + m_i.sum())
-    return jnp.where(new_value >= old_value - _ACCEPT_ULPS * scale, new, phi_i)
 
 
 @functools.partial(jax.jit, static_argnames=("num_newton_steps",))
@@ -319,7 +247,7 @@ class LapVar1:
         (``benchmarks/graph_regularization.py``).
     sweeps, newton_steps : int
         Sweeps per E-step; Newton steps on each variable's multiplier
-        (:func:`newton_update`).
+        (:func:`~jaxannot.inference.lapvar_update.newton_update`).
     schedule : {"colouring", "sequential"}
         Colour classes updated together, or one node at a time.
     seed : int
