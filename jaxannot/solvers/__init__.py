@@ -7,5 +7,6 @@
   losses and their subgradients.
 - :mod:`~jaxannot.solvers.generalized_eigen` — the generalized symmetric eigenproblem.
 - :mod:`~jaxannot.solvers.qp` — the small simplex-constrained QP subproblem of
-  working-set dual methods.
+  working-set dual methods; :mod:`~jaxannot.solvers.simplex_smo` — its SMO step on
+  one block's scaled simplex.
 """

@@ -26,13 +26,13 @@ Algorithm. Block Gauss--Seidel over VReps: for VRep :math:`i` the variables are 
 slots plus a slack :math:`s_i = C - \sum_p \mu_{ip} \ge 0` (gradient 0, no curvature),
 so the block feasible set is the scaled simplex :math:`\{\mu_i, s_i \ge 0, \sum_p
 \mu_{ip} + s_i = C\}`. Within a block we run SMO with the maximal violating pair
-(Keerthi et al. 2001): increase the variable with the smallest gradient, decrease the
-one with the largest gradient among those with positive mass, by the exact line
-minimizer clipped to the mass available. The block Hessian is :math:`k_{ii} G_i` with
-the cached slot Gram matrix :math:`G_i = [\langle \mathbf d_{ip}, \mathbf d_{iq}
-\rangle]`. After a block changes, :math:`B_i` and
-:math:`F \mathrel{+}=
-k_{:,i} \Delta B_i` are updated (O(nW)). Every step is an exact minimization along a
+(Keerthi et al. 2001; :mod:`~jaxannot.solvers.simplex_smo`): increase the variable
+with the smallest gradient, decrease the one with the largest gradient among those
+with positive mass, by the exact line minimizer clipped to the mass available. The
+block Hessian is :math:`k_{ii} G_i` with the cached slot Gram matrix
+:math:`G_i = [\langle \mathbf d_{ip}, \mathbf d_{iq} \rangle]`. After a block
+changes, :math:`B_i` and :math:`F \mathrel{+}= k_{:,i} \Delta B_i` are updated
+(O(nW)). Every step is an exact minimization along a
 feasible direction, so the dual objective never increases. A block is KKT-optimal to
 ``tol`` when its maximal violating pair's gradient gap is at most ``tol``; a sweep in
 which no block exceeds ``tol`` ends the solve.
@@ -52,6 +52,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.solvers.simplex_smo import block_gap, smo_block
 from jaxannot.types import Array
 
 __all__ = [
@@ -172,48 +173,6 @@ def slot_gradients(ws: WorkingSet, scores: Array) -> Array:
     return jnp.einsum("npw,nw->np", ws.deltas, scores) - ws.losses
 
 
-def _block_gap(mu_e: Array, g_e: Array, up_ok: Array) -> Array:
-    down_ok = up_ok & (mu_e > 0)
-    g_up = jnp.min(jnp.where(up_ok, g_e, jnp.inf))
-    g_down = jnp.max(jnp.where(down_ok, g_e, -jnp.inf))
-    return g_down - g_up
-
-
-def _smo_block(mu_i, grad_i, gram_i, active_i, k_ii, c, tol, max_steps):
-    """SMO with the maximal violating pair on one VRep's scaled simplex."""
-    p = mu_i.shape[0]
-    dtype = mu_i.dtype
-    slack = jnp.maximum(c - jnp.sum(mu_i), 0.0)
-    mu_e = jnp.concatenate([mu_i, slack[None]])
-    g_e = jnp.concatenate([grad_i, jnp.zeros((1,), dtype)])
-    q = jnp.zeros((p + 1, p + 1), dtype).at[:p, :p].set(k_ii * gram_i)
-    up_ok = jnp.concatenate([active_i, jnp.ones((1,), bool)])
-
-    def cond(carry):
-        mu_e, g_e, step = carry
-        return (_block_gap(mu_e, g_e, up_ok) > tol) & (step < max_steps)
-
-    def body(carry):
-        mu_e, g_e, step = carry
-        down_ok = up_ok & (mu_e > 0)
-        u = jnp.argmin(jnp.where(up_ok, g_e, jnp.inf))
-        d = jnp.argmax(jnp.where(down_ok, g_e, -jnp.inf))
-        gap = g_e[d] - g_e[u]
-        curv = q[u, u] + q[d, d] - 2.0 * q[u, d]
-        avail = mu_e[d]
-        t = jnp.where(
-            curv > 0, jnp.minimum(gap / jnp.where(curv > 0, curv, 1.0), avail), avail
-        )
-        to_zero = t >= avail
-        mu_e = mu_e.at[u].add(t)
-        mu_e = mu_e.at[d].set(jnp.where(to_zero, 0.0, mu_e[d] - t))
-        g_e = g_e + t * (q[:, u] - q[:, d])
-        return mu_e, g_e, step + 1
-
-    mu_e, _, _ = jax.lax.while_loop(cond, body, (mu_e, g_e, jnp.zeros((), jnp.int32)))
-    return jnp.where(active_i, mu_e[:p], 0.0)
-
-
 def solve_subproblem(
     kernel: Array,
     ws: WorkingSet,
@@ -260,11 +219,11 @@ def solve_subproblem(
         mu_e = jnp.concatenate([mu[i], slack[None]])
         g_e = jnp.concatenate([grad_i, jnp.zeros((1,), grad_i.dtype)])
         up_ok = jnp.concatenate([active_i, jnp.ones((1,), bool)])
-        gap = _block_gap(mu_e, g_e, up_ok)
+        gap = block_gap(mu_e, g_e, up_ok)
 
         def update(args):
             mu, coef, scores = args
-            new = _smo_block(
+            new = smo_block(
                 mu[i], grad_i, ws.gram[i], active_i, kernel[i, i], c, tol, max_smo_steps
             )
             db = (new - mu[i]) @ d_i
