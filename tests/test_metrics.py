@@ -535,9 +535,11 @@ def test_multilabel_metrics_refuse_bad_input(call, match):
 def test_the_metrics_package_keeps_its_public_names():
     import jaxannot.metrics.annotation as annotation
     import jaxannot.metrics.multilabel as multilabel
+    import jaxannot.metrics.per_image as per_image
+    import jaxannot.metrics.per_word as per_word
 
+    modules = (annotation, multilabel, per_image, per_word)
     for name in M.__all__:
-        assert getattr(M, name) is getattr(
-            annotation if hasattr(annotation, name) else multilabel, name
-        )
-    assert set(annotation.__all__) | set(multilabel.__all__) == set(M.__all__)
+        (home,) = [m for m in modules if name in m.__all__]
+        assert getattr(M, name) is getattr(home, name)
+    assert set().union(*(m.__all__ for m in modules)) == set(M.__all__)

@@ -1,7 +1,12 @@
 """Every evaluation metric, defined once (numpy in, floats out).
 
-- :mod:`jaxannot.metrics.annotation`: the metrics of the five papers (Accuracy,
-  Complete Length, the @N metrics, MAP, MiAP, P@k, classification and regression).
+- :mod:`jaxannot.metrics.per_image`: the per-image annotation metrics of the five
+  papers (Accuracy, Complete Length, P/R/F1@N, top-N precision/recall).
+- :mod:`jaxannot.metrics.per_word`: the per-word ones (P/R/F1@N per word and N+,
+  AP / MAP, iAP / MiAP, P@k).
+- :mod:`jaxannot.metrics.annotation`: classification and regression metrics, the
+  pairwise KL of seed 001, and the reports that gather the paper metrics.
+- :mod:`jaxannot.metrics.ranking`: the input checks and rankings they share.
 - :mod:`jaxannot.metrics.multilabel`: the multi-label learning metrics as
   scikit-learn defines them (label-ranking AP, ranking loss, coverage, one-error;
   micro, macro and example precision/recall/F1 and Hamming loss of a bipartition).
@@ -12,23 +17,13 @@ word.
 
 from jaxannot.metrics.annotation import (
     KL_EPS,
-    annotation_accuracy,
     annotation_report,
-    average_precision,
     classification_accuracy,
-    complete_length,
     error_rate,
-    image_prf_at_n,
-    interpolated_average_precision,
-    mean_average_precision,
-    mean_interpolated_average_precision,
     pairwise_symmetric_kl,
-    precision_at_k,
     r2_score,
     regression_report,
     root_mean_squared_error,
-    topn_precision_recall,
-    word_prf_at_n,
 )
 from jaxannot.metrics.multilabel import (
     BIPARTITION_METRICS,
@@ -46,6 +41,20 @@ from jaxannot.metrics.multilabel import (
     ranking_report,
     threshold_bipartition,
     top_k_bipartition,
+)
+from jaxannot.metrics.per_image import (
+    annotation_accuracy,
+    complete_length,
+    image_prf_at_n,
+    topn_precision_recall,
+)
+from jaxannot.metrics.per_word import (
+    average_precision,
+    interpolated_average_precision,
+    mean_average_precision,
+    mean_interpolated_average_precision,
+    precision_at_k,
+    word_prf_at_n,
 )
 
 __all__ = [

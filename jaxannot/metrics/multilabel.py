@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxannot.metrics.annotation import _check_pair, _rank_positions, _tie_groups
+from jaxannot.metrics.ranking import _check_pair, _rank_positions, _tie_groups
 
 __all__ = [
     "BIPARTITION_METRICS",
@@ -78,7 +78,7 @@ MULTILABEL_METRICS = RANKING_METRICS + BIPARTITION_METRICS
 
 # ------------------------------------------------------------------- ranking metrics
 def _row_groups(scores, truth):
-    """:func:`~jaxannot.metrics.annotation._tie_groups` of the words of each image
+    """:func:`~jaxannot.metrics.ranking._tie_groups` of the words of each image
     (arrays ``[words, images]``, the words of each image by decreasing score)."""
     return _tie_groups(scores.T, truth.T)
 
