@@ -38,12 +38,8 @@ import pathlib
 import time
 from collections.abc import Callable
 
-import numpy as np
-import scipy.sparse
-
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.errors import DataFormatError
-from jaxannot.data.matlab import class_labels, dense_view, multiview_corpus, read_mat
+from jaxannot.data.mat_datasets import cell_views_loader, load_mfeat, load_wikipedia
 from jaxannot.data.mulan import load_mulan_dir
 
 __all__ = ["DATASETS", "DatasetSpec", "data_root", "load_dataset", "list_datasets"]
@@ -99,94 +95,6 @@ def _mulan(
     return DatasetSpec(folder or stem, files, load, summary)
 
 
-def _variable(mat: dict, key: str, path: str):
-    """The variable ``key`` of a MAT-file; DataFormatError listing the variables."""
-    if key not in mat:
-        raise DataFormatError(path, f"no variable {key!r}; variables: {sorted(mat)}")
-    return mat[key]
-
-
-def _cells(mat: dict, key: str, path: str) -> list:
-    """The matrices of the cell array ``key``; DataFormatError when it is not a cell
-    array of 2-D matrices."""
-    value = _variable(mat, key, path)
-    cells = list(np.asarray(value, dtype=object).ravel())
-    if (
-        not isinstance(value, np.ndarray)
-        or value.dtype != object
-        or not all(
-            scipy.sparse.issparse(c) or (isinstance(c, np.ndarray) and c.ndim == 2)
-            for c in cells
-        )
-    ):
-        raise DataFormatError(
-            path, f"{key} is not a cell array of 2-D matrices (one a view)"
-        )
-    return cells
-
-
-def _load_mfeat(folder: pathlib.Path, name: str) -> Split:
-    path = str(folder / "handwritten.mat")
-    mat = read_mat(path)
-    by_dim = {76: "fou", 216: "fac", 64: "kar", 240: "pix", 47: "zer", 6: "mor"}
-    found = {}
-    for k, x in enumerate(_cells(mat, "X", path)):
-        view = by_dim.get(x.shape[1])
-        if view is None or view in found:
-            raise DataFormatError(path, f"X{{{k + 1}}} has unexpected shape {x.shape}")
-        found[view] = dense_view(x, path, f"X{{{k + 1}}}")
-    if len(found) != 6:
-        raise DataFormatError(path, f"expected 6 views, found {sorted(found)}")
-    views = {v: found[v] for v in ("fou", "fac", "kar", "pix", "zer", "mor")}
-    labels, classes = class_labels(_variable(mat, "Y", path), path)
-    kinds = dict.fromkeys(views, "real")
-    return multiview_corpus(path, views, kinds, labels, classes, name), None
-
-
-def _cell_views(file: str, names: tuple[str, ...], kind: str, drop: int = 0):
-    def load(folder: pathlib.Path, name: str) -> Split:
-        path = str(folder / file)
-        mat = read_mat(path)
-        cells = _cells(mat, "X", path)
-        if len(cells) != len(names) + drop:
-            raise DataFormatError(
-                path, f"X has {len(cells)} cells, expected {len(names) + drop}"
-            )
-        views = {
-            v: dense_view(x, path, f"X{{{k + 1}}}")
-            for k, (v, x) in enumerate(zip(names, cells[: len(names)], strict=True))
-        }
-        labels, classes = class_labels(_variable(mat, "Y", path), path)
-        kinds = dict.fromkeys(views, kind)
-        return multiview_corpus(path, views, kinds, labels, classes, name), None
-
-    return load
-
-
-def _load_wikipedia(folder: pathlib.Path, name: str) -> Split:
-    path = str(folder / "wiki_data.mat")
-    mat = read_mat(path)  # v7.3: read_mat transposes to [images, dims]
-
-    def part(suffix: str) -> Corpus:
-        for key in ("I", "T", "L"):
-            if f"{key}_{suffix}" not in mat:
-                raise DataFormatError(
-                    path, f"no variable {key}_{suffix}: {sorted(mat)}"
-                )
-        image = dense_view(_variable(mat, f"I_{suffix}", path), path, f"I_{suffix}")
-        text = dense_view(_variable(mat, f"T_{suffix}", path), path, f"T_{suffix}")
-        onehot = dense_view(_variable(mat, f"L_{suffix}", path), path, f"L_{suffix}")
-        if not (np.isin(onehot, (0.0, 1.0)).all() and (onehot.sum(1) == 1).all()):
-            raise DataFormatError(path, f"L_{suffix} is not one-hot per row")
-        labels = onehot.argmax(1).astype(np.int32)
-        classes = tuple(str(i) for i in range(onehot.shape[1]))
-        views = {"image": image, "text": text}
-        kinds = {"image": "real", "text": "real"}
-        return multiview_corpus(path, views, kinds, labels, classes, name)
-
-    return part("tr"), part("te")
-
-
 DATASETS: dict[str, DatasetSpec] = {
     "corel5k": _mulan(
         "Corel5k",
@@ -219,31 +127,33 @@ DATASETS: dict[str, DatasetSpec] = {
     "mfeat": DatasetSpec(
         "mfeat-handwritten",
         ("handwritten.mat",),
-        _load_mfeat,
+        load_mfeat,
         "UCI handwritten digits: 6 real views, 10 classes; 2000, no split",
     ),
     "msrc": DatasetSpec(
         "msrc-v1",
         ("MSRCV1.mat",),
-        _cell_views("MSRCV1.mat", ("cent", "cmt", "gist", "hog", "lbp"), "real", 1),
+        cell_views_loader(
+            "MSRCV1.mat", ("cent", "cmt", "gist", "hog", "lbp"), "real", 1
+        ),
         "MSRC-v1 objects: 5 real views, 7 classes; 210, no split",
     ),
     "3sources": DatasetSpec(
         "3sources",
         ("3-sources.mat",),
-        _cell_views("3-sources.mat", ("source1", "source2", "source3"), "bag"),
+        cell_views_loader("3-sources.mat", ("source1", "source2", "source3"), "bag"),
         "3sources news: 3 term-count views (bag), 6 classes; 169, no split",
     ),
     "bbcsport": DatasetSpec(
         "bbcsport",
         ("BBCSport.mat",),
-        _cell_views("BBCSport.mat", ("segment1", "segment2"), "real"),
+        cell_views_loader("BBCSport.mat", ("segment1", "segment2"), "real"),
         "BBCSport news: 2 weighted-term views (real), 5 classes; 544, no split",
     ),
     "wikipedia": DatasetSpec(
         "wikipedia-xmodal",
         ("wiki_data.mat",),
-        _load_wikipedia,
+        load_wikipedia,
         "Wikipedia image+text: SIFT-BoW 128 + LDA 10 (real), 10 classes; 2173/693",
     ),
 }
