@@ -13,8 +13,8 @@ import pytest
 from jaxannot.annotators import Fitted, get_method, load, save
 from jaxannot.cli.app import main
 from jaxannot.data.datasets import load_dataset
-from jaxannot.data.image_features import ExtractorSettings
-from jaxannot.data.photos import build_photo_dataset
+from jaxannot.data.extractor_settings import ExtractorSettings
+from jaxannot.data.photo_build import build_photo_dataset
 from jaxannot.data.synthetic_photos import write_synthetic_photos
 
 SETTINGS = ExtractorSettings(size=64, daisy_step=6, codebook_size=16)

@@ -36,9 +36,10 @@ from jaxannot.data.archive import (
 from jaxannot.data.arff import parse_arff
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.errors import DataFormatError, printable
-from jaxannot.data.image_features import ExtractorSettings, UnreadableImage, read_image
+from jaxannot.data.extractor_settings import ExtractorSettings
+from jaxannot.data.image_features import UnreadableImage, read_image
 from jaxannot.data.matlab import read_mat
-from jaxannot.data.photos import read_tags
+from jaxannot.data.photo_tags import read_tags
 
 
 def fuzz(examples: int):

@@ -34,8 +34,9 @@ def _cmd_features(args) -> int:
         check_writable_output,
         writing,
     )
-    from jaxannot.data.image_features import ExtractorSettings, PhotoExtractor
-    from jaxannot.data.photos import build_photo_dataset
+    from jaxannot.data.extractor_settings import ExtractorSettings
+    from jaxannot.data.photo_build import build_photo_dataset
+    from jaxannot.data.photo_extractor import PhotoExtractor
 
     if not os.path.isdir(args.photos):
         raise NotADirectoryError(f"{args.photos}: not a folder of photos")
@@ -106,14 +107,33 @@ def _check_tags_file(path: str) -> None:
 def _cmd_annotate(args) -> int:
     import numpy as np
 
-    from jaxannot.annotators.base import load_scorer, show_progress
-    from jaxannot.data.datasets import load_dataset
-    from jaxannot.data.errors import printable
-    from jaxannot.data.photos import photo_corpus, read_manifest
+    from jaxannot.annotators.base import load_scorer
+    from jaxannot.data.photos import read_manifest
 
+    _check_photo_args(args)  # command-line mistakes: before any work
+    fitted, method = load_scorer(args.model)
+    if method.score_words is None:
+        raise ValueError(f"method {method.name!r} does not score tags")
+    vocabulary = list(read_manifest(args.dataset)["tags"])
+    if not vocabulary:
+        raise ValueError(f"{args.dataset} has no tags (built without --tags)")
+    corpus, names = _photos_to_annotate(args)
+    log.info("scoring %d photo(s) with %s", corpus.num_images, method.name)
+    scores = np.asarray(method.score_words(fitted, corpus))
+    if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
+        raise ValueError(
+            f"{args.model} scores {scores.shape[-1]} tags, the dataset "
+            f"{args.dataset} has {len(vocabulary)}: was the model fitted on it?"
+        )
+    _print_tags(names, scores, vocabulary, min(args.top, len(vocabulary)), args.json)
+    return 0
+
+
+def _check_photo_args(args) -> None:
+    """``--top`` >= 1 and every PHOTO an existing regular file."""
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
-    for photo in args.photos:  # command-line mistakes: before any work
+    for photo in args.photos:
         if os.path.isdir(photo):
             raise ValueError(
                 f"photo {photo} is a folder: name image files (a folder of photos "
@@ -123,12 +143,18 @@ def _cmd_annotate(args) -> int:
             raise FileNotFoundError(f"photo {photo} does not exist")
         if not os.path.isfile(photo):
             raise ValueError(f"photo {photo} is not a regular file")
-    fitted, method = load_scorer(args.model)
-    if method.score_words is None:
-        raise ValueError(f"method {method.name!r} does not score tags")
-    vocabulary = list(read_manifest(args.dataset)["tags"])
-    if not vocabulary:
-        raise ValueError(f"{args.dataset} has no tags (built without --tags)")
+
+
+def _photos_to_annotate(args):
+    """``(corpus, names)``: the PHOTOs featurized by the dataset's extractor (the
+    unreadable ones skipped with a warning), or else the dataset's unlabelled
+    photos."""
+    import numpy as np
+
+    from jaxannot.annotators.base import show_progress
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.data.photos import photo_corpus
+
     if args.photos:
         skipped = []
 
@@ -144,25 +170,25 @@ def _cmd_annotate(args) -> int:
             raise ValueError(
                 f"none of the {len(args.photos)} photo(s) is a readable image"
             )
-    else:
-        train, _ = load_dataset(args.dataset)
-        rows = np.flatnonzero(~np.asarray(train.word_mask, dtype=bool))
-        if rows.size == 0:
-            raise ValueError(f"{args.dataset} has no unlabelled photos; name PHOTOs")
-        corpus = train.subset(rows)
-        names = _unlabelled_files(args.dataset)
-    log.info("scoring %d photo(s) with %s", corpus.num_images, method.name)
-    scores = np.asarray(method.score_words(fitted, corpus))
-    if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
-        raise ValueError(
-            f"{args.model} scores {scores.shape[-1]} tags, the dataset "
-            f"{args.dataset} has {len(vocabulary)}: was the model fitted on it?"
-        )
-    top = min(args.top, len(vocabulary))
+        return corpus, names
+    train, _ = load_dataset(args.dataset)
+    rows = np.flatnonzero(~np.asarray(train.word_mask, dtype=bool))
+    if rows.size == 0:
+        raise ValueError(f"{args.dataset} has no unlabelled photos; name PHOTOs")
+    return train.subset(rows), _unlabelled_files(args.dataset)
+
+
+def _print_tags(names, scores, vocabulary, top: int, as_json: bool) -> None:
+    """Each photo's ``top`` tags and scores: a line ``photo: tag score ...``, or a
+    JSON object per line with ``as_json``."""
+    import numpy as np
+
+    from jaxannot.data.errors import printable
+
     for name, row in zip(names, scores, strict=True):
         best = np.argsort(-row, kind="stable")[:top]
         tags = [(vocabulary[j], float(row[j])) for j in best]
-        if args.json:
+        if as_json:
             print(
                 json.dumps(
                     {
@@ -174,7 +200,6 @@ def _cmd_annotate(args) -> int:
             )
         else:
             print(f"{printable(name)}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
-    return 0
 
 
 def _unlabelled_files(folder) -> list[str]:

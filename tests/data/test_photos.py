@@ -17,19 +17,12 @@ import jax
 from jaxannot.annotators import get_method
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.errors import DataFormatError
-from jaxannot.data.image_features import (
-    ExtractorSettings,
-    PhotoExtractor,
-    UnreadableImage,
-    describe,
-    read_image,
-)
-from jaxannot.data.photos import (
-    build_photo_dataset,
-    load_photo_dir,
-    photo_corpus,
-    read_tags,
-)
+from jaxannot.data.extractor_settings import ExtractorSettings
+from jaxannot.data.image_features import UnreadableImage, describe, read_image
+from jaxannot.data.photo_build import build_photo_dataset
+from jaxannot.data.photo_extractor import PhotoExtractor
+from jaxannot.data.photo_tags import read_tags
+from jaxannot.data.photos import load_photo_dir, photo_corpus
 from jaxannot.data.synthetic_photos import write_synthetic_photos
 
 SMALL = ExtractorSettings(size=64, daisy_step=6, codebook_size=16)
@@ -275,7 +268,7 @@ def test_a_failed_rebuild_leaves_the_old_dataset_loading(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return describe(*args, **kwargs)
 
-    monkeypatch.setattr("jaxannot.data.photos.describe", interrupted)
+    monkeypatch.setattr("jaxannot.data.photo_build.describe", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_photo_dataset(tmp_path / "photos", out, tags=tags, settings=SMALL)
     monkeypatch.undo()

@@ -1,0 +1,167 @@
+r"""The photos of a folder and their tags: :func:`list_photos`, :func:`read_tags`.
+
+A tags CSV has the header ``file,tags`` and one row per photo, its tags separated by
+spaces; :func:`tags_by_file` matches its rows (or a ``{file: [tags]}`` mapping) to
+the photos of a folder for :func:`~jaxannot.data.photo_build.build_photo_dataset`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import logging
+import os
+import pathlib
+from collections.abc import Mapping
+
+from jaxannot.data.errors import DataFormatError, printable
+
+__all__ = ["list_photos", "read_tags", "tags_by_file"]
+
+log = logging.getLogger("jaxannot.data.photos")  # the photo datasets' one logger
+
+
+def list_photos(
+    folder: str | os.PathLike, exclude: str | os.PathLike | None = None
+) -> list[str]:
+    """Every file under ``folder`` (recursively, sorted), relative and ``/``-separated.
+
+    Hidden files and folders (names starting with ``.``) and everything under
+    ``exclude`` are left out. No file is opened: which files are images is found
+    when they are read. A subfolder that cannot be listed is skipped with a warning
+    naming it (logger ``jaxannot.data.photos``).
+
+    Raises
+    ------
+    NotADirectoryError
+        ``folder`` is not a folder.
+    PermissionError
+        ``folder`` itself cannot be listed (or another ``OSError`` saying why).
+    """
+    root = pathlib.Path(folder)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{folder}: not a folder of photos")
+    skip = pathlib.Path(exclude).resolve() if exclude is not None else None
+    found = []
+
+    def unreadable(err: OSError) -> None:
+        why = err.strerror or str(err)
+        if pathlib.Path(err.filename) == root:
+            raise type(err)(err.errno, f"{printable(root)}: cannot be listed ({why})")
+        log.warning(
+            "skipped folder %s: cannot be listed (%s)", printable(err.filename), why
+        )
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
+        here = pathlib.Path(dirpath)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and (skip is None or (here / d).resolve() != skip)
+        )
+        for f in filenames:
+            if not f.startswith("."):
+                found.append((here / f).relative_to(root).as_posix())
+    return sorted(found)
+
+
+def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
+    """Read a tags CSV: header ``file,tags``, one row per photo, tags space-separated.
+
+    Returns ``{file: [tags]}`` (``file`` stripped of surrounding spaces and of a
+    leading ``./``, ``\\`` separators turned into ``/``; when a tags CSV is given
+    to :func:`build_photo_dataset`, a name that is exactly a photo's, spaces and
+    backslashes included, names that photo instead). A photo may have an empty tag
+    list. A row with more fields than the header (tags
+    separated by commas, ``cat.png,cat,animal``, or a file name with an unquoted
+    comma) is an error, never a silent loss of the tags after the comma.
+
+    Raises
+    ------
+    DataFormatError
+        Missing columns, a row with more fields than the header, or a file listed
+        twice (the message gives the line).
+    """
+    return _keyed_tags(path, _tag_rows(path))
+
+
+def _tag_rows(path) -> list[tuple[str, int, list[str]]]:
+    """``(file as written, line, tags)`` of each row of the tags CSV ``path``."""
+    reader = csv.DictReader(io.StringIO(_read_text(path, "utf-8-sig")))
+    with _csv_errors(path, reader):
+        return _raw_tag_rows(path, reader)
+
+
+def _keyed_tags(path, rows, photos=frozenset()) -> dict[str, list[str]]:
+    """``{file: tags}`` of ``rows``: a file that is one of ``photos`` as written is
+    kept as it is, any other normalised (:func:`read_tags`)."""
+    out: dict[str, list[str]] = {}
+    for raw, line, tags in rows:
+        name = raw if raw in photos else _normalise(raw.strip())
+        if not name:
+            raise DataFormatError(path, "empty file name", line=line)
+        if name in out:
+            raise DataFormatError(path, f"{name!r} listed twice", line=line)
+        out[name] = tags
+    return out
+
+
+def _read_text(path, encoding: str = "utf-8") -> str:
+    try:
+        return pathlib.Path(path).read_text(encoding=encoding)
+    except UnicodeDecodeError as err:
+        raise DataFormatError(path, f"not UTF-8 text: {err}") from None
+
+
+@contextlib.contextmanager
+def _csv_errors(path, reader):
+    """A ``csv.Error`` (a field over the csv module's 131,072 characters, a NUL
+    byte, ...) as a DataFormatError naming the file and the line."""
+    try:
+        yield
+    except csv.Error as err:  # raised before the reader counts the failing line
+        raise DataFormatError(
+            path, f"not a CSV table ({err})", reader.line_num + 1
+        ) from None
+
+
+def _raw_tag_rows(path, reader) -> list[tuple[str, int, list[str]]]:
+    columns = [c.strip() for c in (reader.fieldnames or [])]
+    if "file" not in columns or "tags" not in columns:
+        raise DataFormatError(
+            path, f"needs a header with columns 'file,tags', got {columns}", line=1
+        )
+    reader.fieldnames = columns
+    out = []
+    for row in reader:
+        if None in row:  # DictReader's key for the fields beyond the header's
+            raise DataFormatError(
+                path,
+                f"{len(columns) + len(row[None])} fields, the header has "
+                f"{len(columns)} ({','.join(columns)}): separate tags with spaces, "
+                f"not commas, and quote a file name holding a comma",
+                line=reader.line_num,
+            )
+        tags = (row.get("tags") or "").split()
+        out.append((row.get("file") or "", reader.line_num, tags))
+    return out
+
+
+def _normalise(name: str) -> str:
+    name = name.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def tags_by_file(
+    tags: str | os.PathLike | Mapping[str, list[str]] | None, photos: list[str]
+) -> dict[str, list[str]]:
+    """``{file: [tags]}`` of a tags CSV (:func:`read_tags`; a name that is exactly
+    one of ``photos`` names that photo) or of a mapping (its names normalised);
+    empty without ``tags``."""
+    if isinstance(tags, Mapping):
+        return {_normalise(k): list(v) for k, v in tags.items()}
+    rows = _tag_rows(tags) if tags is not None else []
+    return _keyed_tags(tags, rows, set(photos))
