@@ -167,25 +167,46 @@ def read_arff(path: str | os.PathLike) -> ArffData:
 
 def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
     """Parse ARFF content given as bytes (UTF-8) or text; see :func:`read_arff`."""
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = raw[: e.start].count(b"\n") + 1
-            raise DataFormatError(
-                path, f"not valid UTF-8 (byte {raw[e.start]:#04x})", line
-            ) from None
-    else:
-        text = raw
-    lines = text.removeprefix("\ufeff").split("\n")
+    lines = _text(raw, path).removeprefix("\ufeff").split("\n")
     attr_lines, data_lines = _scan(lines)
     for k in attr_lines:
         _check_nominal(lines[k - 1], path, k)
     sparse = bool(data_lines) and lines[data_lines[0] - 1].strip().startswith("{")
+    obj = _decode(lines, sparse, path)
+    names, types = _attributes(obj, lines, attr_lines, path)
+    line_arr = np.asarray(data_lines, dtype=np.int64)
+    return ArffData(
+        path=path,
+        relation=obj["relation"],
+        attribute_names=names,
+        attribute_types=types,
+        values=_values(obj["data"], sparse, types, line_arr, len(names), path),
+        data_lines=line_arr,
+        sparse=sparse,
+    )
+
+
+def _text(raw: bytes | str, path: str) -> str:
+    """``raw`` as text: bytes decoded as UTF-8, else a DataFormatError naming the
+    line of the first invalid byte."""
+    if not isinstance(raw, bytes):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataFormatError(
+            path, f"not valid UTF-8 (byte {raw[e.start]:#04x})", line
+        ) from None
+
+
+def _decode(lines: list[str], sparse: bool, path: str) -> dict:
+    """liac-arff's decoding of ``lines`` (COO data when ``sparse``), its errors as
+    DataFormatErrors naming the line."""
     decoder = liac_arff.ArffDecoder()
     return_type = liac_arff.COO if sparse else liac_arff.DENSE
     try:
-        obj = decoder.decode(lines, encode_nominal=True, return_type=return_type)
+        return decoder.decode(lines, encode_nominal=True, return_type=return_type)
     except liac_arff.ArffException as e:
         raise DataFormatError(path, _arff_message(e), e.line) from None
     except Exception as e:  # liac-arff lets some malformed input escape untyped
@@ -194,6 +215,10 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
             path, f"malformed ARFF ({type(e).__name__}: {e})", line
         ) from None
 
+
+def _attributes(obj: dict, lines, attr_lines, path: str):
+    """``(names, types)`` of the decoded attributes; quoted names re-read from their
+    lines; DataFormatError on a name declared twice, a STRING attribute or none."""
     names = tuple(a[0] for a in obj["attributes"])
     if len(attr_lines) == len(names):  # re-read quoted names: liac-arff only strips
         names = tuple(
@@ -215,42 +240,36 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
             )
     if not names:
         raise DataFormatError(path, "no @attribute declarations")
-    n_rows, n_attr = len(data_lines), len(names)
-    line_arr = np.asarray(data_lines, dtype=np.int64)
+    return names, types
+
+
+def _values(data, sparse: bool, types, line_arr: np.ndarray, n_attr: int, path: str):
+    """The decoded ``data`` as float64 ``[rows, attributes]`` (CSR when
+    ``sparse``; NaN for missing values); a value that is no number is a
+    DataFormatError naming its line."""
+    n_rows = len(line_arr)
     if sparse:
-        vals, rows, cols = obj["data"]
+        vals, rows, cols = data
         vals = _to_float(vals, path, lambda k: int(line_arr[rows[k]]))
-        values = scipy.sparse.csr_matrix(
+        return scipy.sparse.csr_matrix(
             (vals, (np.asarray(rows, np.int64), np.asarray(cols, np.int64))),
             shape=(n_rows, n_attr),
         )
-    else:
-        data = obj["data"]
-        if len(data) != n_rows:  # pragma: no cover - the scan mirrors liac-arff
-            raise DataFormatError(path, f"read {len(data)} rows, expected {n_rows}")
-        if "INTEGER" in types:  # liac-arff returns a row unconverted on int('nan')
-            for r, row in enumerate(data):
-                if any(isinstance(v, str) for v in row):
-                    raise DataFormatError(
-                        path, "a value could not be converted", int(line_arr[r])
-                    )
-        try:
-            values = np.array(data, dtype=np.float64).reshape(n_rows, n_attr)
-        except (TypeError, ValueError):
-            values = None
-        if values is None:
-            flat = [v for row in data for v in row]
-            values = _to_float(flat, path, lambda k: int(line_arr[k // n_attr]))
-            values = values.reshape(n_rows, n_attr)
-    return ArffData(
-        path=path,
-        relation=obj["relation"],
-        attribute_names=names,
-        attribute_types=types,
-        values=values,
-        data_lines=line_arr,
-        sparse=sparse,
-    )
+    if len(data) != n_rows:  # pragma: no cover - the scan mirrors liac-arff
+        raise DataFormatError(path, f"read {len(data)} rows, expected {n_rows}")
+    if "INTEGER" in types:  # liac-arff returns a row unconverted on int('nan')
+        for r, row in enumerate(data):
+            if any(isinstance(v, str) for v in row):
+                raise DataFormatError(
+                    path, "a value could not be converted", int(line_arr[r])
+                )
+    try:
+        return np.array(data, dtype=np.float64).reshape(n_rows, n_attr)
+    except (TypeError, ValueError):
+        pass  # a value that is no number: find it, outside the handler
+    flat = [v for row in data for v in row]
+    values = _to_float(flat, path, lambda k: int(line_arr[k // n_attr]))
+    return values.reshape(n_rows, n_attr)
 
 
 def _to_float(vals, path, line_of) -> np.ndarray:

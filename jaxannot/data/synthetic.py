@@ -147,31 +147,9 @@ def make_synthetic(
     ((20, 60), (20, 40), (20,))
     """
     arguments = locals()  # first statement: only the arguments are bound
-    for key in _SIZES:
-        value = arguments[key]
-        if int(value) != value or value < 1:
-            raise ValueError(f"{key} must be a positive integer, got {value!r}")
-    if blob_vocab < num_topics or word_vocab < num_topics:
-        raise ValueError(
-            f"blob_vocab ({blob_vocab}) and word_vocab ({word_vocab}) must be >= "
-            f"num_topics ({num_topics})"
-        )
-    if num_classes is True:
-        num_classes = num_topics
-    elif num_classes is False:
-        num_classes = None
-    if num_classes is not None and not 1 <= num_classes <= num_topics:
-        raise ValueError(f"num_classes must be in [1, num_topics={num_topics}]")
-    if not 0.0 <= leak < 1.0 or concentration <= 0 or real_dims < 0:
-        raise ValueError("need 0 <= leak < 1, concentration > 0, real_dims >= 0")
+    num_classes = _checked_classes(arguments)
     rng = np.random.default_rng(seed)
-    if topic_weights is None:
-        pi = np.full(num_topics, 1.0 / num_topics)
-    else:
-        pi = np.asarray(topic_weights, dtype=np.float64)
-        if pi.shape != (num_topics,) or np.any(pi < 0) or pi.sum() <= 0:
-            raise ValueError(f"topic_weights must be [num_topics={num_topics}] >= 0")
-        pi = pi / pi.sum()
+    pi = _topic_weights(topic_weights, num_topics)
     beta_b = block_topics(rng, num_topics, blob_vocab, leak, concentration)
     beta_w = block_topics(rng, num_topics, word_vocab, leak, concentration)
     z = rng.choice(num_topics, size=num_images, p=pi).astype(np.int32)
@@ -202,3 +180,40 @@ def make_synthetic(
     if not return_truth:
         return corpus
     return corpus, SyntheticTruth(z, pi, beta_b, beta_w, means)
+
+
+def _checked_classes(arguments: dict) -> int | None:
+    """Check :func:`make_synthetic`'s ``arguments`` (ValueError naming the bad one)
+    and return its number of classes (``True``: ``num_topics``; ``False``: None)."""
+    for key in _SIZES:
+        value = arguments[key]
+        if int(value) != value or value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    num_topics, num_classes = arguments["num_topics"], arguments["num_classes"]
+    blob_vocab, word_vocab = arguments["blob_vocab"], arguments["word_vocab"]
+    if blob_vocab < num_topics or word_vocab < num_topics:
+        raise ValueError(
+            f"blob_vocab ({blob_vocab}) and word_vocab ({word_vocab}) must be >= "
+            f"num_topics ({num_topics})"
+        )
+    if num_classes is True:
+        num_classes = num_topics
+    elif num_classes is False:
+        num_classes = None
+    if num_classes is not None and not 1 <= num_classes <= num_topics:
+        raise ValueError(f"num_classes must be in [1, num_topics={num_topics}]")
+    leak, concentration = arguments["leak"], arguments["concentration"]
+    if not 0.0 <= leak < 1.0 or concentration <= 0 or arguments["real_dims"] < 0:
+        raise ValueError("need 0 <= leak < 1, concentration > 0, real_dims >= 0")
+    return num_classes
+
+
+def _topic_weights(topic_weights, num_topics: int) -> np.ndarray:
+    """:math:`\\pi`: uniform by default, else ``topic_weights`` normalised
+    (ValueError unless ``[num_topics]`` non-negative with a positive sum)."""
+    if topic_weights is None:
+        return np.full(num_topics, 1.0 / num_topics)
+    pi = np.asarray(topic_weights, dtype=np.float64)
+    if pi.shape != (num_topics,) or np.any(pi < 0) or pi.sum() <= 0:
+        raise ValueError(f"topic_weights must be [num_topics={num_topics}] >= 0")
+    return pi / pi.sum()

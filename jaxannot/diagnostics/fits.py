@@ -196,6 +196,52 @@ def _all_of(results, kind) -> bool:
 def _vem_to_inference_data(results, topic_axes, local_site):
     import arviz as az
 
+    names, values, phis = _vem_draws(results)
+    num_images, k = phis[0].shape[1:]
+    shapes = {n: values[0][n].shape[1:] for n in names}  # of one draw
+    topic_axes = _checked_topic_axes(topic_axes, names, shapes, k)
+    points = [np.asarray(jax.device_get(res.posteriors)) for res in results]
+    perms = np.stack([match_topics(points[0].T, phi.T) for phi in points])
+
+    posterior = {n: np.stack([v[n] for v in values]) for n in names}
+    dims = {
+        n: [
+            "topic" if i == topic_axes.get(n) else f"{n}_dim_{i}"
+            for i in range(len(shapes[n]))
+        ]
+        for n in names
+    }
+    if local_site is not None:
+        probs = f"{local_site}_probs"
+        if probs in posterior:
+            raise ValueError(f"a global site is named {probs!r}; pass local_site")
+        posterior[probs] = np.stack(phis)
+        dims[probs] = ["image", "topic"]
+        topic_axes[probs] = 1
+    posterior = _permute_topics(posterior, topic_axes, perms)
+
+    trace = nan_padded([res.losses for res in results])
+    final = np.full((len(results), 1), np.nan)
+    for r, lo in enumerate(trace[:, 0]):
+        finite = lo[np.isfinite(lo)]
+        final[r, 0] = finite[-1] if finite.size else np.nan
+    with warnings.catch_warnings():  # one draw per chain is what a VEM fit is
+        warnings.filterwarnings("ignore", "More chains", UserWarning)
+        idata = az.from_dict(
+            posterior=posterior,
+            sample_stats={"loss": trace, "final_loss": final},
+            coords={"topic": np.arange(k), "image": np.arange(num_images)},
+            dims={**dims, "loss": ["step"]},
+        )
+    idata.posterior.attrs["topic_permutations"] = perms.tolist()
+    return idata
+
+
+def _vem_draws(results):
+    """``(names, values, phis)`` of VEM restarts: the global sites' names, each
+    restart's draws ``{site: [draws, ...]}`` (its point estimate as one draw when it
+    has none) and draw posteriors ``[draws, images, K]``; ValueError unless every
+    restart is a VEMResult of one model on one corpus, all with draws or none."""
     from jaxannot.inference.vem.algorithm import VEMResult
 
     if not results:
@@ -238,13 +284,18 @@ def _vem_to_inference_data(results, topic_axes, local_site):
                 f"restart {r} differs in shape from restart 0 ({'; '.join(mismatched)})"
                 f": restarts must be fits of one model on one corpus"
             )
-    num_images, k = phis[0].shape[1:]
-    shapes = {n: values[0][n].shape[1:] for n in names}  # of one draw
+    return names, values, phis
+
+
+def _checked_topic_axes(topic_axes, names, shapes, k: int) -> dict:
+    """``{site: axis}`` of the global sites' topic axes (default: every site whose
+    first axis has ``k`` entries), made non-negative; ValueError naming a site that
+    is not global or whose axis does not have the ``k`` topics."""
     if topic_axes is None:
         topic_axes = {n: 0 for n in names if shapes[n] and shapes[n][0] == k}
     topic_axes = dict(topic_axes)
     for n, axis in topic_axes.items():
-        if n not in values[0]:
+        if n not in shapes:
             raise ValueError(f"topic_axes names {n!r}, not a global site: {names}")
         shape = shapes[n]
         if not -len(shape) <= axis < len(shape) or shape[axis] != k:
@@ -253,38 +304,4 @@ def _vem_to_inference_data(results, topic_axes, local_site):
                 f"{k} topics of the local posteriors"
             )
         topic_axes[n] = axis % len(shape)
-    points = [np.asarray(jax.device_get(res.posteriors)) for res in results]
-    perms = np.stack([match_topics(points[0].T, phi.T) for phi in points])
-
-    posterior = {n: np.stack([v[n] for v in values]) for n in names}
-    dims = {
-        n: [
-            "topic" if i == topic_axes.get(n) else f"{n}_dim_{i}"
-            for i in range(len(shapes[n]))
-        ]
-        for n in names
-    }
-    if local_site is not None:
-        probs = f"{local_site}_probs"
-        if probs in posterior:
-            raise ValueError(f"a global site is named {probs!r}; pass local_site")
-        posterior[probs] = np.stack(phis)
-        dims[probs] = ["image", "topic"]
-        topic_axes[probs] = 1
-    posterior = _permute_topics(posterior, topic_axes, perms)
-
-    trace = nan_padded([res.losses for res in results])
-    final = np.full((len(results), 1), np.nan)
-    for r, lo in enumerate(trace[:, 0]):
-        finite = lo[np.isfinite(lo)]
-        final[r, 0] = finite[-1] if finite.size else np.nan
-    with warnings.catch_warnings():  # one draw per chain is what a VEM fit is
-        warnings.filterwarnings("ignore", "More chains", UserWarning)
-        idata = az.from_dict(
-            posterior=posterior,
-            sample_stats={"loss": trace, "final_loss": final},
-            coords={"topic": np.arange(k), "image": np.arange(num_images)},
-            dims={**dims, "loss": ["step"]},
-        )
-    idata.posterior.attrs["topic_permutations"] = perms.tolist()
-    return idata
+    return topic_axes

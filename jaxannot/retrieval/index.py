@@ -184,17 +184,8 @@ def build_index(
     v = jnp.asarray(vrep_features, jnp.float32)
     f = jnp.asarray(vrep_word_scores, jnp.float32)
     x = np.asarray(database_features, np.float32)
+    _check_shapes(v, f, x)
     n_img = x.shape[0]
-    if v.shape[0] != f.shape[0]:
-        raise ValueError(
-            f"vrep_features has {v.shape[0]} rows but vrep_word_scores {f.shape[0]}"
-        )
-    if x.ndim != 2 or x.shape[1] != v.shape[1]:
-        raise ValueError(
-            f"database_features must be [images, {v.shape[1]}], got {x.shape}"
-        )
-    if n_img == 0:
-        raise ValueError("the database is empty")
     k = min(neighbours, n_img)
     m = min(annotation_words, f.shape[1])
     g = jnp.asarray(gamma, jnp.float32)
@@ -229,6 +220,21 @@ def build_index(
     return RetrievalIndex(
         v, f, best_i, best_s, image_words, neighbour_words, g, kernel=kernel
     )
+
+
+def _check_shapes(v, f, x) -> None:
+    """ValueError unless the VReps' features ``v`` and word scores ``f`` have one row
+    per VRep and the database ``x`` is a non-empty ``[images, dims]`` of theirs."""
+    if v.shape[0] != f.shape[0]:
+        raise ValueError(
+            f"vrep_features has {v.shape[0]} rows but vrep_word_scores {f.shape[0]}"
+        )
+    if x.ndim != 2 or x.shape[1] != v.shape[1]:
+        raise ValueError(
+            f"database_features must be [images, {v.shape[1]}], got {x.shape}"
+        )
+    if x.shape[0] == 0:
+        raise ValueError("the database is empty")
 
 
 def _word_lists(words: np.ndarray, n_img: int) -> np.ndarray:
