@@ -44,7 +44,9 @@ from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "Fitted",
+    "INPUT_KINDS",
     "Method",
+    "QUERY_KINDS",
     "register",
     "register_words_method",
     "get_method",
@@ -93,6 +95,13 @@ def _freeze(d: Mapping) -> tuple:
     return tuple((k, json.dumps(v, sort_keys=True)) for k, v in d.items())
 
 
+#: How a method reads its feature views (:attr:`Method.input_kind`).
+INPUT_KINDS = ("real", "bag")
+
+#: The retrieval queries a method may answer (:attr:`Method.queries`).
+QUERY_KINDS = ("word", "image", "multimodal")
+
+
 @dataclasses.dataclass(frozen=True)
 class Method:
     """A registered annotation / classification method.
@@ -121,6 +130,30 @@ class Method:
         allowed (``f`` float, ``i`` signed, ``u`` unsigned, ``b`` bool) and
         ``DIMS`` comma-separated dimension names (equal names must have equal
         sizes), e.g. ``{"features": "f[n,d]", "width?": "f[]"}``.
+    estimator_name : str, optional
+        The class name of its scikit-learn estimator (:mod:`jaxannot.sklearn`);
+        default: the CamelCase of ``name`` (``"lap-mix-unigram"`` ->
+        ``"LapMixUnigram"``).
+    input_kind : {"real", "bag"}
+        How it reads its feature views by default: ``"real"`` features, or
+        ``"bag"``, non-negative integer counts of visual words (the topic models;
+        their estimators then default to ``view_kind="bag"`` and refuse
+        fractional ``X``).
+    score_meaning : str, optional
+        What its ``score_words`` mean when they are probabilities in [0, 1] (its
+        estimator then has ``predict_proba``); None for margins and other scores.
+    class_scores : callable, optional
+        ``class_scores(fitted, corpus) -> Float[Array, "images classes"]`` of a
+        classifier (higher = more likely): its estimator's ``decision_function``.
+    non_negative : bool or callable
+        Whether it needs non-negative features whatever the view kind: a bool, or
+        ``non_negative(hyper) -> bool`` of its hyper-parameters (e.g. a distance
+        that takes square roots of the features).
+    queries : tuple of str
+        The retrieval queries a saved model answers besides ``annotate``
+        (``jaxannot query``): ``"word"``, ``"image"``, ``"multimodal"`` (§4 of
+        Guo et al. 2016); its ``params`` then hold the retrieval index's
+        ``vrep_features``, ``vrep_word_scores`` and ``gamma``.
     """
 
     name: str
@@ -134,6 +167,35 @@ class Method:
     needs: tuple[str, ...] = ()
     response: Callable[[Fitted, Any], Any] | None = None
     params: Mapping[str, str] | None = None
+    estimator_name: str = ""
+    input_kind: str = "real"
+    score_meaning: str | None = None
+    class_scores: Callable[[Fitted, Any], Any] | None = None
+    non_negative: bool | Callable[[Mapping[str, Any]], bool] = False
+    queries: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.estimator_name:
+            parts = self.name.replace("_", "-").split("-")
+            camel = "".join(part[:1].upper() + part[1:] for part in parts)
+            object.__setattr__(self, "estimator_name", camel)
+        if self.input_kind not in INPUT_KINDS:
+            raise ValueError(
+                f"method {self.name!r}: input_kind {self.input_kind!r} is not one of "
+                f"{list(INPUT_KINDS)}"
+            )
+        unknown = [q for q in self.queries if q not in QUERY_KINDS]
+        if unknown:
+            raise ValueError(
+                f"method {self.name!r}: unknown queries {unknown}; valid: "
+                f"{list(QUERY_KINDS)}"
+            )
+
+    def needs_non_negative(self, hyper: Mapping[str, Any]) -> bool:
+        """Whether features must be non-negative with hyper-parameters ``hyper``
+        (:attr:`non_negative`, called when it is a function)."""
+        rule = self.non_negative
+        return bool(rule(hyper) if callable(rule) else rule)
 
 
 def show_progress() -> bool:

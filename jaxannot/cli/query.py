@@ -15,51 +15,76 @@ __all__ = ["add_query_command"]
 
 def _cmd_query(args) -> int:
     """``jaxannot query MODEL KIND``: EMML queries (§4 of Guo et al. 2016) on a saved
-    model; the database is the dataset's training images, query images its test rows."""
-    import numpy as np
-
-    from jaxannot import retrieval
-    from jaxannot.annotators.base import load_scorer
+    model; the database is the dataset's training images, query images its test rows.
+    ``annotate`` works for every method that scores words, the other kinds for a
+    method that declares them (:attr:`~jaxannot.annotators.Method.queries`)."""
+    from jaxannot.annotators.base import available_methods, load_scorer
     from jaxannot.data.datasets import load_dataset
-    from jaxannot.data.errors import DataFormatError
 
     fitted, method = load_scorer(args.model)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     queries = test if test is not None else train
-    names = list(train.word_names)
-
-    def rows_of(corpus, rows):
-        bad = [r for r in rows if not 0 <= r < corpus.num_images]
-        if bad:
-            raise ValueError(f"--row {bad[0]} out of range [0, {corpus.num_images})")
-        return rows
-
-    def word_weights():
-        unknown = [w for w in args.word if w not in names]
-        if unknown:
-            raise ValueError(
-                f"unknown word {unknown[0]!r}; the vocabulary has {len(names)} words"
-            )
-        return np.isin(np.array(names), args.word).astype(np.float32)
-
     if args.kind == "annotate":
-        rows = rows_of(queries, args.row or [0])
-        scores = np.asarray(method.score_words(fitted, queries.subset(np.array(rows))))
-        for r, s in zip(rows, scores, strict=True):
-            top = np.argsort(-s, kind="stable")[: args.top]
-            print(json.dumps({"row": r, "words": [names[j] for j in top]}))
-        return 0
-    if fitted.method != "emml":
+        return _annotate(args, fitted, method, queries, list(train.word_names))
+    if args.kind not in method.queries:
+        answering = [
+            m.name for m in available_methods().values() if args.kind in m.queries
+        ]
         raise ValueError(
-            f"{args.kind} queries need an 'emml' model, got {fitted.method!r}"
+            f"{args.kind} queries need a model of a method that answers them "
+            f"({', '.join(answering)}), got {fitted.method!r}"
         )
+    index, view = _index(args.model, fitted, train)
+    ids, scores = _retrieve(args, index, queries, view, list(train.word_names))
+    _print_images(ids, scores, train)
+    return 0
+
+
+def _rows_of(corpus, rows: list[int]) -> list[int]:
+    """``rows`` (``--row``), checked to be rows of ``corpus``."""
+    bad = [r for r in rows if not 0 <= r < corpus.num_images]
+    if bad:
+        raise ValueError(f"--row {bad[0]} out of range [0, {corpus.num_images})")
+    return rows
+
+
+def _word_weights(words: list[str], names: list[str]):
+    """0/1 weights over the vocabulary ``names`` of the ``--word`` ``words``."""
+    import numpy as np
+
+    unknown = [w for w in words if w not in names]
+    if unknown:
+        raise ValueError(
+            f"unknown word {unknown[0]!r}; the vocabulary has {len(names)} words"
+        )
+    return np.isin(np.array(names), words).astype(np.float32)
+
+
+def _annotate(args, fitted, method, queries, names: list[str]) -> int:
+    """The ``--top`` words of each ``--row`` (default 0), one JSON line each."""
+    import numpy as np
+
+    rows = _rows_of(queries, args.row or [0])
+    scores = np.asarray(method.score_words(fitted, queries.subset(np.array(rows))))
+    for r, s in zip(rows, scores, strict=True):
+        top = np.argsort(-s, kind="stable")[: args.top]
+        print(json.dumps({"row": r, "words": [names[j] for j in top]}))
+    return 0
+
+
+def _index(path, fitted, train):
+    """The retrieval index of a saved model over the training images, and the view
+    it reads; ``DataFormatError`` when the model lacks the index's arrays."""
+    from jaxannot import retrieval
+    from jaxannot.data.errors import DataFormatError
+
     p = fitted.params
     missing = [k for k in ("vrep_features", "vrep_word_scores", "gamma") if k not in p]
     if missing:
         raise DataFormatError(
-            args.model,
-            f"an emml model without {', '.join(missing)}; save the model again "
-            "(jaxannot evaluate emml ... --save)",
+            path,
+            f"an {fitted.method} model without {', '.join(missing)}; save the model "
+            f"again (jaxannot evaluate {fitted.method} ... --save)",
         )
     view = fitted.hyper.get("view") or train.primary_view
     index = retrieval.build_index(
@@ -70,28 +95,45 @@ def _cmd_query(args) -> int:
         kernel=fitted.hyper["kernel"],
         gamma=float(p["gamma"]),
     )
+    return index, view
+
+
+def _retrieve(args, index, queries, view: str, names: list[str]):
+    """The image ids and scores of a ``word``, ``image`` or ``multimodal`` query."""
+    import numpy as np
+
+    from jaxannot import retrieval
+
     x = np.asarray(queries.view(view), np.float32)
     options = retrieval.QueryOptions(top_images=args.top)
     if args.kind == "word":
         if not args.word:
             raise ValueError("a word query needs --word")
-        ids, sc = retrieval.word_query(index, word_weights(), options=options)
-    elif args.kind == "image":
-        (r,) = rows_of(queries, args.row[:1] or [0])
-        ids, sc = retrieval.image_retrieval(index, x[r], options=options)
-    else:
-        rows = rows_of(queries, args.row or [])
-        w = word_weights() if args.word else np.zeros(len(names), np.float32)
-        imgs = x[np.array(rows, int)] if rows else np.zeros((1, x.shape[1]), np.float32)
-        a = np.full(max(len(rows), 1), 1.0 if rows else 0.0, np.float32)
-        ids, sc = retrieval.multimodal_query(
-            index, imgs, a * args.image_weight, w, options=options
+        return retrieval.word_query(
+            index, _word_weights(args.word, names), options=options
         )
-    for i, s in zip(np.asarray(ids), np.asarray(sc), strict=True):
+    if args.kind == "image":
+        (r,) = _rows_of(queries, args.row[:1] or [0])
+        return retrieval.image_retrieval(index, x[r], options=options)
+    rows = _rows_of(queries, args.row or [])
+    w = _word_weights(args.word, names) if args.word else np.zeros(len(names))
+    imgs = x[np.array(rows, int)] if rows else np.zeros((1, x.shape[1]), np.float32)
+    a = np.full(max(len(rows), 1), 1.0 if rows else 0.0, np.float32)
+    return retrieval.multimodal_query(
+        index, imgs, a * args.image_weight, w.astype(np.float32), options=options
+    )
+
+
+def _print_images(ids, scores, train) -> None:
+    """One JSON line per retrieved image: its id, score and training words."""
+    import numpy as np
+
+    names = list(train.word_names)
+    words_of = np.asarray(train.words)
+    for i, s in zip(np.asarray(ids), np.asarray(scores), strict=True):
         if i >= 0:
-            words = [names[j] for j in np.flatnonzero(np.asarray(train.words)[i] > 0)]
+            words = [names[j] for j in np.flatnonzero(words_of[i] > 0)]
             print(json.dumps({"image": int(i), "score": float(s), "words": words}))
-    return 0
 
 
 def add_query_command(add) -> None:

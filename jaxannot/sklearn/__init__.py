@@ -61,50 +61,12 @@ import inspect  # noqa: E402
 from jaxannot.annotators.base import Method, available_methods, get_method  # noqa: E402
 from jaxannot.sklearn._classifier import ClassifierEstimator  # noqa: E402
 from jaxannot.sklearn._estimators import (  # noqa: E402
-    BAG_METHODS,
-    PROBABILITY_METHODS,
     RENAMED,
     AnnotatorEstimator,
     default_view_kind,
     sklearn_hyper,
 )
 from jaxannot.sklearn._scorers import scorer, scorer_names  # noqa: E402
-
-#: Class names of the registered methods (others get a CamelCase of their name).
-CLASS_NAMES = {
-    "ale-sf": "ALESF",
-    "ale-svm": "ALESVM",
-    "bsvm": "BSVM",
-    "dwh": "DWH",
-    "dwh-svm": "DWHSVM",
-    "emml": "EMML",
-    "empirical": "Empirical",
-    "fsnm": "FSNM",
-    "gsf": "GSF",
-    "iale-sf": "IALESF",
-    "iale-svm": "IALESVM",
-    "knn": "Knn",
-    "lap-link-lda": "LapLinkLDA",
-    "lap-mix-unigram": "LapMixUnigram",
-    "link-lda": "LinkLDA",
-    "mbrm": "MBRM",
-    "mix-unigram": "MixUnigram",
-    "mmh": "MMH",
-    "plsa-words": "PLSAWords",
-    "sfsls": "SFSLS",
-    "sfss": "SFSS",
-    "svm": "SVM",
-    "tagprop": "TagProp",
-    "twh": "TWH",
-}
-
-_COMMON = ("view_kind", "random_state", "n_words")
-
-
-def _class_name(method: str) -> str:
-    return CLASS_NAMES.get(method) or "".join(
-        part[:1].upper() + part[1:] for part in method.replace("_", "-").split("-")
-    )
 
 
 def is_classifier_method(method: Method) -> bool:
@@ -227,7 +189,7 @@ class _ByName:
                 f"method {method.name!r} is "
                 f"{'a classifier' if is_classifier_method(method) else 'an annotator'}"
                 f": use jaxannot.sklearn.{right}(method={method.name!r}) or "
-                f"jaxannot.sklearn.{_class_name(method.name)}"
+                f"jaxannot.sklearn.{method.estimator_name}"
             )
 
 
@@ -333,7 +295,7 @@ def _make_estimator_class(method: Method) -> type:
         )
     params = [*hyper.items(), *common]
     defaults = dict(params)
-    name = _class_name(method.name)
+    name = method.estimator_name
 
     def __init__(self, **kwargs):
         unknown = [k for k in kwargs if k not in defaults]
@@ -378,12 +340,9 @@ del _method, _cls
 __all__ = [
     "Annotator",
     "AnnotatorEstimator",
-    "BAG_METHODS",
-    "CLASS_NAMES",
     "Classifier",
     "ClassifierEstimator",
     "ESTIMATORS",
-    "PROBABILITY_METHODS",
     "RENAMED",
     "default_view_kind",
     "is_classifier_method",

@@ -12,10 +12,6 @@ from jaxannot.sklearn._estimators import _Shared
 
 __all__ = ["ClassifierEstimator"]
 
-#: Classifiers with class scores
-#: (:func:`jaxannot.methods.harmoniums.dwh_annotators.score_classes`).
-_CLASS_SCORE_METHODS = frozenset({"mmh", "twh", "dwh-svm", "svm"})
-
 
 class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
     """Base of the classifiers (methods with ``predict_labels``).
@@ -61,13 +57,12 @@ class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
         labels = self._registered().predict_labels(self.fitted_, corpus)
         return self.classes_[np.asarray(labels)]
 
-    @available_if(lambda self: self._method_name() in _CLASS_SCORE_METHODS)
+    @available_if(lambda self: self._has_protocol("class_scores"))
     def decision_function(self, X):
-        """Class scores (higher = more likely): ``(n_images, n_classes)``, or for two
-        classes the score difference ``classes_[1]`` minus ``classes_[0]`` as
-        ``(n_images,)``, as sklearn's classifiers return; ``X`` as in :meth:`fit`."""
-        from jaxannot.methods.harmoniums.dwh_annotators import score_classes
-
+        """Class scores (higher = more likely; the method's
+        :attr:`~jaxannot.annotators.Method.class_scores`): ``(n_images, n_classes)``,
+        or for two classes the score difference ``classes_[1]`` minus ``classes_[0]``
+        as ``(n_images,)``, as sklearn's classifiers return; ``X`` as in :meth:`fit`."""
         corpus = self._query(X)  # checks it is fitted first
-        scores = np.asarray(score_classes(self.fitted_, corpus))
+        scores = np.asarray(self._registered().class_scores(self.fitted_, corpus))
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores

@@ -34,33 +34,10 @@ from jaxannot.data.corpus import VIEW_KINDS, Corpus
 
 __all__ = [
     "AnnotatorEstimator",
-    "BAG_METHODS",
-    "PROBABILITY_METHODS",
     "RENAMED",
     "default_view_kind",
     "sklearn_hyper",
 ]
-
-#: Methods that read their feature views as visual-word counts (the topic models):
-#: their estimators default to ``view_kind="bag"`` and need non-negative ``X``.
-BAG_METHODS = frozenset(
-    {"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda", "lap-link-lda"}
-)
-
-#: Methods whose ``score_words`` are probabilities in [0, 1], and what they mean; only
-#: their estimators have ``predict_proba``.
-PROBABILITY_METHODS = {
-    "empirical": "relative frequency of the word in the training words",
-    "knn": "similarity-weighted fraction of the k neighbours carrying the word",
-    "tagprop": "p(word present | image), the TagProp model's sigmoid",
-    "mbrm": "p(word | image) of the multiple-Bernoulli relevance model",
-    "mix-unigram": "p(word | image) under the mixture (a row sums to 1 over words)",
-    "lap-mix-unigram": "p(word | image) under the mixture (a row sums to 1)",
-    "plsa-words": "p(word | image) of pLSA-Words (a row sums to 1)",
-    "link-lda": "p(word | image) of Link-LDA (a row sums to 1)",
-    "lap-link-lda": "p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
-    "dwh": "E[word unit] after mean field, a Bernoulli mean",
-}
 
 _SINGLE_VIEW = "features"  # the view name an array X becomes
 
@@ -77,9 +54,10 @@ def sklearn_hyper(method: Method) -> dict:
 
 
 def default_view_kind(method: str) -> str:
-    """How an estimator of ``method`` reads ``X`` unless told: ``"bag"`` (non-negative
-    counts) for the topic models of :data:`BAG_METHODS`, ``"real"`` otherwise."""
-    return "bag" if method in BAG_METHODS else "real"
+    """How an estimator of the method named ``method`` reads ``X`` unless told: its
+    :attr:`~jaxannot.annotators.Method.input_kind` (``"bag"``, non-negative counts,
+    for the topic models; ``"real"`` otherwise)."""
+    return get_method(method).input_kind
 
 
 def _plain(value):
@@ -141,20 +119,23 @@ class _Shared:
                 )
         return kinds
 
+    def _reads_counts(self) -> bool:
+        """Whether the method reads ``X`` as visual-word counts (its ``input_kind``
+        is ``"bag"``)."""
+        return self._registered().input_kind == "bag"
+
     def _needs_non_negative(self) -> bool:
-        """Whether ``X`` must be non-negative: bag/binary views, TagProp's base
-        distances other than cosine, MBRM's ``regions`` kernel."""
+        """Whether ``X`` must be non-negative: bag/binary views, or what the method
+        declares for its current hyper-parameters (:meth:`~jaxannot.annotators.
+        Method.needs_non_negative`, e.g. TagProp's base distances other than cosine,
+        MBRM's ``regions`` kernel)."""
         kind = self._view_kind_param()
         kinds = kind.values() if isinstance(kind, Mapping) else [kind]
         if any(k in ("bag", "binary") for k in kinds):
             return True
-        name, params = self._method_name(), self.get_params(deep=False)
-        if name == "tagprop":
-            distances = str(params.get("distances", "")).replace(" ", "")
-            return params.get("variant") == "distance" and distances != "cosine"
-        if name == "mbrm":
-            return params.get("kernel") == "regions"
-        return False
+        method, params = self._registered(), self.get_params(deep=False)
+        hyper = {k: params.get(RENAMED.get(k, k), v) for k, v in method.hyper.items()}
+        return method.needs_non_negative(hyper)
 
     def _random_key(self):
         state = self.random_state
@@ -190,7 +171,7 @@ class _Shared:
         if self._needs_non_negative():
             for v in views.values():
                 check_non_negative(v, f"{type(self).__name__} (view_kind / method)")
-        if self._method_name() in BAG_METHODS:
+        if self._reads_counts():
             for name, v in views.items():
                 if not np.array_equal(v, np.round(v)):
                     raise ValueError(
@@ -284,7 +265,7 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         tags.target_tags.single_output = False
         tags.input_tags.positive_only = self._needs_non_negative()
         # the topic models read X as counts: the checks then feed them integers
-        tags.input_tags.categorical = self._method_name() in BAG_METHODS
+        tags.input_tags.categorical = self._reads_counts()
         return tags
 
     def fit(self, X, y):
@@ -344,11 +325,11 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         scores = self._registered().score_words(self.fitted_, corpus)
         return np.asarray(scores)
 
-    @available_if(lambda self: self._method_name() in PROBABILITY_METHODS)
+    @available_if(lambda self: self._registered().score_meaning is not None)
     def predict_proba(self, X):
         """The word scores of methods whose scores are probabilities in [0, 1]
-        (:data:`PROBABILITY_METHODS` says what each one means); the same array as
-        :meth:`decision_function`."""
+        (the method's :attr:`~jaxannot.annotators.Method.score_meaning` says what
+        they mean); the same array as :meth:`decision_function`."""
         return self.decision_function(X)
 
     def predict(self, X):

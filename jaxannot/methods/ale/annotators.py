@@ -373,6 +373,7 @@ for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
             score_words=_scores,
             score_fit_corpus=_fit_scores,
             embed=_iale_embed,
+            estimator_name=f"{_prefix}{_det}".upper(),
         )
 register_words_method(
     "bsvm",
@@ -380,6 +381,7 @@ register_words_method(
     "Baseline linear SVM (dual coordinate descent) on raw features",
     score_words=_bsvm_scores,
     score_fit_corpus=_fit_scores,
+    estimator_name="BSVM",
 )
 register_words_method(
     "gsf",
@@ -387,4 +389,5 @@ register_words_method(
     "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
     score_words=_gsf_scores,
     score_fit_corpus=_gsf_fit_scores,
+    estimator_name="GSF",
 )

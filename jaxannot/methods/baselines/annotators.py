@@ -78,6 +78,7 @@ EMPIRICAL = register_words_method(
     "word frequency in the training words (same ranking for every image)",
     score_words=_empirical_score,
     params={"frequency": "f[w]"},
+    score_meaning="relative frequency of the word in the training words",
 )
 
 
@@ -185,4 +186,5 @@ KNN = register_words_method(
         "frequency": "f[w]",
         "width?": "f[]",
     },
+    score_meaning="similarity-weighted fraction of the k neighbours carrying the word",
 )

@@ -276,4 +276,10 @@ TAGPROP = register_words_method(
         "latent/gamma?": "f[k]",
         "latent/theta?": "f[s]",
     },
+    estimator_name="TagProp",
+    score_meaning="p(word present | image), the TagProp model's sigmoid",
+    non_negative=lambda hyper: (
+        hyper.get("variant") == "distance"
+        and str(hyper.get("distances", "")).replace(" ", "") != "cosine"
+    ),
 )

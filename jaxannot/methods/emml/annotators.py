@@ -344,6 +344,8 @@ register_words_method(
     fit_emml_annotator,
     "EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
     score_words=score_emml,
+    estimator_name="EMML",
+    queries=("word", "image", "multimodal"),
 )
 
 register_words_method(
@@ -351,4 +353,7 @@ register_words_method(
     fit_mbrm_annotator,
     "Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
     score_words=score_mbrm,
+    estimator_name="MBRM",
+    score_meaning="p(word | image) of the multiple-Bernoulli relevance model",
+    non_negative=lambda hyper: hyper.get("kernel") == "regions",
 )

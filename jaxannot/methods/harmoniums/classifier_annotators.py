@@ -375,17 +375,23 @@ _classifier(
     "dwh-svm",
     fit_dwh_svm,
     f"DWH latent space + Crammer-Singer SVM, {_SUMMARY}",
+    estimator_name="DWHSVM",
+    class_scores=score_classes,
 )
 _classifier(
     "twh",
     fit_twh,
     f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+    estimator_name="TWH",
+    class_scores=score_classes,
 )
 _classifier(
     "mmh",
     fit_mmh,
     f"max-margin harmonium (CD + hinge loss, alternating SVM), {_SUMMARY}",
     score_words=score_words_mmh,
+    estimator_name="MMH",
+    class_scores=score_classes,
 )
 _classifier(
     "mmh-regression",
@@ -400,4 +406,6 @@ _classifier(
     fit_svm,
     "Crammer-Singer linear SVM on the concatenated standardized views",
     embed=None,
+    estimator_name="SVM",
+    class_scores=score_classes,
 )

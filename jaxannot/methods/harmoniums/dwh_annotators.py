@@ -397,5 +397,7 @@ register(
         hyper=method_defaults("dwh"),
         needs=("words",),
         summary=f"dual-wing harmonium annotator (words + feature wings), {_SUMMARY}",
+        estimator_name="DWH",
+        score_meaning="E[word unit] after mean field, a Bernoulli mean",
     )
 )

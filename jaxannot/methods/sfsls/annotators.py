@@ -175,6 +175,7 @@ SFSLS = register_words_method(
     "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
     score_words=_scores,
     embed=_embed,
+    estimator_name="SFSLS",
 )
 
 
@@ -192,6 +193,7 @@ SFSS = register_words_method(
     "(SFSS, Ma et al. 2012)",
     score_words=_scores,
     embed=_embed,
+    estimator_name="SFSS",
 )
 
 
@@ -251,4 +253,5 @@ FSNM = register_words_method(
     "joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
     "selected features",
     score_words=_scores,
+    estimator_name="FSNM",
 )

@@ -154,6 +154,9 @@ LINK_LDA = register_words_method(
     score_words=_lda_score,
     score_fit_corpus=_lda_score_fit,
     embed=_lda_embed,
+    estimator_name="LinkLDA",
+    input_kind="bag",
+    score_meaning="p(word | image) of Link-LDA (a row sums to 1)",
 )
 
 
@@ -262,4 +265,7 @@ LAP_LINK_LDA = register_words_method(
     score_words=_lap_score,
     score_fit_corpus=_lap_score_fit,
     embed=_lap_embed,
+    estimator_name="LapLinkLDA",
+    input_kind="bag",
+    score_meaning="p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
 )

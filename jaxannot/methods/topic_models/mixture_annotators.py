@@ -213,6 +213,8 @@ def _register_mixture(name: str, fit, phi_of, summary: str) -> Method:
         score_words=score_words,
         score_fit_corpus=_mix_score_fit,
         embed=embed,
+        input_kind="bag",
+        score_meaning="p(word | image) under the mixture (a row sums to 1 over words)",
     )
 
 

@@ -100,4 +100,7 @@ PLSA_WORDS = register_words_method(
     score_words=_plsa_score,
     score_fit_corpus=_plsa_score_fit,
     embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
+    estimator_name="PLSAWords",
+    input_kind="bag",
+    score_meaning="p(word | image) of pLSA-Words (a row sums to 1)",
 )

@@ -1,0 +1,128 @@
+"""Every registered method describes itself (issue 30, point 2): the fields of
+:class:`~jaxannot.annotators.Method` that the sklearn wrappers and ``jaxannot query``
+read, instead of tables keyed by method name."""
+
+import pytest
+
+from jaxannot.annotators import Fitted, Method, available_methods
+from jaxannot.annotators.base import INPUT_KINDS, QUERY_KINDS
+
+METHODS = available_methods()
+
+# What the tables of jaxannot.sklearn said before the methods described themselves:
+# the registry must say the same.
+OLD_CLASS_NAMES = {
+    "ale-sf": "ALESF",
+    "ale-svm": "ALESVM",
+    "bsvm": "BSVM",
+    "dwh": "DWH",
+    "dwh-svm": "DWHSVM",
+    "emml": "EMML",
+    "empirical": "Empirical",
+    "fsnm": "FSNM",
+    "gsf": "GSF",
+    "iale-sf": "IALESF",
+    "iale-svm": "IALESVM",
+    "knn": "Knn",
+    "lap-link-lda": "LapLinkLDA",
+    "lap-mix-unigram": "LapMixUnigram",
+    "link-lda": "LinkLDA",
+    "mbrm": "MBRM",
+    "mix-unigram": "MixUnigram",
+    "mmh": "MMH",
+    "mmh-regression": "MmhRegression",
+    "plsa-words": "PLSAWords",
+    "sfsls": "SFSLS",
+    "sfss": "SFSS",
+    "svm": "SVM",
+    "tagprop": "TagProp",
+    "twh": "TWH",
+}
+OLD_BAG = {"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda", "lap-link-lda"}
+OLD_PROBABILITY = OLD_BAG | {"empirical", "knn", "tagprop", "mbrm", "dwh"}
+OLD_CLASS_SCORES = {"mmh", "twh", "dwh-svm", "svm"}
+
+
+def test_the_registry_is_the_table_of_the_library_methods():
+    assert set(METHODS) == set(OLD_CLASS_NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_declares_its_description(name):
+    m = METHODS[name]
+    assert m.estimator_name.isidentifier()
+    assert m.estimator_name == OLD_CLASS_NAMES[name]
+    assert m.input_kind in INPUT_KINDS
+    assert (m.input_kind == "bag") == (name in OLD_BAG)
+    assert m.score_meaning is None or (
+        isinstance(m.score_meaning, str) and m.score_meaning.strip()
+    )
+    assert (m.score_meaning is not None) == (name in OLD_PROBABILITY)
+    if m.score_meaning is not None:
+        assert m.score_words is not None  # predict_proba gives the word scores
+    assert m.class_scores is None or callable(m.class_scores)
+    assert (m.class_scores is not None) == (name in OLD_CLASS_SCORES)
+    if m.class_scores is not None:
+        assert m.predict_labels is not None  # only a classifier has class scores
+    assert isinstance(m.non_negative, bool) or callable(m.non_negative)
+    assert isinstance(m.needs_non_negative(dict(m.hyper)), bool)
+    assert set(m.queries) <= set(QUERY_KINDS)
+    assert bool(m.queries) == (name == "emml")
+
+
+def test_estimator_names_are_unique():
+    names = [m.estimator_name for m in METHODS.values()]
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize(
+    "name, hyper, expected",
+    [
+        # TagProp: distance-based weights over base distances other than cosine
+        ("tagprop", {"variant": "distance", "distances": "cosine"}, False),
+        ("tagprop", {"variant": "distance", "distances": "cosine, idf"}, True),
+        ("tagprop", {"variant": "distance", "distances": " cosine "}, False),
+        ("tagprop", {"variant": "rank", "distances": "euclidean"}, False),
+        # MBRM: only the regions kernel
+        ("mbrm", {"kernel": "regions"}, True),
+        ("mbrm", {"kernel": "gaussian"}, False),
+        ("knn", {}, False),
+        ("link-lda", {}, False),  # bag views are non-negative by their kind
+    ],
+)
+def test_non_negativity_follows_the_hyper_parameters(name, hyper, expected):
+    m = METHODS[name]
+    assert m.needs_non_negative({**m.hyper, **hyper}) is expected
+
+
+def test_defaults_and_checks_of_the_fields():
+    def fit(corpus, *, rng_key):
+        return Fitted("my-own_method", {})
+
+    m = Method("my-own_method", fit)
+    assert m.estimator_name == "MyOwnMethod" and m.input_kind == "real"
+    assert m.score_meaning is None and m.class_scores is None and m.queries == ()
+    assert not m.needs_non_negative({})
+    rule = Method("x", fit, non_negative=lambda h: h["k"] > 1)
+    assert rule.needs_non_negative({"k": 2}) and not rule.needs_non_negative({"k": 1})
+    with pytest.raises(ValueError, match="input_kind 'counts'"):
+        Method("x", fit, input_kind="counts")
+    with pytest.raises(ValueError, match="unknown queries"):
+        Method("x", fit, queries=("sketch",))
+
+
+def test_the_sklearn_wrappers_read_the_methods_not_tables():
+    js = pytest.importorskip("jaxannot.sklearn")
+    for table in ("CLASS_NAMES", "BAG_METHODS", "PROBABILITY_METHODS"):
+        assert not hasattr(js, table)
+    for name, cls in js.ESTIMATORS.items():
+        m = METHODS[name]
+        assert cls.__name__ == m.estimator_name
+        est = cls()
+        assert hasattr(est, "predict_proba") == (m.score_meaning is not None)
+        if m.predict_labels is not None:
+            assert hasattr(est, "decision_function") == (m.class_scores is not None)
+        assert est.view_kind == m.input_kind
+    tagprop = js.TagProp(variant="distance", distances="cosine,idf", view_kind="real")
+    assert tagprop._needs_non_negative()
+    assert not tagprop.set_params(distances="cosine")._needs_non_negative()
