@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,6 +31,7 @@ import jax
 
 from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method, parse_hyper
+from jaxannot.annotators.hyper_values import Hyper
 from jaxannot.data.protocols import Task
 from jaxannot.runtime.checkpoint import checkpointing
 
@@ -190,7 +191,7 @@ def evaluate(
     method: str | Method,
     task: Task,
     *,
-    hyper: Mapping[str, Any] | list[str] | None = None,
+    hyper: Hyper | Mapping[str, Any] | list[str] | None = None,
     seed: int = 0,
     n: int = 5,
     checkpoint: str | os.PathLike | None = None,
@@ -204,8 +205,11 @@ def evaluate(
         A registered method or its name.
     task : Task
         From :func:`jaxannot.data.make_task`.
-    hyper : mapping or list of ``"key=value"``
-        Hyper-parameters overriding the method's defaults.
+    hyper : Hyper, mapping or list of ``"key=value"``
+        Hyper-parameters overriding the method's defaults: a
+        :class:`~jaxannot.annotators.Hyper` from
+        :func:`~jaxannot.annotators.parse_hyper` is used as it is, anything else is
+        parsed and checked here (once).
     seed : int
         Seeds the method's ``rng_key``.
     n : int
@@ -231,26 +235,65 @@ def evaluate(
     if isinstance(method, str):
         method = get_method(method)
     check_applicable(method, task, n)
-    params = parse_hyper(method, hyper or {})
+    params = parse_hyper(method, hyper if hyper is not None else {})
+    fitted, fit_seconds = _fit(method, task, params, seed, checkpoint, checkpoint_every)
 
+    start = time.perf_counter()
+    rows = np.asarray(task.eval_rows)
+    predicted = _predict(method, fitted, task, rows)
+    predict_seconds = time.perf_counter() - start
+    log.debug("scored %d images in %.2f s", rows.size, predict_seconds)
+
+    results, bipartition = _measure(method, task, predicted, n)
+    return Evaluation(
+        method=method.name,
+        dataset=task.train.name,
+        protocol=task.protocol,
+        params=dict(params),
+        metrics={k: float(v) for k, v in results.items()},
+        fit_seconds=fit_seconds,
+        predict_seconds=predict_seconds,
+        n_train=int(task.train.num_images),
+        n_test=int(rows.size),
+        n_words=int(task.train.num_words),
+        fitted=fitted,
+        bipartition=bipartition,
+    )
+
+
+def _fit(method: Method, task: Task, params: Hyper, seed, checkpoint, every):
+    """``method`` fitted on ``task.train`` with ``params`` (checkpointed in the
+    folder ``checkpoint`` when given), and the seconds it took."""
     log.debug("fitting %s on %d images: %s", method.name, task.train.num_images, params)
     start = time.perf_counter()
-    with _checkpoints(checkpoint, checkpoint_every, method, task, params, seed):
+    with _checkpoints(checkpoint, every, method, task, params, seed):
         fitted = method.fit(task.train, rng_key=jax.random.key(seed), **params)
         _block(fitted.params)
     fit_seconds = time.perf_counter() - start
     log.debug("fitted %s in %.2f s", method.name, fit_seconds)
+    return fitted, fit_seconds
 
-    start = time.perf_counter()
-    rows = np.asarray(task.eval_rows)
-    scores = labels = None
+
+class _Predicted(NamedTuple):
+    """What a fitted method says of the evaluation rows: word scores, class labels,
+    and (predicted, true) values of a regressor; None where it says nothing."""
+
+    scores: np.ndarray | None
+    labels: np.ndarray | None
+    regression: tuple[np.ndarray, np.ndarray] | None
+
+
+def _predict(method: Method, fitted: Fitted, task: Task, rows) -> _Predicted:
+    """Word scores of the evaluation ``rows`` (through ``score_fit_corpus`` under
+    the transductive protocol, where the method has it), their class labels, or a
+    regressor's predictions beside the true responses."""
+    scores = labels = regression = None
     if method.score_words is not None and task.truth_words is not None:
         if task.transductive and method.score_fit_corpus is not None:
             scores = method.score_fit_corpus(fitted)
         else:
             scores = method.score_words(fitted, task.test)
         scores = np.asarray(scores)[rows]
-    regression = None
     if method.response is not None:
         truth = method.response(fitted, task.test)
         if truth is not None:
@@ -264,9 +307,13 @@ def evaluate(
             regression = (predicted[known], truth[known])
     elif method.predict_labels is not None and task.truth_labels is not None:
         labels = np.asarray(method.predict_labels(fitted, task.test))[rows]
-    predict_seconds = time.perf_counter() - start
-    log.debug("scored %d images in %.2f s", rows.size, predict_seconds)
+    return _Predicted(scores, labels, regression)
 
+
+def _measure(method: Method, task: Task, predicted: _Predicted, n: int):
+    """The metrics of ``predicted`` against the task's truth, and the bipartition
+    rule (None without word scores)."""
+    scores, labels, regression = predicted
     results: dict[str, float] = {}
     bipartition = None
     if scores is not None:
@@ -288,20 +335,7 @@ def evaluate(
             results["classification_accuracy"] = metrics.classification_accuracy(
                 labels, task.truth_labels
             )
-    return Evaluation(
-        method=method.name,
-        dataset=task.train.name,
-        protocol=task.protocol,
-        params=params,
-        metrics={k: float(v) for k, v in results.items()},
-        fit_seconds=fit_seconds,
-        predict_seconds=predict_seconds,
-        n_train=int(task.train.num_images),
-        n_test=int(rows.size),
-        n_words=int(task.train.num_words),
-        fitted=fitted,
-        bipartition=bipartition,
-    )
+    return results, bipartition
 
 
 def _bipartition(task: Task) -> dict:

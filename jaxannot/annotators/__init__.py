@@ -15,9 +15,11 @@ from jaxannot.annotators.base import (
     register,
     save,
 )
+from jaxannot.annotators.hyper_values import Hyper
 
 __all__ = [
     "Fitted",
+    "Hyper",
     "Method",
     "available_methods",
     "get_method",

@@ -39,6 +39,7 @@ import jax
 
 from jaxannot.annotators.hyper_spec import method_defaults, spec_for
 from jaxannot.annotators.hyper_tables import DEFAULTS
+from jaxannot.annotators.hyper_values import Hyper
 from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.errors import DataFormatError
 
@@ -52,6 +53,7 @@ __all__ = [
     "get_method",
     "available_methods",
     "parse_hyper",
+    "parse_value",
     "check_hyper",
     "save",
     "load",
@@ -317,31 +319,59 @@ def get_method(name: str) -> Method:
     return _REGISTRY[name]
 
 
-def parse_hyper(method: Method, assignments: list[str] | Mapping[str, Any]) -> dict:
-    """Merge ``key=value`` strings (or a mapping) into the method's defaults.
+def parse_hyper(method: Method, assignments: list[str] | Mapping[str, Any]) -> Hyper:
+    """Merge ``key=value`` strings (or a mapping) into the method's defaults: the one
+    parse and check of a set of hyper-parameters.
 
     Values are parsed to the type of the default (bool, int, float, str); an unknown
     key raises ``KeyError`` listing the valid ones. Every merged value is then checked
     against its :class:`~jaxannot.annotators.hyper_spec.HyperSpec` (type, range,
     choices; :func:`~jaxannot.annotators.hyper_spec.spec_for`): ``ValueError`` names
     the method, the key, the value and the valid values.
+
+    A :class:`~jaxannot.annotators.hyper_values.Hyper` of ``method`` (what this
+    returned before) is returned as it is, neither parsed nor checked again; one of
+    another method is a ``ValueError``.
     """
-    hyper = dict(method.hyper)
-    items = (
-        assignments.items()
-        if isinstance(assignments, Mapping)
-        else (_split_assignment(a) for a in assignments)
-    )
-    for key, value in items:
-        if key not in hyper:
-            valid = ", ".join(hyper) or "(none)"
-            raise KeyError(
-                f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
+    if isinstance(assignments, Hyper):
+        if assignments.method != method.name:
+            raise ValueError(
+                f"hyper-parameters of method {assignments.method!r} given to "
+                f"method {method.name!r}; parse them for {method.name!r}"
             )
-        hyper[key] = _coerce(value, hyper[key], key)
-    for key, value in hyper.items():
-        check_hyper(method.name, key, value)
-    return hyper
+        return assignments
+    items = (
+        list(assignments.items())
+        if isinstance(assignments, Mapping)
+        else [_split_assignment(a) for a in assignments]
+    )
+    given = {key: parse_value(method, key, value) for key, value in items}
+    for key, value in method.hyper.items():
+        if key not in given:
+            check_hyper(method.name, key, value)
+    return Hyper(method.name, {**method.hyper, **given}, given=given)
+
+
+def parse_value(method: Method, key: str, value: Any) -> Any:
+    """One value of hyper-parameter ``key`` of ``method``, parsed to the type of
+    its default (a string; other values are taken as they are) and checked
+    (:func:`check_hyper`).
+
+    Raises
+    ------
+    KeyError
+        ``method`` has no hyper-parameter ``key`` (the message lists the valid ones).
+    ValueError
+        The value does not parse or is invalid (the message gives the valid values).
+    """
+    if key not in method.hyper:
+        valid = ", ".join(method.hyper) or "(none)"
+        raise KeyError(
+            f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
+        )
+    value = _coerce(value, method.hyper[key], key)
+    check_hyper(method.name, key, value)
+    return value
 
 
 def check_hyper(method: str, key: str, value: Any) -> None:
