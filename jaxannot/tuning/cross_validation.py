@@ -1,0 +1,214 @@
+"""The cross-validation driver: every setting of a grid scored on every fold by
+:func:`jaxannot.evaluation.evaluate` (the fold rules: :mod:`jaxannot.tuning`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxannot.annotators.base import Method, get_method
+from jaxannot.annotators.hyper_values import Hyper
+from jaxannot.data.corpus import Corpus
+from jaxannot.data.protocols import Task, kfold_rows
+from jaxannot.evaluation import check_applicable, evaluate
+from jaxannot.tuning.folds import fold_tasks
+from jaxannot.tuning.grid import parse_grid, resolve_fixed
+from jaxannot.tuning.results import SettingResult, TuneResult
+from jaxannot.tuning.scoring import LOWER_IS_BETTER, resolve_metric
+
+__all__ = ["cross_validate"]
+
+log = logging.getLogger("jaxannot.tuning")
+
+
+def cross_validate(
+    method: str | Method,
+    corpus: Corpus,
+    grid: Mapping[str, Sequence[Any]] | Sequence[str],
+    *,
+    folds: int = 5,
+    metric: str | None = None,
+    protocol: str = "inductive",
+    labelled_fraction: float | None = None,
+    seed: int = 0,
+    fixed: Hyper | Mapping[str, Any] | Sequence[str] | None = None,
+    progress: bool = False,
+    unlabelled: Corpus | None = None,
+) -> TuneResult:
+    """Score every setting of ``grid`` by k-fold cross-validation on ``corpus``.
+
+    Parameters
+    ----------
+    method : str or Method
+        A registered method or its name.
+    corpus : Corpus
+        The training images only (see :func:`training_images`); all of them must have
+        their words / labels, which the folds hide as needed.
+    grid : Grid, mapping ``{key: [values]}`` or list of ``"key=v1,v2"``
+        Every combination (Cartesian product, in order) is a setting. Values are
+        parsed to the type of the hyper-parameter's default, like ``--set``
+        (:func:`parse_grid`; a :class:`Grid` is taken as it is). An empty grid
+        cross-validates the single setting ``fixed``.
+    folds : int
+        Number of folds, 2 to ``corpus.num_images``.
+    metric : str, optional
+        What is compared: a metric reported by :func:`~jaxannot.evaluation.evaluate`
+        (:func:`available_metrics`); default :func:`default_metric`. Higher is better
+        except for those in :data:`LOWER_IS_BETTER`.
+    protocol : {"inductive", "transductive"}
+        How a fold is turned into a task (:mod:`jaxannot.tuning`).
+    labelled_fraction : float in (0, 1], optional
+        Inductive: fraction of the fit folds' images with observed words (default 1).
+        Transductive: fraction of all images, ``unlabelled`` included, with observed
+        words (default 0.25, as ``jaxannot evaluate``).
+    seed : int
+        Seeds the folds, the labelled subset and every fit's ``rng_key``.
+    fixed : Hyper, mapping or list of ``"key=value"``, optional
+        Hyper-parameters held fixed (``--set``; :func:`resolve_fixed`, a
+        :class:`~jaxannot.annotators.Hyper` is taken as it is); may not repeat a
+        grid key.
+    progress : bool
+        Show a tqdm bar over the (setting x fold) fits on stderr.
+    unlabelled : Corpus, optional
+        Transductive only: the dataset's images outside ``corpus``
+        (:func:`unlabelled_images`), fitted on with their words hidden and never
+        scored, so that a fold's fit spans every image as the evaluation's does.
+
+    Returns
+    -------
+    TuneResult
+        A fit that raises ``FloatingPointError`` (it diverged) scores NaN on its
+        fold, with a warning naming the setting; NaN is never the best.
+
+    Raises
+    ------
+    KeyError
+        Unknown method or hyper-parameter (the message lists the valid names).
+    ValueError
+        A malformed grid, bad ``folds``, an unknown metric (the message lists the
+        valid ones), a method that does not apply to the corpus.
+    """
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    if isinstance(method, str):
+        method = get_method(method)
+    grid = parse_grid(method, grid)
+    fixed = resolve_fixed(method, grid, fixed)
+    metric = resolve_metric(method, corpus, metric)
+    held_out = kfold_rows(corpus.num_images, folds, seed)
+    settings = _Settings(grid.settings(fixed), list(grid))
+    tasks = fold_tasks(
+        corpus,
+        held_out,
+        protocol=protocol,
+        labelled_fraction=labelled_fraction,
+        seed=seed,
+        unlabelled=unlabelled,
+    )
+    total = len(settings.hypers) * folds
+    desc = f"tune {method.name}"
+    with tqdm(total=total, desc=desc, unit="fit", disable=not progress) as bar:
+        for f, task in enumerate(tasks):
+            if f == 0:
+                check_applicable(method, task)
+            settings.score_fold(method, task, (f, folds), metric, seed, bar.update)
+    results = settings.results()
+    higher = metric not in LOWER_IS_BETTER
+    return TuneResult(
+        method=method.name,
+        dataset=corpus.name,
+        protocol=protocol,
+        metric=metric,
+        higher_is_better=higher,
+        folds=folds,
+        held_out=held_out,
+        grid=grid,
+        fixed={k: fixed[k] for k in fixed.given},
+        results=results,
+        best_index=_best_index([r.mean for r in results], higher),
+        labelled_fraction=labelled_fraction,
+        seed=seed,
+        n_images=corpus.num_images,
+        seconds=time.perf_counter() - start,
+    )
+
+
+@dataclasses.dataclass
+class _Settings:
+    """The settings of a grid (their checked hyper-parameters) and what each scored
+    on the folds so far."""
+
+    hypers: list[Hyper]
+    keys: list[str]
+    scores: list[list[float]] = dataclasses.field(default_factory=list)
+    reports: list[list[dict]] = dataclasses.field(default_factory=list)
+    unconverged: list[list[int]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for field in (self.scores, self.reports, self.unconverged):
+            field.extend([] for _ in self.hypers)
+
+    def params(self, i: int) -> dict:
+        """The grid values of setting ``i``."""
+        return {k: self.hypers[i][k] for k in self.keys}
+
+    def score_fold(self, method, task: Task, fold, metric, seed, done) -> None:
+        """Evaluate every setting on ``task``, fold ``fold = (index, count)``; a
+        diverged fit (``FloatingPointError``) scores NaN, with a warning; ``done(1)``
+        after each fit."""
+        f, folds = fold
+        for i, hyper in enumerate(self.hypers):
+            try:
+                result = evaluate(method, task, hyper=hyper, seed=seed)
+            except FloatingPointError as err:
+                log.warning(
+                    "fold %d/%d, setting %s diverged (%s): scored NaN",
+                    f + 1, folds, self.params(i), err,
+                )  # fmt: skip
+                self.scores[i].append(math.nan)
+                self.reports[i].append({})
+                done(1)
+                continue
+            if metric not in result.metrics:
+                raise ValueError(
+                    f"{method.name!r} did not report {metric!r}; it reported: "
+                    f"{', '.join(result.metrics)}"
+                )
+            log.debug(
+                "fold %d/%d, setting %d/%d: %s = %.4f (fit %.2f s)",
+                f + 1, folds, i + 1, len(self.hypers), metric,
+                result.metrics[metric], result.fit_seconds,
+            )  # fmt: skip
+            self.scores[i].append(result.metrics[metric])
+            self.reports[i].append(dict(result.metrics))
+            info = result.fitted.info if result.fitted is not None else {}
+            if (info or {}).get("converged") is False:
+                self.unconverged[i].append(f + 1)
+            done(1)
+
+    def results(self) -> list[SettingResult]:
+        """One :class:`SettingResult` per setting, in the grid's order."""
+        return [
+            SettingResult(
+                params=self.params(i),
+                hyper=dict(hyper),
+                folds=self.scores[i],
+                fold_metrics=self.reports[i],
+                unconverged_folds=self.unconverged[i],
+            )
+            for i, hyper in enumerate(self.hypers)
+        ]
+
+
+def _best_index(means: Sequence[float], higher_is_better: bool) -> int:
+    """Index of the best mean (the first among equals; NaN is never best)."""
+    sign = 1.0 if higher_is_better else -1.0
+    keyed = [sign * m if not math.isnan(m) else -math.inf for m in means]
+    return int(np.argmax(keyed))

@@ -1,0 +1,141 @@
+"""The folds of a cross-validation on the training images, as evaluation tasks
+(the fold rules: :mod:`jaxannot.tuning`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from jaxannot.data.corpus import Corpus
+from jaxannot.data.protocols import PROTOCOLS, Task, concatenate, make_task
+
+__all__ = ["fold_tasks", "training_images", "unlabelled_images"]
+
+
+def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:
+    """The images ``jaxannot evaluate --seed seed`` fits on, all words observed.
+
+    ``train`` itself for a dataset with a split; for one without (``test=None``) the
+    seeded random 70% that :func:`~jaxannot.data.make_task` keeps for training, so the
+    images it holds out for testing never enter a fold. ``test`` is not used otherwise.
+    """
+    if test is not None:
+        return train
+    return make_task(train, None, protocol="inductive", seed=seed).train
+
+
+def unlabelled_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:
+    """The images :func:`training_images` keeps out, words and labels hidden.
+
+    ``test`` for a dataset with a split, the seeded random 30% that
+    :func:`~jaxannot.data.make_task` holds out for one without. A transductive
+    cross-validation fits on them (as the transductive protocol fits on every image)
+    and never reads their words.
+    """
+    if test is None:
+        test = make_task(train, None, protocol="inductive", seed=seed).test
+    return test.with_hidden(np.ones(test.num_images, dtype=bool))
+
+
+def fold_tasks(
+    corpus: Corpus,
+    held_out: Sequence[np.ndarray],
+    *,
+    protocol: str = "inductive",
+    labelled_fraction: float | None = None,
+    seed: int = 0,
+    unlabelled: Corpus | None = None,
+) -> Iterator[Task]:
+    """Yield the :class:`~jaxannot.data.Task` of each fold (:mod:`jaxannot.tuning`).
+
+    Parameters
+    ----------
+    corpus : Corpus
+        The training images (:func:`training_images`).
+    held_out : sequence of int arrays
+        Held-out rows of each fold (:func:`~jaxannot.data.protocols.kfold_rows`).
+    protocol : {"inductive", "transductive"}
+    labelled_fraction : float in (0, 1], optional
+        Inductive: fraction of the other folds' images whose words are observed
+        (default 1). Transductive: fraction of all images (``corpus`` and
+        ``unlabelled``) whose words are observed, below 1 (default 0.25).
+    seed : int
+        Seeds the labelled subset.
+    unlabelled : Corpus, optional
+        Transductive only: the dataset's other images (:func:`unlabelled_images`),
+        fitted on with their words hidden, never scored.
+
+    Raises
+    ------
+    ValueError
+        An unknown protocol; ``unlabelled`` under ``inductive``; a transductive
+        labelled fraction of 1 or one that needs more labelled images than the
+        training images outside a fold.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(
+            f"unknown protocol {protocol!r}; valid protocols: {list(PROTOCOLS)}"
+        )
+    if protocol == "transductive":
+        yield from _transductive_fold_tasks(
+            corpus, held_out, labelled_fraction, seed, unlabelled
+        )
+        return
+    if unlabelled is not None:
+        raise ValueError(
+            "unlabelled images only take part in the transductive protocol"
+        )
+    if labelled_fraction is None:
+        labelled_fraction = 1.0
+    for rows in held_out:
+        is_held = np.zeros(corpus.num_images, dtype=bool)
+        is_held[rows] = True
+        yield make_task(
+            corpus.subset(~is_held),
+            corpus.subset(is_held),
+            protocol="inductive",
+            labelled_fraction=labelled_fraction,
+            seed=seed,
+        )
+
+
+def _transductive_fold_tasks(corpus, held_out, labelled_fraction, seed, unlabelled):
+    if labelled_fraction is None:
+        labelled_fraction = 0.25
+    if not 0.0 < labelled_fraction < 1.0:
+        raise ValueError(
+            "the transductive protocol needs a labelled fraction in (0, 1), got "
+            f"{labelled_fraction}"
+        )
+    n_train = corpus.num_images
+    n_all = n_train + (0 if unlabelled is None else unlabelled.num_images)
+    count = max(1, int(round(labelled_fraction * n_all)))
+    largest = max(len(rows) for rows in held_out)  # checked before any fit
+    if count > n_train - largest:
+        raise ValueError(
+            f"labelled fraction {labelled_fraction} of the {n_all} images needs "
+            f"{count} labelled training images outside each fold, and a fold leaves "
+            f"only {n_train - largest}; lower --labelled-fraction or raise --folds"
+        )
+    for f, rows in enumerate(held_out):
+        candidates = np.setdiff1d(np.arange(n_train), rows)
+        rng = np.random.default_rng((seed, f))
+        observed = np.zeros(n_train, dtype=bool)
+        observed[rng.choice(candidates, size=count, replace=False)] = True
+        full = corpus.with_hidden(~observed)
+        if unlabelled is not None:
+            hidden = np.ones(unlabelled.num_images, dtype=bool)
+            full = concatenate(full, unlabelled.with_hidden(hidden))
+        eval_rows = np.flatnonzero(~observed)
+        words, labels = corpus.words, corpus.labels
+        yield Task(
+            train=full,
+            test=full,
+            eval_rows=eval_rows,
+            truth_words=None if words is None else np.asarray(words)[eval_rows],
+            truth_labels=None if labels is None else np.asarray(labels)[eval_rows],
+            protocol="transductive",
+            labelled_fraction=labelled_fraction,
+            seed=seed,
+        )

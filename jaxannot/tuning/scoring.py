@@ -1,0 +1,81 @@
+"""Which metric a cross-validation compares, and which way is better."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxannot import metrics as _metrics
+from jaxannot.annotators.base import Method, get_method
+from jaxannot.data.corpus import Corpus
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "available_metrics",
+    "default_metric",
+    "resolve_metric",
+]
+
+#: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
+#: better for every other one.
+LOWER_IS_BETTER = frozenset(
+    {"complete_length", "rmse", "ranking_loss", "coverage", "one_error", "hamming_loss"}
+)
+
+
+def _annotation_metric_names(n: int = 5) -> list[str]:
+    """The annotation and multi-label metrics ``evaluate`` reports for word scores."""
+    truth = np.eye(n + 1, dtype=np.float32)
+    names = list(_metrics.annotation_report(truth, truth, n=n))
+    return names + list(_metrics.MULTILABEL_METRICS)
+
+
+def available_metrics(method: str | Method, corpus: Corpus, n: int = 5) -> list[str]:
+    """The metrics :func:`~jaxannot.evaluation.evaluate` reports for ``method`` on
+    ``corpus``: the annotation and multi-label metrics
+    (:data:`~jaxannot.metrics.MULTILABEL_METRICS`) where it scores words of a corpus
+    with words,
+    ``classification_accuracy`` where the corpus has classes and the method predicts
+    labels (or scores one word per class); ``rmse`` and ``r2`` for a regressor (a
+    method with a ``response``)."""
+    if isinstance(method, str):
+        method = get_method(method)
+    if method.response is not None:
+        return ["rmse", "r2"]
+    names = []
+    scores_words = method.score_words is not None and corpus.words is not None
+    if scores_words:
+        names += _annotation_metric_names(n)
+    if corpus.labels is not None and (
+        method.predict_labels is not None
+        or (scores_words and corpus.num_words == corpus.num_classes)
+    ):
+        names.append("classification_accuracy")
+    return names
+
+
+def default_metric(method: str | Method, corpus: Corpus) -> str:
+    """``rmse`` for a regressor, ``classification_accuracy`` for a classifier (a
+    method with ``predict_labels``) on a corpus with classes, ``map`` otherwise."""
+    if isinstance(method, str):
+        method = get_method(method)
+    if method.response is not None:
+        return "rmse"
+    if method.predict_labels is not None and corpus.labels is not None:
+        return "classification_accuracy"
+    return "map"
+
+
+def resolve_metric(method: str | Method, corpus: Corpus, metric: str | None) -> str:
+    """``metric``, or :func:`default_metric` when None; ``ValueError`` listing the
+    valid names (:func:`available_metrics`) when ``evaluate`` would not report it."""
+    if isinstance(method, str):
+        method = get_method(method)
+    valid = available_metrics(method, corpus)
+    if metric is None:
+        metric = default_metric(method, corpus)
+    if metric not in valid:
+        raise ValueError(
+            f"unknown metric {metric!r} for {method.name!r} on {corpus.name!r}; "
+            f"valid metrics: {', '.join(valid) or '(none)'}"
+        )
+    return metric
