@@ -11,7 +11,7 @@
     (codebook and settings) featurizes the photos and whose tag vocabulary names the
     scores. Without PHOTO arguments, the dataset's unlabelled photos are annotated.
 
-Registered in :func:`jaxannot.cli.app.build_parser` by :func:`add_photo_commands`.
+Registered in :func:`jaxannot.cli.parser.build_parser` by :func:`add_photo_commands`.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _add_dataset_dir(parser, flag: str, help: str, required: bool = False) -> No
 
 def add_photo_commands(add) -> None:
     """Add ``features`` and ``annotate`` through ``add(name, func, **parser_kwargs)``
-    (:func:`jaxannot.cli.app.build_parser`'s sub-command factory)."""
+    (:func:`jaxannot.cli.parser.build_parser`'s sub-command factory)."""
     fe = add(
         "features",
         _cmd_features,

@@ -3,7 +3,7 @@
 The queries of §4 of Guo et al. (2016) on a model saved by ``jaxannot evaluate emml
 --save MODEL``: the database is the dataset's training images, the query images its
 test rows (``annotate`` works for any saved method). Registered in
-:func:`jaxannot.cli.app.build_parser` by :func:`add_query_command`.
+:func:`jaxannot.cli.parser.build_parser` by :func:`add_query_command`.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _print_images(ids, scores, train) -> None:
 
 def add_query_command(add) -> None:
     """Add ``query`` through ``add(name, func, **parser_kwargs)`` (the sub-command
-    factory of :func:`jaxannot.cli.app.build_parser`)."""
+    factory of :func:`jaxannot.cli.parser.build_parser`)."""
     qu = add("query", _cmd_query, help="annotate / word / image / multimodal queries")
     qu.add_argument("model", help="a model saved by `evaluate --save`")
     qu.add_argument("kind", choices=("annotate", "word", "image", "multimodal"))

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from jaxannot.cli import app as cli
+from jaxannot.cli.parser import build_parser
 from jaxannot.runtime import compilation_cache as cc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -69,5 +70,5 @@ def test_cli_runs_on_without_a_usable_folder(monkeypatch, caplog):
 
 
 def test_the_flag_parses():
-    args = cli.build_parser().parse_args(["--no-compilation-cache", "methods"])
+    args = build_parser().parse_args(["--no-compilation-cache", "methods"])
     assert args.no_compilation_cache

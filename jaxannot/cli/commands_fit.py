@@ -1,0 +1,221 @@
+"""The commands that fit methods on a dataset: ``evaluate``, ``tune``, ``diagnose``.
+
+Each parses its ``--set`` / ``--grid`` values once, checks them and its outputs
+before loading any data, and hands the checked values
+(:class:`~jaxannot.annotators.Hyper`, :class:`~jaxannot.tuning.Grid`) down
+unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jaxannot.cli.files import (
+    UserError,
+    check_writable_output,
+    dataset_folders,
+    real_path,
+    refuse_overwriting_inputs,
+    write_json,
+    writing,
+)
+
+__all__ = ["cmd_diagnose", "cmd_evaluate", "cmd_tune"]
+
+log = logging.getLogger("jaxannot.cli")
+
+
+def cmd_evaluate(args) -> int:
+    """``jaxannot evaluate METHOD``: fit, score and measure one method."""
+    from jaxannot.annotators import get_method, parse_hyper, save
+    from jaxannot.data import make_task
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.evaluation import check_columns, evaluate, format_table
+
+    method = get_method(args.method)
+    # the one parse and check of --set, before loading; evaluate takes it as it is
+    hyper = parse_hyper(method, args.set or [])
+    columns = check_columns(args.metrics) if args.metrics is not None else None
+    checkpoint = [real_path(args.checkpoint)] if args.checkpoint else []
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save, "--checkpoint": args.checkpoint},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    refuse_overwriting_inputs(
+        {"--json": args.json, "--save": args.save}, {"--checkpoint": checkpoint}
+    )
+    for path in (args.json, args.save):  # ... and on an unwritable output
+        if path:
+            check_writable_output(path)
+    train, test = load_dataset(args.dataset, data_dir=args.data_dir)
+    task = make_task(
+        train,
+        test,
+        protocol=args.protocol,
+        labelled_fraction=args.labelled_fraction,
+        seed=args.seed,
+    )
+    log.info(
+        "%s on %s (%s): fitting on %d images, scoring %d",
+        method.name,
+        train.name,
+        task.protocol,
+        task.train.num_images,
+        len(task.eval_rows),
+    )
+    result = evaluate(
+        method,
+        task,
+        hyper=hyper,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        checkpoint_every=args.checkpoint_every,
+    )
+    log.info(
+        "fitted in %.2f s, scored in %.2f s", result.fit_seconds, result.predict_seconds
+    )
+    payload = result.as_json()
+    print(format_table([payload], columns))
+    if args.json:
+        write_json(args.json, payload)
+    if args.save:
+        with writing(args.save):
+            save(args.save, result.fitted)
+        log.info("saved the fitted model to %s", args.save)
+    return 0
+
+
+def cmd_diagnose(args) -> int:
+    """Fit a topic model from several starts; compare their Hungarian-aligned topics."""
+    from jaxannot.annotators import get_method, parse_hyper
+    from jaxannot.data import make_task
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.diagnostics import diagnose_restarts
+
+    hyper = parse_hyper(get_method(args.method), args.set or [])
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    if args.json:
+        check_writable_output(args.json)
+    train, test = load_dataset(args.dataset, data_dir=args.data_dir)
+    task = make_task(train, test, protocol=args.protocol, seed=args.seed)
+    log.info("fitting %s from %d starts", args.method, args.restarts)
+    out = diagnose_restarts(
+        args.method, task.train, restarts=args.restarts, hyper=hyper, seed=args.seed
+    )
+    print("restart  final objective  aligned topic L1  unaligned topic L1")
+    for r in range(args.restarts):
+        print(
+            f"{r:7d}  {out['final_objective'][r]:15.2f}  "
+            f"{out['aligned_topic_l1'][r]:16.4f}  {out['unaligned_topic_l1'][r]:18.4f}"
+        )
+    if args.json:
+        write_json(args.json, {k: v for k, v in out.items() if k != "traces"})
+    return 0
+
+
+def cmd_tune(args) -> int:
+    """``jaxannot tune METHOD --grid ...``: k-fold cross-validation of a grid on the
+    training images; prints the table and the best setting as ``--set`` flags."""
+    from jaxannot.annotators import get_method
+    from jaxannot.annotators.base import show_progress
+    from jaxannot.tuning import cross_validate, parse_grid, resolve_fixed
+
+    method = get_method(args.method)
+    # the checks that need no data come before loading it; all come before fitting
+    grid = parse_grid(method, args.grid or [])
+    fixed = resolve_fixed(method, grid, args.set or [])
+    lf = args.labelled_fraction
+    if lf is not None and not 0.0 < lf <= 1.0:
+        raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    if args.json:
+        check_writable_output(args.json)
+    corpus, unlabelled, metric = _tune_data(args, method, grid)
+    result = cross_validate(
+        method,
+        corpus,
+        grid,
+        folds=args.folds,
+        metric=metric,
+        protocol=args.protocol,
+        labelled_fraction=args.labelled_fraction,
+        seed=args.seed,
+        fixed=fixed,
+        progress=show_progress(),
+        unlabelled=unlabelled,
+    )
+    _print_tuned(result)
+    if args.json:
+        write_json(args.json, result.as_json())
+    log.info("tuned in %.1f s", result.seconds)
+    return 0
+
+
+def _tune_data(args, method, grid):
+    """The training images to cross-validate, the images fitted on unlabelled
+    (transductive; else None) and the metric compared; the folds and the metric are
+    checked before any fit."""
+    from jaxannot.data.datasets import load_dataset
+    from jaxannot.tuning import (
+        kfold_rows,
+        resolve_metric,
+        training_images,
+        unlabelled_images,
+    )
+
+    train, test = load_dataset(args.dataset, data_dir=args.data_dir)
+    corpus = training_images(train, test, seed=args.seed)  # the test split: left out
+    unlabelled = None  # transductive: the other images' features, never their words
+    if args.protocol == "transductive":
+        unlabelled = unlabelled_images(train, test, seed=args.seed)
+    kfold_rows(corpus.num_images, args.folds, args.seed)
+    metric = resolve_metric(method, corpus, args.metric)
+    n_settings = 1
+    for values in grid.values():
+        n_settings *= len(values)
+    log.info(
+        "%s on %s (%s): %d-fold cross-validation of %d setting(s) on the %d training "
+        "images (%d fits), comparing %s",
+        method.name,
+        corpus.name,
+        args.protocol,
+        args.folds,
+        n_settings,
+        corpus.num_images,
+        n_settings * args.folds,
+        metric,
+    )
+    return corpus, unlabelled, metric
+
+
+def _print_tuned(result) -> None:
+    """The table, the best setting and its ``--set`` flags on stdout; a warning for
+    each setting whose solver stopped before converging on some fold."""
+    import shlex
+
+    from jaxannot.evaluation import format_metric
+
+    print(result.table())
+    best = result.best
+    described = ", ".join(f"{k}={v}" for k, v in best.params.items()) or "(fixed)"
+    print(
+        f"\nbest {result.metric}: {described}  "
+        f"({format_metric(result.metric, best.mean)} ± "
+        f"{format_metric(result.metric, best.sd)} over {result.folds} folds)"
+    )
+    flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
+    print(f"best: {flags}".rstrip())
+    for r in result.results:
+        if r.unconverged_folds:
+            log.warning(
+                "%s: the solver stopped before converging on fold(s) %s; those scores "
+                "come from an inexact solution",
+                ", ".join(f"{k}={v}" for k, v in r.params.items()) or "(fixed)",
+                ", ".join(map(str, r.unconverged_folds)),
+            )
