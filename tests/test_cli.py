@@ -218,7 +218,7 @@ def test_ctrl_c_after_the_command_finished_is_ignored():
     traceback; the program ignores Ctrl-C once its command is done."""
     script = (
         "import atexit, os, signal, sys\n"
-        "from jaxannot import cli\n"
+        "from jaxannot.cli import app as cli\n"
         "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
         "sys.argv = ['jaxannot', 'methods']\n"
         "cli.console()\n"
@@ -314,7 +314,7 @@ def test_an_interrupted_command_leaves_without_python_shutdown():
     'teardown'), and what it printed is not lost."""
     script = (
         "import atexit, sys\n"
-        "from jaxannot import cli\n"
+        "from jaxannot.cli import app as cli\n"
         "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
         "def interrupted(argv=None):\n"
         "    print('partial table')\n"  # buffered: stdout is a pipe
