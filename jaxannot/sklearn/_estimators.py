@@ -79,11 +79,16 @@ class _Shared:
     def _registered(self) -> Method:
         return get_method(self._method_name())
 
-    def _has_protocol(self, name: str) -> bool:
+    def _described(self) -> Method | None:
+        """The registered method, or None for a name no method has (then the
+        estimator reads ``X`` as real features until ``fit`` names the error)."""
         try:
-            return getattr(self._registered(), name) is not None
-        except KeyError:
-            return False
+            return self._registered()
+        except (KeyError, TypeError):
+            return None
+
+    def _has_protocol(self, name: str) -> bool:
+        return getattr(self._described(), name, None) is not None
 
     def _hyper(self) -> dict:
         method = self._registered()
@@ -97,7 +102,10 @@ class _Shared:
 
     def _view_kind_param(self):
         kind = getattr(self, "view_kind", None)
-        return default_view_kind(self._method_name()) if kind is None else kind
+        if kind is None:
+            method = self._described()
+            return "real" if method is None else method.input_kind
+        return kind
 
     def _kinds(self, names) -> dict[str, str]:
         kind = self._view_kind_param()
@@ -122,7 +130,7 @@ class _Shared:
     def _reads_counts(self) -> bool:
         """Whether the method reads ``X`` as visual-word counts (its ``input_kind``
         is ``"bag"``)."""
-        return self._registered().input_kind == "bag"
+        return getattr(self._described(), "input_kind", "real") == "bag"
 
     def _needs_non_negative(self) -> bool:
         """Whether ``X`` must be non-negative: bag/binary views, or what the method
@@ -133,7 +141,9 @@ class _Shared:
         kinds = kind.values() if isinstance(kind, Mapping) else [kind]
         if any(k in ("bag", "binary") for k in kinds):
             return True
-        method, params = self._registered(), self.get_params(deep=False)
+        method, params = self._described(), self.get_params(deep=False)
+        if method is None:
+            return False
         hyper = {k: params.get(RENAMED.get(k, k), v) for k, v in method.hyper.items()}
         return method.needs_non_negative(hyper)
 
@@ -325,7 +335,7 @@ class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
         scores = self._registered().score_words(self.fitted_, corpus)
         return np.asarray(scores)
 
-    @available_if(lambda self: self._registered().score_meaning is not None)
+    @available_if(lambda self: self._has_protocol("score_meaning"))
     def predict_proba(self, X):
         """The word scores of methods whose scores are probabilities in [0, 1]
         (the method's :attr:`~jaxannot.annotators.Method.score_meaning` says what

@@ -126,3 +126,13 @@ def test_the_sklearn_wrappers_read_the_methods_not_tables():
     tagprop = js.TagProp(variant="distance", distances="cosine,idf", view_kind="real")
     assert tagprop._needs_non_negative()
     assert not tagprop.set_params(distances="cosine")._needs_non_negative()
+
+
+def test_an_estimator_of_an_unknown_method_still_has_tags_until_fit():
+    js = pytest.importorskip("jaxannot.sklearn")
+    est = js.Annotator(method="no-such-method")
+    assert not hasattr(est, "predict_proba")  # no KeyError from the description
+    assert not est.__sklearn_tags__().input_tags.positive_only
+    assert est._view_kind_param() == "real"
+    with pytest.raises(KeyError, match="unknown method 'no-such-method'"):
+        est.fit([[0.0], [1.0]], [[0, 1], [1, 0]])
