@@ -30,8 +30,8 @@ import numpy as np
 import jax
 
 from jaxannot import metrics
-from jaxannot.annotators.base import Fitted, Method, get_method, parse_hyper
-from jaxannot.annotators.hyper_values import Hyper
+from jaxannot.annotators.base import Fitted, Method, get_method
+from jaxannot.annotators.hyper_values import Hyper, parse_hyper
 from jaxannot.data.protocols import Task
 from jaxannot.runtime.checkpoint import checkpointing
 

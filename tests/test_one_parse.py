@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from jaxannot import tuning
-from jaxannot.annotators import Hyper, get_method, parse_hyper
-from jaxannot.annotators import base as annotators_base
+from jaxannot.annotators import Hyper, get_method, hyper_values, parse_hyper
 from jaxannot.cli.app import main
 from jaxannot.data import make_task
 from jaxannot.data.synthetic import make_synthetic
@@ -22,13 +21,13 @@ from jaxannot.evaluation import evaluate
 def checks(monkeypatch):
     """Every (method, key, value) that ``check_hyper`` is asked about, counted."""
     seen = collections.Counter()
-    real = annotators_base.check_hyper
+    real = hyper_values.check_hyper
 
     def counting(method, key, value):
         seen[method, key, repr(value)] += 1
         return real(method, key, value)
 
-    monkeypatch.setattr(annotators_base, "check_hyper", counting)
+    monkeypatch.setattr(hyper_values, "check_hyper", counting)
     return seen
 
 

@@ -11,11 +11,10 @@ from jaxannot.annotators.base import (
     available_methods,
     get_method,
     load,
-    parse_hyper,
     register,
     save,
 )
-from jaxannot.annotators.hyper_values import Hyper
+from jaxannot.annotators.hyper_values import Hyper, parse_hyper
 
 __all__ = [
     "Fitted",

@@ -12,9 +12,19 @@ same method unchanged, without parsing or checking it again.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
-__all__ = ["Checked", "Hyper"]
+from jaxannot.annotators.hyper_spec import spec_for
+
+__all__ = ["Checked", "Hyper", "check_hyper", "parse_hyper", "parse_value"]
+
+
+class Described(Protocol):
+    """What parsing needs of a method (a :class:`~jaxannot.annotators.Method`):
+    its name and its hyper-parameters' defaults."""
+
+    name: str
+    hyper: Mapping[str, Any]
 
 
 class Checked(dict):
@@ -80,3 +90,116 @@ class Hyper(Checked):
 
     def __reduce__(self):
         return (Hyper, (self.method, dict(self), self.given))
+
+
+def parse_hyper(method: Described, assignments: list[str] | Mapping[str, Any]) -> Hyper:
+    """Merge ``key=value`` strings (or a mapping) into the method's defaults: the one
+    parse and check of a set of hyper-parameters.
+
+    Values are parsed to the type of the default (bool, int, float, str); an unknown
+    key raises ``KeyError`` listing the valid ones. Every merged value is then checked
+    against its :class:`~jaxannot.annotators.hyper_spec.HyperSpec` (type, range,
+    choices; :func:`~jaxannot.annotators.hyper_spec.spec_for`): ``ValueError`` names
+    the method, the key, the value and the valid values.
+
+    A :class:`Hyper` of ``method`` (what this
+    returned before) is returned as it is, neither parsed nor checked again; one of
+    another method is a ``ValueError``.
+    """
+    if isinstance(assignments, Hyper):
+        if assignments.method != method.name:
+            raise ValueError(
+                f"hyper-parameters of method {assignments.method!r} given to "
+                f"method {method.name!r}; parse them for {method.name!r}"
+            )
+        return assignments
+    items = (
+        list(assignments.items())
+        if isinstance(assignments, Mapping)
+        else [_split_assignment(a) for a in assignments]
+    )
+    given = {key: parse_value(method, key, value) for key, value in items}
+    for key, value in method.hyper.items():
+        if key not in given:
+            check_hyper(method.name, key, value)
+    return Hyper(method.name, {**method.hyper, **given}, given=given)
+
+
+def parse_value(method: Described, key: str, value: Any) -> Any:
+    """One value of hyper-parameter ``key`` of ``method``, parsed to the type of
+    its default (a string; other values are taken as they are) and checked
+    (:func:`check_hyper`).
+
+    Raises
+    ------
+    KeyError
+        ``method`` has no hyper-parameter ``key`` (the message lists the valid ones).
+    ValueError
+        The value does not parse or is invalid (the message gives the valid values).
+    """
+    if key not in method.hyper:
+        valid = ", ".join(method.hyper) or "(none)"
+        raise KeyError(
+            f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
+        )
+    value = _coerce(value, method.hyper[key], key)
+    check_hyper(method.name, key, value)
+    return value
+
+
+def check_hyper(method: str, key: str, value: Any) -> None:
+    """``ValueError`` unless ``value`` is valid for hyper-parameter ``key`` of
+    ``method`` (a hyper-parameter without a spec is not checked).
+
+    Parameters
+    ----------
+    method : str
+        Method name.
+    key : str
+        Hyper-parameter name.
+    value : object
+        Its value, already parsed.
+    """
+    spec = spec_for(method, key)
+    if spec is None:
+        return
+    problem = spec.problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"method {method!r}: hyper-parameter {key}={value!r} is invalid "
+            f"({problem}); valid: {spec.valid()}"
+        )
+
+
+def _split_assignment(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        raise ValueError(
+            f"hyper-parameter {key!r} expects {type(default).__name__}, got {value!r}"
+        ) from None
+    if default is None:
+        for cast in (int, float):
+            try:
+                return cast(value)
+            except ValueError:
+                pass
+    return value

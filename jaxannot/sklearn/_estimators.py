@@ -29,7 +29,8 @@ from sklearn.utils.validation import (
 import jax
 
 from jaxannot import metrics
-from jaxannot.annotators.base import Method, get_method, parse_hyper
+from jaxannot.annotators.base import Method, get_method
+from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.corpus import VIEW_KINDS, Corpus
 
 __all__ = [

@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jaxannot.annotators.base import Method, get_method, parse_hyper, parse_value
+from jaxannot.annotators.base import Method, get_method
 from jaxannot.annotators.hyper_spec import spec_for
-from jaxannot.annotators.hyper_values import Checked, Hyper
+from jaxannot.annotators.hyper_values import Checked, Hyper, parse_hyper, parse_value
 
 __all__ = ["Grid", "parse_grid", "resolve_fixed"]
 
