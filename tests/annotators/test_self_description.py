@@ -136,3 +136,19 @@ def test_an_estimator_of_an_unknown_method_still_has_tags_until_fit():
     assert est._view_kind_param() == "real"
     with pytest.raises(KeyError, match="unknown method 'no-such-method'"):
         est.fit([[0.0], [1.0]], [[0, 1], [1, 0]])
+
+
+def test_query_asks_the_method_which_queries_it_answers(data_root, tmp_path, capsys):
+    from jaxannot.cli.app import main
+
+    model = tmp_path / "knn.npz"
+    data = ["--dataset", "emotions", "--data-dir", str(data_root)]
+    assert main(["evaluate", "knn", *data, "--save", str(model)]) == 0
+    assert main(["query", str(model), "annotate", *data, "--top", "2"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(model), "word", *data, "--word", "amazed-suprised"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "jaxannot: error: word queries need a model of a method that answers them "
+        "(emml), got 'knn'"
+    )
