@@ -106,7 +106,8 @@ def _check_tags_file(path: str) -> None:
 def _cmd_annotate(args) -> int:
     import numpy as np
 
-    from jaxannot.annotators.base import load_scorer, show_progress
+    from jaxannot.annotators.base import show_progress
+    from jaxannot.annotators.persistence import load_scorer
     from jaxannot.data.datasets import load_dataset
     from jaxannot.data.errors import printable
     from jaxannot.data.photos import photo_corpus, read_manifest

@@ -19,7 +19,7 @@ def _cmd_query(args) -> int:
     import numpy as np
 
     from jaxannot import retrieval
-    from jaxannot.annotators.base import load_scorer
+    from jaxannot.annotators.persistence import load_scorer
     from jaxannot.data.datasets import load_dataset
     from jaxannot.data.errors import DataFormatError
 
