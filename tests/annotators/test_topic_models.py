@@ -80,8 +80,8 @@ def test_lap_mix_unigram_objective_and_lambda():
     from jaxannot.graph import knn_graph, laplacian_penalty
 
     g = knn_graph(np.asarray(corpus.views["blobs"], np.float32), 5)
-    r_small = float(laplacian_penalty(g, small.params["phi"]))
-    r_big = float(laplacian_penalty(g, big.params["phi"]))
+    r_small = float(laplacian_penalty(g, small.params.phi))
+    r_big = float(laplacian_penalty(g, big.params.phi))
     assert r_big < 0.5 * r_small  # the penalty pulls neighbours' posteriors together
     _, v2 = _fit("lap-mix-unigram", task, lam=5.0, algorithm="lapvar2")
     assert len(v2.info["objective"]) >= 2
@@ -131,7 +131,7 @@ def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
         num_iterations=FAST["link-lda"]["iterations"],
         num_blocks=m.hyper["blocks"],
     )
-    np.testing.assert_allclose(fitted.params["lambda_text"], state.lambdas[0])
+    np.testing.assert_allclose(fitted.params.lambda_text, state.lambdas[0])
     _, by_vb = _fit("link-lda", task, inference="vb")
     vb_state, _ = ll.fit_vb(
         jax.random.key(0),
@@ -141,7 +141,7 @@ def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
         num_inner=m.hyper["inner"],
         prior=prior,
     )
-    np.testing.assert_allclose(by_vb.params["lambda_text"], vb_state.lambdas[0])
+    np.testing.assert_allclose(by_vb.params.lambda_text, vb_state.lambdas[0])
     with pytest.raises(ValueError, match="cvb0, vb"):
         _fit("link-lda", task, inference="gibbs")
 
