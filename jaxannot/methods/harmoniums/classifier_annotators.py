@@ -60,10 +60,17 @@ from jaxannot.methods.harmoniums.dwh_annotators import (
     _model,
     _optimizer,
     _phase_statistics,
+    _scaling,
     _view_setup,
     embed_harmonium,
     predict_labels,
     score_classes,
+)
+from jaxannot.methods.harmoniums.params import (
+    ClassifierParams,
+    DwhParams,
+    RegressorParams,
+    SvmParams,
 )
 from jaxannot.solvers import multiclass_svm as cs
 
@@ -233,9 +240,7 @@ def score_words_mmh(fitted: Fitted, corpus) -> jax.Array:
     if not fitted.info.get("words_wing", False):
         return score_classes(fitted, corpus)
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
-    )
+    views, totals = _encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
     n = corpus.num_images
     views = [*views, jnp.zeros((n, params.weights[-1].shape[0]))]
     totals = [*totals, jnp.ones(n)]
@@ -306,7 +311,7 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
     if name and name in corpus.views:
         corpus = _drop_view(corpus, name)
     feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
-    value = feats @ jnp.asarray(fitted.params["predictor"])
+    value = feats @ jnp.asarray(fitted.params.predictor)
     return fitted.info["target_mean"] + fitted.info["target_std"] * value
 
 
@@ -346,7 +351,7 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     return Fitted(
         "svm",
-        {"predictor": state.weights, "scaling": scaling},
+        SvmParams(state.weights, scaling or None),
         dict(hyper),
         {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
     )
@@ -355,14 +360,18 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
 _SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
 
 
-def _classifier(name, fit, summary, needs=("labels",), **readouts):
-    """Register a seed-001 classifier: latent-space ``embed`` and class
-    ``predict_labels`` unless ``readouts`` says otherwise."""
+def _classifier(
+    name, fit, summary, needs=("labels",), params=ClassifierParams, **readouts
+):
+    """Register a seed-001 classifier whose fitted parameters are a ``params``:
+    latent-space ``embed`` and class ``predict_labels`` unless ``readouts`` says
+    otherwise."""
     readouts = {"embed": embed_harmonium, "predict_labels": predict_labels, **readouts}
     register(
         Method(
             name=name,
             fit=fit,
+            params=params,
             hyper=method_defaults(name),
             needs=needs,
             summary=summary,
@@ -380,6 +389,7 @@ _classifier(
     "twh",
     fit_twh,
     f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+    params=DwhParams,
 )
 _classifier(
     "mmh",
@@ -391,6 +401,7 @@ _classifier(
     "mmh-regression",
     fit_mmh_regression,
     f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
+    params=RegressorParams,
     needs=(),
     predict_labels=predict_regression,
     response=regression_response,
@@ -399,5 +410,6 @@ _classifier(
     "svm",
     fit_svm,
     "Crammer-Singer linear SVM on the concatenated standardized views",
+    params=SvmParams,
     embed=None,
 )

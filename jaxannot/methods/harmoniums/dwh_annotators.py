@@ -31,11 +31,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted, Method, get_method, register
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums.params import DwhParams, ViewScaling
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -58,10 +59,10 @@ def _view_setup(corpus, bag_model: str):
         if corpus.view_kinds[name] == "real":
             kinds.append("gaussian")
             std = x.std(0)
-            scaling[name] = {
-                "mean": x.mean(0).astype(np.float32),
-                "std": np.where(std > 1e-6, std, 1.0).astype(np.float32),
-            }
+            scaling[name] = ViewScaling(
+                mean=x.mean(0).astype(np.float32),
+                std=np.where(std > 1e-6, std, 1.0).astype(np.float32),
+            )
         elif corpus.view_kinds[name] == "bag" and bag_model == "softmax":
             kinds.append("softmax")
         else:
@@ -148,7 +149,7 @@ def _encode(corpus, names, kinds, scaling):
         x = np.asarray(corpus.views[name], np.float32)
         if kind == "gaussian":
             s = scaling[name]
-            x = (x - np.asarray(s["mean"])) / np.asarray(s["std"])
+            x = (x - np.asarray(s.mean)) / np.asarray(s.std)
             totals.append(np.ones(n, np.float32))
         elif kind == "softmax":
             totals.append(x.sum(1))
@@ -253,8 +254,11 @@ def _elp(kinds: tuple):
 
 
 def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):
-    out = {"harmonium": hm.params_to_dict(params), "scaling": scaling}
-    out.update(extra_params or {})
+    """The fitted model of method ``name``: its declared params type holding the
+    harmonium ``params``, the views' ``scaling`` and ``extra_params``."""
+    out = get_method(name).params(
+        harmonium=params, scaling=scaling or None, **(extra_params or {})
+    )
     return Fitted(
         method=name,
         params=out,
@@ -263,8 +267,13 @@ def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **inf
     )
 
 
+def _scaling(fitted: Fitted) -> dict:
+    """The fitted views' scaling by view name (empty when none is real-valued)."""
+    return fitted.params.scaling or {}
+
+
 def _model(fitted: Fitted):
-    params = hm.params_from_dict(fitted.params["harmonium"])
+    params = jax.tree.map(jnp.asarray, fitted.params.harmonium)
     return params, tuple(fitted.info["harmonium_kinds"]), fitted.info["view_names"]
 
 
@@ -308,9 +317,7 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
 
 def _dwh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[1:], kinds[1:], fitted.params.get("scaling", {})
-    )
+    views, totals = _encode(corpus, names[1:], kinds[1:], _scaling(fitted))
     n = corpus.num_images
     views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
     totals = [jnp.ones(n), *totals]
@@ -336,9 +343,7 @@ def _embed_dwh(fitted, corpus):
 # ----------------------------------------------------------------- shared outputs
 def _twh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
-    )
+    views, totals = _encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
     n, t = corpus.num_images, int(fitted.info["num_classes"])
     views = [*views, jnp.zeros((n, t))]
     totals = [*totals, jnp.ones(n)]
@@ -365,7 +370,7 @@ def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
     params, kinds, names = _model(fitted)
     if fitted.info.get("words_wing", False):  # mmh's words wing (last) is not clamped
         kinds, names = kinds[:-1], names[:-1]
-    views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+    views, _ = _encode(corpus, names, kinds, _scaling(fitted))
     return _clamped_hidden(params, kinds, tuple(views))
 
 
@@ -375,11 +380,11 @@ def score_classes(fitted: Fitted, corpus) -> jax.Array:
         return _twh_infer(fitted, corpus)[0]
     if fitted.method == "svm":
         names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
-        views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+        views, _ = _encode(corpus, names, kinds, _scaling(fitted))
         feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
     else:
         feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
-    return cs.decision_function(jnp.asarray(fitted.params["predictor"]), feats)
+    return cs.decision_function(jnp.asarray(fitted.params.predictor), feats)
 
 
 def predict_labels(fitted: Fitted, corpus) -> jax.Array:
@@ -392,6 +397,7 @@ register(
     Method(
         name="dwh",
         fit=fit_dwh,
+        params=DwhParams,
         score_words=score_words_dwh,
         embed=embed_harmonium,
         hyper=method_defaults("dwh"),
