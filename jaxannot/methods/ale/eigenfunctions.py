@@ -98,6 +98,14 @@ class PCAModel(NamedTuple):
     variances: np.ndarray  # [N]
     count: int
 
+    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`).
+    spec = {
+        "mean": "f[d]",
+        "components": "f[d,p]",
+        "variances": "f[p]",
+        "count": "iu[]",
+    }
+
 
 class Eigenfunctions(NamedTuple):
     """Selected eigenfunctions tabulated at the bin centres of their dimension."""
@@ -108,6 +116,14 @@ class Eigenfunctions(NamedTuple):
     lo: jax.Array  # [c]           first bin's lower edge of dimension a_i
     width: jax.Array  # [c]        bin width of dimension a_i
 
+    spec = {
+        "dims": "iu[c]",
+        "table": "f[c,b]",
+        "eigenvalues": "f[c]",
+        "lo": "f[c]",
+        "width": "f[c]",
+    }
+
 
 class ALEModel(NamedTuple):
     """Everything IALE needs to embed new images: PCA + eigenfunctions."""
@@ -115,6 +131,8 @@ class ALEModel(NamedTuple):
     pca: PCAModel
     eigenfunctions: Eigenfunctions
     kernel_width: float
+
+    spec = {"pca": PCAModel, "eigenfunctions": Eigenfunctions, "kernel_width": "f[]"}
 
 
 # --------------------------------------------------------------------- chunking
