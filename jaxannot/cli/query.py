@@ -21,7 +21,6 @@ def _cmd_query(args) -> int:
     from jaxannot import retrieval
     from jaxannot.annotators.persistence import load_scorer
     from jaxannot.data.datasets import load_dataset
-    from jaxannot.data.errors import DataFormatError
 
     fitted, method = load_scorer(args.model)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
@@ -53,22 +52,15 @@ def _cmd_query(args) -> int:
         raise ValueError(
             f"{args.kind} queries need an 'emml' model, got {fitted.method!r}"
         )
-    p = fitted.params
-    missing = [k for k in ("vrep_features", "vrep_word_scores", "gamma") if k not in p]
-    if missing:
-        raise DataFormatError(
-            args.model,
-            f"an emml model without {', '.join(missing)}; save the model again "
-            "(jaxannot evaluate emml ... --save)",
-        )
+    p = fitted.params  # its arrays checked by load_scorer
     view = fitted.hyper.get("view") or train.primary_view
     index = retrieval.build_index(
-        p["vrep_features"],
-        p["vrep_word_scores"],
+        p.vrep_features,
+        p.vrep_word_scores,
         train.view(view),
         database_words=train.words,
         kernel=fitted.hyper["kernel"],
-        gamma=float(p["gamma"]),
+        gamma=float(p.gamma),
     )
     x = np.asarray(queries.view(view), np.float32)
     options = retrieval.QueryOptions(top_images=args.top)

@@ -40,6 +40,7 @@ from jaxannot.methods.emml.mbrm import (
     region_log_kernel,
     select_bandwidth,
 )
+from jaxannot.methods.emml.params import EmmlParams
 from jaxannot.methods.emml.structured_output import (
     KERNELS,
     default_gamma,
@@ -209,13 +210,13 @@ def fit_emml_annotator(
             tolerance,
             {k: x for k, x in solver_info.items() if k != "objective_trace"},
         )
-    params = {
-        "vrep_features": np.asarray(v.features),
-        "vrep_words": np.asarray(v.words),
-        "coefficients": np.asarray(state.coefficients),
-        "vrep_word_scores": np.asarray(state.scores),
-        "gamma": np.asarray(g, np.float32),
-    }
+    params = EmmlParams(
+        vrep_features=np.asarray(v.features),
+        vrep_words=np.asarray(v.words),
+        coefficients=np.asarray(state.coefficients),
+        vrep_word_scores=np.asarray(state.scores),
+        gamma=np.asarray(g, np.float32),
+    )
     info = {
         "solver": solver,
         "converged": converged,
@@ -252,14 +253,14 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
     """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
     ``top_vreps > 0``)."""
     p, h = fitted.params, fitted.hyper
-    v = jnp.asarray(p["vrep_features"])
+    v = jnp.asarray(p.vrep_features)
     x = jnp.asarray(_query_features(fitted, corpus, v.shape[1]))
-    rows = kernel_matrix(x, v, h["kernel"], float(p["gamma"]))
+    rows = kernel_matrix(x, v, h["kernel"], float(p.gamma))
     top = int(h.get("top_vreps", 0))
     if top <= 0:
-        return rows @ jnp.asarray(p["coefficients"])
+        return rows @ jnp.asarray(p.coefficients)
     sims, idx = jax.lax.top_k(rows, min(top, v.shape[0]))
-    return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p["vrep_word_scores"])[idx])
+    return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p.vrep_word_scores)[idx])
 
 
 @uses_defaults("mbrm")
@@ -306,11 +307,7 @@ def fit_mbrm_annotator(
     params = fit_mbrm(x[mask], words, bandwidth=beta, smoothing=mu, kernel=kernel)
     return Fitted(
         "mbrm",
-        {
-            k: np.asarray(v)
-            for k, v in params._asdict().items()
-            if v is not None and k != "log_region_kernel"
-        },
+        MBRMParams(*map(np.asarray, params[:3])),  # the region kernel is rebuilt
         {"kernel": kernel},  # "auto" resolved
         {
             "bandwidth_used": float(params.bandwidth),
@@ -328,13 +325,8 @@ def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
     kernel = fitted.hyper.get("kernel", "gaussian")
     table = None
     if kernel == "regions":  # rebuilt from the blob counts (not stored)
-        table = jnp.asarray(region_log_kernel(p["features"], float(p["bandwidth"])))
-    params = MBRMParams(
-        jnp.asarray(p["features"]),
-        jnp.asarray(p["word_probabilities"]),
-        jnp.asarray(p["bandwidth"]),
-        table,
-    )
+        table = jnp.asarray(region_log_kernel(p.features, float(p.bandwidth)))
+    params = MBRMParams(*map(jnp.asarray, p[:3]), table)
     x = _query_features(fitted, corpus, params.features.shape[1])
     return mbrm_word_probabilities(params, x)
 
@@ -343,6 +335,7 @@ register_words_method(
     "emml",
     fit_emml_annotator,
     "EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
+    params=EmmlParams,
     score_words=score_emml,
 )
 
@@ -350,5 +343,6 @@ register_words_method(
     "mbrm",
     fit_mbrm_annotator,
     "Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
+    params=MBRMParams,
     score_words=score_mbrm,
 )
