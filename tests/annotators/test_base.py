@@ -104,14 +104,16 @@ def test_parse_hyper_types_and_errors():
 
 _TABLE_CHECK = """
 import importlib, json, pkgutil
-import jaxannot.annotators as pkg
+import jaxannot.methods as pkg
 from jaxannot.annotators import base
 modules = list(dict.fromkeys(base.METHOD_MODULES.values()))
-others = [m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name not in modules]
+every = pkgutil.walk_packages(pkg.__path__, "jaxannot.methods.")
+names = [m.name.removeprefix("jaxannot.methods.") for m in every if not m.ispkg]
+others = [name for name in names if name not in modules]
 found = {}
 for module in modules + others:  # each module's dependencies come before it
     before = set(base._REGISTRY)
-    importlib.import_module("jaxannot.annotators." + module)
+    importlib.import_module("jaxannot.methods." + module)
     for name in set(base._REGISTRY) - before:
         found[name] = module
 print(json.dumps(found))
@@ -130,7 +132,7 @@ def test_get_method_imports_only_its_module():
     code = (
         "import sys; from jaxannot.annotators import get_method; "
         "get_method('knn'); print(sorted(m for m in sys.modules "
-        "if m.startswith('jaxannot.annotators.')))"
+        "if m.startswith('jaxannot.methods.')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
