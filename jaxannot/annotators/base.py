@@ -116,6 +116,12 @@ class Method:
         rebuilt as it and checked against the declaration when loaded
         (:mod:`jaxannot.annotators.persistence`). Every method of the library has
         one; without it a saved model loads as nested dicts, unchecked.
+    monotone : dict of str to str, optional
+        The objective traces ``fit`` records in ``Fitted.info`` that its algorithm
+        never lets move the wrong way, at every setting: info key to
+        ``"increases"`` (EM, VB: a bound that never decreases) or ``"decreases"``
+        (a loss that never increases), up to float32 round-off
+        (``tests/test_objectives.py`` checks every declaration).
     """
 
     name: str
@@ -129,6 +135,7 @@ class Method:
     needs: tuple[str, ...] = ()
     response: Callable[[Fitted, Any], Any] | None = None
     params: type | None = None
+    monotone: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def show_progress() -> bool:

@@ -55,8 +55,6 @@ def test_method_fits_scores_and_round_trips(name, corpora, tmp_path):
         info = fitted.info
         assert info["converged"] is True and info["solver"] == "exact"
         assert info["max_violation"] <= hyper["tolerance"]
-        trace = np.asarray(info["objective_trace"])
-        assert np.all(np.diff(trace) <= 1e-4 * np.abs(trace).max())
 
 
 def test_emml_scores_are_eq_1_and_the_merge(corpora):

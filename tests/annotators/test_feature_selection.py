@@ -62,8 +62,6 @@ def test_method_fits_ranks_scores_and_round_trips(name, task, tmp_path):
     np.testing.assert_array_equal(selected_features(fitted, 3), [0, 1, 2])
     # annotation quality well above chance (random scores give MAP ~ base rate ~0.3)
     assert _map(scores, task.truth_words) > 0.8
-    objective = np.asarray(fitted.info["objective"])
-    assert np.all(np.diff(objective) <= 2e-6 * np.abs(objective[:-1]))
     save(tmp_path / "m.npz", fitted)
     again = np.asarray(method.score_words(load(tmp_path / "m.npz"), task.test))
     np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-6)

@@ -75,8 +75,6 @@ def test_lap_mix_unigram_objective_and_lambda():
     )
     m, small = _fit("lap-mix-unigram", task, lam=0.0)
     _, big = _fit("lap-mix-unigram", task, lam=50.0)
-    obj = np.asarray(big.info["objective"])
-    assert np.all(np.diff(obj) >= -1e-5 * np.abs(obj[1:]))  # LapVar1 + M-step
     from jaxannot.graph import knn_graph, laplacian_penalty
 
     g = knn_graph(np.asarray(corpus.views["blobs"], np.float32), 5)

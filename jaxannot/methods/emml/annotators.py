@@ -336,6 +336,7 @@ register_words_method(
     fit_emml_annotator,
     "EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
     params=EmmlParams,
+    monotone={"objective_trace": "decreases"},  # the dual, exact or working set
     score_words=score_emml,
 )
 

@@ -175,6 +175,7 @@ SFSLS = register_words_method(
     _sfsls_fit,
     "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
     params=SfslsParams,
+    monotone={"objective": "decreases"},  # Algorithm 1
     score_words=_scores,
     embed=_embed,
 )
@@ -193,6 +194,7 @@ SFSS = register_words_method(
     "semi-supervised l2,1 sparse feature selection + shared subspace "
     "(SFSS, Ma et al. 2012)",
     params=SfslsParams,
+    monotone={"objective": "decreases"},  # Algorithm 1
     score_words=_scores,
     embed=_embed,
 )
@@ -254,5 +256,6 @@ FSNM = register_words_method(
     "joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
     "selected features",
     params=FsnmParams,
+    monotone={"objective": "decreases"},
     score_words=_scores,
 )

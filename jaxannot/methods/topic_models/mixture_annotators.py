@@ -211,6 +211,7 @@ def _register_mixture(name: str, fit, phi_of, params: type, summary: str) -> Met
         fit,
         summary,
         params=params,
+        monotone={"objective": "increases"},  # EM; LapVar's regularized bound
         score_words=score_words,
         score_fit_corpus=_mix_score_fit,
         embed=embed,

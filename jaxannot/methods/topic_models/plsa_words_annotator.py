@@ -96,6 +96,7 @@ PLSA_WORDS = register_words_method(
     _plsa_fit,
     "pLSA-Words: text-defined pLSA topics, visual fold-in (Monay & Gatica-Perez 2004)",
     params=PlsaWordsParams,
+    monotone={"objective_text": "increases", "objective_visual": "increases"},
     score_words=_plsa_score,
     score_fit_corpus=_plsa_score_fit,
     embed=lambda f, c: np.asarray(_plsa_theta(f, c)),
