@@ -129,87 +129,31 @@ def fit_emml_annotator(
     ``None``, and ``info["kkt_holds"]`` with its KKT violation and duality gap under
     the kernel say how far its point is from the optimum (no warning).
     """
-    if vrep_method not in _VREP_METHODS:
-        raise ValueError(
-            f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
-        )
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if solver not in _SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
-    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1 or exact_sweeps < 1:
-        raise ValueError(
-            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
-        )
+    positive = (c, tolerance, vreps, capacity, exact_sweeps)
+    _check_settings(vrep_method, kernel, solver, positive)
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
     _check_kernel_memory(min(vreps, x_obs.shape[0]))
-    if vrep_method == "kmeans":
-        v = kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
-    else:
-        v = random_vreps(rng_key, x_obs, words, vreps)
+    v = _vreps(rng_key, x_obs, words, vreps, vrep_method, word_rule)
     g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
     k = kernel_matrix(v.features, v.features, kernel, g)
     data = StructuredData(k, v.words)
     if solver in ("exact", "none"):
-        if solver == "exact":
-            state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
-        else:
-            u = uncoupled_mixtures(data.words, c, jnp.diag(k))
-            state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
-        sweeps = int(state.sweeps)
-        converged = bool(state.converged)
-        wrong = np.asarray(v.words) <= 0
-        support = (np.asarray(state.mixtures) > 0) & wrong
-        solver_info = {
-            "sweeps": sweeps,
-            "max_violation": float(state.max_violation),
-            "duality_gap": float(state.duality_gap),
-            "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
-            "wrong_words_pushed_down_max": int(support.sum(1).max()),
-            "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
-        }
+        state, converged, solver_info = _solve_mixtures(
+            data, solver, c, tolerance, exact_sweeps
+        )
     else:
         settings = WorkingSetSettings(
-            capacity=capacity,
-            max_iterations=max_iterations,
-            max_sweeps=max_sweeps,
-            violators_per_vrep=violators_per_vrep,
+            capacity, max_iterations, max_sweeps, violators_per_vrep
         )
-        state, hist = fit_emml(
-            data,
-            c,
-            tolerance,
-            tie_key=jax.random.fold_in(rng_key, 1),
-            settings=settings,
+        state, converged, solver_info = _solve_working_set(
+            data, c, tolerance, jax.random.fold_in(rng_key, 1), settings
         )
-        iterations = int(state.iteration)
-        last = iterations - 1
-        converged = (
-            int(hist.num_added[last]) == 0
-            and float(hist.subproblem_gap[last]) <= tolerance
-            and int(state.overflow) == 0
-        )
-        solver_info = {
-            "iterations": iterations,
-            "active_constraints": int(np.asarray(state.working_set.active).sum()),
-            "constraints_added": int(state.total_added),
-            "overflow": int(state.overflow),
-            "objective_trace": [
-                float(o) for o in np.asarray(hist.objective)[:iterations]
-            ],
-        }
     if solver == "none":
         solver_info["kkt_holds"], converged = converged, None
     elif not converged:
-        _log.warning(
-            "emml (%s solver) stopped before convergence: the KKT conditions do not "
-            "hold to tolerance %g (info: %s); the scores come from an inexact dual",
-            solver,
-            tolerance,
-            {k: x for k, x in solver_info.items() if k != "objective_trace"},
-        )
+        _warn_unconverged(solver, tolerance, solver_info)
     params = EmmlParams(
         vrep_features=np.asarray(v.features),
         vrep_words=np.asarray(v.words),
@@ -224,6 +168,83 @@ def fit_emml_annotator(
         **solver_info,
     }
     return Fitted("emml", params, {}, info)
+
+
+def _vreps(rng_key, x_obs, words, vreps: int, vrep_method: str, word_rule: str):
+    """The VReps of the observed images (k-means or a random sample)."""
+    if vrep_method == "kmeans":
+        return kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
+    return random_vreps(rng_key, x_obs, words, vreps)
+
+
+def _warn_unconverged(solver: str, tolerance: float, solver_info: dict) -> None:
+    _log.warning(
+        "emml (%s solver) stopped before convergence: the KKT conditions do not "
+        "hold to tolerance %g (info: %s); the scores come from an inexact dual",
+        solver,
+        tolerance,
+        {k: x for k, x in solver_info.items() if k != "objective_trace"},
+    )
+
+
+def _check_settings(vrep_method, kernel, solver, positive):
+    """``ValueError`` naming the first of EMML's choices that is invalid, or the
+    settings that must be positive when one of ``positive`` (``c, tolerance, vreps,
+    capacity, exact_sweeps``) is not."""
+    if vrep_method not in _VREP_METHODS:
+        raise ValueError(
+            f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
+        )
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    if solver not in _SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
+    if any(value <= 0 for value in positive):
+        raise ValueError(
+            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
+        )
+
+
+def _solve_mixtures(data: StructuredData, solver: str, c, tolerance, sweeps_cap):
+    """The dual over per-VRep mixtures: solved (``"exact"``) or at its
+    diagonal-kernel optimum (``"none"``); ``(state, converged, info)``."""
+    if solver == "exact":
+        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=sweeps_cap)
+    else:
+        u = uncoupled_mixtures(data.words, c, jnp.diag(data.kernel))
+        state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
+    sweeps = int(state.sweeps)
+    wrong = np.asarray(data.words) <= 0
+    support = (np.asarray(state.mixtures) > 0) & wrong
+    info = {
+        "sweeps": sweeps,
+        "max_violation": float(state.max_violation),
+        "duality_gap": float(state.duality_gap),
+        "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
+        "wrong_words_pushed_down_max": int(support.sum(1).max()),
+        "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
+    }
+    return state, bool(state.converged), info
+
+
+def _solve_working_set(data: StructuredData, c, tolerance, tie_key, settings):
+    """Algorithm 1 (working sets); ``(state, converged, info)``."""
+    state, hist = fit_emml(data, c, tolerance, tie_key=tie_key, settings=settings)
+    iterations = int(state.iteration)
+    last = iterations - 1
+    converged = (
+        int(hist.num_added[last]) == 0
+        and float(hist.subproblem_gap[last]) <= tolerance
+        and int(state.overflow) == 0
+    )
+    info = {
+        "iterations": iterations,
+        "active_constraints": int(np.asarray(state.working_set.active).sum()),
+        "constraints_added": int(state.total_added),
+        "overflow": int(state.overflow),
+        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
+    }
+    return state, converged, info
 
 
 #: Float32 V x V arrays the exact solve holds at its peak (the kernel, its padded
