@@ -232,6 +232,39 @@ def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
 
 
+def _fit_graph(feats: np.ndarray, neighbors: int, metric: str, weight: str):
+    """The k-NN graph of the fit images' visual words (one search) and its heat
+    width ``t``, the mean neighbour distance (1 when it is 0)."""
+    from jaxannot.graph import knn_search, neighbour_graph
+
+    k = min(int(neighbors), feats.shape[0] - 1)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    t = float(np.mean(np.asarray(dist))) or 1.0
+    return neighbour_graph(feats, idx, dist, weight=weight, t=t), t
+
+
+def _check_lap(algorithm: str, lam: float) -> None:
+    if algorithm not in lapvar.ALGORITHMS:
+        raise ValueError(
+            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
+        )
+    if lam < 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+
+
+def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
+    """LapVar1's E-step on ``graph``. The colour classes of a graph are fixed
+    (colouring seed 0), so a refit with another key reuses the compiled fit; sweeps
+    visit them in a random order."""
+    return lapvar.LapVar1(
+        graph,
+        lam,
+        sweeps=int(sweeps),
+        newton_steps=int(newton_steps),
+        schedule=schedule,
+    )
+
+
 @uses_defaults("lap-mix-unigram")
 def _lap_fit(
     corpus: Corpus,
@@ -256,32 +289,16 @@ def _lap_fit(
     views,
     bins,
 ) -> Fitted:
-    from jaxannot.graph import knn_search, mean_degree, neighbour_graph
+    from jaxannot.graph import mean_degree
 
-    if algorithm not in lapvar.ALGORITHMS:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
-        )
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
+    _check_lap(algorithm, lam)
     names, edges, views_hyper, data, kwargs = _mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
     feats = _graph_features(vw.visual(corpus, names, edges))
-    k = min(int(neighbors), corpus.num_images - 1)
-    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
-    t = float(np.mean(np.asarray(dist))) or 1.0
-    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)  # one search
+    graph, t = _fit_graph(feats, neighbors, metric, weight)
     if algorithm == "lapvar1":
-        # the colour classes of a graph are fixed (colouring seed 0), so a refit with
-        # another key reuses the compiled fit; sweeps visit them in a random order
-        estep = lapvar.LapVar1(
-            graph,
-            lam,
-            sweeps=int(sweeps),
-            newton_steps=int(newton_steps),
-            schedule=schedule,
-        )
+        estep = _lapvar1(graph, lam, sweeps, newton_steps, schedule)
     else:
         estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
     warm_key, run_key = jax.random.split(rng_key)
