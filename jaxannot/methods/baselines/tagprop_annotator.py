@@ -152,6 +152,22 @@ def _map(learning_rate: float) -> MAP:
     return MAP(tagprop, optax.adam(learning_rate))
 
 
+def _check_settings(variant, balance, metric, distances) -> tuple[str, ...]:
+    """``ValueError`` for an unknown choice; the base distances' names."""
+    _check("variant", variant, VARIANTS)
+    _check("balance", balance, BALANCE)
+    _check("metric", metric, KNN_METRICS)
+    return _distance_names(distances)
+
+
+def _scaled_pair_distances(features, idx, names, idf):
+    """The training neighbour pairs' base distances, each divided by its standard
+    deviation over the pairs, and those deviations."""
+    pair = pair_distances(features, features, idx, names, idf)
+    scale = jnp.maximum(jnp.std(pair.reshape(-1, len(names)), axis=0), 1e-6)
+    return pair / scale, scale
+
+
 @uses_defaults("tagprop")
 def _tagprop_fit(
     corpus: Corpus,
@@ -169,10 +185,7 @@ def _tagprop_fit(
 ) -> Fitted:
     if isinstance(balance, bool):  # older saved settings: true/false
         balance = "global" if balance else "none"
-    _check("variant", variant, VARIANTS)
-    _check("balance", balance, BALANCE)
-    _check("metric", metric, KNN_METRICS)
-    names = _distance_names(distances)
+    names = _check_settings(variant, balance, metric, distances)
     if neighbors < 1 or steps < 0 or not learning_rate > 0:
         raise ValueError(
             f"need neighbors >= 1, steps >= 0, learning_rate > 0; got {neighbors}, "
@@ -188,9 +201,7 @@ def _tagprop_fit(
     word_ids, word_mask = word_lists(words)
     pair = scale = None
     if variant == "distance":
-        pair = pair_distances(features, features, idx, names, idf)
-        scale = jnp.maximum(jnp.std(pair.reshape(-1, len(names)), axis=0), 1e-6)
-        pair = pair / scale
+        pair, scale = _scaled_pair_distances(features, idx, names, idf)
     data = (idx, word_ids, word_mask, pair, words)
     data += (class_weights(words, balance),)
     result = _map(float(learning_rate)).run(
