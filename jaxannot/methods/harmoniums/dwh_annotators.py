@@ -1,7 +1,7 @@
 """Harmonium methods, shared part: fitting, ``dwh``, and the outputs every harmonium
 method shares (:func:`embed_harmonium`, :func:`score_classes`, :func:`predict_labels`);
-the corpus-to-wings encoding is in :mod:`.views`. The supervised methods (``dwh-svm``, ``twh``, ``mmh``,
-``mmh-regression``, the flat ``svm``) are fitted in
+the corpus-to-wings encoding is in :mod:`.views`. The supervised methods
+(``dwh-svm``, ``twh``, ``mmh``, ``mmh-regression``, the flat ``svm``) are fitted in
 :mod:`jaxannot.methods.harmoniums.classifier_annotators`.
 
 How a corpus becomes a harmonium: every feature view is a visible wing — ``"real"``
