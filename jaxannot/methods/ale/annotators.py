@@ -43,13 +43,8 @@ from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.data.preprocessing import standardize
 from jaxannot.methods.ale import smooth_function
-from jaxannot.methods.ale.eigenfunctions import (
-    ALEModel,
-    Eigenfunctions,
-    PCAModel,
-    ale_embed,
-    fit_ale,
-)
+from jaxannot.methods.ale.eigenfunctions import ALEModel, PCAModel, ale_embed, fit_ale
+from jaxannot.methods.ale.eigenproblem import Eigenfunctions
 from jaxannot.methods.ale.params import (
     AleParams,
     AleTrain,
