@@ -255,6 +255,52 @@ def _embed_batch(x, mean, components, eig):
 
 
 # ------------------------------------------------------------------------ fit
+def _histogram_ranges(source, pca, num_bins, clip, chunk_size, sample_size, seed):
+    """Pass 2 of :func:`fit_ale`: each PCA dimension's histogram range from a seeded
+    random sample of at most ``sample_size`` projected rows (the ``clip`` and ``1 −
+    clip`` quantiles) within the exact minimum / maximum; ``(lo, bin width)``."""
+    mean, comps = jnp.asarray(pca.mean), jnp.asarray(pca.components)
+    dims = comps.shape[1]
+    rng = np.random.default_rng(seed)
+    keep_prob = min(1.0, sample_size / max(pca.count, 1))
+    sample, lo_seen, hi_seen = [], np.full(dims, np.inf), np.full(dims, -np.inf)
+    for chunk in source():
+        chunk = np.asarray(chunk)
+        for start in range(0, chunk.shape[0], chunk_size):
+            part = chunk[start : start + chunk_size]
+            xb, mb = _padded(part, chunk_size)
+            s = np.asarray(_project(xb, mean, comps))[: len(part)]
+            lo_seen = np.minimum(lo_seen, s.min(0))
+            hi_seen = np.maximum(hi_seen, s.max(0))
+            pick = rng.random(len(part)) < keep_prob
+            sample.append(s[pick])
+    sample = np.concatenate(sample) if sample else np.zeros((0, dims), np.float32)
+    if clip > 0 and len(sample) > 0:
+        lo = np.maximum(np.quantile(sample, clip, axis=0), lo_seen)
+        hi = np.minimum(np.quantile(sample, 1.0 - clip, axis=0), hi_seen)
+    else:
+        lo, hi = lo_seen, hi_seen
+    span = hi - lo
+    tiny = span <= 1e-12 * np.maximum(1.0, np.abs(lo))
+    lo, hi = np.where(tiny, lo - 0.5, lo), np.where(tiny, hi + 0.5, hi)
+    width = ((hi - lo) / num_bins).astype(np.float32)
+    return lo.astype(np.float32), width
+
+
+def _histogram_pass(source, pca, lo, width, num_bins, chunk_size) -> jax.Array:
+    """Pass 3 of :func:`fit_ale`: the per-dimension histograms ``[N, B]``."""
+    mean, comps = jnp.asarray(pca.mean), jnp.asarray(pca.components)
+    counts = jnp.zeros((comps.shape[1], num_bins), jnp.float32)
+    like = jnp.zeros(num_bins)
+    for chunk in source():
+        chunk = np.asarray(chunk)
+        for start in range(0, chunk.shape[0], chunk_size):
+            xb, mb = _padded(chunk[start : start + chunk_size], chunk_size)
+            s = _project(xb, mean, comps)
+            counts = counts + chunk_histogram(s, mb, lo, width, like)
+    return counts
+
+
 def fit_ale(
     data: np.ndarray | ChunkSource,
     *,
@@ -310,45 +356,10 @@ def fit_ale(
         pca = fit_pca(
             source, n_components, standardize=standardize, chunk_size=chunk_size
         )
-    mean, comps = jnp.asarray(pca.mean), jnp.asarray(pca.components)
-    dims = comps.shape[1]
-
-    # pass 2: sample for quantiles, exact min / max
-    rng = np.random.default_rng(seed)
-    keep_prob = min(1.0, sample_size / max(pca.count, 1))
-    sample, lo_seen, hi_seen = [], np.full(dims, np.inf), np.full(dims, -np.inf)
-    for chunk in source():
-        chunk = np.asarray(chunk)
-        for start in range(0, chunk.shape[0], chunk_size):
-            part = chunk[start : start + chunk_size]
-            xb, mb = _padded(part, chunk_size)
-            s = np.asarray(_project(xb, mean, comps))[: len(part)]
-            lo_seen = np.minimum(lo_seen, s.min(0))
-            hi_seen = np.maximum(hi_seen, s.max(0))
-            pick = rng.random(len(part)) < keep_prob
-            sample.append(s[pick])
-    sample = np.concatenate(sample) if sample else np.zeros((0, dims), np.float32)
-    if clip > 0 and len(sample) > 0:
-        lo = np.maximum(np.quantile(sample, clip, axis=0), lo_seen)
-        hi = np.minimum(np.quantile(sample, 1.0 - clip, axis=0), hi_seen)
-    else:
-        lo, hi = lo_seen, hi_seen
-    span = hi - lo
-    tiny = span <= 1e-12 * np.maximum(1.0, np.abs(lo))
-    lo, hi = np.where(tiny, lo - 0.5, lo), np.where(tiny, hi + 0.5, hi)
-    width = ((hi - lo) / num_bins).astype(np.float32)
-    lo = lo.astype(np.float32)
-
-    # pass 3: histograms
-    counts = jnp.zeros((dims, num_bins), jnp.float32)
-    like = jnp.zeros(num_bins)
-    for chunk in source():
-        chunk = np.asarray(chunk)
-        for start in range(0, chunk.shape[0], chunk_size):
-            xb, mb = _padded(chunk[start : start + chunk_size], chunk_size)
-            s = _project(xb, mean, comps)
-            counts = counts + chunk_histogram(s, mb, lo, width, like)
-
+    lo, width = _histogram_ranges(
+        source, pca, num_bins, clip, chunk_size, sample_size, seed
+    )
+    counts = _histogram_pass(source, pca, lo, width, num_bins, chunk_size)
     kernel_width = float(bandwidth * np.sqrt(max(pca.variances[0], 1e-12)))
     centres = lo[:, None] + (np.arange(num_bins) + 0.5)[None, :] * width[:, None]
     eig = solve_and_select_eigenfunctions(
