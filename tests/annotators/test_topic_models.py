@@ -159,13 +159,13 @@ def test_mixture_fold_in_is_the_declarations_posterior(name):
     m, fitted = _fit(name, task, **extra)
     p = fitted.params
     vis = vw.fitted_visual(fitted, task.test)
-    a = np.asarray(p["log_pi"], np.float64) + sum(
-        np.asarray(x, np.float64) @ np.asarray(p["log_beta_visual"][str(i)]).T
+    a = np.asarray(p.log_pi, np.float64) + sum(
+        np.asarray(x, np.float64) @ np.asarray(p.log_beta_visual[i]).T
         for i, x in enumerate(vis)
     )
     phi = np.exp(a - a.max(1, keepdims=True))
     phi /= phi.sum(1, keepdims=True)
     assert phi.max(1).min() < 0.9  # posteriors not saturated: the check bites
     np.testing.assert_allclose(m.embed(fitted, task.test), phi, atol=2e-5)
-    words = phi @ np.exp(np.asarray(p["log_beta_text"], np.float64))
+    words = phi @ np.exp(np.asarray(p.log_beta_text, np.float64))
     np.testing.assert_allclose(m.score_words(fitted, task.test), words, atol=2e-5)
