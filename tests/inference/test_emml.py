@@ -18,9 +18,12 @@ from jaxannot.methods.emml.exact import (
     mixture_state,
     uncoupled_mixtures,
 )
-from jaxannot.methods.emml.structured_output import kernel_matrix, loss_augmented_argmax
-from jaxannot.methods.emml.working_set import (
+from jaxannot.methods.emml.structured_output import (
     StructuredData,
+    kernel_matrix,
+    loss_augmented_argmax,
+)
+from jaxannot.methods.emml.working_set import (
     WorkingSetSettings,
     fit_emml,
     theorem_3_5_bound,

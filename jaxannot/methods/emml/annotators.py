@@ -43,13 +43,13 @@ from jaxannot.methods.emml.mbrm import (
 from jaxannot.methods.emml.params import EmmlParams
 from jaxannot.methods.emml.structured_output import (
     KERNELS,
+    StructuredData,
     default_gamma,
     kernel_matrix,
     kmeans_vreps,
     random_vreps,
 )
 from jaxannot.methods.emml.working_set import (
-    StructuredData,
     WorkingSetSettings,
     fit_emml,
 )

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.methods.emml.capped_simplex import project_capped_simplex
-from jaxannot.methods.emml.working_set import StructuredData
+from jaxannot.methods.emml.structured_output import StructuredData
 from jaxannot.types import Array
 
 #: VReps per blocked score update of :func:`fit_emml_exact`: the fastest of 1, 16,
