@@ -43,6 +43,7 @@ from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_svi as svi
 from jaxannot.methods.topic_models import visual_words as vw
+from jaxannot.methods.topic_models.link_lda_bags import padded_bags
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
 
 __all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
@@ -194,7 +195,7 @@ def _lap_fit(
     graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)
     # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
     graph = pad_edges(graph, 2 * k * corpus.num_images)
-    ids, cnts = svi.padded_bags(data)
+    ids, cnts = padded_bags(data)
     fit = svi.fit_svi(
         rng_key,
         ids,
