@@ -154,7 +154,7 @@ MODEL_HEADERS = {
     "version 99": lambda p: _rewrite_model(p, _set("version", 99)),
     "other parameters": lambda p: _rewrite_model(p, _set("keys", ["features"])),
     "other parameters ": lambda p: _rewrite_model(p, _set("keys", "features")),
-    "inside the array 'words'": _with_keys(_arrays(**{"words/x": np.zeros(2)})),
+    "'words' should be one array": _with_keys(_arrays(**{"words/x": np.zeros(2)})),
     "has an empty part": _with_keys(_arrays(**{"a//b": np.zeros(2)})),
     "hyper-parameter 'k'": lambda p: _rewrite_model(p, _drop("k", "hyper")),
     "k='ten'": lambda p: _rewrite_model(

@@ -103,6 +103,9 @@ def params_from_arrays(cls: type, flat: Mapping[str, np.ndarray]) -> Any:
         Naming the first field that is missing, unexpected, or of another kind,
         rank or size (NaN and infinite values are :func:`load`'s to refuse).
     """
+    for key in flat:
+        if not all(key.split("/")):
+            raise ValueError(f"parameter name {key!r} has an empty part")
     return _build(cls, dict(flat), "", {})
 
 
@@ -117,20 +120,18 @@ def _spec_of(cls: type) -> Mapping[str, Any]:
     return spec
 
 
-def _group(flat: Mapping[str, np.ndarray], path: str) -> dict[str, dict]:
+def _group(flat: Mapping[str, np.ndarray]) -> dict[str, dict]:
     """``flat`` grouped by the first part of each key (``""``: the array itself)."""
     groups: dict[str, dict] = {}
     for key, value in flat.items():
         head, _, rest = key.partition("/")
-        if not head or (not rest and "/" in key):
-            raise ValueError(f"parameter name {path + key!r} has an empty part")
         groups.setdefault(head, {})[rest] = value
     return groups
 
 
 def _build(cls: type, flat: Mapping[str, np.ndarray], prefix: str, sizes: dict):
     spec = _spec_of(cls)
-    groups = _group(flat, prefix)
+    groups = _group(flat)
     unexpected = sorted(set(groups) - set(spec))
     if unexpected:
         raise ValueError(f"unexpected parameter {prefix + unexpected[0]!r}")
@@ -157,7 +158,7 @@ def _entry(spec: Any, group: dict, path: str, sizes: dict):
         raise ValueError(f"{path!r} should be a group of arrays, not one array")
     if not isinstance(spec, TupleOf | DictOf):
         return _build(spec, group, path + "/", sizes)
-    entries = _group(group, path + "/")
+    entries = _group(group)
     names = sorted(entries)
     if isinstance(spec, TupleOf):
         names = [str(i) for i in range(len(entries))]

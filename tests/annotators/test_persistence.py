@@ -76,6 +76,7 @@ def test_flatten_uses_field_paths_and_rebuilds_the_same_tuple():
         ({"per_view/1": None, "per_view/2": np.ones((2, 1), np.float32)}, "0 to 1"),
         ({"by_name/a": np.ones(3, np.float32)}, "'by_name/a' holds float32"),
         ({"weights/x": np.ones(3, np.float32)}, "'weights' should be one array"),
+        ({"inner//scale": np.ones(2, np.float32)}, "'inner//scale' has an empty part"),
     ],
 )
 def test_a_field_that_does_not_fit_is_named(change, expected):
