@@ -36,11 +36,11 @@ import jax
 from jaxannot.data.atomic import atomic_write
 from jaxannot.methods.emml.exact import fit_emml_exact
 from jaxannot.methods.emml.structured_output import (
+    StructuredData,
     default_gamma,
     kernel_matrix,
     random_vreps,
 )
-from jaxannot.methods.emml.working_set import StructuredData
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -44,11 +44,11 @@ from jaxannot.methods.emml import cutting_plane
 from jaxannot.methods.emml import working_set as emml
 from jaxannot.methods.emml.exact import fit_emml_exact
 from jaxannot.methods.emml.structured_output import (
+    StructuredData,
     default_gamma,
     kernel_matrix,
     kmeans_vreps,
 )
-from jaxannot.methods.emml.working_set import StructuredData
 
 
 def corel_vreps(num_vreps: int, data_dir: str | None, seed: int):

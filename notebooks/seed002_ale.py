@@ -390,19 +390,19 @@ def eigenfunctions(args, hyper, count=8):
     method = get_method("iale-sf")
     h = parse_hyper(method, {k: v for k, v in hyper.items() if k in method.hyper})
     fitted = method.fit(train, rng_key=jax.random.key(0), **h)
-    eig = fitted.params["ale"]["eigenfunctions"]
-    order = np.argsort(np.asarray(eig["eigenvalues"]), kind="stable")[:count]
-    table = np.asarray(eig["table"])[order]
+    eig = fitted.params.ale.eigenfunctions
+    order = np.argsort(np.asarray(eig.eigenvalues), kind="stable")[:count]
+    table = np.asarray(eig.table)[order]
     bins = table.shape[1]
-    lo = np.asarray(eig["lo"])[order]
-    width = np.asarray(eig["width"])[order]
+    lo = np.asarray(eig.lo)[order]
+    width = np.asarray(eig.width)[order]
     centres = lo[:, None] + (np.arange(bins)[None] + 0.5) * width[:, None]
     return {
-        "dims": np.asarray(eig["dims"])[order],
-        "eigenvalues": np.asarray(eig["eigenvalues"])[order],
+        "dims": np.asarray(eig.dims)[order],
+        "eigenvalues": np.asarray(eig.eigenvalues)[order],
         "table": table,
         "centres": centres,
-        "pca": fitted.params["ale"]["pca"],
+        "pca": fitted.params.ale.pca,
         "x": np.asarray(train.features(), np.float64),
     }
 
@@ -415,7 +415,7 @@ def plot_eigenfunctions(eig):
         rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False
     )
     pca = eig["pca"]
-    proj = (eig["x"] - pca["mean"]) @ pca["components"]
+    proj = (eig["x"] - pca.mean) @ pca.components
     for i, ax in enumerate(axes.flat):
         if i >= count:
             ax.axis("off")

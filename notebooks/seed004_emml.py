@@ -184,11 +184,11 @@ def run(name, data_dir, small, seed=0):
     kernel = fitted["emml"].hyper["kernel"]  # the indexes keep it for their queries
     x_test = np.asarray(test.view(test.primary_view), np.float32)
     index = retrieval.build_index(
-        p["vrep_features"],
-        p["vrep_word_scores"],
+        p.vrep_features,
+        p.vrep_word_scores,
         x_test,
         kernel=kernel,
-        gamma=float(p["gamma"]),
+        gamma=float(p.gamma),
         neighbours=min(100, test.num_images),
     )
     words = np.flatnonzero(truth.sum(0) > 0)
@@ -218,12 +218,12 @@ def run(name, data_dir, small, seed=0):
     x_train = np.asarray(train.view(train.primary_view), np.float32)
     train_truth = np.asarray(train.words) > 0
     db = retrieval.build_index(
-        p["vrep_features"],
-        p["vrep_word_scores"],
+        p.vrep_features,
+        p.vrep_word_scores,
         x_train,
         database_words=train_truth,
         kernel=kernel,
-        gamma=float(p["gamma"]),
+        gamma=float(p.gamma),
         neighbours=min(200, train.num_images),
     )
     queries = x_test[: min(200, test.num_images)]
@@ -235,7 +235,7 @@ def run(name, data_dir, small, seed=0):
         ]
     )
     mp = fitted["mbrm"].params
-    beta = float(mp["bandwidth"])
+    beta = float(mp.bandwidth)
     d2 = (
         (queries**2).sum(1)[:, None]
         + (x_train**2).sum(1)[None]

@@ -1,8 +1,12 @@
 """The protocol every registered method follows, checked on a tiny synthetic corpus.
 
-For each method: fit, score_words of the right shape and finite, the same scores after
-a save/load round trip, embed / predict_labels of the right shape where present.
+For each method: its declared parameters, fit, score_words of the right shape and
+finite, the same scores after a save/load round trip (the parameters rebuilt as the
+declared NamedTuple), a saved array of the wrong dtype or shape or with a NaN refused
+naming its field, embed / predict_labels of the right shape where present.
 """
+
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +14,10 @@ import pytest
 import jax
 
 from jaxannot.annotators import available_methods, load, save
+from jaxannot.annotators.persistence import DictOf, TupleOf
 from jaxannot.data import make_task
+from jaxannot.data.archive import read_archive, write_archive
+from jaxannot.data.errors import DataFormatError
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import check_applicable
 
@@ -33,6 +40,8 @@ def test_method_follows_the_protocol(name, task, tmp_path):
     path = tmp_path / f"{name}.npz"
     save(path, fitted)
     loaded = load(path)
+    assert type(fitted.params) is method.params is type(loaded.params)
+    _assert_misfits_refused(path)
     if method.score_words is not None:
         scores = np.asarray(method.score_words(fitted, task.test))
         assert scores.shape == (n, w) and np.all(np.isfinite(scores))
@@ -44,6 +53,45 @@ def test_method_follows_the_protocol(name, task, tmp_path):
     if method.embed is not None:
         z = np.asarray(method.embed(loaded, task.test))
         assert z.ndim == 2 and z.shape[0] == n and np.all(np.isfinite(z))
+
+
+def _assert_misfits_refused(path):
+    """Each float array of the model at ``path`` with NaN, integers or an extra axis
+    in its place is refused by load, naming the file and the array's field."""
+    archive = read_archive(path, "model")
+    bad_path = path.with_name("bad.npz")
+    for key, value in sorted(archive.arrays.items()):
+        if value.dtype.kind != "f" or value.size == 0:
+            continue
+        for bad in (np.full_like(value, np.nan), value.astype(np.int32), value[None]):
+            write_archive(bad_path, {**archive.arrays, key: bad}, meta=archive.meta)
+            pattern = re.escape("bad.npz") + ".*" + re.escape(repr(key))
+            with pytest.raises(DataFormatError, match=pattern):
+                load(bad_path)
+
+
+_ARRAY_SPEC = re.compile(r"[fiub]+\[(\w+(,\w+)*)?\]")
+
+
+def _assert_declared(params_type, seen=()):
+    """``params_type`` is a NamedTuple whose ``spec`` declares each field as an
+    array, a tuple or dict of entries, or a NamedTuple declared in turn."""
+    assert params_type not in seen
+    fields = getattr(params_type, "_fields", None)
+    assert fields is not None, f"{params_type!r} is not a NamedTuple"
+    assert set(params_type.spec) == set(fields), params_type
+    for spec in params_type.spec.values():
+        while isinstance(spec, TupleOf | DictOf):
+            spec = spec.entry
+        if isinstance(spec, str):
+            assert _ARRAY_SPEC.fullmatch(spec), (params_type, spec)
+        else:
+            _assert_declared(spec, (*seen, params_type))
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_declares_its_parameters(name):
+    _assert_declared(available_methods()[name].params)
 
 
 def test_registry_lists_baselines():

@@ -16,6 +16,7 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.photo_build import build_photo_dataset
 from jaxannot.data.synthetic_photos import write_synthetic_photos
+from jaxannot.methods.baselines.params import KnnParams
 
 SETTINGS = ExtractorSettings(size=64, daisy_step=6, codebook_size=16)
 
@@ -153,7 +154,7 @@ MODEL_HEADERS = {
     "version 99": lambda p: _rewrite_model(p, _set("version", 99)),
     "other parameters": lambda p: _rewrite_model(p, _set("keys", ["features"])),
     "other parameters ": lambda p: _rewrite_model(p, _set("keys", "features")),
-    "inside the array 'words'": _with_keys(_arrays(**{"words/x": np.zeros(2)})),
+    "'words' should be one array": _with_keys(_arrays(**{"words/x": np.zeros(2)})),
     "has an empty part": _with_keys(_arrays(**{"a//b": np.zeros(2)})),
     "hyper-parameter 'k'": lambda p: _rewrite_model(p, _drop("k", "hyper")),
     "k='ten'": lambda p: _rewrite_model(
@@ -306,8 +307,9 @@ def test_a_damaged_model_through_a_real_process(saved, tmp_path):
 
 
 def test_a_saved_model_loads_back_equal(saved, tmp_path):
-    fitted = Fitted("knn", {"a": np.ones(2), "b": {"c": np.zeros((2, 2))}}, {"k": 1})
-    save(tmp_path / "m.npz", fitted)
+    params = KnnParams(np.ones((2, 3)), np.zeros((2, 2)), np.ones(2))
+    save(tmp_path / "m.npz", Fitted("knn", params, {"k": 1}))
     back = load(tmp_path / "m.npz")
     assert back.method == "knn" and back.hyper == {"k": 1}
-    np.testing.assert_array_equal(back.params["b"]["c"], np.zeros((2, 2)))
+    assert type(back.params) is KnnParams and back.params.width is None
+    np.testing.assert_array_equal(back.params.words, np.zeros((2, 2)))

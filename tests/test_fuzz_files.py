@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jaxannot.annotators import Fitted, save
-from jaxannot.annotators.base import load_scorer
+from jaxannot.annotators.persistence import flatten_params, load_scorer
 from jaxannot.data.archive import (
     MAX_RATIO,
     MIN_ALLOWANCE,
@@ -287,7 +287,7 @@ def test_models(work, data):
         except DataFormatError as err:
             _one_line_naming(err, str(path))
         else:
-            assert method.name == "knn" and fitted.params.keys() == {
+            assert method.name == "knn" and set(flatten_params(fitted.params)) == {
                 "features", "words", "frequency", "width"
             }  # fmt: skip
 

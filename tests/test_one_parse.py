@@ -114,5 +114,5 @@ def test_a_refit_with_other_values_leaves_no_state_behind(task):
         return evaluate(method, task, hyper=hyper, seed=1).fitted
 
     first, other, again = fit(0.0), fit(50.0), fit(0.0)
-    assert not np.allclose(first.params["phi"], other.params["phi"])
-    np.testing.assert_array_equal(first.params["phi"], again.params["phi"])
+    assert not np.allclose(first.params.phi, other.params.phi)
+    np.testing.assert_array_equal(first.params.phi, again.params.phi)

@@ -10,11 +10,10 @@ from jaxannot.annotators.base import (
     Method,
     available_methods,
     get_method,
-    load,
     register,
-    save,
 )
 from jaxannot.annotators.hyper_values import Hyper, parse_hyper
+from jaxannot.annotators.persistence import load, save
 
 __all__ = [
     "Fitted",

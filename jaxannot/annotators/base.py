@@ -1,4 +1,5 @@
-"""The annotator protocol, the method registry, and saving/loading fitted models.
+"""The annotator protocol and the method registry (saving and loading fitted models:
+:mod:`jaxannot.annotators.persistence`).
 
 Every method of the library — the baselines included — is a :class:`Method`:
 
@@ -28,7 +29,6 @@ import dataclasses
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,9 +39,6 @@ import jax
 
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.annotators.hyper_tables import DEFAULTS
-from jaxannot.annotators.hyper_values import check_hyper
-from jaxannot.data.archive import read_archive, write_archive
-from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "Fitted",
@@ -52,10 +49,6 @@ __all__ = [
     "register_words_method",
     "get_method",
     "available_methods",
-    "save",
-    "load",
-    "load_scorer",
-    "check_params",
     "show_progress",
     "database_and_queries",
 ]
@@ -63,14 +56,16 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class Fitted:
-    """What a method learned: a nested dict of arrays plus JSON-able metadata.
+    """What a method learned: its parameters plus JSON-able metadata.
 
     Parameters
     ----------
     method : str
         Registered name of the method that made it.
-    params : dict
-        Nested ``dict[str, array | dict]`` of learned arrays (a pytree).
+    params : NamedTuple
+        The learned arrays (a pytree): an instance of the method's
+        :attr:`Method.params` (a method of your own may use a nested dict of
+        arrays).
     hyper : dict
         The hyper-parameters it was fitted with (JSON-able values).
     info : dict
@@ -78,7 +73,7 @@ class Fitted:
     """
 
     method: str
-    params: dict
+    params: Any
     hyper: dict = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)
 
@@ -122,13 +117,18 @@ class Method:
         image that ``predict_labels`` predicts (NaN where unknown), or None when the
         response is the class label (the task's true labels); scored by the
         regression metrics instead of classification accuracy.
-    params : dict of str to str, optional
-        The arrays a fitted model holds, checked when a saved model is loaded
-        (:func:`check_params`): ``/``-joined key path (ending in ``?`` when the
-        array may be absent) to ``"KIND[DIMS]"``, ``KIND`` the numpy dtype kinds
-        allowed (``f`` float, ``i`` signed, ``u`` unsigned, ``b`` bool) and
-        ``DIMS`` comma-separated dimension names (equal names must have equal
-        sizes), e.g. ``{"features": "f[n,d]", "width?": "f[]"}``.
+    params : type, optional
+        The NamedTuple of ``fit``'s ``Fitted.params``, whose class attribute
+        ``spec`` declares each field's dtype kinds and dimensions; a saved model is
+        rebuilt as it and checked against the declaration when loaded
+        (:mod:`jaxannot.annotators.persistence`). Every method of the library has
+        one; without it a saved model loads as nested dicts, unchecked.
+    monotone : dict of str to str, optional
+        The objective traces ``fit`` records in ``Fitted.info`` that its algorithm
+        never lets move the wrong way, at every setting: info key to
+        ``"increases"`` (EM, VB: a bound that never decreases) or ``"decreases"``
+        (a loss that never increases), up to float32 round-off
+        (``tests/test_objectives.py`` checks every declaration).
     estimator_name : str, optional
         The class name of its scikit-learn estimator (:mod:`jaxannot.sklearn`);
         default: the CamelCase of ``name`` (``"lap-mix-unigram"`` ->
@@ -165,7 +165,8 @@ class Method:
     summary: str = ""
     needs: tuple[str, ...] = ()
     response: Callable[[Fitted, Any], Any] | None = None
-    params: Mapping[str, str] | None = None
+    params: type | None = None
+    monotone: Mapping[str, str] = dataclasses.field(default_factory=dict)
     estimator_name: str = ""
     input_kind: str = "real"
     score_meaning: str | None = None
@@ -205,10 +206,10 @@ def show_progress() -> bool:
 
 
 def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray]:
-    """The training features a nearest-neighbour method stored (``params["features"]``)
+    """The training features a nearest-neighbour method stored (``params.features``)
     and the same view of ``corpus`` (``hyper["view"]``); ``ValueError`` when their
     dimensions differ."""
-    database = np.asarray(fitted.params["features"])
+    database = np.asarray(fitted.params.features)
     queries = corpus.features(fitted.hyper["view"])
     if queries.shape[1] != database.shape[1]:
         raise ValueError(
@@ -314,206 +315,3 @@ def get_method(name: str) -> Method:
         valid = ", ".join(sorted(set(METHOD_MODULES) | set(_REGISTRY)))
         raise KeyError(f"unknown method {name!r}; valid methods: {valid}")
     return _REGISTRY[name]
-
-
-# ----------------------------------------------------------------- save / load
-_FORMAT_VERSION = 1
-
-
-def _flatten_params(params: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
-    out = {}
-    for key, value in params.items():
-        if "/" in key:
-            raise ValueError(f"parameter names may not contain '/': {key!r}")
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten_params(value, path + "/"))
-        else:
-            out[path] = np.asarray(value)
-    return out
-
-
-def _unflatten_params(flat: Mapping[str, np.ndarray]) -> dict:
-    """The nested dict of ``/``-joined key paths; ``ValueError`` when a path has an
-    empty part or lies inside another array (``a`` and ``a/b``: ``a`` comes first
-    in sorted order)."""
-    out: dict = {}
-    for path in sorted(flat):
-        node = out
-        *parents, leaf = path.split("/")
-        if not all(parents) or not leaf:
-            raise ValueError(f"parameter name {path!r} has an empty part")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"parameter {path!r} is inside the array {p!r}")
-        node[leaf] = flat[path]
-    return out
-
-
-def save(path: str | os.PathLike, fitted: Fitted) -> None:
-    """Save ``fitted`` to ``path`` (an ``.npz`` archive with a JSON header), atomically.
-
-    The arrays go into the archive by their ``/``-joined key paths; the method name,
-    hyper-parameters and info go into the JSON header. The file is written to a
-    temporary name in the same folder, synced to disk and renamed, so a crash never
-    leaves a half-written model; it ends with a checksum that :func:`load` checks
-    (:mod:`jaxannot.data.archive`).
-    """
-    flat = _flatten_params(fitted.params)
-    meta = {
-        "format": "jaxannot.fitted",
-        "version": _FORMAT_VERSION,
-        "method": fitted.method,
-        "hyper": fitted.hyper,
-        "info": fitted.info,
-        "keys": sorted(flat),
-    }
-    write_archive(path, flat, meta=meta)
-
-
-def load(path: str | os.PathLike) -> Fitted:
-    """Load a model written by :func:`save` (never unpickles anything).
-
-    Raises
-    ------
-    FileNotFoundError
-        No file at ``path``.
-    DataFormatError
-        The file is damaged (truncated, altered: its checksum does not match) or is
-        not a jaxannot model: the one-line message names the file and the problem.
-    """
-    remedy = "save the model again (jaxannot evaluate ... --save)"
-    archive = read_archive(path, "jaxannot model", remedy=remedy)
-    meta = archive.meta
-
-    def fail(problem: str) -> DataFormatError:
-        return DataFormatError(path, f"{problem}; {remedy}")
-
-    if meta is None:
-        raise fail("not a jaxannot model (no JSON header)")
-    if meta.get("format") != "jaxannot.fitted":
-        raise fail("not a jaxannot model (its header has another format)")
-    version = meta.get("version")
-    if type(version) is not int or not 1 <= version <= _FORMAT_VERSION:
-        raise DataFormatError(
-            path,
-            f"model file format version {version!r}; this jaxannot reads versions 1 "
-            f"to {_FORMAT_VERSION} (save it again with this version)",
-        )
-    method = meta.get("method")
-    if not isinstance(method, str) or not method:
-        raise fail("its header names no method")
-    for field in ("hyper", "info"):
-        if not isinstance(meta.get(field, {}), dict):
-            raise fail(f"its header's {field!r} is not a JSON object")
-    keys = meta.get("keys", sorted(archive.arrays))
-    if not isinstance(keys, list) or sorted(keys) != sorted(archive.arrays):
-        raise fail("its header lists other parameters than the archive holds")
-    for key, value in sorted(archive.arrays.items()):
-        if value.dtype.kind == "f" and not np.isfinite(value).all():
-            raise fail(f"its parameter {key!r} holds NaN or infinite values")
-    try:
-        params = _unflatten_params(archive.arrays)
-    except ValueError as err:
-        raise fail(str(err)) from None
-    return Fitted(
-        method=method,
-        params=params,
-        hyper=meta.get("hyper", {}),
-        info=meta.get("info", {}),
-    )
-
-
-def check_params(spec: Mapping[str, str], flat: Mapping[str, np.ndarray]) -> None:
-    """Check the arrays ``flat`` (by ``/``-joined key path) against ``spec`` (as
-    :attr:`Method.params` describes it); ``ValueError`` names the first array that
-    is missing, unexpected, or of another kind, rank or size."""
-    required = {k.rstrip("?") for k in spec if not k.endswith("?")}
-    declared = {k.rstrip("?"): v for k, v in spec.items()}
-    for problem, keys in (
-        ("no parameter", required - set(flat)),
-        ("unexpected parameter", set(flat) - set(declared)),
-    ):
-        if keys:
-            raise ValueError(f"{problem} {', '.join(map(repr, sorted(keys)))}")
-    sizes: dict[str, tuple[int, str]] = {}
-    for key in sorted(flat):
-        kinds, _, dims = declared[key].partition("[")
-        names = [d for d in dims.rstrip("]").split(",") if d]
-        value = flat[key]
-        if value.dtype.kind not in kinds:
-            raise ValueError(f"{key!r} holds {value.dtype} values, not kind {kinds!r}")
-        if value.ndim != len(names):
-            raise ValueError(f"{key!r} has shape {value.shape}, not [{dims}")
-        for name, size in zip(names, value.shape, strict=True):
-            seen, where = sizes.setdefault(name, (size, key))
-            if seen != size:
-                raise ValueError(
-                    f"{key!r} has shape {value.shape}: its {name} is {size}, "
-                    f"{where!r} gives {seen}"
-                )
-
-
-def load_scorer(path: str | os.PathLike) -> tuple[Fitted, Method]:
-    """A saved model and its registered method, ready for ``score_words``.
-
-    :func:`load`, then :func:`get_method`, then the model's hyper-parameters are
-    checked: every one the method has must be there with a valid value. The
-    method's scoring is wrapped so that parameters that do not fit the method (a
-    missing or misshapen array) raise a ``DataFormatError`` naming the file rather
-    than an error from deep inside the method.
-
-    Returns
-    -------
-    fitted : Fitted
-    method : Method
-        The registered method, its ``score_words`` wrapped as above.
-
-    Raises
-    ------
-    FileNotFoundError
-        No file at ``path``.
-    DataFormatError
-        What :func:`load` raises, a method that is not registered (the message
-        lists the valid names), a missing or invalid hyper-parameter.
-    """
-    fitted = load(path)
-    try:
-        method = get_method(fitted.method)
-    except KeyError as err:
-        raise DataFormatError(path, f"saved by an {err.args[0]}") from None
-    remedy = "save the model again (jaxannot evaluate ... --save)"
-    if method.params is not None:
-        try:
-            check_params(method.params, _flatten_params(fitted.params))
-        except ValueError as err:
-            raise DataFormatError(
-                path,
-                f"its parameters do not fit method {method.name!r}: {err}; {remedy}",
-            ) from None
-    for key in method.hyper:
-        if key not in fitted.hyper:
-            raise DataFormatError(
-                path, f"lacks the {method.name} hyper-parameter {key!r}; {remedy}"
-            )
-        try:
-            check_hyper(method.name, key, fitted.hyper[key])
-        except ValueError as err:
-            raise DataFormatError(path, f"{err}; {remedy}") from None
-    if method.score_words is None:
-        return fitted, method
-    score_words = method.score_words
-
-    def checked_score_words(fitted: Fitted, corpus):
-        try:
-            return score_words(fitted, corpus)
-        except (KeyError, IndexError, TypeError) as err:
-            what = f"no parameter {err}" if isinstance(err, KeyError) else str(err)
-            raise DataFormatError(
-                path,
-                f"its parameters do not fit method {method.name!r} "
-                f"({' '.join(what.split())[:160]}); {remedy}",
-            ) from None
-
-    return fitted, dataclasses.replace(method, score_words=checked_score_words)

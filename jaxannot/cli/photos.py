@@ -107,7 +107,7 @@ def _check_tags_file(path: str) -> None:
 def _cmd_annotate(args) -> int:
     import numpy as np
 
-    from jaxannot.annotators.base import load_scorer
+    from jaxannot.annotators.persistence import load_scorer
     from jaxannot.data.photos import read_manifest
 
     _check_photo_args(args)  # command-line mistakes: before any work

@@ -18,7 +18,8 @@ def _cmd_query(args) -> int:
     model; the database is the dataset's training images, query images its test rows.
     ``annotate`` works for every method that scores words, the other kinds for a
     method that declares them (:attr:`~jaxannot.annotators.Method.queries`)."""
-    from jaxannot.annotators.base import available_methods, load_scorer
+    from jaxannot.annotators.base import available_methods
+    from jaxannot.annotators.persistence import load_scorer
     from jaxannot.data.datasets import load_dataset
 
     fitted, method = load_scorer(args.model)
@@ -34,7 +35,7 @@ def _cmd_query(args) -> int:
             f"{args.kind} queries need a model of a method that answers them "
             f"({', '.join(answering)}), got {fitted.method!r}"
         )
-    index, view = _index(args.model, fitted, train)
+    index, view = _index(fitted, train)
     ids, scores = _retrieve(args, index, queries, view, list(train.word_names))
     _print_images(ids, scores, train)
     return 0
@@ -72,28 +73,20 @@ def _annotate(args, fitted, method, queries, names: list[str]) -> int:
     return 0
 
 
-def _index(path, fitted, train):
+def _index(fitted, train):
     """The retrieval index of a saved model over the training images, and the view
-    it reads; ``DataFormatError`` when the model lacks the index's arrays."""
+    it reads (its arrays were checked against the method's parameters on load)."""
     from jaxannot import retrieval
-    from jaxannot.data.errors import DataFormatError
 
-    p = fitted.params
-    missing = [k for k in ("vrep_features", "vrep_word_scores", "gamma") if k not in p]
-    if missing:
-        raise DataFormatError(
-            path,
-            f"an {fitted.method} model without {', '.join(missing)}; save the model "
-            f"again (jaxannot evaluate {fitted.method} ... --save)",
-        )
+    p = fitted.params  # its arrays checked by load_scorer
     view = fitted.hyper.get("view") or train.primary_view
     index = retrieval.build_index(
-        p["vrep_features"],
-        p["vrep_word_scores"],
+        p.vrep_features,
+        p.vrep_word_scores,
         train.view(view),
         database_words=train.words,
         kernel=fitted.hyper["kernel"],
-        gamma=float(p["gamma"]),
+        gamma=float(p.gamma),
     )
     return index, view
 

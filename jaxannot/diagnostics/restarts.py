@@ -217,8 +217,9 @@ _TOPIC_WORD_KEYS = (
 def topic_word_matrix(fitted) -> np.ndarray:
     """The text topic-word distributions [topics, words] of a fitted topic model."""
     for key, kind in _TOPIC_WORD_KEYS:
-        if key in fitted.params:
-            m = np.asarray(fitted.params[key], np.float64)
+        m = getattr(fitted.params, key, None)
+        if m is not None:
+            m = np.asarray(m, np.float64)
             if kind == "log":
                 return np.exp(m)
             return m / m.sum(1, keepdims=True)

@@ -1,7 +1,6 @@
 import ast
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -153,21 +152,3 @@ def test_get_method_imports_only_its_module():
 def test_unknown_method_lists_every_name():
     with pytest.raises(KeyError, match="valid methods: ale-sf, ale-svm, bsvm"):
         get_method("nope")
-
-
-def test_check_params_names_the_array_that_does_not_fit():
-    from jaxannot.annotators.base import check_params
-
-    spec = {"features": "f[n,d]", "words": "fb[n,w]", "width?": "f[]"}
-    good = {"features": np.zeros((3, 2), np.float32), "words": np.ones((3, 4), bool)}
-    check_params(spec, good)
-    check_params(spec, {**good, "width": np.float32(1)})
-    for flat, expected in [
-        ({"features": good["features"]}, "no parameter 'words'"),
-        ({**good, "extra": np.zeros(1)}, "unexpected parameter 'extra'"),
-        ({**good, "words": np.ones((3, 4), np.int64)}, "holds int64 values"),
-        ({**good, "width": np.zeros(2, np.float32)}, "'width' has shape (2,)"),
-        ({**good, "words": np.ones((4, 4), bool)}, "its n is 4, 'features' gives 3"),
-    ]:
-        with pytest.raises(ValueError, match=re.escape(expected)):
-            check_params(spec, flat)

@@ -73,9 +73,7 @@ def test_knn_model_saved_without_a_width_scores_as_before(tmp_path):
     train, test = _corpus(), _corpus(6, seed=1)
     m = get_method("knn")
     fitted = m.fit(train, rng_key=None, k=3)
-    old = dataclasses.replace(
-        fitted, params={k: v for k, v in fitted.params.items() if k != "width"}
-    )
+    old = dataclasses.replace(fitted, params=fitted.params._replace(width=None))
     save(tmp_path / "old.npz", old)
     np.testing.assert_allclose(
         m.score_words(load(tmp_path / "old.npz"), test), m.score_words(fitted, test)

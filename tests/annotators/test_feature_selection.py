@@ -62,8 +62,6 @@ def test_method_fits_ranks_scores_and_round_trips(name, task, tmp_path):
     np.testing.assert_array_equal(selected_features(fitted, 3), [0, 1, 2])
     # annotation quality well above chance (random scores give MAP ~ base rate ~0.3)
     assert _map(scores, task.truth_words) > 0.8
-    objective = np.asarray(fitted.info["objective"])
-    assert np.all(np.diff(objective) <= 2e-6 * np.abs(objective[:-1]))
     save(tmp_path / "m.npz", fitted)
     again = np.asarray(method.score_words(load(tmp_path / "m.npz"), task.test))
     np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-6)
@@ -75,13 +73,13 @@ def test_sparser_p_gives_sparser_rows_and_unlabelled_images_change_the_fit(task)
         p: sfsls.fit(task.train, rng_key=None, p=p, **HYPER["sfsls"])
         for p in (0.25, 1.0)
     }
-    norms = {p: np.linalg.norm(f.params["g"], axis=1) for p, f in fits.items()}
+    norms = {p: np.linalg.norm(f.params.g, axis=1) for p, f in fits.items()}
     small = {p: np.sum(v < 1e-3 * v.max()) for p, v in norms.items()}
     assert small[0.25] >= small[1.0] and small[0.25] >= 6
     supervised = sfsls.fit(
         task.train, rng_key=None, use_unlabelled=False, **HYPER["sfsls"]
     )
-    assert not np.allclose(supervised.params["g"], fits[0.25].params["g"])
+    assert not np.allclose(supervised.params.g, fits[0.25].params.g)
     emb = np.asarray(sfsls.embed(supervised, task.test))
     assert emb.shape == (task.test.num_images, 2)
 

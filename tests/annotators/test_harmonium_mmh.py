@@ -41,19 +41,18 @@ def test_mmh_annotates_by_mean_field_and_beats_word_frequency(task, tmp_path):
 def test_mmh_words_wing_does_not_enter_the_prediction_rule(task):
     m = get_method("mmh")
     fitted = m.fit(task.train, rng_key=jax.random.key(0), **{**m.hyper, **SMALL})
-    p = fitted.params["harmonium"]
-    assert len(p["weights"]) == 2  # blobs + words
+    p = fitted.params.harmonium
+    assert len(p.weights) == 2  # blobs + words
     blobs = (np.asarray(task.test.views["blobs"]) > 0).astype(np.float32)
-    h = p["hidden_bias"] + blobs @ p["weights"]["0"]  # features only, words free
+    h = p.hidden_bias + blobs @ p.weights[0]  # features only, words free
     np.testing.assert_allclose(m.embed(fitted, task.test), h, rtol=1e-4, atol=1e-4)
     scores = (
-        np.asarray(with_offset(jnp.asarray(h)))
-        @ np.asarray(fitted.params["predictor"]).T
+        np.asarray(with_offset(jnp.asarray(h))) @ np.asarray(fitted.params.predictor).T
     )
     np.testing.assert_array_equal(m.predict_labels(fitted, task.test), scores.argmax(1))
     # one mean-field sweep from the clamped features: E[x] = sigmoid(b + W E[h])
     one = m.score_words(_with(fitted, annotate_sweeps=1), task.test)
-    manual = 1 / (1 + np.exp(-(p["visible_bias"]["1"] + h @ p["weights"]["1"].T)))
+    manual = 1 / (1 + np.exp(-(p.visible_bias[1] + h @ p.weights[1].T)))
     np.testing.assert_allclose(one, manual, rtol=1e-4, atol=1e-5)
 
 
@@ -102,7 +101,7 @@ def test_mmh_regression_v_step_is_the_linear_svr_of_the_latent_features(rng):
     h = np.asarray(m.embed(fitted, corpus), np.float64)
     t = corpus.views["t"][:, 0].astype(np.float64)
     y = (t - fitted.info["target_mean"]) / fitted.info["target_std"]
-    v = np.asarray(fitted.params["predictor"], np.float64)
+    v = np.asarray(fitted.params.predictor, np.float64)
 
     def objective(w, b):
         loss = np.maximum(0, np.abs(y - h @ w - b) - 0.1)

@@ -68,19 +68,14 @@ def test_mmh_prediction_is_one_linear_pass(rng):
         rng_key=jax.random.key(1),
         **{**m.hyper, "topics": 4, "iterations": 2, "inner_steps": 5},
     )
-    params = fitted.params["harmonium"]
-    real = (corpus.views["real"] - fitted.params["scaling"]["real"]["mean"]) / (
-        fitted.params["scaling"]["real"]["std"]
+    params = fitted.params.harmonium
+    real = (corpus.views["real"] - fitted.params.scaling["real"].mean) / (
+        fitted.params.scaling["real"].std
     )
     bag = (corpus.views["bag"] > 0).astype(np.float32)
-    h = (
-        params["hidden_bias"]
-        + real @ params["weights"]["0"]
-        + bag @ params["weights"]["1"]
-    )
+    h = params.hidden_bias + real @ params.weights[0] + bag @ params.weights[1]
     by_hand = np.argmax(
-        np.asarray(with_offset(jnp.asarray(h)))
-        @ np.asarray(fitted.params["predictor"]).T,
+        np.asarray(with_offset(jnp.asarray(h))) @ np.asarray(fitted.params.predictor).T,
         1,
     )
     np.testing.assert_array_equal(m.predict_labels(fitted, corpus), by_hand)

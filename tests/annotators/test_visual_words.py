@@ -60,7 +60,7 @@ def test_topic_model_on_real_features_beats_frequency(name, tmp_path):
     m = get_method(name)
     hyper = {**m.hyper, "topics": 4, "iterations": 30, "bins": 4}
     fitted = m.fit(task.train, rng_key=jax.random.key(0), **hyper)
-    assert fitted.params["bin_edges"]["features"].shape == (6, 3)
+    assert fitted.params.bin_edges["features"].shape == (6, 3)
     scores = np.asarray(m.score_words(fitted, task.test))
     freq = np.asarray(task.train.words).sum(0)
     base = metrics.mean_average_precision(

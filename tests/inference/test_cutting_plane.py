@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.methods.emml.cutting_plane import CuttingPlaneSettings, fit_cutting_plane
-from jaxannot.methods.emml.structured_output import kernel_matrix
+from jaxannot.methods.emml.structured_output import StructuredData, kernel_matrix
 from jaxannot.methods.emml.working_set import (
-    StructuredData,
     WorkingSetSettings,
     fit_emml,
 )

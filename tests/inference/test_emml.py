@@ -11,16 +11,19 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.methods.emml import working_set as emml
+from jaxannot.methods.emml.capped_simplex import project_capped_simplex
 from jaxannot.methods.emml.exact import (
     fit_emml_exact,
     mixture_objective,
     mixture_state,
-    project_capped_simplex,
     uncoupled_mixtures,
 )
-from jaxannot.methods.emml.structured_output import kernel_matrix, loss_augmented_argmax
-from jaxannot.methods.emml.working_set import (
+from jaxannot.methods.emml.structured_output import (
     StructuredData,
+    kernel_matrix,
+    loss_augmented_argmax,
+)
+from jaxannot.methods.emml.working_set import (
     WorkingSetSettings,
     fit_emml,
     theorem_3_5_bound,

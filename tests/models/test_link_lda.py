@@ -87,11 +87,9 @@ def fitted():
     return counts, state, objective
 
 
-def test_vb_elbo_never_decreases(fitted):
+def test_vb_elbo_improves(fitted):
+    # that it never decreases: tests/test_objectives.py (link-lda, inference=vb)
     _, _, objective = fitted
-    assert np.all(np.diff(objective) >= -1e-5 * np.abs(objective[1:])), np.diff(
-        objective
-    )
     assert objective[-1] > objective[0]
 
 

@@ -12,7 +12,9 @@ from numpyro.infer.util import log_density
 
 from jaxannot.graph import Graph, laplacian_penalty, pad_edges
 from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_bags as bags
 from jaxannot.methods.topic_models import link_lda_svi as ls
+from jaxannot.methods.topic_models import simplex_transforms as st
 
 
 def _two_groups(seed=0, images=40, vocab=12, length=6):
@@ -54,14 +56,14 @@ def test_padded_declaration_has_the_dense_declarations_log_density():
     }
     kwargs = dict(num_topics=3, vocab_sizes=(9, 6), alpha=0.5, eta=1.3)
     dense, _ = log_density(ll.link_lda, (counts,), kwargs, values)
-    ids, cnts = ls.padded_bags(counts)
-    padded, _ = log_density(ls.link_lda_bags, (ids, cnts), kwargs, values)
+    ids, cnts = bags.padded_bags(counts)
+    padded, _ = log_density(bags.link_lda_bags, (ids, cnts), kwargs, values)
     np.testing.assert_allclose(float(padded), float(dense), rtol=1e-5)
 
 
 def test_at_lam_zero_the_objective_is_the_plain_elbo():
     counts, graph = _two_groups()
-    ids, cnts = ls.padded_bags((counts,))
+    ids, cnts = bags.padded_bags((counts,))
     settings = _settings(counts.shape[1], lam=0.0)
     svi = ls.make_svi(settings, graph)
     key = jax.random.key(3)
@@ -72,7 +74,7 @@ def test_at_lam_zero_the_objective_is_the_plain_elbo():
         "beta_map_0": jnp.asarray(rng.dirichlet(np.ones(12), 2), jnp.float32),
     }
     kwargs = dict(num_topics=2, vocab_sizes=(12,), alpha=0.5, eta=1.1)
-    model, guide = ls.link_lda_bags, ls.link_lda_guide
+    model, guide = bags.link_lda_bags, ls.link_lda_guide
     penalized = svi.loss.loss(key, params, model, guide, ids, cnts, **kwargs)
     # the wrapper hands the base ELBO the first half of its key
     base_key = jax.random.split(key)[0]
@@ -89,7 +91,7 @@ def test_at_lam_zero_the_objective_is_the_plain_elbo():
 
 def _fit(lam, seed=0, steps=300):
     counts, graph = _two_groups(seed)
-    ids, cnts = ls.padded_bags((counts,))
+    ids, cnts = bags.padded_bags((counts,))
     fit = ls.fit_svi(
         jax.random.key(seed),
         ids,
@@ -149,7 +151,7 @@ def test_a_diverged_fit_raises_naming_the_step_size_and_the_step():
     to NaN: an error naming the settings, not NaN topics (before, the fit returned
     them and the metrics failed on NaN scores)."""
     counts, graph = _two_groups(0)
-    ids, cnts = ls.padded_bags((counts,))
+    ids, cnts = bags.padded_bags((counts,))
     settings = ls.SVISettings(4, (counts.shape[1],), 0.01, 1.1, 1.0, 100.0)
     with pytest.raises(
         FloatingPointError, match=r"diverged \(the loss is not finite.*learning_rate"
@@ -166,7 +168,7 @@ def test_log_space_stick_breaking_jacobian_matches_autodiff_and_numpyro(rng):
     from numpyro.distributions.transforms import StickBreakingTransform
 
     x = jnp.asarray(rng.normal(scale=2.0, size=(3, 5)), jnp.float32)
-    t = ls.LogSpaceStickBreaking()
+    t = st.LogSpaceStickBreaking()
     y = t(x)
     ours = np.asarray(t.log_abs_det_jacobian(x, y))
     np.testing.assert_allclose(
@@ -191,7 +193,7 @@ def test_log_space_stick_breaking_stays_finite_where_the_draw_underflows():
     assert not np.isfinite(
         float(StickBreakingTransform().log_abs_det_jacobian(x, y)[0])
     )
-    ours = float(ls.LogSpaceStickBreaking().log_abs_det_jacobian(x, y)[0])
+    ours = float(st.LogSpaceStickBreaking().log_abs_det_jacobian(x, y)[0])
     xs = 30.0 - np.log(8 - np.arange(8))  # float64 reference
     log_z, log_1mz = -np.logaddexp(0, -xs), -np.logaddexp(0, xs)
     ref = np.sum(log_z + np.cumsum(log_1mz) - log_1mz + log_1mz)
@@ -199,7 +201,7 @@ def test_log_space_stick_breaking_stays_finite_where_the_draw_underflows():
 
 
 def test_simplex_floor_is_a_bijection_with_the_stated_jacobian(rng):
-    floor = ls.SimplexFloor(1e-3)  # large enough for float32 to see it
+    floor = st.SimplexFloor(1e-3)  # large enough for float32 to see it
     x = jnp.asarray(rng.dirichlet(np.full(4, 0.2), size=3), jnp.float32)
     x = x.at[0, 1].set(0.0).at[0].divide(x[0].sum())
     y = floor(x)
@@ -220,7 +222,7 @@ def test_a_small_alpha_fits_where_the_draws_underflow():
     7); the fit now ends with finite topics, a finite loss at every step, and the
     two groups of images apart."""
     counts, graph = _two_groups(0)
-    ids, cnts = ls.padded_bags((counts,))
+    ids, cnts = bags.padded_bags((counts,))
     settings = ls.SVISettings(4, (counts.shape[1],), 0.001, 1.1, 1.0, 1.0)
     fit = ls.fit_svi(
         jax.random.key(0), ids, cnts, pad_edges(graph, 160), settings, num_steps=50

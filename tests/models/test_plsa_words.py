@@ -43,12 +43,10 @@ def test_log_likelihood_matches_numpyro_declaration():
     np.testing.assert_allclose(float(ref - flat), float(fast), rtol=1e-5)
 
 
-def test_both_stages_never_decrease():
+def test_both_stages_improve():
+    # that they never decrease: tests/test_objectives.py (plsa-words)
     text, vis = _corpus()
     state, obj = pw.fit_plsa_words(jax.random.key(0), text, vis, 3, num_iterations=40)
-    for key in ("text", "visual"):
-        d = np.diff(obj[key])
-        assert np.all(d >= -1e-5 * np.abs(obj[key][1:])), (key, d.min())
     assert obj["text"][-1] > obj["text"][0] and obj["visual"][-1] > obj["visual"][0]
     np.testing.assert_allclose(np.asarray(state.theta).sum(1), 1.0, atol=1e-5)
 

@@ -66,7 +66,8 @@ def weights(p=0.5, **hyper):
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
-def test_objective_never_increases(p):
+def test_objective_decreases_to_a_solution(p):
+    # that it never increases: tests/test_objectives.py (sfsls, sfss)
     x, y, lab, graph, _ = make_problem()
     images = TrainingImages(x, y, lab, graph)
     state, hist, res = rl.fit_sfsls(
@@ -75,8 +76,6 @@ def test_objective_never_increases(p):
     hist = np.asarray(hist)
     hist = hist[np.isfinite(hist)]
     assert hist.size >= 10 and float(res) < 1e-4
-    # float32: allow increases of a few ulps of the objective
-    assert np.all(np.diff(hist) <= 2e-6 * np.abs(hist[:-1])), np.diff(hist)
     assert hist[-1] < hist[0]
     # the l2,p penalty drives some rows of G to (near) zero for p < 1
     norms = np.linalg.norm(np.asarray(state.params.g), axis=1)

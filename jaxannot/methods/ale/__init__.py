@@ -1,5 +1,5 @@
 """Approximate Laplacian Eigenmaps (seed 002): transductive ALE and inductive IALE
 with smooth-function or SVM detectors, and the GSF / BSVM baselines. Eigenfunctions in
-:mod:`.eigenfunctions`, detectors in :mod:`.smooth_function`, annotators in
-:mod:`.annotators`.
+:mod:`.eigenfunctions` (their eigenproblems in :mod:`.eigenproblem`), detectors in
+:mod:`.smooth_function`, annotators in :mod:`.annotators`.
 """

@@ -43,12 +43,16 @@ from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.data.preprocessing import standardize
 from jaxannot.methods.ale import smooth_function
-from jaxannot.methods.ale.eigenfunctions import (
-    ALEModel,
-    Eigenfunctions,
-    PCAModel,
-    ale_embed,
-    fit_ale,
+from jaxannot.methods.ale.eigenfunctions import ALEModel, PCAModel, ale_embed, fit_ale
+from jaxannot.methods.ale.eigenproblem import Eigenfunctions
+from jaxannot.methods.ale.params import (
+    AleParams,
+    AleTrain,
+    BsvmParams,
+    Detector,
+    GsfParams,
+    GsfTrain,
+    IaleParams,
 )
 from jaxannot.solvers import linear_svm
 
@@ -95,7 +99,7 @@ def _check_detector(detector: str) -> None:
 
 
 def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
-    """Detector parameters on ``u``: SVM ``{coef, intercept}`` or SF ``{alpha}``."""
+    """Detectors on ``u`` (SVM ``coef, intercept`` or SF ``alpha``) and info."""
     if detector == "sf":
         # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
         # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
@@ -103,7 +107,7 @@ def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
         alpha = smooth_function.fit_smooth_function(
             u, y, sigma, lam=float(hyper["lam"]), labelled=labelled
         )
-        return {"alpha": np.asarray(alpha)}, {}
+        return Detector(alpha=np.asarray(alpha)), {}
     coef, intercept, info = linear_svm.fit_linear_svm(
         u[labelled],
         y[labelled],
@@ -113,45 +117,38 @@ def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
         tol=float(hyper["tol"]),
         max_epochs=int(hyper["max_epochs"]),
     )
-    return {"coef": np.asarray(coef), "intercept": np.asarray(intercept)}, {
-        "svm_epochs": info["epochs"]
-    }
+    detector = Detector(coef=np.asarray(coef), intercept=np.asarray(intercept))
+    return detector, {"svm_epochs": info["epochs"]}
 
 
-def _detector_scores(u, params) -> np.ndarray:
-    if "alpha" in params:
-        return np.asarray(smooth_function.smooth_scores(u, params["alpha"]))
+def _detector_scores(u, detector: Detector) -> np.ndarray:
+    if detector.alpha is not None:
+        return np.asarray(smooth_function.smooth_scores(u, detector.alpha))
     return np.asarray(
-        linear_svm.decision_function(u, params["coef"], params["intercept"])
+        linear_svm.decision_function(u, detector.coef, detector.intercept)
     )
 
 
-def _ale_to_params(model: ALEModel) -> dict:
-    pca, eig = model.pca, model.eigenfunctions
-    return {
-        "pca": {
-            "mean": np.asarray(pca.mean),
-            "components": np.asarray(pca.components),
-            "variances": np.asarray(pca.variances),
-            "count": np.asarray(pca.count),
-        },
-        "eigenfunctions": {k: np.asarray(v) for k, v in eig._asdict().items()},
-        "kernel_width": np.asarray(model.kernel_width, np.float32),
-    }
+def _ale_to_params(model: ALEModel) -> ALEModel:
+    """``model`` as saved: numpy arrays, the count and width 0-d arrays."""
+    return ALEModel(
+        PCAModel(*map(np.asarray, model.pca)),
+        Eigenfunctions(*map(np.asarray, model.eigenfunctions)),
+        np.asarray(model.kernel_width, np.float32),
+    )
 
 
-def _ale_from_params(params: dict) -> ALEModel:
-    p = params["pca"]
+def _ale_from_params(saved: ALEModel) -> ALEModel:
+    """Inverse of :func:`_ale_to_params`."""
+    p = saved.pca
     pca = PCAModel(
-        np.asarray(p["mean"]),
-        np.asarray(p["components"]),
-        np.asarray(p["variances"]),
-        int(p["count"]),
+        np.asarray(p.mean),
+        np.asarray(p.components),
+        np.asarray(p.variances),
+        int(p.count),
     )
-    eig = Eigenfunctions(
-        **{k: jnp.asarray(v) for k, v in params["eigenfunctions"].items()}
-    )
-    return ALEModel(pca, eig, float(params["kernel_width"]))
+    eig = Eigenfunctions(*map(jnp.asarray, saved.eigenfunctions))
+    return ALEModel(pca, eig, float(saved.kernel_width))
 
 
 def _fit_ale_model(x, hyper, pca=None):
@@ -178,24 +175,20 @@ def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
     det, info = _train_detector(
         u, y, labelled, model.eigenfunctions.eigenvalues, hyper, rng_key, detector
     )
-    params = {
-        "ale": _ale_to_params(model),
-        "detector": det,
-        "fit_scores": _detector_scores(u, det),
-    }
+    params = IaleParams(_ale_to_params(model), det, _detector_scores(u, det))
     info.update(num_eigenvectors=int(u.shape[1]), num_labelled=int(labelled.sum()))
     return Fitted(f"iale-{detector}", params, hyper, info)
 
 
 def _iale_embed(fitted: Fitted, corpus) -> np.ndarray:
-    model = _ale_from_params(fitted.params["ale"])
+    model = _ale_from_params(fitted.params.ale)
     return ale_embed(
         model, corpus.features(), batch_size=int(fitted.hyper["batch_size"])
     )
 
 
 def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
-    return _detector_scores(_iale_embed(fitted, corpus), fitted.params["detector"])
+    return _detector_scores(_iale_embed(fitted, corpus), fitted.params.detector)
 
 
 def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
@@ -204,17 +197,12 @@ def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> 
     _check_detector(detector)
     hyper = {**method_defaults(f"ale-{detector}"), **hyper}
     fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
-    model = _ale_from_params(fitted.params["ale"])
+    model = _ale_from_params(fitted.params.ale)
     x = corpus.features()
     y, labelled = concept_targets(corpus)
     coords = (x - model.pca.mean) @ model.pca.components
-    params = dict(fitted.params)
-    params["train"] = {
-        "coords": coords.astype(np.float32),
-        "targets": y,
-        "labelled": labelled,
-        "rng_key": _key_data(rng_key),
-    }
+    train = AleTrain(coords.astype(np.float32), y, labelled, _key_data(rng_key))
+    params = AleParams(*fitted.params, train=train)
     return Fitted(f"ale-{detector}", params, fitted.hyper, fitted.info)
 
 
@@ -222,11 +210,11 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
     """Recompute histograms / eigenfunctions on fit + scored images, retrain, score."""
     hyper = fitted.hyper
     detector = fitted.method.split("-", 1)[1]
-    stored = _ale_from_params(fitted.params["ale"])
-    train = fitted.params["train"]
+    stored = _ale_from_params(fitted.params.ale)
+    train = fitted.params.train
     new = (corpus.features() - stored.pca.mean) @ stored.pca.components
-    coords = np.concatenate([np.asarray(train["coords"]), new]).astype(np.float32)
-    n_train, dims = len(train["coords"]), coords.shape[1]
+    coords = np.concatenate([np.asarray(train.coords), new]).astype(np.float32)
+    n_train, dims = len(train.coords), coords.shape[1]
     identity = PCAModel(
         np.zeros(dims, np.float32),
         np.eye(dims, dtype=np.float32),
@@ -237,14 +225,14 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
     u = ale_embed(model, coords, batch_size=int(hyper["batch_size"]))
     y = np.concatenate(
         [
-            np.asarray(train["targets"]),
-            np.zeros((len(new),) + train["targets"].shape[1:], np.float32),
+            np.asarray(train.targets),
+            np.zeros((len(new),) + train.targets.shape[1:], np.float32),
         ]
     )
     labelled = np.concatenate(
-        [np.asarray(train["labelled"], bool), np.zeros(len(new), bool)]
+        [np.asarray(train.labelled, bool), np.zeros(len(new), bool)]
     )
-    key = jax.random.wrap_key_data(jnp.asarray(train["rng_key"]))
+    key = jax.random.wrap_key_data(jnp.asarray(train.rng_key))
     det, _ = _train_detector(
         u, y, labelled, model.eigenfunctions.eigenvalues, hyper, key, detector
     )
@@ -252,7 +240,7 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
 
 
 def _fit_scores(fitted: Fitted) -> np.ndarray:
-    return np.asarray(fitted.params["fit_scores"])
+    return np.asarray(fitted.params.fit_scores)
 
 
 # ------------------------------------------------------------------------- BSVM
@@ -263,15 +251,14 @@ def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
     x = corpus.features()
     z, mean, scale = standardize(x)
     det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
-    params = {"mean": mean, "scale": scale, "detector": det}
-    params["fit_scores"] = _detector_scores(z, det)
+    params = BsvmParams(mean, scale, det, _detector_scores(z, det))
     return Fitted("bsvm", params, hyper, info)
 
 
 def _bsvm_scores(fitted: Fitted, corpus) -> np.ndarray:
     p = fitted.params
-    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
-    return _detector_scores(z, p["detector"])
+    z = (corpus.features() - np.asarray(p.mean)) / np.asarray(p.scale)
+    return _detector_scores(z, p.detector)
 
 
 # -------------------------------------------------------------------------- GSF
@@ -310,22 +297,13 @@ def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
-    params = {
-        "mean": mean,
-        "scale": scale,
-        "train": {
-            "z": z,
-            "targets": y,
-            "labelled": labelled,
-            "rng_key": _key_data(rng_key),
-        },
-    }
-    return Fitted("gsf", params, hyper, {})
+    train = GsfTrain(z, y, labelled, _key_data(rng_key))
+    return Fitted("gsf", GsfParams(mean, scale, train), hyper, {})
 
 
 def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
-    hyper, train = fitted.hyper, fitted.params["train"]
-    z_train = np.asarray(train["z"])
+    hyper, train = fitted.hyper, fitted.params.train
+    z_train = np.asarray(train.z)
     total = len(z_train) + len(z_new)
     if total > int(hyper["max_images"]):
         raise ValueError(
@@ -335,21 +313,21 @@ def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
     z = np.concatenate([z_train, z_new]).astype(np.float32)
     u = laplacian_eigenmaps(z, int(hyper["eigenvectors"]), int(hyper["k"]))
     n_train = len(z_train)
-    y, labelled = np.asarray(train["targets"]), np.asarray(train["labelled"], bool)
-    key = jax.random.wrap_key_data(jnp.asarray(train["rng_key"]))
+    y, labelled = np.asarray(train.targets), np.asarray(train.labelled, bool)
+    key = jax.random.wrap_key_data(jnp.asarray(train.rng_key))
     det, _ = _train_detector(u[:n_train], y, labelled, None, hyper, key, "svm")
     return _detector_scores(u[n_train:] if len(z_new) else u, det)
 
 
 def _gsf_fit_scores(fitted: Fitted) -> np.ndarray:
     """Scores of the fit images (eigenmaps of the fit images alone), on demand."""
-    z = np.asarray(fitted.params["train"]["z"])
+    z = np.asarray(fitted.params.train.z)
     return _gsf_scores_of(fitted, np.zeros((0, z.shape[1]), np.float32))
 
 
 def _gsf_scores(fitted: Fitted, corpus) -> np.ndarray:
     p = fitted.params
-    z = (corpus.features() - np.asarray(p["mean"])) / np.asarray(p["scale"])
+    z = (corpus.features() - np.asarray(p.mean)) / np.asarray(p.scale)
     return _gsf_scores_of(fitted, z.astype(np.float32))
 
 
@@ -362,14 +340,15 @@ def _make_fit(fit, **fixed):
 
 
 for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
-    for _prefix, _fit, _scores, _kind in (
-        ("iale", fit_iale, _iale_scores, "Inductive approximate"),
-        ("ale", fit_ale_transductive, _ale_scores, "Transductive approx."),
+    for _prefix, _fit, _scores, _kind, _params in (
+        ("iale", fit_iale, _iale_scores, "Inductive approximate", IaleParams),
+        ("ale", fit_ale_transductive, _ale_scores, "Transductive approx.", AleParams),
     ):
         register_words_method(
             f"{_prefix}-{_det}",
             _make_fit(_fit, detector=_det),
             f"{_kind} Laplacian eigenmaps + {_long} (seed 002)",
+            params=_params,
             score_words=_scores,
             score_fit_corpus=_fit_scores,
             embed=_iale_embed,
@@ -379,6 +358,7 @@ register_words_method(
     "bsvm",
     fit_bsvm,
     "Baseline linear SVM (dual coordinate descent) on raw features",
+    params=BsvmParams,
     score_words=_bsvm_scores,
     score_fit_corpus=_fit_scores,
     estimator_name="BSVM",
@@ -387,6 +367,7 @@ register_words_method(
     "gsf",
     fit_gsf,
     "Exact Laplacian eigenmaps of a k-NN graph + linear SVM (small n)",
+    params=GsfParams,
     score_words=_gsf_scores,
     score_fit_corpus=_gsf_fit_scores,
     estimator_name="GSF",

@@ -36,6 +36,7 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
+from jaxannot.methods.baselines.params import EmpiricalParams, KnnParams
 
 __all__ = ["EMPIRICAL", "KNN", "WIDTH_SAMPLE", "heat_width"]
 
@@ -64,11 +65,11 @@ def _frequencies(words: np.ndarray) -> np.ndarray:
 def _empirical_fit(corpus: Corpus, *, rng_key=None) -> Fitted:
     del rng_key  # deterministic
     _, words = _observed_words(corpus)
-    return Fitted("empirical", {"frequency": _frequencies(words)})
+    return Fitted("empirical", EmpiricalParams(_frequencies(words)))
 
 
 def _empirical_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    freq = np.asarray(fitted.params["frequency"])
+    freq = np.asarray(fitted.params.frequency)
     return np.broadcast_to(freq, (corpus.num_images, freq.shape[0])).copy()
 
 
@@ -77,7 +78,7 @@ EMPIRICAL = register_words_method(
     _empirical_fit,
     "word frequency in the training words (same ranking for every image)",
     score_words=_empirical_score,
-    params={"frequency": "f[w]"},
+    params=EmpiricalParams,
     score_meaning="relative frequency of the word in the training words",
 )
 
@@ -102,14 +103,10 @@ def _knn_fit(
         raise ValueError(f"unknown metric {metric!r}; valid: ['cosine', 'euclidean']")
     rows, words = _observed_words(corpus)
     features = corpus.features(view)[rows]
-    params = {
-        "features": features,
-        "words": words,
-        "frequency": _frequencies(words),
-    }
+    width = None
     if weight == "heat":
-        params["width"] = np.float32(heat_width(features, k, metric))
-    return Fitted("knn", params)
+        width = np.float32(heat_width(features, k, metric))
+    return Fitted("knn", KnnParams(features, words, _frequencies(words), width))
 
 
 def heat_width(features, k: int, metric: str) -> float:
@@ -161,14 +158,14 @@ def _knn_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     heat = hyper["weight"] == "heat"
     width = 1.0
     if heat:  # a model saved before widths were stored: the same width, computed now
-        width = params.get("width")
+        width = params.width
         if width is None:
             width = heat_width(database, int(hyper["k"]), hyper["metric"])
     scores = _vote(
         indices,
         distances,
-        jnp.asarray(params["words"]),
-        jnp.asarray(params["frequency"]),
+        jnp.asarray(params.words),
+        jnp.asarray(params.frequency),
         jnp.asarray(width, jnp.float32),
         heat,
     )
@@ -180,11 +177,6 @@ KNN = register_words_method(
     _knn_fit,
     "similarity-weighted word transfer from the k nearest training images",
     score_words=_knn_score,
-    params={
-        "features": "f[n,d]",
-        "words": "fb[n,w]",
-        "frequency": "f[w]",
-        "width?": "f[]",
-    },
+    params=KnnParams,
     score_meaning="similarity-weighted fraction of the k neighbours carrying the word",
 )

@@ -47,6 +47,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
 from jaxannot.inference.map_estimate import MAP
+from jaxannot.methods.baselines.params import TagPropLatent, TagPropParams
 from jaxannot.methods.baselines.tagprop import (
     BALANCE,
     VARIANTS,
@@ -151,6 +152,22 @@ def _map(learning_rate: float) -> MAP:
     return MAP(tagprop, optax.adam(learning_rate))
 
 
+def _check_settings(variant, balance, metric, distances) -> tuple[str, ...]:
+    """``ValueError`` for an unknown choice; the base distances' names."""
+    _check("variant", variant, VARIANTS)
+    _check("balance", balance, BALANCE)
+    _check("metric", metric, KNN_METRICS)
+    return _distance_names(distances)
+
+
+def _scaled_pair_distances(features, idx, names, idf):
+    """The training neighbour pairs' base distances, each divided by its standard
+    deviation over the pairs, and those deviations."""
+    pair = pair_distances(features, features, idx, names, idf)
+    scale = jnp.maximum(jnp.std(pair.reshape(-1, len(names)), axis=0), 1e-6)
+    return pair / scale, scale
+
+
 @uses_defaults("tagprop")
 def _tagprop_fit(
     corpus: Corpus,
@@ -168,10 +185,7 @@ def _tagprop_fit(
 ) -> Fitted:
     if isinstance(balance, bool):  # older saved settings: true/false
         balance = "global" if balance else "none"
-    _check("variant", variant, VARIANTS)
-    _check("balance", balance, BALANCE)
-    _check("metric", metric, KNN_METRICS)
-    names = _distance_names(distances)
+    names = _check_settings(variant, balance, metric, distances)
     if neighbors < 1 or steps < 0 or not learning_rate > 0:
         raise ValueError(
             f"need neighbors >= 1, steps >= 0, learning_rate > 0; got {neighbors}, "
@@ -187,9 +201,7 @@ def _tagprop_fit(
     word_ids, word_mask = word_lists(words)
     pair = scale = None
     if variant == "distance":
-        pair = pair_distances(features, features, idx, names, idf)
-        scale = jnp.maximum(jnp.std(pair.reshape(-1, len(names)), axis=0), 1e-6)
-        pair = pair / scale
+        pair, scale = _scaled_pair_distances(features, idx, names, idf)
     data = (idx, word_ids, word_mask, pair, words)
     data += (class_weights(words, balance),)
     result = _map(float(learning_rate)).run(
@@ -202,14 +214,14 @@ def _tagprop_fit(
         boosting=boosting,
         init_params=_initial_values(words, variant, len(names), boosting),
     )
-    params = {
-        "features": features,
-        "word_ids": word_ids,
-        "word_mask": word_mask,
-        "idf": idf,
-        "distance_scale": np.ones(len(names), np.float32) if scale is None else scale,
-        "latent": {name: np.asarray(v) for name, v in result.params.items()},
-    }
+    params = TagPropParams(
+        features=features,
+        word_ids=word_ids,
+        word_mask=word_mask,
+        idf=idf,
+        distance_scale=np.ones(len(names), np.float32) if scale is None else scale,
+        latent=TagPropLatent(**{k: np.asarray(v) for k, v in result.params.items()}),
+    )
     hyper = {"distances": ",".join(names), "balance": balance}  # normalized
     info = {
         "num_words": int(words.shape[1]),
@@ -238,25 +250,23 @@ def _initial_values(words, variant: str, num_distances: int, boosting: bool) -> 
 def _tagprop_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     hyper, params = fitted.hyper, fitted.params
     database, queries = database_and_queries(fitted, corpus)
-    latent = params["latent"]
+    latent = params.latent
     k = min(int(hyper["neighbors"]), database.shape[0] - 1)
     idx, _ = knn_search(queries, database, k, metric=hyper["metric"])
     pair = None
     if hyper["variant"] == "distance":
         names = _distance_names(hyper["distances"])
-        pair = pair_distances(queries, database, idx, names, params["idf"])
-        pair = pair / jnp.asarray(params["distance_scale"])
-    pi = neighbor_weights(
-        hyper["variant"], idx, pair, latent.get("gamma"), latent.get("theta")
-    )
+        pair = pair_distances(queries, database, idx, names, params.idf)
+        pair = pair / jnp.asarray(params.distance_scale)
+    pi = neighbor_weights(hyper["variant"], idx, pair, latent.gamma, latent.theta)
     votes = neighbor_vote(
         pi,
         idx,
-        jnp.asarray(params["word_ids"]),
-        jnp.asarray(params["word_mask"]),
+        jnp.asarray(params.word_ids),
+        jnp.asarray(params.word_mask),
         int(fitted.info["num_words"]),
     )
-    logits = word_probability_logits(votes, latent.get("alpha"), latent.get("beta"))
+    logits = word_probability_logits(votes, latent.alpha, latent.beta)
     return np.asarray(jax.nn.sigmoid(logits))
 
 
@@ -265,17 +275,7 @@ TAGPROP = register_words_method(
     _tagprop_fit,
     "TagProp: neighbour word transfer with learned weights (MAP, numpyro)",
     score_words=_tagprop_score,
-    params={
-        "features": "f[n,d]",
-        "word_ids": "iu[n,m]",
-        "word_mask": "fb[n,m]",
-        "idf": "f[d]",
-        "distance_scale": "f[s]",
-        "latent/alpha?": "f[w]",
-        "latent/beta?": "f[w]",
-        "latent/gamma?": "f[k]",
-        "latent/theta?": "f[s]",
-    },
+    params=TagPropParams,
     estimator_name="TagProp",
     score_meaning="p(word present | image), the TagProp model's sigmoid",
     non_negative=lambda hyper: (

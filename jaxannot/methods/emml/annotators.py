@@ -40,15 +40,16 @@ from jaxannot.methods.emml.mbrm import (
     region_log_kernel,
     select_bandwidth,
 )
+from jaxannot.methods.emml.params import EmmlParams
 from jaxannot.methods.emml.structured_output import (
     KERNELS,
+    StructuredData,
     default_gamma,
     kernel_matrix,
     kmeans_vreps,
     random_vreps,
 )
 from jaxannot.methods.emml.working_set import (
-    StructuredData,
     WorkingSetSettings,
     fit_emml,
 )
@@ -128,6 +129,68 @@ def fit_emml_annotator(
     ``None``, and ``info["kkt_holds"]`` with its KKT violation and duality gap under
     the kernel say how far its point is from the optimum (no warning).
     """
+    positive = (c, tolerance, vreps, capacity, exact_sweeps)
+    _check_settings(vrep_method, kernel, solver, positive)
+    x = corpus.features(view or corpus.primary_view)
+    mask, words = _observed_words(corpus)
+    x_obs = x[mask]
+    _check_kernel_memory(min(vreps, x_obs.shape[0]))
+    v = _vreps(rng_key, x_obs, words, vreps, vrep_method, word_rule)
+    g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
+    k = kernel_matrix(v.features, v.features, kernel, g)
+    data = StructuredData(k, v.words)
+    if solver in ("exact", "none"):
+        state, converged, solver_info = _solve_mixtures(
+            data, solver, c, tolerance, exact_sweeps
+        )
+    else:
+        settings = WorkingSetSettings(
+            capacity, max_iterations, max_sweeps, violators_per_vrep
+        )
+        state, converged, solver_info = _solve_working_set(
+            data, c, tolerance, jax.random.fold_in(rng_key, 1), settings
+        )
+    if solver == "none":
+        solver_info["kkt_holds"], converged = converged, None
+    elif not converged:
+        _warn_unconverged(solver, tolerance, solver_info)
+    params = EmmlParams(
+        vrep_features=np.asarray(v.features),
+        vrep_words=np.asarray(v.words),
+        coefficients=np.asarray(state.coefficients),
+        vrep_word_scores=np.asarray(state.scores),
+        gamma=np.asarray(g, np.float32),
+    )
+    info = {
+        "solver": solver,
+        "converged": converged,
+        "dual_objective": float(state.objective),
+        **solver_info,
+    }
+    return Fitted("emml", params, {}, info)
+
+
+def _vreps(rng_key, x_obs, words, vreps: int, vrep_method: str, word_rule: str):
+    """The VReps of the observed images (k-means or a random sample)."""
+    if vrep_method == "kmeans":
+        return kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
+    return random_vreps(rng_key, x_obs, words, vreps)
+
+
+def _warn_unconverged(solver: str, tolerance: float, solver_info: dict) -> None:
+    _log.warning(
+        "emml (%s solver) stopped before convergence: the KKT conditions do not "
+        "hold to tolerance %g (info: %s); the scores come from an inexact dual",
+        solver,
+        tolerance,
+        {k: x for k, x in solver_info.items() if k != "objective_trace"},
+    )
+
+
+def _check_settings(vrep_method, kernel, solver, positive):
+    """``ValueError`` naming the first of EMML's choices that is invalid, or the
+    settings that must be positive when one of ``positive`` (``c, tolerance, vreps,
+    capacity, exact_sweeps``) is not."""
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
             f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
@@ -136,93 +199,52 @@ def fit_emml_annotator(
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     if solver not in _SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
-    if c <= 0 or tolerance <= 0 or vreps < 1 or capacity < 1 or exact_sweeps < 1:
+    if any(value <= 0 for value in positive):
         raise ValueError(
             "c, tolerance, vreps, capacity and exact_sweeps must be positive"
         )
-    x = corpus.features(view or corpus.primary_view)
-    mask, words = _observed_words(corpus)
-    x_obs = x[mask]
-    _check_kernel_memory(min(vreps, x_obs.shape[0]))
-    if vrep_method == "kmeans":
-        v = kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
+
+
+def _solve_mixtures(data: StructuredData, solver: str, c, tolerance, sweeps_cap):
+    """The dual over per-VRep mixtures: solved (``"exact"``) or at its
+    diagonal-kernel optimum (``"none"``); ``(state, converged, info)``."""
+    if solver == "exact":
+        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=sweeps_cap)
     else:
-        v = random_vreps(rng_key, x_obs, words, vreps)
-    g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
-    k = kernel_matrix(v.features, v.features, kernel, g)
-    data = StructuredData(k, v.words)
-    if solver in ("exact", "none"):
-        if solver == "exact":
-            state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=exact_sweeps)
-        else:
-            u = uncoupled_mixtures(data.words, c, jnp.diag(k))
-            state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
-        sweeps = int(state.sweeps)
-        converged = bool(state.converged)
-        wrong = np.asarray(v.words) <= 0
-        support = (np.asarray(state.mixtures) > 0) & wrong
-        solver_info = {
-            "sweeps": sweeps,
-            "max_violation": float(state.max_violation),
-            "duality_gap": float(state.duality_gap),
-            "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
-            "wrong_words_pushed_down_max": int(support.sum(1).max()),
-            "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
-        }
-    else:
-        settings = WorkingSetSettings(
-            capacity=capacity,
-            max_iterations=max_iterations,
-            max_sweeps=max_sweeps,
-            violators_per_vrep=violators_per_vrep,
-        )
-        state, hist = fit_emml(
-            data,
-            c,
-            tolerance,
-            tie_key=jax.random.fold_in(rng_key, 1),
-            settings=settings,
-        )
-        iterations = int(state.iteration)
-        last = iterations - 1
-        converged = (
-            int(hist.num_added[last]) == 0
-            and float(hist.subproblem_gap[last]) <= tolerance
-            and int(state.overflow) == 0
-        )
-        solver_info = {
-            "iterations": iterations,
-            "active_constraints": int(np.asarray(state.working_set.active).sum()),
-            "constraints_added": int(state.total_added),
-            "overflow": int(state.overflow),
-            "objective_trace": [
-                float(o) for o in np.asarray(hist.objective)[:iterations]
-            ],
-        }
-    if solver == "none":
-        solver_info["kkt_holds"], converged = converged, None
-    elif not converged:
-        _log.warning(
-            "emml (%s solver) stopped before convergence: the KKT conditions do not "
-            "hold to tolerance %g (info: %s); the scores come from an inexact dual",
-            solver,
-            tolerance,
-            {k: x for k, x in solver_info.items() if k != "objective_trace"},
-        )
-    params = {
-        "vrep_features": np.asarray(v.features),
-        "vrep_words": np.asarray(v.words),
-        "coefficients": np.asarray(state.coefficients),
-        "vrep_word_scores": np.asarray(state.scores),
-        "gamma": np.asarray(g, np.float32),
-    }
+        u = uncoupled_mixtures(data.words, c, jnp.diag(data.kernel))
+        state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
+    sweeps = int(state.sweeps)
+    wrong = np.asarray(data.words) <= 0
+    support = (np.asarray(state.mixtures) > 0) & wrong
     info = {
-        "solver": solver,
-        "converged": converged,
-        "dual_objective": float(state.objective),
-        **solver_info,
+        "sweeps": sweeps,
+        "max_violation": float(state.max_violation),
+        "duality_gap": float(state.duality_gap),
+        "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
+        "wrong_words_pushed_down_max": int(support.sum(1).max()),
+        "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
     }
-    return Fitted("emml", params, {}, info)
+    return state, bool(state.converged), info
+
+
+def _solve_working_set(data: StructuredData, c, tolerance, tie_key, settings):
+    """Algorithm 1 (working sets); ``(state, converged, info)``."""
+    state, hist = fit_emml(data, c, tolerance, tie_key=tie_key, settings=settings)
+    iterations = int(state.iteration)
+    last = iterations - 1
+    converged = (
+        int(hist.num_added[last]) == 0
+        and float(hist.subproblem_gap[last]) <= tolerance
+        and int(state.overflow) == 0
+    )
+    info = {
+        "iterations": iterations,
+        "active_constraints": int(np.asarray(state.working_set.active).sum()),
+        "constraints_added": int(state.total_added),
+        "overflow": int(state.overflow),
+        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
+    }
+    return state, converged, info
 
 
 #: Float32 V x V arrays the exact solve holds at its peak (the kernel, its padded
@@ -252,14 +274,14 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
     """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
     ``top_vreps > 0``)."""
     p, h = fitted.params, fitted.hyper
-    v = jnp.asarray(p["vrep_features"])
+    v = jnp.asarray(p.vrep_features)
     x = jnp.asarray(_query_features(fitted, corpus, v.shape[1]))
-    rows = kernel_matrix(x, v, h["kernel"], float(p["gamma"]))
+    rows = kernel_matrix(x, v, h["kernel"], float(p.gamma))
     top = int(h.get("top_vreps", 0))
     if top <= 0:
-        return rows @ jnp.asarray(p["coefficients"])
+        return rows @ jnp.asarray(p.coefficients)
     sims, idx = jax.lax.top_k(rows, min(top, v.shape[0]))
-    return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p["vrep_word_scores"])[idx])
+    return jnp.einsum("qk,qkw->qw", sims, jnp.asarray(p.vrep_word_scores)[idx])
 
 
 @uses_defaults("mbrm")
@@ -306,11 +328,7 @@ def fit_mbrm_annotator(
     params = fit_mbrm(x[mask], words, bandwidth=beta, smoothing=mu, kernel=kernel)
     return Fitted(
         "mbrm",
-        {
-            k: np.asarray(v)
-            for k, v in params._asdict().items()
-            if v is not None and k != "log_region_kernel"
-        },
+        MBRMParams(*map(np.asarray, params[:3])),  # the region kernel is rebuilt
         {"kernel": kernel},  # "auto" resolved
         {
             "bandwidth_used": float(params.bandwidth),
@@ -328,13 +346,8 @@ def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
     kernel = fitted.hyper.get("kernel", "gaussian")
     table = None
     if kernel == "regions":  # rebuilt from the blob counts (not stored)
-        table = jnp.asarray(region_log_kernel(p["features"], float(p["bandwidth"])))
-    params = MBRMParams(
-        jnp.asarray(p["features"]),
-        jnp.asarray(p["word_probabilities"]),
-        jnp.asarray(p["bandwidth"]),
-        table,
-    )
+        table = jnp.asarray(region_log_kernel(p.features, float(p.bandwidth)))
+    params = MBRMParams(*map(jnp.asarray, p[:3]), table)
     x = _query_features(fitted, corpus, params.features.shape[1])
     return mbrm_word_probabilities(params, x)
 
@@ -343,6 +356,8 @@ register_words_method(
     "emml",
     fit_emml_annotator,
     "EMML structured max-margin annotation (Guo et al. 2016; US 8,463,053)",
+    params=EmmlParams,
+    monotone={"objective_trace": "decreases"},  # the dual, exact or working set
     score_words=score_emml,
     estimator_name="EMML",
     queries=("word", "image", "multimodal"),
@@ -352,6 +367,7 @@ register_words_method(
     "mbrm",
     fit_mbrm_annotator,
     "Multiple-Bernoulli relevance model (Feng, Manmatha, Lavrenko 2004)",
+    params=MBRMParams,
     score_words=score_mbrm,
     estimator_name="MBRM",
     score_meaning="p(word | image) of the multiple-Bernoulli relevance model",

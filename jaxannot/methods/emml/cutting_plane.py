@@ -45,9 +45,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.methods.emml.structured_output import StructuredData
 from jaxannot.methods.emml.working_set import (
     EMMLState,
-    StructuredData,
     next_state,
     run_iterations,
 )

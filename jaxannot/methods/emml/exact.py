@@ -5,9 +5,10 @@ The dual objective and the loss are linear in :math:`\bar{\mathbf y}`, so VRep
 \sum_{\bar{\mathbf y}} \mu_{i,\bar{\mathbf y}}\bar{\mathbf y}`, a point of the
 capped simplex :math:`\{0 \le \mathbf u \le C, \sum_w u_w = r_i C\}`. Block
 Gauss--Seidel over VReps with exact Euclidean projections onto that set
-(:func:`project_capped_simplex`) solves the dual with no working set (no cap on the
-active constraints, unlike Algorithm 1 of :mod:`.emml`), and reports its KKT
-violation, Frank--Wolfe duality gap and whether it converged.
+(:func:`~jaxannot.methods.emml.capped_simplex.project_capped_simplex`) solves the dual
+with no working set (no cap on the active constraints, unlike Algorithm 1 of
+:mod:`.emml`), and reports its KKT violation, Frank--Wolfe duality gap and whether it
+converged.
 
 References
 ----------
@@ -26,7 +27,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxannot.methods.emml.working_set import StructuredData
+from jaxannot.methods.emml.capped_simplex import project_capped_simplex
+from jaxannot.methods.emml.structured_output import StructuredData
 from jaxannot.types import Array
 
 #: VReps per blocked score update of :func:`fit_emml_exact`: the fastest of 1, 16,
@@ -37,72 +39,10 @@ SCORE_BLOCK = 64
 __all__ = [
     "ExactState",
     "fit_emml_exact",
-    "project_capped_simplex",
     "mixture_objective",
     "uncoupled_mixtures",
     "mixture_state",
 ]
-
-
-def project_capped_simplex(v: Array, total: Array, cap: Array, iters: int = 64):
-    r"""Euclidean projection onto the capped simplex (Wang & Lu 2015).
-
-    Solves :math:`\min_{\mathbf u} \tfrac12 \|\mathbf u - \mathbf v\|^2` over
-    :math:`\{0 \le u_w \le \text{cap}, \sum_w u_w = \text{total}\}`. Its KKT
-    conditions give :math:`u_w = \operatorname{clip}(v_w - \tau, 0, \text{cap})`,
-    with :math:`\tau` the multiplier of the sum constraint: the root of the
-    non-increasing, piecewise-linear :math:`m(\tau) = \sum_w
-    \operatorname{clip}(v_w - \tau, 0, \text{cap}) - \text{total}`, whose breakpoints
-    are the :math:`v_w` and :math:`v_w - \text{cap}`. Wang & Lu locate the root's
-    piece by sorting them; here ``iters`` bisection steps on
-    :math:`[\min_w v_w - \text{cap}, \max_w v_w]` bracket it (no sort, a fixed
-    number of vectorized steps), and the linear equation of the bracket's piece,
-    :math:`\text{cap}\,|\{\text{capped}\}| + \sum_{\text{free}} (v_w - \tau) =
-    \text{total}`, gives :math:`\tau` exactly when its root lies in the bracket (the
-    bisection midpoint otherwise).
-
-    Parameters
-    ----------
-    v : Float[Array, "words"]
-        Point to project.
-    total : Float[Array, ""]
-        Required sum, ``0 <= total <= W cap``.
-    cap : Float[Array, ""]
-        Upper bound of every coordinate.
-    iters : int
-        Bisection steps.
-
-    Returns
-    -------
-    u : Float[Array, "words"]
-        The projection.
-    """
-    dtype = v.dtype
-
-    def mass(tau):
-        return jnp.sum(jnp.clip(v - tau, 0.0, cap))
-
-    lo = jnp.min(v) - cap  # mass(lo) = W cap >= total
-    hi = jnp.max(v)  # mass(hi) = 0 <= total
-
-    def bisect(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        big = mass(mid) > total
-        return jnp.where(big, mid, lo), jnp.where(big, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iters, bisect, (lo, hi))
-    tau = 0.5 * (lo + hi)
-    # exact: on the piece containing tau, sum = cap * #capped + sum_free (v - tau)
-    free = (v - tau > 0) & (v - tau < cap)
-    capped = v - tau >= cap
-    n_free = jnp.sum(free)
-    exact = (jnp.sum(jnp.where(free, v, 0.0)) + cap * jnp.sum(capped) - total) / (
-        jnp.maximum(n_free, 1).astype(dtype)
-    )
-    ok = (n_free > 0) & (exact >= lo) & (exact <= hi)
-    tau = jnp.where(ok, exact, tau)
-    return jnp.clip(v - tau, 0.0, cap)
 
 
 class ExactState(NamedTuple):
@@ -216,11 +156,11 @@ def fit_emml_exact(
     projection, :math:`\mathbf u_i \leftarrow \Pi_{C\Delta_i}(\mathbf u_i + \mathbf
     a_i / k_{ii})` with :math:`\mathbf a_i = F_i + 2(\mathbf 1 - \mathbf y_i)`, the
     loss-augmented scores (minus the gradient), computed by
-    :func:`project_capped_simplex`. Every step is an exact block minimization, so
-    the objective never increases, and block coordinate descent on a convex QP with
-    separable constraints converges to the optimum (Luo & Tseng 1992). :math:`F = KB`
-    is recomputed at every sweep's start, :math:`F \mathrel{+}= k_{:,i}\Delta B_i`
-    within it.
+    :func:`~jaxannot.methods.emml.capped_simplex.project_capped_simplex`. Every step
+    is an exact block minimization, so the objective never increases, and block
+    coordinate descent on a convex QP with separable constraints converges to the
+    optimum (Luo & Tseng 1992). :math:`F = KB` is recomputed at every sweep's start,
+    :math:`F \mathrel{+}= k_{:,i}\Delta B_i` within it.
 
     **KKT / stopping.** :math:`\mathbf u_i` is block-optimal iff it maximizes
     :math:`\langle\mathbf a_i, \cdot\rangle` over :math:`C\Delta_i` — the KKT

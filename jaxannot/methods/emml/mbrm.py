@@ -139,6 +139,15 @@ class MBRMParams(NamedTuple):
     bandwidth: Array
     log_region_kernel: Array | None = None
 
+    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`); a saved
+    #: model leaves ``log_region_kernel`` out (it is rebuilt from the features).
+    spec = {
+        "features": "f[n,d]",
+        "word_probabilities": "f[n,w]",
+        "bandwidth": "f[]",
+        "log_region_kernel": "f[n,d]",
+    }
+
 
 def fit_mbrm(
     features: ArrayLike,

@@ -61,6 +61,7 @@ from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
     "KERNELS",
+    "StructuredData",
     "VReps",
     "random_vreps",
     "kmeans_vreps",
@@ -72,6 +73,26 @@ __all__ = [
     "loss_augmented_argmax",
     "word_scores",
 ]
+
+
+class StructuredData(NamedTuple):
+    """The training problem: VRep kernel and word vectors.
+
+    Row :math:`i` is VRep :math:`i` of the problem (5); its outputs
+    :math:`\\operatorname{perm}(\\mathbf y_i)` are the 0/1 vectors with as many words,
+    :math:`r_i = \\sum_w y_{iw}`, as :math:`\\mathbf y_i`.
+
+    Attributes
+    ----------
+    kernel : Float[Array, "vreps vreps"]
+        :math:`k(\\mathbf x_i, \\mathbf x_j)` (positive semi-definite).
+    words : Float[Array, "vreps words"]
+        0/1 word vectors :math:`\\mathbf y_i`, each with at least one word.
+    """
+
+    kernel: Array
+    words: Array
+
 
 KERNELS = ("linear", "rbf")
 

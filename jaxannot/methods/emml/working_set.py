@@ -51,6 +51,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.methods.emml.structured_output import StructuredData
 from jaxannot.solvers.qp import (
     WorkingSet,
     add_constraints,
@@ -64,7 +65,6 @@ from jaxannot.solvers.qp import (
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
-    "StructuredData",
     "WorkingSetSettings",
     "EMMLState",
     "EMMLInfo",
@@ -76,25 +76,6 @@ __all__ = [
     "kkt_thresholds",
     "theorem_3_5_bound",
 ]
-
-
-class StructuredData(NamedTuple):
-    """The training problem: VRep kernel and word vectors.
-
-    Row :math:`i` is VRep :math:`i` of the problem (5); its outputs
-    :math:`\\operatorname{perm}(\\mathbf y_i)` are the 0/1 vectors with as many words,
-    :math:`r_i = \\sum_w y_{iw}`, as :math:`\\mathbf y_i`.
-
-    Attributes
-    ----------
-    kernel : Float[Array, "vreps vreps"]
-        :math:`k(\\mathbf x_i, \\mathbf x_j)` (positive semi-definite).
-    words : Float[Array, "vreps words"]
-        0/1 word vectors :math:`\\mathbf y_i`, each with at least one word.
-    """
-
-    kernel: Array
-    words: Array
 
 
 class WorkingSetSettings(NamedTuple):

@@ -1,6 +1,7 @@
 """Supervised harmonium methods: ``dwh-svm``, ``twh``, ``mmh``, ``mmh-regression``, and
-the flat ``svm`` baseline (seed 001). The corpus-to-wings encoding and the shared
-outputs are in :mod:`jaxannot.methods.harmoniums.dwh_annotators`.
+the flat ``svm`` baseline (seed 001). The shared outputs are in
+:mod:`jaxannot.methods.harmoniums.dwh_annotators`, the corpus-to-wings encoding in
+:mod:`.views`, ``mmh-regression``'s data and read-outs in :mod:`.regression`.
 
 ``dwh-svm``
     Two-stage baseline: a DWH on the feature views, then a Crammer–Singer SVM on
@@ -50,21 +51,31 @@ from jaxannot.methods.harmoniums.dwh_annotators import (
     _check_trained,
     _clamped_hidden,
     _elp,
-    _encode,
     _fit_harmonium,
     _fitted,
     _harmonium_views,
     _infer_free_view,
     _init_and_train,
-    _labels,
     _model,
     _optimizer,
     _phase_statistics,
-    _view_setup,
+    _scaling,
     embed_harmonium,
     predict_labels,
     score_classes,
 )
+from jaxannot.methods.harmoniums.params import (
+    ClassifierParams,
+    DwhParams,
+    RegressorParams,
+    SvmParams,
+)
+from jaxannot.methods.harmoniums.regression import (
+    predict_regression,
+    regression_data,
+    regression_response,
+)
+from jaxannot.methods.harmoniums.views import encode, labels_of, view_setup
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -96,7 +107,7 @@ def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
 def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
     hyper = {**method_defaults("dwh-svm"), **hyper}
-    labels, num_classes = _labels(corpus, "dwh-svm")
+    labels, num_classes = labels_of(corpus, "dwh-svm")
     train = corpus.subset(labels >= 0)
     names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
@@ -199,7 +210,7 @@ def _use_words_wing(train, labels, num_classes, setting: str) -> bool:
 def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     """Max-margin harmonium (seed 001 §4.1) on the feature views (+ a words wing)."""
     hyper = {**method_defaults("mmh"), **hyper}
-    labels, num_classes = _labels(corpus, "mmh")
+    labels, num_classes = labels_of(corpus, "mmh")
     train = corpus.subset(labels >= 0)
     labels = np.asarray(train.labels)
     words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
@@ -233,45 +244,13 @@ def score_words_mmh(fitted: Fitted, corpus) -> jax.Array:
     if not fitted.info.get("words_wing", False):
         return score_classes(fitted, corpus)
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
-    )
+    views, totals = encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
     n = corpus.num_images
     views = [*views, jnp.zeros((n, params.weights[-1].shape[0]))]
     totals = [*totals, jnp.ones(n)]
     free = len(kinds) - 1
     sweeps = int(fitted.hyper["annotate_sweeps"])
     return _infer_free_view(params, kinds, tuple(views), tuple(totals), free, sweeps)[0]
-
-
-def _drop_view(corpus, name: str):
-    keep = [k for k in corpus.views if k != name]
-    return dataclasses.replace(
-        corpus,
-        views={k: corpus.views[k] for k in keep},
-        view_kinds={k: corpus.view_kinds[k] for k in keep},
-        feature_names={k: v for k, v in corpus.feature_names.items() if k != name},
-    )
-
-
-def _regression_data(corpus, hyper):
-    """(input corpus, raw targets) of ``mmh-regression``; ``ValueError`` without one."""
-    name = hyper["target_view"]
-    if not name:
-        labels, _ = _labels(corpus, "mmh-regression")
-        corpus = corpus.subset(labels >= 0)
-        return corpus, np.asarray(corpus.labels, np.float32)
-    if name not in corpus.views or corpus.view_kinds[name] != "real":
-        raise ValueError(
-            f"target_view {name!r} is not a real view of {corpus.name!r}; real "
-            f"views: {[v for v in corpus.views if corpus.view_kinds[v] == 'real']}"
-        )
-    target = np.asarray(corpus.views[name], np.float32)[:, hyper["target_column"]]
-    if len(corpus.views) == 1:
-        raise ValueError(
-            f"target_view {name!r} is the only view: nothing to regress on"
-        )
-    return _drop_view(corpus, name), target
 
 
 def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
@@ -282,7 +261,7 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     response) and mapped back by :func:`predict_regression`.
     """
     hyper = {**method_defaults("mmh-regression"), **hyper}
-    train, target = _regression_data(corpus, hyper)
+    train, target = regression_data(corpus, hyper)
     mean, std = float(target.mean()), float(target.std() + 1e-12)
     solve = partial(
         mmh_inf.fit_mmh_regressor,
@@ -300,34 +279,10 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     )
 
 
-def predict_regression(fitted: Fitted, corpus) -> jax.Array:
-    """Real predictions ``[images]``: :math:`\\bar y + s_y V^\\top [E_{q_0}[h], 1]`."""
-    name = fitted.hyper["target_view"]
-    if name and name in corpus.views:
-        corpus = _drop_view(corpus, name)
-    feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
-    value = feats @ jnp.asarray(fitted.params["predictor"])
-    return fitted.info["target_mean"] + fitted.info["target_std"] * value
-
-
-def regression_response(fitted: Fitted, corpus) -> np.ndarray | None:
-    """The true response ``[images]`` that :func:`predict_regression` predicts:
-    column ``target_column`` of view ``target_view``, or None when the response is
-    the class label read as a number (the task's true labels are then the truth)."""
-    name = fitted.hyper["target_view"]
-    if not name:
-        return None
-    if name not in corpus.views:
-        raise KeyError(
-            f"the model regresses view {name!r}; corpus views: {list(corpus.views)}"
-        )
-    return np.asarray(corpus.views[name], np.float64)[:, fitted.hyper["target_column"]]
-
-
 def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
     hyper = {**method_defaults("twh"), **hyper}
-    labels, num_classes = _labels(corpus, "twh")
+    labels, num_classes = labels_of(corpus, "twh")
     train = corpus.subset(labels >= 0)
     onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
     wing = ("__labels__", "softmax", onehot)
@@ -338,15 +293,15 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
 def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
     hyper = {**method_defaults("svm"), **hyper}
-    labels, num_classes = _labels(corpus, "svm")
+    labels, num_classes = labels_of(corpus, "svm")
     train = corpus.subset(labels >= 0)
-    names, kinds, scaling = _view_setup(train, "bernoulli")
-    views, _ = _encode(train, names, kinds, scaling)
+    names, kinds, scaling = view_setup(train, "bernoulli")
+    views, _ = encode(train, names, kinds, scaling)
     feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     return Fitted(
         "svm",
-        {"predictor": state.weights, "scaling": scaling},
+        SvmParams(state.weights, scaling or None),
         dict(hyper),
         {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
     )
@@ -355,14 +310,18 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
 _SUMMARY = "seed 001 (Chen et al. TPAMI 2012)"
 
 
-def _classifier(name, fit, summary, needs=("labels",), **readouts):
-    """Register a seed-001 classifier: latent-space ``embed`` and class
-    ``predict_labels`` unless ``readouts`` says otherwise."""
+def _classifier(
+    name, fit, summary, needs=("labels",), params=ClassifierParams, **readouts
+):
+    """Register a seed-001 classifier whose fitted parameters are a ``params``:
+    latent-space ``embed`` and class ``predict_labels`` unless ``readouts`` says
+    otherwise."""
     readouts = {"embed": embed_harmonium, "predict_labels": predict_labels, **readouts}
     register(
         Method(
             name=name,
             fit=fit,
+            params=params,
             hyper=method_defaults(name),
             needs=needs,
             summary=summary,
@@ -382,6 +341,7 @@ _classifier(
     "twh",
     fit_twh,
     f"tri-wing harmonium with a softmax label wing (MLE by CD), {_SUMMARY}",
+    params=DwhParams,
     estimator_name="TWH",
     class_scores=score_classes,
 )
@@ -397,6 +357,7 @@ _classifier(
     "mmh-regression",
     fit_mmh_regression,
     f"max-margin harmonium regression (CD + epsilon-SVR), {_SUMMARY}",
+    params=RegressorParams,
     needs=(),
     predict_labels=predict_regression,
     response=regression_response,
@@ -405,6 +366,7 @@ _classifier(
     "svm",
     fit_svm,
     "Crammer-Singer linear SVM on the concatenated standardized views",
+    params=SvmParams,
     embed=None,
     estimator_name="SVM",
     class_scores=score_classes,

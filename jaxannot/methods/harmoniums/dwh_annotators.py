@@ -1,7 +1,7 @@
-"""Harmonium methods, shared part: the corpus-to-wings encoding, ``dwh``, and the
-outputs every harmonium method shares (:func:`embed_harmonium`, :func:`score_classes`,
-:func:`predict_labels`). The supervised methods (``dwh-svm``, ``twh``, ``mmh``,
-``mmh-regression``, the flat ``svm``) are fitted in
+"""Harmonium methods, shared part: fitting, ``dwh``, and the outputs every harmonium
+method shares (:func:`embed_harmonium`, :func:`score_classes`, :func:`predict_labels`);
+the corpus-to-wings encoding is in :mod:`.views`. The supervised methods
+(``dwh-svm``, ``twh``, ``mmh``, ``mmh-regression``, the flat ``svm``) are fitted in
 :mod:`jaxannot.methods.harmoniums.classifier_annotators`.
 
 How a corpus becomes a harmonium: every feature view is a visible wing — ``"real"``
@@ -31,11 +31,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxannot.annotators.base import Fitted, Method, register
+from jaxannot.annotators.base import Fitted, Method, get_method, register
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums.params import DwhParams
+from jaxannot.methods.harmoniums.views import encode, view_setup
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -48,33 +50,12 @@ __all__ = [
 
 
 # ----------------------------------------------------------------- corpus -> wings
-def _view_setup(corpus, bag_model: str):
-    if bag_model not in ("bernoulli", "softmax"):
-        raise ValueError(f"unknown bag_model {bag_model!r}; valid: bernoulli, softmax")
-    names = list(corpus.view_names)
-    kinds, scaling = [], {}
-    for name in names:
-        x = np.asarray(corpus.views[name], np.float32)
-        if corpus.view_kinds[name] == "real":
-            kinds.append("gaussian")
-            std = x.std(0)
-            scaling[name] = {
-                "mean": x.mean(0).astype(np.float32),
-                "std": np.where(std > 1e-6, std, 1.0).astype(np.float32),
-            }
-        elif corpus.view_kinds[name] == "bag" and bag_model == "softmax":
-            kinds.append("softmax")
-        else:
-            kinds.append("bernoulli")
-    return names, kinds, scaling
-
-
 def _harmonium_views(train, hyper, wing=None, first: bool = False):
     """``(names, kinds, scaling, views, totals)``: the encoded feature views of
     ``train`` plus an optional extra ``wing = (name, kind, values)`` (total 1 per
     image), in front when ``first`` else at the back."""
-    names, kinds, scaling = _view_setup(train, hyper["bag_model"])
-    views, totals = _encode(train, names, kinds, scaling)
+    names, kinds, scaling = view_setup(train, hyper["bag_model"])
+    views, totals = encode(train, names, kinds, scaling)
     if wing is not None:
         extra = [[w] for w in wing] + [[jnp.ones(train.num_images)]]
         lists = [names, kinds, views, totals]
@@ -134,40 +115,6 @@ def _diverged(name: str, hyper, reason: str) -> str:
         f"learning_rate={hyper['learning_rate']}: try a smaller learning_rate"
         + ("" if hyper["optimizer"] == "adam" else " or optimizer='adam'")
     )
-
-
-def _encode(corpus, names, kinds, scaling):
-    views, totals = [], []
-    n = corpus.num_images
-    for name, kind in zip(names, kinds, strict=False):
-        if name not in corpus.views:
-            raise KeyError(
-                f"the model was fitted on view {name!r}; corpus views: "
-                f"{list(corpus.views)}"
-            )
-        x = np.asarray(corpus.views[name], np.float32)
-        if kind == "gaussian":
-            s = scaling[name]
-            x = (x - np.asarray(s["mean"])) / np.asarray(s["std"])
-            totals.append(np.ones(n, np.float32))
-        elif kind == "softmax":
-            totals.append(x.sum(1))
-        else:
-            x = (x > 0).astype(np.float32)
-            totals.append(np.ones(n, np.float32))
-        views.append(jnp.asarray(x))
-    return views, [jnp.asarray(t) for t in totals]
-
-
-def _labels(corpus, method: str):
-    if corpus.labels is None or not np.any(np.asarray(corpus.labels) >= 0):
-        raise ValueError(
-            f"method {method!r} needs class labels, but corpus {corpus.name!r} has "
-            "none; use 'dwh' for annotation of a corpus with words only"
-        )
-    labels = np.asarray(corpus.labels)
-    num_classes = corpus.num_classes or int(labels.max()) + 1
-    return labels, num_classes
 
 
 def _optimizer(hyper, num_views: int) -> optax.GradientTransformation:
@@ -253,8 +200,11 @@ def _elp(kinds: tuple):
 
 
 def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):
-    out = {"harmonium": hm.params_to_dict(params), "scaling": scaling}
-    out.update(extra_params or {})
+    """The fitted model of method ``name``: its declared params type holding the
+    harmonium ``params``, the views' ``scaling`` and ``extra_params``."""
+    out = get_method(name).params(
+        harmonium=params, scaling=scaling or None, **(extra_params or {})
+    )
     return Fitted(
         method=name,
         params=out,
@@ -263,8 +213,13 @@ def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **inf
     )
 
 
+def _scaling(fitted: Fitted) -> dict:
+    """The fitted views' scaling by view name (empty when none is real-valued)."""
+    return fitted.params.scaling or {}
+
+
 def _model(fitted: Fitted):
-    params = hm.params_from_dict(fitted.params["harmonium"])
+    params = jax.tree.map(jnp.asarray, fitted.params.harmonium)
     return params, tuple(fitted.info["harmonium_kinds"]), fitted.info["view_names"]
 
 
@@ -308,9 +263,7 @@ def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
 
 def _dwh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[1:], kinds[1:], fitted.params.get("scaling", {})
-    )
+    views, totals = encode(corpus, names[1:], kinds[1:], _scaling(fitted))
     n = corpus.num_images
     views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
     totals = [jnp.ones(n), *totals]
@@ -336,9 +289,7 @@ def _embed_dwh(fitted, corpus):
 # ----------------------------------------------------------------- shared outputs
 def _twh_infer(fitted, corpus):
     params, kinds, names = _model(fitted)
-    views, totals = _encode(
-        corpus, names[:-1], kinds[:-1], fitted.params.get("scaling", {})
-    )
+    views, totals = encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
     n, t = corpus.num_images, int(fitted.info["num_classes"])
     views = [*views, jnp.zeros((n, t))]
     totals = [*totals, jnp.ones(n)]
@@ -365,7 +316,7 @@ def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
     params, kinds, names = _model(fitted)
     if fitted.info.get("words_wing", False):  # mmh's words wing (last) is not clamped
         kinds, names = kinds[:-1], names[:-1]
-    views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+    views, _ = encode(corpus, names, kinds, _scaling(fitted))
     return _clamped_hidden(params, kinds, tuple(views))
 
 
@@ -375,11 +326,11 @@ def score_classes(fitted: Fitted, corpus) -> jax.Array:
         return _twh_infer(fitted, corpus)[0]
     if fitted.method == "svm":
         names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
-        views, _ = _encode(corpus, names, kinds, fitted.params.get("scaling", {}))
+        views, _ = encode(corpus, names, kinds, _scaling(fitted))
         feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
     else:
         feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
-    return cs.decision_function(jnp.asarray(fitted.params["predictor"]), feats)
+    return cs.decision_function(jnp.asarray(fitted.params.predictor), feats)
 
 
 def predict_labels(fitted: Fitted, corpus) -> jax.Array:
@@ -392,6 +343,7 @@ register(
     Method(
         name="dwh",
         fit=fit_dwh,
+        params=DwhParams,
         score_words=score_words_dwh,
         embed=embed_harmonium,
         hyper=method_defaults("dwh"),

@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 
+from jaxannot.annotators.persistence import TupleOf
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
@@ -70,8 +71,6 @@ __all__ = [
     "clamped_state",
     "mean_field",
     "cd_phase_statistics",
-    "params_to_dict",
-    "params_from_dict",
 ]
 
 VISIBLE_KINDS = ("bernoulli", "gaussian", "softmax")
@@ -96,6 +95,14 @@ class HarmoniumParams(NamedTuple):
     weights: tuple
     log_variance: tuple
     hidden_bias: Array
+
+    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`).
+    spec = {
+        "visible_bias": TupleOf("f[_]"),
+        "weights": TupleOf("f[_,k]"),
+        "log_variance": TupleOf("f[_]"),
+        "hidden_bias": "f[k]",
+    }
 
 
 class MeanFieldState(NamedTuple):
@@ -367,28 +374,3 @@ def cd_phase_statistics(kinds: Sequence[str], num_sweeps: int = 5):
         return q0, q1
 
     return phase_statistics
-
-
-# ------------------------------------------------------------------ (de)serialize
-def params_to_dict(params: HarmoniumParams) -> dict:
-    """Nested dict of arrays (for :class:`~jaxannot.annotators.Fitted`)."""
-    return {
-        "visible_bias": {str(i): a for i, a in enumerate(params.visible_bias)},
-        "weights": {str(i): a for i, a in enumerate(params.weights)},
-        "log_variance": {str(i): a for i, a in enumerate(params.log_variance)},
-        "hidden_bias": params.hidden_bias,
-    }
-
-
-def params_from_dict(d: dict) -> HarmoniumParams:
-    """Inverse of :func:`params_to_dict`."""
-
-    def seq(x):
-        return tuple(jnp.asarray(x[k]) for k in sorted(x, key=int))
-
-    return HarmoniumParams(
-        visible_bias=seq(d["visible_bias"]),
-        weights=seq(d["weights"]),
-        log_variance=seq(d["log_variance"]),
-        hidden_bias=jnp.asarray(d["hidden_bias"]),
-    )

@@ -19,7 +19,7 @@ r"""Sparse feature-selection annotators: ``sfsls``, ``sfss`` and ``fsnm``.
     selected features gives the scores.
 
 All three rank features by ``‖g^i‖`` (``feature_ranking``) and store it in
-``Fitted.params["ranking"]``.
+``Fitted.params.ranking``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.data.preprocessing import standardize
 from jaxannot.graph import Graph, knn_graph, pad_edges
 from jaxannot.methods.sfsls.fsnm import fit_fsnm
+from jaxannot.methods.sfsls.params import FsnmParams, SfslsParams
 from jaxannot.methods.sfsls.solver import fit_sfsls
 from jaxannot.methods.sfsls.sparse_projection import (
     SFSLSWeights,
@@ -59,21 +60,21 @@ def _targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
 def _scores(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     params = fitted.params
     x = corpus.features(fitted.hyper.get("view", ""))
-    mean = np.asarray(params["mean"])
+    mean = np.asarray(params.mean)
     if x.shape[1] != mean.shape[0]:
         raise ValueError(
             f"the corpus has {x.shape[1]} feature dimensions, the fitted model "
             f"{mean.shape[0]}"
         )
-    z = (x - mean) / np.asarray(params["std"])
-    if "selected" in params:  # fsnm: regression on the selected features
-        z = z[:, np.asarray(params["selected"])]
-    return np.asarray(z @ np.asarray(params["g"]) + np.asarray(params["offset"]))
+    z = (x - mean) / np.asarray(params.std)
+    if isinstance(params, FsnmParams):  # regression on the selected features
+        z = z[:, np.asarray(params.selected)]
+    return np.asarray(z @ np.asarray(params.g) + np.asarray(params.offset))
 
 
 def ranked_features(fitted: Fitted) -> np.ndarray:
     """Feature indices by decreasing importance ``‖g^i‖``."""
-    return np.asarray(fitted.params["ranking"])
+    return np.asarray(fitted.params.ranking)
 
 
 def selected_features(fitted: Fitted, num_features: int) -> np.ndarray:
@@ -147,14 +148,14 @@ def _sfsls_fit(
     g = np.asarray(state.params.g)
     offset = (y[labelled] - z[labelled] @ g).mean(axis=0)
     history = np.asarray(history)
-    params = {
-        "g": g,
-        "u": np.asarray(state.params.u),
-        "offset": offset.astype(np.float32),
-        "mean": mean,
-        "std": std,
-        "ranking": feature_ranking(g).astype(np.int32),
-    }
+    params = SfslsParams(
+        g=g,
+        u=np.asarray(state.params.u),
+        offset=offset.astype(np.float32),
+        mean=mean,
+        std=std,
+        ranking=feature_ranking(g).astype(np.int32),
+    )
     info = {
         "objective": [float(v) for v in history[np.isfinite(history)]],
         "iterations": int(state.iteration),
@@ -165,14 +166,16 @@ def _sfsls_fit(
 
 def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     x = corpus.features(fitted.hyper.get("view", ""))
-    z = (x - np.asarray(fitted.params["mean"])) / np.asarray(fitted.params["std"])
-    return z @ np.asarray(fitted.params["u"])
+    z = (x - np.asarray(fitted.params.mean)) / np.asarray(fitted.params.std)
+    return z @ np.asarray(fitted.params.u)
 
 
 SFSLS = register_words_method(
     "sfsls",
     _sfsls_fit,
     "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
+    params=SfslsParams,
+    monotone={"objective": "decreases"},  # Algorithm 1
     score_words=_scores,
     embed=_embed,
     estimator_name="SFSLS",
@@ -191,6 +194,8 @@ SFSS = register_words_method(
     _sfss_fit,
     "semi-supervised l2,1 sparse feature selection + shared subspace "
     "(SFSS, Ma et al. 2012)",
+    params=SfslsParams,
+    monotone={"objective": "decreases"},  # Algorithm 1
     score_words=_scores,
     embed=_embed,
     estimator_name="SFSS",
@@ -230,15 +235,15 @@ def _fsnm_fit(
     history = np.asarray(history)
     return Fitted(
         "fsnm",
-        {
-            "w": np.asarray(state.w),
-            "g": g.astype(np.float32),
-            "selected": keep.astype(np.int32),
-            "offset": offset.astype(np.float32),
-            "mean": mean,
-            "std": std,
-            "ranking": ranking,
-        },
+        FsnmParams(
+            w=np.asarray(state.w),
+            g=g.astype(np.float32),
+            selected=keep.astype(np.int32),
+            offset=offset.astype(np.float32),
+            mean=mean,
+            std=std,
+            ranking=ranking,
+        ),
         {},
         {
             "objective": [float(v) for v in history[np.isfinite(history)]],
@@ -252,6 +257,8 @@ FSNM = register_words_method(
     _fsnm_fit,
     "joint l2,1 feature selection (Nie et al. 2010) + least squares on the "
     "selected features",
+    params=FsnmParams,
+    monotone={"objective": "decreases"},
     score_words=_scores,
     estimator_name="FSNM",
 )

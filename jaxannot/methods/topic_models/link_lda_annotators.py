@@ -43,6 +43,8 @@ from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_svi as svi
 from jaxannot.methods.topic_models import visual_words as vw
+from jaxannot.methods.topic_models.link_lda_bags import padded_bags
+from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
 
 __all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
 
@@ -99,12 +101,9 @@ def _lda_fit(
         num_inner=int(fold_in_inner),
         gamma0=state.gamma,
     )
-    params = {
-        "lambda_text": state.lambdas[0],
-        "lambda_visual": {str(i): lam for i, lam in enumerate(state.lambdas[1:])},
-        "gamma": gamma,
-    }
-    params.update(vw.edges_param(edges))
+    params = LinkLdaParams(
+        state.lambdas[0], tuple(state.lambdas[1:]), gamma, vw.edges_param(edges)
+    )
     return Fitted(
         "link-lda",
         params,
@@ -116,9 +115,7 @@ def _lda_fit(
 def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
     p = fitted.params
     vis = vw.fitted_visual(fitted, corpus)
-    lambdas = (jnp.asarray(p["lambda_text"]),) + tuple(
-        jnp.asarray(p["lambda_visual"][str(i)]) for i in range(len(vis))
-    )
+    lambdas = tuple(map(jnp.asarray, (p.lambda_text, *p.lambda_visual)))
     text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
     return ll.fold_in(
         lambdas,
@@ -134,11 +131,11 @@ def _lda_words(gamma, lambda_text) -> np.ndarray:
 
 
 def _lda_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return _lda_words(_lda_gamma(fitted, corpus), fitted.params["lambda_text"])
+    return _lda_words(_lda_gamma(fitted, corpus), fitted.params.lambda_text)
 
 
 def _lda_score_fit(fitted: Fitted) -> np.ndarray:
-    return _lda_words(jnp.asarray(fitted.params["gamma"]), fitted.params["lambda_text"])
+    return _lda_words(jnp.asarray(fitted.params.gamma), fitted.params.lambda_text)
 
 
 def _lda_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -151,6 +148,7 @@ LINK_LDA = register_words_method(
     _lda_fit,
     "Link-LDA: per-image topic proportions shared by the views, "
     "collapsed (CVB0) or batch variational Bayes (Erosheva et al. 2004)",
+    params=LinkLdaParams,
     score_words=_lda_score,
     score_fit_corpus=_lda_score_fit,
     embed=_lda_embed,
@@ -200,7 +198,7 @@ def _lap_fit(
     graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)
     # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
     graph = pad_edges(graph, 2 * k * corpus.num_images)
-    ids, cnts = svi.padded_bags(data)
+    ids, cnts = padded_bags(data)
     fit = svi.fit_svi(
         rng_key,
         ids,
@@ -210,12 +208,9 @@ def _lap_fit(
         num_steps=int(steps),
         progress_bar=show_progress(),
     )
-    params = {
-        "beta_text": fit.betas[0],
-        "beta_visual": {str(i): b for i, b in enumerate(fit.betas[1:])},
-        "theta": fit.theta,
-    }
-    params.update(vw.edges_param(edges))
+    params = LapLinkLdaParams(
+        fit.betas[0], tuple(fit.betas[1:]), fit.theta, vw.edges_param(edges)
+    )
     return Fitted(
         "lap-link-lda",
         params,
@@ -229,9 +224,7 @@ def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     β̂ (per image: a batch of one gives the same rows)."""
     p = fitted.params
     vis = vw.fitted_visual(fitted, corpus)
-    betas = (jnp.asarray(p["beta_text"]),) + tuple(
-        jnp.asarray(p["beta_visual"][str(i)]) for i in range(len(vis))
-    )
+    betas = tuple(map(jnp.asarray, (p.beta_text, *p.beta_visual)))
     text = jnp.zeros((corpus.num_images, betas[0].shape[1]), jnp.float32)
     gamma = svi.fold_in(
         betas,
@@ -243,14 +236,12 @@ def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
 
 def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(
-        _lap_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
-    )
+    return np.asarray(_lap_theta(fitted, corpus) @ jnp.asarray(fitted.params.beta_text))
 
 
 def _lap_score_fit(fitted: Fitted) -> np.ndarray:
     p = fitted.params
-    return np.asarray(jnp.asarray(p["theta"]) @ jnp.asarray(p["beta_text"]))
+    return np.asarray(jnp.asarray(p.theta) @ jnp.asarray(p.beta_text))
 
 
 def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -262,6 +253,7 @@ LAP_LINK_LDA = register_words_method(
     _lap_fit,
     "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' topic "
     "proportions over a k-NN graph of their visual words (LaplacianELBO)",
+    params=LapLinkLdaParams,
     score_words=_lap_score,
     score_fit_corpus=_lap_score_fit,
     embed=_lap_embed,

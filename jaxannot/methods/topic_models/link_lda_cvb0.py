@@ -138,6 +138,20 @@ def cvb0_update(resp, ids, cnts, n_dk, n_kw, alpha, eta):
     return tuple(out), loo
 
 
+def _log_denominators(cnts, num_topics: int, alpha):
+    """``Σ c log(n_d − s + Kα)``: the leave-one-out normalizers of the objective,
+    fixed (``n_d`` is a length)."""
+    n_d = sum(c.sum(1) for c in cnts)
+    return sum(
+        jnp.where(
+            c > 0,
+            c * jnp.log(n_d[:, None] - jnp.minimum(c, 1.0) + num_topics * alpha),
+            0.0,
+        ).sum()
+        for c in cnts
+    )
+
+
 @functools.partial(
     jax.jit, static_argnames=("vocab_sizes", "num_iterations", "num_blocks")
 )
@@ -193,16 +207,7 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
         n_kw, (b_resp, loo) = lax.scan(block, n_kw, (b_resp, b_ids, b_cnts))
         return (b_resp, n_kw), loo.sum() - log_denominators
 
-    # Σ c log(n_d - s + Kα): the leave-one-out normalizers, fixed (n_d is a length)
-    n_d = sum(c.sum(1) for c in cnts)
-    log_denominators = sum(
-        jnp.where(
-            c > 0,
-            c * jnp.log(n_d[:, None] - jnp.minimum(c, 1.0) + num_topics * alpha),
-            0.0,
-        ).sum()
-        for c in cnts
-    )
+    log_denominators = _log_denominators(cnts, num_topics, alpha)
 
     # the topic-word counts from the responsibilities once per call, then carried
     n_kw = tuple(n.T for n in cvb0_counts(resp, ids, cnts, vocab_sizes)[1])

@@ -60,37 +60,27 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 import optax
-from numpyro.distributions.transforms import (
-    ComposeTransform,
-    StickBreakingTransform,
-    Transform,
-    biject_to,
-)
+from numpyro.distributions.transforms import biject_to
 from numpyro.infer import SVI, Trace_ELBO
 from numpyro.infer.util import transform_fn
 from numpyro.optim import optax_to_numpyro
 
 from jaxannot.graph import Graph
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
-from jaxannot.methods.topic_models.link_lda import image_estep, to_padded
+from jaxannot.methods.topic_models.link_lda import image_estep
+from jaxannot.methods.topic_models.link_lda_bags import link_lda_bags
+from jaxannot.methods.topic_models.simplex_transforms import theta_transform
 from jaxannot.runtime.progress import run_steps
 
 __all__ = [
     "SVISettings",
     "SVIFit",
-    "link_lda_bags",
     "link_lda_guide",
-    "bag_log_likelihood",
-    "padded_bags",
     "build_step",
     "fit_svi",
     "fold_in",
 ]
 
-_TINY = 1e-30
-#: Floor of the guide's draws of theta (:class:`SimplexFloor`): ``log`` of it is
-#: finite in float32 (float32's smallest normal number is 1.2e-38).
-THETA_FLOOR = 1e-30
 #: Initial scale of q(theta_d) in the unconstrained space (AutoNormal's init_scale).
 _INIT_SCALE = 0.1
 #: Consecutive non-finite gradients skipped before one is applied.
@@ -157,54 +147,6 @@ class SVIFit(NamedTuple):
     losses: np.ndarray
 
 
-def bag_log_likelihood(theta, betas, ids_by_view, counts_by_view) -> jax.Array:
-    r""":math:`\sum_{v,l} n^v_{dl}\log\sum_k\theta_{dk}\beta^v_{k,w_{dl}}` per image,
-    over the padded slots ``l`` (ids ``w``, counts ``n``; padding has count 0)."""
-    out = 0.0
-    for beta, ids, counts in zip(betas, ids_by_view, counts_by_view, strict=True):
-        p = jnp.einsum("dk,dlk->dl", theta, beta.T[ids])
-        out = out + (counts * jnp.log(jnp.maximum(p, _TINY))).sum(-1)
-    return out
-
-
-def padded_bags(counts_by_view: Sequence) -> tuple[tuple, tuple]:
-    """Dense [images, vocab_v] counts as padded ``(ids_by_view, counts_by_view)``
-    (:func:`jaxannot.methods.topic_models.link_lda.to_padded`), each width rounded up to
-    a power of
-    two so that corpora of one size but other bag lengths share the compiled fit."""
-    ids_out, counts_out = [], []
-    for ids, counts in map(to_padded, counts_by_view):
-        pad = ((0, 0), (0, (1 << (ids.shape[1] - 1).bit_length()) - ids.shape[1]))
-        ids_out.append(jnp.asarray(np.pad(ids, pad)))
-        counts_out.append(jnp.asarray(np.pad(counts, pad)))
-    return tuple(ids_out), tuple(counts_out)
-
-
-def link_lda_bags(
-    ids_by_view: Sequence[jax.Array],
-    counts_by_view: Sequence[jax.Array],
-    *,
-    num_topics: int,
-    vocab_sizes: Sequence[int],
-    alpha: float,
-    eta: float,
-) -> None:
-    """numpyro model of Link-LDA on padded bags (the sites of
-    :func:`jaxannot.methods.topic_models.link_lda.link_lda`; its log density equals that
-    model's
-    on the dense counts)."""
-    with numpyro.plate("topic", num_topics):
-        betas = [
-            numpyro.sample(f"beta_{v}", dist.Dirichlet(jnp.full(size, eta)))
-            for v, size in enumerate(vocab_sizes)
-        ]
-    with numpyro.plate("image", ids_by_view[0].shape[0]):
-        theta = numpyro.sample("theta", dist.Dirichlet(jnp.full(num_topics, alpha)))
-        numpyro.factor(
-            "tokens", bag_log_likelihood(theta, betas, ids_by_view, counts_by_view)
-        )
-
-
 def link_lda_guide(
     ids_by_view: Sequence[jax.Array],
     counts_by_view: Sequence[jax.Array],
@@ -241,78 +183,6 @@ def link_lda_guide(
                 dist.Normal(loc, scale).to_event(1), theta_transform()
             ),
         )
-
-
-class SimplexFloor(Transform):
-    r"""The affine bijection :math:`\theta \mapsto (\theta + \epsilon) / (1 +
-    K\epsilon)` of the simplex onto its points with every coordinate at least
-    :math:`\epsilon / (1 + K\epsilon)`.
-
-    Why: with a small Dirichlet :math:`\alpha` the stick-breaking draws of an
-    unused topic's :math:`\theta_{dk}` fall below float32's smallest number and
-    round to an exact 0. With :class:`LogSpaceStickBreaking` the guide's
-    log-Jacobian, computed from the unconstrained draw, stays finite, but the
-    model's :math:`(\alpha - 1)\log\theta_{dk}` would be :math:`+\infty` at an
-    exact 0 (their sum :math:`\alpha\log\theta_{dk}` is finite in exact
-    arithmetic), and the one-draw ELBO NaN. The floor keeps every
-    :math:`\log\theta_{dk} \ge \log\epsilon`; it moves only
-    coordinates below :math:`\epsilon` by a relative amount
-    (:math:`K\epsilon \approx 5\cdot 10^{-29}`) float32 cannot represent.
-    Its log-Jacobian on the simplex's :math:`K - 1` free coordinates is
-    :math:`-(K - 1)\log(1 + K\epsilon)`.
-    """
-
-    domain = dist.constraints.simplex
-    codomain = dist.constraints.simplex
-
-    def __init__(self, floor: float = THETA_FLOOR):
-        self.floor = floor
-
-    def __call__(self, x):
-        return (x + self.floor) / (1.0 + x.shape[-1] * self.floor)
-
-    def _inverse(self, y):
-        return y * (1.0 + y.shape[-1] * self.floor) - self.floor
-
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
-        k = x.shape[-1]
-        return jnp.full(x.shape[:-1], -(k - 1) * jnp.log1p(k * self.floor))
-
-    def tree_flatten(self):
-        return (), (("floor",), {"floor": self.floor})
-
-
-class LogSpaceStickBreaking(StickBreakingTransform):
-    r"""numpyro's stick-breaking map with its log-Jacobian computed in log space.
-
-    With :math:`\tilde x_k = x_k - \log(K - k)`, :math:`z_k = \sigma(\tilde x_k)`
-    and :math:`y_k = z_k \prod_{j<k}(1 - z_j)`,
-
-    .. math::
-        \log|\det J| = \sum_{k<K} \big(\log y_k + \log(1 - z_k)\big), \quad
-        \log y_k = \log z_k + \sum_{j<k}\log(1 - z_j),
-
-    with :math:`\log z = -\mathrm{softplus}(-\tilde x)` and :math:`\log(1 - z) =
-    -\mathrm{softplus}(\tilde x)`. numpyro takes :math:`\log y_k` of the output
-    :math:`y`, which is :math:`-\infty` once a draw's :math:`y_k` underflows to 0
-    in float32 (a few sticks of :math:`\tilde x \approx 17` suffice): the guide's
-    :math:`\log q(\theta_d)` is then :math:`+\infty` and the ELBO NaN. This is what
-    made Link-LDA's SVI diverge at α = 0.03 on Corel5k's training images (50 topics,
-    from step 85).
-    """
-
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
-        x = x - jnp.log(x.shape[-1] - jnp.arange(x.shape[-1]))
-        log_z = -jax.nn.softplus(-x)
-        log_rest = -jax.nn.softplus(x)  # log(1 - z)
-        log_y = log_z + jnp.cumsum(log_rest, axis=-1) - log_rest
-        return jnp.sum(log_y + log_rest, axis=-1)
-
-
-def theta_transform() -> Transform:
-    """The guide's map from :math:`\\mathbb{R}^{K-1}` onto the simplex:
-    stick-breaking (:class:`LogSpaceStickBreaking`), then :class:`SimplexFloor`."""
-    return ComposeTransform([LogSpaceStickBreaking(), SimplexFloor()])
 
 
 def _model_kwargs(settings: SVISettings) -> dict:
@@ -414,7 +284,8 @@ def fit_svi(
         The fit diverged (its parameters are not finite, from too large a
         ``learning_rate``); the message names the first step whose loss is not
         finite. (Draws of θ that underflow in float32, with a small ``alpha``, no
-        longer do: :class:`LogSpaceStickBreaking`, :class:`SimplexFloor`.)
+        longer do: :class:`~.simplex_transforms.LogSpaceStickBreaking`,
+        :class:`~.simplex_transforms.SimplexFloor`.)
 
     Notes
     -----

@@ -47,28 +47,27 @@ from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.inference.vem.checks import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.methods.topic_models import visual_words as vw
+from jaxannot.methods.topic_models.params import LapMixUnigramParams, MixUnigramParams
 
 __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 
 
 # ------------------------------------------------------- mixture of unigrams
-def _mix_params(params: mu.MixtureParams, phi, extra=None) -> dict:
-    out = {
-        "log_pi": params.log_pi,
-        "log_beta_text": params.log_betas[0],
-        "log_beta_visual": {str(i): b for i, b in enumerate(params.log_betas[1:])},
-        "phi": phi,
-    }
-    out.update(extra or {})
-    return out
+def _mix_params(params: mu.MixtureParams, phi, edges) -> MixUnigramParams:
+    return MixUnigramParams(
+        log_pi=params.log_pi,
+        log_beta_text=params.log_betas[0],
+        log_beta_visual=tuple(params.log_betas[1:]),
+        phi=phi,
+        bin_edges=vw.edges_param(edges),
+    )
 
 
 def _fitted_values(fitted: Fitted) -> dict:
     """The fitted globals as the declaration's site values: ``pi``, ``beta_0`` (the
     text) and ``beta_v`` (the visual views)."""
     p = fitted.params
-    vis = p["log_beta_visual"]
-    logs = [p["log_pi"], p["log_beta_text"]] + [vis[str(i)] for i in range(len(vis))]
+    logs = [p.log_pi, p.log_beta_text, *p.log_beta_visual]
     names = ["pi"] + [f"beta_{v}" for v in range(len(logs) - 1)]
     return {n: jnp.exp(jnp.asarray(x)) for n, x in zip(names, logs, strict=True)}
 
@@ -77,7 +76,7 @@ def _fold_in_args(fitted: Fitted, corpus: Corpus) -> tuple[tuple, dict]:
     """The declaration's arguments for new images: their visual words, no text (an
     all-zero text bag adds nothing to the log joint)."""
     vis = tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus)))
-    words = np.shape(fitted.params["log_beta_text"])[1]
+    words = np.shape(fitted.params.log_beta_text)[1]
     text = jnp.zeros((corpus.num_images, words), jnp.float32)
     h = fitted.hyper
     kwargs = dict(
@@ -180,7 +179,7 @@ def _mix_fit(
     phi = _vem().posteriors_for(result.params, data, **kwargs)  # under the final M
     return Fitted(
         "mix-unigram",
-        _mix_params(params, phi, vw.edges_param(edges)),
+        _mix_params(params, phi, edges),
         views_hyper,
         {"objective": [float(-x) for x in result.losses]},
     )
@@ -189,18 +188,19 @@ def _mix_fit(
 def _mix_score_fit(fitted: Fitted) -> np.ndarray:
     return np.asarray(
         mu.predict_words(
-            jnp.asarray(fitted.params["phi"]),
-            jnp.asarray(fitted.params["log_beta_text"]),
+            jnp.asarray(fitted.params.phi),
+            jnp.asarray(fitted.params.log_beta_text),
         )
     )
 
 
-def _register_mixture(name: str, fit, phi_of, summary: str) -> Method:
+def _register_mixture(name: str, fit, phi_of, params: type, summary: str) -> Method:
     """Register a mixture-of-unigrams method whose posteriors of new images are
-    ``phi_of(fitted, corpus)`` (its embedding; the words follow from them)."""
+    ``phi_of(fitted, corpus)`` (its embedding; the words follow from them) and whose
+    fitted parameters are a ``params``."""
 
     def score_words(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-        log_beta_text = jnp.asarray(fitted.params["log_beta_text"])
+        log_beta_text = jnp.asarray(fitted.params.log_beta_text)
         return np.asarray(mu.predict_words(phi_of(fitted, corpus), log_beta_text))
 
     def embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -210,6 +210,8 @@ def _register_mixture(name: str, fit, phi_of, summary: str) -> Method:
         name,
         fit,
         summary,
+        params=params,
+        monotone={"objective": "increases"},  # EM; LapVar's regularized bound
         score_words=score_words,
         score_fit_corpus=_mix_score_fit,
         embed=embed,
@@ -222,6 +224,7 @@ MIX_UNIGRAM = _register_mixture(
     "mix-unigram",
     _mix_fit,
     _mix_visual_phi,
+    MixUnigramParams,
     "multimodal mixture of unigrams, MAP-EM (Nigam et al. 2000)",
 )
 
@@ -229,6 +232,39 @@ MIX_UNIGRAM = _register_mixture(
 # ----------------------------------------------- Laplacian mixture of unigrams
 def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
+
+
+def _fit_graph(feats: np.ndarray, neighbors: int, metric: str, weight: str):
+    """The k-NN graph of the fit images' visual words (one search) and its heat
+    width ``t``, the mean neighbour distance (1 when it is 0)."""
+    from jaxannot.graph import knn_search, neighbour_graph
+
+    k = min(int(neighbors), feats.shape[0] - 1)
+    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
+    t = float(np.mean(np.asarray(dist))) or 1.0
+    return neighbour_graph(feats, idx, dist, weight=weight, t=t), t
+
+
+def _check_lap(algorithm: str, lam: float) -> None:
+    if algorithm not in lapvar.ALGORITHMS:
+        raise ValueError(
+            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
+        )
+    if lam < 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+
+
+def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
+    """LapVar1's E-step on ``graph``. The colour classes of a graph are fixed
+    (colouring seed 0), so a refit with another key reuses the compiled fit; sweeps
+    visit them in a random order."""
+    return lapvar.LapVar1(
+        graph,
+        lam,
+        sweeps=int(sweeps),
+        newton_steps=int(newton_steps),
+        schedule=schedule,
+    )
 
 
 @uses_defaults("lap-mix-unigram")
@@ -255,32 +291,16 @@ def _lap_fit(
     views,
     bins,
 ) -> Fitted:
-    from jaxannot.graph import knn_search, mean_degree, neighbour_graph
+    from jaxannot.graph import mean_degree
 
-    if algorithm not in lapvar.ALGORITHMS:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
-        )
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
+    _check_lap(algorithm, lam)
     names, edges, views_hyper, data, kwargs = _mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
     feats = _graph_features(vw.visual(corpus, names, edges))
-    k = min(int(neighbors), corpus.num_images - 1)
-    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
-    t = float(np.mean(np.asarray(dist))) or 1.0
-    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)  # one search
+    graph, t = _fit_graph(feats, neighbors, metric, weight)
     if algorithm == "lapvar1":
-        # the colour classes of a graph are fixed (colouring seed 0), so a refit with
-        # another key reuses the compiled fit; sweeps visit them in a random order
-        estep = lapvar.LapVar1(
-            graph,
-            lam,
-            sweeps=int(sweeps),
-            newton_steps=int(newton_steps),
-            schedule=schedule,
-        )
+        estep = _lapvar1(graph, lam, sweeps, newton_steps, schedule)
     else:
         estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
     warm_key, run_key = jax.random.split(rng_key)
@@ -291,17 +311,19 @@ def _lap_fit(
     result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
     warn_collapsed(result.posteriors, "lap-mix-unigram's fit")
     objective = -result.losses[~np.isnan(result.losses)]
-    extra = {
-        "graph_features": feats,
-        "heat_width": np.float32(t),
+    fit = _mix_params(params, result.posteriors, edges)
+    lap_params = LapMixUnigramParams(
+        *fit[:4],
+        graph_features=feats,
+        heat_width=np.float32(t),
+        bin_edges=fit.bin_edges,
         # lam is on the scale of the fit graph's mean degree (LapVar1); a new image
         # joins that graph, so its update uses lam / mean degree as well
-        "graph_mean_degree": np.float32(mean_degree(graph)),
-        **vw.edges_param(edges),
-    }
+        graph_mean_degree=np.float32(mean_degree(graph)),
+    )
     return Fitted(
         "lap-mix-unigram",
-        _mix_params(params, result.posteriors, extra),
+        lap_params,
         views_hyper,
         {"objective": [float(x) for x in objective]},
     )
@@ -315,17 +337,18 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     vis_np = vw.fitted_visual(fitted, corpus)
     args, kwargs = _fold_in_args(fitted, corpus)
     a = _vem().local_log_joint(_fitted_values(fitted), *args, **kwargs)
-    train = np.asarray(p["graph_features"])
+    train = np.asarray(p.graph_features)
     k = min(int(h["neighbors"]), train.shape[0])
     q = _graph_features(vis_np)
     idx, dist = knn_search(q, train, k, metric=h["metric"])
-    w = edge_weights(q, train, idx, dist, weight=h["weight"], t=float(p["heat_width"]))
+    w = edge_weights(q, train, idx, dist, weight=h["weight"], t=float(p.heat_width))
     w = jnp.asarray(w, jnp.float32)
-    phi_train = jnp.asarray(p["phi"])
+    phi_train = jnp.asarray(p.phi)
     m = jnp.einsum("qk,qkt->qt", w, phi_train[jnp.asarray(idx)])
     d = w.sum(1)
     # fits saved before lam was scaled by the mean degree lack it (raw lam)
-    lam = float(h["lam"]) / float(p.get("graph_mean_degree", 1.0))
+    degree = 1.0 if p.graph_mean_degree is None else float(p.graph_mean_degree)
+    lam = float(h["lam"]) / degree
     return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
 
 
@@ -340,6 +363,7 @@ LAP_MIX_UNIGRAM = _register_mixture(
     "lap-mix-unigram",
     _lap_fit,
     _lap_phi_new,
+    LapMixUnigramParams,
     "LapMixUnigram: mixture of unigrams + Laplacian-regularized VI "
     "(LapVar1/LapVar2, seed 000)",
 )

@@ -22,6 +22,7 @@ from jaxannot.annotators.hyper_spec import (
 from jaxannot.data.corpus import Corpus
 from jaxannot.methods.topic_models import plsa_words as pw
 from jaxannot.methods.topic_models import visual_words as vw
+from jaxannot.methods.topic_models.params import PlsaWordsParams
 
 __all__ = ["PLSA_WORDS"]
 
@@ -53,12 +54,9 @@ def _plsa_fit(
     theta, _ = pw.fold_in(state.betas[1], vis, num_iterations=int(fold_in_iterations))
     theta = np.asarray(theta).copy()
     theta[mask] = np.asarray(state.theta)  # annotated images keep their text topics
-    params = {
-        "beta_text": state.betas[0],
-        "beta_visual": state.betas[1],
-        "theta": theta,
-    }
-    params.update(vw.edges_param(edges))
+    params = PlsaWordsParams(
+        state.betas[0], state.betas[1], theta, vw.edges_param(edges)
+    )
     return Fitted(
         "plsa-words",
         params,
@@ -76,7 +74,7 @@ def _plsa_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
         axis=1,
     )
     theta, _ = pw.fold_in(
-        jnp.asarray(fitted.params["beta_visual"]),
+        jnp.asarray(fitted.params.beta_visual),
         vis,
         num_iterations=int(fitted.hyper["fold_in_iterations"]),
     )
@@ -85,18 +83,20 @@ def _plsa_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
 def _plsa_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return np.asarray(
-        _plsa_theta(fitted, corpus) @ jnp.asarray(fitted.params["beta_text"])
+        _plsa_theta(fitted, corpus) @ jnp.asarray(fitted.params.beta_text)
     )
 
 
 def _plsa_score_fit(fitted: Fitted) -> np.ndarray:
-    return np.asarray(fitted.params["theta"]) @ np.asarray(fitted.params["beta_text"])
+    return np.asarray(fitted.params.theta) @ np.asarray(fitted.params.beta_text)
 
 
 PLSA_WORDS = register_words_method(
     "plsa-words",
     _plsa_fit,
     "pLSA-Words: text-defined pLSA topics, visual fold-in (Monay & Gatica-Perez 2004)",
+    params=PlsaWordsParams,
+    monotone={"objective_text": "increases", "objective_visual": "increases"},
     score_words=_plsa_score,
     score_fit_corpus=_plsa_score_fit,
     embed=lambda f, c: np.asarray(_plsa_theta(f, c)),

@@ -131,15 +131,15 @@ def views_param(hyper: dict) -> list[str]:
     return [v for v in hyper["visual_views"].split(",") if v]
 
 
-def edges_param(edges: dict) -> dict:
-    """The real views' bin edges as a params entry (absent when there are none)."""
-    return {"bin_edges": dict(edges)} if edges else {}
+def edges_param(edges: dict) -> dict | None:
+    """The real views' bin edges as a params field (None when there are none)."""
+    return dict(edges) if edges else None
 
 
 def fitted_visual(fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
     """A corpus's visual views as a fitted topic model read them: its views, binned
     with its edges."""
-    return visual(corpus, views_param(fitted.hyper), fitted.params.get("bin_edges"))
+    return visual(corpus, views_param(fitted.hyper), fitted.params.bin_edges)
 
 
 def fit_views(corpus: Corpus, topics: int, views: str, bins: int):

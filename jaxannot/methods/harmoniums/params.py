@@ -1,0 +1,82 @@
+"""The fitted parameters of the harmonium methods, declared for saving and loading
+(:mod:`jaxannot.annotators.persistence`).
+
+``scaling`` holds, for each real-valued view by name, the mean and standard deviation
+that standardize it (None when no view is real-valued).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jax.typing import ArrayLike
+
+from jaxannot.annotators.persistence import DictOf
+from jaxannot.methods.harmoniums.harmonium import HarmoniumParams
+
+__all__ = [
+    "ClassifierParams",
+    "DwhParams",
+    "RegressorParams",
+    "SvmParams",
+    "ViewScaling",
+]
+
+
+class ViewScaling(NamedTuple):
+    """``(x - mean) / std`` standardizes a real-valued view (both [d])."""
+
+    mean: ArrayLike
+    std: ArrayLike
+
+    spec = {"mean": "f[d]", "std": "f[d]"}
+
+
+class DwhParams(NamedTuple):
+    """``dwh``, ``twh``: the harmonium and the views' scaling."""
+
+    harmonium: HarmoniumParams
+    scaling: dict | None = None
+
+    spec = {"harmonium": HarmoniumParams, "scaling": DictOf(ViewScaling)}
+
+
+class ClassifierParams(NamedTuple):
+    """``dwh-svm``, ``mmh``: the harmonium, the linear read-out ``predictor``
+    [classes, k + 1] of its latent means (an offset column last) and the views'
+    scaling."""
+
+    harmonium: HarmoniumParams
+    predictor: ArrayLike
+    scaling: dict | None = None
+
+    spec = {
+        "harmonium": HarmoniumParams,
+        "predictor": "f[_,_]",
+        "scaling": DictOf(ViewScaling),
+    }
+
+
+class RegressorParams(NamedTuple):
+    """``mmh-regression``: the harmonium, the ε-SVR weights ``predictor`` [k + 1] on
+    its latent means (the offset last) and the views' scaling."""
+
+    harmonium: HarmoniumParams
+    predictor: ArrayLike
+    scaling: dict | None = None
+
+    spec = {
+        "harmonium": HarmoniumParams,
+        "predictor": "f[_]",
+        "scaling": DictOf(ViewScaling),
+    }
+
+
+class SvmParams(NamedTuple):
+    """``svm``: the Crammer-Singer weights ``predictor`` [classes, d + 1] on the
+    concatenated standardized views and their scaling."""
+
+    predictor: ArrayLike
+    scaling: dict | None = None
+
+    spec = {"predictor": "f[c,_]", "scaling": DictOf(ViewScaling)}
