@@ -42,7 +42,7 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
-from jaxannot.inference import lapvar
+from jaxannot.inference import lapvar, lapvar_update
 from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.inference.vem.checks import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
@@ -354,7 +354,7 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
 @jax.jit
 def _newton_batch(phi0, a, m, d, lam):
-    return jax.vmap(lapvar.newton_update, in_axes=(0, 0, 0, 0, None))(
+    return jax.vmap(lapvar_update.newton_update, in_axes=(0, 0, 0, 0, None))(
         phi0, a, m, d, lam
     )
 
