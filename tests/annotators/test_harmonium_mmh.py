@@ -11,7 +11,7 @@ from jaxannot.annotators import get_method, load, save
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
-from jaxannot.methods.harmoniums.max_margin_harmonium import with_offset
+from jaxannot.methods.harmoniums.mmh_steps import with_offset
 
 SMALL = {"topics": 8, "iterations": 3, "inner_steps": 20, "pretrain_steps": 40}
 

@@ -11,6 +11,7 @@ from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh
+from jaxannot.methods.harmoniums import mmh_steps as steps
 from jaxannot.solvers import svr
 from jaxannot.solvers.margin_losses import crammer_singer_loss
 from jaxannot.solvers.multiclass_svm import DualStop
@@ -41,12 +42,12 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)  # K + 1 offset column
     c1, c2 = 0.5, 2.0
-    extra = mmh.classification_extra_loss(_embed)
+    extra = steps.classification_extra_loss(_embed)
     term = MaxMargin(y, c2 / c1, num_classes=3)
     aux = (term, c1 / len(y), v, jnp.zeros(3), jnp.ones(3))
     grads = jax.grad(extra)(params, (_images(x, z), aux))
     feats = np.asarray(
-        mmh.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
+        steps.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
     )
     vn = np.asarray(v)
     scores = feats @ vn.T
@@ -70,17 +71,17 @@ def test_standardized_theta_step_is_p1_hinge_at_folded_v(rng_key, rng):
     center = jnp.asarray(rng.normal(size=3), jnp.float32)
     scale = jnp.asarray(rng.uniform(0.5, 2.0, 3), jnp.float32)
     c1, c2 = 0.5, 2.0
-    extra = mmh.classification_extra_loss(_embed)
+    extra = steps.classification_extra_loss(_embed)
     term = MaxMargin(y, c2 / c1, num_classes=3)
     data = (_images(x, z), (term, c1 / len(y), v, center, scale))
-    raw_v = mmh._to_raw(v, center, scale)
+    raw_v = steps.to_raw(v, center, scale)
 
     def generic(p):
         feats = (jax.vmap(_embed, (None, 0))(p, _images(x, z)) - center) / scale
-        return c1 / len(y) * term.penalty(mmh.term_params(v), feats, jnp.arange(12))
+        return c1 / len(y) * term.penalty(steps.term_params(v), feats, jnp.arange(12))
 
     def p1_hinge(p):
-        feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
+        feats = steps.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
         scores = feats @ raw_v.T
         margin = 1.0 - jax.nn.one_hot(y, 3)
         true = jnp.take_along_axis(scores, jnp.asarray(y)[:, None], axis=1)
@@ -100,7 +101,7 @@ def test_regression_gradient_is_eq11(rng_key, rng):
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=4), jnp.float32)
     beta = jnp.asarray(rng.uniform(-1, 1, 10), jnp.float32)  # mu - mu*
-    grads = jax.grad(mmh.regression_extra_loss(_embed))(
+    grads = jax.grad(steps.regression_extra_loss(_embed))(
         params, (_images(x, z), (beta, v, jnp.zeros(3), jnp.ones(3)))
     )
     expect = -np.outer(x.T @ np.asarray(beta), np.asarray(v)[:3]) / 10
@@ -117,11 +118,11 @@ def test_eq11_gradient_is_epsilon_insensitive_gradient_at_the_v_step(rng_key, rn
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     c1, c2, eps = 0.5, 0.05, 0.1
     hidden = jax.vmap(_embed, (None, 0))(params, _images(x, z))
-    feats = mmh.with_offset(hidden)
+    feats = steps.with_offset(hidden)
     stop = DualStop(5000, 1e-7)
     state, _ = svr.fit_svr(rng_key, feats, target, c1, c2, eps, stop=stop)
     beta, v = np.asarray(state.beta), state.weights
-    resid = target - np.asarray(mmh.with_offset(hidden) @ v)
+    resid = target - np.asarray(steps.with_offset(hidden) @ v)
     off = np.abs(np.abs(resid) - eps) > 1e-3
     outside, inside = off & (np.abs(resid) > eps), off & (np.abs(resid) < eps)
     np.testing.assert_allclose(beta[outside], c2 * np.sign(resid[outside]), atol=1e-6)
@@ -130,14 +131,14 @@ def test_eq11_gradient_is_epsilon_insensitive_gradient_at_the_v_step(rng_key, rn
 
     rows = np.flatnonzero(off)
     images = jax.tree.map(lambda a: a[rows], _images(x, z))
-    grads = jax.grad(mmh.regression_extra_loss(_embed))(
+    grads = jax.grad(steps.regression_extra_loss(_embed))(
         params, (images, (jnp.asarray(beta[rows]), v, jnp.zeros(3), jnp.ones(3)))
     )
     term = MaxMargin(target, c2 / c1, loss="epsilon_insensitive", epsilon=eps)
 
     def penalty(p):
         feats = jax.vmap(_embed, (None, 0))(p, images)
-        return c1 / len(rows) * term.penalty(mmh.term_params(v[None]), feats, rows)
+        return c1 / len(rows) * term.penalty(steps.term_params(v[None]), feats, rows)
 
     want = jax.grad(penalty)(params)
     for got, ref in zip(grads.weights, want.weights, strict=True):
@@ -177,7 +178,7 @@ def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
     # embed_all traced once, the Θ-step loss traced once (+ its scan body): no
     # retracing across the 4 alternations
     assert traces["n"] <= 3
-    feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
+    feats = steps.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
     acc = float(jnp.mean(jnp.argmax(feats @ res.predictor.T, 1) == y))
     assert acc > 0.7  # three well-separated classes; chance is 1/3
     assert res.trace["cd_gap"].shape == (10 + 4 * 10,)
@@ -227,9 +228,9 @@ def test_p1_v_step_reaches_the_qp_minimum_standardized_does_not(rng_key, rng):
     for svm_step in ("p1", "standardized"):
         res = _fit_classifier(params, x, z, y, final_svm_epochs=5000, svm_step=svm_step)
         hidden = jax.vmap(_embed, (None, 0))(res.params, _images(x, z))
-        feats = np.asarray(mmh.with_offset(hidden), np.float64)
+        feats = np.asarray(steps.with_offset(hidden), np.float64)
         best = _p1_minimum_cvxpy(feats, y, term.c, 3)
-        got = float(term.objective(mmh.term_params(res.predictor), hidden))
+        got = float(term.objective(steps.term_params(res.predictor), hidden))
         ratios[svm_step], gaps[svm_step] = got / best, res.trace["svm_gap"]
     assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.00008 (stops at gap 1e-4)
     assert gaps["p1"][-1] <= 1e-4  # the last V-step converged
@@ -253,7 +254,7 @@ def test_regressor_fits(rng_key, rng):
         epsilon=0.05,
         schedule=mmh.Schedule(iterations=4, inner_steps=20),
     )
-    feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
+    feats = steps.with_offset(jax.vmap(_embed, (None, 0))(res.params, _images(x, z)))
     pred = np.asarray(feats @ res.predictor)
     r2 = 1 - np.sum((pred - target) ** 2) / np.sum((target - target.mean()) ** 2)
     assert r2 > 0.8  # the target is linear in the views
@@ -270,11 +271,11 @@ def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
     c1, c2 = 0.5, 2.0
     zero, one = jnp.zeros(3), jnp.ones(3)
     term = MaxMargin(y, c2 / c1, num_classes=3)
-    new = mmh.classification_extra_loss(_embed)
+    new = steps.classification_extra_loss(_embed)
     data = (_images(x, z), (term, c1 / len(y), v, zero, one))
 
     def old(p):
-        feats = mmh.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
+        feats = steps.with_offset(jax.vmap(_embed, (None, 0))(p, _images(x, z)))
         scores = feats @ v.T
         return c2 / len(y) * jnp.sum(crammer_singer_loss(scores, jnp.asarray(y)))
 

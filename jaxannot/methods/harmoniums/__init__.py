@@ -1,5 +1,5 @@
 """Multi-view harmoniums (seed 001): the dual-wing harmonium (DWH), its supervised
 (TWH) and max-margin (MMH) versions. Model in :mod:`.harmonium`, MMH's alternation in
-:mod:`.max_margin_harmonium`; annotators in :mod:`.dwh_annotators` and
-:mod:`.classifier_annotators`.
+:mod:`.max_margin_harmonium` (the pieces of its two steps in :mod:`.mmh_steps`);
+annotators in :mod:`.dwh_annotators` and :mod:`.classifier_annotators`.
 """

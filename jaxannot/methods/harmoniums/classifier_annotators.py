@@ -47,6 +47,7 @@ from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.dwh_annotators import (
     _check_trained,
     _clamped_hidden,
@@ -116,9 +117,9 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, scale = hidden.mean(0), hidden.std(0) + 1e-6
-    feats = mmh_inf.with_offset((hidden - center) / scale)
+    feats = mmh_steps.with_offset((hidden - center) / scale)
     svm = _labels_svm(k_svm, feats, train, num_classes, hyper)
-    svm = svm._replace(weights=mmh_inf._to_raw(svm.weights, center, scale))
+    svm = svm._replace(weights=mmh_steps.to_raw(svm.weights, center, scale))
     return _fitted(
         "dwh-svm",
         params,
@@ -297,7 +298,7 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     train = corpus.subset(labels >= 0)
     names, kinds, scaling = view_setup(train, "bernoulli")
     views, _ = encode(train, names, kinds, scaling)
-    feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+    feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     return Fitted(
         "svm",

@@ -35,7 +35,7 @@ from jaxannot.annotators.base import Fitted, Method, get_method, register
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.methods.harmoniums import harmonium as hm
-from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
 from jaxannot.solvers import multiclass_svm as cs
@@ -327,9 +327,9 @@ def score_classes(fitted: Fitted, corpus) -> jax.Array:
     if fitted.method == "svm":
         names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
         views, _ = encode(corpus, names, kinds, _scaling(fitted))
-        feats = mmh_inf.with_offset(jnp.concatenate(views, axis=1))
+        feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
     else:
-        feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
+        feats = mmh_steps.with_offset(embed_harmonium(fitted, corpus))
     return cs.decision_function(jnp.asarray(fitted.params.predictor), feats)
 
 

@@ -58,7 +58,9 @@ which rescales the Θ-step only). The module sees the model only through the fun
 it is handed in an :class:`MMHModel`: ``phase_statistics`` and
 ``expected_log_potential`` (for CD), ``embed(params, image) -> [K]``
 (:math:`E_{q_0}[h]`, differentiable in ``params``) and the Θ-step's optimizer; the
-alternation's lengths and the V-step's variant are a :class:`Schedule`.
+alternation's lengths and the V-step's variant are a :class:`Schedule`. The features,
+the Θ-step's extra terms and the V-step's helpers are in
+:mod:`jaxannot.methods.harmoniums.mmh_steps`.
 
 References
 ----------
@@ -81,6 +83,15 @@ import optax
 
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference.max_margin import MaxMargin
+from jaxannot.methods.harmoniums.mmh_steps import (
+    check_features,
+    classification_extra_loss,
+    embed_all,
+    last_primal_and_gap,
+    regression_extra_loss,
+    standardized_start,
+    to_raw,
+)
 from jaxannot.solvers import multiclass_svm as cs
 from jaxannot.solvers import svr as svr_mod
 from jaxannot.types import Array, ArrayTree, PRNGKey
@@ -89,10 +100,6 @@ __all__ = [
     "MMHModel",
     "Schedule",
     "MMHResult",
-    "with_offset",
-    "term_params",
-    "classification_extra_loss",
-    "regression_extra_loss",
     "SVM_STEPS",
     "fit_mmh_classifier",
     "fit_mmh_regressor",
@@ -194,88 +201,6 @@ class MMHResult(NamedTuple):
     trace: dict
 
 
-def with_offset(features: Array) -> Array:
-    """Append the constant unit dimension of seed 001 footnote 3: ``[..., K+1]``."""
-    ones = jnp.ones(features.shape[:-1] + (1,), features.dtype)
-    return jnp.concatenate([features, ones], axis=-1)
-
-
-def term_params(weights: Array) -> dict[str, Array]:
-    """``V`` ``[..., K+1]`` (offset last) as :class:`MaxMargin`'s params.
-
-    Returns ``{"weights": V[..., :K], "bias": V[..., K]}``.
-    """
-    return {"weights": weights[..., :-1], "bias": weights[..., -1]}
-
-
-def _hidden(embed, params, images, center, scale):
-    """:math:`(\\bar h_d - \\text{center}) / \\text{scale}`, ``[D, K]``."""
-    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
-    return (hidden - center) / scale
-
-
-def classification_extra_loss(embed: Callable) -> Callable:
-    r"""The Θ-step's hinge term of P1, averaged over the ``D`` images.
-
-    Parameters
-    ----------
-    embed : callable
-        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
-
-    Returns
-    -------
-    callable
-        ``extra_loss(params, (images, (term, weight, V, center, scale)))`` =
-        ``weight * term.penalty(term_params(V), f, arange(D))`` on the features
-        :math:`f_d = (\bar h_d - \text{center}) / \text{scale}`, with ``term`` a
-        :class:`MaxMargin` (``loss="crammer_singer"``) and ``V`` ``[T, K+1]``
-        (offset last). With ``term = MaxMargin(labels, C_2 / C_1)`` and ``weight``
-        :math:`= C_1 / D` this is :math:`\frac{C_2}{D}\sum_d \max_y[\Delta\ell_d(y)
-        + (V_y - V_{y_d})^\top [f_d, 1]]`. The term (its labels and cost) is data,
-        not a constant of the compiled step, so a fit on other labels or at other
-        :math:`C_1, C_2` reuses it.
-    """
-
-    def extra(params, data):
-        images, (term, weight, weights, center, scale) = data
-        hidden = _hidden(embed, params, images, center, scale)
-        index = jnp.arange(hidden.shape[0])
-        return weight * term.penalty(term_params(weights), hidden, index)
-
-    return extra
-
-
-def regression_extra_loss(embed: Callable) -> Callable:
-    """``extra_loss(params, (images, (beta, V, center, scale)))`` =
-    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` with :math:`f_d = [(\\bar h_d -
-    \\text{center}) / \\text{scale}, 1]` (its gradient is eq. 11's extra term)."""
-
-    def extra(params, data):
-        images, (beta, weights, center, scale) = data
-        feats = with_offset(_hidden(embed, params, images, center, scale))
-        return -jnp.mean(beta * (feats @ weights))
-
-    return extra
-
-
-def _to_raw(weights: Array, center: Array, scale: Array) -> Array:
-    """Fold the standardization into V: the same scores on ``[h, 1]``."""
-    lin = weights[..., :-1] / scale
-    offset = weights[..., -1] - lin @ center
-    return jnp.concatenate([lin, offset[..., None]], axis=-1)
-
-
-@functools.partial(jax.jit, static_argnames=("embed", "standardize"))
-def _embed_all(params, images, embed, standardize):
-    """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image."""
-    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
-    if standardize:
-        center, scale = hidden.mean(0), hidden.std(0) + 1e-6
-    else:
-        center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
-    return with_offset((hidden - center) / scale), (center, scale)
-
-
 @functools.lru_cache(maxsize=32)
 def _theta_steps(model: MMHModel, task: str, batch_size: int | None):
     """The plain CD step and the Θ-step (CD + the ``task``'s extra term), built once
@@ -302,8 +227,8 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
     plain, step = _theta_steps(model, task, schedule.batch_size)
     standardize = schedule.standardized
 
-    def embed_all(p):
-        return _embed_all(p, images, model.embed, standardize)
+    def features(p):
+        return embed_all(p, images, model.embed, standardize)
 
     state = cd.init(params, model.optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
@@ -313,13 +238,13 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
             k_pre, state, (images, None), step=plain, num_steps=schedule.pretrain_steps
         )
         gaps.append(np.asarray(info.cd_gap))
-    start = embed_all(state.params)[0]
+    start = features(state.params)[0]
     v_state = v_init(jax.random.fold_in(k_pre, 1), start, schedule.svm_epochs)
     objective, rel_gaps, extras = [], [], []
     for it in range(schedule.iterations):
         k_v, k_theta = jax.random.split(jax.random.fold_in(k_alt, it))
-        feats, standard = embed_all(state.params)
-        _check_features(feats, f"at alternation {it + 1} of {schedule.iterations}")
+        feats, standard = features(state.params)
+        check_features(feats, f"at alternation {it + 1} of {schedule.iterations}")
         v_state, aux, value = v_step(k_v, feats, v_state, schedule.svm_epochs)
         aux = (*aux, *standard)
         objective.append(value[0])
@@ -329,15 +254,15 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
         )
         gaps.append(np.asarray(info.cd_gap))
         extras.append(np.asarray(info.extra_loss))
-    feats, (center, scale) = embed_all(state.params)
-    _check_features(feats, "after the last alternation")
+    feats, (center, scale) = features(state.params)
+    check_features(feats, "after the last alternation")
     k_final = jax.random.fold_in(k_alt, schedule.iterations)
     v_state, _, value = v_step(k_final, feats, v_state, schedule.final_svm_epochs)
     objective.append(value[0])
     rel_gaps.append(value[1])
     return MMHResult(
         state.params,
-        _to_raw(v_state.weights, center, scale),
+        to_raw(v_state.weights, center, scale),
         {
             "cd_gap": np.concatenate(gaps) if gaps else np.zeros(0),
             "svm_primal": np.asarray(objective),
@@ -345,29 +270,6 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
             "extra_loss": np.concatenate(extras) if extras else np.zeros(0),
         },
     )
-
-
-def _check_features(feats: Array, when: str) -> None:
-    """Raise ``FloatingPointError`` when the V-step's features are not finite (the
-    Θ-step diverged): an SVM on them would return NaN weights without a word."""
-    if not bool(jnp.isfinite(feats).all()):
-        raise FloatingPointError(f"the hidden features E[h] are not finite {when}")
-
-
-def _last(trace) -> tuple[float, float]:
-    """Primal objective and relative duality gap at the last epoch run."""
-    primal, gap = np.asarray(trace.primal), np.asarray(trace.gap)
-    ok = np.isfinite(primal)
-    if not ok.any():
-        raise FloatingPointError("the SVM's primal objective is not finite")
-    value = float(primal[ok][-1])
-    return value, float(gap[ok][-1]) / max(1.0, abs(value))
-
-
-def _standardized_start(feats: Array) -> Array:
-    """``[(F - m) / s, 1]`` of ``feats = [F, 1]`` (mean / std over the images)."""
-    hidden = feats[:, :-1]
-    return with_offset((hidden - hidden.mean(0)) / (hidden.std(0) + 1e-6))
 
 
 def fit_mmh_classifier(
@@ -429,13 +331,13 @@ def fit_mmh_classifier(
     def v_init(key, feats, epochs):
         if standardize:
             return cs.init(feats, num_classes)
-        start, _ = solve(key, _standardized_start(feats), None, epochs)
+        start, _ = solve(key, standardized_start(feats), None, epochs)
         return cs.CSState(start.alpha, start.alpha.T @ feats)
 
     def v_step(key, feats, v_state, epochs):
         warm = cs.CSState(v_state.alpha, v_state.alpha.T @ feats)  # W(α), new feats
         v_state, info = solve(key, feats, warm, epochs)
-        return v_state, (term, weight, v_state.weights), _last(info)
+        return v_state, (term, weight, v_state.weights), last_primal_and_gap(info)
 
     return _alternate(
         rng_key, params, images, "classification", (v_init, v_step), model, schedule
@@ -478,13 +380,13 @@ def fit_mmh_regressor(
         zero = svr_mod.SVRState(jnp.zeros(feats.shape[0]), jnp.zeros(feats.shape[1]))
         if standardize:
             return zero
-        start, _ = solve(key, _standardized_start(feats), zero, epochs)
+        start, _ = solve(key, standardized_start(feats), zero, epochs)
         return svr_mod.SVRState(start.beta, start.beta @ feats / c1)
 
     def v_step(key, feats, v_state, epochs):
         warm = svr_mod.SVRState(v_state.beta, v_state.beta @ feats / c1)
         v_state, info = solve(key, feats, warm, epochs)
-        return v_state, (v_state.beta, v_state.weights), _last(info)
+        return v_state, (v_state.beta, v_state.weights), last_primal_and_gap(info)
 
     return _alternate(
         rng_key, params, images, "regression", (v_init, v_step), model, schedule

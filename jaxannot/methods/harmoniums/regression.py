@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted
-from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
+from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.dwh_annotators import embed_harmonium
 from jaxannot.methods.harmoniums.views import labels_of
 
@@ -53,7 +53,7 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
     name = fitted.hyper["target_view"]
     if name and name in corpus.views:
         corpus = _drop_view(corpus, name)
-    feats = mmh_inf.with_offset(embed_harmonium(fitted, corpus))
+    feats = mmh_steps.with_offset(embed_harmonium(fitted, corpus))
     value = feats @ jnp.asarray(fitted.params.predictor)
     return fitted.info["target_mean"] + fitted.info["target_std"] * value
 

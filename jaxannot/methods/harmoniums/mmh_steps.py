@@ -1,0 +1,149 @@
+r"""The pieces of MMH's two steps (seed 001 §4): the features the V-step sees and the
+Θ-step's extra terms.
+
+The V-step (a linear SVM or SVR dual) sees every image's expected prediction rule
+:math:`[\bar h_d, 1]` with :math:`\bar h_d = E_{q_0}[h \mid x_d]` (:func:`embed_all`,
+:func:`with_offset`), raw or standardized; :func:`to_raw` folds the weights of the
+standardized problem back onto the raw features and :func:`last_primal_and_gap` reads
+the solver's trace. The Θ-step adds to the CD surrogate the hinge of P1
+(:func:`classification_extra_loss`, through
+:class:`~jaxannot.inference.max_margin.MaxMargin`'s ``penalty``) or the Lagrangian term
+of P2's eq. (11) (:func:`regression_extra_loss`). The alternation itself is
+:mod:`jaxannot.methods.harmoniums.max_margin_harmonium`.
+
+References
+----------
+N. Chen, J. Zhu, F. Sun, E. P. Xing. Large-Margin Predictive Latent Subspace Learning
+for Multiview Data Analysis. IEEE TPAMI 34(12), 2012, §4.1–4.2.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.types import Array
+
+__all__ = [
+    "with_offset",
+    "term_params",
+    "classification_extra_loss",
+    "regression_extra_loss",
+    "to_raw",
+    "embed_all",
+    "check_features",
+    "last_primal_and_gap",
+    "standardized_start",
+]
+
+
+def with_offset(features: Array) -> Array:
+    """Append the constant unit dimension of seed 001 footnote 3: ``[..., K+1]``."""
+    ones = jnp.ones(features.shape[:-1] + (1,), features.dtype)
+    return jnp.concatenate([features, ones], axis=-1)
+
+
+def term_params(weights: Array) -> dict[str, Array]:
+    """``V`` ``[..., K+1]`` (offset last) as the params of
+    :class:`~jaxannot.inference.max_margin.MaxMargin`.
+
+    Returns ``{"weights": V[..., :K], "bias": V[..., K]}``.
+    """
+    return {"weights": weights[..., :-1], "bias": weights[..., -1]}
+
+
+def _hidden(embed, params, images, center, scale):
+    """:math:`(\\bar h_d - \\text{center}) / \\text{scale}`, ``[D, K]``."""
+    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
+    return (hidden - center) / scale
+
+
+def classification_extra_loss(embed: Callable) -> Callable:
+    r"""The Θ-step's hinge term of P1, averaged over the ``D`` images.
+
+    Parameters
+    ----------
+    embed : callable
+        ``embed(params, image) -> [K]``, :math:`E_{q_0}[h]`.
+
+    Returns
+    -------
+    callable
+        ``extra_loss(params, (images, (term, weight, V, center, scale)))`` =
+        ``weight * term.penalty(term_params(V), f, arange(D))`` on the features
+        :math:`f_d = (\bar h_d - \text{center}) / \text{scale}`, with ``term`` a
+        :class:`~jaxannot.inference.max_margin.MaxMargin`
+        (``loss="crammer_singer"``) and ``V`` ``[T, K+1]`` (offset last). With
+        ``term = MaxMargin(labels, C_2 / C_1)`` and ``weight`` :math:`= C_1 / D`
+        this is :math:`\frac{C_2}{D}\sum_d \max_y[\Delta\ell_d(y)
+        + (V_y - V_{y_d})^\top [f_d, 1]]`. The term (its labels and cost) is data,
+        not a constant of the compiled step, so a fit on other labels or at other
+        :math:`C_1, C_2` reuses it.
+    """
+
+    def extra(params, data):
+        images, (term, weight, weights, center, scale) = data
+        hidden = _hidden(embed, params, images, center, scale)
+        index = jnp.arange(hidden.shape[0])
+        return weight * term.penalty(term_params(weights), hidden, index)
+
+    return extra
+
+
+def regression_extra_loss(embed: Callable) -> Callable:
+    """``extra_loss(params, (images, (beta, V, center, scale)))`` =
+    :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` with :math:`f_d = [(\\bar h_d -
+    \\text{center}) / \\text{scale}, 1]` (its gradient is eq. 11's extra term)."""
+
+    def extra(params, data):
+        images, (beta, weights, center, scale) = data
+        feats = with_offset(_hidden(embed, params, images, center, scale))
+        return -jnp.mean(beta * (feats @ weights))
+
+    return extra
+
+
+def to_raw(weights: Array, center: Array, scale: Array) -> Array:
+    """Fold the standardization into V: the same scores on ``[h, 1]``."""
+    lin = weights[..., :-1] / scale
+    offset = weights[..., -1] - lin @ center
+    return jnp.concatenate([lin, offset[..., None]], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("embed", "standardize"))
+def embed_all(params, images, embed, standardize):
+    """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image."""
+    hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
+    if standardize:
+        center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+    else:
+        center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
+    return with_offset((hidden - center) / scale), (center, scale)
+
+
+def check_features(feats: Array, when: str) -> None:
+    """Raise ``FloatingPointError`` when the V-step's features are not finite (the
+    Θ-step diverged): an SVM on them would return NaN weights without a word."""
+    if not bool(jnp.isfinite(feats).all()):
+        raise FloatingPointError(f"the hidden features E[h] are not finite {when}")
+
+
+def last_primal_and_gap(trace) -> tuple[float, float]:
+    """Primal objective and relative duality gap at the last epoch run."""
+    primal, gap = np.asarray(trace.primal), np.asarray(trace.gap)
+    ok = np.isfinite(primal)
+    if not ok.any():
+        raise FloatingPointError("the SVM's primal objective is not finite")
+    value = float(primal[ok][-1])
+    return value, float(gap[ok][-1]) / max(1.0, abs(value))
+
+
+def standardized_start(feats: Array) -> Array:
+    """``[(F - m) / s, 1]`` of ``feats = [F, 1]`` (mean / std over the images)."""
+    hidden = feats[:, :-1]
+    return with_offset((hidden - hidden.mean(0)) / (hidden.std(0) + 1e-6))
