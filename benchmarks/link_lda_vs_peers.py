@@ -19,7 +19,7 @@ single-threaded unless ``--xla-threads default``; tomotopy: ``workers=1``,
 One estimator for both (the topics are all that differ): each system's topic-word
 pseudo-counts ``λ = n_kw + η`` (CVB0: expected counts; tomotopy: the sampled counts,
 read back from ``get_topic_word_dist`` and ``get_count_by_topics``) go through
-jaxannot's :func:`~jaxannot.methods.topic_models.link_lda.fold_in` (100 VB updates of
+jaxannot's :func:`~jaxannot.methods.topic_models.link_lda_vb.fold_in` (100 VB updates of
 each test
 document's q(θ) = Dir(γ) on the first half of its tokens, from γ = 1), and the held-out
 perplexity of the second half is ``exp(-Σ n log(θ̂ β̂) / N)`` with ``θ̂ = γ / Σγ`` and
@@ -57,6 +57,7 @@ import jax.numpy as jnp
 
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+from jaxannot.methods.topic_models import link_lda_vb as llvb
 
 FOLD_IN_ITERATIONS = 100
 SINGLE_THREAD_XLA = (
@@ -78,7 +79,7 @@ class Clock:
 def shared_perplexity(lam, obs, held, alpha):
     """Held-out perplexity of topic-word pseudo-counts ``lam`` [K, V] (see module)."""
     lam = jnp.asarray(lam, jnp.float32)
-    gamma = ll.fold_in((lam,), (obs,), alpha, num_inner=FOLD_IN_ITERATIONS)
+    gamma = llvb.fold_in((lam,), (obs,), alpha, num_inner=FOLD_IN_ITERATIONS)
     return completion_perplexity(np.asarray(gamma), np.asarray(lam, np.float64), held)
 
 

@@ -111,6 +111,7 @@ def test_lap_link_lda_scores_each_image_alone(corpus):
 def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
     from jaxannot.methods.topic_models import link_lda as ll
     from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+    from jaxannot.methods.topic_models import link_lda_vb as llvb
     from jaxannot.methods.topic_models import visual_words as vw
 
     task = make_task(
@@ -131,7 +132,7 @@ def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
     )
     np.testing.assert_allclose(fitted.params.lambda_text, state.lambdas[0])
     _, by_vb = _fit("link-lda", task, inference="vb")
-    vb_state, _ = ll.fit_vb(
+    vb_state, _ = llvb.fit_vb(
         jax.random.key(0),
         data,
         5,

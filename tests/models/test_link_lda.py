@@ -11,6 +11,7 @@ from numpyro.infer.util import log_density
 
 from jaxannot.inference.em import run_em
 from jaxannot.methods.topic_models import link_lda as ll
+from jaxannot.methods.topic_models import link_lda_vb as llvb
 
 
 def _corpus(seed=0, images=50, sizes=(12, 7), topics=3, length=15):
@@ -81,7 +82,7 @@ def test_padded_bags_reproduce_dense_counts():
 @pytest.fixture(scope="module")
 def fitted():
     counts = _corpus()
-    state, objective = ll.fit_vb(
+    state, objective = llvb.fit_vb(
         jax.random.key(1), counts, 3, num_iterations=60, num_inner=5
     )
     return counts, state, objective
@@ -98,7 +99,7 @@ def test_single_view_matches_sklearn_batch_lda():
     from sklearn.decomposition import LatentDirichletAllocation
 
     counts = _corpus(sizes=(15,), images=80, seed=3)
-    state, _ = ll.fit_vb(
+    state, _ = llvb.fit_vb(
         jax.random.key(0),
         counts,
         3,
@@ -128,15 +129,15 @@ def test_single_view_matches_sklearn_batch_lda():
 
 def test_fold_in_recovers_training_posterior_and_compiles_once(fitted):
     counts, state, _ = fitted
-    gamma = ll.fold_in(state.lambdas, counts, 0.1, num_inner=100)
+    gamma = llvb.fold_in(state.lambdas, counts, 0.1, num_inner=100)
     t1 = np.asarray(gamma / gamma.sum(1, keepdims=True))
     t0 = np.asarray(state.gamma / state.gamma.sum(1, keepdims=True))
     # the per-image E-step is not convex (alpha < 1): started at the training
     # posterior, fold-in stays there; from its default start it reaches a fixed point
-    warm = ll.fold_in(state.lambdas, counts, 0.1, num_inner=100, gamma0=state.gamma)
+    warm = llvb.fold_in(state.lambdas, counts, 0.1, num_inner=100, gamma0=state.gamma)
     tw = np.asarray(warm / warm.sum(1, keepdims=True))
-    exp_b = tuple(jnp.exp(ll.expected_log_dirichlet(lam)) for lam in state.lambdas)
-    dense = jax.vmap(ll.image_estep, in_axes=(0, 0, None, None, None))
+    exp_b = tuple(jnp.exp(llvb.expected_log_dirichlet(lam)) for lam in state.lambdas)
+    dense = jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None))
     cj = tuple(jnp.asarray(c) for c in counts)
     elbo_train = np.asarray(dense(state.gamma, cj, exp_b, 0.1, 0)[3])
     elbo_warm = np.asarray(dense(warm, cj, exp_b, 0.1, 0)[3])
@@ -144,12 +145,12 @@ def test_fold_in_recovers_training_posterior_and_compiles_once(fitted):
     assert np.all(elbo_warm >= elbo_train - 1e-3 * np.abs(elbo_train))
     assert np.abs(tw - t0).max(1).mean() < 0.03  # and stays close on average
     assert np.mean(np.abs(t1 - t0).max(1) < 0.05) >= 0.5
-    again = ll.fold_in(state.lambdas, counts, 0.1, num_inner=100)
+    again = llvb.fold_in(state.lambdas, counts, 0.1, num_inner=100)
     np.testing.assert_allclose(np.asarray(again), np.asarray(gamma), rtol=1e-5)
     g2 = dense(gamma, cj, exp_b, 0.1, 1)[0]
     np.testing.assert_allclose(np.asarray(g2), np.asarray(gamma), atol=1e-2)
     traces = []
-    step = ll.build_vb_kernel(3)
+    step = llvb.build_vb_kernel(3)
 
     def counted(k, s, d):
         traces.append(1)
@@ -158,7 +159,7 @@ def test_fold_in_recovers_training_posterior_and_compiles_once(fitted):
     ids, cnts = zip(*(ll.to_padded(c) for c in counts), strict=False)
     ids = tuple(map(jnp.asarray, ids))
     cnts = tuple(map(jnp.asarray, cnts))
-    st = ll.init_state(jax.random.key(0), (12, 7), cnts, 3, jnp.float32(0.1))
+    st = llvb.init_state(jax.random.key(0), (12, 7), cnts, 3, jnp.float32(0.1))
     data = (ids, cnts, jnp.float32(0.1), jnp.float32(0.01))
     run_em(jax.random.key(0), st, data, step=counted, num_iterations=5)
     run_em(jax.random.key(1), st, data, step=counted, num_iterations=5)
@@ -169,7 +170,7 @@ def test_fast_digamma_matches_scipy():
     from scipy.special import digamma
 
     x = np.logspace(-3, 5, 2001)
-    ours = np.asarray(ll._digamma(jnp.asarray(x, jnp.float32)), np.float64)
+    ours = np.asarray(llvb._digamma(jnp.asarray(x, jnp.float32)), np.float64)
     ref = digamma(np.asarray(x, np.float32).astype(np.float64))
     np.testing.assert_allclose(ours, ref, rtol=2e-6, atol=2e-6)
 
@@ -181,14 +182,14 @@ def test_batched_padded_estep_matches_per_image_dense_estep():
         jnp.asarray(rng.dirichlet(np.ones(c.shape[1]), 3), jnp.float32) for c in counts
     )
     gamma0 = jnp.asarray(rng.gamma(2.0, 1.0, (9, 3)), jnp.float32)
-    dense = jax.vmap(ll.image_estep, in_axes=(0, 0, None, None, None))
+    dense = jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None))
     g_ref, t_ref, r_ref, l_ref = dense(
         gamma0, tuple(map(jnp.asarray, counts)), exp_b, 0.1, 4
     )
     ids, cnts = zip(*(ll.to_padded(c) for c in counts), strict=False)
     ids = tuple(map(jnp.asarray, ids))
-    g, t, r, local = ll._batch_estep(
-        gamma0, ll._gather(exp_b, ids), tuple(map(jnp.asarray, cnts)), 0.1, 4
+    g, t, r, local = llvb._batch_estep(
+        gamma0, llvb._gather(exp_b, ids), tuple(map(jnp.asarray, cnts)), 0.1, 4
     )
     np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(t), np.asarray(t_ref), rtol=1e-5)
@@ -204,9 +205,11 @@ def test_batched_padded_estep_matches_per_image_dense_estep():
 def test_fit_continues_from_a_state():
     counts = _corpus(images=30, seed=5)
     key = jax.random.key(3)
-    whole, obj = ll.fit_vb(key, counts, 3, num_iterations=8, num_inner=3)
-    half, first = ll.fit_vb(key, counts, 3, num_iterations=4, num_inner=3)
-    rest, second = ll.fit_vb(key, counts, 3, num_iterations=4, num_inner=3, state=half)
+    whole, obj = llvb.fit_vb(key, counts, 3, num_iterations=8, num_inner=3)
+    half, first = llvb.fit_vb(key, counts, 3, num_iterations=4, num_inner=3)
+    rest, second = llvb.fit_vb(
+        key, counts, 3, num_iterations=4, num_inner=3, state=half
+    )
     np.testing.assert_allclose(np.concatenate([first, second]), obj, rtol=1e-5)
     for a, b in zip(rest.lambdas, whole.lambdas, strict=False):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
@@ -215,4 +218,4 @@ def test_fit_continues_from_a_state():
 @pytest.mark.parametrize("prior", [ll.LDAPrior(alpha=0.0), ll.LDAPrior(eta=-1.0)])
 def test_fit_rejects_a_prior_without_positive_concentrations(prior):
     with pytest.raises(ValueError, match="alpha and eta must be > 0"):
-        ll.fit_vb(jax.random.key(0), _corpus(images=4), 3, prior=prior)
+        llvb.fit_vb(jax.random.key(0), _corpus(images=4), 3, prior=prior)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cv
+from jaxannot.methods.topic_models import link_lda_vb as llvb
 
 
 def _corpus(seed=0, images=40, sizes=(12, 7), topics=3, length=15, conc=0.2):
@@ -109,7 +110,7 @@ def test_expected_counts_keep_totals(blocks):
 
 
 def _perplexity(lambdas, obs, held, alpha):
-    gamma = np.asarray(ll.fold_in(lambdas, (obs,), alpha, num_inner=50))
+    gamma = np.asarray(llvb.fold_in(lambdas, (obs,), alpha, num_inner=50))
     theta = gamma / gamma.sum(1, keepdims=True)
     beta = np.asarray(ll.topic_word(lambdas[0]))
     p = np.maximum(theta @ beta, 1e-30)
@@ -126,7 +127,7 @@ def test_recovers_topics_and_matches_vb_heldout_perplexity():
     state, objective = cv.fit_cvb0(
         jax.random.key(0), (train,), 4, num_iterations=60, num_blocks=4, prior=prior
     )
-    vb, _ = ll.fit_vb(jax.random.key(0), (train,), 4, num_iterations=60, prior=prior)
+    vb, _ = llvb.fit_vb(jax.random.key(0), (train,), 4, num_iterations=60, prior=prior)
     # every true topic has a fitted topic within a small total-variation distance
     fitted = np.asarray(ll.topic_word(state.lambdas[0]))
     tv = 0.5 * np.abs(beta[:, None, :] - fitted[None, :, :]).sum(-1)
@@ -160,7 +161,7 @@ def test_continuing_equals_one_longer_fit():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
 
 
-@pytest.mark.parametrize("fit", [cv.fit_cvb0, ll.fit_vb], ids=["cvb0", "vb"])
+@pytest.mark.parametrize("fit", [cv.fit_cvb0, llvb.fit_vb], ids=["cvb0", "vb"])
 def test_bad_counts_are_refused_by_both_fits(fit):
     counts, _ = _corpus(images=6)
     key = jax.random.key(0)

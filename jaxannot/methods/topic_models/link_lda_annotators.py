@@ -7,7 +7,7 @@ Fitted by collapsed variational Bayes (``inference="cvb0"``, the default:
 :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`, ``iterations`` updates of
 every
 responsibility in ``blocks`` blocks of images) or by batch variational Bayes
-(``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda.fit_vb`,
+(``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda_vb.fit_vb`,
 ``iterations`` passes of
 ``inner`` E-step updates). CVB0's schedule (24 updates, 16 blocks) is the one
 ``benchmarks/link_lda_vs_peers.py`` chose on the training split; it reaches a lower
@@ -42,6 +42,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_svi as svi
+from jaxannot.methods.topic_models import link_lda_vb as llvb
 from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.link_lda_bags import padded_bags
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
@@ -85,7 +86,7 @@ def _lda_fit(
             num_blocks=int(blocks),
         )
     else:
-        state, objective = ll.fit_vb(
+        state, objective = llvb.fit_vb(
             rng_key,
             data,
             int(topics),
@@ -94,7 +95,7 @@ def _lda_fit(
             prior=prior,
         )
     # refresh the fit images' posteriors under the final λ (warm start)
-    gamma = ll.fold_in(
+    gamma = llvb.fold_in(
         state.lambdas,
         data,
         jnp.float32(alpha),
@@ -117,7 +118,7 @@ def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
     vis = vw.fitted_visual(fitted, corpus)
     lambdas = tuple(map(jnp.asarray, (p.lambda_text, *p.lambda_visual)))
     text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
-    return ll.fold_in(
+    return llvb.fold_in(
         lambdas,
         (text,) + vis,
         jnp.float32(fitted.hyper["alpha"]),

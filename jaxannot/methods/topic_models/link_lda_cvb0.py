@@ -38,7 +38,7 @@ for integer counts; padding slots have ``c = 0`` and weigh nothing). Two schedul
 The whole fit is one jit-compiled ``lax.scan`` over the iterations. The returned
 :class:`CVB0State` carries ``gamma = n_dk + α`` and ``lambdas = n^v_kw + η``, the
 same quantities as :class:`~jaxannot.methods.topic_models.link_lda.LinkLDAState`, so
-:func:`~jaxannot.methods.topic_models.link_lda.fold_in` and
+:func:`~jaxannot.methods.topic_models.link_lda_vb.fold_in` and
 :func:`~jaxannot.methods.topic_models.link_lda.topic_word` take ``state.lambdas``
 unchanged.
 
@@ -259,7 +259,7 @@ def fit_cvb0(
     num_topics : int
     prior : LDAPrior
         The Dirichlet concentrations α (on θ) and η (on every β^v_k), as in
-        :func:`~jaxannot.methods.topic_models.link_lda.fit_vb`.
+        :func:`~jaxannot.methods.topic_models.link_lda_vb.fit_vb`.
     num_iterations : int
         Updates of every responsibility.
     num_blocks : int

@@ -67,8 +67,8 @@ from numpyro.optim import optax_to_numpyro
 
 from jaxannot.graph import Graph
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
-from jaxannot.methods.topic_models.link_lda import image_estep
 from jaxannot.methods.topic_models.link_lda_bags import link_lda_bags
+from jaxannot.methods.topic_models.link_lda_vb import image_estep
 from jaxannot.methods.topic_models.simplex_transforms import theta_transform
 from jaxannot.runtime.progress import run_steps
 
@@ -291,7 +291,7 @@ def fit_svi(
     -----
     Start: :math:`\\hat\\beta^v_k \\propto e^{0.1\\epsilon}`,
     :math:`\\epsilon\\sim N(0,1)` (near uniform with a 10 % spread that breaks the
-    topics' symmetry, as :func:`jaxannot.methods.topic_models.link_lda.init_state`
+    topics' symmetry, as :func:`jaxannot.methods.topic_models.link_lda_vb.init_state`
     starts
     :math:`\\lambda`); :math:`\\mu_d = 0` (uniform median),
     :math:`\\sigma_d = 0.1` (``AutoNormal``'s ``init_scale``).
@@ -347,8 +347,9 @@ def fold_in(betas, counts_by_view, alpha, num_inner: int) -> jax.Array:
     given the fitted :math:`\hat\beta` (Link-LDA's VB fold-in with the point
     :math:`\hat\beta` for :math:`e^{E\log\beta}`; an unobserved view is all zeros).
 
-    Per image (:func:`jaxannot.methods.topic_models.link_lda.image_estep`, vmapped) from
-    :math:`\gamma_d = 1`, so an image's posterior does not depend on the others.
+    Per image (:func:`jaxannot.methods.topic_models.link_lda_vb.image_estep`,
+    vmapped) from :math:`\gamma_d = 1`, so an image's posterior does not depend on
+    the others.
     Returns Float[Array, "images topics"].
     """
     num_images = counts_by_view[0].shape[0]
