@@ -130,6 +130,35 @@ def init(data: StructuredData, capacity: int) -> CuttingPlaneState:
     return CuttingPlaneState(*init_emml(data, capacity), jnp.zeros((), jnp.int32))
 
 
+def _add_violators(i, ws, scores, data, candidates: int, epsilon):
+    r"""Add VRep ``i``'s violated candidate outputs to S (no re-solve).
+
+    Of the first ``candidates`` outputs of
+    :func:`~jaxannot.solvers.qp.violator_candidates`, those with
+    :math:`H_i(\bar{\mathbf y}) > \xi_i + \epsilon` that are neither ``y_i`` nor
+    already in :math:`S_i`. Returns the working set, the constraints added and the
+    slot overflows.
+    """
+    n = data.words.shape[0]
+    f_i = scores[i][None]
+    y_i = data.words[i][None]
+    ybars, grads = violator_candidates(f_i, y_i, candidates)  # [k, 1, w], [k, 1]
+    ws_i = jax.tree.map(lambda a: a[i][None], ws)
+    g = slot_gradients(ws_i, f_i)[0]
+    xi = jnp.maximum(0.0, jnp.max(jnp.where(ws_i.active[0], -g, -jnp.inf)))
+    row = jnp.zeros(n, bool).at[i].set(True)
+    added = overflow = jnp.zeros((), jnp.int32)
+    for j in range(candidates):  # candidates are distinct outputs by construction
+        want = (-grads[j, 0] > xi + epsilon) & ~jnp.all(ybars[j, 0] == y_i[0])
+        want &= ~is_duplicate(ws_i, y_i, ybars[j])[0]
+        ws, over = add_constraints(
+            ws, data.words, data.words.at[i].set(ybars[j, 0]), row & want
+        )
+        added += want.astype(jnp.int32) - over.astype(jnp.int32)
+        overflow += over.astype(jnp.int32)
+    return ws, added, overflow
+
+
 def build_kernel(
     c,
     epsilon,
@@ -159,27 +188,6 @@ def build_kernel(
             f"candidates and batch must be >= 1, got {candidates} and {batch}"
         )
 
-    def add_violators(i, ws, scores, data):
-        """Add VRep i's violated candidate outputs to S (no re-solve)."""
-        n = data.words.shape[0]
-        f_i = scores[i][None]
-        y_i = data.words[i][None]
-        ybars, grads = violator_candidates(f_i, y_i, candidates)  # [k, 1, w], [k, 1]
-        ws_i = jax.tree.map(lambda a: a[i][None], ws)
-        g = slot_gradients(ws_i, f_i)[0]
-        xi = jnp.maximum(0.0, jnp.max(jnp.where(ws_i.active[0], -g, -jnp.inf)))
-        row = jnp.zeros(n, bool).at[i].set(True)
-        added = overflow = jnp.zeros((), jnp.int32)
-        for j in range(candidates):  # candidates are distinct outputs by construction
-            want = (-grads[j, 0] > xi + epsilon) & ~jnp.all(ybars[j, 0] == y_i[0])
-            want &= ~is_duplicate(ws_i, y_i, ybars[j])[0]
-            ws, over = add_constraints(
-                ws, data.words, data.words.at[i].set(ybars[j, 0]), row & want
-            )
-            added += want.astype(jnp.int32) - over.astype(jnp.int32)
-            overflow += over.astype(jnp.int32)
-        return ws, added, overflow
-
     def visit_block(b, carry):
         ws, coef, scores, added, sweeps, overflow, resolves, data = carry
         n = data.words.shape[0]
@@ -189,7 +197,7 @@ def build_kernel(
 
             def add(args):
                 ws, got, over = args
-                ws, a, o = add_violators(i, ws, scores, data)
+                ws, a, o = _add_violators(i, ws, scores, data, candidates, epsilon)
                 return ws, got + a, over + o
 
             return jax.lax.cond(i < n, add, lambda args: args, inner)
