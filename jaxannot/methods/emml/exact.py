@@ -109,6 +109,76 @@ def mixture_objective(data: StructuredData, u: Array, c) -> Array:
     return 0.5 * jnp.vdot(b, data.kernel @ b) - 2.0 * jnp.vdot(u, 1.0 - data.words)
 
 
+class _Padded(NamedTuple):
+    """The problem padded with empty VReps to whole blocks (never visited)."""
+
+    kernel: Array
+    words: Array
+    sizes: Array  # r_i, the words of each VRep
+    diag: Array  # k_ii, floored at the smallest positive number
+    penalty: Array  # 2 (1 - y_i), the loss part of a_i
+    real: Array  # False on the padded VReps
+
+
+def _pad(data: StructuredData, total: int) -> _Padded:
+    """``data`` padded to ``total`` VReps."""
+    kernel, words = data.kernel, data.words
+    n = words.shape[0]
+    pad = total - n
+    padded_kernel = jnp.pad(kernel, ((0, pad), (0, pad)))
+    padded_words = jnp.pad(words, ((0, pad), (0, 0)))
+    return _Padded(
+        kernel=padded_kernel,
+        words=padded_words,
+        sizes=jnp.sum(padded_words, axis=-1),
+        diag=jnp.maximum(jnp.diag(padded_kernel), jnp.finfo(kernel.dtype).tiny),
+        penalty=2.0 * (1.0 - padded_words),
+        real=jnp.arange(total) < n,
+    )
+
+
+def _visit_block(b, carry, *, problem: _Padded, block: int, c, tolerance):
+    """Visit block ``b`` of :func:`fit_emml_exact`'s sweep: one projection per VRep
+    whose KKT violation exceeds ``tolerance``, the block's rows of :math:`F` updated
+    after each, every row once at the end. ``carry = (u, F, worst violation)``."""
+    padded_kernel, penalty, real = problem.kernel, problem.penalty, problem.real
+    diag, r = problem.diag, problem.sizes
+    u, scores, worst = carry
+    start = b * block
+    columns = jax.lax.dynamic_slice_in_dim(padded_kernel, start, block, axis=1)
+    within = jax.lax.dynamic_slice_in_dim(columns, start, block, axis=0)
+    scores_b = jax.lax.dynamic_slice_in_dim(scores, start, block)
+    u_b = jax.lax.dynamic_slice_in_dim(u, start, block)
+
+    def visit(j, carry):
+        u_b, scores_b, steps, worst = carry
+        i = start + j
+        a_i = scores_b[j] + penalty[i]
+        gap = jnp.where(real[i], _block_violation(u_b[j], a_i, c), 0.0)
+
+        def update(args):
+            u_b, scores_b, steps = args
+            new = project_capped_simplex(u_b[j] + a_i / diag[i], r[i] * c, c)
+            db = u_b[j] - new  # B_i = C y_i - u_i
+            return (
+                u_b.at[j].set(new),
+                scores_b + within[:, j, None] * db[None, :],
+                steps.at[j].set(db),
+            )
+
+        u_b, scores_b, steps = jax.lax.cond(
+            gap > tolerance, update, lambda x: x, (u_b, scores_b, steps)
+        )
+        return u_b, scores_b, steps, jnp.maximum(worst, gap)
+
+    steps = jnp.zeros((block, problem.words.shape[1]), padded_kernel.dtype)
+    u_b, _, steps, worst = jax.lax.fori_loop(
+        0, block, visit, (u_b, scores_b, steps, worst)
+    )
+    u = jax.lax.dynamic_update_slice_in_dim(u, u_b, start, axis=0)
+    return u, scores + columns @ steps, worst
+
+
 @functools.partial(jax.jit, static_argnames=("max_sweeps", "block"))
 def fit_emml_exact(
     data: StructuredData,
@@ -211,58 +281,18 @@ def fit_emml_exact(
     >>> bool(state.converged)
     True
     """
-    kernel, words = data.kernel, data.words
-    n, w = words.shape
-    dtype = kernel.dtype
+    n, dtype = data.words.shape[0], data.kernel.dtype
     c = jnp.asarray(c, dtype)
     tolerance = jnp.asarray(tolerance, dtype)
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     block = min(block, n)
     num_blocks = -(-n // block)
-    pad = num_blocks * block - n  # padded VReps: never visited
-    padded_kernel = jnp.pad(kernel, ((0, pad), (0, pad)))
-    padded_words = jnp.pad(words, ((0, pad), (0, 0)))
-    r = jnp.sum(padded_words, axis=-1)
-    diag = jnp.maximum(jnp.diag(padded_kernel), jnp.finfo(dtype).tiny)
-    penalty = 2.0 * (1.0 - padded_words)
-    real = jnp.arange(n + pad) < n
-
-    def visit_block(b, carry):
-        u, scores, worst = carry
-        start = b * block
-        columns = jax.lax.dynamic_slice_in_dim(padded_kernel, start, block, axis=1)
-        within = jax.lax.dynamic_slice_in_dim(columns, start, block, axis=0)
-        scores_b = jax.lax.dynamic_slice_in_dim(scores, start, block)
-        u_b = jax.lax.dynamic_slice_in_dim(u, start, block)
-
-        def visit(j, carry):
-            u_b, scores_b, steps, worst = carry
-            i = start + j
-            a_i = scores_b[j] + penalty[i]
-            gap = jnp.where(real[i], _block_violation(u_b[j], a_i, c), 0.0)
-
-            def update(args):
-                u_b, scores_b, steps = args
-                new = project_capped_simplex(u_b[j] + a_i / diag[i], r[i] * c, c)
-                db = u_b[j] - new  # B_i = C y_i - u_i
-                return (
-                    u_b.at[j].set(new),
-                    scores_b + within[:, j, None] * db[None, :],
-                    steps.at[j].set(db),
-                )
-
-            u_b, scores_b, steps = jax.lax.cond(
-                gap > tolerance, update, lambda x: x, (u_b, scores_b, steps)
-            )
-            return u_b, scores_b, steps, jnp.maximum(worst, gap)
-
-        steps = jnp.zeros((block, w), dtype)
-        u_b, _, steps, worst = jax.lax.fori_loop(
-            0, block, visit, (u_b, scores_b, steps, worst)
-        )
-        u = jax.lax.dynamic_update_slice_in_dim(u, u_b, start, axis=0)
-        return u, scores + columns @ steps, worst
+    padded = _pad(data, num_blocks * block)
+    padded_kernel, padded_words, penalty = padded.kernel, padded.words, padded.penalty
+    visit_block = functools.partial(
+        _visit_block, problem=padded, block=block, c=c, tolerance=tolerance
+    )
 
     def cond(carry):
         _, worst, sweeps, _ = carry
