@@ -21,13 +21,13 @@ from jaxannot.methods.emml.exact import (
 from jaxannot.methods.emml.structured_output import (
     StructuredData,
     kernel_matrix,
-    loss_augmented_argmax,
 )
 from jaxannot.methods.emml.working_set import (
     WorkingSetSettings,
     fit_emml,
     theorem_3_5_bound,
 )
+from jaxannot.solvers.qp import loss_augmented_argmax
 
 # the brute-force reference lives next to this file (pytest runs in importlib mode)
 _spec = importlib.util.spec_from_file_location(

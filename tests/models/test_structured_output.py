@@ -14,10 +14,10 @@ from jaxannot.methods.emml.structured_output import (
     joint_kernel,
     kernel_matrix,
     kmeans_vreps,
-    loss_augmented_argmax,
     random_vreps,
     word_scores,
 )
+from jaxannot.solvers.qp import loss_augmented_argmax
 
 
 def _perm(y):

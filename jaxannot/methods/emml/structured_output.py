@@ -34,8 +34,9 @@ Loss: Hamming distance :math:`l(\bar{\mathbf y}, \mathbf y) = \sum_j |\bar y_j -
 Inside :math:`\operatorname{perm}(\mathbf y_i)` swapping :math:`t` words costs
 :math:`2t`, i.e. :math:`l = 2\,\bar{\mathbf y}^\top (\mathbf 1 - \mathbf y_i)`, so the
 most violated constraint for VRep :math:`i` is the top-:math:`r_i` selection of the
-loss-augmented scores :math:`F_{ij} + 2(1 - y_{ij})` (:func:`loss_augmented_argmax`)
-and :math:`\operatorname{perm}(\mathbf y_i)` is never enumerated.
+loss-augmented scores :math:`F_{ij} + 2(1 - y_{ij})`
+(:func:`~jaxannot.solvers.qp.loss_augmented_argmax`) and
+:math:`\operatorname{perm}(\mathbf y_i)` is never enumerated.
 
 Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related: US
 8,923,630 and US 10,007,679). This implementation is provided for research; check the
@@ -56,7 +57,6 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.solvers.qp import loss_augmented_argmax
 from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
@@ -70,7 +70,6 @@ __all__ = [
     "joint_feature_map",
     "joint_kernel",
     "hamming_loss",
-    "loss_augmented_argmax",
     "word_scores",
 ]
 
