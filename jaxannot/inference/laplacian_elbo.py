@@ -174,12 +174,19 @@ def regularized_gap(a: jax.Array, phi: jax.Array, table, lam_r) -> jax.Array:
 
 
 def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
-    """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a)."""
+    """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a), in a
+    ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies)."""
+
+    def sweep(phi, key):
+        return lapvar.lapvar1_sweep(key, phi, a, table, lam_r), None
+
     keys = jax.random.split(rng_key, sweeps)
-    phi = jax.nn.softmax(a, axis=-1)
-    for key in keys:
-        phi = lapvar.lapvar1_sweep(key, phi, a, table, lam_r)
+    phi, _ = jax.lax.scan(sweep, jax.nn.softmax(a, axis=-1), keys)
     return phi
+
+
+#: :func:`regularized_posteriors` compiled once, for calls outside a compiled loss
+_solve = jax.jit(regularized_posteriors, static_argnames=("sweeps",))
 
 
 class PenalizedELBO(ELBO):
@@ -284,6 +291,19 @@ class LaplacianELBO(PenalizedELBO):
     def _enumerated_penalty(self, rng_key, summary: LocalSummary, site, lam):
         """The per-image term of an enumerated site (module docstring) and the
         posteriors that minimize it."""
+        self._check_enumerated(summary, site)
+        table, lam_r = self._neighbour_table(), 2.0 * lam * self.unit
+        a = summary.log_joint
+        phi = jax.lax.stop_gradient(
+            regularized_posteriors(
+                rng_key, jax.lax.stop_gradient(a), table, lam_r, self.sweeps
+            )
+        )
+        return regularized_gap(a, phi, table, lam_r), phi
+
+    def _check_enumerated(self, summary: LocalSummary, site: str) -> None:
+        """``ValueError`` unless an enumerated ``site``'s posteriors can be computed:
+        a base that sums it out, the full plate, squared Euclidean distances."""
         if not _enumerates(self.base):
             raise ValueError(
                 f"site {site!r} is enumerated in the model; {type(self.base).__name__} "
@@ -300,14 +320,6 @@ class LaplacianELBO(PenalizedELBO):
                 f"site {site!r} is enumerated in the model: its per-image posteriors "
                 f"need distance='sq_euclidean', got {self.distance!r}"
             )
-        table, lam_r = self._neighbour_table(), 2.0 * lam * self.unit
-        a = summary.log_joint
-        phi = jax.lax.stop_gradient(
-            regularized_posteriors(
-                rng_key, jax.lax.stop_gradient(a), table, lam_r, self.sweeps
-            )
-        )
-        return regularized_gap(a, phi, table, lam_r), phi
 
     def _site_penalty(self, summary: LocalSummary, site: str) -> jax.Array:
         if summary.size != self.graph.num_nodes:
@@ -361,7 +373,13 @@ class LaplacianELBO(PenalizedELBO):
         summary = local_summary(rng_key, params, model, guide, site, *args, **kwargs)
         if summary.log_joint is None:
             return summary.q
-        solve_key = jax.random.fold_in(rng_key, 1)
-        _, phi = self._enumerated_penalty(solve_key, summary, site, self.lams[site])
+        self._check_enumerated(summary, site)
+        phi = _solve(
+            jax.random.fold_in(rng_key, 1),
+            summary.log_joint,
+            self._neighbour_table(),
+            2.0 * self.lams[site] * self.unit,
+            self.sweeps,
+        )
         warn_collapsed(phi, f"LaplacianELBO at site {site!r}")
         return phi
