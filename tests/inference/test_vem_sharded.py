@@ -208,8 +208,8 @@ def test_lap_mix_unigram_evaluates_the_same_on_two_devices(monkeypatch, carries)
     np.testing.assert_allclose(obj2[-1], obj1[-1], rtol=1e-5)
     np.testing.assert_allclose(obj2, obj1, rtol=1e-4)
     np.testing.assert_allclose(
-        np.asarray(two.fitted.params["phi"]),
-        np.asarray(one.fitted.params["phi"]),
+        np.asarray(two.fitted.params.phi),
+        np.asarray(one.fitted.params.phi),
         atol=1e-6,
     )
     method = get_method("lap-mix-unigram")
