@@ -14,7 +14,8 @@ last run over a key decides its default), so a method can be tuned in stages, a 
 extended past an edge winner by a later run. ``hyper_defaults.toml`` names the record
 of every default whose origin is ``"cv"``; ``tests/annotators/test_defaults.py`` checks
 that the default equals the recorded winner (for a default with ``rule =
-"smallest_within_1se"``, the smallest value within one paired standard error of it:
+"smallest_within_1se"``, the smallest value within one standard error of the best
+setting's score:
 :func:`jaxannot.tuning.selection.smallest_within_one_se`).
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/defaults_cv.py emml \\

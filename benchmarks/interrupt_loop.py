@@ -1,15 +1,21 @@
-"""Ctrl-C during a knn fit, hundreds of times: how does ``jaxannot`` exit?
+"""Ctrl-C during a fit, hundreds of times: how does ``jaxannot`` exit?
 
-Each run starts ``python -m jaxannot.cli evaluate knn --dataset DIR`` on a small Mulan
+Each run starts ``python -m jaxannot.cli evaluate METHOD --dataset DIR`` (knn unless
+``--method``) on a small Mulan
 folder (the first ``--train`` / ``--test`` rows of emotions, so a run is mostly jax's
 start-up and the fit's compiles), waits for the ``fitting on`` progress line, sleeps a
 seeded uniform delay in ``[0, window]`` (``window``: the time from that line to the
-exit of an uninterrupted run, measured first) and sends ``SIGINT``. The expected exit
+exit of an uninterrupted run, measured on the second of two runs, once the compilation
+cache is warm) and sends ``SIGINT``. The expected exit
 is status 130 with the one line ``jaxannot: interrupted``, or status 0 when the run had
 already finished. Anything else (139 = ``SIGSEGV``, a traceback) is a failure; its
 stderr tail is kept.
 
     JAXANNOT_DATA=... nice python benchmarks/interrupt_loop.py --runs 500 --workers 3
+
+(``--window-fraction 0.5``: delays in the first half of that window, so that every
+signal lands inside the fit rather than after it; ``--method dwh --set steps=1500``: a
+fit of a few seconds, so that the signals land in its step loop.)
 
 (``--workers``: commands run side by side, each signalled on its own schedule.)
 
@@ -100,7 +106,13 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=120)
     parser.add_argument("--test", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", default="knn")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a hyper-parameter of the method (a longer fit)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="runs at a time")
+    parser.add_argument("--window-fraction", type=float, default=1.0,
+                        help="delays drawn in [0, fraction * window]: below 1, "
+                        "every interrupt lands inside the fit")  # fmt: skip
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
     # a shell starts a background job with SIGINT ignored, and the commands would
@@ -109,11 +121,12 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as folder:
         small_emotions(folder, args.train, args.test)
-        argv = [sys.executable, "-m", "jaxannot.cli", "evaluate", "knn",
-                "--dataset", folder]  # fmt: skip
+        argv = [sys.executable, "-m", "jaxannot.cli", "evaluate", args.method,
+                *[f"--set={kv}" for kv in args.set], "--dataset", folder]  # fmt: skip
+        one_run(argv, None)  # fills the compilation cache: later runs start warm
         calibration = one_run(argv, None)
         assert calibration["returncode"] == 0, calibration["stderr"]
-        window = calibration["after_trigger_s"]
+        window = args.window_fraction * calibration["after_trigger_s"]
         delays = rng.uniform(0.0, window, args.runs)
         runs = []
         with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
@@ -128,7 +141,13 @@ def main() -> None:
 def summary(runs: list[dict]) -> dict:
     codes = collections.Counter(str(r["returncode"]) for r in runs)
     verdicts = collections.Counter(verdict(r) for r in runs)
-    return {"returncodes": dict(sorted(codes.items())), "verdicts": dict(verdicts)}
+    in_fit = sum(verdict(r) == "interrupted" and "fitted in" not in r["stderr"]
+                 for r in runs)  # fmt: skip
+    return {
+        "returncodes": dict(sorted(codes.items())),
+        "verdicts": dict(verdicts),
+        "interrupted_inside_the_fit": in_fit,
+    }
 
 
 def write(args, argv, window, calibration, runs) -> None:
@@ -136,9 +155,12 @@ def write(args, argv, window, calibration, runs) -> None:
     payload = {
         "benchmark": "interrupt_loop",
         "command": " ".join(["python", "-m", "jaxannot.cli", *argv[3:-1], "SMALL"]),
+        "interrupted_inside_the_fit_means": "ended 'interrupted' (130) with the "
+        "'fitting on' line and without the 'fitted in' line on stderr",
         "dataset": f"emotions, first {args.train} train / {args.test} test rows",
         "sigint_delay": f"uniform [0, {window:.2f}] s after the '{TRIGGER}' line "
-        f"(the uninterrupted run's time from that line to its exit), seed {args.seed}",
+        f"({args.window_fraction} x the uninterrupted run's time from that line to its "
+        f"exit, {calibration['after_trigger_s']:.2f} s), seed {args.seed}",
         "runs": len(runs),
         "runs_at_a_time": args.workers,
         **summary(runs),

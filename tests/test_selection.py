@@ -1,4 +1,4 @@
-"""The one-standard-error rule against a hand computation."""
+"""The one-standard-error rule against a hand computation of ESL sec. 7.10."""
 
 import math
 
@@ -12,28 +12,32 @@ def _row(value, folds):
     return {"params": {"bins": value}, "folds": folds, "mean": float(np.mean(folds))}
 
 
-def test_the_smallest_value_within_one_paired_standard_error_of_the_best():
+def test_the_smallest_value_within_one_standard_error_of_the_best_score():
     best = [0.80, 0.70, 0.75]
     rows = [
-        _row(10, [0.70, 0.60, 0.66]),  # far below
-        _row(20, [0.797, 0.695, 0.749]),  # d = (-.003, -.005, -.001)
-        _row(40, best),
-        _row(80, [0.799, 0.701, 0.749]),  # d = (-.001, .001, -.001)
+        _row(10, [0.60, 0.55, 0.62]),  # mean 0.59: far below
+        _row(20, [0.70, 0.71, 0.72]),  # mean 0.71
+        _row(40, best),  # mean 0.75, the best
+        _row(80, [0.76, 0.74, 0.74]),  # mean 0.7467
     ]
-    # by hand: value 20's mean difference -0.003, its paired sd 0.002, se 0.002/√3
-    d = np.array([-0.003, -0.005, -0.001])
-    assert d.mean() < -d.std(ddof=1) / math.sqrt(3)  # 20 is outside
+    # by hand: the best's fold scores 0.80, 0.70, 0.75 have sd 0.05 (ddof 1), so its
+    # standard error is 0.05 / sqrt(3) = 0.02887 and the threshold 0.75 - 0.02887
+    # = 0.72113: 20 (0.71) is outside, 40 and 80 within
+    se = 0.05 / math.sqrt(3)
+    assert np.std(best, ddof=1) == pytest.approx(0.05)
+    assert 0.71 < 0.75 - se < 0.7467
     assert smallest_within_one_se(rows, "bins", True) == 40
-    # a larger spread of the paired differences lets 20 in
-    rows[1] = _row(20, [0.797, 0.690, 0.759])
+    # a noisier best (sd 0.1, se 0.0577, threshold 0.6923) lets 20 in
+    rows[2] = _row(40, [0.85, 0.65, 0.75])
     assert smallest_within_one_se(rows, "bins", True) == 20
 
 
-def test_fold_difficulty_shared_by_every_value_is_not_noise():
-    """Folds of very different difficulty, a constant 0.001 gap: the unpaired
-    spread (0.05) would call 10 a tie, the paired one does not."""
+def test_the_spread_of_the_best_settings_scores_decides_not_the_paired_gap():
+    """Folds of very different difficulty and a constant 0.001 gap: a paired rule
+    would keep 10 out (the gap never varies); ESL's rule compares the gap with the
+    best score's own standard error (0.1 / sqrt(3)) and takes 10."""
     rows = [_row(10, [0.899, 0.799, 0.699]), _row(20, [0.9, 0.8, 0.7])]
-    assert smallest_within_one_se(rows, "bins", True) == 20
+    assert smallest_within_one_se(rows, "bins", True) == 10
 
 
 def test_lower_is_better_and_nan_settings():
@@ -41,7 +45,9 @@ def test_lower_is_better_and_nan_settings():
         _row(1, [0.30, 0.31, 0.29]),
         {"params": {"bins": 2}, "folds": [math.nan] * 3, "mean": None},
         _row(4, [0.20, 0.21, 0.19]),
+        _row(8, [0.195, 0.215, 0.19]),
     ]
+    # the best (lowest) is 4, se 0.01 / sqrt(3): 1 is far outside, 2 has no score
     assert smallest_within_one_se(rows, "bins", False) == 4
     with pytest.raises(ValueError, match="alone"):
         smallest_within_one_se(

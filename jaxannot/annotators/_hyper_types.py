@@ -114,8 +114,8 @@ def _num(x: float) -> str:
 RULES = {
     "best": "the setting with the best mean over the folds",
     "smallest_within_1se": "the smallest value whose mean is within one standard "
-    "error of the best's, the error taken over the folds' paired differences (the "
-    "one-standard-error rule, Hastie, Tibshirani & Friedman, The Elements of "
+    "error of the best's, that error the best setting's standard error over the "
+    "folds (the one-standard-error rule, Hastie, Tibshirani & Friedman, The Elements of "
     "Statistical Learning, sec. 7.10); for a size whose cost grows with it",
 }
 

@@ -3,8 +3,8 @@
 :func:`smallest_within_one_se` is the ``rule = "smallest_within_1se"`` of
 ``hyper_defaults.toml`` (:data:`jaxannot.annotators.hyper_spec.RULES`): for a size
 whose cost grows with it (histogram bins, eigenfunctions), the smallest value
-whose cross-validated score is statistically indistinguishable from the best's
-rather than the best itself, which on a plateau is decided by noise.
+whose cross-validated score lies within one standard error of the best's rather
+than the best itself, which on a plateau is decided by noise.
 
 References
 ----------
@@ -28,17 +28,18 @@ def smallest_within_one_se(
 ) -> Any:
     r"""The smallest value of ``key`` within one standard error of the best setting.
 
-    With :math:`s_{v,f}` the score of value :math:`v` on fold :math:`f` (the same
-    folds for every value) and :math:`b` the best mean, value :math:`v` is within
-    one standard error when
+    Hastie et al.'s rule (ESL sec. 7.10): with :math:`s_{v,f}` the score of value
+    :math:`v` on fold :math:`f` of :math:`F`, :math:`\bar s_v` its mean and :math:`b`
+    the setting of the best mean, value :math:`v` is within one standard error when
 
     .. math::
-        \bar d_v \ge -\frac{\mathrm{sd}_f(d_{v,f})}{\sqrt{F}}, \qquad
-        d_{v,f} = \pm(s_{v,f} - s_{b,f})
+        \pm(\bar s_v - \bar s_b) \ge -\mathrm{SE}_b, \qquad
+        \mathrm{SE}_b = \frac{\mathrm{sd}_f(s_{b,f})}{\sqrt{F}}
 
-    (sign: + when higher is better; sd with ``ddof = 1``): the paired differences,
-    so that fold-to-fold difficulty, shared by every value, does not count as noise.
-    A setting with a NaN score (diverged) is never within.
+    (sign: + when higher is better; sd with ``ddof = 1``): the standard error of the
+    best setting's cross-validated score, so that a value is kept out only when it
+    trails the best by more than the best's own estimate is uncertain. A setting with
+    a NaN score (diverged) is never within.
 
     Parameters
     ----------
@@ -60,13 +61,9 @@ def smallest_within_one_se(
     if any(set(r["params"]) != {key} for r in rows):
         raise ValueError(f"the rule needs a run over {key!r} alone")
     best = max(rows, key=lambda r: sign * r["mean"])
-    best_folds = np.asarray(best["folds"], float)
-    within = []
-    for row in rows:
-        diff = sign * (np.asarray(row["folds"], float) - best_folds)
-        if diff.shape != best_folds.shape or not np.all(np.isfinite(diff)):
-            continue
-        se = diff.std(ddof=1) / math.sqrt(diff.size) if diff.size > 1 else 0.0
-        if diff.mean() >= -se:
-            within.append(row["params"][key])
+    folds = np.asarray(best["folds"], float)
+    se = folds.std(ddof=1) / math.sqrt(folds.size) if folds.size > 1 else 0.0
+    within = [
+        row["params"][key] for row in rows if sign * (row["mean"] - best["mean"]) >= -se
+    ]
     return min(within)
