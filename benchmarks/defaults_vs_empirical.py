@@ -37,7 +37,15 @@ def annotation_methods() -> list[str]:
     )
 
 
-def run_one(method: str, dataset: str, timeout: float, device: str = "auto") -> dict:
+def run_one(
+    method: str,
+    dataset: str,
+    timeout: float,
+    device: str = "auto",
+    settings: tuple[str, ...] = (),
+) -> dict:
+    """``jaxannot evaluate METHOD --dataset D [--set K=V ...]`` in a child process: its
+    ``--json`` result with ``wall_seconds``, or ``{"error": ...}``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
         cmd = [
@@ -50,6 +58,7 @@ def run_one(method: str, dataset: str, timeout: float, device: str = "auto") -> 
             dataset,
             "--json",
             out,
+            *(f"--set={kv}" for kv in settings),
         ]
         start = time.perf_counter()
         try:

@@ -108,7 +108,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", default="knn")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a hyper-parameter of the method (a longer fit)")  # fmt: skip
+                        help="a hyper-parameter (a longer fit)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="runs at a time")
     parser.add_argument("--window-fraction", type=float, default=1.0,
                         help="delays drawn in [0, fraction * window]: below 1, "

@@ -115,8 +115,9 @@ RULES = {
     "best": "the setting with the best mean over the folds",
     "smallest_within_1se": "the smallest value whose mean is within one standard "
     "error of the best's, that error the best setting's standard error over the "
-    "folds (the one-standard-error rule, Hastie, Tibshirani & Friedman, The Elements of "
-    "Statistical Learning, sec. 7.10); for a size whose cost grows with it",
+    "folds (the one-standard-error rule, Hastie, Tibshirani & Friedman, The "
+    "Elements of Statistical Learning, sec. 7.10); for a size whose cost grows "
+    "with it",
 }
 
 #: Where a default comes from (``hyper_defaults.toml``'s ``origin``).

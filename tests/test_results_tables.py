@@ -1,0 +1,63 @@
+"""The results tables of README.md and docs/results.md equal what their JSON records
+give (``benchmarks/results_tables.py``): no figure in them is typed by hand."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tables():
+    path = ROOT / "benchmarks" / "results_tables.py"
+    spec = importlib.util.spec_from_file_location("results_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_marked_table_is_what_its_records_give(tables):
+    for path in tables.DOCUMENTS:
+        text = path.read_text()
+        assert tables.MARKER.search(text), f"{path.name}: no generated table"
+        assert tables.render(text) == text, (
+            f"{path.name} is stale: python benchmarks/results_tables.py"
+        )
+
+
+def test_docs_results_has_a_field_table_per_dataset_with_peers(tables):
+    text = (ROOT / "docs" / "results.md").read_text()
+    for dataset in tables.DATASETS:
+        assert f"<!-- table:field_{dataset} -->" in text, dataset
+        names = [name for name, _, _ in tables.field_rows(dataset)]
+        assert any(n.startswith("peer:") for n in names), dataset
+        assert any(not n.startswith("peer:") for n in names), dataset
+
+
+def test_bold_marks_the_best_of_each_column_and_its_direction(tables, monkeypatch):
+    rows = [
+        ("a", {"lrap": 0.5, "ranking_loss": 0.2}, 1.0),
+        ("peer: b", {"lrap": 0.7, "ranking_loss": 0.1}, 2.0),
+        ("c", {"lrap": 0.6, "ranking_loss": 0.3}, None),
+    ]
+    monkeypatch.setattr(tables, "field_rows", lambda dataset: rows)
+    monkeypatch.setattr(tables, "PUBLISHED", {})
+    lines = tables.field_table("toy").splitlines()
+    keys = [c[0] for c in tables.COLUMNS]
+    lrap, loss = keys.index("lrap") + 1, keys.index("ranking_loss") + 1
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert [row[lrap] for row in cells] == ["0.500", "**0.700**", "0.600"]
+    assert [row[loss] for row in cells] == ["0.200", "**0.100**", "0.300"]
+    assert cells[2][-1] == "–"
+
+
+def test_an_edited_figure_is_found(tables, tmp_path, monkeypatch):
+    text = (ROOT / "docs" / "results.md").read_text()
+    match = tables.MARKER.search(text)
+    body = match.group("body")
+    digit = next(i for i, ch in enumerate(body) if ch.isdigit())
+    edited = body[:digit] + str((int(body[digit]) + 1) % 10) + body[digit + 1 :]
+    doctored = text[: match.start("body")] + edited + text[match.end("body") :]
+    assert tables.render(doctored) != doctored
