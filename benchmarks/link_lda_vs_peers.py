@@ -44,9 +44,13 @@ that call in two fresh processes sharing JAX's persistent compilation cache
 (:func:`jaxannot.runtime.compilation_cache.enable_compilation_cache`, on a temporary
 folder): the first process compiles and stores, the second loads.
 
-    python benchmarks/link_lda_vs_peers.py --corpus corel5k --cvb0-blocks 128 --json OUT
+    python benchmarks/link_lda_vs_peers.py --corpus corel5k --cvb0-blocks 128 \
+        --checkpoints 5,10,15,20,25,30,35,40,45,50,55,60,65,70,75,80,85,90,95,100 \
+        --threads 1 --json OUT
     python benchmarks/link_lda_vs_peers.py --corpus synthetic --cvb0-blocks 256 \
-        --checkpoints 10,15,20,25,30,35,40 --json OUT
+        --checkpoints 5,10,15,20,25,30,35,40,45,50,55,60 --threads 1 --json OUT
+
+and the same with ``--threads all``.
 """
 
 from __future__ import annotations
