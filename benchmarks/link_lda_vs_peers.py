@@ -1,41 +1,56 @@
 """Link-LDA (one view = LDA) by CVB0 against tomotopy's collapsed Gibbs sampler.
 
 Both fit the same training bags with the same number of topics K and the same fixed
-symmetric priors (α on θ, η on β), one worker each (jaxannot: XLA's CPU client
-single-threaded unless ``--xla-threads default``; tomotopy: ``workers=1``,
-``optim_interval=0`` so that α stays fixed), in one process, interleaved seed by seed
-(so that the machine's load hits both alike):
+symmetric priors (α on θ, η on β), in one process, interleaved seed by seed (so that
+the machine's load hits both alike). ``--threads`` sets both systems' threads alike:
+``1`` (default): tomotopy ``workers=1`` and XLA's CPU client single-threaded;
+``all``: tomotopy ``workers=os.cpu_count()`` and XLA's default threads. tomotopy runs
+with ``optim_interval=0`` so that α stays fixed.
 
 - jaxannot: :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`
-(``--cvb0-blocks``
-  blocks of images updated in turn), one fresh fit per checkpoint (``--checkpoints``
-  iterations), timed as a user calls it (the dense counts in, their conversion to
-  padded bags included), after a first call with that iteration count that compiles
-  (the JSON's ``first_call``);
-- tomotopy: ``LDAModel.train`` called in steps up to ``--gibbs`` sweeps; the time at
-  a checkpoint is the cumulative time of the ``train`` calls (its ``add_doc`` set-up
-  is timed apart, ``add_doc_seconds_mean``).
+  (``--cvb0-blocks`` blocks of images updated in turn), one fresh fit per checkpoint
+  (``--checkpoints`` iterations), timed as a user calls it (the dense counts in,
+  their conversion to padded bags included), after a first call with that iteration
+  count that compiles (the JSON's ``first_call``);
+- tomotopy: ``LDAModel.train`` called in steps of ``--gibbs-step`` sweeps up to
+  ``--gibbs-max`` (default twice ``--gibbs``); the time at a checkpoint is the
+  cumulative time of the ``train`` calls (its ``add_doc`` set-up is timed apart,
+  ``add_doc_seconds_mean``).
 
 One estimator for both (the topics are all that differ): each system's topic-word
 pseudo-counts ``λ = n_kw + η`` (CVB0: expected counts; tomotopy: the sampled counts,
 read back from ``get_topic_word_dist`` and ``get_count_by_topics``) go through
-jaxannot's :func:`~jaxannot.methods.topic_models.link_lda_vb.fold_in` (100 VB updates of
-each test
-document's q(θ) = Dir(γ) on the first half of its tokens, from γ = 1), and the held-out
-perplexity of the second half is ``exp(-Σ n log(θ̂ β̂) / N)`` with ``θ̂ = γ / Σγ`` and
-``β̂ = λ / Σλ`` (:func:`completion_perplexity`).
+jaxannot's :func:`~jaxannot.methods.topic_models.link_lda_vb.fold_in` (100 VB updates
+of each test document's q(θ) = Dir(γ) on the first half of its tokens, from γ = 1),
+and the held-out perplexity of the second half is ``exp(-Σ n log(θ̂ β̂) / N)`` with
+``θ̂ = γ / Σγ`` and ``β̂ = λ / Σλ`` (:func:`completion_perplexity`).
 
-Every figure is over ``--seeds`` fit seeds on the same split (mean and sd). The target
-is tomotopy's mean perplexity after ``--gibbs`` sweeps; each system's time to target
-is read off its own mean curve (the first checkpoint whose mean perplexity is at or
-below the target; the mean time of that checkpoint), in wall and in CPU (process)
-seconds. The CPU time is the steadier measure on a shared machine. The one-off
-figures (``jaxannot_one_off_*``) are jaxannot's first call at its target iteration
-count, compile time included, which a user's single fit pays.
+Time to target, per seed. ``P`` is tomotopy's mean perplexity (over the ``--seeds``
+fit seeds, same split) after ``--gibbs`` sweeps; the targets are ``f · P`` for
+``f`` in 0.99, 1.00, 1.01. On each seed's own curve a system's time to a target is
+that of the first checkpoint at or below it (:func:`time_to_target`; no
+interpolation: it is a fit that was run and timed), in wall and in CPU (process)
+seconds; a seed whose curve never gets there has ``None`` and is listed in
+``not_reached``. The speed ratio is tomotopy's over jaxannot's, a ratio of means
+over the seeds on which both reached the target, with a 95 % percentile bootstrap
+interval that resamples those seeds with replacement (:func:`bootstrap_ratio`,
+``--resamples``, a fixed RNG); ``excludes_one`` says whether the interval lies
+wholly on one side of 1. The CPU time is the steadier measure on a shared machine.
 
-    python benchmarks/link_lda_vs_peers.py --corpus corel5k --cvb0-blocks 128 --json OUT
+Compilation: ``first_call`` is jaxannot's first, compiling call per checkpoint in
+this process. ``one_off`` is that call at the iteration count where jaxannot's mean
+curve first reaches ``P`` (else the last checkpoint), and ``persistent_cache`` runs
+that call in two fresh processes sharing JAX's persistent compilation cache
+(:func:`jaxannot.runtime.compilation_cache.enable_compilation_cache`, on a temporary
+folder): the first process compiles and stores, the second loads.
+
+    python benchmarks/link_lda_vs_peers.py --corpus corel5k --cvb0-blocks 128 \
+        --checkpoints 5,10,15,20,25,30,35,40,45,50,55,60,65,70,75,80,85,90,95,100 \
+        --threads 1 --json OUT
     python benchmarks/link_lda_vs_peers.py --corpus synthetic --cvb0-blocks 256 \
-        --checkpoints 10,15,20,25,30,35,40 --json OUT
+        --checkpoints 5,10,15,20,25,30,35,40,45,50,55,60 --threads 1 --json OUT
+
+and the same with ``--threads all``.
 """
 
 from __future__ import annotations
@@ -45,11 +60,13 @@ import json
 import os
 import pathlib
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
+from _device import add_device_argument, child_env, device_record, use_device
 from link_lda_vs_sklearn import completion_perplexity, lda_corpus, split_halves
 
 import jax
@@ -60,10 +77,12 @@ from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_vb as llvb
 
 FOLD_IN_ITERATIONS = 100
+TARGET_FACTORS = (0.99, 1.00, 1.01)
 SINGLE_THREAD_XLA = (
     "--xla_cpu_multi_thread_eigen=false",
     "intra_op_parallelism_threads=1",
 )
+FIELDS = ("iterations", "seconds", "cpu_seconds", "perplexity")
 
 
 class Clock:
@@ -99,6 +118,22 @@ def tomotopy_lambda(mdl, vocab, eta):
     return lam + eta
 
 
+def threads_setting(threads):
+    """``--threads`` → tomotopy's ``workers`` and the XLA note; ``1`` makes XLA's CPU
+    client single-threaded (``XLA_FLAGS``, read when the backend starts)."""
+    if threads == "all":
+        return dict(
+            setting="all",
+            tomotopy_workers=os.cpu_count(),
+            jaxannot="XLA default threads",
+        )
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(
+        flags + [f for f in SINGLE_THREAD_XLA if f not in flags]
+    )
+    return dict(setting="1", tomotopy_workers=1, jaxannot="XLA CPU single-threaded")
+
+
 def run_tomotopy(args, seed, train, evaluate):
     """One tomotopy fit, checkpointed: [(sweeps, wall, cpu, perplexity)], set-up s."""
     import tomotopy as tp
@@ -116,7 +151,7 @@ def run_tomotopy(args, seed, train, evaluate):
     curve, wall, cpu, done = [], 0.0, 0.0, 0
     for sweeps in args.tomotopy_checkpoints:
         clock = Clock()
-        mdl.train(sweeps - done, workers=1)
+        mdl.train(sweeps - done, workers=args.threads["tomotopy_workers"])
         w, c = clock.read()
         wall, cpu, done = wall + w, cpu + c, sweeps
         lam = tomotopy_lambda(mdl, train.shape[1], args.eta)
@@ -179,6 +214,117 @@ def time_to(summary, target):
     return None
 
 
+def time_to_target(curve, target):
+    """One seed's time to ``target``: the first checkpoint at or below it.
+
+    Parameters
+    ----------
+    curve : sequence of (iterations, seconds, cpu_seconds, perplexity)
+        One seed's checkpoints in increasing iterations.
+    target : float
+        The perplexity to reach.
+
+    Returns
+    -------
+    dict or None
+        ``iterations``, ``seconds``, ``cpu_seconds`` of the first checkpoint whose
+        perplexity is ``<= target`` (no interpolation between checkpoints); None
+        when no checkpoint gets there.
+    """
+    for point in curve:
+        if point[3] <= target:
+            return dict(
+                iterations=int(point[0]),
+                seconds=float(point[1]),
+                cpu_seconds=float(point[2]),
+            )
+    return None
+
+
+def bootstrap_ratio(numerator, denominator, *, resamples=2000, level=0.95, seed=0):
+    r"""Ratio of means ``mean(a) / mean(b)`` of paired per-seed figures and its
+    percentile bootstrap interval.
+
+    Each of ``resamples`` replicates draws ``n`` seed indices with replacement
+    (``numpy.random.default_rng(seed)``), the same for ``a`` and ``b`` (the pairs
+    stay together), and takes :math:`\bar a^* / \bar b^*`; the interval is the
+    :math:`(1 \mp \mathrm{level})/2` quantiles of the replicates (Efron &
+    Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13).
+
+    Parameters
+    ----------
+    numerator, denominator : sequence of float, the same length n >= 1
+        The per-seed figures ``a`` (tomotopy's time) and ``b`` (jaxannot's), > 0.
+    resamples : int
+    level : float in (0, 1)
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``ratio_of_means``, ``interval`` [low, high], ``level``, ``resamples``,
+        ``excludes_one`` (whether 1 lies outside the interval).
+    """
+    a = np.asarray(numerator, np.float64)
+    b = np.asarray(denominator, np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError(
+            "numerator and denominator must be 1-D of the same length >= 1, got "
+            f"shapes {a.shape} and {b.shape}"
+        )
+    idx = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
+    replicates = a[idx].mean(1) / b[idx].mean(1)
+    low, high = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2])
+    return dict(
+        ratio_of_means=float(a.mean() / b.mean()),
+        interval=[float(low), float(high)],
+        level=level,
+        resamples=resamples,
+        excludes_one=bool(low > 1.0 or high < 1.0),
+    )
+
+
+def target_record(seeds, ours, theirs, factor, reference, resamples):
+    """Time to ``factor · reference`` per seed for both systems and the ratios."""
+    target = factor * reference
+    per_seed = [
+        dict(
+            seed=s,
+            tomotopy=time_to_target(t, target),
+            jaxannot=time_to_target(o, target),
+        )
+        for s, o, t in zip(seeds, ours, theirs, strict=True)
+    ]
+    both = [r for r in per_seed if r["tomotopy"] and r["jaxannot"]]
+    record = dict(
+        factor=factor,
+        target_perplexity=target,
+        per_seed=per_seed,
+        not_reached={
+            name: [r["seed"] for r in per_seed if r[name] is None]
+            for name in ("tomotopy", "jaxannot")
+        },
+        seeds_in_ratio=[r["seed"] for r in both],
+    )
+    for unit in ("seconds", "cpu_seconds"):
+        if len(both) < 2:
+            record["ratio_" + unit] = None
+            continue
+        record["ratio_" + unit] = bootstrap_ratio(
+            [r["tomotopy"][unit] for r in both],
+            [r["jaxannot"][unit] for r in both],
+            resamples=resamples,
+        )
+    missed = len(per_seed) - len(both)
+    record["note"] = (
+        f"ratio = tomotopy/jaxannot over the {len(both)} of {len(per_seed)} seeds "
+        f"where both reached the target; not reached on {missed}/{len(per_seed)} "
+        "seeds (see not_reached)"
+        + ("; fewer than 2 such seeds: no ratio" if len(both) < 2 else "")
+    )
+    return record
+
+
 def load_corpus(args, rng):
     if args.corpus == "corel5k":
         from jaxannot.data.datasets import load_dataset
@@ -195,6 +341,59 @@ def load_corpus(args, rng):
         rng, args.docs + args.test_docs, args.vocab, args.true_topics, args.length
     )
     return counts[: args.docs], counts[args.docs :]
+
+
+def first_call_child(args):
+    """``--first-call-child N``: this process's first fit of N iterations with the
+    persistent compilation cache in ``--cache-dir``; its figures as one JSON line."""
+    from jax._src import monitoring
+
+    from jaxannot.runtime.compilation_cache import enable_compilation_cache
+
+    enable_compilation_cache(args.cache_dir)
+    # JAX times compile-or-load of every program under one event; a load also
+    # records a cache hit
+    counts = dict(programs=0, cache_hits=0)
+
+    def on_duration(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            counts["programs"] += 1
+
+    def on_event(event, **kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            counts["cache_hits"] += 1
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    monitoring.register_event_listener(on_event)
+    train, _ = load_corpus(args, np.random.default_rng(args.seed))
+    clock = Clock()
+    fit_jaxannot(args, args.seed, train, args.first_call_child)
+    wall, cpu = clock.read()
+    compiled = counts["programs"] - counts["cache_hits"]
+    print(json.dumps(dict(seconds=wall, cpu_seconds=cpu, compiled=compiled, **counts)))
+
+
+def persistent_cache(args, argv, iterations):
+    """The first call of ``iterations`` in two fresh processes sharing one empty
+    compilation-cache folder: {cold_process, warm_process}, each with its first
+    call's seconds, the XLA programs it compiled or loaded (``programs``), those
+    loaded from the cache (``cache_hits``) and the whole process's wall seconds."""
+    out = dict(iterations=iterations)
+    with tempfile.TemporaryDirectory() as cache:
+        for name in ("cold_process", "warm_process"):
+            command = [sys.executable, __file__, *argv]
+            command += ["--first-call-child", str(iterations), "--cache-dir", cache]
+            start = time.perf_counter()
+            proc = subprocess.run(
+                command,
+                env=child_env(args.device),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+            out[name]["process_seconds"] = time.perf_counter() - start
+    return out
 
 
 def _ints(text):
@@ -219,36 +418,65 @@ def parse_args(argv):
         default=_ints("10,20,30,40,50,60,70,80"),
         help="CVB0 iteration counts, each a fresh timed fit",
     )
-    ap.add_argument("--gibbs", type=int, default=100, help="tomotopy sweeps")
+    ap.add_argument(
+        "--gibbs", type=int, default=100, help="tomotopy sweeps defining the target"
+    )
+    ap.add_argument(
+        "--gibbs-max",
+        type=int,
+        default=None,
+        help="tomotopy's last checkpoint "
+        "(default: 2 x --gibbs), so that it can reach the lower targets too",
+    )
     ap.add_argument("--gibbs-step", type=int, default=5, help="tomotopy checkpoint")
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--eta", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0, help="corpus and split seed")
-    ap.add_argument("--seeds", type=int, default=5, help="fit seeds for both")
+    ap.add_argument("--seeds", type=int, default=10, help="fit seeds for both")
     ap.add_argument(
-        "--xla-threads",
-        choices=("1", "default"),
-        default="1",
-        help="1 (default): XLA's CPU client single-threaded, one worker like tomotopy",
+        "--resamples", type=int, default=2000, help="bootstrap resamples of the seeds"
     )
+    ap.add_argument(
+        "--threads",
+        choices=("1", "all"),
+        default="1",
+        help="1 (default): tomotopy workers=1 and XLA's CPU client single-threaded; "
+        "all: tomotopy workers=os.cpu_count() and XLA's default threads",
+    )
+    ap.add_argument(
+        "--first-call-child", type=int, default=None, help=argparse.SUPPRESS
+    )
+    ap.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
     add_device_argument(ap)
     args = ap.parse_args(argv)
     if args.seeds < 2:
-        ap.error("--seeds must be >= 2 (means and standard deviations)")
-    args.tomotopy_checkpoints = list(
-        range(args.gibbs_step, args.gibbs, args.gibbs_step)
+        ap.error("--seeds must be >= 2 (means, standard deviations, bootstrap)")
+    if args.resamples < 1:
+        ap.error(f"--resamples must be >= 1, got {args.resamples}")
+    args.gibbs_max = 2 * args.gibbs if args.gibbs_max is None else args.gibbs_max
+    if (
+        args.gibbs_step < 1
+        or args.gibbs % args.gibbs_step
+        or args.gibbs_max < args.gibbs
+    ):
+        ap.error(
+            "--gibbs must be a multiple of --gibbs-step (>= 1) and --gibbs-max >= "
+            f"--gibbs, got {args.gibbs}, {args.gibbs_step}, {args.gibbs_max}"
+        )
+    args.tomotopy_checkpoints = sorted(
+        set(range(args.gibbs_step, args.gibbs_max + 1, args.gibbs_step))
+        | {args.gibbs, args.gibbs_max}
     )
-    args.tomotopy_checkpoints.append(args.gibbs)
     return args
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    if args.xla_threads == "1":  # read when the backend starts, i.e. below
-        os.environ["XLA_FLAGS"] = " ".join(
-            [os.environ.get("XLA_FLAGS", ""), *SINGLE_THREAD_XLA]
-        ).strip()
+    args.threads = threads_setting(args.threads)  # before the backend starts
     use_device(args.device)
+    if args.first_call_child is not None:
+        return first_call_child(args)
     load_start = os.getloadavg()
     rng = np.random.default_rng(args.seed)
     train, test = load_corpus(args, rng)
@@ -258,45 +486,32 @@ def main(argv=None):
         return shared_perplexity(lam, obs, held, jnp.float32(args.alpha))
 
     first = compile_jaxannot(args, train)
+    seeds = list(range(args.seed, args.seed + args.seeds))
     ours, theirs, setups = [], [], []
-    for seed in range(args.seed, args.seed + args.seeds):  # interleaved
+    for seed in seeds:  # interleaved
         curve, setup = run_tomotopy(args, seed, train, evaluate)
         theirs.append(curve)
         setups.append(setup)
         ours.append(run_jaxannot(args, seed, train, evaluate))
         print("seed", seed, "tomotopy", curve[-1], "jaxannot", ours[-1][-1], flush=True)
     ours_s, theirs_s = summarize(ours), summarize(theirs)
-    target = theirs_s[-1]["perplexity_mean"]
-    hit_ours, hit_theirs = time_to(ours_s, target), time_to(theirs_s, target)
-    summary = dict(
-        target_perplexity=target,
-        target_note=f"tomotopy's mean perplexity after {args.gibbs} sweeps",
-        tomotopy=hit_theirs,
-        jaxannot=hit_ours,
+    at_gibbs = args.tomotopy_checkpoints.index(args.gibbs)
+    reference = theirs_s[at_gibbs]["perplexity_mean"]
+    targets = [
+        target_record(seeds, ours, theirs, f, reference, args.resamples)
+        for f in TARGET_FACTORS
+    ]
+    hit = time_to(ours_s, reference)
+    n = hit["iterations"] if hit else args.checkpoints[-1]
+    one_off = dict(
+        iterations=n,
+        reached_reference=hit is not None,
+        seconds=first[n][0],
+        cpu_seconds=first[n][1],
+        compile_seconds=first[n][0] - ours_s[args.checkpoints.index(n)]["seconds_mean"],
+        persistent_cache=persistent_cache(args, argv, n),
     )
-    if hit_ours is not None:
-        n = hit_ours["iterations"]
-        summary["jaxannot_compile_seconds"] = first[n][0] - hit_ours["seconds_mean"]
-        summary["jaxannot_one_off_seconds"] = first[n][0]
-        summary["jaxannot_one_off_cpu_seconds"] = first[n][1]
-        for unit in ("seconds", "cpu_seconds"):
-            summary[f"ratio_{unit}"] = (
-                hit_theirs[unit + "_mean"] / hit_ours[unit + "_mean"]
-            )
-        summary["jaxannot_faster"] = bool(
-            hit_ours["seconds_mean"] < hit_theirs["seconds_mean"]
-            and hit_ours["cpu_seconds_mean"] < hit_theirs["cpu_seconds_mean"]
-        )
-        summary["ratio_one_off_cpu_seconds"] = (
-            hit_theirs["cpu_seconds_mean"] / first[n][1]
-        )
-        summary["jaxannot_faster_one_off"] = bool(
-            first[n][0] < hit_theirs["seconds_mean"]
-            and first[n][1] < hit_theirs["cpu_seconds_mean"]
-        )
-    command = ["python", "benchmarks/link_lda_vs_peers.py"] + list(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = ["python", "benchmarks/link_lda_vs_peers.py"] + argv
     if args.json:  # no machine paths in the record
         rel = pathlib.Path(args.json).resolve()
         root = pathlib.Path(__file__).resolve().parent.parent
@@ -316,7 +531,7 @@ def main(argv=None):
         topics=args.topics,
         alpha=args.alpha,
         eta=args.eta,
-        seeds=list(range(args.seed, args.seed + args.seeds)),
+        seeds=seeds,
         estimator=(
             f"one for both: λ = n_kw + η → jaxannot fold_in ({FOLD_IN_ITERATIONS} VB "
             "updates, γ0 = 1) on the first half of each test document → perplexity "
@@ -328,8 +543,8 @@ def main(argv=None):
             timing="one fresh fit per checkpoint (dense counts in), after a first, "
             "compiling call with that iteration count",
             first_call=[
-                dict(iterations=n, seconds=w, cpu_seconds=c)
-                for n, (w, c) in first.items()
+                dict(iterations=k, seconds=w, cpu_seconds=c)
+                for k, (w, c) in first.items()
             ],
             curve=ours_s,
         ),
@@ -339,22 +554,29 @@ def main(argv=None):
             add_doc_seconds_mean=float(np.mean(setups)),
             curve=theirs_s,
         ),
-        time_to_target=summary,
+        reference_perplexity=reference,
+        reference_note=f"tomotopy's mean perplexity after {args.gibbs} sweeps",
+        time_to_target_method=(
+            "per seed: the first checkpoint of its own curve at or below the target "
+            "(no interpolation); ratio = tomotopy/jaxannot, ratio of means over the "
+            "seeds where both reached it, 95 % percentile bootstrap over those "
+            f"seeds ({args.resamples} resamples, numpy default_rng(0))"
+        ),
+        time_to_target=targets,
+        one_off=one_off,
         per_seed=dict(
             jaxannot=[[list(p) for p in c] for c in ours],
             tomotopy=[[list(p) for p in c] for c in theirs],
-            fields=["iterations", "seconds", "cpu_seconds", "perplexity"],
+            fields=list(FIELDS),
         ),
         threads=dict(
-            jaxannot="XLA CPU single-threaded"
-            if args.xla_threads == "1"
-            else "XLA default threads",
-            tomotopy="workers=1",
+            args.threads,
+            cpu_count=os.cpu_count(),
             OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS"),
         ),
         machine=dict(
-            note="2 CPU cores shared with other jobs: wall times are noisy, the two "
-            "systems run interleaved in one process; CPU seconds are steadier",
+            note="the two systems run interleaved in one process; on a shared "
+            "machine wall times are noisy and CPU seconds are steadier",
             load_average_start=list(load_start),
             load_average_end=list(os.getloadavg()),
         ),
@@ -368,8 +590,13 @@ def main(argv=None):
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(out, indent=1))
         tmp.replace(path)
-    print(json.dumps(summary, indent=1))
+    print(json.dumps(dict(time_to_target=_brief(targets), one_off=one_off), indent=1))
     return out
+
+
+def _brief(targets):
+    """The targets without their per-seed lists, for the terminal."""
+    return [{k: v for k, v in t.items() if k != "per_seed"} for t in targets]
 
 
 if __name__ == "__main__":

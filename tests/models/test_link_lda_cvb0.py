@@ -81,6 +81,30 @@ def test_one_update_matches_numpy_reference():
         np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
 
 
+def test_one_blocked_sweep_matches_numpy_reference_block_by_block():
+    # B = 3 blocks of 3 images (8 images: the last block is padded): each block is
+    # the synchronous update of its images from the counts of every responsibility
+    # so far (the earlier blocks' new ones), float64 and recounted from scratch
+    counts, _ = _corpus(images=8, length=6)
+    counts[0][4, 3] = 2.5
+    ids, cnts = ll._padded_views(counts)
+    sizes = tuple(c.shape[1] for c in counts)
+    resp = [np.asarray(r, np.float64) for r in cv._init_resp(jax.random.key(3), ids, 3)]
+    start = [r.copy() for r in resp]
+    for lo in (0, 3, 6):
+        new = _reference_update(resp, ids, cnts, 0.3, 0.05, sizes)
+        for r, n in zip(resp, new, strict=True):
+            r[lo : lo + 3] = n[lo : lo + 3]
+    prior = ll.LDAPrior(alpha=0.3, eta=0.05)
+    state, _ = cv.fit_cvb0(
+        jax.random.key(3), counts, 3, num_iterations=1, num_blocks=3, prior=prior
+    )
+    for a, b, c, r0 in zip(state.resp, resp, cnts, start, strict=True):
+        live = np.asarray(c) > 0
+        np.testing.assert_allclose(np.asarray(a)[live], b[live], rtol=2e-5, atol=1e-6)
+        assert np.abs(b - r0)[live].max() > 1e-2  # the sweep moved them
+
+
 @pytest.mark.parametrize("blocks", [1, 3])
 def test_expected_counts_keep_totals(blocks):
     counts, _ = _corpus(images=25)

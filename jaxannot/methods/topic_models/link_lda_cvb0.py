@@ -162,8 +162,11 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
     blocks of ``S`` images with their ``N_v`` padded entries flattened, topics
     leading, so that the sums over topics are vector adds over contiguous rows) and
     the topic-word counts as ``[V_v, K]`` (gathered and scatter-added by word, one
-    contiguous row of K per entry), carried from block to block; each block takes
-    ``n^v_k`` as their column sums.
+    contiguous row of K per entry), carried from block to block. The topic totals
+    ``n^v_k`` are carried too (each block adds its change, the sum over its entries),
+    and recomputed as the column sums once per sweep: a sum over the whole
+    vocabulary per block would cost more than the block's own entries when blocks
+    are small (``V_v K`` against ``S N_v K``).
     """
     num_images = ids[0].shape[0]
     size = -(-num_images // num_blocks)
@@ -178,33 +181,35 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
     num_topics = resp[0].shape[-1]
 
     def block(carry, xs):
-        n_kw = carry
+        n_kw, n_k = carry
         r, i, c = xs  # per view: [K, S N], [S N], [S N]
         n_dk = sum(
             (a * b).reshape(num_topics, size, -1).sum(-1)
             for a, b in zip(r, c, strict=True)
         )  # [K, S]
-        new, kw_out, loo = [], [], 0.0
-        for rv, iv, cv, kw in zip(r, i, c, n_kw, strict=True):
+        new, kw_out, k_out, loo = [], [], [], 0.0
+        for rv, iv, cv, kw, nk in zip(r, i, c, n_kw, n_k, strict=True):
             s = jnp.minimum(cv, 1.0)
             own = s * rv
             doc = (n_dk[:, :, None] - own.reshape(num_topics, size, -1)).reshape(
                 num_topics, -1
             )
             word = kw[iv].T - own + eta  # [K, S N] gathered
-            topic = kw.sum(0)[:, None] - own + kw.shape[0] * eta
+            topic = nk[:, None] - own + kw.shape[0] * eta
             p = (doc + alpha) * word / topic
             norm = jnp.maximum(p.sum(0), _TINY)
             rn = p * (1.0 / norm)
             delta = (rn - rv) * cv
             new.append(rn)
             kw_out.append(kw.at[iv].add(delta.T))
+            k_out.append(nk + delta.sum(1))
             loo = loo + (cv * jnp.log(norm)).sum()  # minus log_denominators below
-        return tuple(kw_out), (tuple(new), loo)
+        return (tuple(kw_out), tuple(k_out)), (tuple(new), loo)
 
     def iteration(carry, _):
         b_resp, n_kw = carry
-        n_kw, (b_resp, loo) = lax.scan(block, n_kw, (b_resp, b_ids, b_cnts))
+        n_k = tuple(kw.sum(0) for kw in n_kw)  # once per sweep; carried within
+        (n_kw, _), (b_resp, loo) = lax.scan(block, (n_kw, n_k), (b_resp, b_ids, b_cnts))
         return (b_resp, n_kw), loo.sum() - log_denominators
 
     log_denominators = _log_denominators(cnts, num_topics, alpha)
