@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -329,3 +330,45 @@ def test_an_interrupted_command_leaves_without_python_shutdown():
     assert done.returncode == 130
     assert done.stdout == "partial table\n"
     assert done.stderr == "jaxannot: interrupted\n"
+
+
+def test_a_ctrl_c_python_cannot_raise_is_sent_again(capsys, monkeypatch):
+    """A KeyboardInterrupt raised in a ``__del__`` (as in jax's garbage-collector
+    callbacks) is unraisable: Python prints it and goes on. The command is
+    interrupted all the same, by the signal sent again."""
+
+    class Finalized:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def command(args):
+        Finalized()  # collected at once: the interrupt is unraisable
+        for _ in range(500):  # the resent signal lands here, within 5 s
+            time.sleep(0.01)
+        return 0
+
+    monkeypatch.setattr(cli, "build_parser", lambda: _parser_running(command))
+    assert main(["x"]) == 130
+    assert capsys.readouterr().err == "jaxannot: interrupted\n"
+
+
+def test_a_resent_ctrl_c_landing_in_the_hook_asks_again(monkeypatch):
+    """The resent signal can land inside the hook itself (once in 250 interrupted
+    fits, when the hook started a thread and waited for it): it must not escape the
+    hook, where Python prints it as 'Exception ignored in sys.unraisablehook' and
+    the interrupt is lost, but ask for one more."""
+    calls = []
+
+    def request():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the resent SIGINT, raised inside the hook
+
+    monkeypatch.setattr(cli._RESENDER, "request", request)
+    unraisable = types.SimpleNamespace(exc_type=KeyboardInterrupt)
+    cli._resend_interrupt(lambda u: pytest.fail("not for a Ctrl-C"), unraisable)
+    assert len(calls) == 2
+    other = types.SimpleNamespace(exc_type=ValueError)
+    seen = []
+    cli._resend_interrupt(seen.append, other)
+    assert seen == [other] and len(calls) == 2

@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupted`` and returns 130, with no traceback; during the import of jax,
     once that import is done.
     """
+    _RESENDER.start()
     saved_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_resend_interrupt, saved_hook)
     try:
@@ -118,19 +120,58 @@ def _interrupted(err: BaseException) -> bool:
     return False
 
 
+class _Resender:
+    """A daemon thread that sends ``SIGINT`` to this process again on request.
+
+    Started once, before any command runs, so that :func:`_resend_interrupt` only
+    sets an event: starting a thread there waits for it to start, and the resent
+    signal could land inside that wait, in the hook, where it is swallowed again
+    (seen once in 250 interrupted fits on a loaded machine).
+    """
+
+    def __init__(self) -> None:
+        self._wanted = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sent = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="jaxannot-resend-interrupt", daemon=True
+            )
+            self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            # a moment later, once the hook that asked has returned
+            time.sleep(0.01)
+            self.sent += 1
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+_RESENDER = _Resender()
+
+
 def _resend_interrupt(hook, unraisable) -> None:
     """``sys.unraisablehook``: a Ctrl-C that lands where Python cannot raise it (a
     garbage-collector callback, such as jax's, a ``__del__``, a weakref callback)
-    would be printed with a traceback and lost; it is sent again instead, to be
-    raised in the code that runs next. Other unraisable errors go to ``hook``."""
-    if issubclass(unraisable.exc_type, KeyboardInterrupt):
-        # from another thread, a moment later: a signal raised here, in the hook,
-        # would be swallowed again
-        resend = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
-        resend.daemon = True
-        resend.start()
-    else:
+    would be printed with a traceback and lost; it is sent again instead (by
+    :data:`_RESENDER`), to be raised in the code that runs next. A resent one that
+    lands in this hook itself asks again. Other unraisable errors go to ``hook``."""
+    if not issubclass(unraisable.exc_type, KeyboardInterrupt):
         hook(unraisable)
+        return
+    while True:
+        try:
+            _RESENDER.request()
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _run(args) -> int:
