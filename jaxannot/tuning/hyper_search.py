@@ -172,7 +172,7 @@ def search(
     metric = resolve_metric(method, corpus, metric)
     check_budget(trials, timeout)
     held_out = kfold_rows(corpus.num_images, folds, seed)
-    tasks = list(
+    tasks = list(  # every trial visits every fold: the tasks are built once
         fold_tasks(
             corpus,
             held_out,
@@ -185,17 +185,10 @@ def search(
     check_applicable(method, tasks[0])
     higher = metric not in LOWER_IS_BETTER
     run = _Trials(method, tasks, metric, seed, fixed, list(space))
-    distributions = _distributions(optuna, space)
     with _quiet(optuna):
         study, sampler = _study(optuna, higher, seed, prune)
-        while len(run.done) < trials and (
-            timeout is None or time.perf_counter() - start < timeout
-        ):
-            trial = study.ask(distributions)
-            record = run.trial(trial, len(run.done) + 1)
-            _tell(optuna, study, trial, record)
-            run.done.append(record)
-            _log_trial(record, run.done, trials, metric, higher)
+        deadline = None if timeout is None else start + timeout
+        _optimise(optuna, study, _distributions(optuna, space), run, trials, deadline)
     return SearchResult(
         method=method.name,
         dataset=corpus.name,
@@ -247,6 +240,21 @@ def _study(optuna, higher: bool, seed: int, prune: bool):
         "prune_after": PRUNE_AFTER if prune else None,
     }
     return study, described
+
+
+def _optimise(optuna, study, distributions, run, trials, deadline) -> None:
+    """Ask the study for a setting, score it (:meth:`_Trials.trial`), tell the
+    study its outcome; until ``trials`` have run or the clock passes ``deadline``
+    (``time.perf_counter`` seconds; None: no deadline)."""
+    higher = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    while len(run.done) < trials and (
+        deadline is None or time.perf_counter() < deadline
+    ):
+        trial = study.ask(distributions)
+        record = run.trial(trial, len(run.done) + 1)
+        _tell(optuna, study, trial, record)
+        run.done.append(record)
+        _log_trial(record, run.done, trials, run.metric, higher)
 
 
 def _distributions(optuna, space: Space) -> dict:
