@@ -16,7 +16,14 @@ from typing import Any, NoReturn, Protocol
 
 from jaxannot.annotators.hyper_spec import spec_for
 
-__all__ = ["Checked", "Hyper", "check_hyper", "parse_hyper", "parse_value"]
+__all__ = [
+    "Checked",
+    "Hyper",
+    "check_hyper",
+    "check_key",
+    "parse_hyper",
+    "parse_value",
+]
 
 
 class Described(Protocol):
@@ -137,14 +144,20 @@ def parse_value(method: Described, key: str, value: Any) -> Any:
     ValueError
         The value does not parse or is invalid (the message gives the valid values).
     """
+    check_key(method, key)
+    value = _coerce(value, method.hyper[key], key)
+    check_hyper(method.name, key, value)
+    return value
+
+
+def check_key(method: Described, key: str) -> None:
+    """``KeyError`` listing the valid names unless ``method`` has a hyper-parameter
+    ``key``."""
     if key not in method.hyper:
         valid = ", ".join(method.hyper) or "(none)"
         raise KeyError(
             f"method {method.name!r} has no hyper-parameter {key!r}; valid: {valid}"
         )
-    value = _coerce(value, method.hyper[key], key)
-    check_hyper(method.name, key, value)
-    return value
 
 
 def check_hyper(method: str, key: str, value: Any) -> None:

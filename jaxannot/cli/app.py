@@ -2,6 +2,7 @@
 
 ``jaxannot evaluate METHOD --dataset NAME|DIR``  fit and measure a method
 ``jaxannot tune METHOD --dataset D --grid k=..``  cross-validate a hyper-parameter grid
+``jaxannot tune METHOD --dataset D --search --space k=1:60 --trials N``  a TPE search
 ``jaxannot datasets``                            datasets found under the data root
 ``jaxannot methods``                             methods and their hyper-parameters
 ``jaxannot demo``                                every method on a synthetic corpus
@@ -48,6 +49,7 @@ INT_FLAGS = {
     "seed": (0, 2**32 - 1),
     "checkpoint_every": (1, 10**6),
     "folds": (2, 10**6),
+    "trials": (1, 10**6),
     "restarts": (1, 1000),
     "top": (1, 10**6),
     "size": (1, 4096),

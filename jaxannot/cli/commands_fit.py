@@ -1,9 +1,9 @@
 """The commands that fit methods on a dataset: ``evaluate``, ``tune``, ``diagnose``.
 
-Each parses its ``--set`` / ``--grid`` values once, checks them and its outputs
-before loading any data, and hands the checked values
-(:class:`~jaxannot.annotators.Hyper`, :class:`~jaxannot.tuning.Grid`) down
-unchanged.
+Each parses its ``--set`` / ``--grid`` / ``--space`` values once, checks them and
+its outputs before loading any data, and hands the checked values
+(:class:`~jaxannot.annotators.Hyper`, :class:`~jaxannot.tuning.Grid`,
+:class:`~jaxannot.tuning.Space`) down unchanged.
 """
 
 from __future__ import annotations
@@ -117,26 +117,33 @@ def cmd_diagnose(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    """``jaxannot tune METHOD --grid ...``: k-fold cross-validation of a grid on the
-    training images; prints the table and the best setting as ``--set`` flags."""
+    """``jaxannot tune METHOD --grid ...`` (k-fold cross-validation of a grid on the
+    training images) or ``--search --space ...`` (a TPE search, each trial
+    cross-validated); prints the table and the best setting as ``--set`` flags."""
     from jaxannot.annotators import get_method
+
+    _check_tune_mode(args)
+    method = get_method(args.method)
+    if args.search:
+        return _search(args, method)
     from jaxannot.annotators.base import show_progress
     from jaxannot.tuning import cross_validate, parse_grid, resolve_fixed
 
-    method = get_method(args.method)
+    args.folds = 5 if args.folds is None else args.folds
     # the checks that need no data come before loading it; all come before fitting
     grid = parse_grid(method, args.grid or [])
     fixed = resolve_fixed(method, grid, args.set or [])
-    lf = args.labelled_fraction
-    if lf is not None and not 0.0 < lf <= 1.0:
-        raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
-    refuse_overwriting_inputs(
-        {"--json": args.json},
-        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
-    )
-    if args.json:
-        check_writable_output(args.json)
-    corpus, unlabelled, metric = _tune_data(args, method, grid)
+    _check_tune_outputs(args)
+    corpus, unlabelled, metric = _tune_data(args, method)
+    n_settings = 1
+    for values in grid.values():
+        n_settings *= len(values)
+    log.info(
+        "%s on %s (%s): %d-fold cross-validation of %d setting(s) on the %d training "
+        "images (%d fits), comparing %s",
+        method.name, corpus.name, args.protocol, args.folds, n_settings,
+        corpus.num_images, n_settings * args.folds, metric,
+    )  # fmt: skip
     result = cross_validate(
         method,
         corpus,
@@ -157,7 +164,95 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def _tune_data(args, method, grid):
+def _check_tune_mode(args) -> None:
+    """:class:`UserError` unless exactly one of ``--grid`` and ``--search`` is
+    given, with what each needs (``--search``: ``--space`` and ``--trials``)."""
+    search_only = {"--space": args.space, "--trials": args.trials}
+    search_only["--timeout"] = args.timeout
+    search_only["--no-prune"] = None if args.prune else True
+    if args.grid and args.search:
+        raise UserError(
+            "--grid and --search exclude each other: --grid fits every listed "
+            "setting, --search draws --trials settings from --space; give one"
+        )
+    if not args.search:
+        if not args.grid:
+            raise UserError(
+                "give --grid KEY=V1,V2,... (every setting) or --search --space "
+                "KEY=LO:HI --trials N (settings drawn by TPE)"
+            )
+        given = [flag for flag, value in search_only.items() if value is not None]
+        if given:
+            raise UserError(f"{given[0]} goes with --search, not --grid")
+        return
+    if not args.space:
+        raise UserError(
+            "--search needs --space KEY=LO:HI[:log] or KEY=V1,V2,... (repeat for "
+            "each key)"
+        )
+    if args.trials is None:
+        raise UserError("--search needs --trials N, the number of settings to try")
+
+
+def _check_tune_outputs(args) -> None:
+    """``--labelled-fraction`` in range and ``--json`` writable, not inside the
+    dataset: before any data is loaded."""
+    lf = args.labelled_fraction
+    if lf is not None and not 0.0 < lf <= 1.0:
+        raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    refuse_overwriting_inputs(
+        {"--json": args.json},
+        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
+    )
+    if args.json:
+        check_writable_output(args.json)
+
+
+def _search(args, method) -> int:
+    """``tune --search``: optuna, the space, the budget and the outputs checked
+    before loading data; the search; its table; the whole record to ``--json``."""
+    from jaxannot.tuning import hyper_search, parse_space, resolve_fixed
+
+    try:
+        hyper_search.require_optuna()
+    except ImportError as err:
+        raise UserError(str(err)) from None
+    args.folds = 3 if args.folds is None else args.folds
+    space = parse_space(method, args.space)
+    fixed = resolve_fixed(method, space, args.set or [], flag="--space")
+    hyper_search.check_budget(args.trials, args.timeout)
+    _check_tune_outputs(args)
+    corpus, unlabelled, metric = _tune_data(args, method)
+    log.info(
+        "%s on %s (%s): TPE search of %s, %d trial(s)%s, each a %d-fold "
+        "cross-validation on the %d training images, comparing %s",
+        method.name, corpus.name, args.protocol, ", ".join(space), args.trials,
+        "" if args.timeout is None else f" or {args.timeout:g} s",
+        args.folds, corpus.num_images, metric,
+    )  # fmt: skip
+    result = hyper_search.search(
+        method,
+        corpus,
+        space,
+        folds=args.folds,
+        metric=metric,
+        trials=args.trials,
+        timeout=args.timeout,
+        seed=args.seed,
+        prune=args.prune,
+        fixed=fixed,
+        protocol=args.protocol,
+        labelled_fraction=args.labelled_fraction,
+        unlabelled=unlabelled,
+    )
+    if args.json:
+        write_json(args.json, result.as_json())
+    _print_searched(result)
+    log.info("searched in %.1f s", result.seconds)
+    return 0
+
+
+def _tune_data(args, method):
     """The training images to cross-validate, the images fitted on unlabelled
     (transductive; else None) and the metric compared; the folds and the metric are
     checked before any fit."""
@@ -176,22 +271,48 @@ def _tune_data(args, method, grid):
         unlabelled = unlabelled_images(train, test, seed=args.seed)
     kfold_rows(corpus.num_images, args.folds, args.seed)
     metric = resolve_metric(method, corpus, args.metric)
-    n_settings = 1
-    for values in grid.values():
-        n_settings *= len(values)
-    log.info(
-        "%s on %s (%s): %d-fold cross-validation of %d setting(s) on the %d training "
-        "images (%d fits), comparing %s",
-        method.name,
-        corpus.name,
-        args.protocol,
-        args.folds,
-        n_settings,
-        corpus.num_images,
-        n_settings * args.folds,
-        metric,
-    )
     return corpus, unlabelled, metric
+
+
+def _print_searched(result) -> None:
+    """The best settings' table, the budget used, the best setting and its
+    ``--set`` flags on stdout; :class:`UserError` when no trial completed."""
+    import shlex
+
+    from jaxannot.evaluation import format_metric
+
+    counts = result.counts()
+    budget = result.budget
+    if result.best is None and counts["failed"]:
+        raise UserError(
+            f"no trial completed: the fits of all {counts['failed']} diverged; "
+            "narrow --space (a smaller step size, a stronger regularisation)"
+        )
+    if result.best is None:
+        raise UserError(f"no trial ran within --timeout {budget.timeout:g} s; raise it")
+    print(result.table())
+    limit = "" if budget.timeout is None else f", timeout {budget.timeout:g} s"
+    print(
+        f"\n{budget.trials_run} of {budget.trials} trial(s) run{limit}: "
+        f"{counts['complete']} complete, {counts['pruned']} pruned, "
+        f"{counts['failed']} failed ({budget.seconds:.1f} s)"
+    )
+    best = result.best
+    described = ", ".join(f"{k}={v}" for k, v in best.params.items())
+    print(
+        f"best {result.metric}: {described}  "
+        f"({format_metric(result.metric, best.mean)} ± "
+        f"{format_metric(result.metric, best.sd)} over {result.folds} folds, "
+        f"trial {best.number})"
+    )
+    flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
+    print(f"best: {flags}")
+    if best.unconverged_folds:
+        log.warning(
+            "the best trial's solver stopped before converging on fold(s) %s; those "
+            "scores come from an inexact solution",
+            ", ".join(map(str, best.unconverged_folds)),
+        )
 
 
 def _print_tuned(result) -> None:

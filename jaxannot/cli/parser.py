@@ -125,30 +125,38 @@ def _add_evaluate(add) -> None:
 
 
 _TUNE_DESCRIPTION = (
-    "Score every setting of a hyper-parameter grid by k-fold cross-validation "
+    "Score every setting of a hyper-parameter grid (--grid), or settings drawn "
+    "from a space by a TPE search (--search --space), by k-fold cross-validation "
     "on the dataset's TRAINING images (the test split's words are never "
     "used; for a dataset without a split, the images `evaluate --seed N` "
     "holds out are left out). Each fold is fitted and scored by the same "
-    "driver as `jaxannot evaluate`. Prints every setting's mean ± sd of the "
-    "metric over the folds, the other metrics' means, and the best setting "
-    "as --set flags ready to paste into `jaxannot evaluate`."
+    "driver as `jaxannot evaluate`. Prints every setting's (with --search: the "
+    "best settings') mean ± sd of the metric over the folds, the other metrics' "
+    "means, and the best setting as --set flags ready to paste into "
+    "`jaxannot evaluate`."
 )
 _TUNE_EPILOG = (
-    "example: jaxannot tune knn --dataset corel5k --grid k=5,10,20,40 "
-    "--grid metric=cosine,euclidean --folds 5 --json tune.json. "
+    "examples: jaxannot tune knn --dataset corel5k --grid k=5,10,20,40 "
+    "--grid metric=cosine,euclidean --folds 5 --json tune.json; "
+    "jaxannot tune ale-svm --dataset scene --search --space c=1e-4:10:log "
+    "--space bins=4:200 --trials 40 --timeout 3600 --json search.json. "
     "Folds: a RandomState(seed) shuffle cut into --folds parts, as "
-    "sklearn's KFold(shuffle=True, random_state=seed). Metrics: higher is "
+    "sklearn's KFold(shuffle=True, random_state=seed); every setting and trial is "
+    "fitted on the same folds. Metrics: higher is "
     "better except complete_length, rmse, ranking_loss, coverage, "
     "one_error and hamming_loss. --protocol transductive: as "
     "`evaluate --protocol transductive`, every fold fits on all images (the "
     "test split's with their words removed) with --labelled-fraction of them "
     "labelled, drawn from the training images outside the fold, and scores "
-    "the unlabelled training images."
+    "the unlabelled training images. --search needs optuna "
+    "(pip install 'jaxannot[search]'); a trial whose running mean after a fold "
+    "is below the median of the earlier trials' is pruned (its folds so far are "
+    "kept in the JSON)."
 )
 
 
 def _add_tune(add) -> None:
-    """``tune METHOD --dataset D --grid K=V1,V2 ...``."""
+    """``tune METHOD --dataset D --grid K=V1,V2 ...`` or ``--search --space ...``."""
     tu = add(
         "tune",
         commands_fit.cmd_tune,
@@ -160,7 +168,6 @@ def _add_tune(add) -> None:
     tu.add_argument(
         "--grid",
         action="append",
-        required=True,
         metavar="KEY=V1,V2,...",
         help="values of a hyper-parameter to try (repeat for a Cartesian product; "
         "parsed like --set; a list value joins its items with '+', e.g. "
@@ -172,7 +179,9 @@ def _add_tune(add) -> None:
         metavar="KEY=VALUE",
         help="a hyper-parameter held fixed for every setting",
     )
-    tu.add_argument("--folds", type=int, default=5, help="number of folds (5)")
+    tu.add_argument(
+        "--folds", type=int, default=None, help="number of folds (5; 3 with --search)"
+    )
     tu.add_argument(
         "--metric",
         default=None,
@@ -190,6 +199,43 @@ def _add_tune(add) -> None:
     tu.add_argument("--seed", type=int, default=0, help="seeds the folds and fits")
     tu.add_argument(
         "--json", default=None, help="write every setting's scores as JSON here"
+    )
+    _add_search_options(tu)
+
+
+def _add_search_options(tu: argparse.ArgumentParser) -> None:
+    """``--search --space K=LO:HI --trials N [--timeout S] [--no-prune]``."""
+    se = tu.add_argument_group(
+        "search (instead of --grid; needs optuna: pip install 'jaxannot[search]')"
+    )
+    se.add_argument(
+        "--search",
+        action="store_true",
+        help="draw settings from --space with Optuna's TPE sampler (seeded by "
+        "--seed) instead of fitting a grid",
+    )
+    se.add_argument(
+        "--space",
+        action="append",
+        metavar="KEY=LO:HI[:log]|KEY=V1,V2,...",
+        help="a range of an int or float hyper-parameter (its type; ':log' for a "
+        "log scale, e.g. c=1e-4:10:log) or values to choose from (parsed like "
+        "--grid); repeat for each key, searched jointly",
+    )
+    se.add_argument("--trials", type=int, default=None, help="trials to run")
+    se.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no trial after this many seconds (the running one finishes)",
+    )
+    se.add_argument(
+        "--no-prune",
+        dest="prune",
+        action="store_false",
+        help="score every trial on every fold (default: prune a trial whose running "
+        "mean falls below the median of the earlier trials' at that fold)",
     )
 
 

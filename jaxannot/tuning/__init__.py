@@ -36,25 +36,41 @@ The submodules: :mod:`~jaxannot.tuning.grid` (the settings, parsed and checked o
 :mod:`~jaxannot.tuning.folds` (the folds as tasks), :mod:`~jaxannot.tuning.scoring`
 (the metric compared), :mod:`~jaxannot.tuning.cross_validation` (the driver),
 :mod:`~jaxannot.tuning.results` and :mod:`~jaxannot.tuning.selection` (the
-one-standard-error rule).
+one-standard-error rule). :func:`search` (:mod:`~jaxannot.tuning.hyper_search`,
+needs the ``search`` extra: optuna) draws settings from a space of ranges and lists
+(:mod:`~jaxannot.tuning.space`) with TPE instead of fitting a whole grid, on the
+same folds, pruning a trial fold by fold.
 """
 
 from jaxannot.data.protocols import kfold_rows
 from jaxannot.tuning.cross_validation import cross_validate
 from jaxannot.tuning.folds import fold_tasks, training_images, unlabelled_images
 from jaxannot.tuning.grid import Grid, parse_grid, resolve_fixed
-from jaxannot.tuning.results import SettingResult, TuneResult
+from jaxannot.tuning.hyper_search import search
+from jaxannot.tuning.results import (
+    SearchBudget,
+    SearchResult,
+    SettingResult,
+    TrialResult,
+    TuneResult,
+)
 from jaxannot.tuning.scoring import (
     LOWER_IS_BETTER,
     available_metrics,
     default_metric,
     resolve_metric,
 )
+from jaxannot.tuning.space import Range, Space, parse_space
 
 __all__ = [
     "Grid",
     "LOWER_IS_BETTER",
+    "Range",
+    "SearchBudget",
+    "SearchResult",
     "SettingResult",
+    "Space",
+    "TrialResult",
     "TuneResult",
     "available_metrics",
     "cross_validate",
@@ -62,8 +78,10 @@ __all__ = [
     "fold_tasks",
     "kfold_rows",
     "parse_grid",
+    "parse_space",
     "resolve_fixed",
     "resolve_metric",
+    "search",
     "training_images",
     "unlabelled_images",
 ]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -16,15 +15,13 @@ from jaxannot.annotators.base import Method, get_method
 from jaxannot.annotators.hyper_values import Hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import Task, kfold_rows
-from jaxannot.evaluation import check_applicable, evaluate
+from jaxannot.evaluation import check_applicable
 from jaxannot.tuning.folds import fold_tasks
 from jaxannot.tuning.grid import parse_grid, resolve_fixed
 from jaxannot.tuning.results import SettingResult, TuneResult
-from jaxannot.tuning.scoring import LOWER_IS_BETTER, resolve_metric
+from jaxannot.tuning.scoring import LOWER_IS_BETTER, resolve_metric, score_fold
 
 __all__ = ["cross_validate"]
-
-log = logging.getLogger("jaxannot.tuning")
 
 
 def cross_validate(
@@ -160,36 +157,18 @@ class _Settings:
         return {k: self.hypers[i][k] for k in self.keys}
 
     def score_fold(self, method, task: Task, fold, metric, seed, done) -> None:
-        """Evaluate every setting on ``task``, fold ``fold = (index, count)``; a
-        diverged fit (``FloatingPointError``) scores NaN, with a warning; ``done(1)``
-        after each fit."""
+        """Evaluate every setting on ``task``, fold ``fold = (index, count)``
+        (:func:`~jaxannot.tuning.scoring.score_fold`: a diverged fit scores NaN);
+        ``done(1)`` after each fit."""
         f, folds = fold
         for i, hyper in enumerate(self.hypers):
-            try:
-                result = evaluate(method, task, hyper=hyper, seed=seed)
-            except FloatingPointError as err:
-                log.warning(
-                    "fold %d/%d, setting %s diverged (%s): scored NaN",
-                    f + 1, folds, self.params(i), err,
-                )  # fmt: skip
-                self.scores[i].append(math.nan)
-                self.reports[i].append({})
-                done(1)
-                continue
-            if metric not in result.metrics:
-                raise ValueError(
-                    f"{method.name!r} did not report {metric!r}; it reported: "
-                    f"{', '.join(result.metrics)}"
-                )
-            log.debug(
-                "fold %d/%d, setting %d/%d: %s = %.4f (fit %.2f s)",
-                f + 1, folds, i + 1, len(self.hypers), metric,
-                result.metrics[metric], result.fit_seconds,
-            )  # fmt: skip
-            self.scores[i].append(result.metrics[metric])
-            self.reports[i].append(dict(result.metrics))
-            info = result.fitted.info if result.fitted is not None else {}
-            if (info or {}).get("converged") is False:
+            where = f"fold {f + 1}/{folds}, setting {i + 1}/{len(self.hypers)}"
+            score = score_fold(
+                method, task, hyper, metric, seed, f"{where} {self.params(i)}"
+            )
+            self.scores[i].append(score.value)
+            self.reports[i].append(score.metrics)
+            if not score.converged:
                 self.unconverged[i].append(f + 1)
             done(1)
 

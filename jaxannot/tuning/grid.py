@@ -40,16 +40,18 @@ class Grid(Checked):
         ]  # fmt: skip
 
 
-def _grid_items(method: Method, specs: Sequence[str]) -> list[tuple[str, list]]:
+def _grid_items(
+    method: Method, specs: Sequence[str], flag: str
+) -> list[tuple[str, list]]:
     """``--grid key=v1,v2`` strings as ``(key, [value strings])``."""
     items = []
     for text in specs:
         if "=" not in text:
-            raise ValueError(f"--grid expects key=v1,v2,..., got {text!r}")
+            raise ValueError(f"{flag} expects key=v1,v2,..., got {text!r}")
         key, values = text.split("=", 1)
         key = key.strip()
         if not key:
-            raise ValueError(f"--grid {text!r} has no hyper-parameter name")
+            raise ValueError(f"{flag} {text!r} has no hyper-parameter name")
         spec = spec_for(method.name, key)
         values = [v.strip() for v in values.split(",")]
         if spec is not None and spec.comma_list:  # a list value: a+b means "a,b"
@@ -59,7 +61,9 @@ def _grid_items(method: Method, specs: Sequence[str]) -> list[tuple[str, list]]:
 
 
 def parse_grid(
-    method: str | Method, specs: Sequence[str] | Mapping[str, Sequence[Any]]
+    method: str | Method,
+    specs: Sequence[str] | Mapping[str, Sequence[Any]],
+    flag: str = "--grid",
 ) -> Grid:
     """Parse ``--grid key=v1,v2`` strings (or a mapping) into typed value lists.
 
@@ -72,6 +76,8 @@ def parse_grid(
         A value of a comma-list hyper-parameter (tagprop's ``distances``) joins
         its items with ``+``: ``distances=cosine,cosine+idf`` is two settings. A
         :class:`Grid` of ``method`` is returned as it is (parsed already).
+    flag : str
+        The option the messages name (``--space`` parses its lists of values here).
 
     Returns
     -------
@@ -92,36 +98,38 @@ def parse_grid(
     if isinstance(specs, Mapping):
         items = [(k, list(v)) for k, v in specs.items()]
     else:
-        items = _grid_items(method, specs)
+        items = _grid_items(method, specs, flag)
     grid: dict[str, list] = {}
     for key, values in items:
         if key in grid:
-            raise ValueError(f"--grid {key} is given twice; list its values once")
+            raise ValueError(f"{flag} {key} is given twice; list its values once")
         if not values or any(isinstance(v, str) and not v for v in values):
-            raise ValueError(f"--grid {key} has an empty value (expected {key}=v1,v2)")
+            raise ValueError(f"{flag} {key} has an empty value (expected {key}=v1,v2)")
         typed = [parse_value(method, key, v) for v in values]
         for i, v in enumerate(typed):
             if v in typed[:i]:
-                raise ValueError(f"--grid {key} lists the value {v!r} twice")
+                raise ValueError(f"{flag} {key} lists the value {v!r} twice")
         grid[key] = typed
     return Grid(method.name, grid)
 
 
 def resolve_fixed(
     method: str | Method,
-    grid: Mapping[str, Sequence[Any]],
+    grid: Mapping[str, Any],
     fixed: Hyper | Mapping[str, Any] | Sequence[str] | None,
+    flag: str = "--grid",
 ) -> Hyper:
     """The method's hyper-parameters with the fixed ones (``--set``) parsed to their
     types (:func:`~jaxannot.annotators.parse_hyper`; a :class:`Hyper` is taken as
     it is): its ``given`` are the fixed keys, in the order given. ``ValueError``
-    when one of them is also a key of ``grid``."""
+    when one of them is also a key of ``grid`` (the option ``flag``: ``--grid``
+    or ``--space``)."""
     if isinstance(method, str):
         method = get_method(method)
     hyper = parse_hyper(method, fixed if fixed is not None else [])
     both = [k for k in hyper.given if k in grid]
     if both:
         raise ValueError(
-            f"hyper-parameter {both[0]!r} is both in --grid and --set; give it once"
+            f"hyper-parameter {both[0]!r} is both in {flag} and --set; give it once"
         )
     return hyper

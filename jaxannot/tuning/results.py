@@ -1,5 +1,7 @@
 """The results of :func:`jaxannot.tuning.cross_validate`: one :class:`SettingResult`
-per setting of the grid, gathered in a :class:`TuneResult` (the CLI's JSON)."""
+per setting of the grid, gathered in a :class:`TuneResult` (the CLI's JSON); and of
+:func:`jaxannot.tuning.search`: one :class:`TrialResult` per trial, gathered in a
+:class:`SearchResult`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ import jax
 
 from jaxannot.evaluation import TABLE_METRICS, align_columns, format_metric
 
-__all__ = ["SettingResult", "TuneResult"]
+__all__ = [
+    "TRIAL_STATES",
+    "SearchBudget",
+    "SearchResult",
+    "SettingResult",
+    "TrialResult",
+    "TuneResult",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,3 +189,204 @@ def _finite(v: float) -> float | None:
 
 def _flag_value(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+#: The states of a search's trial: every fold scored; stopped by the pruner after
+#: some folds; stopped by a fit that diverged (its score NaN).
+TRIAL_STATES = ("complete", "pruned", "failed")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialResult(SettingResult):
+    """One trial of :func:`~jaxannot.tuning.search`: a :class:`SettingResult` over
+    the folds it reached.
+
+    Attributes
+    ----------
+    number : int
+        The trial's number, from 1, in the order run.
+    state : str
+        One of :data:`TRIAL_STATES`. A pruned or failed trial keeps the scores of
+        the folds it reached (``folds``); its ``mean`` is theirs, never the best.
+    seconds : float
+        Wall time of the trial.
+    reused_folds : int
+        Folds whose score was that of an earlier trial of the same setting (the
+        folds and seeds being the same, it is the same number), not fitted again.
+    """
+
+    number: int
+    state: str
+    seconds: float
+    reused_folds: int = 0
+
+    def __post_init__(self) -> None:
+        if self.state not in TRIAL_STATES:
+            raise ValueError(
+                f"unknown trial state {self.state!r}; valid: {', '.join(TRIAL_STATES)}"
+            )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "state": self.state,
+            **super().as_json(),
+            "seconds": self.seconds,
+            "reused_folds": self.reused_folds,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchBudget:
+    """What a search was allowed and what it used.
+
+    Attributes
+    ----------
+    trials : int
+        Trials asked for.
+    timeout : float or None
+        Seconds after which no trial starts (a running one finishes).
+    trials_run : int
+        Trials run: ``trials`` unless the timeout came first.
+    seconds : float
+        Wall time of the whole search.
+    """
+
+    trials: int
+    timeout: float | None
+    trials_run: int
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """The outcome of :func:`~jaxannot.tuning.search` (``as_json`` gives the CLI's
+    JSON, with every trial).
+
+    Attributes
+    ----------
+    method, dataset, protocol, metric : str
+    higher_is_better : bool
+    folds : int
+    held_out : list of int arrays
+        Held-out rows of each fold (the same for every trial).
+    space : Space
+        What was searched.
+    fixed : dict
+        Hyper-parameters fixed for every trial (``--set``).
+    trials : list of TrialResult
+        Every trial, in the order run.
+    best_index : int or None
+        Index in ``trials`` of the complete trial with the best mean (the first
+        among equals); None when no trial completed.
+    sampler : dict
+        The sampler and pruner and their settings, with optuna's version.
+    budget : SearchBudget
+    labelled_fraction : float or None
+    seed : int
+    n_images : int
+    """
+
+    method: str
+    dataset: str
+    protocol: str
+    metric: str
+    higher_is_better: bool
+    folds: int
+    held_out: list[np.ndarray]
+    space: Any
+    fixed: dict
+    trials: list[TrialResult]
+    best_index: int | None
+    sampler: dict
+    budget: SearchBudget
+    labelled_fraction: float | None
+    seed: int
+    n_images: int
+
+    @property
+    def best(self) -> TrialResult | None:
+        return None if self.best_index is None else self.trials[self.best_index]
+
+    @property
+    def seconds(self) -> float:
+        return self.budget.seconds
+
+    def counts(self) -> dict[str, int]:
+        """How many trials ended in each state."""
+        return {s: sum(t.state == s for t in self.trials) for s in TRIAL_STATES}
+
+    def ranked(self) -> list[TrialResult]:
+        """The complete trials, best first (ties in the order run), each setting
+        once (the first trial that drew it)."""
+        sign = 1.0 if self.higher_is_better else -1.0
+        first: dict[tuple, TrialResult] = {}
+        for t in self.trials:
+            if t.state == "complete":
+                first.setdefault(tuple(t.params.items()), t)
+        return sorted(first.values(), key=lambda t: -sign * t.mean)
+
+    def table(self, top: int = 10) -> str:
+        """The ``top`` best settings among the complete trials (:meth:`ranked`):
+        trial number, values, the metric's mean ± sd over the folds, the other
+        table metrics' means, seconds; ``*`` marks the best."""
+        rows = self.ranked()[:top]
+        seen = {c for r in rows for c in r.metrics_mean}
+        others = [c for c in TABLE_METRICS if c in seen and c != self.metric]
+        keys = list(self.space)
+        arrow = "higher" if self.higher_is_better else "lower"
+        m = self.metric
+        lines = [["trial", *keys, f"{m} mean ± sd ({arrow} better)", *others, "s", ""]]
+        for r in rows:
+            score = f"{format_metric(m, r.mean)} ± {format_metric(m, r.sd)}"
+            lines.append([
+                str(r.number),
+                *(_cell(r.params[k]) for k in keys),
+                score,
+                *(format_metric(c, r.metrics_mean.get(c)) for c in others),
+                f"{r.seconds:.1f}",
+                "*" if r is self.best else "",
+            ])  # fmt: skip
+        return align_columns(lines, left=1 + len(keys))
+
+    def set_flags(self) -> list[str]:
+        """``key=value`` of the best trial and the fixed hyper-parameters, ready for
+        ``--set`` (empty when no trial completed)."""
+        if self.best is None:
+            return []
+        both = {**self.best.params, **self.fixed}
+        return [f"{k}={_flag_value(v)}" for k, v in both.items()]
+
+    def as_json(self) -> dict[str, Any]:
+        best = None
+        if self.best is not None:
+            best = self.best.as_json()
+            best["hyper"] = dict(self.best.hyper)
+            best["set"] = self.set_flags()
+        return {
+            "method": self.method,
+            "dataset": self.dataset,
+            "protocol": self.protocol,
+            "folds": self.folds,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "space": self.space.as_json(),
+            "fixed": dict(self.fixed),
+            "labelled_fraction": self.labelled_fraction,
+            "seed": self.seed,
+            "n_images": self.n_images,
+            "sampler": dict(self.sampler),
+            "budget": self.budget.as_json(),
+            "counts": self.counts(),
+            "trials": [t.as_json() for t in self.trials],
+            "best": best,
+            "platform": platform(),
+        }
+
+
+def _cell(v: Any) -> str:
+    """A drawn value in a table: floats to 4 significant digits."""
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

@@ -1,19 +1,31 @@
-"""Which metric a cross-validation compares, and which way is better."""
+"""Which metric a cross-validation compares, which way is better, and the score of
+one setting on one fold (:func:`score_fold`)."""
 
 from __future__ import annotations
+
+import logging
+import math
+from typing import NamedTuple
 
 import numpy as np
 
 from jaxannot import metrics as _metrics
 from jaxannot.annotators.base import Method, get_method
+from jaxannot.annotators.hyper_values import Hyper
 from jaxannot.data.corpus import Corpus
+from jaxannot.data.protocols import Task
+from jaxannot.evaluation import evaluate
 
 __all__ = [
     "LOWER_IS_BETTER",
+    "FoldScore",
     "available_metrics",
     "default_metric",
     "resolve_metric",
+    "score_fold",
 ]
+
+log = logging.getLogger("jaxannot.tuning")
 
 #: Metrics of :func:`~jaxannot.evaluation.evaluate` where lower is better; higher is
 #: better for every other one.
@@ -79,3 +91,47 @@ def resolve_metric(method: str | Method, corpus: Corpus, metric: str | None) -> 
             f"valid metrics: {', '.join(valid) or '(none)'}"
         )
     return metric
+
+
+class FoldScore(NamedTuple):
+    """What one setting scored on one fold.
+
+    Attributes
+    ----------
+    value : float
+        The compared metric; NaN when the fit diverged.
+    metrics : dict
+        Every metric :func:`~jaxannot.evaluation.evaluate` reported (``{}`` when the
+        fit diverged).
+    converged : bool
+        False when the fit's info reported ``converged: false`` (a solver stopped at
+        its cap).
+    """
+
+    value: float
+    metrics: dict
+    converged: bool
+
+
+def score_fold(
+    method: Method, task: Task, hyper: Hyper, metric: str, seed: int, where: str
+) -> FoldScore:
+    """Fit ``hyper`` on a fold's ``task`` and score it by ``metric`` (the driver of
+    :func:`~jaxannot.evaluation.evaluate`, seeded by ``seed``); a fit that raises
+    ``FloatingPointError`` (it diverged) scores NaN, with a warning. ``where`` names
+    the fold and the setting in the log. ``ValueError`` when the method does not
+    report ``metric``."""
+    try:
+        result = evaluate(method, task, hyper=hyper, seed=seed)
+    except FloatingPointError as err:
+        log.warning("%s diverged (%s): scored NaN", where, err)
+        return FoldScore(math.nan, {}, True)
+    if metric not in result.metrics:
+        raise ValueError(
+            f"{method.name!r} did not report {metric!r}; it reported: "
+            f"{', '.join(result.metrics)}"
+        )
+    value = result.metrics[metric]
+    log.debug("%s: %s = %.4f (fit %.2f s)", where, metric, value, result.fit_seconds)
+    info = (result.fitted.info if result.fitted is not None else None) or {}
+    return FoldScore(value, dict(result.metrics), info.get("converged") is not False)
