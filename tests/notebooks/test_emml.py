@@ -1,18 +1,15 @@
-"""The seed-004 notebook runs end to end in --small mode on the real data."""
+"""The seed-004 notebook executes end to end (nbclient, fresh kernel) in --small mode
+on the real data: its figures, tables and JSON."""
 
+import ast
 import json
-import os
-import pathlib
-import subprocess
-import sys
+import re
 
 import numpy as np
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from jaxannot.data.datasets import load_dataset
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _small(corpus, size):
@@ -46,27 +43,12 @@ def _empirical_word_prf(data_root, name):
     }
 
 
-def test_seed004_notebook_small(data_root, tmp_path):
+def test_seed004_notebook_small(data_root, tmp_path, execute_notebook):
     out = tmp_path / "emml.json"
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "notebooks" / "seed004_emml.py"),
-            "--small",
-            "--data-dir",
-            str(data_root),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| emml |" in proc.stdout and "| mbrm |" in proc.stdout
+    nb, pngs, text = execute_notebook("seed004_emml", f"--small --out {out}")
+    # precision/recall vs N for corel5k and scene, query time vs database size
+    assert len(pngs) == 3
+    assert "| emml |" in text and "| mbrm |" in text
     results = json.loads(out.read_text())
     assert [r["dataset"] for r in results] == ["corel5k", "scene"]
     for r in results:
@@ -85,9 +67,22 @@ def test_seed004_notebook_small(data_root, tmp_path):
         assert solver["converged"], solver
     # On scene (6 words) both retrieval-style annotators beat the empirical word
     # prior; measured in the small mode (seed 0, EMML at its defaults): word F1@5
-    # 0.362 (EMML), 0.458 (MBRM), 0.274 (empirical). Corel5k's small-mode F1s
+    # 0.361 (EMML), 0.458 (MBRM), 0.274 (empirical). Corel5k's small-mode F1s
     # (≤ 0.04 on 60 test images) are too small to compare reliably.
     scene = next(r for r in results if r["dataset"] == "scene")["annotation"]
     base = scene["empirical"]["word_f1@5"]
     for m in ("emml", "mbrm"):
         assert scene[m]["word_f1@5"] > base + 0.05, (m, scene)
+    # the same comparison in the printed word F1@5 lines
+    f1 = {
+        m.group(1): ast.literal_eval(m.group(2))
+        for m in re.finditer(r"(\w+): word F1@5 (\{.*?\})", text)
+    }
+    assert set(f1) == {"corel5k", "scene"}
+    for m in ("emml", "mbrm"):
+        assert f1["scene"][m] > f1["scene"]["empirical"] + 0.05, f1
+    # the query-time figure's data: EMML's annotation time flat, MBRM's growing
+    pattern = r"(\d+) images: EMML annotation [\d.]+ ms, MBRM ([\d.]+)"
+    times = dict(re.findall(pattern, text))
+    assert len(times) == 4
+    assert float(times["1000000"]) > 100 * float(times["1000"])

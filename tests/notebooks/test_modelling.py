@@ -1,28 +1,25 @@
 """The modelling notebook (a model the library does not ship, fitted four ways and
-diagnosed with arviz) runs end to end in its small mode on real scene rows."""
+diagnosed with arviz) executes end to end (nbclient, fresh kernel) in its small mode
+on real scene rows."""
 
 import json
-import pathlib
-import subprocess
-import sys
+import re
 
 import numpy as np
 
 from jaxannot.data.datasets import load_dataset
 
-NOTEBOOK = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "modelling.py"
 
-
-def test_notebook_small_mode(data_root, tmp_path, random_order_map):
+def test_notebook_small_mode(data_root, tmp_path, random_order_map, execute_notebook):
     out = tmp_path / "result.json"
-    proc = subprocess.run(
-        [sys.executable, str(NOTEBOOK), "--small", "--data-dir", str(data_root)]
-        + ["--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb, pngs, text = execute_notebook("modelling", f"--small --out {out}")
+    # objective traces, posterior comparison
+    assert len(pngs) == 2
+    # the traces printed for the figure: 3 restarts + 2 chosen VEM fits (15 EM
+    # iterations each in small mode) and the SVI fit (150 steps)
+    steps = dict(re.findall(r"^(.+?)\s+(\d+) steps, final", text, re.M))
+    assert len(steps) == 6, steps
+    assert sorted(int(v) for v in steps.values()) == [15] * 5 + [150]
     result = json.loads(out.read_text())
     fits = ["VEM", "VEM + LapVar1", "VEM + MaxMargin", "SVI + LaplacianELBO"]
     assert set(fits) <= set(result)
@@ -39,10 +36,12 @@ def test_notebook_small_mode(data_root, tmp_path, random_order_map):
         grid = result[name][scores]
         assert grid[str(result[name][knob])] == max(grid.values()), (name, grid)
     # the best fit ranks the hidden tags better than a ranking that knows nothing
-    # (measured: VEM 0.268, LapVar1 0.370, MaxMargin 0.385, SVI 0.396)
+    # (measured: VEM 0.411, LapVar1 0.414, MaxMargin 0.414, SVI 0.401)
     assert max(result[name]["tag_map"] for name in fits) > chance_map + 0.1
+    assert max(result[name]["tag_map"] for name in fits) > 0.3
     # the max-margin fit beats always answering the commonest scene type of these
-    # rows (0.667; the rows are sorted by class); measured 0.863
+    # rows (0.667; the rows are sorted by class); measured 0.860
     majority = np.bincount(np.argmax(truth, axis=1)).max() / len(truth)
     assert result["VEM + MaxMargin"]["class_accuracy"] > majority + 0.1
+    assert result["VEM + MaxMargin"]["class_accuracy"] > 0.5
     assert result["arviz"] == {"vem_chains": 3, "svi_draws": 100}

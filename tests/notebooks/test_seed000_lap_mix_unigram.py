@@ -1,11 +1,12 @@
-"""The seed-000 notebook: its grid search, and its small mode on real Corel5k rows."""
+"""The seed-000 notebook: its grid search, and its small mode on real Corel5k rows
+(executed end to end with nbclient in a fresh kernel)."""
 
+import ast
 import importlib.util
 import json
 import math
 import pathlib
-import subprocess
-import sys
+import re
 
 import numpy as np
 
@@ -54,24 +55,12 @@ def test_coordinate_search_extends_past_a_winning_edge():
     assert set(edges) == {"lam", "topics"}
 
 
-def test_notebook_small_mode(data_root, tmp_path):
+def test_notebook_small_mode(tmp_path, execute_notebook):
     out = tmp_path / "result.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(NOTEBOOK),
-            "--small",
-            "--data-dir",
-            str(data_root),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| lap-mix-unigram |" in proc.stdout
+    nb, pngs, text = execute_notebook("seed000_lap_mix_unigram", f"--small --out {out}")
+    # accuracy vs K, complete length vs K
+    assert len(pngs) == 2
+    assert "| lap-mix-unigram |" in text
     payload = json.loads(out.read_text())
 
     # tuning and reporting corpora are disjoint and cover the 300 small-mode images
@@ -102,11 +91,39 @@ def test_notebook_small_mode(data_root, tmp_path):
         "topics": 4,
     }
     # LapMixUnigram beats the empirical word prior it is compared with; measured in
-    # the small mode (200 reporting images): accuracy 0.426 vs 0.281, complete
-    # length 31.0 vs 34.1
+    # the small mode (200 reporting images): accuracy 0.364 vs 0.280, complete
+    # length 32.2 vs 34.1
     lap, emp = final["lap-mix-unigram"], final["empirical"]
     assert lap["accuracy_mean"] > emp["accuracy_mean"] + 0.05, (lap, emp)
     assert lap["complete_length_mean"] < emp["complete_length_mean"] - 1.0, (lap, emp)
-    # and the plain mixture it regularizes (0.297 / 32.9)
+    # and the plain mixture it regularizes (0.265 / 35.0)
     mix = final["mix-unigram"]
     assert lap["accuracy_mean"] > mix["accuracy_mean"] + 0.05, (lap, mix)
+    assert lap["complete_length_mean"] < mix["complete_length_mean"], (lap, mix)
+    _check_printed_results(text, final)
+
+
+def _check_printed_results(text, final):
+    """The curves printed for the figures and the example annotations."""
+    # one K (4) per topic model, in [0, 1] and a complete length within the 374-word
+    # vocabulary
+    curves = {
+        name: ast.literal_eval(pts)
+        for name, pts in re.findall(r"^([\w-]+): K, accuracy, CL (\[.*\])$", text, re.M)
+    }
+    assert set(curves) == set(final)
+    for name, pts in curves.items():
+        for k, acc, cl in pts:
+            assert k == (0 if name == "empirical" else 4)
+            assert 0.0 < acc < 1.0 and 1.0 <= cl <= 374.0, (name, pts)
+    # the example annotations: 8 predicted images, truth and top-5 words of both
+    # methods; the re-fit reproduces the reported run of subset 0
+    rows = re.findall(r"^\| #(\d+) \| (.+?) \| (.+?) \| (.+?) \|$", text, re.M)
+    assert len(rows) == 8, text[-3000:]
+    for _, truth, lap_words, mix_words in rows:
+        assert truth and len(lap_words.split(", ")) == 5
+        assert len(mix_words.split(", ")) == 5
+    refits = re.findall(r"re-fit accuracy ([\d.]+) .*reported run: ([\d.]+)", text)
+    assert len(refits) == 2
+    for refit, reported in refits:
+        assert abs(float(refit) - float(reported)) < 1e-3

@@ -1,7 +1,6 @@
-"""The seed-003 notebook's cross-validation never sees a run's test images, and a
-dataset's tables are reused only from a run of the same configuration. (Its small
-mode runs end to end on the real scene data in
-`test_notebooks_executed.py::test_seed003_sfsls_notebook`.)"""
+"""The seed-003 notebook's cross-validation never sees a run's test images, a
+dataset's tables are reused only from a run of the same configuration, and its small
+mode executes end to end (nbclient, fresh kernel) on the real scene data."""
 
 import importlib.util
 import json
@@ -106,3 +105,37 @@ def test_reuse_only_a_complete_run_of_the_same_configuration(notebook, tmp_path)
     # without --reuse-dir nothing is read
     args = notebook.parse_args(["--small"])
     assert notebook.reused("scene", config, args) is None
+
+
+def test_notebook_small(tmp_path, execute_notebook):
+    result_path = tmp_path / "sfsls.json"
+    nb, pngs, out = execute_notebook("seed003_sfsls", f"--small --out {result_path}")
+    # MAP vs labelled fraction, the p sweep, with vs without unlabelled images
+    assert len(pngs) == 3
+    assert "Table 1" in out and "| 10% |" in out
+    full = json.loads(result_path.read_text())
+    result = full["scene"]
+    # 6 scene concepts: random scores give MAP ≈ base rate ≈ 0.18. In the small mode
+    # (seed 0, 180 training images, 18 labelled) the three selectors measured 0.42
+    # (SFSLS), 0.45 (SFSS), 0.49 (FSNM).
+    assert set(result["table1"]) == {"0.1/sfsls", "0.1/sfss", "0.1/fsnm"}
+    for key, (mean, _) in result["table1"].items():
+        assert 0.35 < mean <= 1.0, (key, mean)
+    # every setting comes from the grid, chosen by CV in the one run
+    cv = result["cv"]["0"]
+    grid = full["config"]["grid"]
+    for method in ("sfsls", "sfss", "fsnm"):
+        for key, value in cv[method]["hyper"].items():
+            assert value in np.atleast_1d(grid[method][key]), (method, key, value)
+        assert 0.18 < cv[method]["cv_map"] <= 1.0
+    # Table 2: p chosen by CV reports the test MAP of that p's fit
+    assert set(result["table2"]) == {"0.5", "1.0", "cv", "cv_p"}
+    (p,) = result["table2"]["cv_p"]
+    assert result["table2"]["cv"][0] == pytest.approx(result["table2"][str(p)][0])
+    assert cv[f"sfsls/p={p}"]["cv_map"] == max(
+        cv[f"sfsls/p={q}"]["cv_map"] for q in (0.5, 1.0)
+    )
+    # Fig. 1's "all" columns are Table 1's runs
+    fig1 = result["fig1"]
+    assert fig1["0.1/sfss/all"] == result["table1"]["0.1/sfss"]
+    assert cv["sfsls/labelled-only"]["hyper"]["use_unlabelled"] is False
