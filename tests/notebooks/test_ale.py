@@ -29,7 +29,11 @@ def test_notebook_small(execute_notebook):
     # the 8 smoothest of 40 eigenfunctions over pca=10 dimensions, σ ascending
     assert len(dims) == len(eigenvalues) == 8
     assert all(0 <= d < 10 for d in dims)
-    assert eigenvalues == sorted(eigenvalues) and eigenvalues[0] > 0
+    # ascending and non-negative up to float32 round-off: at the default 4 bins per
+    # dimension the bins are far apart for the kernel width, a dimension's graph is
+    # nearly disconnected and its second eigenvalue is about 0 (measured -1.6e-8);
+    # the constant eigenfunction itself (exactly 0) is dropped by position
+    assert eigenvalues == sorted(eigenvalues) and eigenvalues[0] > -1e-6
     assert len(set(dims)) > 1  # not all on one principal dimension
 
 
