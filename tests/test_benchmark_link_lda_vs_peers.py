@@ -1,8 +1,10 @@
 """``benchmarks/link_lda_vs_peers.py``: tomotopy's counts read back, one estimator for
 both systems, and time to target read off each curve."""
 
+import os
 import pathlib
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -21,8 +23,28 @@ def bench():
         sys.path.remove(str(BENCHMARKS))
 
 
+def _tomotopy():
+    """tomotopy (in the ``test`` extra): imported outright under CI=true, so a CI
+    without it fails instead of skipping the read-back check.
+
+    Loading its compiled module warns (DeprecationWarning: "builtin type _VocabDict
+    has no __module__ attribute", from importlib); under the suite's
+    ``filterwarnings = error`` tomotopy's loader takes that for a missing module, so
+    that one warning is ignored while it loads.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", "builtin type _VocabDict has no __module__", DeprecationWarning
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            import tomotopy
+
+            return tomotopy
+        return pytest.importorskip("tomotopy")
+
+
 def test_tomotopy_counts_read_back_match_the_corpus(bench):
-    tp = pytest.importorskip("tomotopy")
+    tp = _tomotopy()
     rng = np.random.default_rng(0)
     counts = rng.poisson(0.4, size=(30, 12)).astype(np.float32)
     counts[:, 11] = 0  # a word no document uses: n_kw = 0 there
