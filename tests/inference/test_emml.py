@@ -16,6 +16,7 @@ from jaxannot.methods.emml.exact import (
     fit_emml_exact,
     mixture_objective,
     mixture_state,
+    projected_gradient,
     uncoupled_mixtures,
 )
 from jaxannot.methods.emml.structured_output import (
@@ -237,8 +238,12 @@ def test_exact_solver_matches_the_enumerated_qp(case):
         sel = owners == i
         u_ref[i] += mu[sel] @ (ybar[sel] - y[i])
     np.testing.assert_allclose(state.coefficients, c * y - u_ref, atol=1e-5)
-    swept = trace[: int(state.sweeps)]
-    assert np.all(np.diff(swept) <= 1e-12)  # exact block steps never increase it
+    ran = int(state.gradient_steps) + int(state.sweeps)
+    assert int(state.gradient_steps) > 0 and int(state.sweeps) > 0  # both phases
+    assert np.all(np.isfinite(trace[:ran])) and np.all(np.isnan(trace[ran:]))
+    # exact block steps never increase the dual, nor the gradient steps the
+    # non-monotone rule's reference value
+    assert np.all(np.diff(trace[:ran]) <= 1e-12)
 
 
 def test_capped_simplex_projection_is_the_euclidean_projection():
@@ -374,7 +379,10 @@ def test_blocked_score_updates_follow_the_one_vrep_at_a_time_iterates(block):
         data = StructuredData(k, jnp.asarray(y))
         runs = [
             jax.tree.map(
-                np.asarray, fit_emml_exact(data, 1.0, 1e-12, max_sweeps=s, block=b)
+                np.asarray,
+                fit_emml_exact(
+                    data, 1.0, 1e-12, max_sweeps=s, block=b, handoff=np.inf
+                ),  # sweeps only
             )
             for b in (1, block)
             for s in (1, 5)
@@ -385,6 +393,79 @@ def test_blocked_score_updates_follow_the_one_vrep_at_a_time_iterates(block):
     np.testing.assert_allclose(blk_5.mixtures, one_5.mixtures, atol=1e-10)
     np.testing.assert_allclose(trace_b, trace_1, rtol=1e-12)
     np.testing.assert_allclose(blk_5.scores, one_5.scores, atol=1e-10)
+
+
+def _wide_rbf_problem(n=40, w=30, seed=5):
+    # a wide RBF kernel: its top eigenvalue is ~15 times the diagonal, as Corel5k's
+    # is ~450 times at 3000 VReps
+    rng = np.random.default_rng(seed)
+    y = (rng.random((n, w)) < 0.1).astype(float)
+    y[np.arange(n), rng.integers(0, w, n)] = 1.0
+    x = rng.normal(size=(n, 4))
+    k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.2)
+    return StructuredData(k, jnp.asarray(y))
+
+
+def _kkt_violation(k, y, u, c):
+    # independent of the solver: max over VReps of max_{u_w < C} a_w - min_{u_w > 0} a_w
+    a = k @ (c * y - u) + 2.0 * (1.0 - y)
+    up = np.where(u < c, a, -np.inf).max(1)
+    down = np.where(u > 0, a, np.inf).min(1)
+    return float(np.maximum(up - down, 0.0).max())
+
+
+def test_gradient_then_sweeps_reach_the_sweeps_only_optimum():
+    with jax.enable_x64(True):
+        data = _wide_rbf_problem()
+        c = 2.0
+        new, trace = fit_emml_exact(data, c, 1e-8, max_sweeps=20000)
+        old, _ = fit_emml_exact(data, c, 1e-8, max_sweeps=20000, handoff=np.inf)
+        new, old, trace = jax.tree.map(np.asarray, (new, old, trace))
+    k, y = np.asarray(data.kernel), np.asarray(data.words)
+    assert int(new.gradient_steps) > 0 and int(old.gradient_steps) == 0
+    assert bool(new.converged) and bool(old.converged)
+    assert _kkt_violation(k, y, new.mixtures, c) <= 1e-8
+    np.testing.assert_allclose(float(new.objective), float(old.objective), rtol=1e-10)
+    np.testing.assert_allclose(new.scores, old.scores, atol=1e-6)
+    assert 0 <= float(new.duality_gap) <= 1e-5
+    ran = int(new.gradient_steps) + int(new.sweeps)
+    assert np.all(np.diff(trace[:ran]) <= 1e-10)
+
+
+def test_projected_gradient_alone_reaches_the_optimum():
+    with jax.enable_x64(True):
+        data = _wide_rbf_problem(seed=6)
+        u, steps, trace = projected_gradient(data, 1.0, 1e-8, 5000)
+        state = mixture_state(data, u, 1.0, 1e-8)
+        swept, _ = fit_emml_exact(data, 1.0, 1e-8, max_sweeps=20000, handoff=np.inf)
+        u, steps, trace = np.asarray(u), int(steps), np.asarray(trace)
+    k, y = np.asarray(data.kernel), np.asarray(data.words)
+    assert 0 < steps < 5000 and bool(state.converged)
+    assert _kkt_violation(k, y, u, 1.0) <= 1e-8
+    assert np.all(u >= 0) and np.all(u <= 1.0)
+    np.testing.assert_allclose(u.sum(1), y.sum(1), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(state.objective), float(swept.objective), rtol=1e-10
+    )
+    assert np.all(np.diff(trace[:steps]) <= 1e-12) and np.all(np.isnan(trace[steps:]))
+
+
+@pytest.mark.parametrize("sweeps", [0, 2])
+def test_converged_is_reported_honestly_when_the_budget_runs_out(sweeps):
+    # a budget that ends inside the gradient phase (3 steps) or 2 sweeps after it
+    with jax.enable_x64(True):
+        data = _wide_rbf_problem(seed=7)
+        full, _ = fit_emml_exact(data, 2.0, 1e-8, max_sweeps=5000)
+        cap = int(full.gradient_steps) + sweeps if sweeps else 3
+        state, trace = fit_emml_exact(data, 2.0, 1e-8, max_sweeps=cap)
+        state, trace = jax.tree.map(np.asarray, (state, trace))
+    k, y = np.asarray(data.kernel), np.asarray(data.words)
+    violation = _kkt_violation(k, y, state.mixtures, 2.0)
+    assert bool(full.converged)
+    assert (int(state.gradient_steps), int(state.sweeps)) == (cap - sweeps, sweeps)
+    assert not bool(state.converged) and violation > 1e-8
+    np.testing.assert_allclose(float(state.max_violation), violation, rtol=1e-9)
+    assert np.all(np.isfinite(trace))
 
 
 def test_block_size_must_be_positive():

@@ -108,8 +108,9 @@ def fit_emml_annotator(
         :math:`C` and the KKT tolerance (loss units).
     solver : {"exact", "working_set"}
         ``"exact"``: the dual over per-VRep mixtures, no cap on how many outputs a
-        VRep uses (:func:`jaxannot.methods.emml.exact.fit_emml_exact`, at most
-        ``exact_sweeps`` block sweeps). ``"working_set"``: Algorithm 1
+        VRep uses (:func:`jaxannot.methods.emml.exact.fit_emml_exact`: projected
+        gradient steps, then block sweeps, at most ``exact_sweeps`` of the two
+        together). ``"working_set"``: Algorithm 1
         (:func:`jaxannot.methods.emml.working_set.fit_emml`) with the
         :class:`~jaxannot.methods.emml.working_set.WorkingSetSettings` ``capacity,
         violators_per_vrep, max_iterations, max_sweeps``, whose answer is the
@@ -214,15 +215,17 @@ def _solve_mixtures(data: StructuredData, solver: str, c, tolerance, sweeps_cap)
         u = uncoupled_mixtures(data.words, c, jnp.diag(data.kernel))
         state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
     sweeps = int(state.sweeps)
+    passes = int(state.gradient_steps) + sweeps
     wrong = np.asarray(data.words) <= 0
     support = (np.asarray(state.mixtures) > 0) & wrong
     info = {
+        "gradient_steps": int(state.gradient_steps),
         "sweeps": sweeps,
         "max_violation": float(state.max_violation),
         "duality_gap": float(state.duality_gap),
         "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
         "wrong_words_pushed_down_max": int(support.sum(1).max()),
-        "objective_trace": [float(o) for o in np.asarray(trace)[:sweeps]],
+        "objective_trace": [float(o) for o in np.asarray(trace)[:passes]],
     }
     return state, bool(state.converged), info
 

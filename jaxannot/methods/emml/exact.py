@@ -3,11 +3,12 @@ r"""The exact EMML solver: the dual (9) of Guo et al. (2016) over per-VRep mixtu
 The dual objective and the loss are linear in :math:`\bar{\mathbf y}`, so VRep
 :math:`i`'s multipliers enter only through their mixture :math:`\mathbf u_i =
 \sum_{\bar{\mathbf y}} \mu_{i,\bar{\mathbf y}}\bar{\mathbf y}`, a point of the
-capped simplex :math:`\{0 \le \mathbf u \le C, \sum_w u_w = r_i C\}`. Block
-Gauss--Seidel over VReps with exact Euclidean projections onto that set
-(:func:`~jaxannot.methods.emml.capped_simplex.project_capped_simplex`) solves the dual
+capped simplex :math:`\{0 \le \mathbf u \le C, \sum_w u_w = r_i C\}`. A
+spectral projected gradient (every VRep at once), then block Gauss--Seidel over VReps,
+both with exact Euclidean projections onto that set
+(:func:`~jaxannot.methods.emml.capped_simplex.project_capped_simplex`), solve the dual
 with no working set (no cap on the active constraints, unlike Algorithm 1 of
-:mod:`.emml`), and reports its KKT violation, Frank--Wolfe duality gap and whether it
+:mod:`.emml`), and report the KKT violation, Frank--Wolfe duality gap and whether it
 converged.
 
 References
@@ -17,6 +18,12 @@ Database Based on Structured Max Margin Learning. ACM TKDD 10(3), 2016 (Section 
 Z.-Q. Luo, P. Tseng. On the convergence of the coordinate descent method for convex
 differentiable minimization. J. Optim. Theory Appl. 72(1):7--35, 1992.
 W. Wang, C. Lu. Projection onto the capped simplex. arXiv:1503.01002, 2015.
+J. Barzilai, J. M. Borwein. Two-point step size gradient methods. IMA J. Numer. Anal.
+8(1):141--148, 1988.
+L. Grippo, F. Lampariello, S. Lucidi. A nonmonotone line search technique for
+Newton's method. SIAM J. Numer. Anal. 23(4):707--716, 1986.
+E. G. Birgin, J. M. Martínez, M. Raydan. Nonmonotone spectral projected gradient
+methods on convex sets. SIAM J. Optim. 10(4):1196--1211, 2000.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ from jaxannot.types import Array
 #: 64 and 256 at 2000 and 3000 VReps on two CPU cores
 #: (``benchmarks/emml_exact_blocks.py``).
 SCORE_BLOCK = 64
+#: KKT violation (loss units) at which :func:`fit_emml_exact` hands the projected
+#: gradient's point to the block sweeps (Corel5k, 3000 VReps: 688 gradient steps
+#: and 48 sweeps to 0.001, against 1707 gradient steps alone or over 3000 sweeps
+#: alone).
+HANDOFF = 0.02
 
 __all__ = [
     "ExactState",
@@ -42,6 +54,7 @@ __all__ = [
     "mixture_objective",
     "uncoupled_mixtures",
     "mixture_state",
+    "projected_gradient",
 ]
 
 
@@ -71,6 +84,8 @@ class ExactState(NamedTuple):
         objective :math:`-` optimum.
     converged : Bool[Array, ""]
         ``max_violation <= tolerance``.
+    gradient_steps : Int[Array, ""]
+        Projected-gradient steps run before the sweeps (see :func:`fit_emml_exact`).
     """
 
     mixtures: Array
@@ -81,6 +96,7 @@ class ExactState(NamedTuple):
     max_violation: Array
     duality_gap: Array
     converged: Array
+    gradient_steps: Array | int = 0
 
 
 def _block_violation(u: Array, a: Array, cap: Array) -> Array:
@@ -179,6 +195,119 @@ def _visit_block(b, carry, *, problem: _Padded, block: int, c, tolerance):
     return u, scores + columns @ steps, worst
 
 
+#: Line-search memory :math:`M` of :func:`projected_gradient` (Grippo, Lampariello
+#: & Lucidi's non-monotone rule; 10 is Birgin, Martínez & Raydan's choice).
+MEMORY = 10
+#: Sufficient-decrease fraction :math:`\sigma` of the non-monotone rule.
+SUFFICIENT = 1e-4
+
+
+class _GradientCarry(NamedTuple):
+    u: Array  # the iterate
+    scores: Array  # F = K (C Y - u), carried
+    objective: Array  # the dual at u, carried
+    step: Array  # the Barzilai--Borwein step alpha
+    memory: Array  # the last MEMORY objectives
+    steps: Array
+    violation: Array
+    trace: Array
+
+
+def _gradient_step(carry: _GradientCarry, *, data, penalty, sizes, c, bounds):
+    """One step of :func:`projected_gradient`."""
+    kernel = data.kernel
+    a = carry.scores + penalty  # minus the gradient
+    project = jax.vmap(project_capped_simplex, in_axes=(0, 0, None))
+    d = project(carry.u + carry.step * a, sizes * c, c) - carry.u
+    kd = kernel @ d  # F moves by -lambda K d
+    slope = -jnp.vdot(a, d)  # <gradient, d> <= 0
+    curvature = jnp.maximum(jnp.vdot(d, kd), 0.0)  # <d, K d>
+    reference = jnp.max(carry.memory)
+    full = carry.objective + slope + 0.5 * curvature
+    accept = full <= reference + SUFFICIENT * slope
+    exact = -slope / jnp.maximum(curvature, jnp.finfo(a.dtype).tiny)
+    lam = jnp.where(accept, 1.0, jnp.clip(exact, 0.0, 1.0))
+    u = carry.u + lam * d
+    scores = carry.scores - lam * kd
+    objective = carry.objective + lam * slope + 0.5 * lam**2 * curvature
+    dd = jnp.vdot(d, d)
+    bb = jnp.where(curvature > 0, dd / jnp.maximum(curvature, 1e-30), bounds[1])
+    memory = jnp.roll(carry.memory, 1).at[0].set(objective)
+    violation = jnp.max(_block_violation(u, scores + penalty, c))
+    return _GradientCarry(
+        u=u,
+        scores=scores,
+        objective=objective,
+        step=jnp.clip(bb, *bounds),
+        memory=memory,
+        steps=carry.steps + 1,
+        violation=violation,
+        trace=carry.trace.at[carry.steps].set(jnp.max(memory)),
+    )
+
+
+def projected_gradient(
+    data: StructuredData, c, handoff, max_steps: int
+) -> tuple[Array, Array, Array]:
+    r"""Spectral projected gradient on the dual (9) in mixture form, from
+    :math:`\mu = 0`, until the KKT violation is at most ``handoff``.
+
+    Each step projects a Barzilai--Borwein step along the loss-augmented scores,
+    :math:`\mathbf d_i = \Pi_{C\Delta_i}(\mathbf u_i + \alpha\mathbf a_i) -
+    \mathbf u_i` for every VRep at once, and moves :math:`\mathbf u \leftarrow
+    \mathbf u + \lambda\mathbf d`: :math:`\lambda = 1` when the objective there
+    is at most the largest of the last :data:`MEMORY` objectives plus
+    :math:`\sigma\lambda\langle\nabla, \mathbf d\rangle` (Grippo, Lampariello
+    & Lucidi's non-monotone rule), else the exact minimizer of the quadratic along
+    :math:`\mathbf d` (clipped to :math:`[0, 1]`). The objective is quadratic, so
+    one product :math:`K\mathbf d` per step gives the line search, the new scores
+    :math:`F \mathrel{-}= \lambda K\mathbf d` and the next step,
+    :math:`\alpha = \langle\mathbf d, \mathbf d\rangle / \langle\mathbf d,
+    K\mathbf d\rangle` (Birgin, Martínez & Raydan 2000, SPG2). Unlike the block
+    sweeps, whose step along VRep :math:`i` is :math:`1/k_{ii}`, the BB step adapts
+    to the kernel's whole spectrum (its top eigenvalue, the near-constant
+    direction, is :math:`\sim 0.15 N` for Corel5k's RBF kernel).
+
+    Returns
+    -------
+    u : Float[Array, "vreps words"]
+        The last iterate.
+    steps : Int[Array, ""]
+        Steps run.
+    trace : Float[Array, "max_steps"]
+        After each step the largest of the last :data:`MEMORY` objectives (the
+        rule's reference value, non-increasing by the rule); NaN past ``steps``.
+    """
+    dtype = data.kernel.dtype
+    penalty = 2.0 * (1.0 - data.words)
+    sizes = jnp.sum(data.words, axis=-1)
+    u0 = c * data.words  # mu = 0: B = 0, F = 0, objective 0
+    bounds = (jnp.asarray(1e-10, dtype), jnp.asarray(1e10, dtype))
+    inverse_diag = 1.0 / jnp.maximum(jnp.max(jnp.diag(data.kernel)), bounds[0])
+    carry = _GradientCarry(
+        u=u0,
+        scores=jnp.zeros_like(u0),
+        objective=jnp.zeros((), dtype),
+        step=jnp.clip(inverse_diag, *bounds).astype(dtype),
+        memory=jnp.zeros((MEMORY,), dtype),
+        steps=jnp.zeros((), jnp.int32),
+        violation=jnp.max(_block_violation(u0, penalty, c)),
+        trace=jnp.full((max_steps,), jnp.nan, dtype),
+    )
+    step = functools.partial(
+        _gradient_step,
+        data=data,
+        penalty=penalty,
+        sizes=sizes,
+        c=c,
+        bounds=bounds,
+    )
+    carry = jax.lax.while_loop(
+        lambda s: (s.violation > handoff) & (s.steps < max_steps), step, carry
+    )
+    return carry.u, carry.steps, carry.trace
+
+
 @functools.partial(jax.jit, static_argnames=("max_sweeps", "block"))
 def fit_emml_exact(
     data: StructuredData,
@@ -187,6 +316,7 @@ def fit_emml_exact(
     *,
     max_sweeps: int = 2000,
     block: int = SCORE_BLOCK,
+    handoff: float = HANDOFF,
 ) -> tuple[ExactState, Array]:
     r"""Solve the dual (9) exactly, with every output of every VRep available.
 
@@ -221,7 +351,20 @@ def fit_emml_exact(
     working set can overflow: a VRep whose optimum spreads its mass over all its wrong
     words simply has all of them in the support of :math:`\mathbf u_i`.
 
-    **Algorithm.** Block Gauss--Seidel over VReps with *exact* block minimization. In
+    **Algorithm.** Two phases. First :func:`projected_gradient` (spectral projected
+    gradient, every VRep at once) until the KKT violation is at most ``handoff``;
+    then, from its point, block Gauss--Seidel as below until it is at most
+    ``tolerance``. The block sweeps' step along VRep :math:`i` is :math:`1/k_{ii}`,
+    so on a wide RBF kernel, whose top eigenvalue (the near-constant direction)
+    is a large multiple of the diagonal, they creep: on Corel5k at 3000 VReps the
+    sweeps alone stopped at their cap of 3000 with a violation of 0.09. The
+    gradient phase's Barzilai--Borwein steps follow the whole spectrum and get
+    there in 688 steps; from 0.02 the sweeps, quick to settle which words carry
+    mass, reach 0.001 in 48 (the gradient alone took 1707 steps). Both phases
+    cost one product with :math:`K` per step or sweep; ``max_sweeps`` caps their
+    sum.
+
+    **Block sweeps.** Block Gauss--Seidel over VReps with *exact* block minimization. In
     block :math:`i` the Hessian is :math:`k_{ii} I`, so the block minimizer is one
     projection, :math:`\mathbf u_i \leftarrow \Pi_{C\Delta_i}(\mathbf u_i + \mathbf
     a_i / k_{ii})` with :math:`\mathbf a_i = F_i + 2(\mathbf 1 - \mathbf y_i)`, the
@@ -262,16 +405,22 @@ def fit_emml_exact(
     c, tolerance : float
         :math:`C` and the KKT tolerance in loss units (traced).
     max_sweeps : int
-        Static cap on block sweeps.
+        Static cap on gradient steps and block sweeps together.
     block : int
         VReps per score update (static; ``min(block, N)`` is used). Changes only
         the rounding, not the algorithm.
+    handoff : float
+        KKT violation (loss units) at which the gradient phase hands over to the
+        sweeps (traced; at least ``tolerance`` is used); ``inf``: sweeps only, from
+        :math:`\mu = 0`.
 
     Returns
     -------
     state : ExactState
     objectives : Float[Array, "max_sweeps"]
-        Dual objective after each sweep (NaN past ``state.sweeps``).
+        After each gradient step the line search's reference value (the largest of
+        the last :data:`MEMORY` objectives), then the dual objective after each
+        sweep: non-increasing. NaN past ``state.gradient_steps + state.sweeps``.
 
     Examples
     --------
@@ -294,9 +443,13 @@ def fit_emml_exact(
         _visit_block, problem=padded, block=block, c=c, tolerance=tolerance
     )
 
+    start, steps, gradient_trace = projected_gradient(
+        data, c, jnp.maximum(jnp.asarray(handoff, dtype), tolerance), max_sweeps
+    )
+
     def cond(carry):
         _, worst, sweeps, _ = carry
-        return (worst > tolerance) & (sweeps < max_sweeps)
+        return (worst > tolerance) & (steps + sweeps < max_sweeps)
 
     def sweep(carry):
         u, _, sweeps, trace = carry
@@ -307,18 +460,18 @@ def fit_emml_exact(
         # the dual objective from the carried F = KB (padded rows have B = 0)
         b = c * padded_words - u
         objective = 0.5 * jnp.vdot(b, scores) - jnp.vdot(u, penalty)
-        trace = trace.at[sweeps].set(objective)
+        trace = trace.at[steps + sweeps].set(objective)
         return u, worst, sweeps + 1, trace
 
-    u0 = c * padded_words  # mu = 0: all mass on the slack
     init_carry = (
-        u0,
+        jnp.pad(start, ((0, padded_words.shape[0] - n), (0, 0))),
         jnp.asarray(jnp.inf, dtype),
         jnp.zeros((), jnp.int32),
-        jnp.full((max_sweeps,), jnp.nan, dtype),
+        gradient_trace,
     )
     u, _, sweeps, trace = jax.lax.while_loop(cond, sweep, init_carry)
-    return mixture_state(data, u[:n], c, tolerance, sweeps), trace
+    state = mixture_state(data, u[:n], c, tolerance, sweeps)
+    return state._replace(gradient_steps=steps), trace
 
 
 def mixture_state(
