@@ -43,9 +43,9 @@ from jaxannot.types import Array
 #: (``benchmarks/emml_exact_blocks.py``).
 SCORE_BLOCK = 64
 #: KKT violation (loss units) at which :func:`fit_emml_exact` hands the projected
-#: gradient's point to the block sweeps (Corel5k, 3000 VReps: 688 gradient steps
-#: and 48 sweeps to 0.001, against 1707 gradient steps alone or over 3000 sweeps
-#: alone).
+#: gradient's point to the block sweeps (Corel5k, 3000 VReps: 818 gradient steps
+#: and 46 sweeps to 0.001, against 1707 gradient steps alone or over 3000 sweeps
+#: alone; ``benchmarks/emml_exact_solver.py`` and ``docs/emml.md``).
 HANDOFF = 0.02
 
 __all__ = [
@@ -358,9 +358,9 @@ def fit_emml_exact(
     so on a wide RBF kernel, whose top eigenvalue (the near-constant direction)
     is a large multiple of the diagonal, they creep: on Corel5k at 3000 VReps the
     sweeps alone stopped at their cap of 3000 with a violation of 0.09. The
-    gradient phase's Barzilai--Borwein steps follow the whole spectrum and get
-    there in 688 steps; from 0.02 the sweeps, quick to settle which words carry
-    mass, reach 0.001 in 48 (the gradient alone took 1707 steps). Both phases
+    gradient phase's Barzilai--Borwein steps follow the whole spectrum and reach
+    0.02 in 818 steps; from there the sweeps, quick to settle which words carry
+    mass, reach 0.001 in 46 (the gradient alone took 1707 steps). Both phases
     cost one product with :math:`K` per step or sweep; ``max_sweeps`` caps their
     sum.
 
