@@ -13,6 +13,9 @@ records give.
   of each column (ours or a peer; none where most rows share it). Published figures
   (other features or splits) are listed under the table, marked as such, never bolded.
 - ``defaults``: every method at its defaults, Corel5k word F1@5 and MAP, scene MAP.
+- ``emml_mbrm``: EMML against MBRM tuned by each metric (``emml_vs_mbrm.json``).
+- ``tomotopy``: Link-LDA by CVB0 against tomotopy's Gibbs sampler, the ratio of the
+  times to tomotopy's perplexity (``link_lda_vs_peers_CORPUS[_allcores].json``).
 
     python benchmarks/results_tables.py            # rewrite the tables in place
     python benchmarks/results_tables.py --check    # exit 1 when a table is stale
@@ -155,10 +158,64 @@ def defaults_table() -> str:
     return "\n".join(lines)
 
 
+def tomotopy_table() -> str:
+    """CVB0 against tomotopy: the time-to-target ratio with its bootstrap interval."""
+    lines = [
+        "| corpus | threads | target (× tomotopy's perplexity) | seeds both reached "
+        "| tomotopy / jaxannot CPU time, 95 % interval | wall |",
+        "|---|---|---|---|---|---|",
+    ]
+    for corpus in ("corel5k", "synthetic"):
+        for suffix in ("", "_allcores"):
+            record = _load(f"link_lda_vs_peers_{corpus}{suffix}.json")
+            if record is None:
+                continue
+            for target in record["time_to_target"]:
+                cpu, wall = target["ratio_cpu_seconds"], target["ratio_seconds"]
+                seeds = f"{len(target['seeds_in_ratio'])} of {len(record['seeds'])}"
+                if not cpu or cpu["ratio_of_means"] is None:
+                    ratio, walls = "–", "–"
+                else:
+                    low, high = cpu["interval"]
+                    ratio = f"{cpu['ratio_of_means']:.2f} [{low:.2f}, {high:.2f}]"
+                    walls = f"{wall['ratio_of_means']:.2f}"
+                threads = record["threads"]["setting"]
+                lines.append(
+                    f"| {corpus} | {threads} | {target['factor']:.2f} "
+                    f"({target['target_perplexity']:.1f}) | {seeds} | {ratio} "
+                    f"| {walls} |"
+                )
+    return "\n".join(lines)
+
+
+def emml_mbrm_table() -> str:
+    """EMML at its defaults (tuned by MAP) against MBRM tuned by word F1@5 and by MAP
+    (``emml_vs_mbrm.json``)."""
+    record = _load("emml_vs_mbrm.json")
+    keys = (("word_f1@5", 4), ("n_plus@5", 0), ("map", 4), ("f1@5", 4),
+            ("lrap", 3), ("example_f1", 3))  # fmt: skip
+    lines = [
+        "| dataset | method | word F1@5 | N+@5 | MAP | F1@5 (per image) | LRAP "
+        "| example-F1 | fit s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for dataset, rows in record["results"].items():
+        for label, result in rows.items():
+            metrics = result.get("metrics", {})
+            cells = " | ".join(_cell(metrics.get(k), d) for k, d in keys)
+            fit = _cell(result.get("fit_seconds"), 1)
+            lines.append(f"| {dataset} | {label} | {cells} | {fit} |")
+    return "\n".join(lines)
+
+
 def table(name: str) -> str:
     """The table called ``name`` in a document's markers."""
+    if name == "emml_mbrm":
+        return emml_mbrm_table()
     if name == "defaults":
         return defaults_table()
+    if name == "tomotopy":
+        return tomotopy_table()
     if name.startswith("field_") and name[len("field_") :] in DATASETS:
         return field_table(name[len("field_") :])
     raise KeyError(f"unknown table {name!r}")
