@@ -13,6 +13,9 @@ records give.
   of each column (ours or a peer; none where most rows share it). Published figures
   (other features or splits) are listed under the table, marked as such, never bolded.
 - ``defaults``: every method at its defaults, Corel5k word F1@5 and MAP, scene MAP.
+
+No table carries fit seconds: the records behind them were run on a shared machine
+under varying load; the speed comparisons are the benchmarks' own records.
 - ``emml_mbrm``: EMML against MBRM tuned by each metric (``emml_vs_mbrm.json``).
 - ``tomotopy``: Link-LDA by CVB0 against tomotopy's Gibbs sampler, the ratio of the
   times to tomotopy's perplexity (``link_lda_vs_peers_CORPUS[_allcores].json``).
@@ -88,25 +91,24 @@ def _cell(value, digits: int) -> str:
     return f"{value:.0f}" if digits == 0 else f"{value:.{digits}f}"
 
 
-def field_rows(dataset: str) -> list[tuple[str, dict, float | None]]:
-    """(name, metrics, fit seconds) of our methods and the peers on ``dataset``."""
+def field_rows(dataset: str) -> list[tuple[str, dict]]:
+    """(name, metrics) of our methods and the peers on ``dataset``."""
     rows = []
     ours = _load(f"defaults_vs_empirical_{dataset}.json")
     if ours:
         for name, result in sorted(ours["results"].items()):
             metrics = result.get("metrics") if isinstance(result, dict) else None
             if metrics:
-                rows.append((name, metrics, result.get("fit_seconds")))
+                rows.append((name, metrics))
     peers = _load(f"multilabel_peers_{dataset}.json")
     if peers:
         for key, learner in peers["learners"].items():
-            rows.append((PEER_NAMES.get(key, key), learner["metrics"],
-                         learner.get("fit_seconds")))  # fmt: skip
+            rows.append((PEER_NAMES.get(key, key), learner["metrics"]))
     return rows
 
 
 def _best(rows, key: str, higher: bool):
-    values = [m[key] for _, m, _ in rows if m.get(key) is not None]
+    values = [m[key] for _, m in rows if m.get(key) is not None]
     if not values:
         return None
     return max(values) if higher else min(values)
@@ -117,22 +119,22 @@ def field_table(dataset: str) -> str:
     rows = field_rows(dataset)
     if not rows:
         raise SystemExit(f"no records for {dataset}")
-    header = "| method | " + " | ".join(c[1] for c in COLUMNS) + " | fit s |"
-    lines = [header, "|---" * (len(COLUMNS) + 2) + "|"]
+    header = "| method | " + " | ".join(c[1] for c in COLUMNS) + " |"
+    lines = [header, "|---" * (len(COLUMNS) + 1) + "|"]
     best = {key: _best(rows, key, higher) for key, _, _, higher in COLUMNS}
     leaders = {
-        key: {i for i, (_, m, _) in enumerate(rows)
+        key: {i for i, (_, m) in enumerate(rows)
               if m.get(key) is not None and _cell(m[key], d) == _cell(best[key], d)}
         for key, _, d, _ in COLUMNS
     }  # fmt: skip
-    for i, (name, metrics, fit) in enumerate(rows):
+    for i, (name, metrics) in enumerate(rows):
         cells = []
         for key, _, digits, _ in COLUMNS:
             text = _cell(metrics.get(key), digits)
             # a figure most rows share (N+@5 over 6 labels) leads nothing
             lead = i in leaders[key] and 2 * len(leaders[key]) < len(rows)
             cells.append(f"**{text}**" if lead else text)
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_cell(fit, 1)} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     notes = [f"- Published, not comparable: {p}" for p in PUBLISHED.get(dataset, [])]
     return "\n".join(lines + ([""] + notes if notes else []))
 
@@ -142,18 +144,17 @@ def defaults_table() -> str:
     corel = _load("defaults_vs_empirical_corel5k.json")["results"]
     scene = _load("defaults_vs_empirical_scene.json")["results"]
     lines = [
-        "| method | Corel5k word F1@5 | Corel5k MAP | scene MAP | Corel5k fit s |",
-        "|---|---|---|---|---|",
+        "| method | Corel5k word F1@5 | Corel5k MAP | scene MAP |",
+        "|---|---|---|---|",
     ]
     for name in sorted(set(corel) | set(scene)):
         c = (corel.get(name) or {}).get("metrics") or {}
         s = (scene.get(name) or {}).get("metrics") or {}
         if not c and not s:
             continue
-        fit = (corel.get(name) or {}).get("fit_seconds")
         lines.append(
             f"| {name} | {_cell(c.get('word_f1@5'), 4)} | {_cell(c.get('map'), 4)} "
-            f"| {_cell(s.get('map'), 4)} | {_cell(fit, 1)} |"
+            f"| {_cell(s.get('map'), 4)} |"
         )
     return "\n".join(lines)
 
@@ -196,15 +197,14 @@ def emml_mbrm_table() -> str:
             ("lrap", 3), ("example_f1", 3))  # fmt: skip
     lines = [
         "| dataset | method | word F1@5 | N+@5 | MAP | F1@5 (per image) | LRAP "
-        "| example-F1 | fit s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| example-F1 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for dataset, rows in record["results"].items():
         for label, result in rows.items():
             metrics = result.get("metrics", {})
             cells = " | ".join(_cell(metrics.get(k), d) for k, d in keys)
-            fit = _cell(result.get("fit_seconds"), 1)
-            lines.append(f"| {dataset} | {label} | {cells} | {fit} |")
+            lines.append(f"| {dataset} | {label} | {cells} |")
     return "\n".join(lines)
 
 
