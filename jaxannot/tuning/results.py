@@ -150,26 +150,41 @@ class TuneResult:
         return [f"{k}={_flag_value(v)}" for k, v in both.items()]
 
     def as_json(self) -> dict[str, Any]:
-        best = self.best.as_json()
-        best["hyper"] = dict(self.best.hyper)
-        best["set"] = self.set_flags()
-        return {
-            "method": self.method,
-            "dataset": self.dataset,
-            "protocol": self.protocol,
-            "folds": self.folds,
-            "metric": self.metric,
-            "higher_is_better": self.higher_is_better,
-            "grid": {k: list(v) for k, v in self.grid.items()},
-            "fixed": dict(self.fixed),
-            "labelled_fraction": self.labelled_fraction,
-            "seed": self.seed,
-            "n_images": self.n_images,
-            "seconds": self.seconds,
-            "results": [r.as_json() for r in self.results],
-            "best": best,
-            "platform": platform(),
-        }
+        return _run_json(
+            self,
+            {"grid": {k: list(v) for k, v in self.grid.items()}},
+            {
+                "seconds": self.seconds,
+                "results": [r.as_json() for r in self.results],
+                "best": _best_json(self.best, self.set_flags()),
+            },
+        )
+
+
+def _run_json(run, searched: dict, outcome: dict) -> dict[str, Any]:
+    """The JSON of a :class:`TuneResult` or :class:`SearchResult`: what was run
+    (``searched``: its grid or space) and on what, then ``outcome``, then the
+    platform."""
+    return {
+        "method": run.method,
+        "dataset": run.dataset,
+        "protocol": run.protocol,
+        "folds": run.folds,
+        "metric": run.metric,
+        "higher_is_better": run.higher_is_better,
+        **searched,
+        "fixed": dict(run.fixed),
+        "labelled_fraction": run.labelled_fraction,
+        "seed": run.seed,
+        "n_images": run.n_images,
+        **outcome,
+        "platform": platform(),
+    }
+
+
+def _best_json(best: SettingResult, flags: list[str]) -> dict[str, Any]:
+    """The best setting's JSON with its checked hyper-parameters and ``--set`` flags."""
+    return {**best.as_json(), "hyper": dict(best.hyper), "set": flags}
 
 
 def platform() -> dict[str, Any]:
@@ -361,30 +376,18 @@ class SearchResult:
         return [f"{k}={_flag_value(v)}" for k, v in both.items()]
 
     def as_json(self) -> dict[str, Any]:
-        best = None
-        if self.best is not None:
-            best = self.best.as_json()
-            best["hyper"] = dict(self.best.hyper)
-            best["set"] = self.set_flags()
-        return {
-            "method": self.method,
-            "dataset": self.dataset,
-            "protocol": self.protocol,
-            "folds": self.folds,
-            "metric": self.metric,
-            "higher_is_better": self.higher_is_better,
-            "space": self.space.as_json(),
-            "fixed": dict(self.fixed),
-            "labelled_fraction": self.labelled_fraction,
-            "seed": self.seed,
-            "n_images": self.n_images,
-            "sampler": dict(self.sampler),
-            "budget": self.budget.as_json(),
-            "counts": self.counts(),
-            "trials": [t.as_json() for t in self.trials],
-            "best": best,
-            "platform": platform(),
-        }
+        best = None if self.best is None else _best_json(self.best, self.set_flags())
+        return _run_json(
+            self,
+            {"space": self.space.as_json()},
+            {
+                "sampler": dict(self.sampler),
+                "budget": self.budget.as_json(),
+                "counts": self.counts(),
+                "trials": [t.as_json() for t in self.trials],
+                "best": best,
+            },
+        )
 
 
 def _cell(v: Any) -> str:
