@@ -19,6 +19,8 @@ grid can be run a dataset at a time. The table is mean ± sd over the seeds.
         --datasets wikipedia mfeat msrc 3sources bbcsport --seeds 0 1 2 3 4 \\
         --json benchmarks/results/mmh_claim.json
     python benchmarks/mmh_claim.py --json benchmarks/results/mmh_claim.json --table
+    python benchmarks/mmh_claim.py --json benchmarks/results/mmh_claim.json --table \\
+        --methods mmh mmh:c1=1e-6,c2=1e-6     # variants' columns
 """
 
 from __future__ import annotations
@@ -228,7 +230,12 @@ def main(argv=None) -> int:
                     )
                     add_run(report, run)
                     save(args.json, report)
-    print(table(report["runs"]))
+    labels = [cv_label(spec, list(args.cv)) for spec in args.methods]
+    datasets = [
+        d for d in args.datasets if any(r["dataset"] == d for r in report["runs"])
+    ]
+    runs = [r for r in report["runs"] if r["seed"] in args.seeds]
+    print(table(runs, labels, datasets))
     return 0
 
 
