@@ -315,3 +315,47 @@ def test_a_fit_on_other_labels_and_costs_compiles_nothing(rng_key, rng, count_co
         second = fit(other, 0.25, 2.0)
     assert counter.count == 0
     assert not np.allclose(first.predictor, second.predictor)
+
+
+def test_c1_to_zero_reduces_mmh_to_cd_then_the_svm(rng_key, rng):
+    # P1 = L + C1 [1/2 ||V||^2 + (C2/C1) hinge]: at a fixed SVM cost C = C2/C1 the
+    # Θ-step's hinge weighs C2 = C1 C, so C1 -> 0 leaves the Θ-steps plain CD (the
+    # pre-training and the alternations' steps in one optax trajectory) and V the
+    # SVM at cost C on the final [E_q0[h], 1]: MMH becomes DWH + the P1 SVM.
+    x, z, y = _toy(rng)
+    params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
+    model = _model(_embed)
+    schedule = mmh.Schedule(iterations=3, inner_steps=10, pretrain_steps=10)
+    cost = 2.0
+    plain = cd.build_kernel(
+        model.optimizer, model.phase_statistics, model.expected_log_potential
+    )
+    state, _ = cd.fit_cd(
+        rng_key,
+        cd.init(params, model.optimizer),
+        (_images(x, z), None),
+        step=plain,
+        num_steps=10 + 3 * 10,
+    )
+    hidden = jax.vmap(_embed, (None, 0))(state.params, _images(x, z))
+    term = MaxMargin(y, cost, num_classes=3)
+    svm_minimum = _p1_minimum_cvxpy(
+        np.asarray(steps.with_offset(hidden), np.float64), y, cost, 3
+    )
+    distance = {}
+    for c1 in (1e-9, 0.5):
+        res = mmh.fit_mmh_classifier(
+            rng_key, params, _images(x, z), y, 3, model,
+            c1=c1, c2=c1 * cost, schedule=schedule,
+        )  # fmt: skip
+        distance[c1] = max(
+            float(jnp.abs(a - b).max())
+            for a, b in zip(
+                jax.tree.leaves(res.params), jax.tree.leaves(state.params), strict=True
+            )
+        )
+        if c1 < 1e-6:
+            got = float(term.objective(steps.term_params(res.predictor), hidden))
+    assert distance[1e-9] < 1e-4  # the same Θ as CD alone ...
+    assert distance[0.5] > 1e-2  # ... which a real hinge weight moves
+    assert got / svm_minimum == pytest.approx(1.0, abs=2e-3)  # V: the SVM at cost C
