@@ -9,7 +9,7 @@ import jax
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
 
-SMALL = {"eigenvectors": 40, "bins": 20, "pca": 6, "max_epochs": 200}
+SMALL = {"eigenvectors": 40, "bins": 20, "pca": 6, "bandwidth": 0.1, "max_epochs": 200}
 
 
 def _blobs(rng, n, centres):
