@@ -47,6 +47,7 @@ import argparse
 import json
 import pathlib
 import resource
+import sys
 import time
 
 import numpy as np
@@ -108,6 +109,21 @@ def sklearn_lda(args):
         n_jobs=1,
         random_state=args.seed,
     )
+
+
+def _public(argv) -> list[str]:
+    """The command-line arguments without ``--data-dir`` and its value (a path of
+    the machine that ran it)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--data-dir":
+            skip = True
+        elif not a.startswith("--data-dir="):
+            out.append(a)
+    return out
 
 
 def main(argv=None):
@@ -294,8 +310,7 @@ def main(argv=None):
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         jax=jax.__version__,
         device=device_record(),
-        command="python benchmarks/link_lda_vs_sklearn.py"
-        + ("" if argv is None else " " + " ".join(argv)),
+        command=" ".join(["python benchmarks/link_lda_vs_sklearn.py", *_public(argv)]),
     )
     if "gensim" in results:
         out["speedup_vs_gensim"] = (
