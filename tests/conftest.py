@@ -11,7 +11,9 @@ os.environ.setdefault(
 )  # two virtual devices for sharding tests
 
 import gc
+import importlib
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -124,3 +126,19 @@ def _release_compiled_programs():
     yield
     jax.clear_caches()
     gc.collect()
+
+
+@pytest.fixture(scope="session")
+def benchmark_script():
+    """A loader of the scripts of ``benchmarks/`` by module name (each imports its
+    siblings, so the folder is on ``sys.path`` while it loads)."""
+    folder = str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks")
+
+    def load(name: str):
+        sys.path.insert(0, folder)
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(folder)
+
+    return load

@@ -2,24 +2,15 @@
 ``jaxannot tune --json`` outputs."""
 
 import json
-import pathlib
-import sys
 
 import pytest
 
 from jaxannot.cli.app import main as cli
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def defaults_cv():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import defaults_cv
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return defaults_cv
+def defaults_cv(benchmark_script):
+    return benchmark_script("defaults_cv")
 
 
 def _tune(tmp_path, data_root, name, *grid_and_set):

@@ -2,25 +2,15 @@
 both systems, and time to target read off each curve."""
 
 import os
-import pathlib
-import sys
 import warnings
 
 import numpy as np
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import link_lda_vs_peers
-
-        yield link_lda_vs_peers
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def bench(benchmark_script):
+    return benchmark_script("link_lda_vs_peers")
 
 
 def _tomotopy():

@@ -1,22 +1,12 @@
 """``benchmarks/mmh_claim.py``: the variant specs, the run store and the table."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def claim():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import mmh_claim
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return mmh_claim
+def claim(benchmark_script):
+    return benchmark_script("mmh_claim")
 
 
 def test_variant_specs(claim):

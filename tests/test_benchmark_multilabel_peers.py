@@ -2,8 +2,6 @@
 the grid that grows past an edge optimum, and a whole run on a tiny corpus."""
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -11,18 +9,10 @@ import pytest
 from jaxannot import metrics
 from jaxannot.data import Corpus, make_task
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import multilabel_peers
-
-        yield multilabel_peers
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def bench(benchmark_script):
+    return benchmark_script("multilabel_peers")
 
 
 def _brute_mlknn(x, y, x_test, k, s=1.0):

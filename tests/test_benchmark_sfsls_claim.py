@@ -1,9 +1,6 @@
 """``benchmarks/sfsls_claim.py``: the selector's ridge against scikit-learn and
 ``fsnm``, a selector at equal fraction, and a whole (tiny) table and diagnosis run."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
@@ -15,18 +12,10 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.data.preprocessing import standardize
 from jaxannot.metrics import mean_average_precision
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sfsls_claim
-
-        yield sfsls_claim
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def bench(benchmark_script):
+    return benchmark_script("sfsls_claim")
 
 
 def _pool(n=300, d=8, c=3, seed=0):

@@ -2,7 +2,6 @@
 simplex grid, the score rules, and a chosen setting that is the best of its own
 out-of-fold table."""
 
-import importlib.util
 import json
 import pathlib
 
@@ -13,12 +12,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def study():
-    path = ROOT / "benchmarks" / "fusion_study.py"
-    spec = importlib.util.spec_from_file_location("fusion_study", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def study(benchmark_script):
+    return benchmark_script("fusion_study")
 
 
 def test_the_simplex_grid_is_every_weight_vector_of_its_step(study):

@@ -18,7 +18,6 @@ comes out of the code.
 import json
 import math
 import pathlib
-import sys
 
 import pytest
 
@@ -29,7 +28,6 @@ from jaxannot.evaluation import evaluate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-BENCHMARKS = ROOT / "benchmarks"
 
 #: Tolerance of the ``empirical`` rows: bit-identical. Its scores are the training
 #: word counts (integers, exact in float32), so its ranking is the same on every
@@ -113,13 +111,8 @@ def test_defaults_vs_empirical_row_reproduces(tasks, dataset, method, tolerance)
 
 
 @pytest.fixture(scope="module")
-def tagprop_subsample():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import tagprop_subsample
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return tagprop_subsample
+def tagprop_subsample(benchmark_script):
+    return benchmark_script("tagprop_subsample")
 
 
 def test_tagprop_subsample_reproduces(tagprop_subsample, data_root):

@@ -1,7 +1,6 @@
 """The results tables of README.md and docs/results.md equal what their JSON records
 give (``benchmarks/results_tables.py``): no figure in them is typed by hand."""
 
-import importlib.util
 import pathlib
 
 import pytest
@@ -10,12 +9,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def tables():
-    path = ROOT / "benchmarks" / "results_tables.py"
-    spec = importlib.util.spec_from_file_location("results_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tables(benchmark_script):
+    return benchmark_script("results_tables")
 
 
 def test_every_marked_table_is_what_its_records_give(tables):
