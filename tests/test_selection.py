@@ -1,11 +1,11 @@
-"""The one-standard-error rule against a hand computation of ESL sec. 7.10."""
+"""The one-standard-error rules against hand computations (ESL sec. 7.10)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from jaxannot.tuning.selection import smallest_within_one_se
+from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
 
 
 def _row(value, folds):
@@ -53,3 +53,28 @@ def test_lower_is_better_and_nan_settings():
         smallest_within_one_se(
             [{"params": {"a": 1, "b": 2}, "folds": [1], "mean": 1}], "a", True
         )
+
+
+def _opt(value, folds):
+    return {
+        "params": {"optimizer": value},
+        "folds": folds,
+        "mean": float(np.mean(folds)),
+    }
+
+
+def test_the_incumbent_stays_unless_beaten_by_more_than_one_standard_error():
+    # the best, sgd: folds 0.80, 0.70, 0.75, se 0.05 / sqrt(3) = 0.02887, threshold
+    # 0.72113 (by hand, as above): adam (0.73) is within, lbfgs (0.71) is not
+    rows = [
+        _opt("adam", [0.74, 0.72, 0.73]),
+        _opt("sgd", [0.80, 0.70, 0.75]),
+        _opt("lbfgs", [0.70, 0.71, 0.72]),
+    ]
+    assert incumbent_within_one_se(rows, "optimizer", True, "adam") == "adam"
+    assert incumbent_within_one_se(rows, "optimizer", True, "lbfgs") == "sgd"
+    assert incumbent_within_one_se(rows, "optimizer", True, "sgd") == "sgd"
+    # lower is better: the best is lbfgs (0.71, se 0.01 / sqrt(3)); adam is 0.02 off
+    assert incumbent_within_one_se(rows, "optimizer", False, "adam") == "lbfgs"
+    with pytest.raises(ValueError, match="not in the run"):
+        incumbent_within_one_se(rows, "optimizer", True, "rmsprop")

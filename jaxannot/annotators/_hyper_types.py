@@ -118,6 +118,9 @@ RULES = {
     "folds (the one-standard-error rule, Hastie, Tibshirani & Friedman, The "
     "Elements of Statistical Learning, sec. 7.10); for a size whose cost grows "
     "with it",
+    "incumbent_within_1se": "the default the record's run was made at, unless the "
+    "best setting beats it by more than one standard error of the best's score (as "
+    "above); for a setting with no cheaper end, so that noise does not move it",
 }
 
 #: Where a default comes from (``hyper_defaults.toml``'s ``origin``).
@@ -157,6 +160,11 @@ class Default:
     rule : str
         For ``origin = "cv"``: how the value is read off the record's last run over
         the key, one of :data:`RULES` (``"best"``: the winner).
+    requires : tuple of (str, value) pairs
+        For ``origin = "cv"``: settings of the method's other hyper-parameters the
+        key has an effect under only (e.g. a word rule used by k-means VReps
+        alone); the record's run holds them there instead of at their defaults.
+        In the TOML an inline table, ``requires = { vrep_method = "kmeans" }``.
     """
 
     value: Any
@@ -165,6 +173,7 @@ class Default:
     note: str = ""
     record_method: str = ""
     rule: str = "best"
+    requires: tuple = ()
 
     def __post_init__(self) -> None:
         if self.origin not in ORIGINS:
@@ -181,6 +190,8 @@ class Default:
             raise ValueError(f"unknown rule {self.rule!r}; valid: {', '.join(RULES)}")
         if self.rule != "best" and self.origin != "cv":
             raise ValueError("rule is given only with origin = 'cv'")
+        if self.requires and self.origin != "cv":
+            raise ValueError("requires is given only with origin = 'cv'")
         if self.origin in ("paper", "untuned") and not self.note:
             raise ValueError(f"origin {self.origin!r} needs a note")
         if "\n" in self.note:

@@ -21,7 +21,15 @@ __all__ = ["SHARED", "SPECIFIC", "DEFAULTS", "load_tables", "load_defaults"]
 
 _FILE = "hyper_specs.toml"
 _DEFAULTS_FILE = "hyper_defaults.toml"
-_DEFAULT_KEYS = {"value", "origin", "record", "record_method", "note", "rule"}
+_DEFAULT_KEYS = {
+    "value",
+    "origin",
+    "record",
+    "record_method",
+    "note",
+    "rule",
+    "requires",
+}
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 _KEYS = {"help", "type", "ge", "gt", "le", "lt", "choices", "comma_list"}
 _INT_CEILING = 2**31 - 1  # the largest int32: jax's integers without x64
@@ -110,8 +118,13 @@ def load_defaults(text: str) -> dict[str, dict[str, Default]]:
                     f"{where}: unknown keys {sorted(set(entry) - _DEFAULT_KEYS)}; "
                     f"valid: {sorted(_DEFAULT_KEYS)}"
                 )
+            requires = entry.get("requires", {})
+            if not isinstance(requires, dict):
+                raise ValueError(f"{where}: `requires` is a table of settings")
             try:
-                out[method][name] = Default(**entry)
+                out[method][name] = Default(
+                    **{**entry, "requires": tuple(requires.items())}
+                )
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
     return out

@@ -5,6 +5,10 @@
 whose cost grows with it (histogram bins, eigenfunctions), the smallest value
 whose cross-validated score lies within one standard error of the best's rather
 than the best itself, which on a plateau is decided by noise.
+:func:`incumbent_within_one_se` is ``rule = "incumbent_within_1se"``: for a setting
+with no simpler or cheaper end (a step size, an optimizer), the default the run was
+made at, unless the best beats it by more than that standard error — so that a
+re-run of the coordinate search does not move a default on fold noise.
 
 References
 ----------
@@ -20,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["smallest_within_one_se"]
+__all__ = ["incumbent_within_one_se", "smallest_within_one_se"]
 
 
 def smallest_within_one_se(
@@ -54,6 +58,52 @@ def smallest_within_one_se(
     -------
     The value.
     """
+    return min(_within(results, key, higher_is_better))
+
+
+def incumbent_within_one_se(
+    results: Sequence[Mapping[str, Any]],
+    key: str,
+    higher_is_better: bool,
+    incumbent: Any,
+) -> Any:
+    r"""``incumbent`` when its score is within one standard error of the best
+    setting's (as in :func:`smallest_within_one_se`), else the best value.
+
+    Parameters
+    ----------
+    results : sequence of mappings
+        A run's ``results``, over ``key`` alone.
+    key : str
+        The hyper-parameter (any type).
+    higher_is_better : bool
+    incumbent
+        The default the run was made at (the record's ``defaults_at_run[key]``); it
+        must be one of the run's values.
+
+    Returns
+    -------
+    The value.
+    """
+    within = _within(results, key, higher_is_better)
+    if not any(_same(v, incumbent) for v in (r["params"][key] for r in results)):
+        raise ValueError(f"the incumbent {incumbent!r} is not in the run over {key!r}")
+    if any(_same(v, incumbent) for v in within):
+        return incumbent
+    return within[0]
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (
+        type(a) is type(b)
+        and a == b
+        or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and a == b)
+    )
+
+
+def _within(results, key: str, higher_is_better: bool) -> list:
+    """The values within one standard error of the best setting's score, the best
+    first."""
     sign = 1.0 if higher_is_better else -1.0
     rows = [r for r in results if r["mean"] is not None and not math.isnan(r["mean"])]
     if not rows:
@@ -63,7 +113,8 @@ def smallest_within_one_se(
     best = max(rows, key=lambda r: sign * r["mean"])
     folds = np.asarray(best["folds"], float)
     se = folds.std(ddof=1) / math.sqrt(folds.size) if folds.size > 1 else 0.0
-    within = [
-        row["params"][key] for row in rows if sign * (row["mean"] - best["mean"]) >= -se
+    return [best["params"][key]] + [
+        row["params"][key]
+        for row in rows
+        if row is not best and sign * (row["mean"] - best["mean"]) >= -se
     ]
-    return min(within)

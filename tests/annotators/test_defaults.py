@@ -17,7 +17,7 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.annotators.hyper_tables import load_defaults
-from jaxannot.tuning.selection import smallest_within_one_se
+from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
 
 METHODS = available_methods()
 RECORDS = pathlib.Path(__file__).parents[2] / "benchmarks" / "results" / "defaults_cv"
@@ -63,11 +63,83 @@ def test_every_cross_validated_default_is_the_winner_of_its_record():
                     run["results"], key, run["higher_is_better"]
                 )
                 assert chosen == default.value, (name, key, chosen)
+            elif default.rule == "incumbent_within_1se":
+                chosen = incumbent_within_one_se(
+                    run["results"],
+                    key,
+                    run["higher_is_better"],
+                    run["defaults_at_run"][key],
+                )
+                assert chosen == default.value, (name, key, chosen)
             else:
                 assert run["best"]["params"][key] == default.value, (name, key)
             assert len(run["grid"][key]) >= 2, (name, key)
             checked += 1
     assert checked > 0
+
+
+#: Cross-validated defaults whose deciding run was made while another default of the
+#: same method had a value it no longer has; each with why it was not re-run. The test
+#: below fails when an entry is no longer stale, so the list only shrinks.
+KNOWN_STALE = {
+    ("emml", "word_rule"): "its re-run at 3000 VReps (k-means VReps, 6 fits) was "
+    "stopped unfinished for time (issue 32); the record's run is at 1000 VReps, C 1",
+}
+
+
+def _deciding_run(name: str, key: str, default) -> tuple[str, dict]:
+    owner = default.record_method or name
+    runs = [r for r in _record(owner, default.record)["runs"] if key in r["grid"]]
+    return owner, runs[-1]
+
+
+def _stale(owner: str, key: str, run: dict) -> dict:
+    """The settings ``run`` held that differ from today's defaults of ``owner`` (its
+    grid keys aside; ``data`` settings such as a target view are the dataset's; a
+    setting the key requires, ``Default.requires``, at its required value)."""
+    held = {**run["defaults_at_run"], **run["fixed"]}
+    table = DEFAULTS[owner]
+    want = {k: d.value for k, d in table.items()} | dict(table[key].requires)
+    return {
+        k: (v, want[k])
+        for k, v in held.items()
+        if k in table
+        and k not in run["grid"]
+        and table[k].origin != "data"
+        and v != want[k]
+    }
+
+
+def _tune_metric(method) -> str:
+    """The metric ``jaxannot tune`` uses by default on a dataset with classes."""
+    if method.response is not None:
+        return "rmse"
+    if method.predict_labels is not None:
+        return "classification_accuracy"
+    return "map"
+
+
+def test_every_cross_validated_default_was_chosen_at_todays_other_defaults():
+    stale, checked = {}, 0
+    for name, table in DEFAULTS.items():
+        for key, default in table.items():
+            if default.origin != "cv":
+                continue
+            owner, run = _deciding_run(name, key, default)
+            # a metric to select by is recorded by the metric it names
+            metric = default.value if key == "select_metric" else None
+            assert run["metric"] == (metric or _tune_metric(METHODS[owner])), (
+                name,
+                key,
+            )
+            differs = _stale(owner, key, run)
+            if differs:
+                stale[(name, key)] = differs
+            checked += 1
+    assert checked > 100
+    assert set(stale) == set(KNOWN_STALE), {
+        k: v for k, v in stale.items() if k not in KNOWN_STALE
+    }
 
 
 def test_every_record_is_a_training_split_cross_validation_of_its_method():
@@ -140,6 +212,11 @@ def test_uses_defaults_fills_records_and_refuses_a_second_default(monkeypatch):
         (
             '[m]\nk = { value = 1, origin = "solver", rule = "smallest_within_1se" }\n',
             "only with",
+        ),
+        ('[m]\nk = { value = 1, origin = "solver", requires = { a = 2 } }\n', "only"),
+        (
+            '[m]\nk = { value = 1, origin = "cv", record = "d", requires = 2 }\n',
+            "table",
         ),
     ],
 )
