@@ -81,9 +81,29 @@ def test_every_cross_validated_default_is_the_winner_of_its_record():
 #: Cross-validated defaults whose deciding run was made while another default of the
 #: same method had a value it no longer has; each with why it was not re-run. The test
 #: below fails when an entry is no longer stale, so the list only shrinks.
+_NOT_ADOPTED = (
+    "the re-run at today's other defaults moved it to values that fail this suite's "
+    "robustness checks (issue 32: {}); the earlier record stands, not re-run"
+)
 KNOWN_STALE = {
     ("emml", "word_rule"): "its re-run at 3000 VReps (k-means VReps, 6 fits) was "
     "stopped unfinished for time (issue 32); the record's run is at 1000 VReps, C 1",
+    **{
+        ("mmh", k): _NOT_ADOPTED.format("SGD at 0.0025 diverges on small data")
+        for k in ("weight_scale", "learn_variance", "c1", "c2", "iterations")
+        + ("inner_steps",)
+    },
+    **{
+        (m, k): _NOT_ADOPTED.format("1 neighbour loses with few labelled images")
+        for m, keys in (
+            (
+                "sfsls",
+                ("alpha", "lam", "mu", "subspace", "neighbors", "use_unlabelled"),
+            ),
+            ("sfss", ("lam", "subspace", "neighbors", "use_unlabelled")),
+        )
+        for k in keys
+    },
 }
 
 
