@@ -189,9 +189,10 @@ def write_default(method: str, key: str, value=None, rule=None, path: Path = TOM
                     r'value = ("[^"]*"|[^,]+),', f"value = {text},", line, count=1
                 )
             if rule is not None:
-                line = re.sub(r'rule = "[^"]*", ', "", line)
+                # after the record, whether more keys follow it or not
+                line = re.sub(r',? rule = "[^"]*"', "", line)
                 line = re.sub(
-                    r'(record = "[^"]*",)', rf'\1 rule = "{rule}",', line, count=1
+                    r'(record = "[^"]*")', rf'\1, rule = "{rule}"', line, count=1
                 )
             lines[i] = line
             break
@@ -243,8 +244,10 @@ def confirm(owner, dataset, run, rerun: Callable, path: Path = TOML, records=REC
                 write_default(owner, key, value=value, path=path)
                 moved = True
             print(f"{owner}.{key}: {entry['value']} -> {value}", file=sys.stderr)
-        grid = extend(owner, keys[0], new) if len(keys) == 1 else None
-        if grid is None or table[owner][keys[0]].get("rule") == "smallest_within_1se":
+        # a size read by the one-standard-error rule stays inside its grid
+        size_rule = entry.get("rule") == "smallest_within_1se"
+        grid = extend(owner, keys[0], new) if len(keys) == 1 and not size_rule else None
+        if grid is None:
             return moved
         run = {**new, "grid": {keys[0]: grid}}
     return moved

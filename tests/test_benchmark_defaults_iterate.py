@@ -135,3 +135,24 @@ def test_a_pass_moves_a_default_and_reruns_what_it_made_stale(it, tmp_path):
     assert {k for k, _ in calls[1:]} == {"lr", "rule", "mode"}
     text = path.read_text()
     assert 'topics = { value = 40, origin = "cv", record = "d" }' in text
+
+
+def test_a_size_read_by_the_one_se_rule_is_not_followed_past_its_grid(it, tmp_path):
+    # topics 40 wins at the high end by less than one standard error over 20: the
+    # rule takes 20, and no run past 40 follows
+    runs = [_run("topics", {20: [0.5] * 3, 40: [0.5] * 3}, {**DEFAULTS, "lr": 0.1})]
+    path = _write(tmp_path, runs)
+    calls = []
+
+    def rerun(owner, dataset, run, table):
+        calls.append(sorted(run["grid"]["topics"]))
+        scores = {20: [0.50, 0.50, 0.50], 40: [0.60, 0.40, 0.52]}
+        new = _run("topics", scores, {**DEFAULTS}, edge={"topics": "high"})
+        record = {"method": "m", "runs": [new]}
+        (tmp_path / "m_d.json").write_text(json.dumps(record))
+        return True
+
+    it.confirm("m", "d", runs[0], rerun, path=path, records=tmp_path)
+    assert calls == [[20, 40]]
+    entry = it.read_table(path)["m"]["topics"]
+    assert entry["value"] == 20 and entry["rule"] == "smallest_within_1se"

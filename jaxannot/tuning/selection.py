@@ -94,11 +94,8 @@ def incumbent_within_one_se(
 
 
 def _same(a: Any, b: Any) -> bool:
-    return (
-        type(a) is type(b)
-        and a == b
-        or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and a == b)
-    )
+    """Equal values, a bool never equal to a number (``True == 1`` in Python)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
 def _within(results, key: str, higher_is_better: bool) -> list:
