@@ -9,11 +9,12 @@ held — through ``benchmarks/defaults_cv.py`` (so the record keeps each run's
 command), reads the default off the new run by its rule and writes a move to
 ``hyper_defaults.toml``:
 
-- a one-key run whose best beats the default it was made at by less than one
-  standard error of the best setting's score (Hastie et al., ESL sec. 7.10) does not
-  move it on noise: a size whose cost grows with it (:data:`COST`) takes the
-  smallest value within that error (``rule = "smallest_within_1se"``), any other
-  setting keeps the default the run was made at (``rule = "incumbent_within_1se"``);
+- a run whose best beats the default it was made at by less than one standard
+  error of the best setting's score (Hastie et al., ESL sec. 7.10) does not move it
+  on noise: a size whose cost grows with it (:data:`COST`), alone in its run, takes
+  the smallest value within that error (``rule = "smallest_within_1se"``), any other
+  setting keeps the default the run was made at (``rule = "incumbent_within_1se"``;
+  a joint run over several keys keeps today's combination, the rule written to each);
 - a numeric winner at an end of its grid is followed one step past it (the grid's
   ratio at that end; never past the spec's range), as ``defaults_cv.py`` asks.
 
@@ -44,7 +45,9 @@ HERE = Path(__file__).resolve().parent
 TOML = HERE.parent / "jaxannot" / "annotators" / "hyper_defaults.toml"
 RECORDS = HERE / "results" / "defaults_cv"
 
-#: Sizes whose fit cost grows with the value.
+#: Sizes whose fit cost grows with the value. A graph's neighbour count is not one:
+#: its small end is not a simpler model but a graph that falls apart (one neighbour
+#: leaves most images in pairs), so a tie there keeps the incumbent.
 COST = frozenset(
     {
         "topics",
@@ -53,7 +56,6 @@ COST = frozenset(
         "sweeps",
         "inner_steps",
         "pretrain_steps",
-        "neighbors",
         "vreps",
         "eigenvectors",
         "bins",
@@ -119,26 +121,39 @@ def read_default(entry: dict, key: str, run: dict):
     if rule == "smallest_within_1se":
         return smallest_within_one_se(run["results"], key, run["higher_is_better"])
     if rule == "incumbent_within_1se":
-        return incumbent_within_one_se(
-            run["results"], key, run["higher_is_better"], run["defaults_at_run"][key]
+        keys = sorted(run["grid"])
+        kept = incumbent_within_one_se(
+            run["results"], keys, run["higher_is_better"], run["defaults_at_run"]
         )
+        return kept[key]
     return run["best"]["params"][key]
 
 
 def choose_rule(entry: dict, key: str, run: dict) -> str | None:
     """The rule to record when ``run``'s best beats the default it was made at by
-    less than one standard error (None: the entry's rule stands)."""
-    best = run["best"]["params"][key]
-    incumbent = run["defaults_at_run"][key]
-    if entry.get("rule", "best") != "best" or _same(best, incumbent):
+    less than one standard error (None: the entry's rule stands). For a joint run
+    (several keys) the rule is the combination's: every key gets the same one."""
+    keys = sorted(run["grid"])
+    best = run["best"]["params"]
+    incumbent = {k: run["defaults_at_run"][k] for k in keys}
+    if entry.get("rule", "best") != "best" or all(
+        _same(best[k], incumbent[k]) for k in keys
+    ):
         return None
-    if key in COST and not isinstance(best, (bool, str)):
+    if len(keys) == 1 and key in COST and not isinstance(best[key], (bool, str)):
         cheap = smallest_within_one_se(run["results"], key, run["higher_is_better"])
-        return None if _same(cheap, best) else "smallest_within_1se"
-    kept = incumbent_within_one_se(
-        run["results"], key, run["higher_is_better"], incumbent
+        return None if _same(cheap, best[key]) else "smallest_within_1se"
+    try:
+        kept = incumbent_within_one_se(
+            run["results"], keys, run["higher_is_better"], incumbent
+        )
+    except ValueError:  # today's combination is not in the grid
+        return None
+    return (
+        "incumbent_within_1se"
+        if all(_same(kept[k], incumbent[k]) for k in keys)
+        else None
     )
-    return "incumbent_within_1se" if _same(kept, incumbent) else None
 
 
 def extend(method: str, key: str, run: dict) -> list | None:
@@ -235,7 +250,7 @@ def confirm(owner, dataset, run, rerun: Callable, path: Path = TOML, records=REC
         table = read_table(path)
         for key in keys:
             entry = table[owner][key]
-            rule = choose_rule(entry, key, new) if len(keys) == 1 else None
+            rule = choose_rule(entry, key, new)
             if rule:
                 write_default(owner, key, rule=rule, path=path)
                 entry = {**entry, "rule": rule}
@@ -244,9 +259,12 @@ def confirm(owner, dataset, run, rerun: Callable, path: Path = TOML, records=REC
                 write_default(owner, key, value=value, path=path)
                 moved = True
             print(f"{owner}.{key}: {entry['value']} -> {value}", file=sys.stderr)
-        # a size read by the one-standard-error rule stays inside its grid
+        # a size read by the one-standard-error rule stays inside its grid; a kept
+        # incumbent is not the edge winner
         size_rule = entry.get("rule") == "smallest_within_1se"
-        grid = extend(owner, keys[0], new) if len(keys) == 1 and not size_rule else None
+        follow = len(keys) == 1 and not size_rule
+        follow = follow and _same(value, new["best"]["params"][keys[0]])
+        grid = extend(owner, keys[0], new) if follow else None
         if grid is None:
             return moved
         run = {**new, "grid": {keys[0]: grid}}

@@ -83,6 +83,32 @@ def test_one_standard_error_rules_keep_a_default_noise_would_move(it):
     assert it.read_default({}, "lr", far) == 0.1
 
 
+def test_a_joint_run_keeps_todays_combination_within_one_standard_error(it):
+    results = [
+        {"params": {"lr": lr, "mode": m}, "folds": f, "mean": sum(f) / 3}
+        for lr, m, f in (
+            (0.1, "x", [0.6, 0.4, 0.5]),  # the best, se 0.1 / sqrt(3) = 0.0577
+            (0.01, "y", [0.47, 0.45, 0.46]),  # today's, 0.46: within
+            (0.1, "y", [0.3, 0.3, 0.3]),
+        )
+    ]
+    run = {
+        "grid": {"lr": [0.01, 0.1], "mode": ["x", "y"]},
+        "results": results,
+        "best": results[0],
+        "higher_is_better": True,
+        "defaults_at_run": DEFAULTS,
+    }
+    for key in ("lr", "mode"):
+        entry = {"value": DEFAULTS[key]}
+        assert it.choose_rule(entry, key, run) == "incumbent_within_1se"
+    assert it.read_default({"rule": "incumbent_within_1se"}, "lr", run) == 0.01
+    assert it.read_default({"rule": "incumbent_within_1se"}, "mode", run) == "y"
+    # today's combination far behind: the best, no rule
+    results[1] = {**results[1], "folds": [0.2] * 3, "mean": 0.2}
+    assert it.choose_rule({"value": 0.01}, "lr", run) is None
+
+
 def test_the_grid_goes_one_step_past_an_edge_winner_inside_the_spec(it):
     run = _run("lr", {0.01: [1, 1, 1], 0.02: [0, 0, 0]}, DEFAULTS, edge={"lr": "low"})
     assert it.extend("twh", "lr", run) == [0.005, 0.01, 0.02]

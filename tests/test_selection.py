@@ -78,3 +78,32 @@ def test_the_incumbent_stays_unless_beaten_by_more_than_one_standard_error():
     assert incumbent_within_one_se(rows, "optimizer", False, "adam") == "lbfgs"
     with pytest.raises(ValueError, match="not in the run"):
         incumbent_within_one_se(rows, "optimizer", True, "rmsprop")
+
+
+def test_a_joint_run_keeps_todays_combination_unless_beaten_by_one_standard_error():
+    def row(lr, opt, folds):
+        return {
+            "params": {"learning_rate": lr, "optimizer": opt},
+            "folds": folds,
+            "mean": float(np.mean(folds)),
+        }
+
+    # best (0.0025, sgd): folds 0.66, 0.63, 0.67, sd 0.02082, se 0.01202: the
+    # threshold 0.65333 - 0.01202 = 0.64131 by hand; (0.01, adam) at 0.6500 is within
+    rows = [
+        row(0.0025, "sgd", [0.66, 0.63, 0.67]),
+        row(0.01, "adam", [0.65, 0.64, 0.66]),
+        row(0.01, "sgd", [0.60, 0.61, 0.62]),
+    ]
+    keys = ["learning_rate", "optimizer"]
+    today = {"learning_rate": 0.01, "optimizer": "adam", "other": 3}
+    kept = incumbent_within_one_se(rows, keys, True, today)
+    assert kept == {"learning_rate": 0.01, "optimizer": "adam"}
+    # (0.01, sgd) at 0.61 is outside: the best combination, both keys
+    worse = {**today, "optimizer": "sgd"}
+    moved = incumbent_within_one_se(rows, keys, True, worse)
+    assert moved == {"learning_rate": 0.0025, "optimizer": "sgd"}
+    with pytest.raises(ValueError, match="not in the run"):
+        incumbent_within_one_se(rows, keys, True, {**today, "learning_rate": 1.0})
+    with pytest.raises(ValueError, match="alone"):
+        incumbent_within_one_se(rows, ["learning_rate"], True, today)

@@ -120,7 +120,8 @@ RULES = {
     "with it",
     "incumbent_within_1se": "the default the record's run was made at, unless the "
     "best setting beats it by more than one standard error of the best's score (as "
-    "above); for a setting with no cheaper end, so that noise does not move it",
+    "above); for a setting with no cheaper end, so that noise does not move it; a "
+    "run over several keys keeps or replaces the combination as one setting",
 }
 
 #: Where a default comes from (``hyper_defaults.toml``'s ``origin``).
