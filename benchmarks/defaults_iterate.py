@@ -231,6 +231,8 @@ def run_defaults_cv(owner: str, dataset: str, run: dict, table: dict, data_dir) 
             cmd += ["--set", f"{k}={v}"]
     cmd += ["--folds", str(run["folds"]), "--metric", run["metric"]]
     cmd += ["--seed", str(run["seed"])]
+    if run.get("labelled_fraction") is not None:  # the run's protocol, kept
+        cmd += ["--labelled-fraction", str(run["labelled_fraction"])]
     if data_dir:
         cmd += ["--data-dir", str(data_dir)]
     print("running:", " ".join(cmd[1:]), file=sys.stderr, flush=True)

@@ -182,3 +182,33 @@ def test_a_size_read_by_the_one_se_rule_is_not_followed_past_its_grid(it, tmp_pa
     assert calls == [[20, 40]]
     entry = it.read_table(path)["m"]["topics"]
     assert entry["value"] == 20 and entry["rule"] == "smallest_within_1se"
+
+
+def test_a_rerun_keeps_the_runs_protocol_and_the_required_settings(it, monkeypatch):
+    """A re-run is the same cross-validation at today's defaults: a run made with
+    10 % of the images labelled is re-run so (run with every image labelled, the
+    semi-supervised settings tie and a re-run would decide them on another task)."""
+    calls = []
+
+    def fake_run(cmd):
+        calls.append(cmd)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(it.subprocess, "run", fake_run)
+    table = {"m": {"rule": {"requires": {"mode": "x"}}, "view": {"origin": "data"}}}
+    run = {
+        **_run("rule", {"a": [1] * 3, "b": [0] * 3}, DEFAULTS, fixed={"view": "v"}),
+        "labelled_fraction": 0.1,
+    }
+    assert it.run_defaults_cv("m", "d", run, table, None)
+    cmd = calls[0][1:]
+    for part in (
+        ["--labelled-fraction", "0.1"],
+        ["--set", "mode=x"],
+        ["--set", "view=v"],
+        ["--grid", "rule=a,b"],
+    ):
+        assert any(cmd[i : i + 2] == part for i in range(len(cmd))), part
+    run["labelled_fraction"] = None
+    it.run_defaults_cv("m", "d", run, table, None)
+    assert "--labelled-fraction" not in calls[1]
