@@ -93,17 +93,6 @@ KNOWN_STALE = {
         for k in ("weight_scale", "learn_variance", "c1", "c2", "iterations")
         + ("inner_steps",)
     },
-    **{
-        (m, k): _NOT_ADOPTED.format("1 neighbour loses with few labelled images")
-        for m, keys in (
-            (
-                "sfsls",
-                ("alpha", "lam", "mu", "subspace", "neighbors", "use_unlabelled"),
-            ),
-            ("sfss", ("lam", "subspace", "neighbors", "use_unlabelled")),
-        )
-        for k in keys
-    },
 }
 
 
