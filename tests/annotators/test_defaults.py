@@ -86,8 +86,6 @@ _NOT_ADOPTED = (
     "robustness checks (issue 32: {}); the earlier record stands, not re-run"
 )
 KNOWN_STALE = {
-    ("emml", "word_rule"): "its re-run at 3000 VReps (k-means VReps, 6 fits) was "
-    "stopped unfinished for time (issue 32); the record's run is at 1000 VReps, C 1",
     **{
         ("mmh", k): _NOT_ADOPTED.format("SGD at 0.0025 diverges on small data")
         for k in ("weight_scale", "learn_variance", "c1", "c2", "iterations")
