@@ -78,22 +78,6 @@ def test_every_cross_validated_default_is_the_winner_of_its_record():
     assert checked > 0
 
 
-#: Cross-validated defaults whose deciding run was made while another default of the
-#: same method had a value it no longer has; each with why it was not re-run. The test
-#: below fails when an entry is no longer stale, so the list only shrinks.
-_NOT_ADOPTED = (
-    "the re-run at today's other defaults moved it to values that fail this suite's "
-    "robustness checks (issue 32: {}); the earlier record stands, not re-run"
-)
-KNOWN_STALE = {
-    **{
-        ("mmh", k): _NOT_ADOPTED.format("SGD at 0.0025 diverges on small data")
-        for k in ("weight_scale", "learn_variance", "c1", "c2", "iterations")
-        + ("inner_steps",)
-    },
-}
-
-
 def _deciding_run(name: str, key: str, default) -> tuple[str, dict]:
     owner = default.record_method or name
     runs = [r for r in _record(owner, default.record)["runs"] if key in r["grid"]]
@@ -144,9 +128,8 @@ def test_every_cross_validated_default_was_chosen_at_todays_other_defaults():
                 stale[(name, key)] = differs
             checked += 1
     assert checked > 100
-    assert set(stale) == set(KNOWN_STALE), {
-        k: v for k, v in stale.items() if k not in KNOWN_STALE
-    }
+    # none: the records are a fixed point of the coordinate search
+    assert not stale, stale
 
 
 def test_every_record_is_a_training_split_cross_validation_of_its_method():
