@@ -142,3 +142,24 @@ def benchmark_script():
             sys.path.remove(folder)
 
     return load
+
+
+def _without_clock(value):
+    """``value`` (an evaluation's JSON) without its clock readings: the keys that
+    name seconds or a time, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: _without_clock(v)
+            for k, v in value.items()
+            if not ("seconds" in k or k.endswith("_time"))
+        }
+    if isinstance(value, list):
+        return [_without_clock(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def without_clock():
+    """``without_clock(evaluation_json)``: the figures of a run, for comparing two runs
+    of the same seed (clock readings differ from run to run, nothing else may)."""
+    return _without_clock

@@ -1,0 +1,68 @@
+"""Same seed, same machine, same figures, across processes: ``evaluate``'s JSON (what
+``jaxannot evaluate --json`` writes) for one method of every family, computed in two
+fresh processes with different hash seeds, is identical but for its clock readings.
+
+Within one process every registered method is checked by
+``tests/test_compile_once.py`` (a third fit of the first corpus); here what a process
+could carry is varied: Python's string hashing (set and dict orders built from
+hashes), compilation from scratch, the order of first imports."""
+
+import json
+import os
+import subprocess
+import sys
+
+from jaxannot.annotators.base import METHOD_MODULES
+
+#: One method of each family (``jaxannot/methods/<family>``); the test checks that the
+#: list covers every family.
+REPRESENTATIVES = ("lap-mix-unigram", "dwh", "iale-svm", "sfsls", "emml", "tagprop")
+
+_SCRIPT = """
+import json, sys
+from jaxannot.data import make_task
+from jaxannot.data.synthetic import make_synthetic
+from jaxannot.evaluation import evaluate
+corpus = make_synthetic(seed=0, num_images=120, num_classes=True)
+task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+out = {m: evaluate(m, task, seed=0).as_json() for m in sys.argv[2].split(",")}
+with open(sys.argv[1], "w") as fh:
+    json.dump(out, fh, sort_keys=True)
+"""
+
+
+def _run(tmp_path, hash_seed: str) -> dict:
+    out = tmp_path / f"run-{hash_seed}.json"
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(out), ",".join(REPRESENTATIVES)],
+        env=env,
+        check=True,
+        timeout=900,
+    )
+    return json.loads(out.read_text())
+
+
+def test_the_representatives_cover_every_family():
+    families = {METHOD_MODULES[m].split(".")[0] for m in REPRESENTATIVES}
+    assert families == {module.split(".")[0] for module in METHOD_MODULES.values()}
+
+
+def test_two_processes_give_the_same_figures(tmp_path, without_clock):
+    first, second = _run(tmp_path, "1"), _run(tmp_path, "2")
+    assert sorted(first) == sorted(REPRESENTATIVES)
+    for method in REPRESENTATIVES:
+        assert first[method]["metrics"], method
+        assert without_clock(first[method]) == without_clock(second[method]), method
+
+
+def test_a_changed_figure_is_seen(without_clock):
+    # the comparison is not vacuous: one bit of one metric makes two runs differ
+    run = {"metrics": {"map": 0.25}, "fit_seconds": 1.0, "info": {"loss": 2.0}}
+    other = {
+        "metrics": {"map": 0.25 + 2**-40},
+        "fit_seconds": 9.0,
+        "info": {"loss": 2.0},
+    }
+    assert without_clock(run) != without_clock(other)
+    assert without_clock(run) == without_clock({**run, "fit_seconds": 9.0})
