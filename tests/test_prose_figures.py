@@ -1,0 +1,126 @@
+"""The figures typed in README.md and docs/*.md agree with their JSON records
+(``benchmarks/prose_figures.py``): a figure marked ``<!-- fig: FILE:PATH -->`` is
+checked at the decimals it shows."""
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+#: the fewest markers each page may carry: coverage cannot shrink unnoticed (raise a
+#: floor when you mark more figures; lower one only with the figures' removal)
+FLOORS = {
+    "README.md": 23,
+    "docs/results.md": 43,
+    "docs/ale.md": 155,
+}
+
+
+@pytest.fixture(scope="module")
+def prose(benchmark_script):
+    return benchmark_script("prose_figures")
+
+
+def test_every_marked_figure_agrees_with_its_record(prose):
+    problems = prose.check_all()
+    assert not problems, "\n".join(problems)
+
+
+def test_no_page_loses_its_markers(prose):
+    counts = prose.counts()
+    for name, floor in FLOORS.items():
+        assert counts[name] >= floor, f"{name}: {counts[name]} markers < {floor}"
+
+
+def _copy_record(tmp_path, name):
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "results" / name, results / name)
+    return results
+
+
+def test_a_changed_record_under_a_sentence_is_found(prose, tmp_path):
+    """The planted fault: the record behind a README figure is doctored."""
+    text = (ROOT / "README.md").read_text()
+    figure = next(  # a plain reference: no expression, filter or wildcard
+        f
+        for f in prose.figures(text, "README.md")
+        if not any(ch in f.expr for ch in '{=*"')
+    )
+    name, _, path = figure.expr.partition(":")
+    results = _copy_record(tmp_path, name)
+    line = f"the figure {figure.shown}<!-- fig: {figure.expr} --> in a sentence"
+    assert prose.check(line, "planted.md", results) == []
+    record = json.loads((results / name).read_text())
+    node, steps = record, [key for key, _ in prose.split_path(path)]
+    for step in steps[:-1]:
+        node = node[int(step)] if isinstance(node, list) else node[step]
+    last = int(steps[-1]) if isinstance(node, list) else steps[-1]
+    node[last] = node[last] * 1.1 + 1  # a figure that moved
+    (results / name).write_text(json.dumps(record))
+    prose._read.cache_clear()
+    problems = prose.check(line, "planted.md", results)
+    assert len(problems) == 1 and f"{figure.shown} but {figure.expr}" in problems[0]
+    prose._read.cache_clear()
+
+
+def test_a_changed_figure_in_the_prose_is_found(prose):
+    """The planted fault the other way: the typed figure is edited."""
+    text = (ROOT / "README.md").read_text()
+    assert prose.check(text, "README.md") == []
+    match = prose.MARKER.search(text)
+    start = text.rfind("\n", 0, match.start()) + 1
+    number = prose.NUMBER.search(text[start : match.start()])
+    at = start + number.end("number") - 1  # the figure's last digit
+    doctored = text[:at] + str((int(text[at]) + 5) % 10) + text[at + 1 :]
+    problems = prose.check(doctored, "README.md")
+    assert len(problems) == 1 and problems[0].startswith("README.md:")
+
+
+def test_the_shown_decimals_decide(prose, tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "r.json").write_text(json.dumps({"a": {"x.y": [11.65, 0.4286]}}))
+    ok = [
+        'a 11.65×<!-- fig: r.json:a."x.y".0 -->',
+        'a 11.7×<!-- fig: r.json:a."x.y".0 -->',  # a tie rounds either way
+        'a 11.6×<!-- fig: r.json:a."x.y".0 -->',
+        '43 %<!-- fig: 100 * {r.json:a."x.y".-1} -->',
+        '**0.429**<!-- fig: r.json:a."x.y".1 -->',
+        '27.2<!-- fig: {r.json:a."x.y".0} / {r.json:a."x.y".1} -->',
+        '2<!-- fig: len({r.json:a."x.y"}) -->',
+    ]
+    for line in ok:
+        assert prose.check(line, "t.md", results) == [], line
+    bad = [
+        'a 11.8×<!-- fig: r.json:a."x.y".0 -->',
+        'a 11.64×<!-- fig: r.json:a."x.y".0 -->',
+        'a 0.42<!-- fig: r.json:a."x.y".1 -->',
+        'a 0.4285<!-- fig: r.json:a."x.y".1 -->',
+    ]
+    for line in bad:
+        assert len(prose.check(line, "t.md", results)) == 1, line
+
+
+@pytest.mark.parametrize(
+    "marker, message",
+    [
+        ("1.0<!-- fig: nowhere.json:a -->", "no record nowhere.json"),
+        ("1.0<!-- fig: r.json:b -->", "no key 'b'"),
+        ('1.0<!-- fig: r.json:a."x.y".5 -->', "no index 5"),
+        ("1.0<!-- fig: r.json:a -->", "not a number"),
+        ("1.0<!-- fig: ../r.json:a -->", "not FILE.json:PATH"),
+        ("1.0<!-- fig: __import__('os') -->", "not FILE.json:PATH"),
+        ('1.0<!-- fig: {r.json:a."x.y".0}.real -->', "not in the grammar"),
+        ('no figure here<!-- fig: r.json:a."x.y".0 -->', "no figure"),
+    ],
+)
+def test_an_unknown_file_key_or_form_is_an_error(prose, tmp_path, marker, message):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "r.json").write_text(json.dumps({"a": {"x.y": [1.0]}}))
+    problems = prose.check(marker, "t.md", results)
+    assert len(problems) == 1 and message in problems[0], problems
