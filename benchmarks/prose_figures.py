@@ -9,11 +9,12 @@ invisible marker right after it (markdown renders an HTML comment as nothing)::
     0.957<!-- fig: mean({mmh_claim.json:runs.dataset=bbcsport.label=L.accuracy}) -->
 
 The marker holds either one reference ``FILE:PATH`` or an arithmetic expression
-(``+ - * /``, parentheses, numbers, ``len min max abs sum mean sd``; ``sd`` with
-``ddof = 1``) whose references are written in braces, ``{FILE:PATH}``. ``FILE`` is a
-JSON file under ``benchmarks/results/`` (a sub-folder allowed:
-``defaults_cv/emml_corel5k.json``), or ``hyper_defaults.toml``, the registered
-defaults (``jaxannot/annotators/``: ``hyper_defaults.toml:ale-sf.bins.value``).
+(``+ - * /``, parentheses, numbers, ``len min max abs sum mean sd psd``; ``sd``
+with ``ddof = 1``, ``psd`` the population's, ``ddof = 0``) whose references are
+written in braces, ``{FILE:PATH}``. ``FILE`` is a JSON file under
+``benchmarks/results/`` (a sub-folder allowed: ``defaults_cv/emml_corel5k.json``),
+or ``hyper_defaults.toml``, the registered defaults (``jaxannot/annotators/``:
+``hyper_defaults.toml:ale-sf.bins.value``).
 ``PATH`` walks it from the top, its steps separated by dots: a key of an object, an
 index of a list (``0``, ``-1``), a key with dots, slashes or spaces in double quotes
 (``results."0.1/0.3".map``), ``*`` (every element) or a filter ``KEY=VALUE`` of a
@@ -85,6 +86,7 @@ FUNCTIONS = {
     "sum": sum,
     "mean": lambda *a: statistics.fmean(_values(a)),
     "sd": lambda *a: statistics.stdev(_values(a)),
+    "psd": lambda *a: statistics.pstdev(_values(a)),
 }
 
 
