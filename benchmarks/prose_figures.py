@@ -161,6 +161,9 @@ def _step(value, key, match, reference):
     if match is not None:
         if not isinstance(value, list):
             raise FigureError(f"{reference!r}: {key}={match} filters a list only")
+        if isinstance(value, _Many):  # a selection of lists: filter their elements
+            value = [v for item in value
+                     for v in (item if isinstance(item, list) else [item])]  # fmt: skip
         chosen = _Many(v for v in value if isinstance(v, dict)
                        and key in v and str(v[key]) == match)  # fmt: skip
         if not chosen:
