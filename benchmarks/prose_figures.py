@@ -13,8 +13,9 @@ The marker holds either one reference ``FILE:PATH`` or an arithmetic expression
 with ``ddof = 1``, ``psd`` the population's, ``ddof = 0``) whose references are
 written in braces, ``{FILE:PATH}``. ``FILE`` is a JSON file under
 ``benchmarks/results/`` (a sub-folder allowed: ``defaults_cv/emml_corel5k.json``),
-or ``hyper_defaults.toml``, the registered defaults (``jaxannot/annotators/``:
-``hyper_defaults.toml:ale-sf.bins.value``).
+a notebook's record named from the repository root
+(``notebooks/results/ale.json``), or ``hyper_defaults.toml``, the registered defaults
+(``jaxannot/annotators/``: ``hyper_defaults.toml:ale-sf.bins.value``).
 ``PATH`` walks it from the top, its steps separated by dots: a key of an object, an
 index of a list (``0``, ``-1``), a key with dots, slashes or spaces in double quotes
 (``results."0.1/0.3".map``), ``*`` (every element) or a filter ``KEY=VALUE`` of a
@@ -53,6 +54,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+#: the notebooks' records, named from the repository root: ``notebooks/results/X.json``
+NOTEBOOK_RESULTS = ROOT / "notebooks" / "results"
 #: the registered defaults, the one TOML file a marker may name
 DEFAULTS = ROOT / "jaxannot" / "annotators" / "hyper_defaults.toml"
 
@@ -201,6 +204,10 @@ def resolve(reference: str, results: Path = RESULTS) -> object:
     file = (results / name).resolve()
     if sep and name == DEFAULTS.name:
         file = DEFAULTS
+    elif sep and name.startswith("notebooks/results/") and name.endswith(".json"):
+        file = (ROOT / name).resolve()
+        if NOTEBOOK_RESULTS.resolve() not in file.parents:
+            raise FigureError(f"{reference!r}: not under notebooks/results")
     elif not sep or not name.endswith(".json") or results.resolve() not in file.parents:
         raise FigureError(f"{reference!r}: not FILE.json:PATH under the results")
     if not file.is_file():
