@@ -14,14 +14,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: floor when you mark more figures; lower one only with the figures' removal)
 FLOORS = {
     "README.md": 23,
-    "docs/results.md": 265,
     "docs/ale.md": 293,
-    "docs/sfsls.md": 296,
-    "docs/emml.md": 45,
-    "docs/topic_models.md": 26,
-    "docs/graphs.md": 18,
     "docs/benchmarks.md": 4,
+    "docs/emml.md": 63,
+    "docs/graphs.md": 18,
     "docs/modelling.md": 2,
+    "docs/results.md": 274,
+    "docs/sfsls.md": 296,
+    "docs/tagprop.md": 22,
+    "docs/topic_models.md": 26,
 }
 
 
