@@ -19,16 +19,21 @@ a notebook's record named from the repository root
 ``PATH`` walks it from the top, its steps separated by dots: a key of an object, an
 index of a list (``0``, ``-1``), a key with dots, slashes or spaces in double quotes
 (``results."0.1/0.3".map``), ``*`` (every element) or a filter ``KEY=VALUE`` of a
-list (the elements whose ``KEY`` reads ``VALUE``: ``runs.dataset=scene.test``); after
+list (the elements whose ``KEY`` reads ``VALUE``: ``runs.dataset=scene.test``; a
+quoted ``KEY`` with dots reaches into each element, ``cv."hyper.p"="0.5"``, and a
+number matches the same number, ``10`` 10.0); after
 those the steps apply to each element, and the reference gives a list (for ``mean``,
-``len``, …).
+``len``, …). A mean over seeds of a per-seed best is written seed by seed:
+``mean(max({…seed=0.cv_map}), max({…seed=1.cv_map}))``.
 
 The figure is the number just before the marker (the marker best right after the
 number, before its unit), with at most a short unit between them (``×``, ``%``,
-`` s``, ``**``; no digit): ``2,012``, ``−0.5``, ``1.34`` all parse. It agrees with
-its record when the record's value, rounded to the decimals the figure shows, gives
-the figure (a tie may round either way): under a record of 11.6465, ``11.6×`` and
-``11.65×`` pass, ``11.7×`` fails.
+`` s``, ``**``; no digit): ``2,012``, ``−0.5``, ``1.34`` all parse, and so does a
+power of ten as the docs write one, ``2.5e-4``, ``1.2 × 10⁻⁵`` or ``1.2·10⁻⁷``. It
+agrees with its record when the record's value, rounded to the decimals the figure
+shows (of its mantissa, at its power of ten), gives the figure (a tie may round either
+way): under a record of 11.6465, ``11.6×`` and ``11.65×`` pass, ``11.7×`` fails; under
+4.15e-5, ``4.2e-5`` and ``4.2 × 10⁻⁵`` pass, ``4.1e-5`` fails.
 
 :func:`check` returns every disagreement and every marker that cannot be read (an
 unknown file or key, no number before it, an expression outside the grammar);
@@ -67,12 +72,18 @@ def documents(root: Path = ROOT) -> list[Path]:
 
 #: ``<!-- fig: EXPRESSION -->``
 MARKER = re.compile(r"<!-- fig: (?P<expr>.*?) -->")
+#: superscript digits and signs, as ``10⁻⁵`` writes them
+SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 #: the number just before a marker: digits with thousands commas and decimals, an
-#: optional sign, then at most four characters of unit (no digit, no tag)
+#: optional sign, an optional power of ten (``2.5e-4``, ``1.2 × 10⁻⁵``, ``1.2·10⁻⁷``),
+#: then at most four characters of unit (no digit, no tag)
 NUMBER = re.compile(
-    r"(?<![\d.])(?P<number>[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)"
+    r"(?<![\d.])(?P<number>[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+    r"(?:[eE][-−+]?\d+|\s?[×·]\s?10[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?)"
     r"(?P<unit>[^\d<>\n]{0,4})\Z"
 )
+#: a figure's mantissa and its power of ten
+_EXPONENT = re.compile(r"(?:[eE]|\s?[×·]\s?10)(?P<exp>[-−+⁻⁺]?[\d⁰¹²³⁴⁵⁶⁷⁸⁹]+)\Z")
 #: a reference in braces inside an expression
 REFERENCE = re.compile(r"\{(?P<ref>[^{}]+)\}")
 
@@ -107,14 +118,32 @@ class Figure:
     expr: str
 
     @property
+    def _parts(self) -> tuple[str, int]:
+        """The mantissa as shown and the power of ten (0 without one)."""
+        match = _EXPONENT.search(self.shown)
+        if match is None:
+            return self.shown, 0
+        exp = match.group("exp").translate(SUPERSCRIPT).replace("−", "-")
+        return self.shown[: match.start()], int(exp)
+
+    @property
     def decimals(self) -> int:
-        """The decimals the figure shows."""
-        return len(self.shown.split(".")[1]) if "." in self.shown else 0
+        """The decimals the figure's mantissa shows."""
+        mantissa = self._parts[0]
+        return len(mantissa.split(".")[1]) if "." in mantissa else 0
+
+    @property
+    def half_unit(self) -> float:
+        """Half the figure's last shown digit: ``0.005`` for ``1.34``, ``5e-6`` for
+        ``2.5e-4``."""
+        return 0.5 * 10.0 ** (self._parts[1] - self.decimals)
 
     @property
     def number(self) -> float:
-        """The figure as a float (thousands commas dropped, a typographic minus)."""
-        return float(self.shown.replace(",", "").replace("−", "-"))
+        """The figure as a float (thousands commas dropped, a typographic minus, a
+        power of ten applied)."""
+        mantissa, exp = self._parts
+        return float(mantissa.replace(",", "").replace("−", "-")) * 10.0**exp
 
 
 class _Many(list):
@@ -153,6 +182,24 @@ def split_path(path: str) -> list[tuple[str, str | None]]:
     return steps
 
 
+def _matches(element, key: str, match: str) -> bool:
+    """Whether ``element``'s ``key`` reads ``match`` (as text, or as the same number:
+    ``10`` matches 10.0); a quoted key with dots that is not a key of ``element``
+    walks its nested objects (``"hyper.mu"=10``)."""
+    for part in (
+        [key] if isinstance(element, dict) and key in element else key.split(".")
+    ):
+        if not isinstance(element, dict) or part not in element:
+            return False
+        element = element[part]
+    if str(element) == match:
+        return True
+    try:
+        return not isinstance(element, bool) and float(element) == float(match)
+    except (TypeError, ValueError):
+        return False
+
+
 def _step(value, key, match, reference):
     """One step of a path from ``value``."""
     if isinstance(value, _Many) and match is None:
@@ -167,8 +214,7 @@ def _step(value, key, match, reference):
         if isinstance(value, _Many):  # a selection of lists: filter their elements
             value = [v for item in value
                      for v in (item if isinstance(item, list) else [item])]  # fmt: skip
-        chosen = _Many(v for v in value if isinstance(v, dict)
-                       and key in v and str(v[key]) == match)  # fmt: skip
+        chosen = _Many(v for v in value if _matches(v, key, match))
         if not chosen:
             raise FigureError(f"{reference!r}: no element with {key}={match}")
         return chosen
@@ -293,7 +339,7 @@ def agrees(figure: Figure, value: float) -> bool:
     """Whether ``value`` rounded to the figure's decimals gives the figure."""
     if math.isnan(value):
         return False
-    half = 0.5 * 10.0**-figure.decimals
+    half = figure.half_unit
     return abs(value - figure.number) <= half * (1 + 1e-9) + 1e-12
 
 

@@ -159,3 +159,69 @@ def test_an_unknown_file_key_or_form_is_an_error(prose, tmp_path, marker, messag
     (results / "r.json").write_text(json.dumps({"a": {"x.y": [1.0]}}))
     problems = prose.check(marker, "t.md", results)
     assert len(problems) == 1 and message in problems[0], problems
+
+
+def test_powers_of_ten_as_the_docs_write_them(prose, tmp_path):
+    """A p-value written ``2.5e-4``, ``2.5 × 10⁻⁴`` or ``2.5·10⁻⁴`` is checked at the
+    decimals of its mantissa."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "r.json").write_text(json.dumps({"p": 4.15e-05, "q": 2.492e-4}))
+    ok = [
+        "p = 4.2e-5<!-- fig: r.json:p -->",
+        "p = 4.1e-5<!-- fig: r.json:p -->",  # a tie rounds either way
+        "p = 4.15e-05<!-- fig: r.json:p -->",
+        "p = 4.2 × 10⁻⁵<!-- fig: r.json:p -->",
+        "p = 4.2·10⁻⁵<!-- fig: r.json:p -->",
+        "p = 2.5e-4<!-- fig: r.json:q -->",
+        "p = 2.49E-4<!-- fig: r.json:q -->",
+        "p = 0.00025<!-- fig: r.json:q -->",
+        "25<!-- fig: 1e5 * {r.json:q} -->",
+    ]
+    for line in ok:
+        assert prose.check(line, "t.md", results) == [], line
+    bad = [
+        "p = 4.3e-5<!-- fig: r.json:p -->",
+        "p = 4.2e-6<!-- fig: r.json:p -->",
+        "p = 4.2 × 10⁻⁴<!-- fig: r.json:p -->",
+        "p = 2.4e-4<!-- fig: r.json:q -->",
+        "p = 2.48e-4<!-- fig: r.json:q -->",
+    ]
+    for line in bad:
+        assert len(prose.check(line, "t.md", results)) == 1, line
+    (figure,) = prose.figures("p = 1.2 × 10⁻⁵<!-- fig: r.json:p -->")
+    assert figure.shown == "1.2 × 10⁻⁵" and figure.decimals == 1
+    assert figure.number == pytest.approx(1.2e-5)
+
+
+def test_a_filter_reaches_into_nested_objects(prose, tmp_path):
+    """A mean over seeds of each seed's best: ``"hyper.mu"=10`` filters on a nested
+    key (a number matches the same number; a value with a dot is quoted), and the
+    per-seed maxima are written seed by seed."""
+    results = tmp_path / "results"
+    results.mkdir()
+    cv = [
+        {"hyper": {"mu": 10.0, "p": 0.5}, "cv_map": 0.70},
+        {"hyper": {"mu": 10.0, "p": 0.5}, "cv_map": 0.73},
+        {"hyper": {"mu": 1000.0, "p": 0.5}, "cv_map": 0.99},
+    ]
+    runs = [
+        {"seed": 0, "cv": cv},
+        {"seed": 1, "cv": [dict(c, cv_map=c["cv_map"] + 0.02) for c in cv]},
+    ]
+    (results / "r.json").write_text(json.dumps({"runs": runs}))
+    one = 'max({{r.json:runs.seed={s}.cv."hyper.mu"=10."hyper.p"="0.5".cv_map}})'
+    ok = [
+        f"0.740<!-- fig: mean({one.format(s=0)}, {one.format(s=1)}) -->",
+        '0.99<!-- fig: max({r.json:runs.seed=0.cv."hyper.mu"="1000.0".cv_map}) -->',
+    ]
+    for line in ok:
+        assert prose.check(line, "t.md", results) == [], line
+    assert (
+        "no element with hyper.mu=5"
+        in prose.check(
+            '1<!-- fig: max({r.json:runs.*.cv."hyper.mu"=5.cv_map}) -->',
+            "t.md",
+            results,
+        )[0]
+    )
