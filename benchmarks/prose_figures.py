@@ -9,8 +9,9 @@ invisible marker right after it (markdown renders an HTML comment as nothing)::
     0.957<!-- fig: mean({mmh_claim.json:runs.dataset=bbcsport.label=L.accuracy}) -->
 
 The marker holds either one reference ``FILE:PATH`` or an arithmetic expression
-(``+ - * /``, parentheses, numbers, ``len min max abs sum mean sd psd``; ``sd``
-with ``ddof = 1``, ``psd`` the population's, ``ddof = 0``) whose references are
+(``+ - * /``, parentheses, numbers, ``len min max abs sum mean sd psd``; ``min``,
+``max``, ``sum``, ``mean`` take numbers and lists alike, all their values together;
+``sd`` with ``ddof = 1``, ``psd`` the population's, ``ddof = 0``) whose references are
 written in braces, ``{FILE:PATH}``. ``FILE`` is a JSON file under
 ``benchmarks/results/`` (a sub-folder allowed: ``defaults_cv/emml_corel5k.json``),
 a notebook's record named from the repository root
@@ -94,10 +95,10 @@ def _values(args):
 
 FUNCTIONS = {
     "len": len,
-    "min": min,
-    "max": max,
+    "min": lambda *a: min(_values(a)),
+    "max": lambda *a: max(_values(a)),
     "abs": abs,
-    "sum": sum,
+    "sum": lambda *a: sum(_values(a)),
     "mean": lambda *a: statistics.fmean(_values(a)),
     "sd": lambda *a: statistics.stdev(_values(a)),
     "psd": lambda *a: statistics.pstdev(_values(a)),

@@ -128,6 +128,9 @@ def test_wildcards_filters_and_statistics(prose, tmp_path):
         "3<!-- fig: len({r.json:runs.*.seed}) -->",
         "3.0<!-- fig: max({r.json:runs.dataset=a.rows.k=1.v}) -->",
         "9<!-- fig: max({r.json:runs.*.rows.k=2.v}) -->",
+        "0.1<!-- fig: min({r.json:runs.dataset=a.test}, {r.json:runs.seed=0.test}) -->",
+        "9<!-- fig: max({r.json:runs.dataset=a.test}, 9, {r.json:runs.*.seed}) -->",
+        "1.4<!-- fig: sum({r.json:runs.dataset=b.test}, {r.json:runs.*.test}) -->",
     ]
     for line in ok:
         assert prose.check(line, "t.md", results) == [], line
