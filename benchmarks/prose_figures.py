@@ -24,7 +24,8 @@ list (the elements whose ``KEY`` reads ``VALUE``: ``runs.dataset=scene.test``; a
 quoted ``KEY`` with dots reaches into each element, ``cv."hyper.p"="0.5"``, and a
 number matches the same number, ``10`` 10.0); after
 those the steps apply to each element, and the reference gives a list (for ``mean``,
-``len``, …). A mean over seeds of a per-seed best is written seed by seed:
+``len``, …; a list of one element stands for that element in arithmetic and as the
+marker's value). A mean over seeds of a per-seed best is written seed by seed:
 ``mean(max({…seed=0.cv_map}), max({…seed=1.cv_map}))``.
 
 The figure is the number just before the marker (the marker best right after the
@@ -265,6 +266,12 @@ def resolve(reference: str, results: Path = RESULTS) -> object:
     return list(value) if isinstance(value, _Many) else value
 
 
+def _one(value):
+    """A selection of exactly one element is that element (in arithmetic, and as a
+    marker's value); any other value is itself."""
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
 def _evaluate(node, values):
     if isinstance(node, ast.Expression):
         return _evaluate(node.body, values)
@@ -273,13 +280,13 @@ def _evaluate(node, values):
     if isinstance(node, ast.Name) and node.id in values:
         return values[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_evaluate(node.operand, values)
+        return -_one(_evaluate(node.operand, values))
     if isinstance(node, ast.BinOp):
         ops = {ast.Add: float.__add__, ast.Sub: float.__sub__,
                ast.Mult: float.__mul__, ast.Div: float.__truediv__}  # fmt: skip
         if type(node.op) in ops:
-            left = float(_evaluate(node.left, values))
-            right = float(_evaluate(node.right, values))
+            left = float(_one(_evaluate(node.left, values)))
+            right = float(_one(_evaluate(node.right, values)))
             return ops[type(node.op)](left, right)
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id in FUNCTIONS and not node.keywords):  # fmt: skip
@@ -312,6 +319,7 @@ def value_of(expr: str, results: Path = RESULTS) -> float:
         except SyntaxError as err:
             raise FigureError(f"cannot parse {expr!r}: {err.msg}") from None
         value = _evaluate(tree, values)
+    value = _one(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FigureError(f"{expr!r} gives {type(value).__name__}, not a number")
     return float(value)

@@ -131,6 +131,9 @@ def test_wildcards_filters_and_statistics(prose, tmp_path):
         "0.1<!-- fig: min({r.json:runs.dataset=a.test}, {r.json:runs.seed=0.test}) -->",
         "9<!-- fig: max({r.json:runs.dataset=a.test}, 9, {r.json:runs.*.seed}) -->",
         "1.4<!-- fig: sum({r.json:runs.dataset=b.test}, {r.json:runs.*.test}) -->",
+        "0.1<!-- fig: r.json:runs.dataset=b.test -->",  # one element: that element
+        "0.8<!-- fig: {r.json:runs.dataset=b.test} + {r.json:runs.seed=1.test} -->",
+        "1<!-- fig: len({r.json:runs.dataset=b.test}) -->",
     ]
     for line in ok:
         assert prose.check(line, "t.md", results) == [], line
