@@ -14,15 +14,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: floor when you mark more figures; lower one only with the figures' removal)
 FLOORS = {
     "README.md": 23,
-    "docs/ale.md": 293,
+    "docs/ale.md": 367,
     "docs/benchmarks.md": 4,
-    "docs/emml.md": 63,
+    "docs/emml.md": 82,
     "docs/graphs.md": 18,
-    "docs/modelling.md": 2,
-    "docs/results.md": 274,
-    "docs/sfsls.md": 296,
+    "docs/harmoniums.md": 435,
+    "docs/modelling.md": 77,
+    "docs/results.md": 324,
+    "docs/sfsls.md": 303,
     "docs/tagprop.md": 22,
-    "docs/topic_models.md": 26,
+    "docs/topic_models.md": 251,
 }
 
 
