@@ -14,14 +14,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: floor when you mark more figures; lower one only with the figures' removal)
 FLOORS = {
     "README.md": 23,
-    "docs/ale.md": 367,
+    "docs/ale.md": 379,
     "docs/benchmarks.md": 4,
-    "docs/emml.md": 82,
+    "docs/emml.md": 314,
     "docs/graphs.md": 18,
-    "docs/harmoniums.md": 435,
+    "docs/harmoniums.md": 436,
     "docs/modelling.md": 77,
     "docs/results.md": 324,
-    "docs/sfsls.md": 303,
+    "docs/sfsls.md": 347,
     "docs/tagprop.md": 22,
     "docs/topic_models.md": 251,
 }
