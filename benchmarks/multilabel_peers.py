@@ -14,9 +14,9 @@ Learners (scikit-learn, one thread each; the values tried are in the JSON):
   scores: the decision values.
 - ``classifier_chain``: ``ClassifierChain`` of the same logistic regression, the
   words chained from the most to the least frequent in the training images (Read et
-  al., 2011); scores: the chain's probabilities. ``C`` by cross-validation up to
-  ``--chain-cv-max-words`` words; above, the ``C`` chosen for ``br_logreg`` (same
-  base learner), said in the JSON.
+  al., 2011); scores: the chain's probabilities. ``C`` by cross-validation like
+  its siblings (on every dataset: the earlier cap, above which the chain took
+  ``br_logreg``'s ``C``, is gone).
 - ``random_forest``: ``RandomForestClassifier`` (native multi-output trees,
   ``--trees`` trees; a word constant in the training images scores that constant,
   :class:`Forest`); ``min_samples_leaf`` chosen by the out-of-bag label-ranking AP
@@ -354,7 +354,7 @@ def _grids(args):
     }
 
 
-def run_learner(name, grid, data, k, args, order=None, fixed=None):
+def run_learner(name, grid, data, k, args, order=None):
     """Select, refit, score one learner; its JSON record. ``data``: ``(x, y,
     x_test, truth)``."""
     x, y, x_test, truth = data
@@ -362,10 +362,7 @@ def run_learner(name, grid, data, k, args, order=None, fixed=None):
     record = {"grid": grid, "searched": key}
     start = time.perf_counter()
     model = None
-    if fixed is not None:
-        setting, table, edge = fixed, [], None
-        record["selection"] = "C of br_logreg (same base learner; not cross-validated)"
-    elif name == "random_forest":
+    if name == "random_forest":
         setting, model, table, edge = search(oob_score(x, y), grid, key, args.extend)
         record["selection"] = "out-of-bag label-ranking AP of the training images"
     else:
@@ -431,16 +428,9 @@ def run(task, args, log=print, save=None) -> dict:
         "complete": False,
     }
     for name in args.learners:
-        fixed = None
-        if name == "classifier_chain" and y.shape[1] > args.chain_cv_max_words:
-            fixed = out["learners"].get("br_logreg", {}).get("setting")
-            if fixed is None:
-                raise ValueError("classifier_chain above --chain-cv-max-words takes "
-                                 "br_logreg's C: run br_logreg first")  # fmt: skip
         log(f"{out['dataset']}: {name} ...")
         chain = order if name == "classifier_chain" else None
-        rec = run_learner(name, grids[name], (x, y, x_test, truth), k, args, chain,
-                          fixed)  # fmt: skip
+        rec = run_learner(name, grids[name], (x, y, x_test, truth), k, args, chain)
         out["learners"][name] = rec
         m = rec["metrics"]
         log(
@@ -478,7 +468,6 @@ def parse_args(argv):
     ap.add_argument("--knn-k", type=_ints, default=[5, 10, 20])
     ap.add_argument("--leaf", type=_ints, default=[1, 3, 10])
     ap.add_argument("--trees", type=int, default=100)
-    ap.add_argument("--chain-cv-max-words", type=int, default=60)
     ap.add_argument("--extend", type=int, default=2,
                     help="steps a grid may grow past an edge optimum")  # fmt: skip
     args = ap.parse_args(argv)

@@ -12,6 +12,9 @@ records give.
   Mulan split, every metric family of the field; bold marks the best measured figure
   of each column (ours or a peer; none where most rows share it). Published figures
   (other features or splits) are listed under the table, marked as such, never bolded.
+  Every registered method without a row is named under the table with the reason it
+  cannot run there (:func:`absent_methods`: its record's error, or what the method
+  is: a classifier needs class labels, a regressor scores no words).
 - ``defaults``: every method at its defaults, Corel5k word F1@5 and MAP, scene MAP.
 - ``baselines_corel5k``: the baselines and neighbour methods on Corel5k.
 
@@ -108,6 +111,40 @@ def field_rows(dataset: str) -> list[tuple[str, dict]]:
     return rows
 
 
+def absent_methods(dataset: str) -> list[tuple[str, str]]:
+    """(name, reason) of every registered method without a row of ``dataset``'s
+    field table, the reason read off its record or its declaration."""
+    from jaxannot.annotators import available_methods
+
+    record = _load(f"defaults_vs_empirical_{dataset}.json") or {"results": {}}
+    have = {name for name, _ in field_rows(dataset)}
+    absent = []
+    for name, method in sorted(available_methods().items()):
+        if name in have:
+            continue
+        result = record["results"].get(name)
+        errors = result.get("error") if isinstance(result, dict) else None
+        if "labels" in method.needs:
+            reason = f"classification only: needs class labels, {dataset} has words"
+        elif method.score_words is None and method.response is not None:
+            reason = "regression only: predicts a numeric target, scores no words"
+        elif errors:
+            text = errors[0] if isinstance(errors, list) else str(errors)
+            reason = "the run fails: " + text.removeprefix("jaxannot: error: ")
+        else:
+            reason = "no record"
+        absent.append((name, reason))
+    return absent
+
+
+def _absent_note(dataset: str) -> str:
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in absent_methods(dataset):
+        by_reason.setdefault(reason, []).append(name)
+    parts = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
+    return "- Registered, no row here: " + "; ".join(parts) + "." if parts else ""
+
+
 def _best(rows, key: str, higher: bool):
     values = [m[key] for _, m in rows if m.get(key) is not None]
     if not values:
@@ -137,6 +174,8 @@ def field_table(dataset: str) -> str:
             cells.append(f"**{text}**" if lead else text)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     notes = [f"- Published, not comparable: {p}" for p in PUBLISHED.get(dataset, [])]
+    absent = _absent_note(dataset)
+    notes += [absent] if absent else []
     return "\n".join(lines + ([""] + notes if notes else []))
 
 

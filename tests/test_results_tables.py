@@ -40,6 +40,7 @@ def test_bold_marks_the_best_of_each_column_and_its_direction(tables, monkeypatc
     ]
     monkeypatch.setattr(tables, "field_rows", lambda dataset: rows)
     monkeypatch.setattr(tables, "PUBLISHED", {})
+    monkeypatch.setattr(tables, "absent_methods", lambda dataset: [])
     lines = tables.field_table("toy").splitlines()
     keys = [c[0] for c in tables.COLUMNS]
     lrap, loss = keys.index("lrap") + 1, keys.index("ranking_loss") + 1
@@ -56,3 +57,19 @@ def test_an_edited_figure_is_found(tables, tmp_path, monkeypatch):
     edited = body[:digit] + str((int(body[digit]) + 1) % 10) + body[digit + 1 :]
     doctored = text[: match.start("body")] + edited + text[match.end("body") :]
     assert tables.render(doctored) != doctored
+
+
+def test_every_registered_method_has_a_row_or_a_reason(tables):
+    from jaxannot.annotators import available_methods
+
+    registered = set(available_methods())
+    for dataset in tables.DATASETS:
+        rows = {name for name, _ in tables.field_rows(dataset)}
+        absent = dict(tables.absent_methods(dataset))
+        assert rows & registered | set(absent) == registered, dataset
+        assert not rows & set(absent), dataset
+        # every absence has its reason, none is a missing record
+        assert all(r and r != "no record" for r in absent.values()), absent
+        table = tables.field_table(dataset)
+        for name in absent:
+            assert name in table.split("Registered, no row here:")[1], (dataset, name)
