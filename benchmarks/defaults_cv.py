@@ -24,6 +24,13 @@ setting's score:
 
 ``--labelled-fraction 0.1`` keeps the words of 10 % of each fit fold's images (the
 semi-supervised setting of sfsls / sfss / fsnm); the record says so per run.
+
+Each run also stores what ``defaults_guard.py`` recomputes from the split it names
+(issue 42): ``split_seed``; ``train_rows``, the dataset rows cross-validated when the
+dataset has no split (``jaxannot evaluate --seed S``'s 70 %; ``null`` with a split);
+``train_fingerprint`` of those images; ``n_labelled``, each fold's labelled fit
+images. A dataset without a split (3sources) is cross-validated once per evaluation
+seed, ``--seed S`` inside seed S's training part; the record keeps a run per seed.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from jaxannot.annotators import get_method
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.datasets import load_dataset
 from jaxannot.tuning import cross_validate, parse_grid, training_images
+from jaxannot.tuning.folds import corpus_fingerprint, labelled_counts, training_rows
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -105,6 +113,7 @@ def run_record(args) -> dict:
     grid = _with_defaults(parse_grid(method, args.grid), dict(method.hyper))
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     corpus = training_images(train, test, seed=args.seed)
+    split = split_fields(train, test, corpus, args)
     result = cross_validate(
         method,
         corpus,
@@ -118,7 +127,27 @@ def run_record(args) -> dict:
     command = "python benchmarks/defaults_cv.py " + " ".join(
         shlex.quote(a) for a in args.argv
     )
-    return _annotate(result.as_json(), dict(method.hyper), command=command)
+    return _annotate(result.as_json(), dict(method.hyper), command=command, **split)
+
+
+def split_fields(train, test, corpus, args) -> dict:
+    """What a record run says about the images it cross-validated, for
+    ``defaults_guard.py`` to recompute: the seed of the training split, its rows
+    in the dataset (a dataset without a split: the seeded 70 % of
+    ``jaxannot evaluate --seed``; ``None`` with a split: every training image), the
+    fingerprint of those images and each fold's count of labelled fit images."""
+    rows = training_rows(train, test, seed=args.seed)
+    return {
+        "split_seed": args.seed,
+        "train_rows": None if rows is None else [int(r) for r in rows],
+        "train_fingerprint": corpus_fingerprint(corpus),
+        "n_labelled": labelled_counts(
+            corpus,
+            args.folds,
+            labelled_fraction=args.labelled_fraction,
+            seed=args.seed,
+        ),
+    }
 
 
 def import_runs(paths: list[Path], as_keys: list[str] | None = None) -> dict:
@@ -203,12 +232,17 @@ def _relabel(tune: dict, like: dict, keys: list[str]) -> bool:
 
 
 def save_run(path: Path, method: str, dataset: str, run: dict) -> dict:
-    """Add ``run`` to the record at ``path`` (replacing a run over the same grid)
-    and write it atomically; returns the record."""
+    """Add ``run`` to the record at ``path`` (replacing a run over the same grid
+    and seed: a dataset without a split keeps one run per seed, each on that
+    seed's training part) and write it atomically; returns the record."""
     record = {"method": method, "dataset": dataset, "runs": []}
     if path.exists():
         record = json.loads(path.read_text())
-    runs = [r for r in record["runs"] if r["grid"] != run["grid"]]
+    runs = [
+        r
+        for r in record["runs"]
+        if (r["grid"], r["seed"]) != (run["grid"], run["seed"])
+    ]
     record["runs"] = [*runs, run]
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(record, indent=1, allow_nan=False) + "\n"

@@ -18,6 +18,10 @@ command), reads the default off the new run by its rule and writes a move to
 - a numeric winner at an end of its grid is followed one step past it (the grid's
   ratio at that end; never past the spec's range), as ``defaults_cv.py`` asks.
 
+A run on a dataset without a split (3sources) is re-run at every evaluation seed,
+each inside that seed's training part, and its keys take the value most seeds choose
+(``defaults_guard.py``, issue 42).
+
 A move makes the method's other runs stale, so passes repeat until none is (at most
 ``--passes``). The runs take what each cross-validation takes; ``--dry-run`` lists
 them. Notes in ``hyper_defaults.toml`` are not rewritten: say what moved by hand.
@@ -37,6 +41,8 @@ import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+
+from defaults_guard import NO_SPLIT, decided_value, eval_seeds
 
 from jaxannot.annotators.hyper_spec import spec_for
 from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
@@ -241,7 +247,10 @@ def run_defaults_cv(owner: str, dataset: str, run: dict, table: dict, data_dir) 
 
 def confirm(owner, dataset, run, rerun: Callable, path: Path = TOML, records=RECORDS):
     """Re-run ``run`` (``rerun(owner, dataset, run, table) -> ok``), follow a
-    one-key edge winner outward, write what moved; True when a default moved."""
+    one-key edge winner outward, write what moved; True when a default moved. On a
+    dataset without a split: :func:`confirm_per_seed`."""
+    if dataset in NO_SPLIT:
+        return confirm_per_seed(owner, dataset, run, rerun, path, records)
     moved = False
     for _ in range(4):
         if not rerun(owner, dataset, run, read_table(path)):
@@ -270,6 +279,27 @@ def confirm(owner, dataset, run, rerun: Callable, path: Path = TOML, records=REC
         if grid is None:
             return moved
         run = {**new, "grid": {keys[0]: grid}}
+    return moved
+
+
+def confirm_per_seed(owner, dataset, run, rerun: Callable, path=TOML, records=RECORDS):
+    """A run on a dataset without a split (issue 42): re-run at every evaluation
+    seed (``defaults_guard.eval_seeds``), each inside that seed's training part, and
+    write the value most seeds choose under each key's rule
+    (``defaults_guard.decided_value``); no rule is changed and no edge followed.
+    True when a default moved."""
+    for seed in eval_seeds(dataset):
+        if not rerun(owner, dataset, {**run, "seed": seed}, read_table(path)):
+            return False
+    record = json.loads((records / f"{owner}_{dataset}.json").read_text())
+    table, moved = read_table(path), False
+    for key in sorted(run["grid"]):
+        entry = table[owner][key]
+        value, choices = decided_value(record, key, entry.get("rule", "best"))
+        if not _same(value, entry["value"]):
+            write_default(owner, key, value=value, path=path)
+            moved = True
+        print(f"{owner}.{key}: {entry['value']} -> {value} {choices}", file=sys.stderr)
     return moved
 
 

@@ -6,8 +6,11 @@ this process: wikipedia keeps its own split (the seed changes the model's key on
 mfeat, msrc, 3sources and bbcsport have no split and get ``make_task``'s random 70/30
 split drawn with the seed (so the seed changes the split and the key). The methods
 run at their registered defaults (``jaxannot/annotators/hyper_defaults.toml``),
-cross-validated on the *training* images of wikipedia (and 3sources for the bag
-model), never on a test split. A *variant* ``METHOD:key=value,key=value`` runs a
+cross-validated on the *training* images of wikipedia, except a default decided on a
+dataset without a split (3sources' bag model): on that dataset each seed takes the
+value the record's cross-validation inside *that seed's* 70 % chose
+(:func:`seed_defaults`, recorded under ``nested``), since the other seeds' training
+parts hold its test images. A *variant* ``METHOD:key=value,key=value`` runs a
 method with settings changed (the diagnosis's controlled experiments); its label in
 the JSON and the table is the spec itself.
 
@@ -33,6 +36,7 @@ import sys
 import time
 
 import numpy as np
+from defaults_guard import load_record, nested_keys, seed_choice
 
 from jaxannot.data.atomic import atomic_write
 
@@ -41,9 +45,10 @@ DATASETS = ("wikipedia", "mfeat", "msrc", "3sources", "bbcsport")
 ABOUT = (
     "jaxannot evaluate METHOD --dataset D --seed S, inductive protocol; wikipedia on "
     "its own split (the seed changes the key), the others on a random 70/30 split "
-    "drawn with the seed; registered defaults (cross-validated on wikipedia's and "
-    "3sources' training images) unless the label gives settings; accuracy on the "
-    "test images"
+    "drawn with the seed; registered defaults (cross-validated on wikipedia's "
+    "training images) unless the label gives settings, and on 3sources the bag "
+    "model chosen by the CV inside each seed's own training images ('nested'); "
+    "accuracy on the test images"
 )
 
 
@@ -126,7 +131,8 @@ def run_one(dataset: str, seed: int, spec: str, data_dir=None, cv=(), folds=3) -
     train, test = load_dataset(dataset, data_dir=data_dir)
     task = make_task(train, test, protocol="inductive", seed=seed)
     start = time.perf_counter()
-    fixed = [f"{k}={v}" for k, v in settings.items()]
+    nested = seed_defaults(method, dataset, seed, set(settings) | cv_keys(cv))
+    fixed = [f"{k}={v}" for k, v in {**nested, **settings}.items()]
     chosen = cv_record = None
     if cv:
         res = cross_validate(
@@ -160,7 +166,36 @@ def run_one(dataset: str, seed: int, spec: str, data_dir=None, cv=(), folds=3) -
         "final_svm_gap": None if gaps is None else float(list(gaps)[-1]),
         "cv_chosen": chosen,
         "cv": cv_record,
+        "nested": {k: _plain(v) for k, v in nested.items()},
     }
+
+
+def cv_keys(cv) -> set[str]:
+    """The keys of ``--cv`` grids (``["key=v1,v2", ...]``)."""
+    return {item.partition("=")[0].strip() for item in cv}
+
+
+def seed_defaults(method: str, dataset: str, seed: int, given=()) -> dict:
+    """``key -> value`` for every default of ``method`` decided on ``dataset`` when
+    it has no split (3sources' bag model): the value its record's cross-validation
+    inside seed ``seed``'s training part gives (``defaults_guard.seed_choice``), so
+    that no test image of the seed took part in choosing it; keys in ``given`` (a
+    variant's settings, a ``--cv`` grid) are left to them. SystemExit when the
+    record has no run at that seed."""
+    out = {}
+    for key, default in nested_keys(method, dataset).items():
+        if key in given:
+            continue
+        owner = default.record_method or method
+        try:
+            out[key] = seed_choice(load_record(owner, dataset), key, default.rule, seed)
+        except KeyError:
+            raise SystemExit(
+                f"{owner}_{dataset}.json has no run over {key} at seed {seed}: "
+                f"python benchmarks/defaults_cv.py {owner} --dataset {dataset} "
+                f"--grid {key}=... --seed {seed}"
+            ) from None
+    return out
 
 
 def _plain(value):

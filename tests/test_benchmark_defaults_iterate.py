@@ -212,3 +212,30 @@ def test_a_rerun_keeps_the_runs_protocol_and_the_required_settings(it, monkeypat
     run["labelled_fraction"] = None
     it.run_defaults_cv("m", "d", run, table, None)
     assert "--labelled-fraction" not in calls[1]
+
+
+def test_a_run_on_a_dataset_without_a_split_is_rerun_inside_every_seed(it, tmp_path):
+    # 3sources has no split: one cross-validation per evaluation seed, each inside
+    # that seed's training part; the default is what most seeds choose
+    (tmp_path / "hyper_defaults.toml").write_text(
+        '[m]\nbag = { value = "a", origin = "cv", record = "3sources" }\n'
+    )
+    path = tmp_path / "hyper_defaults.toml"
+    record = tmp_path / "m_3sources.json"
+    record.write_text(json.dumps({"method": "m", "dataset": "3sources", "runs": []}))
+    seeds = []
+
+    def rerun(owner, dataset, run, table):
+        seeds.append(run["seed"])
+        wins = "b" if run["seed"] in (1, 2, 4) else "a"
+        scores = {v: [0.9 if v == wins else 0.5] * 3 for v in ("a", "b")}
+        new = {**_run("bag", scores, {"bag": "a"}), "seed": run["seed"]}
+        data = json.loads(record.read_text())
+        data["runs"].append(new)
+        record.write_text(json.dumps(data))
+        return True
+
+    start = {**_run("bag", {"a": [1] * 3, "b": [0] * 3}, {"bag": "a"})}
+    assert it.confirm("m", "3sources", start, rerun, path=path, records=tmp_path)
+    assert seeds == [0, 1, 2, 3, 4]
+    assert it.read_table(path)["m"]["bag"]["value"] == "b"  # 3 seeds of 5

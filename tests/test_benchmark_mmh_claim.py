@@ -46,3 +46,20 @@ def test_table_is_mean_and_sample_sd_with_the_best_in_bold(claim):
     sd = np.std([0.8, 0.9, 1.0], ddof=1)  # 0.1
     assert text[2] == f"| msrc (n=3) | 0.900 ± {sd:.3f} | **0.950 ± 0.050** |"
     assert text[3] == "| bbc (n=1) | **0.400 ± 0.000** | — |"
+
+
+def test_a_default_decided_on_a_dataset_without_a_split_is_taken_per_seed(claim):
+    """3sources' bag model: each seed takes what the CV inside its own training
+    part chose (no seed is evaluated on images its choice was made on)."""
+    from jaxannot.annotators.hyper_spec import DEFAULTS
+
+    record = claim.load_record("twh", "3sources")
+    rule = DEFAULTS["twh"]["bag_model"].rule
+    for seed in range(5):
+        want = claim.seed_choice(record, "bag_model", rule, seed)
+        assert claim.seed_defaults("twh", "3sources", seed) == {"bag_model": want}
+    assert claim.seed_defaults("twh", "3sources", 0, {"bag_model"}) == {}
+    assert claim.seed_defaults("twh", "wikipedia", 3) == {}  # its own split
+    assert claim.seed_defaults("svm", "3sources", 3) == {}  # nothing decided there
+    with pytest.raises(SystemExit, match="no run over bag_model at seed 9"):
+        claim.seed_defaults("twh", "3sources", 9)

@@ -3,14 +3,29 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.protocols import PROTOCOLS, Task, concatenate, make_task
+from jaxannot.data.protocols import (
+    PROTOCOLS,
+    Task,
+    _random_subset,
+    concatenate,
+    kfold_rows,
+    make_task,
+)
 
-__all__ = ["fold_tasks", "training_images", "unlabelled_images"]
+__all__ = [
+    "corpus_fingerprint",
+    "fold_tasks",
+    "labelled_counts",
+    "training_images",
+    "training_rows",
+    "unlabelled_images",
+]
 
 
 def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:
@@ -23,6 +38,63 @@ def training_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Cor
     if test is not None:
         return train
     return make_task(train, None, protocol="inductive", seed=seed).train
+
+
+def training_rows(
+    train: Corpus, test: Corpus | None, *, seed: int = 0
+) -> np.ndarray | None:
+    """The rows of the dataset that :func:`training_images` keeps, sorted.
+
+    ``None`` for a dataset with a split (its training images are ``train``, every
+    one); for one without, the rows of the seeded 70% that
+    :func:`~jaxannot.data.make_task` draws first from ``default_rng(seed)`` (the
+    other 30% are the test images of ``jaxannot evaluate --seed seed``).
+    """
+    if test is not None:
+        return None
+    is_test = _random_subset(train.num_images, 0.3, np.random.default_rng(seed))
+    return np.flatnonzero(~is_test)
+
+
+def corpus_fingerprint(corpus: Corpus) -> str:
+    """SHA-256 of a corpus's images in order: every view (by name), the words, the
+    word mask and the labels, each with its dtype and shape. Two corpora share it
+    exactly when they hold the same images with the same observed annotations."""
+    digest = hashlib.sha256()
+    parts = [(f"view:{k}", corpus.views[k]) for k in sorted(corpus.views)]
+    parts += [("words", corpus.words), ("word_mask", corpus.word_mask)]
+    parts += [("labels", corpus.labels)]
+    for name, array in parts:
+        digest.update(name.encode())
+        if array is None:
+            digest.update(b"none")
+            continue
+        a = np.ascontiguousarray(np.asarray(array))
+        digest.update(f"{a.dtype.str}{a.shape}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def labelled_counts(
+    corpus: Corpus,
+    folds: int,
+    *,
+    labelled_fraction: float | None = None,
+    seed: int = 0,
+) -> list[int]:
+    """How many images of each fold's fit part have observed words (or labels, for
+    a corpus without words) in :func:`cross_validate`'s inductive folds."""
+    held_out = kfold_rows(corpus.num_images, folds, seed)
+    counts = []
+    for task in fold_tasks(
+        corpus, held_out, labelled_fraction=labelled_fraction, seed=seed
+    ):
+        fit = task.train
+        if fit.words is not None:
+            counts.append(int(np.sum(np.asarray(fit.word_mask))))
+        else:
+            counts.append(int(np.sum(np.asarray(fit.labels) >= 0)))
+    return counts
 
 
 def unlabelled_images(train: Corpus, test: Corpus | None, *, seed: int = 0) -> Corpus:

@@ -1,6 +1,7 @@
 """Every default of every registered method comes from ``hyper_defaults.toml`` with
 its origin; a cross-validated one equals the winner of its committed record."""
 
+import dataclasses
 import inspect
 import json
 import pathlib
@@ -44,37 +45,57 @@ def test_every_default_has_the_type_of_its_spec():
             assert spec.problem(default.value) is None, (name, key)
 
 
-def test_every_cross_validated_default_is_the_winner_of_its_record():
-    checked = 0
+@pytest.fixture(scope="module")
+def guard(benchmark_script):
+    return benchmark_script("defaults_guard")
+
+
+@pytest.fixture(scope="module")
+def splits(guard, data_root):
+    return guard.Splits(data_root)
+
+
+def _cv_defaults():
+    """``(name, key, default, owner, record)`` of every cross-validated default."""
     for name, table in DEFAULTS.items():
         for key, default in table.items():
-            if default.origin != "cv":
-                continue
-            owner = default.record_method or name
-            record = _record(owner, default.record)
-            assert record["method"] == owner
-            assert owner in METHODS and key in DEFAULTS[owner], (name, key)
-            runs = [r for r in record["runs"] if key in r["grid"]]
-            assert runs, f"{name}.{key}: not in the grid of {default.record}'s record"
-            run = runs[-1]
-            assert run["split"] == "train" and run["folds"] >= 2
-            if default.rule == "smallest_within_1se":
-                chosen = smallest_within_one_se(
-                    run["results"], key, run["higher_is_better"]
-                )
-                assert chosen == default.value, (name, key, chosen)
-            elif default.rule == "incumbent_within_1se":
-                chosen = incumbent_within_one_se(
-                    run["results"],
-                    sorted(run["grid"]),
-                    run["higher_is_better"],
-                    run["defaults_at_run"],
-                )[key]
-                assert chosen == default.value, (name, key, chosen)
-            else:
-                assert run["best"]["params"][key] == default.value, (name, key)
-            assert len(run["grid"][key]) >= 2, (name, key)
-            checked += 1
+            if default.origin == "cv":
+                owner = default.record_method or name
+                yield name, key, default, owner, _record(owner, default.record)
+
+
+def test_every_cross_validated_default_is_the_winner_of_its_record(guard):
+    checked = 0
+    for name, key, default, owner, record in _cv_defaults():
+        assert record["method"] == owner
+        assert owner in METHODS and key in DEFAULTS[owner], (name, key)
+        runs = [r for r in record["runs"] if key in r["grid"]]
+        assert runs, f"{name}.{key}: not in the grid of {default.record}'s record"
+        run = runs[-1]
+        assert run["folds"] >= 2
+        chosen, _ = guard.decided_value(record, key, default.rule)
+        assert chosen == default.value, (name, key, chosen)
+        # on a dataset without a split: one run inside each evaluation seed's
+        # training part, the default the value most of them choose
+        assert not guard.nested_problems(name, key, default, record)
+        assert len(run["grid"][key]) >= 2, (name, key)
+        if record["dataset"] in guard.NO_SPLIT:
+            pass  # per seed, read by the same rule (guard.decided_value)
+        elif default.rule == "smallest_within_1se":
+            assert chosen == smallest_within_one_se(
+                run["results"], key, run["higher_is_better"]
+            )
+        elif default.rule == "incumbent_within_1se":
+            kept = incumbent_within_one_se(
+                run["results"],
+                sorted(run["grid"]),
+                run["higher_is_better"],
+                run["defaults_at_run"],
+            )
+            assert chosen == kept[key]
+        else:
+            assert chosen == run["best"]["params"][key]
+        checked += 1
     assert checked > 0
 
 
@@ -132,15 +153,20 @@ def test_every_cross_validated_default_was_chosen_at_todays_other_defaults():
     assert not stale, stale
 
 
-def test_every_record_is_a_training_split_cross_validation_of_its_method():
+def test_every_record_is_a_training_split_cross_validation_of_its_method(guard, splits):
+    """The leakage guard on every committed run: ``n_images``, the training rows
+    and fingerprint, the labelled counts, recomputed from the split it names."""
     paths = sorted(RECORDS.glob("*.json"))
     assert paths
+    problems, with_rows = [], 0
     for path in paths:
         record = json.loads(path.read_text())
         name = record["method"]
         assert path.name == f"{name}_{record['dataset']}.json"
         for run in record["runs"]:
-            assert run["split"] == "train" and run["method"] == name
+            assert run["method"] == name and run["dataset"] == record["dataset"]
+            problems += guard.run_problems(run, splits)
+            with_rows += run.get("train_rows") is not None
             assert set(run["grid"]) <= set(DEFAULTS[name]), path.name
             rows = {json.dumps(r["params"], sort_keys=True): r for r in run["results"]}
             winner = rows[json.dumps(run["best"]["params"], sort_keys=True)]
@@ -149,6 +175,145 @@ def test_every_record_is_a_training_split_cross_validation_of_its_method():
                 sign * r["mean"] for r in run["results"] if r["mean"] is not None
             )
             assert sign * winner["mean"] == best == sign * run["best"]["mean"]
+    assert not problems, problems
+    assert with_rows >= 15  # 3sources' bag model: 3 methods x 5 seeds
+
+
+def _doctored(run: dict, **changes) -> dict:
+    return {**json.loads(json.dumps(run)), **changes}
+
+
+def _run_at(owner: str, dataset: str, key: str, seed: int) -> dict:
+    runs = [r for r in _record(owner, dataset)["runs"] if key in r["grid"]]
+    return [r for r in runs if r["seed"] == seed][-1]
+
+
+def test_the_split_guard_fails_on_planted_faults(guard, splits):
+    run = _run_at("mmh", "3sources", "bag_model", 1)
+    assert guard.run_problems(run, splits) == []
+    corpus, rows, test_rows = splits.training("3sources", 1)
+    assert run["train_rows"] == rows.tolist() and len(test_rows) == 51
+
+    def fails(doctored, match):
+        problems = guard.run_problems(doctored, splits)
+        assert any(match in p for p in problems), problems
+
+    # a test image of the seed in place of a training image
+    leaked = sorted([*run["train_rows"][1:], int(test_rows[0])])
+    fails(_doctored(run, train_rows=leaked), "test images of seed 1 in the CV")
+    # the training part of another seed, with its fingerprint (seed 0's images)
+    seed0 = splits.training("3sources", 0)
+    other = _doctored(
+        run,
+        train_rows=seed0[1].tolist(),
+        train_fingerprint=guard.corpus_fingerprint(seed0[0]),
+    )
+    fails(other, "test images of seed 1")
+    fails(other, "the fingerprint is not that of the training images")
+    # every image (the test split too) cross-validated, as a count
+    fails(_doctored(run, n_images=169), "n_images 169, but the training split has 118")
+    scene = _run_at("sfsls", "scene", "lam", 0)
+    assert guard.run_problems(scene, splits) == []
+    fails(_doctored(scene, n_images=1211 + 1196), "n_images 2407")
+    # every fit image labelled while the record says 10 %
+    fails(_doctored(scene, labelled_fraction=None), "labels [807, 807, 808]")
+    fails(_doctored(scene, n_labelled=[807, 807, 808]), "n_labelled [807")
+    fails(_doctored(scene, split="test"), "split 'test'")
+    fails(_doctored(scene, split_seed=1), "split seed 1")
+
+
+def test_the_guard_recomputes_the_split_jaxannot_evaluate_uses(guard, splits):
+    from jaxannot.data import make_task
+
+    for name, seed in (("3sources", 3), ("mfeat", 0)):
+        train, test = splits.dataset(name)
+        task = make_task(train, test, protocol="inductive", seed=seed)
+        corpus, rows, test_rows = splits.training(name, seed)
+        fingerprint = guard.corpus_fingerprint
+        assert fingerprint(train.subset(rows)) == fingerprint(task.train)
+        assert fingerprint(corpus) == fingerprint(task.train)
+        assert len(rows) + len(test_rows) == train.num_images
+    for name in {*guard.NO_SPLIT, "scene", "corel5k", "wikipedia"}:
+        assert (splits.dataset(name)[1] is None) == (name in guard.NO_SPLIT), name
+
+
+def _deciding_runs(key: str, default, record: dict, guard) -> list:
+    runs = [r for r in record["runs"] if key in r["grid"]]
+    if record["dataset"] in guard.NO_SPLIT:
+        return list(guard.runs_by_seed(record, key).values())
+    return runs[-1:]
+
+
+def test_every_default_is_decided_at_its_methods_labelled_fraction(guard):
+    """sfsls, sfss and fsnm are evaluated with 10 % of the images labelled; every
+    key of theirs is decided so (their lam and subspace were decided with every
+    image labelled until issue 42)."""
+    problems, at_tenth = [], 0
+    for _name, key, default, owner, record in _cv_defaults():
+        for run in _deciding_runs(key, default, record, guard):
+            problems += guard.protocol_problems(owner, key, run)
+            at_tenth += run["labelled_fraction"] == 0.1
+    assert not problems, problems
+    semi = [
+        k
+        for m in guard.LABELLED_FRACTION
+        for k, d in DEFAULTS[m].items()
+        if d.origin == "cv"
+    ]
+    assert at_tenth == len(semi) == 16
+    lam = _run_at("sfsls", "scene", "lam", 0)
+    assert guard.protocol_problems("sfsls", "lam", lam) == []
+    planted = guard.protocol_problems(
+        "sfsls", "lam", {**lam, "labelled_fraction": None}
+    )
+    assert planted == [
+        "sfsls.lam: decided at labelled fraction None, its protocol is 0.1"
+    ]
+    knn = _run_at("knn", "corel5k", "k", 0)
+    assert guard.protocol_problems("knn", "k", {**knn, "labelled_fraction": 0.1})
+
+
+def test_the_nested_guard_fails_on_planted_faults(guard):
+    """3sources has no split: its bag model is decided inside each seed's 70 %."""
+    default = DEFAULTS["mmh"]["bag_model"]
+    record = _record("mmh", "3sources")
+    assert guard.nested_problems("mmh", "bag_model", default, record) == []
+    value, choices = guard.decided_value(record, "bag_model", default.rule)
+    assert sorted(choices) == [0, 1, 2, 3, 4] and value == default.value
+    # one seed-0 run (the protocol before issue 42): seeds 1-4 test on its images
+    seed0 = {**record, "runs": [guard.runs_by_seed(record, "bag_model")[0]]}
+    problems = guard.nested_problems("mmh", "bag_model", default, seed0)
+    assert any("seeds [1, 2, 3, 4]" in p for p in problems), problems
+    # a registered default that is not what most seeds chose
+    other = next(v for v in ("bernoulli", "softmax") if v != default.value)
+    wrong = dataclasses.replace(default, value=other)
+    problems = guard.nested_problems("mmh", "bag_model", wrong, record)
+    assert any("majority" in p for p in problems), problems
+
+
+def test_seeded_evaluations_hold_their_own_seeds_choice(guard):
+    """mmh_claim's 3sources runs hold the bag model chosen inside their own seed's
+    training part, never a choice made on another seed's (whose training part
+    holds this seed's test images)."""
+    claim = RECORDS.parent / "mmh_claim.json"
+    runs = json.loads(claim.read_text())["runs"]
+    assert guard.evaluation_problems(runs) == []
+    nested = [r for r in runs if r["dataset"] == "3sources" and r.get("nested")]
+    assert {(r["method"], r["seed"]) for r in nested} == {
+        (m, s) for m in ("mmh", "twh", "dwh-svm") for s in range(5)
+    }
+    # planted: a run at seed s holding the value another seed's CV chose
+    record = _record("twh", "3sources")
+    rule = DEFAULTS["twh"]["bag_model"].rule
+    run = next(r for r in nested if r["method"] == "twh")
+    want = guard.seed_choice(record, "bag_model", rule, run["seed"])
+    other = next(v for v in ("bernoulli", "softmax") if v != want)
+    planted = {**run, "settings": {**run["settings"], "bag_model": other}}
+    problems = guard.evaluation_problems([planted])
+    assert problems and "training part chose" in problems[0], problems
+    # planted: a seed the record has no cross-validation at
+    problems = guard.evaluation_problems([{**run, "seed": 7}])
+    assert problems and "no cross-validation inside seed 7" in problems[0]
 
 
 def test_fit_signatures_show_the_table_defaults():
