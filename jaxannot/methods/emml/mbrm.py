@@ -52,6 +52,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference.support import check_support
 from jaxannot.types import Array, ArrayLike
 
 __all__ = [
@@ -190,6 +191,7 @@ def fit_mbrm(
     beta = default_bandwidth(x) if bandwidth is None else float(bandwidth)
     if beta <= 0:
         raise ValueError(f"bandwidth must be > 0, got {beta}")
+    check_support("mbrm: word_probabilities", probs, iteration="closed form", upper=1.0)
     table = None
     if kernel == "regions":
         table = jnp.asarray(region_log_kernel(x, beta))
