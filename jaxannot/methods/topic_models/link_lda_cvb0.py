@@ -35,9 +35,11 @@ for integer counts; padding slots have ``c = 0`` and weigh nothing). Two schedul
   carried from block to block and rebuilt from the responsibilities at the start of
   every sweep, so that float32 round-off cannot accumulate over sweeps).
 
-Every factor of the update is kept >= its prior (the topic-word one clipped at η:
-the carried counts minus the entry's own are >= 0 in exact arithmetic), so the
-responsibilities stay >= 0 and the returned ``λ >= η``, ``γ >= α`` hold exactly;
+The topic-word factor is clipped at η (the carried counts minus the entry's own are
+>= 0 in exact arithmetic); the document factor is recounted from the block's own
+responsibilities, so it can lack only the float32 round-off of one document's length
+(~1e-5 of it), which α absorbs. The responsibilities therefore stay >= 0 and the
+returned counts, rebuilt from them, keep ``λ >= η`` and ``γ >= α``;
 :func:`fit_cvb0` checks them (:func:`jaxannot.inference.support.check_support`)
 before it returns and raises :class:`~jaxannot.inference.support.SupportError`,
 naming the iteration, if they do not.
