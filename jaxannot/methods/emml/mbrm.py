@@ -175,6 +175,12 @@ def fit_mbrm(
         (with :math:`\\mu \\ll N` the model collapses to the word prior).
     kernel : ``"gaussian"`` or ``"regions"``
         The region kernel (module docstring).
+
+    Raises
+    ------
+    SupportError
+        If a word probability is not finite or outside [0, 1]
+        (:func:`jaxannot.inference.support.check_support`).
     """
     _check_kernel(kernel)
     x = np.asarray(features, np.float32)

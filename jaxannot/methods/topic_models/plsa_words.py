@@ -195,6 +195,11 @@ def fit_plsa_words(
         ``theta`` of the training images; ``betas = (text, visual)``.
     objectives : dict
         ``"text"`` and ``"visual"`` objective traces (each non-decreasing).
+
+    Raises
+    ------
+    SupportError
+        If θ or a β left the simplex (:func:`jaxannot.inference.support.check_support`).
     """
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
