@@ -189,3 +189,15 @@ def test_a_tiny_run_records_targets_threads_and_a_warm_cache(
     assert cache["cold_process"]["compiled"] > 0
     assert cache["warm_process"]["compiled"] == 0
     assert cache["warm_process"]["cache_hits"] == cache["cold_process"]["programs"]
+
+
+def test_a_nan_perplexity_is_refused(bench):
+    assert bench.checked_perplexity(np.float64(575.0), "tomotopy", 0, 200) == 575.0
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="jaxannot, seed 0, 80 iterations"):
+            bench.checked_perplexity(bad, "jaxannot", 0, 80)
+
+
+def test_no_persistent_cache_flag(bench):
+    assert bench.parse_args([]).persistent_cache is True
+    assert bench.parse_args(["--no-persistent-cache"]).persistent_cache is False

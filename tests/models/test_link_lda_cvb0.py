@@ -1,5 +1,6 @@
 """Link-LDA by CVB0: the update against a numpy reference, count totals, recovery of
-a small synthetic corpus against batch VB, compile-once, input checks."""
+a small synthetic corpus against batch VB, compile-once, input checks, the support
+kept with counts in the tens of thousands and checked before a fit returns."""
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference.support import SupportError
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cv
 from jaxannot.methods.topic_models import link_lda_vb as llvb
@@ -213,3 +215,52 @@ def test_bad_input_raises():
     state, _ = cv.fit_cvb0(key, counts, 3, num_iterations=1)
     with pytest.raises(ValueError, match="state does not match"):
         cv.fit_cvb0(key, counts, 4, state=state)
+
+
+def test_large_counts_keep_the_support():
+    # issue 50: counts in the tens of thousands (here few words, long bags) changed
+    # block by block by responsibilities < 1 lose their float32 round-off; carried
+    # from sweep to sweep (before the fix) the drift made topic-word counts that
+    # should be ~0 negative (min λ -0.46 here), the responsibilities too
+    rng = np.random.default_rng(0)
+    beta = rng.dirichlet(np.full(12, 0.05), 6)
+    theta = rng.dirichlet(np.full(6, 0.1), 600)
+    counts = np.stack([rng.multinomial(3000, t @ beta) for t in theta])
+    counts = counts.astype(np.float32)
+    alpha, eta = 0.1, 0.05
+    state, objective = cv.fit_cvb0(
+        jax.random.key(0),
+        (counts,),
+        6,
+        num_iterations=30,
+        num_blocks=32,
+        prior=ll.LDAPrior(alpha, eta),
+    )
+    assert float(state.lambdas[0].min()) >= eta
+    assert float(state.gamma.min()) >= alpha
+    assert float(state.resp[0].min()) >= 0.0
+    assert np.all(np.isfinite(objective))
+    np.testing.assert_allclose(
+        np.asarray(state.lambdas[0] - eta).sum(0), counts.sum(0), rtol=1e-4
+    )
+
+
+def test_a_fit_that_leaves_the_support_raises_naming_the_iteration(monkeypatch):
+    counts, _ = _corpus(images=6)
+    real = cv._run
+
+    def drifted(*args, **kwargs):  # as if iteration 2 of 3 had left the support
+        resp, gamma, lambdas, objective, lowest = real(*args, **kwargs)
+        return resp, gamma, lambdas, objective, lowest.at[2].set(-0.5)
+
+    monkeypatch.setattr(cv, "_run", drifted)
+    with pytest.raises(SupportError, match="left their support at iteration 2 of 3"):
+        cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=3)
+
+    def nan_gamma(*args, **kwargs):
+        resp, gamma, lambdas, objective, lowest = real(*args, **kwargs)
+        return resp, gamma.at[0, 0].set(jnp.nan), lambdas, objective, lowest
+
+    monkeypatch.setattr(cv, "_run", nan_gamma)
+    with pytest.raises(SupportError, match="gamma left its support at iteration 3"):
+        cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=3)

@@ -170,3 +170,20 @@ def test_bad_settings_are_rejected():
         fit_mbrm(x, y, bandwidth=1.0, kernel="laplace")
     with pytest.raises(ValueError, match="unknown metric"):
         select_bandwidth(x, y, metric="accuracy")
+
+
+def test_streamed_probabilities_over_many_blocks_stay_in_the_unit_interval():
+    # issue 50's audit: MBRM's streamed sums only add non-negative weights (rescaled
+    # by the running maximum), nothing is subtracted: over 20,000 training images
+    # in blocks of 512 the probabilities match a float64 softmax and lie in [0, 1]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20000, 2)).astype(np.float32)
+    y = (rng.random((20000, 5)) < 0.3).astype(np.float32)
+    q = rng.normal(size=(4, 2)).astype(np.float32)
+    params = fit_mbrm(x, y, bandwidth=0.5)
+    got = np.asarray(mbrm_word_probabilities(params, q, block_size=512))
+    lw = -((q[:, None, :] - x[None].astype(np.float64)) ** 2).sum(-1) / (2 * 0.5)
+    w = np.exp(lw - lw.max(1, keepdims=True))
+    want = (w / w.sum(1, keepdims=True)) @ np.asarray(params.word_probabilities)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert got.min() >= 0.0 and got.max() <= 1.0

@@ -80,3 +80,20 @@ def test_bad_input():
         pw.fit_plsa_words(jax.random.key(0), text, vis, 0)
     with pytest.raises(ValueError, match="smoothing"):
         pw.fit_plsa_words(jax.random.key(0), text, vis, 2, smoothing=-1.0)
+
+
+def test_large_counts_keep_the_simplex():
+    # issue 50's audit: pLSA-Words rebuilds its expected counts from the
+    # responsibilities every EM step (no subtraction, nothing carried); with counts
+    # in the thousands on a few words θ and β stay on the simplex, which
+    # fit_plsa_words checks before returning them
+    rng = np.random.default_rng(0)
+    theta = rng.dirichlet(np.full(3, 0.1), 300)
+    bt, bv = rng.dirichlet(np.full(4, 0.1), 3), rng.dirichlet(np.full(5, 0.1), 3)
+    text = np.stack([rng.multinomial(5000, t @ bt) for t in theta]).astype(np.float32)
+    vis = np.stack([rng.multinomial(8000, t @ bv) for t in theta]).astype(np.float32)
+    state, obj = pw.fit_plsa_words(jax.random.key(0), text, vis, 3, num_iterations=30)
+    for x in (state.theta, *state.betas):
+        assert float(x.min()) >= 0.0
+        np.testing.assert_allclose(np.asarray(x).sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.isfinite(obj["text"])) and np.all(np.isfinite(obj["visual"]))

@@ -52,6 +52,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference.support import check_support
 from jaxannot.types import Array, ArrayLike
 
 __all__ = [
@@ -174,6 +175,12 @@ def fit_mbrm(
         (with :math:`\\mu \\ll N` the model collapses to the word prior).
     kernel : ``"gaussian"`` or ``"regions"``
         The region kernel (module docstring).
+
+    Raises
+    ------
+    SupportError
+        If a word probability is not finite or outside [0, 1]
+        (:func:`jaxannot.inference.support.check_support`).
     """
     _check_kernel(kernel)
     x = np.asarray(features, np.float32)
@@ -190,6 +197,7 @@ def fit_mbrm(
     beta = default_bandwidth(x) if bandwidth is None else float(bandwidth)
     if beta <= 0:
         raise ValueError(f"bandwidth must be > 0, got {beta}")
+    check_support("mbrm: word_probabilities", probs, iteration="closed form", upper=1.0)
     table = None
     if kernel == "regions":
         table = jnp.asarray(region_log_kernel(x, beta))

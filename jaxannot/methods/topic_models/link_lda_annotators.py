@@ -39,6 +39,7 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
+from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_svi as svi
@@ -102,6 +103,11 @@ def _lda_fit(
         num_inner=int(fold_in_inner),
         gamma0=state.gamma,
     )
+    site = f"link-lda {inference}"  # bounds as the fit's float32 priors
+    low_eta, low_alpha = float(np.float32(eta)), float(np.float32(alpha))
+    for v, lam in enumerate(state.lambdas):
+        check_support(f"{site}: lambdas[{v}]", lam, iteration=iterations, lower=low_eta)
+    check_support(f"{site}: gamma", gamma, iteration="fold-in", lower=low_alpha)
     params = LinkLdaParams(
         state.lambdas[0], tuple(state.lambdas[1:]), gamma, vw.edges_param(edges)
     )
@@ -209,6 +215,12 @@ def _lap_fit(
         num_steps=int(steps),
         progress_bar=show_progress(),
     )
+    for site, value in [(f"betas[{v}]", b) for v, b in enumerate(fit.betas)] + [
+        ("theta", fit.theta)
+    ]:
+        check_support(
+            f"lap-link-lda: {site}", value, iteration=int(steps), simplex_axis=-1
+        )
     params = LapLinkLdaParams(
         fit.betas[0], tuple(fit.betas[1:]), fit.theta, vw.edges_param(edges)
     )

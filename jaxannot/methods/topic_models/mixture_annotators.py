@@ -43,6 +43,7 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar, lapvar_update
+from jaxannot.inference.support import check_support
 from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.inference.vem.checks import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
@@ -156,6 +157,13 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
         tolerance=1e-6 if vem.estep.keep_best else 0.0,
         **kwargs,
     )
+    for site in ["pi"] + [f"beta_{v}" for v in range(len(data))]:
+        check_support(
+            f"mixture: {site}",
+            result.params[site],
+            iteration=len(result.losses),
+            simplex_axis=-1,
+        )
     return result, _to_mixture_params(result.params, len(data))
 
 

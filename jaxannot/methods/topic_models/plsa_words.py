@@ -46,6 +46,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from jaxannot.inference.em import run_em
+from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models.link_lda import token_log_likelihood
 
 __all__ = [
@@ -194,6 +195,11 @@ def fit_plsa_words(
         ``theta`` of the training images; ``betas = (text, visual)``.
     objectives : dict
         ``"text"`` and ``"visual"`` objective traces (each non-decreasing).
+
+    Raises
+    ------
+    SupportError
+        If θ or a β left the simplex (:func:`jaxannot.inference.support.check_support`).
     """
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
@@ -228,6 +234,17 @@ def fit_plsa_words(
         num_iterations=num_iterations,
         smoothing=smoothing,
     )
+    for site, value in (
+        ("theta", state.theta),
+        ("beta_text", state.betas[0]),
+        ("beta_visual", state.betas[1]),
+    ):
+        check_support(
+            f"plsa-words: {site}",
+            value,
+            iteration=f"{num_iterations} of stage 2",
+            simplex_axis=-1,
+        )
     return state, {"text": obj_text, "visual": obj_vis}
 
 
