@@ -1,25 +1,39 @@
 """Test configuration: CPU only, fixed seeds, the data root, and real-data guards."""
 
-import os
-
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# the CLI's persistent compilation cache stays off in tests (tests of it turn it on
-# in a folder of their own), so no test reads programs another run compiled
-os.environ.setdefault("JAXANNOT_NO_COMPILATION_CACHE", "1")
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
-)  # two virtual devices for sharding tests
-
 import gc
 import importlib
+import os
 import pathlib
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
 import pytest
 
-import jax
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the CLI's persistent compilation cache stays off in tests (tests of it turn it on
+# in a folder of their own), so no test reads programs another run compiled
+os.environ.setdefault("JAXANNOT_NO_COMPILATION_CACHE", "1")
+# One JAX persistent compilation cache for this run of the suite: a fresh folder made
+# by the first process (pytest itself, before xdist starts its workers, which inherit
+# the variable; the child processes that tests start too), removed when the run ends
+# (``pytest_unconfigure``). Many files fit the same methods on the same synthetic
+# shapes; each file drops its compiled programs when it ends (below), so without it
+# every file compiles them again. A program loaded from the cache is the executable
+# that was compiled, so figures are the same; a compile counted by
+# ``count_compiles`` is a real one, and a cache hit counts none.
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxannot-xla-")
+    # programs that compile in under a quarter second are cheaper to compile again
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.25"
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
+)  # two virtual devices for sharding tests
+
+import jax  # noqa: E402  (after the environment it reads)
 
 if os.environ.get("JAXANNOT_X64"):
     jax.config.update("jax_enable_x64", True)
@@ -163,3 +177,9 @@ def without_clock():
     """``without_clock(evaluation_json)``: the figures of a run, for comparing two runs
     of the same seed (clock readings differ from run to run, nothing else may)."""
     return _without_clock
+
+
+def pytest_unconfigure(config):
+    """The run's compilation cache goes when the process that made it ends."""
+    if _OWN_CACHE and not hasattr(config, "workerinput"):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
