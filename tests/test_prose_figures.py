@@ -21,7 +21,7 @@ FLOORS = {
     "docs/harmoniums.md": 442,
     "docs/modelling.md": 77,
     "docs/results.md": 324,
-    "docs/sfsls.md": 363,
+    "docs/sfsls.md": 355,
     "docs/tagprop.md": 81,
     "docs/topic_models.md": 251,
 }
