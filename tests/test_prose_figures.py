@@ -88,6 +88,14 @@ def test_a_changed_figure_in_the_prose_is_found(prose):
     assert len(problems) == 1 and problems[0].startswith("README.md:")
 
 
+def _assert_checks(prose, results, ok=(), bad=()):
+    """Every line of ``ok`` agrees with ``results``; each of ``bad`` is one problem."""
+    for line in ok:
+        assert prose.check(line, "t.md", results) == [], line
+    for line in bad:
+        assert len(prose.check(line, "t.md", results)) == 1, line
+
+
 def test_the_shown_decimals_decide(prose, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -101,16 +109,13 @@ def test_the_shown_decimals_decide(prose, tmp_path):
         '27.2<!-- fig: {r.json:a."x.y".0} / {r.json:a."x.y".1} -->',
         '2<!-- fig: len({r.json:a."x.y"}) -->',
     ]
-    for line in ok:
-        assert prose.check(line, "t.md", results) == [], line
     bad = [
         'a 11.8×<!-- fig: r.json:a."x.y".0 -->',
         'a 11.64×<!-- fig: r.json:a."x.y".0 -->',
         'a 0.42<!-- fig: r.json:a."x.y".1 -->',
         'a 0.4285<!-- fig: r.json:a."x.y".1 -->',
     ]
-    for line in bad:
-        assert len(prose.check(line, "t.md", results)) == 1, line
+    _assert_checks(prose, results, ok, bad)
 
 
 def test_wildcards_filters_and_statistics(prose, tmp_path):
@@ -136,8 +141,7 @@ def test_wildcards_filters_and_statistics(prose, tmp_path):
         "0.8<!-- fig: {r.json:runs.dataset=b.test} + {r.json:runs.seed=1.test} -->",
         "1<!-- fig: len({r.json:runs.dataset=b.test}) -->",
     ]
-    for line in ok:
-        assert prose.check(line, "t.md", results) == [], line
+    _assert_checks(prose, results, ok)
     assert (
         "no element with dataset=c"
         in prose.check(
@@ -185,8 +189,6 @@ def test_powers_of_ten_as_the_docs_write_them(prose, tmp_path):
         "p = 0.00025<!-- fig: r.json:q -->",
         "25<!-- fig: 1e5 * {r.json:q} -->",
     ]
-    for line in ok:
-        assert prose.check(line, "t.md", results) == [], line
     bad = [
         "p = 4.3e-5<!-- fig: r.json:p -->",
         "p = 4.2e-6<!-- fig: r.json:p -->",
@@ -194,8 +196,7 @@ def test_powers_of_ten_as_the_docs_write_them(prose, tmp_path):
         "p = 2.4e-4<!-- fig: r.json:q -->",
         "p = 2.48e-4<!-- fig: r.json:q -->",
     ]
-    for line in bad:
-        assert len(prose.check(line, "t.md", results)) == 1, line
+    _assert_checks(prose, results, ok, bad)
     (figure,) = prose.figures("p = 1.2 × 10⁻⁵<!-- fig: r.json:p -->")
     assert figure.shown == "1.2 × 10⁻⁵" and figure.decimals == 1
     assert figure.number == pytest.approx(1.2e-5)
@@ -222,8 +223,7 @@ def test_a_filter_reaches_into_nested_objects(prose, tmp_path):
         f"0.740<!-- fig: mean({one.format(s=0)}, {one.format(s=1)}) -->",
         '0.99<!-- fig: max({r.json:runs.seed=0.cv."hyper.mu"="1000.0".cv_map}) -->',
     ]
-    for line in ok:
-        assert prose.check(line, "t.md", results) == [], line
+    _assert_checks(prose, results, ok)
     assert (
         "no element with hyper.mu=5"
         in prose.check(
