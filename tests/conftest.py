@@ -183,3 +183,14 @@ def pytest_unconfigure(config):
     """The run's compilation cache goes when the process that made it ends."""
     if _OWN_CACHE and not hasattr(config, "workerinput"):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the notebook tests first (the order within each group is kept).
+
+    ``--dist loadfile`` hands files to the workers in collection order, and the
+    notebooks' small modes are the longest files of the suite (45-100 s each on two
+    cores); collected last, they ran one after another on one worker while the other
+    sat idle. Started first, the short files fill in around them.
+    """
+    items.sort(key=lambda item: item.path.parent.name != "notebooks")
