@@ -3,7 +3,7 @@
 fresh processes with different hash seeds, is identical but for its clock readings.
 
 Within one process every registered method is checked by
-``tests/test_compile_once.py`` (a third fit of the first corpus); here what a process
+``tests/test_api_protocols.py`` (a third fit of the first corpus); here what a process
 could carry is varied: Python's string hashing (set and dict orders built from
 hashes), the state of the interpreter and of JAX. The second process loads the
 programs the first one compiled (JAX's persistent cache: the same executables) to
