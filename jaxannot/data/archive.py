@@ -40,7 +40,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from jaxannot.data.atomic import atomic_write
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, check_link_loop
 
 __all__ = [
     "Archive",
@@ -158,6 +158,7 @@ def read_archive(path: str | os.PathLike, what: str, *, remedy: str = "") -> Arc
     def fail(problem: str) -> DataFormatError:
         return DataFormatError(path, f"{problem}{'; ' + remedy if remedy else ''}")
 
+    check_link_loop(path)
     if not path.exists():
         raise FileNotFoundError(f"{what} {path} does not exist")
     if not path.is_file():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
-__all__ = ["DataFormatError", "printable"]
+__all__ = ["DataFormatError", "check_link_loop", "printable"]
 
 # C0 controls, DEL and C1 controls: a terminal acts on them (ESC starts a sequence
 # that can retitle the window, clear the screen, move the cursor ...).
@@ -49,3 +51,20 @@ class DataFormatError(ValueError):
         name = printable(self.path)
         where = f"{name}, line {line}" if line is not None else name
         super().__init__(f"{where}: {message}")
+
+
+def check_link_loop(path: str | os.PathLike) -> None:
+    """``OSError`` (``ELOOP``) naming ``path`` when it is a symbolic link that
+    leads back to itself: ``Path.exists`` and ``is_file`` say False for it, so it
+    was reported as a missing file."""
+    if not os.path.islink(path):
+        return
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP,
+                "a symbolic link loop (a link that leads back to itself)",
+                os.fspath(path),
+            ) from None

@@ -27,7 +27,7 @@ import numpy as np
 
 from jaxannot.data.arff import ArffData, read_arff
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, check_link_loop
 
 __all__ = [
     "MULAN_NAMESPACE",
@@ -220,9 +220,12 @@ def find_mulan_files(directory: str | os.PathLike, stem: str | None = None) -> d
         stem = xmls[0].stem
     xml = d / f"{stem}.xml"
 
+    check_link_loop(xml)
+
     def pick(part: str) -> pathlib.Path | None:
         for suffix in ("", "-sparse"):
             p = d / f"{stem}-{part}{suffix}.arff"
+            check_link_loop(p)
             if p.is_file():
                 return p
         return None

@@ -21,6 +21,9 @@ __all__ = ["list_photos", "read_tags", "tags_by_file"]
 
 log = logging.getLogger("jaxannot.data.photos")  # the photo datasets' one logger
 
+#: How many folder levels below the photo folder :func:`list_photos` descends.
+MAX_DEPTH = 64
+
 
 def list_photos(
     folder: str | os.PathLike, exclude: str | os.PathLike | None = None
@@ -29,8 +32,10 @@ def list_photos(
 
     Hidden files and folders (names starting with ``.``) and everything under
     ``exclude`` are left out. No file is opened: which files are images is found
-    when they are read. A subfolder that cannot be listed is skipped with a warning
-    naming it (logger ``jaxannot.data.photos``).
+    when they are read. A subfolder that cannot be listed, or lies more than
+    :data:`MAX_DEPTH` levels down, is skipped with a warning naming it (logger
+    ``jaxannot.data.photos``); links to folders are not followed. The walk is
+    iterative (a folder nested 1100 levels deep raised ``RecursionError``).
 
     Raises
     ------
@@ -53,16 +58,36 @@ def list_photos(
             "skipped folder %s: cannot be listed (%s)", printable(err.filename), why
         )
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
-        here = pathlib.Path(dirpath)
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not d.startswith(".") and (skip is None or (here / d).resolve() != skip)
-        )
-        for f in filenames:
-            if not f.startswith("."):
-                found.append((here / f).relative_to(root).as_posix())
+    stack = [(root, 0)]  # iterative: os.walk recursed (RecursionError ~1000 deep)
+    while stack:
+        here, depth = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError as err:
+            unreadable(err)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()  # links followed, as os.walk classified them
+                linked_dir = is_dir and entry.is_symlink()
+            except OSError:
+                is_dir = linked_dir = False
+            path = here / entry.name
+            if not is_dir:
+                found.append(path.relative_to(root).as_posix())
+            elif linked_dir:  # not followed (as os.walk): no loops, no escapes
+                continue
+            elif skip is not None and path.resolve() == skip:
+                continue
+            elif depth >= MAX_DEPTH:
+                log.warning(
+                    "skipped folder %s: more than %d levels below %s",
+                    printable(path), MAX_DEPTH, printable(root),
+                )  # fmt: skip
+            else:
+                stack.append((path, depth + 1))
     return sorted(found)
 
 
