@@ -34,8 +34,10 @@ def printable(name) -> str:
 class DataFormatError(ValueError):
     """A data file is malformed or does not hold what the loader expects.
 
-    The message always names the file (through :func:`printable`) and, where one is
-    known, the line number (1-based, as an editor shows it).
+    The message always names the file and, where one is known, the line number
+    (1-based, as an editor shows it); the file name and the message (which may
+    quote the file's own text: an attribute name, a parser's error) go through
+    :func:`printable`, so no control character of the file reaches a terminal.
 
     Attributes
     ----------
@@ -50,7 +52,7 @@ class DataFormatError(ValueError):
         self.line = line
         name = printable(self.path)
         where = f"{name}, line {line}" if line is not None else name
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {printable(message)}")
 
 
 def check_link_loop(path: str | os.PathLike) -> None:

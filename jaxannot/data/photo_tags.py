@@ -15,6 +15,7 @@ import os
 import pathlib
 from collections.abc import Mapping
 
+from jaxannot.data.bounded import MAX_TEXT_BYTES, read_limited
 from jaxannot.data.errors import DataFormatError, printable
 
 __all__ = ["list_photos", "read_tags", "tags_by_file"]
@@ -105,8 +106,9 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
     Raises
     ------
     DataFormatError
-        Missing columns, a row with more fields than the header, or a file listed
-        twice (the message gives the line).
+        Missing columns, a row with more fields than the header, a quoted field
+        running over several lines (one unbalanced quote swallowed every row after
+        it, silently), or a file listed twice (the message gives the line).
     """
     return _keyed_tags(path, _tag_rows(path))
 
@@ -132,11 +134,19 @@ def _keyed_tags(path, rows, photos=frozenset()) -> dict[str, list[str]]:
     return out
 
 
-def _read_text(path, encoding: str = "utf-8") -> str:
+def _read_text(path, encoding: str = "utf-8", what: str = "CSV file") -> str:
+    """The text of the regular file ``path``, its size checked before it is read
+    (:func:`~jaxannot.data.bounded.read_limited`); DataFormatError when it is not
+    UTF-8."""
+    raw = read_limited(path, what, MAX_TEXT_BYTES, "a CSV file is read whole")
     try:
-        return pathlib.Path(path).read_text(encoding=encoding)
+        text = raw.decode(encoding)
     except UnicodeDecodeError as err:
-        raise DataFormatError(path, f"not UTF-8 text: {err}") from None
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataFormatError(
+            path, f"not UTF-8 text (byte {raw[err.start]:#04x})", line
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text did
 
 
 @contextlib.contextmanager
@@ -159,7 +169,18 @@ def _raw_tag_rows(path, reader) -> list[tuple[str, int, list[str]]]:
         )
     reader.fieldnames = columns
     out = []
+    first = reader.line_num + 1  # the line the next row starts on
     for row in reader:
+        start, first = first, reader.line_num + 1
+        if start != reader.line_num and any(
+            "\n" in v for v in row.values() if isinstance(v, str)
+        ):
+            raise DataFormatError(
+                path,
+                f"a quoted field opened on this line runs to line {reader.line_num}: "
+                'an unbalanced quote? quote a whole file name ("a,b.png") or none',
+                line=start,
+            )
         if None in row:  # DictReader's key for the fields beyond the header's
             raise DataFormatError(
                 path,
