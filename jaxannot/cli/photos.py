@@ -127,7 +127,10 @@ def _cmd_annotate(args) -> int:
         raise ValueError(f"{args.dataset} has no tags (built without --tags)")
     corpus, names = _photos_to_annotate(args)
     log.info("scoring %d photo(s) with %s", corpus.num_images, method.name)
-    scores = np.asarray(method.score_words(fitted, corpus))
+    try:
+        scores = np.asarray(method.score_words(fitted, corpus))
+    except ValueError as err:  # the photos' features do not fit the model's
+        raise ValueError(f"model {args.model}: {err}") from None
     if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
         raise ValueError(
             f"{args.model} scores {scores.shape[-1]} tags, the dataset "
@@ -207,7 +210,8 @@ def _print_tags(names, scores, vocabulary, top: int, as_json: bool) -> None:
                 )
             )
         else:
-            print(f"{printable(name)}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
+            shown = "  ".join(f"{printable(t)} {s:.3f}" for t, s in tags)
+            print(f"{printable(name)}: {shown}")
 
 
 def _unlabelled_files(folder) -> list[str]:

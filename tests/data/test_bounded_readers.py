@@ -24,6 +24,7 @@ from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import VIEW_KINDS
 from jaxannot.data.mat_datasets import cell_views_loader
 from jaxannot.data.matlab import read_mat
+from jaxannot.data.mulan import read_label_xml
 from jaxannot.data.photo_extractor import PhotoExtractor
 from jaxannot.data.photo_tags import read_tags
 from jaxannot.data.photos import load_photo_dir
@@ -156,6 +157,7 @@ def _named_pipe(tmp_path, name: str):
         ("t.arff", read_arff),
         ("t.mat", read_mat),
         ("tags.csv", read_tags),
+        ("labels.xml", read_label_xml),
         ("photos.json", lambda p: bounded.read_limited(p, "JSON file", 10, "")),
     ],
 )
