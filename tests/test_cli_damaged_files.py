@@ -248,7 +248,7 @@ def test_hostile_extractors_and_datasets(saved, capsys):
          lambda p: np.savez(p, codebook=np.zeros((4, 3), np.float32))),
         ("no codebook", "extractor.npz", "found none",
          lambda p: np.savez(p, centres=np.zeros((4, 104), np.float32))),
-        ("NaN codebook", "extractor.npz", "non-finite codebook",
+        ("NaN codebook", "extractor.npz", "its codebook has a NaN/inf value",
          lambda p: np.savez(p, codebook=np.full((4, 104), np.nan, np.float32))),
         ("a folder", "extractor.npz", "not a regular file",
          lambda p: (p.unlink(), p.mkdir())),

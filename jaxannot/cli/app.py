@@ -83,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         with interrupts_held():  # Ctrl-C inside jaxlib's set-up aborts the process
             import jax  # noqa: F401
-        with log_to_stderr(args.log_level):
+        from jaxannot.data.atomic import protecting
+
+        with log_to_stderr(args.log_level), protecting():  # the inputs: never written
             _compilation_cache(args)
             return _run(args)
     except BaseException as err:
@@ -207,20 +209,35 @@ def _run(args) -> int:
         if _interrupted(err) or not _out_of_memory(err):
             raise
         detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(
-            f"jaxannot: error: out of memory: {detail or 'MemoryError'}; "
+        _print_error(
+            f"out of memory{_inputs_of(args)}: {detail or 'MemoryError'}; "
             "ask for smaller sizes (fewer images, "
-            "VReps, topics, bins or eigenfunctions: see `jaxannot methods`)",
-            file=sys.stderr,
+            "VReps, topics, bins or eigenfunctions: see `jaxannot methods`)"
         )
         return 2
 
 
+def _inputs_of(args) -> str:
+    """`` on INPUT, ...``: the files and folders the command was reading (its
+    MODEL, ``--dataset``, PHOTOS_DIR, ``--tags``, ``--extractor``), for an
+    out-of-memory message."""
+    names = []
+    for dest in ("model", "dataset", "photos", "tags", "extractor"):
+        value = getattr(args, dest, None)
+        if isinstance(value, str | os.PathLike) and os.fspath(value):
+            names.append(f"{dest.replace('_', ' ')} {os.fspath(value)}")
+    return f" on {', '.join(names)}" if names else ""
+
+
 def _print_error(message: str) -> None:
     """``jaxannot: error: message`` on stderr, on one line: a line break in it (a
-    file name may hold one) is written as ``\\n``."""
+    file name may hold one) is written as ``\\n``, every other control character
+    (ESC, BEL, NUL: a file's text quoted by a parser) as ``\\xNN``
+    (:func:`~jaxannot.data.errors.printable`)."""
+    from jaxannot.data.errors import printable
+
     one_line = message.replace("\r", "\\r").replace("\n", "\\n")
-    print(f"jaxannot: error: {one_line}", file=sys.stderr)
+    print(f"jaxannot: error: {printable(one_line)}", file=sys.stderr)
 
 
 def _out_of_memory(err: BaseException) -> bool:

@@ -41,8 +41,10 @@ def cmd_evaluate(args) -> int:
         {"--json": args.json, "--save": args.save, "--checkpoint": args.checkpoint},
         {"--dataset": dataset_folders(args.dataset, args.data_dir)},
     )
-    refuse_overwriting_inputs(
-        {"--json": args.json, "--save": args.save}, {"--checkpoint": checkpoint}
+    refuse_overwriting_inputs(  # the checkpoint is read and written
+        {"--json": args.json, "--save": args.save},
+        {"--checkpoint": checkpoint},
+        protect_inputs=False,
     )
     for path in (args.json, args.save):  # ... and on an unwritable output
         if path:

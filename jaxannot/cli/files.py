@@ -54,8 +54,12 @@ WRITE_ERRNOS = frozenset(
 
 
 def folder_of(path: str) -> str:
-    """The folder ``path`` is written in; :class:`UserError` when it does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """The folder ``path`` is written in (its symbolic links followed: where the
+    file is written); :class:`UserError` when it does not exist."""
+    from jaxannot.data.atomic import resolve_target
+
+    with writing(path, {errno.ELOOP}):
+        folder = os.fspath(resolve_target(path).parent)
     if not os.path.isdir(folder):
         raise UserError(f"cannot write {path}: folder {folder} does not exist")
     return folder
@@ -109,13 +113,14 @@ def real_path(path: str | os.PathLike) -> pathlib.Path:
 
 
 def dataset_folders(dataset: str, data_dir: str | None) -> list[pathlib.Path]:
-    """The folders ``--dataset`` may be read from: the folder it names, and the
-    named dataset's folder under the data root (either may be what is loaded)."""
+    """The folders ``--dataset`` may be read from: the folder it names (as given,
+    absolute), and the named dataset's folder under the data root (either may be
+    what is loaded)."""
     from jaxannot.data.datasets import DATASETS, data_root
 
     folders = []
     if os.path.isdir(os.path.expanduser(dataset)):
-        folders.append(real_path(dataset))
+        folders.append(pathlib.Path(os.path.abspath(os.path.expanduser(dataset))))
     spec = DATASETS.get(dataset.lower())
     if spec is not None:
         try:
@@ -126,25 +131,98 @@ def dataset_folders(dataset: str, data_dir: str | None) -> list[pathlib.Path]:
 
 
 def refuse_overwriting_inputs(
-    outputs: dict[str, str | None], inputs: dict[str, list[pathlib.Path]]
+    outputs: dict[str, str | None],
+    inputs: dict[str, list[pathlib.Path]],
+    *,
+    protect_inputs: bool = True,
+    output_folders: Container[str] = ("--checkpoint",),
 ) -> None:
-    """:class:`UserError` when an output (``flag -> path``) is an input folder
-    (``flag -> folders``) or lies inside one, or two outputs are one file: the
-    command would damage what it reads (say, ``--save`` over a dataset's file, so
-    the dataset no longer loads)."""
-    named = {flag: real_path(path) for flag, path in outputs.items() if path}
-    for flag, out in named.items():
-        for source, folders in inputs.items():
-            for folder in folders:
-                if out == folder or folder in out.parents:
-                    where = "is" if out == folder else "is inside"
-                    raise UserError(
-                        f"{flag} {outputs[flag]} {where} the folder {folder} that "
-                        f"{source} reads: writing it would change that input; "
-                        "write it elsewhere"
-                    )
-    seen: dict[pathlib.Path, str] = {}
-    for flag, out in named.items():
-        if out in seen:
-            raise UserError(f"{seen[out]} and {flag} name the same file {out}")
-        seen[out] = flag
+    """:class:`UserError` when an output (``flag -> path``) would change an input
+    (``flag -> files or folders``), or two outputs are one file: the command would
+    damage what it reads (say, ``--save`` over a dataset's file, so the dataset no
+    longer loads).
+
+    An output changes an input when, as given or with its symbolic links followed,
+    it is an input file or folder, lies inside an input folder or inside a folder a
+    link in one leads to, or is a hard link of an input file (same ``st_dev`` and
+    ``st_ino``); an output folder (a flag of ``output_folders``, whose files the
+    command replaces) also may not hold an input file or a hard link of one.
+    Unless ``protect_inputs`` is false (an input the command also writes, such as
+    ``--checkpoint``), the inputs are also registered with
+    :func:`jaxannot.data.atomic.protect`, so every file the command writes later
+    (the fitted model, a checkpoint) is checked again when it is written.
+    """
+    from jaxannot.data.atomic import InputSet, protect, resolve_target
+
+    known = InputSet()
+    for source, paths in inputs.items():
+        for path in paths:
+            known.add(source, path)
+        if protect_inputs:
+            protect(source, paths)
+    _cache_beside_inputs(known)
+    named = {flag: path for flag, path in outputs.items() if path}
+    seen: dict[object, str] = {}
+    for flag, path in named.items():
+        with writing(path, {errno.ELOOP}):
+            found = known.conflict(path)
+            real = resolve_target(path)
+        if found is not None:
+            raise UserError(f"{flag} {path} {found.detail}")
+        if flag in output_folders:
+            _refuse_holding_inputs(flag, path, real, known)
+        info = _file_identity(real)
+        for key in (real, info):
+            if key is not None and key in seen:
+                raise UserError(f"{seen[key]} and {flag} name the same file {real}")
+        seen.update({key: flag for key in (real, info) if key is not None})
+
+
+def _refuse_holding_inputs(flag: str, path: str, real: pathlib.Path, known) -> None:
+    """:class:`UserError` when the output folder ``real`` holds an input file (its
+    real path inside it, or one of its entries a hard link of one)."""
+    for name, source in known.files.items():
+        if real in name.parents:
+            raise UserError(
+                f"{flag} {path} holds the file {name} that {source} reads: writing "
+                "there could change that input; write it elsewhere"
+            )
+    try:
+        entries = list(os.scandir(real))
+    except OSError:  # not made yet, or not a folder (said later)
+        return
+    for entry in entries:
+        try:
+            info = entry.stat()
+        except OSError:
+            continue
+        hit = known.inodes.get((info.st_dev, info.st_ino))
+        if hit is not None:
+            raise UserError(
+                f"{flag} {path} holds {entry.name}, a hard link of the file {hit[0]} "
+                f"that {hit[1]} reads: writing there could change that input; write "
+                "it elsewhere"
+            )
+
+
+def _cache_beside_inputs(known) -> None:
+    """Turn JAX's compilation cache off, with a warning, when its folder is an
+    input or lies inside one (JAX writes there itself, past every check)."""
+    import jax
+
+    folder = jax.config.jax_compilation_cache_dir
+    if not folder or not known:
+        return
+    found = known.conflict(folder)
+    if found is not None:
+        log.warning("compilation cache folder %s; running without the cache", found)
+        jax.config.update("jax_compilation_cache_dir", None)
+
+
+def _file_identity(path: pathlib.Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of an existing file, else None."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)

@@ -15,15 +15,20 @@ __all__ = ["log_to_stderr", "add_logging_options"]
 
 class _StderrHandler(logging.Handler):
     """``jaxannot: message`` (``jaxannot: warning: message`` from WARNING up) on the
-    current ``sys.stderr`` through ``tqdm.write``: it does not break a progress bar."""
+    current ``sys.stderr`` through ``tqdm.write``: it does not break a progress bar.
+    Control characters in the message (a tag or file name quoted from a file) are
+    escaped (:func:`~jaxannot.data.errors.printable`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         from tqdm.auto import tqdm
 
+        from jaxannot.data.errors import printable
+
         warns = record.levelno >= logging.WARNING
         level = f"{record.levelname.lower()}: " if warns else ""
         try:
-            tqdm.write(f"jaxannot: {level}{record.getMessage()}", file=sys.stderr)
+            text = printable(record.getMessage())  # a file's text: no ESC, BEL ...
+            tqdm.write(f"jaxannot: {level}{text}", file=sys.stderr)
         except Exception:
             self.handleError(record)
 

@@ -32,6 +32,7 @@ def _cmd_features(args) -> int:
     from jaxannot.cli.files import (
         WRITE_ERRNOS,
         check_writable_output,
+        refuse_overwriting_inputs,
         writing,
     )
     from jaxannot.data.extractor_settings import ExtractorSettings
@@ -44,6 +45,13 @@ def _cmd_features(args) -> int:
         _check_tags_file(args.tags)
     # --out may lie inside PHOTOS_DIR (it is left out of the photos) or be the
     # dataset it rebuilds: the old folder is replaced only once the new one is built
+    # (its other entries carried over); it may not be the tags file or the
+    # extractor's files, through a link or a hard link either
+    inputs = {"--tags": [args.tags] if args.tags is not None else []}
+    if args.extractor is not None:
+        folder = pathlib.Path(args.extractor)
+        inputs["--extractor"] = [folder / "extractor.json", folder / "extractor.npz"]
+    refuse_overwriting_inputs({"--out": args.out}, inputs)
     check_writable_output(args.out, folder=True)
     chosen = {"size": args.size, "daisy_step": args.step, "codebook_size": args.words}
     chosen = {k: v for k, v in chosen.items() if v is not None}
@@ -119,7 +127,10 @@ def _cmd_annotate(args) -> int:
         raise ValueError(f"{args.dataset} has no tags (built without --tags)")
     corpus, names = _photos_to_annotate(args)
     log.info("scoring %d photo(s) with %s", corpus.num_images, method.name)
-    scores = np.asarray(method.score_words(fitted, corpus))
+    try:
+        scores = np.asarray(method.score_words(fitted, corpus))
+    except ValueError as err:  # the photos' features do not fit the model's
+        raise ValueError(f"model {args.model}: {err}") from None
     if scores.ndim != 2 or scores.shape[1] != len(vocabulary):
         raise ValueError(
             f"{args.model} scores {scores.shape[-1]} tags, the dataset "
@@ -199,7 +210,8 @@ def _print_tags(names, scores, vocabulary, top: int, as_json: bool) -> None:
                 )
             )
         else:
-            print(f"{printable(name)}: " + "  ".join(f"{t} {s:.3f}" for t, s in tags))
+            shown = "  ".join(f"{printable(t)} {s:.3f}" for t, s in tags)
+            print(f"{printable(name)}: {shown}")
 
 
 def _unlabelled_files(folder) -> list[str]:

@@ -66,7 +66,11 @@ def _annotate(args, fitted, method, queries, names: list[str]) -> int:
     import numpy as np
 
     rows = _rows_of(queries, args.row or [0])
-    scores = np.asarray(method.score_words(fitted, queries.subset(np.array(rows))))
+    try:
+        scores = method.score_words(fitted, queries.subset(np.array(rows)))
+    except ValueError as err:  # a dataset whose features do not fit the model's
+        raise ValueError(f"model {args.model}: {err}") from None
+    scores = np.asarray(scores)
     for r, s in zip(rows, scores, strict=True):
         top = np.argsort(-s, kind="stable")[: args.top]
         print(json.dumps({"row": r, "words": [names[j] for j in top]}))

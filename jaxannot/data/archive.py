@@ -40,7 +40,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from jaxannot.data.atomic import atomic_write
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.bounded import (
+    MAX_ARCHIVE_BYTES,
+    MAX_RATIO,
+    MAX_TEXT_BYTES,
+    MIN_ALLOWANCE,
+    allowed_bytes,
+    limit_text,
+    open_regular,
+    read_limited,
+)
+from jaxannot.data.errors import DataFormatError, printable
 
 __all__ = [
     "Archive",
@@ -53,14 +63,6 @@ __all__ = [
     "read_json_object",
     "write_archive",
 ]
-
-#: The most bytes the entries of one archive may hold once decompressed (16 GiB).
-MAX_ARCHIVE_BYTES = 16 * 2**30
-#: The most the entries may hold per byte of the file: deflate reaches about 1030
-#: only on constant data; float parameters and features compress 1 to 10 times.
-MAX_RATIO = 200
-#: Decompressed bytes allowed to any archive, however small the file (64 MiB).
-MIN_ALLOWANCE = 64 * 2**20
 
 META = "__meta__"
 _DIGEST_PREFIX = b"jaxannot-sha256:"
@@ -158,14 +160,22 @@ def read_archive(path: str | os.PathLike, what: str, *, remedy: str = "") -> Arc
     def fail(problem: str) -> DataFormatError:
         return DataFormatError(path, f"{problem}{'; ' + remedy if remedy else ''}")
 
-    if not path.exists():
-        raise FileNotFoundError(f"{what} {path} does not exist")
-    if not path.is_file():
-        raise fail(f"not a {what}: not a regular file")
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise fail(f"cannot be read ({err.strerror or err})") from None
+        fh, size = open_regular(path, what)
+    except DataFormatError as err:  # not a regular file, unreadable: add the remedy
+        raise fail(str(err).removeprefix(f"{printable(path)}: ")) from None
+    with fh:
+        if not size:
+            raise fail(f"empty file, not a {what}")
+        try:  # the zip directory ends the file: look there before reading it whole
+            fh.seek(max(0, size - _END_RECORD_SIZE - 65535))
+            _check_end_record(fh.read(), fail, what)
+            fh.seek(0)
+            _check_directory(fh, size, fail, what)
+            fh.seek(0)
+            data = fh.read()
+        except OSError as err:
+            raise fail(f"cannot be read ({err.strerror or err})") from None
     if not data:
         raise fail(f"empty file, not a {what}")
     _check_digest(data, fail, what)
@@ -186,11 +196,10 @@ def read_json_object(path: str | os.PathLike, what: str, *, remedy: str = "") ->
     file is not UTF-8 JSON or holds something else than an object (a list, ...)."""
     path = pathlib.Path(path)
     suffix = f"; {remedy}" if remedy else ""
-    if not path.is_file():
-        raise DataFormatError(path, f"not a {what}: not a regular file{suffix}")
+    raw = read_limited(path, what, MAX_TEXT_BYTES, "a JSON file is read whole")
     try:
-        value = _json_loads(path.read_bytes())
-    except (OSError, ValueError) as err:  # JSONDecodeError, UnicodeDecodeError
+        value = _json_loads(raw)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
         raise DataFormatError(
             path, f"not a {what} ({_one_line(err)}){suffix}"
         ) from None
@@ -212,18 +221,27 @@ def _one_line(err: BaseException, limit: int = 160) -> str:
 def _check_digest(data: bytes, fail, what: str) -> None:
     """Check the digest comment (module docstring); a zip without a comment (written
     by an older jaxannot or by numpy) passes unchecked."""
-    start = data.rfind(_END_RECORD, max(0, len(data) - _END_RECORD_SIZE - 65535))
-    if start < 0 or start + _END_RECORD_SIZE > len(data):
-        raise fail(f"not a {what}: no zip directory at its end (truncated?)")
+    start = _check_end_record(data, fail, what)
     (comment_length,) = struct.unpack_from("<H", data, start + _END_RECORD_SIZE - 2)
-    if start + _END_RECORD_SIZE + comment_length != len(data):
-        raise fail(f"corrupt {what}: its zip directory does not end the file")
     if comment_length == 0:
         return
     comment = data[start + _END_RECORD_SIZE :]
     digest = hashlib.sha256(data[: start + _END_RECORD_SIZE]).hexdigest().encode()
     if comment != _DIGEST_PREFIX + digest:
         raise fail(f"corrupt {what}: its checksum does not match its content")
+
+
+def _check_end_record(data: bytes, fail, what: str) -> int:
+    """Where the zip "end of central directory" record starts in ``data`` (the
+    file, or its last 64 KiB: the record and its comment end the file); a file
+    without one, or with bytes after its comment, is refused."""
+    start = data.rfind(_END_RECORD, max(0, len(data) - _END_RECORD_SIZE - 65535))
+    if start < 0 or start + _END_RECORD_SIZE > len(data):
+        raise fail(f"not a {what}: no zip directory at its end (truncated?)")
+    (comment_length,) = struct.unpack_from("<H", data, start + _END_RECORD_SIZE - 2)
+    if start + _END_RECORD_SIZE + comment_length != len(data):
+        raise fail(f"corrupt {what}: its zip directory does not end the file")
+    return start
 
 
 def _json_loads(raw: bytes):
@@ -236,23 +254,6 @@ def _json_loads(raw: bytes):
         raise ValueError("JSON nested too deeply") from None
 
 
-def allowed_bytes(file_size: int) -> int:
-    """The most bytes a ``file_size``-byte file may expand to once decompressed or
-    densified: :data:`MAX_RATIO` times its size, at least :data:`MIN_ALLOWANCE`, at
-    most :data:`MAX_ARCHIVE_BYTES` (also the bound of MAT-files,
-    :mod:`jaxannot.data.matlab`)."""
-    return min(MAX_ARCHIVE_BYTES, max(MIN_ALLOWANCE, MAX_RATIO * file_size))
-
-
-def limit_text(file_size: int) -> str:
-    """The bound of :func:`allowed_bytes` in words, for error messages."""
-    return (
-        f"the limit of {allowed_bytes(file_size)} for a {file_size}-byte file "
-        f"({MAX_RATIO} times its size, at least {MIN_ALLOWANCE}, at most "
-        f"{MAX_ARCHIVE_BYTES})"
-    )
-
-
 def _check_sizes(infos: list[zipfile.ZipInfo], file_size: int, fail, what) -> None:
     """Refuse entries whose declared sizes exceed the bounds of the module docstring
     before any of them is decompressed."""
@@ -262,6 +263,18 @@ def _check_sizes(infos: list[zipfile.ZipInfo], file_size: int, fail, what) -> No
             f"not a {what}: its entries would decompress to {declared} bytes, over "
             f"{limit_text(file_size)}"
         )
+
+
+def _check_directory(fh, size: int, fail, what: str) -> None:
+    """Bound the sizes the zip directory of the open file ``fh`` declares
+    (:func:`_check_sizes`) reading only the directory, before the file is read
+    whole."""
+    try:
+        with zipfile.ZipFile(fh) as archive:
+            infos = archive.infolist()
+    except Exception as err:  # zipfile raises many types on a damaged directory
+        raise fail(f"corrupt {what} ({_one_line(err)})") from None
+    _check_sizes(infos, size, fail, what)
 
 
 def _read_entries(data: bytes, fail, what: str) -> dict[str, np.ndarray]:

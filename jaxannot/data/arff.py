@@ -30,6 +30,14 @@ allowed) or free of whitespace, commas, quotes and braces, the list closed by ``
 at the end of the line -- and a line of another form is a DataFormatError naming it.
 A UTF-8 byte order mark at the start of the file is ignored.
 
+Bounds
+------
+The file's size is measured before it is read
+(:func:`jaxannot.data.bounded.read_limited`) and a sparse file's
+``rows x attributes`` is bounded by the archive rule
+(:func:`jaxannot.data.bounded.check_dense`) before liac-arff decodes it: a 2.2 MB
+file declaring 40,000 attributes asked for 3.9 GB once densified.
+
 References
 ----------
 Weka ARFF format: https://waikato.github.io/weka-wiki/formats_and_processors/arff/ ;
@@ -46,6 +54,7 @@ import arff as liac_arff
 import numpy as np
 import scipy.sparse
 
+from jaxannot.data.bounded import MAX_TEXT_BYTES, check_dense, read_limited
 from jaxannot.data.errors import DataFormatError
 
 __all__ = ["ArffData", "read_arff", "parse_arff"]
@@ -146,7 +155,11 @@ def read_arff(path: str | os.PathLike) -> ArffData:
     Raises
     ------
     DataFormatError
-        Malformed content, with the file name and line number in the message.
+        Malformed content, with the file name and line number in the message; not
+        a regular file (a named pipe is refused, never waited on); over
+        :data:`~jaxannot.data.bounded.MAX_TEXT_BYTES` (measured before it is
+        read); sparse rows whose dense ``rows x attributes`` float64 matrix would
+        exceed :func:`~jaxannot.data.bounded.allowed_bytes` of the file's size.
     FileNotFoundError
         When the file does not exist.
 
@@ -160,9 +173,11 @@ def read_arff(path: str | os.PathLike) -> ArffData:
     [[2.5, 1.0], [0.0, 0.0]]
     """
     path = os.fspath(path)
-    with open(path, "rb") as fh:
-        raw = fh.read()
+    raw = read_limited(path, "ARFF file", MAX_TEXT_BYTES, _WHY_LIMIT)
     return parse_arff(raw, path=path)
+
+
+_WHY_LIMIT = "the ARFF parser holds every value as a Python object"
 
 
 def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
@@ -172,6 +187,11 @@ def parse_arff(raw: bytes | str, *, path: str = "<string>") -> ArffData:
     for k in attr_lines:
         _check_nominal(lines[k - 1], path, k)
     sparse = bool(data_lines) and lines[data_lines[0] - 1].strip().startswith("{")
+    if sparse:  # its rows are densified (ArffData.columns) as float64
+        check_dense(
+            path, len(data_lines), len(attr_lines), 8,
+            "its sparse rows densified", size=len(raw),
+        )  # fmt: skip
     obj = _decode(lines, sparse, path)
     names, types = _attributes(obj, lines, attr_lines, path)
     line_arr = np.asarray(data_lines, dtype=np.int64)

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from jaxannot.data.corpus import Corpus
+from jaxannot.data.errors import check_link_loop
 from jaxannot.data.mat_datasets import cell_views_loader, load_mfeat, load_wikipedia
 from jaxannot.data.mulan import load_mulan_dir
 
@@ -245,6 +246,7 @@ def _load(key: str, data_dir: str | os.PathLike | None, path: bool) -> Split:
     spec = None if path else _named(key, data_dir)
     if spec is None:
         folder = pathlib.Path(key).expanduser()
+        check_link_loop(folder)
         if folder.is_dir():
             from jaxannot.data.photos import is_photo_dataset, load_photo_dir
 

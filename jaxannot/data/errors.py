@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
-__all__ = ["DataFormatError", "printable"]
+__all__ = ["DataFormatError", "check_link_loop", "printable"]
 
 # C0 controls, DEL and C1 controls: a terminal acts on them (ESC starts a sequence
 # that can retitle the window, clear the screen, move the cursor ...).
@@ -32,8 +34,10 @@ def printable(name) -> str:
 class DataFormatError(ValueError):
     """A data file is malformed or does not hold what the loader expects.
 
-    The message always names the file (through :func:`printable`) and, where one is
-    known, the line number (1-based, as an editor shows it).
+    The message always names the file and, where one is known, the line number
+    (1-based, as an editor shows it); the file name and the message (which may
+    quote the file's own text: an attribute name, a parser's error) go through
+    :func:`printable`, so no control character of the file reaches a terminal.
 
     Attributes
     ----------
@@ -48,4 +52,21 @@ class DataFormatError(ValueError):
         self.line = line
         name = printable(self.path)
         where = f"{name}, line {line}" if line is not None else name
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {printable(message)}")
+
+
+def check_link_loop(path: str | os.PathLike) -> None:
+    """``OSError`` (``ELOOP``) naming ``path`` when it is a symbolic link that
+    leads back to itself: ``Path.exists`` and ``is_file`` say False for it, so it
+    was reported as a missing file."""
+    if not os.path.islink(path):
+        return
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP,
+                "a symbolic link loop (a link that leads back to itself)",
+                os.fspath(path),
+            ) from None

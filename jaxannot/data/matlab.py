@@ -12,8 +12,13 @@ Every size a file declares is bounded before it is allocated, as for model archi
 64 MiB, at most 16 GiB): the compressed elements of a v5 file are inflated in
 bounded chunks and counted before scipy reads them; the datasets of a v7.3 file are
 summed from their declared shapes before h5py reads one; a sparse matrix is densified
-only when its dense size fits the same bound; cell references nest at most
-:data:`MAX_DEPTH` deep (a reference cycle is refused, not followed).
+only when its dense size fits the same bound, and so is the one-hot class matrix
+(``images x classes``); cell references nest at most :data:`MAX_DEPTH` deep (a
+reference cycle is refused, not followed) and the groups, datasets and references
+the walk reaches, each counted as often as it is reached, are at most
+:data:`MAX_NODES` and read at most the bound's bytes in all; HDF5 external links,
+external and virtual storage are refused (their bytes lie in other files). Values
+are cast to float32 only when they fit (:func:`~jaxannot.data.bounded.as_float32`).
 
 References
 ----------
@@ -32,12 +37,19 @@ import numpy as np
 import scipy.io
 import scipy.sparse
 
-from jaxannot.data.archive import allowed_bytes, limit_text
+from jaxannot.data.bounded import (
+    allowed_bytes,
+    as_float32,
+    check_dense,
+    limit_text,
+    open_regular,
+)
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_NODES",
     "read_mat",
     "is_mat_v73",
     "dense_view",
@@ -47,6 +59,9 @@ __all__ = [
 
 #: How deep cell arrays may nest in a v7.3 file (references to references ...).
 MAX_DEPTH = 16
+#: How many groups, datasets and references a v7.3 file's variables may hold in
+#: all, each counted as often as it is reached.
+MAX_NODES = 10_000
 _MI_COMPRESSED = 15  # v5 data type of a zlib-compressed element
 _CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
 
@@ -70,19 +85,17 @@ def read_mat(path: str | os.PathLike) -> dict:
         When the file is neither a readable v5 nor a v7.3 MAT-file.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such MAT-file: {path}")
-    allowed = allowed_bytes(os.path.getsize(path))
+    fh, size = open_regular(path, "MAT-file")  # a named pipe: refused, not waited on
+    fh.close()
+    allowed = allowed_bytes(size)
     if is_mat_v73(path):
         try:
             with h5py.File(path, "r") as f:
                 declared = _h5_declared_bytes(f)
                 if declared <= allowed:
-                    return {
-                        k: _h5_value(f, f[k], 0)
-                        for k in f.keys()
-                        if not k.startswith("#")
-                    }
+                    walk = _H5Walk(f, allowed)
+                    names = [k for k in f.keys() if not k.startswith("#")]
+                    return {k: walk.value(f[k], 0) for k in names}
         except DataFormatError:
             raise
         except Exception as e:  # h5py raises many types on corrupt input
@@ -109,15 +122,41 @@ def _too_big(path: str, what: str, size: int) -> DataFormatError:
 
 
 def _h5_declared_bytes(f: h5py.File) -> int:
-    """Bytes the datasets of an HDF5 file declare (their shapes times item sizes)."""
+    """Bytes the datasets of an HDF5 file declare (their shapes times item sizes).
+
+    Every link is looked at first: an external link (to another file), a dataset
+    stored in external files or a virtual dataset is refused, since its bytes lie
+    outside this file and outside its bound."""
+    external: list[tuple[str, str]] = []
+    elsewhere: list[str] = []
     total = 0
 
-    def visit(_name, node):
+    def visit_link(name, link):  # raising inside h5py's visit garbles the error
+        if isinstance(link, h5py.ExternalLink) and not external:
+            external.append((name, link.filename))
+
+    def visit(name, node):
         nonlocal total
         if isinstance(node, h5py.Dataset):
+            if node.external or node.is_virtual:
+                elsewhere.append(name)
             total += int(node.size) * node.dtype.itemsize
 
+    f.visititems_links(visit_link)
+    if external:
+        name, target = external[0]
+        raise DataFormatError(
+            f.filename,
+            f"{name} is an HDF5 external link to {target}: a MAT-file must hold "
+            "its own data",
+        )
     f.visititems(visit)
+    if elsewhere:
+        raise DataFormatError(
+            f.filename,
+            f"dataset {elsewhere[0]} is stored in other files (HDF5 external or "
+            "virtual storage): a MAT-file must hold its own data",
+        )
     return total
 
 
@@ -179,27 +218,59 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _h5_value(f: h5py.File, node, depth: int):
-    if depth > MAX_DEPTH:
-        raise DataFormatError(
-            f.filename, f"cell arrays nest more than {MAX_DEPTH} deep (a cycle?)"
-        )
-    if isinstance(node, h5py.Group):
-        if {"data", "ir", "jc"} <= set(node.keys()):
-            n_rows = int(node.attrs["MATLAB_sparse"])
-            jc = np.asarray(node["jc"], dtype=np.int64)
-            return scipy.sparse.csc_matrix(
-                (np.asarray(node["data"]), np.asarray(node["ir"], np.int64), jc),
-                shape=(n_rows, len(jc) - 1),
+class _H5Walk:
+    """The values of a v7.3 file's variables, bounded in depth
+    (:data:`MAX_DEPTH`), in the number of groups, datasets and references visited
+    (:data:`MAX_NODES`) and in the bytes read (``allowed``): hard links and
+    reference arrays may point at one object many times over, so a file under 1 MB
+    can fan out to 10^8 leaves within the depth limit."""
+
+    def __init__(self, f: h5py.File, allowed: int) -> None:
+        self.f = f
+        self.allowed = allowed
+        self.nodes = 0
+        self.read = 0
+
+    def _visit(self, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise DataFormatError(
+                self.f.filename,
+                f"cell arrays nest more than {MAX_DEPTH} deep (a cycle?)",
             )
-        return {k: _h5_value(f, node[k], depth + 1) for k in node.keys()}
-    arr = node[()]
-    if node.dtype == h5py.ref_dtype:
-        out = np.empty(arr.shape, dtype=object)
-        for idx in np.ndindex(arr.shape):
-            out[idx] = _h5_value(f, f[arr[idx]], depth + 1)
-        return out.T
-    return np.asarray(arr).T
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise DataFormatError(
+                self.f.filename,
+                f"its groups and cell references fan out to more than {MAX_NODES} "
+                "values (the same objects linked or referenced many times over?)",
+            )
+
+    def _count(self, nbytes: int) -> None:
+        self.read += nbytes
+        if self.read > self.allowed:
+            raise _too_big(self.f.filename, "the values it references", self.read)
+
+    def value(self, node, depth: int):
+        self._visit(depth)
+        if isinstance(node, h5py.Group):
+            if {"data", "ir", "jc"} <= set(node.keys()):
+                for key in ("data", "ir", "jc"):
+                    self._count(int(node[key].size) * node[key].dtype.itemsize)
+                n_rows = int(node.attrs["MATLAB_sparse"])
+                jc = np.asarray(node["jc"], dtype=np.int64)
+                return scipy.sparse.csc_matrix(
+                    (np.asarray(node["data"]), np.asarray(node["ir"], np.int64), jc),
+                    shape=(n_rows, len(jc) - 1),
+                )
+            return {k: self.value(node[k], depth + 1) for k in node.keys()}
+        self._count(int(node.size) * node.dtype.itemsize)
+        arr = node[()]
+        if node.dtype == h5py.ref_dtype:
+            out = np.empty(arr.shape, dtype=object)
+            for idx in np.ndindex(arr.shape):
+                out[idx] = self.value(self.f[arr[idx]], depth + 1)
+            return out.T
+        return np.asarray(arr).T
 
 
 def dense_view(x, path: str, what: str) -> np.ndarray:
@@ -207,11 +278,7 @@ def dense_view(x, path: str, what: str) -> np.ndarray:
     x = _densify(x, path, what)
     if x.ndim != 2 or x.dtype.kind not in "biuf":
         raise DataFormatError(path, f"{what} is not a 2-D numeric matrix ({x.shape})")
-    x = x.astype(np.float32)
-    if not np.isfinite(x).all():
-        r, c = np.argwhere(~np.isfinite(x))[0]
-        raise DataFormatError(path, f"{what} has a NaN/inf value at row {r}, col {c}")
-    return x
+    return as_float32(x, path, what)
 
 
 def class_labels(y, path: str) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -241,7 +308,9 @@ def multiview_corpus(
     for k, v in views.items():
         if v.shape[0] != n:
             raise DataFormatError(path, f"view {k!r} has {v.shape[0]} rows, labels {n}")
-    words = np.eye(len(class_names), dtype=np.float32)[labels]
+    check_dense(path, n, len(class_names), 4, "its one-hot class matrix")
+    words = np.zeros((n, len(class_names)), dtype=np.float32)
+    words[np.arange(n), labels] = 1.0
     return Corpus.from_arrays(
         views,
         view_kinds=view_kinds,

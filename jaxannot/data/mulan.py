@@ -26,8 +26,9 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from jaxannot.data.arff import ArffData, read_arff
+from jaxannot.data.bounded import MAX_TEXT_BYTES, read_limited
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.errors import DataFormatError
+from jaxannot.data.errors import DataFormatError, check_link_loop
 
 __all__ = [
     "MULAN_NAMESPACE",
@@ -46,12 +47,14 @@ def read_label_xml(path: str | os.PathLike) -> tuple[str, ...]:
     Raises
     ------
     DataFormatError
-        Malformed XML (with the line), no labels, a label without a name, or a name
-        given twice.
+        Malformed XML (with the line), no labels, a label without a name, a name
+        given twice, not a regular file (a named pipe is refused, not waited on) or
+        over :data:`~jaxannot.data.bounded.MAX_TEXT_BYTES`.
     """
     path = os.fspath(path)
+    raw = read_limited(path, "label XML", MAX_TEXT_BYTES, "it is parsed whole")
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(raw)
     except ET.ParseError as e:
         msg = f"malformed label XML ({e.msg})"
         raise DataFormatError(path, msg, e.position[0]) from None
@@ -220,9 +223,12 @@ def find_mulan_files(directory: str | os.PathLike, stem: str | None = None) -> d
         stem = xmls[0].stem
     xml = d / f"{stem}.xml"
 
+    check_link_loop(xml)
+
     def pick(part: str) -> pathlib.Path | None:
         for suffix in ("", "-sparse"):
             p = d / f"{stem}-{part}{suffix}.arff"
+            check_link_loop(p)
             if p.is_file():
                 return p
         return None

@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.atomic import atomic_write
+from jaxannot.data.bounded import as_float32
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import (
@@ -190,9 +191,11 @@ class PhotoExtractor:
                 npz,
                 f"needs a [words, {dims}] 'codebook' array, found {found}; {remedy}",
             )
-        if codebook.shape[0] < 1 or not np.isfinite(codebook).all():
-            raise DataFormatError(npz, f"empty or non-finite codebook; {remedy}")
-        return cls(settings, codebook.astype(np.float32), float(scale))
+        if codebook.shape[0] < 1:
+            raise DataFormatError(npz, f"empty codebook; {remedy}")
+        # NaN, inf or beyond float32 (1e300 became inf, and annotated anyway)
+        codebook = as_float32(codebook, npz, "its codebook", remedy=remedy)
+        return cls(settings, codebook, float(scale))
 
 
 def _rescale(rows, scale: float) -> np.ndarray:

@@ -15,11 +15,15 @@ import os
 import pathlib
 from collections.abc import Mapping
 
+from jaxannot.data.bounded import MAX_TEXT_BYTES, read_limited
 from jaxannot.data.errors import DataFormatError, printable
 
 __all__ = ["list_photos", "read_tags", "tags_by_file"]
 
 log = logging.getLogger("jaxannot.data.photos")  # the photo datasets' one logger
+
+#: How many folder levels below the photo folder :func:`list_photos` descends.
+MAX_DEPTH = 64
 
 
 def list_photos(
@@ -29,8 +33,10 @@ def list_photos(
 
     Hidden files and folders (names starting with ``.``) and everything under
     ``exclude`` are left out. No file is opened: which files are images is found
-    when they are read. A subfolder that cannot be listed is skipped with a warning
-    naming it (logger ``jaxannot.data.photos``).
+    when they are read. A subfolder that cannot be listed, or lies more than
+    :data:`MAX_DEPTH` levels down, is skipped with a warning naming it (logger
+    ``jaxannot.data.photos``); links to folders are not followed. The walk is
+    iterative (a folder nested 1100 levels deep raised ``RecursionError``).
 
     Raises
     ------
@@ -53,16 +59,36 @@ def list_photos(
             "skipped folder %s: cannot be listed (%s)", printable(err.filename), why
         )
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
-        here = pathlib.Path(dirpath)
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not d.startswith(".") and (skip is None or (here / d).resolve() != skip)
-        )
-        for f in filenames:
-            if not f.startswith("."):
-                found.append((here / f).relative_to(root).as_posix())
+    stack = [(root, 0)]  # iterative: os.walk recursed (RecursionError ~1000 deep)
+    while stack:
+        here, depth = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError as err:
+            unreadable(err)
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()  # links followed, as os.walk classified them
+                linked_dir = is_dir and entry.is_symlink()
+            except OSError:
+                is_dir = linked_dir = False
+            path = here / entry.name
+            if not is_dir:
+                found.append(path.relative_to(root).as_posix())
+            elif linked_dir:  # not followed (as os.walk): no loops, no escapes
+                continue
+            elif skip is not None and path.resolve() == skip:
+                continue
+            elif depth >= MAX_DEPTH:
+                log.warning(
+                    "skipped folder %s: more than %d levels below %s",
+                    printable(path), MAX_DEPTH, printable(root),
+                )  # fmt: skip
+            else:
+                stack.append((path, depth + 1))
     return sorted(found)
 
 
@@ -80,8 +106,9 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
     Raises
     ------
     DataFormatError
-        Missing columns, a row with more fields than the header, or a file listed
-        twice (the message gives the line).
+        Missing columns, a row with more fields than the header, a quoted field
+        running over several lines (one unbalanced quote swallowed every row after
+        it, silently), or a file listed twice (the message gives the line).
     """
     return _keyed_tags(path, _tag_rows(path))
 
@@ -107,11 +134,19 @@ def _keyed_tags(path, rows, photos=frozenset()) -> dict[str, list[str]]:
     return out
 
 
-def _read_text(path, encoding: str = "utf-8") -> str:
+def _read_text(path, encoding: str = "utf-8", what: str = "CSV file") -> str:
+    """The text of the regular file ``path``, its size checked before it is read
+    (:func:`~jaxannot.data.bounded.read_limited`); DataFormatError when it is not
+    UTF-8."""
+    raw = read_limited(path, what, MAX_TEXT_BYTES, "a CSV file is read whole")
     try:
-        return pathlib.Path(path).read_text(encoding=encoding)
+        text = raw.decode(encoding)
     except UnicodeDecodeError as err:
-        raise DataFormatError(path, f"not UTF-8 text: {err}") from None
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataFormatError(
+            path, f"not UTF-8 text (byte {raw[err.start]:#04x})", line
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text did
 
 
 @contextlib.contextmanager
@@ -134,7 +169,18 @@ def _raw_tag_rows(path, reader) -> list[tuple[str, int, list[str]]]:
         )
     reader.fieldnames = columns
     out = []
+    first = reader.line_num + 1  # the line the next row starts on
     for row in reader:
+        start, first = first, reader.line_num + 1
+        if start != reader.line_num and any(
+            "\n" in v for v in row.values() if isinstance(v, str)
+        ):
+            raise DataFormatError(
+                path,
+                f"a quoted field opened on this line runs to line {reader.line_num}: "
+                'an unbalanced quote? quote a whole file name ("a,b.png") or none',
+                line=start,
+            )
         if None in row:  # DictReader's key for the fields beyond the header's
             raise DataFormatError(
                 path,

@@ -38,6 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from jaxannot.data.archive import read_archive, read_json_object
+from jaxannot.data.bounded import as_float32, check_dense, file_size
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.image_features import VIEW_KINDS
@@ -111,7 +112,10 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     FileNotFoundError
         A missing file of the dataset.
     DataFormatError
-        Files that disagree (row counts, views, tags outside the vocabulary).
+        Files that disagree (row counts, views, tags outside the vocabulary), a
+        feature beyond float32's range, or a ``photos x tags`` matrix over
+        :func:`~jaxannot.data.bounded.allowed_bytes` of the size of ``photos.csv``
+        and the manifest together (checked before it is allocated).
     """
     folder = pathlib.Path(folder)
     manifest = read_manifest(folder)
@@ -125,7 +129,7 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     missing = sorted(set(kinds) - set(arrays))
     if missing:
         raise DataFormatError(path, f"no array for view(s) {missing}; {remedy}")
-    views = {v: arrays[v].astype(np.float32) for v in kinds}
+    views = {v: as_float32(arrays[v], path, f"view {v!r}") for v in kinds}
     for v, x in views.items():
         if x.ndim != 2 or x.shape[0] != len(rows):
             raise DataFormatError(
@@ -135,7 +139,10 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     index = {t: j for j, t in enumerate(vocabulary)}
     splits = np.array([s for _, s, _ in rows])
     words = None
-    if vocabulary:
+    if vocabulary:  # its own bound: photos.csv and the manifest are small
+        table = folder / "photos.csv"
+        size = file_size(table) + file_size(folder / MANIFEST)
+        check_dense(table, len(rows), len(vocabulary), 4, "its tag matrix", size)
         words = np.zeros((len(rows), len(vocabulary)), np.float32)
         for i, (f, _, tags) in enumerate(rows):
             unknown = [t for t in tags if t not in index]

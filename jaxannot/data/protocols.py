@@ -148,6 +148,13 @@ def make_task(
     if test is None:
         is_test = _random_subset(train.num_images, test_fraction, rng)
         train, test = train.subset(~is_test), train.subset(is_test)
+    for part, corpus in (("training", train), ("test", test)):
+        if corpus.num_images == 0:
+            raise ValueError(
+                f"dataset {corpus.name}: its {part} split has no images; nothing to "
+                f"{'fit on' if part == 'training' else 'score'} (give a dataset "
+                "with images in both splits)"
+            )
     observed = _random_subset(train.num_images, labelled_fraction, rng)
     fit_corpus = train.with_hidden(~observed) if labelled_fraction < 1.0 else train
     rows = np.arange(test.num_images)

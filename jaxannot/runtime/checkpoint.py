@@ -18,7 +18,13 @@ it was written by another fit: its fingerprint covers the ``tag`` the caller giv
 (:func:`jaxannot.evaluation.evaluate` passes the method, its hyper-parameters, the seed
 and the dataset), the loop's index and length, the structure, shapes and dtypes of the
 carry and a digest of the carry's initial values (so other data or another key do not
-match).
+match). A file is read like a saved model: ``stat`` first (a FIFO or a device is
+refused without opening it, so nothing blocks), then the bounded archive reader
+(:func:`jaxannot.data.archive.read_archive`: declared sizes bounded by the file's
+size before anything is decompressed, no pickles), then every saved leaf is checked
+against the fit's own state -- count, key implementation, shape, dtype, and
+finiteness where the fit's own leaf is finite -- before any is rebuilt (a key
+included). Every message names the file.
 
 Each file is written to a temporary name in the same folder, flushed to disk and
 renamed over the previous one, so a fit killed at any moment (even by ``SIGKILL``)
@@ -36,17 +42,19 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import pathlib
+import stat
 from typing import Any
 
 import numpy as np
 
 import jax
 
-from jaxannot.data.atomic import atomic_write
+from jaxannot.data.atomic import OverwritesInput, atomic_write
 
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
 
@@ -191,7 +199,14 @@ def save(path: pathlib.Path, digest: str, carry, losses, step: int) -> None:
     entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     try:
         atomic_write(path, lambda fh: np.savez(fh, **entries))
+    except OverwritesInput as err:
+        raise CheckpointError(f"checkpoint {err}") from None
     except OSError as err:  # a full disk, a read-only folder, ...
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(
+                f"checkpoint {path} is a symbolic link loop; delete it to start the "
+                "fit over"
+            ) from None
         raise CheckpointError(
             f"checkpoint {path} cannot be written ({err.strerror or err}); the last "
             "one written is kept: free the space and start the command again"
@@ -221,21 +236,43 @@ def _check_meta(path: pathlib.Path, meta: dict) -> None:
             )
 
 
-def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, int]:
-    """``(carry, losses, step)`` from ``path``; :class:`CheckpointError` when the
-    file is unreadable or belongs to another fit."""
+def _regular_file(path: pathlib.Path) -> None:
+    """:class:`CheckpointError` unless ``path`` (links followed) is a regular file;
+    found with ``stat``, never by opening it (a FIFO would block the open)."""
     try:
-        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
-            meta = json.loads(archive["__meta__"].tobytes().decode())
-            impls = meta.get("key_impls") if isinstance(meta, dict) else None
-            count = len(impls) if isinstance(impls, list) else 0
-            arrays = [archive[f"leaf_{i}"] for i in range(count)]
-            losses = archive["losses"]
-    except Exception as err:  # zip, JSON or missing-entry errors alike
+        info = os.stat(path)
+    except OSError as err:
+        problem = (
+            "is a symbolic link loop"
+            if err.errno == errno.ELOOP
+            else f"cannot be read ({err.strerror or err})"
+        )
         raise CheckpointError(
-            f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); "
-            "delete it to start the fit over"
+            f"checkpoint {path} {problem}; delete it to start the fit over"
         ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CheckpointError(
+            f"checkpoint {path} is not a regular file (a FIFO, a device or a "
+            "folder); delete it to start the fit over"
+        )
+
+
+def _read(path: pathlib.Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and the arrays of ``path``, read by the bounded archive reader
+    (:func:`jaxannot.data.archive.read_archive`: sizes checked before anything is
+    decompressed or allocated, no pickles)."""
+    from jaxannot.data.archive import read_archive
+    from jaxannot.data.errors import DataFormatError
+
+    _regular_file(path)
+    try:
+        archive = read_archive(path, "jaxannot checkpoint")
+    except (DataFormatError, OSError) as err:
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({_reason(err)}): not a jaxannot "
+            f"checkpoint v{_VERSION}; delete it to start the fit over"
+        ) from None
+    meta = archive.meta
     if (
         not isinstance(meta, dict)
         or meta.get("format") != _FORMAT
@@ -244,21 +281,93 @@ def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, in
         raise CheckpointError(
             f"checkpoint {path}: not a jaxannot checkpoint v{_VERSION}"
         )
+    return meta, archive.arrays
+
+
+def _reason(err: BaseException) -> str:
+    """The error's message without the file name it starts with."""
+    text = " ".join(str(err).split())
+    _, sep, rest = text.partition(": ")
+    return rest if sep and rest else text
+
+
+def _expected(leaf) -> tuple[tuple[int, ...], np.dtype, str | None]:
+    """Shape, dtype and key implementation a leaf of the fit's state saves as."""
+    if _is_key(leaf):
+        data = jax.random.key_data(leaf)
+        return tuple(data.shape), np.dtype(data.dtype), str(jax.random.key_impl(leaf))
+    value = np.asarray(leaf)
+    return value.shape, value.dtype, None
+
+
+def _check_leaves(path: pathlib.Path, meta: dict, arrays: dict, template) -> list:
+    """The saved leaves, each checked against the fit's own state (count, key
+    implementation, shape, dtype, finiteness where its own leaf is finite) before
+    any is rebuilt; :class:`CheckpointError` naming the file and the leaf."""
+    leaves = jax.tree.leaves(template)
+    impls = meta["key_impls"]
+    if len(impls) != len(leaves):
+        raise CheckpointError(
+            f"checkpoint {path} holds {len(impls)} arrays, this fit's state has "
+            f"{len(leaves)}; delete it to start the fit over"
+        )
+    saved = []
+    for i, (impl, leaf) in enumerate(zip(impls, leaves, strict=True)):
+        name = f"leaf_{i}"
+        if name not in arrays:
+            raise CheckpointError(
+                f"checkpoint {path} has no {name}; delete it to start the fit over"
+            )
+        a = arrays[name]
+        shape, dtype, want_impl = _expected(leaf)
+        problem = None
+        if impl != want_impl:
+            problem = f"key implementation {impl!r}, this fit's is {want_impl!r}"
+        elif a.shape != shape or a.dtype != dtype:
+            problem = (
+                f"{a.dtype}{list(a.shape)}, this fit's state holds {dtype}{list(shape)}"
+            )
+        elif (
+            a.dtype.kind == "f"
+            and not np.isfinite(a).all()
+            and np.isfinite(np.asarray(leaf)).all()
+        ):
+            problem = "values that are not finite (NaN or infinite)"
+        if problem is not None:
+            raise CheckpointError(
+                f"checkpoint {path}: its {name} holds {problem}; delete it to start "
+                "the fit over"
+            )
+        saved.append(a)
+    return saved
+
+
+def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, int]:
+    """``(carry, losses, step)`` from ``path``; :class:`CheckpointError` (naming
+    ``path``) when the file is not a regular file, unreadable, over the archive
+    bounds, belongs to another fit, or holds a leaf whose shape, dtype, key or
+    finiteness does not match the fit's own state ``template``."""
+    path = pathlib.Path(path)
+    meta, arrays = _read(path)
     _check_meta(path, meta)
     if meta.get("fingerprint") != digest:
         raise CheckpointError(
             f"checkpoint {path} was written by another fit (other method, settings, "
             "data or seed); use another --checkpoint folder or delete this one"
         )
-    leaves, treedef = jax.tree.flatten(template)
-    restored = []
-    for a, impl, leaf in zip(arrays, meta["key_impls"], leaves, strict=True):
-        restored.append(jax.random.wrap_key_data(a, impl=impl) if impl else a)
-        if not impl and (
-            a.shape != np.shape(leaf) or a.dtype != np.asarray(leaf).dtype
-        ):
-            raise CheckpointError(f"checkpoint {path}: a saved array has another shape")
+    saved = _check_leaves(path, meta, arrays, template)
+    losses = arrays.get("losses")
+    if losses is None or losses.ndim != 1 or losses.dtype.kind != "f":
+        raise CheckpointError(
+            f"checkpoint {path}: its loss trace is missing or not a float vector; "
+            "delete it to start the fit over"
+        )
     step = int(meta["step"])
     if not 0 <= step <= losses.shape[0]:
         raise CheckpointError(f"checkpoint {path}: step {step} out of range")
+    leaves, treedef = jax.tree.flatten(template)
+    restored = [
+        jax.random.wrap_key_data(a, impl=impl) if impl else a
+        for a, impl in zip(saved, meta["key_impls"], strict=True)
+    ]
     return jax.tree.unflatten(treedef, restored), losses, step

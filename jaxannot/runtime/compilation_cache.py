@@ -62,11 +62,20 @@ def enable_compilation_cache(
     Raises
     ------
     ValueError
-        The folder cannot be created or written (the message names it).
+        The folder cannot be created or written, or its name is not UTF-8 (the
+        message names it).
     """
     import jax
 
     path = pathlib.Path(directory) if directory is not None else default_cache_dir()
+    try:  # JAX hands the name to XLA as UTF-8: a stray byte failed at the first compile
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"compilation cache folder {ascii(str(path))[1:-1]}: the name is not "
+            f"UTF-8 text; set {DIR_VARIABLE} to a folder named in UTF-8 or "
+            f"{DISABLE_VARIABLE}=1"
+        ) from None
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:

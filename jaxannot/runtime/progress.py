@@ -203,7 +203,7 @@ def run_steps(
         path = session.path(run)
         fitted = carry if data is None else (carry, data)  # a checkpoint of this data
         digest = checkpoint.fingerprint(session, run, fitted, num_steps)
-        if path.exists():
+        if path.is_symlink() or path.exists():  # a dangling link or a loop too
             carry, losses, start = checkpoint.load(path, digest, carry)
             losses = np.array(losses, np.float32)
             session.resumed.append((run, start))

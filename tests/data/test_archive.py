@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jaxannot.data import archive as archive_module
+from jaxannot.data import bounded
 from jaxannot.data.archive import read_archive, read_json_object, write_archive
 from jaxannot.data.errors import DataFormatError
 
@@ -142,7 +143,7 @@ def _zeros_archive(path, nbytes: int) -> None:
 def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
     """The declared sizes are bounded by the file's size (ratio) before any entry is
     decompressed; the bounds are module constants (small here, to keep it quick)."""
-    monkeypatch.setattr(archive_module, "MIN_ALLOWANCE", 2**20)
+    monkeypatch.setattr(bounded, "MIN_ALLOWANCE", 2**20)
     path = tmp_path / "bomb.npz"
     _zeros_archive(path, 4 * 2**20)  # 4 MiB in a ~4 KiB file: ratio ~1000
     assert path.stat().st_size * archive_module.MAX_RATIO < 4 * 2**20
@@ -153,7 +154,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
 
 
 def test_the_ceiling_bounds_even_a_large_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(archive_module, "MAX_ARCHIVE_BYTES", 1000)
+    monkeypatch.setattr(bounded, "MAX_ARCHIVE_BYTES", 1000)
     path = tmp_path / "x.npz"
     write_archive(path, {"a": np.arange(300, dtype=np.float64)})  # 2400 bytes
     with pytest.raises(DataFormatError, match="at most 1000"):

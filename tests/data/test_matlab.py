@@ -192,9 +192,9 @@ def test_sparse_views_densified(data_root):
 @pytest.fixture
 def small_allowance(monkeypatch):
     """Bounds of 1 MiB so that the tests below stay small (the real floor is 64 MiB)."""
-    from jaxannot.data import archive
+    from jaxannot.data import bounded
 
-    monkeypatch.setattr(archive, "MIN_ALLOWANCE", 2**20)
+    monkeypatch.setattr(bounded, "MIN_ALLOWANCE", 2**20)
 
 
 def test_v5_compressed_bomb_refused_before_scipy_reads_it(tmp_path, small_allowance):

@@ -472,7 +472,7 @@ def test_a_damaged_photos_csv_names_the_file(tmp_path):
     with pytest.raises(DataFormatError, match=r"photos\.csv, line \d+: not a CSV"):
         load_photo_dir(tmp_path / "ds")
     table.write_bytes(original.encode() + b"\xff\n")
-    with pytest.raises(DataFormatError, match=r"photos\.csv: not UTF-8 text"):
+    with pytest.raises(DataFormatError, match=r"photos\.csv, line \d+: not UTF-8 text"):
         load_photo_dir(tmp_path / "ds")
 
 

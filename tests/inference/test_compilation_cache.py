@@ -47,6 +47,26 @@ def test_an_unusable_folder_is_a_clear_error(tmp_path):
         cc.enable_compilation_cache(blocker / "cache")
 
 
+def test_a_folder_name_that_is_not_utf8_is_a_clear_warning(tmp_path):
+    """``JAXANNOT_CACHE_DIR`` with a stray byte: a ``TypeError`` traceback at the
+    first compile; now a warning naming the folder, and the run goes on."""
+    code = (
+        "import argparse, jax, jax.numpy as jnp\n"
+        "from jaxannot.cli import app\n"
+        "app._compilation_cache(argparse.Namespace(no_compilation_cache=False))\n"
+        "print(jax.jit(lambda x: x + 1)(jnp.ones(2)).sum())\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAXANNOT_NO_COMPILATION_CACHE="")
+    env = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    env[b"JAXANNOT_CACHE_DIR"] = os.fsencode(tmp_path) + b"/c\xff"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout.strip() == "4.0"
+    assert "not UTF-8" in out.stderr and "running without it" in out.stderr
+
+
 @pytest.mark.parametrize(
     ("flag", "env", "enabled"),
     [(False, "", True), (True, "", False), (False, "1", False), (False, "0", True)],

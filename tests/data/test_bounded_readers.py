@@ -1,0 +1,243 @@
+"""Issue 44, point 2: every file is read through a bounded reader.
+
+Each hostile file is built small in ``tmp_path``; each test failed (or hung, or
+allocated without bound) before the readers were bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import tracemalloc
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+
+from jaxannot.data import bounded, matlab
+from jaxannot.data.archive import read_archive, write_archive
+from jaxannot.data.arff import read_arff
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.extractor_settings import ExtractorSettings
+from jaxannot.data.image_features import VIEW_KINDS
+from jaxannot.data.mat_datasets import cell_views_loader
+from jaxannot.data.matlab import read_mat
+from jaxannot.data.mulan import read_label_xml
+from jaxannot.data.photo_extractor import PhotoExtractor
+from jaxannot.data.photo_tags import read_tags
+from jaxannot.data.photos import load_photo_dir
+
+
+# ----------------------------------------------------------------- MAT v7.3
+def test_hard_linked_groups_fanning_out_are_refused(tmp_path):
+    """4 hard links a level, 7 levels: 4^7 leaves from a file of a few KB."""
+    path = tmp_path / "fan.mat"
+    with h5py.File(path, "w") as f:
+        below = f.create_group("#level7")
+        below.create_dataset("leaf", data=np.zeros(1))
+        for level in range(6, -1, -1):
+            group = f.create_group(f"#level{level}")
+            for k in range(4):
+                group[f"g{k}"] = below  # a hard link: one object, four names
+            below = group
+        f["X"] = below
+    with pytest.raises(DataFormatError, match="fan out") as err:
+        read_mat(path)
+    assert str(path) in str(err.value)
+    assert 4**7 > matlab.MAX_NODES
+
+
+def test_reference_arrays_fanning_out_are_refused(tmp_path):
+    """8 references a level, 5 levels: 8^5 values dereferenced."""
+    path = tmp_path / "refs.mat"
+    with h5py.File(path, "w") as f:
+        target = f.create_dataset("#refs#/leaf", data=np.zeros((1, 1)))
+        for level in range(5):
+            refs = np.array([target.ref] * 8, dtype=h5py.ref_dtype)
+            target = f.create_dataset(f"#refs#/r{level}", data=refs)
+        f["X"] = target
+    with pytest.raises(DataFormatError, match="fan out"):
+        read_mat(path)
+    assert 8**5 > matlab.MAX_NODES
+
+
+def test_an_external_link_is_refused(tmp_path):
+    outside = tmp_path / "outside.h5"
+    with h5py.File(outside, "w") as f:
+        f.create_dataset("big", data=np.zeros(1000))
+    path = tmp_path / "linked.mat"
+    with h5py.File(path, "w") as f:
+        f["Y"] = np.ones((1, 3))
+        f["X"] = h5py.ExternalLink(str(outside), "/big")
+    with pytest.raises(DataFormatError, match="external link"):
+        read_mat(path)
+
+
+def test_external_storage_is_refused(tmp_path):
+    raw = tmp_path / "raw.bin"
+    raw.write_bytes(np.arange(10.0).tobytes())
+    path = tmp_path / "external.mat"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("X", shape=(10,), dtype="f8", external=[(str(raw), 0, 80)])
+    with pytest.raises(DataFormatError, match="stored in other files"):
+        read_mat(path)
+
+
+def test_many_classes_are_bounded_before_the_one_hot_matrix(tmp_path):
+    """4200 classes of 4200 images: a 71 MB one-hot matrix from a ~70 KB file."""
+    n = 4200
+    x = np.arange(n, dtype=np.float64).reshape(n, 1)
+    cells = np.empty((1, 1), dtype=object)
+    cells[0, 0] = x
+    scipy.io.savemat(tmp_path / "t.mat", {"X": cells, "Y": np.arange(1, n + 1)})
+    assert os.path.getsize(tmp_path / "t.mat") < 200_000
+    load = cell_views_loader("t.mat", ("v",), "real")
+    with pytest.raises(DataFormatError, match="one-hot class matrix"):
+        load(tmp_path, "t")
+
+
+def test_a_view_beyond_float32_is_refused_naming_the_file(tmp_path):
+    cells = np.empty((1, 1), dtype=object)
+    cells[0, 0] = np.array([[1.0], [1e300]])
+    scipy.io.savemat(tmp_path / "t.mat", {"X": cells, "Y": np.array([1, 2])})
+    load = cell_views_loader("t.mat", ("v",), "real")
+    with pytest.raises(DataFormatError, match="float32") as err:
+        load(tmp_path, "t")
+    assert "t.mat" in str(err.value)
+
+
+# -------------------------------------------------------------------- ARFF
+def test_a_sparse_arff_declaring_many_attributes_is_refused(tmp_path):
+    """2000 attributes x 5000 rows of ``{0 1}``: 80 MB dense from 80 KB."""
+    path = tmp_path / "wide-sparse.arff"
+    header = "".join(f"@attribute a{j} numeric\n" for j in range(2000))
+    path.write_text("@relation r\n" + header + "@data\n" + "{0 1}\n" * 5000)
+    with pytest.raises(DataFormatError, match="densified"):
+        read_arff(path)
+
+
+def _sparse_file(path, size: int) -> None:
+    with open(path, "wb") as fh:
+        fh.truncate(size)  # holes: no disk, no time
+
+
+def _peak_bytes(call) -> int:
+    tracemalloc.start()
+    try:
+        with pytest.raises((DataFormatError, FileNotFoundError)):
+            call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_huge_arff_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "huge.arff"
+    _sparse_file(path, bounded.MAX_TEXT_BYTES + 1)
+    assert _peak_bytes(lambda: read_arff(path)) < 2**20
+
+
+def test_a_huge_file_given_as_a_model_is_refused_from_its_tail(tmp_path):
+    path = tmp_path / "not-a-model.npz"
+    _sparse_file(path, 100 * 2**20)
+    assert _peak_bytes(lambda: read_archive(path, "jaxannot model")) < 2**20
+
+
+def _named_pipe(tmp_path, name: str):
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, read",
+    [
+        ("t.arff", read_arff),
+        ("t.mat", read_mat),
+        ("tags.csv", read_tags),
+        ("labels.xml", read_label_xml),
+        ("photos.json", lambda p: bounded.read_limited(p, "JSON file", 10, "")),
+    ],
+)
+def test_a_named_pipe_is_refused_not_waited_on(tmp_path, name, read):
+    path = _named_pipe(tmp_path, name)
+    outcome = []
+
+    def attempt():
+        try:
+            read(path)
+        except DataFormatError as err:
+            outcome.append(str(err))
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():  # unblock the reader before failing
+        with open(path, "wb"):
+            pass
+        pytest.fail(f"reading a named pipe {name} blocked")
+    assert outcome and "named pipe" in outcome[0]
+
+
+# ------------------------------------------------------------ photo datasets
+def test_a_photo_dataset_with_many_rows_and_tags_is_bounded(tmp_path):
+    """5000 photos x 4000 tags: an 80 MB tag matrix from ~110 KB of text."""
+    rows, tags = 5000, 4000
+    manifest = {
+        "format": "jaxannot.photos",
+        "version": 1,
+        "name": "wide",
+        "views": VIEW_KINDS,
+        "tags": [f"t{j}" for j in range(tags)],
+        "num_photos": rows,
+        "test_fraction": 0.0,
+        "seed": 0,
+        "skipped": [],
+    }
+    (tmp_path / "photos.json").write_text(json.dumps(manifest))
+    table = "".join(f"p{i}.jpg,train,\n" for i in range(rows))
+    (tmp_path / "photos.csv").write_text("file,split,tags\n" + table)
+    write_archive(
+        tmp_path / "features.npz",
+        {v: np.zeros((rows, 1), np.float32) for v in VIEW_KINDS},
+    )
+    with pytest.raises(DataFormatError, match="tag matrix") as err:
+        load_photo_dir(tmp_path)
+    assert "photos.csv" in str(err.value)
+
+
+def test_a_codebook_beyond_float32_is_refused_naming_the_file(tmp_path):
+    settings = ExtractorSettings()
+    codebook = np.ones((3, settings.descriptor_dims), np.float64)
+    codebook[1, 2] = 1e300  # finite in float64, inf in float32
+    PhotoExtractor(settings, codebook, 1.0).save(tmp_path)
+    with pytest.raises(DataFormatError, match="float32") as err:
+        PhotoExtractor.load(tmp_path)
+    assert "extractor.npz" in str(err.value)
+
+
+def test_features_beyond_float32_are_refused_naming_the_file(tmp_path):
+    manifest = {
+        "format": "jaxannot.photos", "version": 1, "name": "f",
+        "views": VIEW_KINDS, "tags": [], "num_photos": 2,
+    }  # fmt: skip
+    (tmp_path / "photos.json").write_text(json.dumps(manifest))
+    (tmp_path / "photos.csv").write_text("file,split,tags\na,train,\nb,train,\n")
+    arrays = {v: np.ones((2, 1)) for v in VIEW_KINDS}
+    arrays["colour"][1, 0] = -1e300
+    write_archive(tmp_path / "features.npz", arrays)
+    with pytest.raises(DataFormatError, match="float32") as err:
+        load_photo_dir(tmp_path)
+    assert "features.npz" in str(err.value)
+
+
+# ----------------------------------------------------------------- tags CSV
+def test_one_unbalanced_quote_in_a_tags_csv_names_its_line(tmp_path):
+    path = tmp_path / "tags.csv"
+    path.write_text('file,tags\na.png,cat\n"b.png,dog\nc.png,sky\nd.png,sea\n')
+    with pytest.raises(DataFormatError, match="unbalanced quote") as err:
+        read_tags(path)
+    assert err.value.line == 3
+    assert "\n" not in str(err.value)
