@@ -1,4 +1,4 @@
-"""jaxannot.sklearn: estimators generated from the registry, scorers, sklearn checks,
+"""jaxannot.sklearn: estimators generated from the registry, scorers,
 GridSearchCV and Pipeline on real data (scene)."""
 
 import importlib
@@ -16,7 +16,6 @@ from sklearn.base import clone, is_classifier
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import KBinsDiscretizer, StandardScaler
-from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import jaxannot.sklearn as js
 import jaxannot.sklearn.base as jsb
@@ -391,79 +390,7 @@ def test_classifier_predicts_the_given_labels(scene):
         js.SVM().fit(X, np.zeros(len(X)))
 
 
-# ------------------------------------------------------ sklearn's own checks
-#: Checks that fit nothing (or fail at input validation): cheap for every estimator.
-#: The others compile the heavy methods once per data shape; for TagProp and
-#: LapMixUnigram they run with ``-m slow`` (``_CHECKED``: what else always runs).
-_NO_FIT_CHECKS = {
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_mixin_order",
-    "check_positive_only_tag_during_fit",
-    "check_estimator_sparse_tag",
-    "check_estimator_sparse_array",
-    "check_estimator_sparse_matrix",
-    "check_complex_data",
-    "check_estimators_empty_data_messages",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-    "check_fit1d",
-    "check_requires_y_none",
-}
-
-#: (estimator, expected failures, checks that always run; None: all of them). The
-#: LapMixUnigram and SVM fits that always run are in the tests above.
-_CHECKED = [
-    (js.Empirical(), {}, None),
-    (js.Knn(k=3, weight="uniform"), {}, None),
-    (js.Knn(k=3), {}, None),
-    (
-        js.TagProp(neighbors=5, steps=5),
-        {},
-        _NO_FIT_CHECKS | {"check_estimators_pickle"},
-    ),
-    (
-        js.LapMixUnigram(topics=2, iterations=2, warm_start_iterations=1, neighbors=3),
-        {},
-        _NO_FIT_CHECKS,
-    ),
-    (js.SVM(svm_epochs=100), {}, _NO_FIT_CHECKS),  # a classifier: sklearn's checks
-]
-
-
-def _check_name(check) -> str:
-    return getattr(check, "func", check).__name__
-
-
-def _checks():
-    for estimator, expected_failures, always in _CHECKED:
-        for item in estimator_checks_generator(
-            estimator,
-            expected_failed_checks=expected_failures,
-            mark="xfail",
-            xfail_strict=True,
-        ):
-            marked = hasattr(item, "marks")  # a pytest.param (expected to fail)
-            values, marks = (item.values, list(item.marks)) if marked else (item, [])
-            if always is not None and _check_name(values[1]) not in always:
-                marks.append(pytest.mark.slow)
-            yield pytest.param(
-                *values,
-                marks=marks,
-                id=f"{type(estimator).__name__}-{_check_name(values[1])}"
-                + ("-uniform" if getattr(estimator, "weight", "") == "uniform" else ""),
-            )
-
-
-@pytest.mark.parametrize("estimator, check", list(_checks()))
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+# sklearn's own checks: tests/test_sklearn_checks.py
 
 
 # ------------------------------------------------------------ optional import
