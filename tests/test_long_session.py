@@ -1,6 +1,7 @@
 """Long sessions: the compiled programs of many configurations stay bounded
 (``jaxannot.runtime.programs``), so the process's memory mappings stay flat."""
 
+import itertools
 import pathlib
 
 import numpy as np
@@ -158,3 +159,18 @@ def test_mappings_stay_flat_over_40_configurations(budget, corpus):
 def test_mappings_stay_flat_over_200_configurations(budget, corpus):
     budget(8)
     _check_flat(range(2, 202), corpus, 8, slack=300)
+
+
+# ------------------------------------------------- benchmarks/long_session.py
+def test_the_long_session_benchmark_records_every_few_fits(benchmark_script, budget):
+    bench = benchmark_script("long_session")
+    first = list(itertools.islice(bench.configurations(), 8))
+    assert [n for n, _ in first[:4]] == list(bench.METHODS)
+    assert first[0][1]["topics"] != first[4][1]["topics"]  # a new shape each round
+    with pytest.raises(ValueError, match="unknown methods"):
+        next(bench.configurations(("nope",)))
+    result = bench.run(5, 2, 20, True, ("knn",))
+    assert [r["fits"] for r in result["records"]] == [2, 4, 5]
+    last = result["records"][-1]
+    assert last["rss_mib"] > 0 and last["compile_seconds"] >= 0
+    assert last["mappings"] > 0 or not MAPS.is_file()
