@@ -1,6 +1,6 @@
 """A bound on the compiled programs a long session keeps alive.
 
-Every XLA executable holds memory mappings (on CPU about 9 to 17 each; a
+Every XLA executable holds memory mappings (on CPU about 9 to 21 each; a
 ``mix-unigram`` configuration compiles some 20 programs, some 330 mappings), and
 jax keeps every program it compiled for as long as the function it compiled is alive:
 module-level ``jax.jit`` functions and the compiled loops that take a step function as
@@ -59,8 +59,8 @@ __all__ = [
 ]
 
 #: Programs compiled (or loaded) since the last release above which the next fit
-#: releases them all: at 9 to 17 mappings a program, 256 programs hold some 2,000 to
-#: 4,500 mappings, under a tenth of Linux's default limit (65,530), and cover the
+#: releases them all: at 9 to 21 mappings a program, 256 programs hold some 2,300 to
+#: 5,400 mappings, under a tenth of Linux's default limit (65,530), and cover the
 #: programs of several configurations of the largest methods (lap-mix-unigram
 #: compiles 58 for one).
 DEFAULT_BUDGET = 256
