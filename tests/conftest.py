@@ -1,6 +1,5 @@
 """Test configuration: CPU only, fixed seeds, the data root, and real-data guards."""
 
-import gc
 import importlib
 import os
 import pathlib
@@ -71,19 +70,27 @@ def rng_key() -> jax.Array:
 
 
 class _CompileCounter:
-    """Counts XLA backend compiles while active (``jax.monitoring`` events)."""
+    """Counts XLA backend compiles while active (``jax.monitoring`` events); no fit
+    inside releases the compiled programs (``jaxannot.runtime.programs``), so a
+    count of zero means what was compiled before was reused."""
 
     def __init__(self):
         self.count = 0
         self.active = False
+        self._keep = None
 
     def __enter__(self):
+        from jaxannot.runtime.programs import keep_programs
+
         self.count = 0
         self.active = True
+        self._keep = keep_programs()
+        self._keep.__enter__()
         return self
 
     def __exit__(self, *exc):
         self.active = False
+        self._keep.__exit__(*exc)
 
 
 _COUNTER = _CompileCounter()
@@ -138,8 +145,9 @@ def _release_compiled_programs():
     ``backend_compile_and_load`` late in full runs, never in a file alone.
     """
     yield
-    jax.clear_caches()
-    gc.collect()
+    from jaxannot.runtime.programs import release_compiled_programs
+
+    release_compiled_programs()  # jax.clear_caches(), the builder caches, gc
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""jaxannot.sklearn: estimators generated from the registry, scorers, sklearn checks,
+"""jaxannot.sklearn: estimators generated from the registry, scorers,
 GridSearchCV and Pipeline on real data (scene)."""
 
 import importlib
@@ -16,9 +16,9 @@ from sklearn.base import clone, is_classifier
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import KBinsDiscretizer, StandardScaler
-from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import jaxannot.sklearn as js
+import jaxannot.sklearn.base as jsb
 from jaxannot import metrics
 from jaxannot.annotators import available_methods, get_method
 from jaxannot.data import load_dataset
@@ -47,22 +47,25 @@ def scene(data_root):
 # ------------------------------------------------------- classes and params
 def test_every_method_has_an_estimator_class_with_its_defaults():
     methods = available_methods()
-    assert set(js.ESTIMATORS) == {
+    assert set(jsb.ESTIMATORS) == {
         n for n, m in methods.items() if m.score_words or m.predict_labels
     }
-    for name, cls in js.ESTIMATORS.items():
+    for name, cls in jsb.ESTIMATORS.items():
         method = methods[name]
         assert getattr(js, cls.__name__) is cls and cls.__module__ == "jaxannot.sklearn"
         est = cls()
         params = est.get_params()
-        expected = {**js.sklearn_hyper(method), "view_kind": js.default_view_kind(name)}
+        expected = {
+            **jsb.sklearn_hyper(method),
+            "view_kind": jsb.default_view_kind(name),
+        }
         assert "warm_start" not in params  # sklearn's meaning differs (RENAMED)
         expected["random_state"] = None
         if method.predict_labels is None:
             expected["n_words"] = 5
-            assert isinstance(est, js.AnnotatorEstimator)
+            assert isinstance(est, jsb.AnnotatorEstimator)
         else:
-            assert isinstance(est, js.ClassifierEstimator)
+            assert isinstance(est, jsb.ClassifierEstimator)
             assert is_classifier(est)
         assert params == expected, name
         # clone / set_params round trip
@@ -71,8 +74,34 @@ def test_every_method_has_an_estimator_class_with_its_defaults():
         twin = clone(est.set_params(**changed))
         assert twin.get_params() == {**params, **changed}
         assert "Parameters" in cls.__doc__
-    assert js.Knn.__name__ == "Knn" and js.TagProp is js.ESTIMATORS["tagprop"]
-    assert set(js.ESTIMATORS["mmh"]().get_params()) >= {"c1", "c2", "topics"}
+    assert js.Knn.__name__ == "Knn" and js.TagProp is jsb.ESTIMATORS["tagprop"]
+    assert set(jsb.ESTIMATORS["mmh"]().get_params()) >= {"c1", "c2", "topics"}
+
+
+def test_the_package_exports_the_concrete_estimators_only():
+    from sklearn.base import BaseEstimator
+
+    concrete = {cls.__name__ for cls in jsb.ESTIMATORS.values()}
+    assert set(js.__all__) == concrete and len(js.__all__) == len(concrete)
+    # dir()-based discovery finds no base, by-name estimator or table
+    found = {
+        name
+        for name in dir(js)
+        if isinstance(getattr(js, name), type)
+        and issubclass(getattr(js, name), BaseEstimator)
+    }
+    assert found == concrete
+    for moved in (
+        "Annotator",
+        "AnnotatorEstimator",
+        "Classifier",
+        "ClassifierEstimator",
+        "Method",
+        "ESTIMATORS",
+        "RENAMED",
+    ):
+        assert not hasattr(js, moved), moved
+    assert js.scorer is not None and callable(js.scorer_names)
 
 
 def test_constructor_rejects_unknown_keywords_and_positional_arguments():
@@ -89,7 +118,7 @@ def test_constructor_rejects_unknown_keywords_and_positional_arguments():
 
 
 def test_generic_annotator_get_set_params_and_clone():
-    est = js.Annotator("knn", k=3, n_words=2)
+    est = jsb.Annotator("knn", k=3, n_words=2)
     params = est.get_params()
     assert params == {
         "method": "knn",
@@ -106,8 +135,8 @@ def test_generic_annotator_get_set_params_and_clone():
     assert est.get_params()["neighbors"] == 7 and "steps" in est.get_params()
     with pytest.raises(ValueError, match="Invalid parameter 'nope'"):
         est.set_params(nope=1)
-    assert js.Classifier("svm", c1=2.0).get_params()["c1"] == 2.0
-    text = repr(js.Annotator("knn", k=3, n_words=2))
+    assert jsb.Classifier("svm", c1=2.0).get_params()["c1"] == 2.0
+    text = repr(jsb.Annotator("knn", k=3, n_words=2))
     assert text == "Annotator('knn', n_words=2, k=3)"
     assert repr(js.Knn(k=3)) == "Knn(k=3)"
 
@@ -115,16 +144,16 @@ def test_generic_annotator_get_set_params_and_clone():
 def test_generic_annotator_refuses_wrong_method_kind_and_stray_hyper(scene):
     X, Y, *_ = scene
     with pytest.raises(ValueError, match="is a classifier.*Classifier"):
-        js.Annotator("svm").fit(X, Y)
+        jsb.Annotator("svm").fit(X, Y)
     with pytest.raises(ValueError, match="is an annotator"):
-        js.Classifier("knn").fit(X, Y.argmax(1))
+        jsb.Classifier("knn").fit(X, Y.argmax(1))
     with pytest.raises(ValueError, match=r"\['kk'\] are not hyper-parameters"):
-        js.Annotator("knn", kk=3).fit(X, Y)
+        jsb.Annotator("knn", kk=3).fit(X, Y)
     # another method's hyper-parameter (left by a grid over methods) is ignored
-    stale = js.Annotator("knn", neighbors=3).fit(X, Y)
+    stale = jsb.Annotator("knn", neighbors=3).fit(X, Y)
     assert "neighbors" not in stale.get_params()
     with pytest.raises(KeyError, match="unknown method 'nope'"):
-        js.Annotator("nope").fit(X, Y)
+        jsb.Annotator("nope").fit(X, Y)
 
 
 # ------------------------------------------------------------------ scorers
@@ -182,6 +211,16 @@ def test_predict_marks_the_top_n_words_and_proba_equals_scores(scene):
     assert not hasattr(js.BSVM(), "predict_proba")
     assert not hasattr(js.TagProp(), "embed")
     assert hasattr(js.LapMixUnigram(), "embed") and not hasattr(js.Knn(), "embed")
+
+
+def test_mbrm_clips_its_annotation_length_to_the_words():
+    # a one-word problem: the bandwidth's cross-validation ranks the top
+    # min(5, words) words (it raised "n must be in [1, 1] ... got 5")
+    rng = np.random.default_rng(0)
+    X, Y = rng.random((24, 3)), (rng.random((24, 1)) > 0.5).astype(int)
+    est = js.MBRM(folds=2).fit(X, Y)
+    assert est.predict(X).shape == (24, 1) and np.all(est.predict(X) == 1)
+    assert est.fitted_.info["bandwidth_chosen_by"] == "2-fold CV"
 
 
 def test_fit_validates_y(scene):
@@ -283,7 +322,7 @@ def test_grid_search_over_methods_with_the_generic_annotator(scene):
     folds = KFold(3, shuffle=True, random_state=0)
     grid = [{"method": ["empirical"]}, {"method": ["knn"], "k": [20]}]
     search = GridSearchCV(
-        js.Annotator("knn"), grid, scoring=js.scorer("word_f1@2"), cv=folds
+        jsb.Annotator("knn"), grid, scoring=js.scorer("word_f1@2"), cv=folds
     ).fit(X, Y)
     f1 = lambda s, y: metrics.word_prf_at_n(s, y, 2)["f1"]
     expected = [
@@ -345,85 +384,13 @@ def test_classifier_predicts_the_given_labels(scene):
     scores = est.decision_function(Xt)
     np.testing.assert_array_equal(est.classes_[scores.argmax(1)], pred)
     # the same seed: random_state=None draws a new one per fit (sklearn's convention)
-    generic = js.Classifier("svm", svm_epochs=100, random_state=0).fit(X, y)
+    generic = jsb.Classifier("svm", svm_epochs=100, random_state=0).fit(X, y)
     np.testing.assert_array_equal(generic.predict(Xt), pred)
     with pytest.raises(ValueError, match="at least 2 classes"):
         js.SVM().fit(X, np.zeros(len(X)))
 
 
-# ------------------------------------------------------ sklearn's own checks
-#: Checks that fit nothing (or fail at input validation): cheap for every estimator.
-#: The others compile the heavy methods once per data shape; for TagProp and
-#: LapMixUnigram they run with ``-m slow`` (``_CHECKED``: what else always runs).
-_NO_FIT_CHECKS = {
-    "check_estimator_cloneable",
-    "check_estimator_tags_renamed",
-    "check_valid_tag_types",
-    "check_estimator_repr",
-    "check_no_attributes_set_in_init",
-    "check_estimators_unfitted",
-    "check_do_not_raise_errors_in_init_or_set_params",
-    "check_mixin_order",
-    "check_positive_only_tag_during_fit",
-    "check_estimator_sparse_tag",
-    "check_estimator_sparse_array",
-    "check_estimator_sparse_matrix",
-    "check_complex_data",
-    "check_estimators_empty_data_messages",
-    "check_parameters_default_constructible",
-    "check_get_params_invariance",
-    "check_set_params",
-    "check_fit1d",
-    "check_requires_y_none",
-}
-
-#: (estimator, expected failures, checks that always run; None: all of them). The
-#: LapMixUnigram and SVM fits that always run are in the tests above.
-_CHECKED = [
-    (js.Empirical(), {}, None),
-    (js.Knn(k=3, weight="uniform"), {}, None),
-    (js.Knn(k=3), {}, None),
-    (
-        js.TagProp(neighbors=5, steps=5),
-        {},
-        _NO_FIT_CHECKS | {"check_estimators_pickle"},
-    ),
-    (
-        js.LapMixUnigram(topics=2, iterations=2, warm_start_iterations=1, neighbors=3),
-        {},
-        _NO_FIT_CHECKS,
-    ),
-    (js.SVM(svm_epochs=100), {}, _NO_FIT_CHECKS),  # a classifier: sklearn's checks
-]
-
-
-def _check_name(check) -> str:
-    return getattr(check, "func", check).__name__
-
-
-def _checks():
-    for estimator, expected_failures, always in _CHECKED:
-        for item in estimator_checks_generator(
-            estimator,
-            expected_failed_checks=expected_failures,
-            mark="xfail",
-            xfail_strict=True,
-        ):
-            marked = hasattr(item, "marks")  # a pytest.param (expected to fail)
-            values, marks = (item.values, list(item.marks)) if marked else (item, [])
-            if always is not None and _check_name(values[1]) not in always:
-                marks.append(pytest.mark.slow)
-            yield pytest.param(
-                *values,
-                marks=marks,
-                id=f"{type(estimator).__name__}-{_check_name(values[1])}"
-                + ("-uniform" if getattr(estimator, "weight", "") == "uniform" else ""),
-            )
-
-
-@pytest.mark.parametrize("estimator, check", list(_checks()))
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+# sklearn's own checks: tests/test_sklearn_checks.py
 
 
 # ------------------------------------------------------------ optional import

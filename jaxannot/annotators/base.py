@@ -26,6 +26,7 @@ method of your own is added with :func:`register`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 import logging
@@ -39,6 +40,7 @@ import jax
 
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.annotators.hyper_tables import DEFAULTS
+from jaxannot.runtime.programs import release_if_over_budget
 
 __all__ = [
     "Fitted",
@@ -175,6 +177,10 @@ class Method:
     queries: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not getattr(self.fit, "_releases_programs", False):
+            # a long session's compiled programs stay bounded: before each fit, free
+            # them when over the budget (jaxannot.runtime.programs)
+            object.__setattr__(self, "fit", _releasing(self.fit))
         if not self.estimator_name:
             parts = self.name.replace("_", "-").split("-")
             camel = "".join(part[:1].upper() + part[1:] for part in parts)
@@ -196,6 +202,19 @@ class Method:
         (:attr:`non_negative`, called when it is a function)."""
         rule = self.non_negative
         return bool(rule(hyper) if callable(rule) else rule)
+
+
+def _releasing(fit: Callable[..., Fitted]) -> Callable[..., Fitted]:
+    """``fit`` that first releases the compiled programs when over the budget
+    (:func:`jaxannot.runtime.programs.release_if_over_budget`)."""
+
+    @functools.wraps(fit)
+    def fit_releasing(*args, **kwargs):
+        release_if_over_budget()
+        return fit(*args, **kwargs)
+
+    fit_releasing._releases_programs = True
+    return fit_releasing
 
 
 def show_progress() -> bool:

@@ -35,6 +35,7 @@ from jaxannot.inference.vem.steps import (
     refine_for_terms,
     terms_value,
 )
+from jaxannot.runtime.programs import bounded_cache
 
 __all__: list[str] = []
 
@@ -138,7 +139,7 @@ def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance
     return improved, late | ~ok, ()
 
 
-@functools.lru_cache(maxsize=64)
+@bounded_cache(64)
 def step_for(vem, layout, tolerance: float):
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).

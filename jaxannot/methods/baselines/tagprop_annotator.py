@@ -58,6 +58,7 @@ from jaxannot.methods.baselines.tagprop import (
     word_lists,
     word_probability_logits,
 )
+from jaxannot.runtime.programs import bounded_cache
 
 __all__ = ["TAGPROP", "BASE_DISTANCES", "pair_distances"]
 
@@ -145,7 +146,7 @@ def _training_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     return rows, (words[rows] > 0).astype(np.float32)
 
 
-@functools.cache
+@bounded_cache()
 def _map(learning_rate: float) -> MAP:
     """One MAP fitter per learning rate, shared by every fit (compiled once per
     shape)."""

@@ -227,7 +227,8 @@ def select_bandwidth(
     The grid is ``factors`` x :func:`bandwidth_scale`; each fold fits on the other
     folds (same ``smoothing`` rule) and scores its held-out images; the bandwidth with
     the best mean ``metric`` (``"map"``: word MAP, images ranked per word, or
-    ``"word_f1@5"``) wins, the smaller one on ties. A best value at an end of the grid
+    ``"word_f1@5"``, with 5 clipped to the number of words) wins, the smaller one on
+    ties. A best value at an end of the grid
     extends it past that end (:func:`extend_past_edges`, at most ``max_extensions``
     values). Held-out images without words are ignored by the metrics. Returns
     ``(beta, info)`` with the grid scored and its scores.
@@ -241,6 +242,9 @@ def select_bandwidth(
     y = (np.asarray(words) > 0).astype(np.float32)
     scale = bandwidth_scale(x, kernel)
     held = kfold_rows(x.shape[0], folds, seed)
+    # the annotation length, clipped to the vocabulary (as knn clips k): a problem
+    # with fewer than 5 words marks all of them
+    top = min(5, y.shape[1])
 
     def fold_scores(beta: float) -> np.ndarray:
         out = np.zeros(folds)
@@ -254,7 +258,7 @@ def select_bandwidth(
             if metric == "map":
                 out[k] = mean_average_precision(pred, y[rows])
             else:
-                out[k] = word_prf_at_n(pred, y[rows], 5)["f1"]
+                out[k] = word_prf_at_n(pred, y[rows], top)["f1"]
         return out
 
     grid, means = extend_past_edges(

@@ -36,7 +36,7 @@ All but ``mmh-regression`` (with ``target_view``) need class labels and raise
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache, partial
+from functools import partial
 
 import numpy as np
 
@@ -77,6 +77,7 @@ from jaxannot.methods.harmoniums.regression import (
     regression_response,
 )
 from jaxannot.methods.harmoniums.views import encode, labels_of, view_setup
+from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -133,7 +134,7 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     )
 
 
-@lru_cache(maxsize=16)
+@bounded_cache(16)
 def _feature_embed(num_features: int):
     """``embed(params, image)``: E_q0[h] over the first ``num_features`` views (a
     trailing words wing left out); one function per count, so compiled loops that

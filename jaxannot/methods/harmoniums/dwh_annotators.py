@@ -23,7 +23,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
+from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -129,7 +130,7 @@ def _optimizer(hyper, num_views: int) -> optax.GradientTransformation:
     )
 
 
-@lru_cache(maxsize=64)
+@bounded_cache(64)
 def _optimizer_for(
     num_views: int,
     name: str,
@@ -177,7 +178,7 @@ def _train_cd(rng_key, params, kinds, images, hyper):
     return state.params, np.asarray(info.cd_gap)
 
 
-@lru_cache(maxsize=64)
+@bounded_cache(64)
 def _cd_step(kinds: tuple, sweeps: int, batch_size, optimizer):
     """The plain CD step of a harmonium, built once per setting: a second fit with
     the same setting and shapes reuses :func:`~cd.fit_cd`'s compiled loop."""
@@ -186,12 +187,12 @@ def _cd_step(kinds: tuple, sweeps: int, batch_size, optimizer):
     )
 
 
-@lru_cache(maxsize=64)
+@bounded_cache(64)
 def _phase_statistics(kinds: tuple, sweeps: int):
     return hm.cd_phase_statistics(kinds, sweeps)
 
 
-@lru_cache(maxsize=64)
+@bounded_cache(64)
 def _elp(kinds: tuple):
     def elp(params, q):
         return hm.expected_log_potential(params, kinds, q)

@@ -71,7 +71,6 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012, §4.1–4.2.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -92,6 +91,7 @@ from jaxannot.methods.harmoniums.mmh_steps import (
     standardized_start,
     to_raw,
 )
+from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 from jaxannot.solvers import svr as svr_mod
 from jaxannot.types import Array, ArrayTree, PRNGKey
@@ -201,7 +201,7 @@ class MMHResult(NamedTuple):
     trace: dict
 
 
-@functools.lru_cache(maxsize=32)
+@bounded_cache(32)
 def _theta_steps(model: MMHModel, task: str, batch_size: int | None):
     """The plain CD step and the Θ-step (CD + the ``task``'s extra term), built once
     per setting so that a second fit reuses :func:`cd.fit_cd`'s compiled loops."""

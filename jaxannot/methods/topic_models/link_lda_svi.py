@@ -70,6 +70,7 @@ from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.methods.topic_models.link_lda_bags import link_lda_bags
 from jaxannot.methods.topic_models.link_lda_vb import image_estep
 from jaxannot.methods.topic_models.simplex_transforms import theta_transform
+from jaxannot.runtime.programs import bounded_cache
 from jaxannot.runtime.progress import run_steps
 
 __all__ = [
@@ -221,7 +222,7 @@ def make_svi(settings: SVISettings, graph: Graph) -> SVI:
     return svi
 
 
-@functools.cache
+@bounded_cache()
 def build_step(settings: SVISettings):
     """``step(t, carry) -> (carry, loss)`` for :func:`run_steps`: one SVI update;
     ``carry = (svi_state, ids_by_view, counts_by_view, graph)``. Cached per

@@ -46,6 +46,7 @@ from jaxannot.methods.topic_models.link_lda import (
     _check_counts,
     _padded_views,
 )
+from jaxannot.runtime.programs import bounded_cache
 
 __all__ = [
     "LinkLDAInfo",
@@ -175,7 +176,7 @@ def _batch_estep(gamma, gathered, cnts, alpha, num_inner):
     )
 
 
-@functools.cache
+@bounded_cache()
 def build_vb_kernel(num_inner: int = 5):
     """The batch VB step; ``data = (ids_by_view, counts_by_view, alpha, eta)`` with
     padded bags (:func:`to_padded`). Cached per ``num_inner`` so the EM driver

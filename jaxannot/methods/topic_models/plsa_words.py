@@ -34,7 +34,6 @@ space. ACM Multimedia 2004.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -48,6 +47,7 @@ import numpyro.distributions as dist
 from jaxannot.inference.em import run_em
 from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models.link_lda import token_log_likelihood
+from jaxannot.runtime.programs import bounded_cache
 
 __all__ = [
     "PLSAState",
@@ -108,7 +108,7 @@ def _image_theta(theta_d, counts_d, betas):
     return jnp.where(total > 0, acc / jnp.maximum(total, _TINY), theta_d)
 
 
-@functools.cache
+@bounded_cache()
 def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
     """EM step for pLSA with the given blocks free; ``data = (counts, smoothing)``.
 
