@@ -85,6 +85,7 @@ from jaxannot.inference.vem.steps import (
     VEMState,
 )
 from jaxannot.runtime.progress import check_count
+from jaxannot.runtime.static_key import value_key
 
 __all__ = [
     "VEM",
@@ -96,8 +97,7 @@ __all__ = [
     "EmptyComponentWarning",
 ]
 
-#: The generic M-step's optimizer when none is given (one object, so that VEMs
-#: built with the default share their compiled code).
+#: The generic M-step's optimizer when none is given.
 DEFAULT_OPTIMIZER = optax.adam(0.05)
 
 
@@ -110,8 +110,13 @@ class VEM(Runs, FoldIn):
     (:class:`~jaxannot.inference.vem.run.Runs`); fold-in, predictions and Laplace
     draws are :class:`~jaxannot.inference.vem.fold_in.FoldIn`'s. A second run on
     data of the same shapes compiles nothing, and neither does a run of another
-    length, nor a new ``VEM`` equal to this one (same model, E-step configuration,
-    optimizer object, M-step and terms): build one per fit freely.
+    length, nor a new ``VEM`` equal to this one: build one per fit freely. Equal
+    means the same configuration compared by value, not identity
+    (:func:`~jaxannot.runtime.static_key.value_key`): a model, closed-form M-step or
+    optax optimizer built anew with the same code and equal bound values (a model
+    defined inside a function, a ``functools.partial``, ``optax.adam(0.05)`` called
+    for every fit), terms that compare equal (:class:`~jaxannot.inference.MaxMargin`:
+    equal labels and costs) and an E-step of the same static configuration.
 
     Parameters
     ----------
@@ -234,11 +239,11 @@ class VEM(Runs, FoldIn):
         """What the compiled code depends on (the E-step's arrays are data)."""
         return (
             self.declared,
-            self.closed_form,
+            value_key(self.closed_form),
             self.m_steps,
             self.term_steps,
             self.init_steps,
-            self.optimizer,
+            value_key(self.optimizer),
             self.terms,
             self.devices,
             tuple(self.estep.static_key),
