@@ -62,6 +62,8 @@ import optax
 from jaxannot.inference.vem.checks import (
     EmptyComponentWarning,
     check_inputs,
+    check_key,
+    check_optimizer,
     check_state,
     checked_start,
     model_errors,
@@ -226,6 +228,8 @@ class VEM(Runs, FoldIn):
                     "(init, regularizer, penalty, predict): see "
                     "jaxannot.inference.vem.steps.Term"
                 )
+        if optimizer is not None:
+            check_optimizer(optimizer)
         self.model, self.local_site, self.plate = model, local_site, plate
         self.declared = DeclaredModel(model, local_site, plate, self.chunk_size)
         self.estep = estep
@@ -283,6 +287,7 @@ class VEM(Runs, FoldIn):
         first E-steps separate them, instead of at a prior draw far from the data,
         which no image may ever choose.
         """
+        check_key(rng_key)
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
             return start_values_jit(self, _Whole(setup), rng_key, dynamic)
@@ -304,6 +309,7 @@ class VEM(Runs, FoldIn):
         -------
         VEMState
         """
+        check_key(rng_key)
         setup, dynamic, layout, placed = self._prepare(args, kwargs)
         args_kw = (args, kwargs)
         return self._init(setup, layout, rng_key, init_params, dynamic, placed, args_kw)
