@@ -422,6 +422,23 @@ def test_svi_restarts_are_chains_whose_rhat_compares_their_optima():
     assert az.summary(split).loc["loc", "r_hat"] > 1.5
 
 
+def test_svi_restarts_of_an_autoguide_start_apart():
+    """numpyro's autoguides fix their start on the first init; each restart draws
+    its own (issue 43): with a zero step size every fit stays at its start."""
+    from numpyro.infer.autoguide import AutoDelta, AutoGuideList, AutoNormal
+
+    x = jnp.full(4, 4.0)
+    still = numpyro.optim.optax_to_numpyro(optax.sgd(0.0))
+    svi = SVI(_two_modes, AutoNormal(_two_modes), still, Trace_ELBO())
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 3, 1, x)
+    assert len({float(f.params["loc_auto_loc"]) for f in fits}) == 3
+    guides = AutoGuideList(_two_modes)
+    guides.append(AutoDelta(_two_modes))
+    svi = SVI(_two_modes, guides, still, Trace_ELBO())
+    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 2, 1, x)
+    assert len({float(f.params["loc_auto_loc"]) for f in fits}) == 2
+
+
 def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
     from numpyro.infer.autoguide import AutoNormal
 

@@ -124,13 +124,26 @@ def to_inference_data(
 
     Examples
     --------
-    >>> vem = VEM(mixture_of_unigrams, "z")  # doctest: +SKIP
-    >>> fits = [vem.run(k, 50, (counts,), num_topics=10, progress_bar=False)
-    ...         for k in jax.random.split(jax.random.key(0), 4)]  # doctest: +SKIP
-    >>> idata = to_inference_data(fits)  # doctest: +SKIP
-    >>> idata.posterior["beta_0"].dims  # doctest: +SKIP
+    Four VEM restarts of a mixture of unigrams as four chains (the model takes a
+    list of views, each a count matrix [images, words]):
+
+    >>> import numpy as np
+    >>> import arviz as az
+    >>> import jax
+    >>> from jaxannot.diagnostics import to_inference_data
+    >>> from jaxannot.inference import VEM
+    >>> from jaxannot.methods.topic_models.mixture_of_unigrams import (
+    ...     closed_form_m_step, mixture_of_unigrams)
+    >>> counts = [np.random.default_rng(0).poisson(2.0, (40, 8)).astype(np.float32)]
+    >>> vem = VEM(mixture_of_unigrams, "z", m_step=closed_form_m_step,
+    ...           warn_empty=False)
+    >>> fits = [vem.run(k, 5, counts, num_topics=3, progress_bar=False)
+    ...         for k in jax.random.split(jax.random.key(0), 4)]
+    >>> idata = to_inference_data(fits)
+    >>> idata.posterior["beta_0"].dims
     ('chain', 'draw', 'topic', 'beta_0_dim_1')
-    >>> az.summary(idata, var_names=["pi"])  # doctest: +SKIP
+    >>> az.summary(idata, var_names=["pi"]).shape[0]  # one row per topic
+    3
 
     An SVI fit with an autoguide (its model is ``guide.model``):
 

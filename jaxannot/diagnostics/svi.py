@@ -40,9 +40,17 @@ __all__ = ["svi_restarts"]
 def svi_restarts(svi, rng_key, num_restarts: int, num_steps: int, *args, **kwargs):
     """Run ``svi.run`` from ``num_restarts`` keys split from ``rng_key``.
 
-    The restarts differ only through their keys: give the guide a random start
-    (the autoguides' default ``init_loc_fn=init_to_uniform``), or every restart
-    begins at the same point and R-hat compares one optimum with itself.
+    Each restart starts afresh from its key. numpyro's autoguides fix their start
+    on their first ``init`` (the prototype trace and its initial locations), so
+    ``svi.run`` from another key alone would begin every restart at the same
+    point; here an autoguide (or each guide of an ``AutoGuideList``) forgets its
+    prototype before every restart and draws a new start with its
+    ``init_loc_fn`` from that restart's key (``svi.guide`` is left with the last
+    restart's prototype, which changes none of its draws). The starts differ when
+    ``init_loc_fn`` is random (the autoguides' default ``init_to_uniform``); with a
+    deterministic one (``init_to_median``, ``init_to_value``) or a hand-written
+    guide whose parameters start at fixed values, every restart begins at the same
+    point and R-hat compares one optimum with itself.
 
     Parameters
     ----------
@@ -73,10 +81,21 @@ def svi_restarts(svi, rng_key, num_restarts: int, num_steps: int, *args, **kwarg
     num_restarts = check_count("num_restarts", num_restarts, minimum=2)
     num_steps = check_count("num_steps", num_steps)
     kwargs.setdefault("progress_bar", False)
-    return [
-        svi.run(key, num_steps, *args, **kwargs)
-        for key in jax.random.split(rng_key, num_restarts)
-    ]
+    fits = []
+    for key in jax.random.split(rng_key, num_restarts):
+        _forget_start(svi.guide)
+        fits.append(svi.run(key, num_steps, *args, **kwargs))
+    return fits
+
+
+def _forget_start(guide) -> None:
+    """Make a numpyro autoguide (and every guide of an ``AutoGuideList``) draw its
+    start again at its next ``init``: its prototype trace is set up anew."""
+    from numpyro.infer.autoguide import AutoGuide
+
+    for part in [guide, *getattr(guide, "_guides", ())]:
+        if isinstance(part, AutoGuide):
+            part.prototype_trace = None
 
 
 def _global_sites(model, plate, args, kwargs) -> set[str]:

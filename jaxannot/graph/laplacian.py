@@ -47,6 +47,7 @@ __all__ = [
     "laplacian_penalty",
     "to_scipy",
     "from_scipy",
+    "as_graph",
 ]
 
 PENALTY_DISTANCES = ("sq_euclidean", "sym_kl")
@@ -280,4 +281,48 @@ def from_scipy(matrix) -> Graph:
         receivers=jnp.asarray(coo.col[order], jnp.int32),
         weights=jnp.asarray(coo.data[order], jnp.float32),
         num_nodes=int(m.shape[0]),
+    )
+
+
+def as_graph(graph, name: str = "graph") -> Graph:
+    """``graph`` as a :class:`Graph`: a Graph as it is, a square adjacency matrix
+    (dense NumPy / JAX array or ``scipy.sparse``) through :func:`from_scipy`.
+
+    Parameters
+    ----------
+    graph : Graph, an object with its fields, array [n, n] or scipy.sparse matrix
+    name : str
+        The argument's name, for the message.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    TypeError
+        Anything else (the message names the argument and the constructors).
+    ValueError
+        A matrix that is not square, not symmetric, or has negative or non-finite
+        weights (:func:`from_scipy`).
+    """
+    if isinstance(graph, Graph) or all(
+        hasattr(graph, field)
+        for field in ("senders", "receivers", "weights", "num_nodes")
+    ):
+        return graph  # a Graph, or an object with its four fields (duck-typed)
+    if scipy.sparse.issparse(graph) or (
+        isinstance(graph, np.ndarray | jax.Array) and np.ndim(graph) == 2
+    ):
+        try:
+            return from_scipy(
+                np.asarray(graph) if not scipy.sparse.issparse(graph) else graph
+            )
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}") from error
+    shape = f" of shape {list(np.shape(graph))}" if hasattr(graph, "shape") else ""
+    raise TypeError(
+        f"{name}: expected a jaxannot.graph.Graph or a square adjacency matrix "
+        f"[n, n], got {type(graph).__name__}{shape}: build one with "
+        "jaxannot.graph.knn_graph(features, k) or from_scipy(adjacency)"
     )

@@ -79,6 +79,7 @@ from numpyro.infer.elbo import ELBO
 from jaxannot.graph import (
     PENALTY_DISTANCES,
     Graph,
+    as_graph,
     induced_subgraph,
     laplacian_penalty,
     mean_degree,
@@ -224,9 +225,10 @@ class LaplacianELBO(PenalizedELBO):
     site : str, sequence of str, or dict str -> float
         The per-image local site(s); a dict gives each site its own
         :math:`\lambda_s` (then ``lam`` must be None).
-    graph : jaxannot.graph.Graph
-        Edges over the images of the site's plate; ``graph.num_nodes`` must equal the
-        plate's full size.
+    graph : jaxannot.graph.Graph or array [N, N]
+        Edges over the images of the site's plate, or their adjacency matrix
+        (:func:`~jaxannot.graph.as_graph`); ``graph.num_nodes`` must equal the
+        plate's full size (a ``ValueError`` at the first loss evaluation otherwise).
     lam : float, optional
         Penalty weight :math:`\lambda \ge 0` of every site in ``site``.
     distance : {"sq_euclidean", "sym_kl"}
@@ -273,6 +275,7 @@ class LaplacianELBO(PenalizedELBO):
             )
         if int(sweeps) < 1:
             raise ValueError(f"sweeps must be >= 1, got {sweeps}")
+        graph = as_graph(graph)
         super().__init__(num_particles=base.num_particles)
         self.base, self.graph, self.distance = base, graph, distance
         self.sweeps = int(sweeps)
@@ -291,6 +294,7 @@ class LaplacianELBO(PenalizedELBO):
     def _enumerated_penalty(self, rng_key, summary: LocalSummary, site, lam):
         """The per-image term of an enumerated site (module docstring) and the
         posteriors that minimize it."""
+        self._check_size(summary, site)
         self._check_enumerated(summary, site)
         table, lam_r = self._neighbour_table(), 2.0 * lam * self.unit
         a = summary.log_joint
@@ -321,12 +325,17 @@ class LaplacianELBO(PenalizedELBO):
                 f"need distance='sq_euclidean', got {self.distance!r}"
             )
 
-    def _site_penalty(self, summary: LocalSummary, site: str) -> jax.Array:
+    def _check_size(self, summary: LocalSummary, site: str) -> None:
+        """``ValueError`` unless the graph has one node per image of the plate."""
         if summary.size != self.graph.num_nodes:
             raise ValueError(
-                f"site {site!r}: its plate has {summary.size} images but the graph "
-                f"has num_nodes={self.graph.num_nodes}"
+                f"graph: expected num_nodes={summary.size} (one node per image of the "
+                f"plate of site {site!r}), got {self.graph.num_nodes}: build the "
+                "graph over the images of this fit"
             )
+
+    def _site_penalty(self, summary: LocalSummary, site: str) -> jax.Array:
+        self._check_size(summary, site)
         if summary.discrete and not self.can_infer_discrete:
             raise ValueError(
                 f"site {site!r} is discrete in the guide; {type(self.base).__name__} "

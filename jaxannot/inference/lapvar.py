@@ -85,7 +85,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.graph.laplacian import mean_degree
+from jaxannot.graph.laplacian import as_graph, mean_degree
 from jaxannot.graph.neighbour_table import (
     NeighbourTable,
     laplacian_penalty,
@@ -235,9 +235,10 @@ class LapVar1:
 
     Parameters
     ----------
-    graph : jaxannot.graph.Graph
+    graph : jaxannot.graph.Graph or array [N, N]
         Symmetric weighted graph over the images of the fit (its ``num_nodes`` is
-        the image plate's size).
+        the image plate's size), or its adjacency matrix (dense or
+        ``scipy.sparse``; :func:`~jaxannot.graph.as_graph`, diagonal dropped).
     lam : float
         Penalty weight :math:`\\lambda \\ge 0` on the graph scaled to mean degree 1
         (module docstring): 1 is the library's default, 0 plain VI. On a 600-image
@@ -278,6 +279,7 @@ class LapVar1:
     ):
         if int(sweeps) < 1 or int(newton_steps) < 1:
             raise ValueError("sweeps and newton_steps must be >= 1")
+        graph = as_graph(graph)
         self.effective_lam = _effective_lam(graph, lam, scale)
         self.num_nodes = int(graph.num_nodes)
         self.sweeps, self.newton_steps = int(sweeps), int(newton_steps)
@@ -333,6 +335,7 @@ class LapVar2(LapVar1):
     ):
         if not 0 < gamma <= 1 or int(smoothing) < 1:
             raise ValueError("gamma must be in (0, 1] and smoothing >= 1")
+        graph = as_graph(graph)
         self.effective_lam = _effective_lam(graph, lam, scale)
         self.num_nodes = int(graph.num_nodes)
         self.smoothing = int(smoothing)

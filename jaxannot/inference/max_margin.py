@@ -53,6 +53,7 @@ import jax.numpy as jnp
 
 from jaxannot.inference import max_margin_dual
 from jaxannot.inference.max_margin_dual import DUAL_STOP
+from jaxannot.runtime.static_key import array_key, value_key
 from jaxannot.solvers import multiclass_svm
 from jaxannot.solvers.margin_losses import (
     crammer_singer_loss,
@@ -171,6 +172,30 @@ class MaxMargin:
         term.labels, term._targets, term._mask, term.c, term.epsilon = children
         term.loss, term.solver, term.num_outputs = static
         return term
+
+    def _value(self) -> tuple:
+        """What the term computes with: the labels' content, ``c``, ``epsilon``,
+        the loss, the solver and the number of outputs (identity for tracers)."""
+        return (
+            array_key(self.labels),
+            value_key(self.c),
+            value_key(self.epsilon),
+            self.loss,
+            self.solver,
+            self.num_outputs,
+        )
+
+    def __eq__(self, other) -> bool:
+        """Equal labels (content, dtype and shape), ``c``, ``epsilon``, loss,
+        solver and outputs: a term built anew for each fit is the same static
+        configuration of a :class:`~jaxannot.inference.VEM` and shares its
+        compiled programs."""
+        if other is self:
+            return True
+        return type(other) is type(self) and self._value() == other._value()
+
+    def __hash__(self) -> int:
+        return hash(self._value())
 
     def init(self, rng_key: PRNGKey, dim: int) -> dict[str, Array]:
         """Weights ``[num_outputs, dim]`` ~ N(0, ``INIT_SCALE``²) and a zero bias;

@@ -62,6 +62,8 @@ import optax
 from jaxannot.inference.vem.checks import (
     EmptyComponentWarning,
     check_inputs,
+    check_key,
+    check_optimizer,
     check_state,
     checked_start,
     model_errors,
@@ -85,6 +87,7 @@ from jaxannot.inference.vem.steps import (
     VEMState,
 )
 from jaxannot.runtime.progress import check_count
+from jaxannot.runtime.static_key import value_key
 
 __all__ = [
     "VEM",
@@ -96,8 +99,7 @@ __all__ = [
     "EmptyComponentWarning",
 ]
 
-#: The generic M-step's optimizer when none is given (one object, so that VEMs
-#: built with the default share their compiled code).
+#: The generic M-step's optimizer when none is given.
 DEFAULT_OPTIMIZER = optax.adam(0.05)
 
 
@@ -110,8 +112,13 @@ class VEM(Runs, FoldIn):
     (:class:`~jaxannot.inference.vem.run.Runs`); fold-in, predictions and Laplace
     draws are :class:`~jaxannot.inference.vem.fold_in.FoldIn`'s. A second run on
     data of the same shapes compiles nothing, and neither does a run of another
-    length, nor a new ``VEM`` equal to this one (same model, E-step configuration,
-    optimizer object, M-step and terms): build one per fit freely.
+    length, nor a new ``VEM`` equal to this one: build one per fit freely. Equal
+    means the same configuration compared by value, not identity
+    (:func:`~jaxannot.runtime.static_key.value_key`): a model, closed-form M-step or
+    optax optimizer built anew with the same code and equal bound values (a model
+    defined inside a function, a ``functools.partial``, ``optax.adam(0.05)`` called
+    for every fit), terms that compare equal (:class:`~jaxannot.inference.MaxMargin`:
+    equal labels and costs) and an E-step of the same static configuration.
 
     Parameters
     ----------
@@ -221,6 +228,8 @@ class VEM(Runs, FoldIn):
                     "(init, regularizer, penalty, predict): see "
                     "jaxannot.inference.vem.steps.Term"
                 )
+        if optimizer is not None:
+            check_optimizer(optimizer)
         self.model, self.local_site, self.plate = model, local_site, plate
         self.declared = DeclaredModel(model, local_site, plate, self.chunk_size)
         self.estep = estep
@@ -234,11 +243,11 @@ class VEM(Runs, FoldIn):
         """What the compiled code depends on (the E-step's arrays are data)."""
         return (
             self.declared,
-            self.closed_form,
+            value_key(self.closed_form),
             self.m_steps,
             self.term_steps,
             self.init_steps,
-            self.optimizer,
+            value_key(self.optimizer),
             self.terms,
             self.devices,
             tuple(self.estep.static_key),
@@ -278,6 +287,7 @@ class VEM(Runs, FoldIn):
         first E-steps separate them, instead of at a prior draw far from the data,
         which no image may ever choose.
         """
+        check_key(rng_key)
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
             return start_values_jit(self, _Whole(setup), rng_key, dynamic)
@@ -299,6 +309,7 @@ class VEM(Runs, FoldIn):
         -------
         VEMState
         """
+        check_key(rng_key)
         setup, dynamic, layout, placed = self._prepare(args, kwargs)
         args_kw = (args, kwargs)
         return self._init(setup, layout, rng_key, init_params, dynamic, placed, args_kw)

@@ -45,6 +45,10 @@ EMPTY_MASS = 0.5
 #: tell the images apart by less than 5 %: the components explain every image alike.
 COLLAPSE_SPREAD = 0.05
 
+#: Empty components a warning lists by index (the rest are counted), so that a
+#: warning stays under 300 characters however many components are empty.
+MAX_LISTED = 8
+
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
 _WHAT = {
@@ -282,11 +286,26 @@ def model_errors(plate, args, kwargs):
 
     try:
         yield
+    except AssertionError as error:  # numpyro's plate: "size ... should be positive"
+        if "plate" not in str(error):
+            raise
+        raise _empty_plate_error(error, args, kwargs) from error
     except (TypeError, ValueError, IndexError) as error:
         if isinstance(error, CheckpointError | DeclarationError) or getattr(
             error, "_vem", False
         ):
             raise
+        traced = _integer_scalars(args, kwargs)
+        if isinstance(error, TypeError) and traced:
+            new = TypeError(
+                f"{', '.join(traced)}: expected a Python int, got a 0-d integer array, "
+                f"which VEM traces like data, but the model needs a static value here "
+                f"(a shape or a plate size): pass int(value), e.g. num_topics=4 "
+                f"rather than jnp.array(4) (the model raised {type(error).__name__}: "
+                f"{str(error).splitlines()[0][:100]})"
+            )
+            new._vem = True
+            raise new from error
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         shapes = [
             f"{name} {list(np.shape(x))}"
@@ -308,6 +327,90 @@ def model_errors(plate, args, kwargs):
         )
         new._vem = True
         raise new from error
+
+
+def _integer_scalars(args, kwargs) -> list[str]:
+    """The names of the 0-d integer arrays among the arguments (traced, so they
+    cannot set a shape)."""
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    return [
+        name
+        for name, x in zip(_argument_names(args, kwargs), leaves, strict=True)
+        if isinstance(x, jax.Array | np.ndarray)
+        and np.ndim(x) == 0
+        and jnp.issubdtype(x.dtype, jnp.integer)
+    ]
+
+
+def _empty_plate_error(error: AssertionError, args, kwargs) -> ValueError:
+    """A ValueError for numpyro's bare assertion on a plate of size 0, naming the
+    arguments that may have given it: arrays with no rows, counts below 1."""
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    suspects = []
+    for name, x in zip(_argument_names(args, kwargs), leaves, strict=True):
+        if isinstance(x, jax.Array | np.ndarray) and np.ndim(x) >= 1:
+            if np.shape(x)[0] == 0:
+                suspects.append(f"{name} has shape {list(np.shape(x))}")
+        elif isinstance(x, int | np.integer) and not isinstance(x, bool) and x < 1:
+            suspects.append(f"{name} = {x}")
+    which = "; ".join(suspects) if suspects else "no argument is empty or below 1"
+    new = ValueError(
+        f"a plate of the model has size < 1 (numpyro: {error}): {which}. Expected "
+        "every plate size >= 1: pass at least one image and counts >= 1 (e.g. "
+        "num_topics >= 1)"
+    )
+    new._vem = True
+    return new
+
+
+def check_key(rng_key, name: str = "rng_key") -> None:
+    """``TypeError`` unless ``rng_key`` is one PRNG key: a typed key
+    (``jax.random.key``) or a raw uint32 key (``jax.random.PRNGKey``)."""
+    if isinstance(rng_key, jax.Array | np.ndarray):
+        dtype = rng_key.dtype
+        if jnp.issubdtype(dtype, jax.dtypes.prng_key) and rng_key.ndim == 0:
+            return
+        if dtype == np.uint32 and rng_key.ndim == 1:
+            return
+        got = f"an array of dtype {dtype} and shape {list(rng_key.shape)}"
+    else:
+        got = f"{type(rng_key).__name__} {rng_key!r}"
+    seed = rng_key if isinstance(rng_key, int) and not isinstance(rng_key, bool) else 0
+    raise TypeError(
+        f"{name}: expected one PRNG key, got {got}: pass jax.random.key({seed})"
+    )
+
+
+def check_tolerance(tolerance) -> float:
+    """``tolerance`` as a float if it is a finite number >= 0, else a clear error."""
+    if isinstance(tolerance, bool) or not isinstance(
+        tolerance, int | float | np.integer | np.floating
+    ):
+        raise TypeError(
+            f"tolerance: expected a number >= 0 (a relative improvement), got "
+            f"{type(tolerance).__name__} {tolerance!r}: pass e.g. tolerance=1e-6"
+        )
+    if not (np.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(
+            f"tolerance: expected a finite number >= 0 (the relative improvement "
+            f"below which a fit stops; 0 runs every step), got {tolerance}: pass "
+            "tolerance=0 or a small positive value such as 1e-6"
+        )
+    return float(tolerance)
+
+
+def check_optimizer(optimizer) -> None:
+    """``TypeError`` unless ``optimizer`` is an optax transformation (``init`` and
+    ``update``)."""
+    if callable(getattr(optimizer, "init", None)) and callable(
+        getattr(optimizer, "update", None)
+    ):
+        return
+    raise TypeError(
+        f"optimizer: expected an optax.GradientTransformation, got "
+        f"{type(optimizer).__name__} {optimizer!r}: pass e.g. optax.adam(0.05), "
+        "or None for the default"
+    )
 
 
 def check_inputs(structure, plate, values, terms) -> None:
@@ -353,11 +456,10 @@ def warn_collapsed(posteriors, label: str = "the fit", stacklevel: int = 3) -> b
     if spread >= COLLAPSE_SPREAD:
         return False
     warnings.warn(
-        f"{label} collapsed: the images' posteriors differ from their average by "
-        f"{spread:.2g} on average (total variation, below {COLLAPSE_SPREAD}), so the "
-        "components explain every image alike (identical components or uniform "
-        "posteriors). With a graph penalty, lower lam (LapVar1/LapVar2, "
-        "LaplacianELBO); else try restarts=... or another start (init_params=...)",
+        f"{label} collapsed: the images' posteriors differ from their mean by "
+        f"{spread:.2g} (total variation, below {COLLAPSE_SPREAD}): every image is "
+        "explained alike. With a graph penalty lower lam; else try restarts=..., "
+        "fewer components or init_params=...",
         CollapsedFitWarning,
         stacklevel=stacklevel,
     )
@@ -373,9 +475,13 @@ def warn_empty(posteriors, label: str = "the fit") -> None:
     mass = np.asarray(jax.device_get(posteriors)).sum(0)
     empty = np.flatnonzero(mass < EMPTY_MASS)
     if empty.size:
+        shown = ", ".join(str(k) for k in empty[:MAX_LISTED])
+        more = (
+            f", ... ({empty.size - MAX_LISTED} more)" if empty.size > MAX_LISTED else ""
+        )
         warnings.warn(
             f"{label} left {empty.size} of {mass.size} components with less than "
-            f"{EMPTY_MASS} images of posterior mass: {empty.tolist()}. Try "
+            f"{EMPTY_MASS} images of posterior mass: [{shown}{more}]. Try "
             "restarts=..., fewer components, or another start (init_params=...)",
             EmptyComponentWarning,
             stacklevel=3,

@@ -7,7 +7,10 @@ plate and the chunk size, and gives the *local log joint*
 :math:`a_{ik} = \log p(x_i, z_i = k \mid \theta)` (chunk by chunk), the *log prior*
 :math:`\log p(\theta)` of the global sites and each global site's support
 bijection. It is hashable (a static argument of compiled functions): the VEM's
-layouts, start, M-step and Laplace draws take it instead of the ``VEM`` object.
+layouts, start, M-step and Laplace draws take it instead of the ``VEM`` object. It
+compares its model by value (:func:`~jaxannot.runtime.static_key.value_key`): a
+``functools.partial`` or a closure of the same code with equal bound values is the
+same declaration, and shares its compiled programs.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from jaxannot.inference.vem.declaration import (
     _support,
     _trace,
 )
+from jaxannot.runtime.static_key import value_key
 
 __all__ = ["DeclaredModel"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class DeclaredModel:
     """A declaration with one discrete per-image site, as the VEM helpers read it.
 
@@ -52,12 +56,27 @@ class DeclaredModel:
         Its image plate.
     chunk_size : int
         Images per chunk of the log joint.
+
+    Notes
+    -----
+    Two declarations are equal when their models have equal
+    :func:`~jaxannot.runtime.static_key.value_key` (same code, equal defaults,
+    closure values and partial arguments) and their other fields are equal.
     """
 
     model: Callable
     local_site: str = "z"
     plate: str = "image"
     chunk_size: int = 1024
+
+    def _key(self) -> tuple:
+        return (value_key(self.model), self.local_site, self.plate, self.chunk_size)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def setup(self, args, kwargs) -> tuple[_Setup, tuple]:
         """The static set-up of a call on ``args`` (structure, chunking, the

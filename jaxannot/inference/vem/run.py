@@ -16,7 +16,9 @@ import numpy as np
 import jax
 
 from jaxannot.inference.vem.checks import (
+    check_key,
     check_state,
+    check_tolerance,
     model_errors,
     raise_fault,
     warn_empty,
@@ -84,13 +86,16 @@ class Runs:
         Raises
         ------
         TypeError
-            ``num_steps`` or ``restarts`` not an int.
+            ``num_steps`` or ``restarts`` not an int, ``rng_key`` not a PRNG key,
+            ``tolerance`` not a number, a 0-d integer array where the model needs
+            a static value (a shape or a plate size: pass a Python int).
         ValueError
-            ``num_steps < 1``, ``init_params`` with an unknown or missing site, of
-            the wrong shape or off its support, a term with one label per image of
-            another plate size, NaN in the data reaching the log joint, an
-            observation outside its distribution's support (the images and sites
-            are named).
+            ``num_steps < 1``, ``tolerance`` negative or not finite, a plate of
+            size 0 (no images, ``num_topics=0``), ``init_params`` with an unknown
+            or missing site, of the wrong shape or off its support, a term with one
+            label per image of another plate size, NaN in the data reaching the
+            log joint, an observation outside its distribution's support (the
+            images and sites are named).
         FloatingPointError
             A non-finite log joint, posterior, objective or global value arose
             mid-fit; the message names the EM iteration and the step.
@@ -103,6 +108,9 @@ class Runs:
         """
         num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
         restarts = check_count("restarts", restarts)
+        tolerance = check_tolerance(tolerance)
+        if init_state is None:
+            check_key(rng_key)
         if restarts > 1 and (init_params is not None or init_state is not None):
             raise ValueError(
                 "restarts > 1 draws its own starts; pass init_params or init_state, "
@@ -161,6 +169,8 @@ class Runs:
         restarts = check_count("restarts", restarts)
         num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
         num_draws = check_count("num_draws", num_draws, 0)
+        tolerance = check_tolerance(tolerance)
+        check_key(rng_key)
         keys = jax.random.split(rng_key, restarts)
         opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
         fits = []
