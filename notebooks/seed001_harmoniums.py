@@ -88,7 +88,7 @@ FULL = {
     "rows": None,
 }
 SMALL = {
-    "datasets": ["wikipedia", "mfeat"],
+    "datasets": ["mfeat"],  # the same code as wikipedia's, with classes to check
     "topics": [3, 4],
     "topics_of": {},
     "seeds": [0],

@@ -49,8 +49,10 @@ def test_notebook_small(data_root, tmp_path, random_order_map, execute_notebook)
     assert len(pngs) == 3
     assert "| topics |" in text and "F1@5" in text
     res = json.loads(out.read_text())
-    assert set(res["classification"]) == {"wikipedia", "mfeat"}
-    for ds in ("wikipedia", "mfeat"):
+    # the small mode classifies mfeat alone (wikipedia runs the same code in full
+    # mode): its 10 balanced classes let the checks below say the latent spaces work
+    assert set(res["classification"]) == {"mfeat"}
+    for ds in ("mfeat",):
         r = res["classification"][ds]
         for m in ("mmh", "twh", "dwh-svm"):
             runs = r["accuracy_runs"][m]
@@ -109,7 +111,7 @@ def _check_printed_curves(text, res):
             r"^(\w+) ([\w-]+): K, CV accuracy (\[.*\])$", text, re.M
         )
     }
-    assert len(curves) == 6, curves
+    assert len(curves) == 3, curves
     for (ds, m), pts in curves.items():
         cv = res["classification"][ds]["cv_accuracy_mean"][m]
         assert [k for k, _ in pts] == [3, 4]
@@ -118,7 +120,7 @@ def _check_printed_curves(text, res):
     pr = re.findall(
         r"^(\w+) retrieval ([\w-]+): interpolated precision \[([^\]]*)\]", text, re.M
     )
-    assert len(pr) == 6
+    assert len(pr) == 3
     for _, _, values in pr:
         p = [float(v) for v in values.split()]
         assert len(p) == 11 and all(0.0 <= v <= 1.0 for v in p)
@@ -134,4 +136,4 @@ def _check_printed_curves(text, res):
         r = [float(v) for v in values.split()]
         assert len(r) == 20 and r == sorted(r) and 0.0 < r[-1] <= 1.0
     maps = re.findall(r"^(\w+) latent map ([\w-]+): 40 test images, t-SNE$", text, re.M)
-    assert len(maps) == 6
+    assert len(maps) == 3
