@@ -290,7 +290,7 @@ def as_graph(graph, name: str = "graph") -> Graph:
 
     Parameters
     ----------
-    graph : Graph, array [n, n] or scipy.sparse matrix
+    graph : Graph, an object with its fields, array [n, n] or scipy.sparse matrix
     name : str
         The argument's name, for the message.
 
@@ -306,8 +306,11 @@ def as_graph(graph, name: str = "graph") -> Graph:
         A matrix that is not square, not symmetric, or has negative or non-finite
         weights (:func:`from_scipy`).
     """
-    if isinstance(graph, Graph):
-        return graph
+    if isinstance(graph, Graph) or all(
+        hasattr(graph, field)
+        for field in ("senders", "receivers", "weights", "num_nodes")
+    ):
+        return graph  # a Graph, or an object with its four fields (duck-typed)
     if scipy.sparse.issparse(graph) or (
         isinstance(graph, np.ndarray | jax.Array) and np.ndim(graph) == 2
     ):
