@@ -134,12 +134,8 @@ class Runs:
                     "init_state use an E-step at the fit's weight: "
                     "estep.with_lam(result.lam)"
                 )
-            path, start = heldout.select_lam(
-                self, rng_key, num_steps, args, kwargs, opts
-            )
+            path = heldout.select_lam(self, rng_key, num_steps, args, kwargs, opts)
             lam = path.chosen
-            if init_params is None and restarts == 1:
-                init_params = start
             vem = copy.copy(self)
             vem.estep = self.estep.with_lam(lam)
         elif lam is not None and lam > 0 and self.estep.heldout_check:
