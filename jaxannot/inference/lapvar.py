@@ -317,7 +317,7 @@ class LapVar1(_Weighted):
         :data:`LAM_PATH`).
     heldout_check : bool
         With a given ``lam > 0``, :meth:`VEM.run <jaxannot.inference.VEM.run>`
-        also fits the masked model at 0 and ``lam`` (``2 * FOLDS`` more fits) and
+        also fits the masked model at 0 and ``lam`` (two more fits) and
         warns (``UserWarning``) when the graph does not tell or ``lam`` lowers the
         held-out evidence below 0's by more than a standard error
         (:func:`~jaxannot.inference.vem.heldout.check_lam`).

@@ -101,6 +101,7 @@ def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back():
     toy = weak_bernoulli(600, seed=0, **_TOY)
     result, _, caught = _fit(toy, LapVar1(toy.graph, 3.0), 0)
     assert result.lam == 3.0 and result.lam_path.lams == (0.0, 3.0)
+    assert result.lam_path.held_out_images == 60  # one fold of a tenth: two fits
     assert result.lam_path.heldout[1] < result.lam_path.heldout[0]
     assert any("held-out" in str(w.message) for w in caught)
     assert all(len(str(w.message)) < 300 for w in caught)
