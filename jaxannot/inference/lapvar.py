@@ -318,7 +318,8 @@ class LapVar1(_Weighted):
     heldout_check : bool
         With a given ``lam > 0``, :meth:`VEM.run <jaxannot.inference.VEM.run>`
         also fits the masked model at 0 and ``lam`` (two more fits) and
-        warns (``UserWarning``) when the graph does not tell or ``lam`` lowers the
+        warns (``UserWarning``) when the neighbours predict held-out images worse than
+        their prior or ``lam`` lowers the
         held-out evidence below 0's by more than a standard error
         (:func:`~jaxannot.inference.vem.heldout.check_lam`).
     sweeps, newton_steps : int

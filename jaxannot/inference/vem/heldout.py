@@ -70,7 +70,8 @@ compiled (3 to 5 s for its first).
 A given :math:`\lambda > 0` is checked the same way, on one fold of a ``HELD_OUT``
 fraction of the images (0.1) and at two points of the path, :math:`0` and the
 given one (two fits of the masked model, about twice a fit's cost):
-:func:`check_lam` warns when the graph does not tell (step 4) or when the given
+:func:`check_lam` warns when the neighbours' guess is worse than the prior by
+more than one standard error at 0 (step 4, the other way round) or when the given
 :math:`\lambda` lowers :math:`\bar s` below :math:`\lambda = 0`'s by more than one
 standard error.
 
@@ -337,11 +338,13 @@ def select_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
 
 
 def check_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
-    """Warn (``UserWarning``) when the E-step's given weight is one the graph does
-    not support: the graph does not tell (its neighbours' guess does not beat the
-    prior by ``GATE`` standard errors at weight 0), or the weight lowers the
-    held-out evidence below weight 0's by more than a standard error (module
-    docstring)."""
+    """Warn (``UserWarning``) when the evidence is against the E-step's given
+    weight: at weight 0 the graph's neighbours' guess is worse than the prior's by
+    more than a standard error, or the weight lowers the held-out evidence below
+    weight 0's by more than a standard error (module docstring). (Where
+    :func:`select_lam` asks the graph to prove it tells, a given weight is
+    trusted unless the held-out images say otherwise: a fit of a few dozen
+    images holds out a few, too few to prove anything.)"""
     lam = float(vem.estep.lam)
     lams = (0.0, lam)
     scores, alone, held = _path(vem, rng_key, num_steps, args, kwargs, opts, lams)
@@ -349,10 +352,10 @@ def check_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     ses = _stderr(scores, 0)
     gain, gain_se = _graph_gain(scores, alone)
     name = f"{type(vem.estep).__name__}(lam={lam:g})"
-    if gain <= GATE * gain_se:
+    if gain < -gain_se:
         warnings.warn(
             f"{name}: the graph's neighbours predict held-out images' observations "
-            f"no better than their prior ({gain:+.3g} nats an image, s.e. "
+            f"worse than their prior ({gain:+.3g} nats an image, s.e. "
             f"{gain_se:.2g}): the graph says nothing of this model; use lam=0 or "
             "lam='auto'",
             UserWarning,
