@@ -77,8 +77,10 @@ regularization. WWW 2008.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import numbers
 from typing import Any
 
 import jax
@@ -106,6 +108,7 @@ __all__ = [
     "lapvar1_sweep",
     "lapvar2_estep",
     "ALGORITHMS",
+    "LAM_PATH",
     "SCALES",
 ]
 
@@ -217,16 +220,73 @@ def lapvar2_estep(
     return best_phi, best_q
 
 
-def _effective_lam(graph: Any, lam: float, scale: str) -> float:
-    """``lam`` divided by the graph's mean degree (``scale="mean_degree"``)."""
+#: The weights ``lam="auto"`` tries (mean-degree scale), warm-started in this order.
+LAM_PATH = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+def _check_lam(lam) -> float | str:
+    """``lam`` as a float >= 0, or ``"auto"``."""
+    if isinstance(lam, str):
+        if lam != "auto":
+            raise ValueError(f"lam must be 'auto' or a number >= 0, got {lam!r}")
+        return lam
+    if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
+        raise TypeError(f"lam must be 'auto' or a number >= 0, got {lam!r}")
     if not math.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite number >= 0, got {lam}")
+        raise ValueError(f"lam must be a finite number >= 0 or 'auto', got {lam}")
+    return float(lam)
+
+
+def _check_path(lam_path) -> tuple:
+    path = tuple(float(x) for x in lam_path)
+    if len(path) < 2 or path[0] != 0.0 or any(not math.isfinite(x) for x in path):
+        raise ValueError(
+            f"lam_path must start at 0 and hold at least 2 finite weights, got {path}"
+        )
+    if any(b <= a for a, b in zip(path, path[1:], strict=False)):
+        raise ValueError(f"lam_path must increase, got {path}")
+    return path
+
+
+def _unit(graph: Any, scale: str) -> float:
+    """The factor from ``lam`` to the raw graph's weight: 1 / mean degree
+    (``scale="mean_degree"``) or 1."""
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {list(SCALES)}, got {scale!r}")
-    return float(lam) / (mean_degree(graph) if scale == "mean_degree" else 1.0)
+    return 1.0 / (mean_degree(graph) if scale == "mean_degree" else 1.0)
 
 
-class LapVar1:
+class _Weighted:
+    """What LapVar1 and LapVar2 share: the weight ``lam`` (a number or ``"auto"``),
+    its path, the held-out check, and copies at another weight."""
+
+    lam: float | str
+    lam_path: tuple
+    heldout_check: bool
+    _unit: float
+
+    def _set_lam(self, lam, lam_path, heldout_check) -> float:
+        self.lam = _check_lam(lam)
+        self.lam_path = _check_path(lam_path)
+        self.heldout_check = bool(heldout_check)
+        value = 0.0 if self.lam == "auto" else self.lam
+        self.effective_lam = value * self._unit
+        return self.effective_lam
+
+    def with_lam(self, lam: float):
+        """A copy at the fixed weight ``lam`` (same graph tables; no check)."""
+        new = copy.copy(self)
+        new.lam, new.heldout_check = _check_lam(float(lam)), False
+        new.effective_lam = new.lam * self._unit
+        new.arrays = (
+            self.arrays[0],
+            jnp.float32(new.effective_lam),
+            *self.arrays[2:],
+        )
+        return new
+
+
+class LapVar1(_Weighted):
     """LapVar1 as an E-step transform of :class:`~jaxannot.inference.VEM`.
 
     Each E-step runs ``sweeps`` LapVar1 sweeps (:func:`lapvar1_sweep`) from the
@@ -239,13 +299,29 @@ class LapVar1:
         Symmetric weighted graph over the images of the fit (its ``num_nodes`` is
         the image plate's size), or its adjacency matrix (dense or
         ``scipy.sparse``; :func:`~jaxannot.graph.as_graph`, diagonal dropped).
-    lam : float
+    lam : float or "auto"
         Penalty weight :math:`\\lambda \\ge 0` on the graph scaled to mean degree 1
-        (module docstring): 1 is the library's default, 0 plain VI. On a 600-image
-        mixture whose 10-NN graph joins the true cluster 73 % of the time, 1 raises
-        the ARI from 0.67 (plain VEM) to 0.84, and the fit collapses (every
-        component the same, with a warning) from about 6
-        (``benchmarks/graph_regularization.py``).
+        (module docstring); 0 is plain VI. ``"auto"`` (the default): chosen by
+        :meth:`VEM.run <jaxannot.inference.VEM.run>` for each fit on the model's own
+        held-out evidence along ``lam_path``
+        (:mod:`~jaxannot.inference.vem.heldout`; the result's ``lam`` and
+        ``lam_path``): 0 unless the graph's neighbours predict held-out images'
+        observations better than their prior, at the cost of ``FOLDS *
+        len(lam_path)`` more fits (30 at the defaults). No weight
+        transfers between models: on a 600-image mixture of unigrams whose 10-NN
+        graph joins the true cluster 73 % of the time, 1 raises the ARI from 0.67
+        (plain VEM) to 0.84; on issue 43's weak Bernoulli mixture it lowers it
+        (``benchmarks/graph_regularization.py``, ``docs/modelling.md``).
+    lam_path : sequence of float
+        The weights ``"auto"`` tries, from 0, increasing (default
+        :data:`LAM_PATH`).
+    heldout_check : bool
+        With a given ``lam > 0``, :meth:`VEM.run <jaxannot.inference.VEM.run>`
+        also fits the masked model at 0 and ``lam`` (two more fits) and
+        warns (``UserWarning``) when the neighbours predict held-out images worse than
+        their prior or ``lam`` lowers the
+        held-out evidence below 0's by more than a standard error
+        (:func:`~jaxannot.inference.vem.heldout.check_lam`).
     sweeps, newton_steps : int
         Sweeps per E-step; Newton steps on each variable's multiplier
         (:func:`~jaxannot.inference.lapvar_update.newton_update`).
@@ -261,7 +337,7 @@ class LapVar1:
     ----------
     effective_lam : float
         The weight of the raw graph's :math:`R`: ``lam / mean_degree(graph)``
-        (``lam`` with ``scale="none"``).
+        (``lam`` with ``scale="none"``); 0 while ``lam`` is ``"auto"``.
     """
 
     keep_best = False
@@ -269,18 +345,22 @@ class LapVar1:
     def __init__(
         self,
         graph: Any,
-        lam: float = 1.0,
+        lam: float | str = "auto",
         *,
         sweeps: int = 1,
         newton_steps: int = 10,
         schedule: str = "colouring",
         seed: int = 0,
         scale: str = "mean_degree",
+        lam_path=LAM_PATH,
+        heldout_check: bool = True,
     ):
         if int(sweeps) < 1 or int(newton_steps) < 1:
             raise ValueError("sweeps and newton_steps must be >= 1")
         graph = as_graph(graph)
-        self.effective_lam = _effective_lam(graph, lam, scale)
+        self.graph = graph
+        self._unit = _unit(graph, scale)
+        self._set_lam(lam, lam_path, heldout_check)
         self.num_nodes = int(graph.num_nodes)
         self.sweeps, self.newton_steps = int(sweeps), int(newton_steps)
         table = neighbour_table(graph, schedule=schedule, seed=seed)
@@ -315,7 +395,7 @@ class LapVar2(LapVar1):
 
     Parameters
     ----------
-    graph, lam, scale : as :class:`LapVar1`
+    graph, lam, scale, lam_path, heldout_check : as :class:`LapVar1`
     gamma : float
         Smoothing rate in (0, 1].
     smoothing : int
@@ -327,16 +407,20 @@ class LapVar2(LapVar1):
     def __init__(
         self,
         graph: Any,
-        lam: float = 1.0,
+        lam: float | str = "auto",
         *,
         gamma: float = 0.5,
         smoothing=10,
         scale: str = "mean_degree",
+        lam_path=LAM_PATH,
+        heldout_check: bool = True,
     ):
         if not 0 < gamma <= 1 or int(smoothing) < 1:
             raise ValueError("gamma must be in (0, 1] and smoothing >= 1")
         graph = as_graph(graph)
-        self.effective_lam = _effective_lam(graph, lam, scale)
+        self.graph = graph
+        self._unit = _unit(graph, scale)
+        self._set_lam(lam, lam_path, heldout_check)
         self.num_nodes = int(graph.num_nodes)
         self.smoothing = int(smoothing)
         table = neighbour_table(graph, schedule="sequential", blocks=False)

@@ -263,6 +263,12 @@ class VEM(Runs, FoldIn):
     # ---------------------------------------------------------------- API
     def _prepare(self, args, kwargs):
         """Set-up, layout and placed data of a call on ``args``."""
+        if getattr(self.estep, "lam", None) == "auto":
+            raise ValueError(
+                f"{type(self.estep).__name__}(lam='auto') has its weight chosen by "
+                "run(); for init, update or run_restarts pass a number: "
+                "estep.with_lam(result.lam) or lam=..."
+            )
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
         nodes = getattr(self.estep, "num_nodes", setup.structure.num_images)

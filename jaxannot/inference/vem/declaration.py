@@ -203,6 +203,8 @@ def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
         lp = jnp.broadcast_to(
             lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
         )
+        if site.get("mask") is not None:  # numpyro.handlers.mask: 0 where False
+            lp = jnp.where(jnp.broadcast_to(site["mask"], lp.shape), lp, 0.0)
         if site.get("scale") is not None:
             lp = lp * (site["scale"] * rescale)
         axis = lp.ndim + image_dim

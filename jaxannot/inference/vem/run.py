@@ -11,10 +11,14 @@
 
 from __future__ import annotations
 
+import copy
+import warnings
+
 import numpy as np
 
 import jax
 
+from jaxannot.inference.vem import heldout
 from jaxannot.inference.vem.checks import (
     check_key,
     check_state,
@@ -28,7 +32,10 @@ from jaxannot.inference.vem.steps import VEMResult, VEMState
 from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps
 
-__all__ = ["Runs", "final_objective", "run_one"]
+__all__ = ["EARLY_STOP", "Runs", "final_objective", "run_one", "warn_early_stop"]
+
+#: A fit that keeps its best iterate and stops within this many EM iterations warns.
+EARLY_STOP = 3
 
 
 class Runs:
@@ -119,19 +126,36 @@ class Runs:
         if init_params is not None and init_state is not None:
             raise ValueError("pass init_params (a new fit) or init_state, not both")
         opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
+        vem, lam, path = self, getattr(self.estep, "lam", None), None
+        if lam == "auto":
+            if init_state is not None:
+                raise ValueError(
+                    "lam='auto' chooses its weight for a new fit; to go on from "
+                    "init_state use an E-step at the fit's weight: "
+                    "estep.with_lam(result.lam)"
+                )
+            path = heldout.select_lam(self, rng_key, num_steps, args, kwargs, opts)
+            lam = path.chosen
+            vem = copy.copy(self)
+            vem.estep = self.estep.with_lam(lam)
+        elif lam is not None and lam > 0 and self.estep.heldout_check:
+            if init_state is None:
+                path = heldout.check_lam(self, rng_key, num_steps, args, kwargs, opts)
         if restarts == 1:
             result = run_one(
-                self, rng_key, num_steps, args, kwargs, init_params, opts, init_state
+                vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state
             )
         else:
             fits = [
-                run_one(self, key, num_steps, args, kwargs, None, opts)
+                run_one(vem, key, num_steps, args, kwargs, None, opts)
                 for key in jax.random.split(rng_key, restarts)
             ]
             result = max(fits, key=final_objective)
+        if vem.estep.keep_best and init_state is None:
+            warn_early_stop(result, num_steps, type(vem.estep).__name__)
         if self.warn_empty:
             warn_empty(result.posteriors)
-        return result
+        return result._replace(lam=lam, lam_path=path)
 
     def run_restarts(
         self,
@@ -226,3 +250,22 @@ def final_objective(result: VEMResult) -> float:
     objective = -np.asarray(result.losses, np.float64)
     finite = objective[np.isfinite(objective)]
     return float(finite[-1]) if finite.size else -np.inf
+
+
+def warn_early_stop(result: VEMResult, num_steps: int, name: str) -> bool:
+    """Warn (``UserWarning``) when a fit that keeps its best iterate (LapVar2)
+    stopped within ``EARLY_STOP`` EM iterations of ``num_steps > EARLY_STOP``: it
+    then sits near its start (issue 43: ARI 0.02 to 0.04 where the same fit run on
+    reaches 0.35), a state the collapse check does not see. Returns whether it
+    warned."""
+    ran = int(np.isfinite(np.asarray(result.losses)).sum())
+    if num_steps <= EARLY_STOP or ran > EARLY_STOP:
+        return False
+    warnings.warn(
+        f"{name} stopped after {ran} EM iterations (its objective fell): the fit is "
+        "near its random start. Use LapVar1, lam='auto' or a smaller lam, or "
+        "another rng_key",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True

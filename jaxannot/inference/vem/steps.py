@@ -99,6 +99,14 @@ class VEMResult(NamedTuple):
     state : VEMState or None
         The fit's final state: ``vem.run(key, n, *args, init_state=result.state)``
         goes on from it.
+    lam : float or None
+        A graph E-step's weight in this fit (the chosen one with ``lam="auto"``);
+        None without a weight.
+    lam_path : LamPath or None
+        The weights tried on held-out evidence and their scores
+        (:class:`~jaxannot.inference.vem.heldout.LamPath`): the whole path with
+        ``lam="auto"``, 0 and the given weight with the held-out check; None
+        without either.
     """
 
     params: dict
@@ -107,6 +115,8 @@ class VEMResult(NamedTuple):
     draws: dict | None = None
     draw_posteriors: jax.Array | None = None
     state: VEMState | None = None
+    lam: float | None = None
+    lam_path: Any = None
 
 
 @runtime_checkable

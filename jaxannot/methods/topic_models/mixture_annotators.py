@@ -272,6 +272,7 @@ def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
         sweeps=int(sweeps),
         newton_steps=int(newton_steps),
         schedule=schedule,
+        heldout_check=False,  # lap-mix-unigram's lam is its own hyper-parameter
     )
 
 
@@ -310,7 +311,13 @@ def _lap_fit(
     if algorithm == "lapvar1":
         estep = _lapvar1(graph, lam, sweeps, newton_steps, schedule)
     else:
-        estep = lapvar.LapVar2(graph, lam, gamma=gamma, smoothing=int(smoothing_steps))
+        estep = lapvar.LapVar2(
+            graph,
+            lam,
+            gamma=gamma,
+            smoothing=int(smoothing_steps),
+            heldout_check=False,
+        )
     warm_key, run_key = jax.random.split(rng_key)
     init = None
     if int(warm_start) > 0:  # plain EM first: the regularized EM refines its optimum

@@ -1,0 +1,139 @@
+"""``lam="auto"``: the graph penalty's weight chosen on held-out evidence (issue 43,
+point 3), the warning at a harmful fixed weight and LapVar2's early stop."""
+
+import importlib.util
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.inference import VEM, LapVar1, LapVar2
+from jaxannot.inference.vem.heldout import GATE, LamPath
+from jaxannot.inference.vem.run import warn_early_stop
+from jaxannot.inference.vem.steps import VEMResult
+
+_spec = importlib.util.spec_from_file_location(
+    "_graph_toy", pathlib.Path(__file__).with_name("_graph_toy.py")
+)
+_toy_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_toy_module)
+weak_bernoulli = _toy_module.weak_bernoulli
+bernoulli_mixture = _toy_module.bernoulli_mixture
+bernoulli_m_step = _toy_module.bernoulli_m_step
+
+_TOY = dict(contrast=0.15, view_separation=0.8)
+
+
+def _fit(toy, estep, seed, steps=60):
+    vem = VEM(bernoulli_mixture, "z", estep=estep, m_step=bernoulli_m_step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = vem.run(
+            jax.random.key(seed),
+            steps,
+            jnp.asarray(toy.x),
+            num_classes=4,
+            progress_bar=False,
+        )
+    ari = adjusted_rand_score(toy.truth, np.asarray(result.posteriors).argmax(1))
+    return result, float(ari), [w for w in caught if w.category is UserWarning]
+
+
+@pytest.fixture(scope="module")
+def weak_fits():
+    """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture, seeds 0-2,
+    with the graph that carries the classes and a random one: ``{(graph, seed):
+    (plain ARI, auto ARI, auto result)}``."""
+    fits = {}
+    for graph in ("classes", "random"):
+        for seed in range(3):
+            toy = weak_bernoulli(600, seed=seed, random_graph=graph == "random", **_TOY)
+            _, plain, _ = _fit(toy, None, seed)
+            result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed)
+            fits[graph, seed] = plain, auto, result
+    return fits
+
+
+def test_auto_keeps_zero_on_a_random_graph(weak_fits):
+    for seed in range(3):
+        plain, auto, result = weak_fits["random", seed]
+        path = result.lam_path
+        assert isinstance(path, LamPath)
+        assert path.lams == (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+        assert path.held_out_images == 600  # five folds: every image once
+        # measured -0.036, -0.043, -0.022 nats an image (s.e. 0.014): the random
+        # neighbours predict worse than the image's own prior
+        assert path.graph_gain <= GATE * path.graph_gain_se, path
+        assert result.lam == path.chosen == 0.0
+        assert auto >= plain, (seed, auto, plain)
+
+
+def test_auto_beats_plain_where_the_graph_carries_the_classes(weak_fits):
+    # plain VEM 0.35, 0.33, 0.37 over these seeds
+    gains = []
+    for seed in range(3):
+        plain, auto, result = weak_fits["classes", seed]
+        # measured +0.13, +0.20, +0.18 nats an image (s.e. 0.017)
+        assert result.lam_path.graph_gain > 4 * result.lam_path.graph_gain_se
+        assert result.lam > 0, result.lam_path
+        assert auto >= plain + 0.01, (seed, auto, plain)
+        gains.append(auto - plain)
+    assert np.mean(gains) >= 0.04, gains
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met: +0.05 ARI on every seed; measured +0.036, +0.085, +0.018, and "
+    "no weight of the path reaches +0.05 on seeds 0 and 2 (best +0.036, +0.031)",
+)
+def test_auto_gains_the_issues_005_on_every_seed(weak_fits):
+    for seed in range(3):
+        plain, auto, _ = weak_fits["classes", seed]
+        assert auto >= plain + 0.05, (seed, auto, plain)
+
+
+def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back():
+    toy = weak_bernoulli(600, seed=0, **_TOY)
+    result, _, caught = _fit(toy, LapVar1(toy.graph, 3.0), 0)
+    assert result.lam == 3.0 and result.lam_path.lams == (0.0, 3.0)
+    assert result.lam_path.held_out_images == 60  # one fold of a tenth: two fits
+    assert result.lam_path.heldout[1] < result.lam_path.heldout[0]
+    assert any("held-out" in str(w.message) for w in caught)
+    assert all(len(str(w.message)) < 300 for w in caught)
+    _, _, quiet = _fit(toy, LapVar1(toy.graph, 3.0, heldout_check=False), 0)
+    assert not any("held-out" in str(w.message) for w in quiet)
+
+
+def test_auto_refuses_init_and_bad_weights():
+    toy = weak_bernoulli(40, seed=0, **_TOY)
+    vem = VEM(bernoulli_mixture, "z", estep=LapVar1(toy.graph))
+    with pytest.raises(ValueError, match="auto"):
+        vem.init(jax.random.key(0), jnp.asarray(toy.x), num_classes=2)
+    with pytest.raises(ValueError, match="lam"):
+        LapVar1(toy.graph, "often")
+    with pytest.raises(ValueError, match="lam_path"):
+        LapVar2(toy.graph, lam_path=(0.1, 1.0))
+    fixed = LapVar1(toy.graph).with_lam(0.5)
+    assert fixed.lam == 0.5 and float(fixed.arrays[1]) == pytest.approx(
+        0.5 * fixed._unit
+    )
+
+
+def test_lapvar2_stopping_at_its_start_warns():
+    def result(finite):
+        losses = np.full(50, np.nan)
+        losses[:finite] = -1.0
+        return VEMResult({}, jnp.zeros((2, 2)), losses)
+
+    with pytest.warns(UserWarning, match="stopped after 2 EM iterations") as rec:
+        assert warn_early_stop(result(2), 50, "LapVar2")
+    assert len(str(rec[0].message)) < 300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not warn_early_stop(result(4), 50, "LapVar2")
+        assert not warn_early_stop(result(2), 3, "LapVar2")
