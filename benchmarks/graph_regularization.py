@@ -87,10 +87,15 @@ def _vem_rows(toy, lams, lapvar2_lams, iterations):
     rows = [{"fit": "plain VEM", "lam": 0.0, **fit(None)}]
     for lam in lams:
         rows.append(
-            {"fit": "LapVar1", "lam": lam, **fit(lapvar.LapVar1(toy.graph, lam))}
+            {
+                "fit": "LapVar1",
+                "lam": lam,
+                # the fit at each fixed lambda alone (no held-out check's two fits)
+                **fit(lapvar.LapVar1(toy.graph, lam, heldout_check=False)),
+            }
         )
     for lam in lapvar2_lams:
-        estep = lapvar.LapVar2(toy.graph, lam, gamma=0.25)
+        estep = lapvar.LapVar2(toy.graph, lam, gamma=0.25, heldout_check=False)
         rows.append({"fit": "LapVar2", "lam": lam, **fit(estep)})
     return rows
 
