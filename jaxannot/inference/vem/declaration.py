@@ -4,11 +4,13 @@ A trace of the model gives its global latent sites, the plate of images and the 
 discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
 fit). The set-up traces run on shapes only (:func:`_abstract_trace`: the model is traced
 under ``jax.eval_shape`` and only static facts leave it), so setting up a fit costs the
-same on ten images as on a million; a model that needs concrete values to run (Python
-control flow on its data) is traced eagerly instead. :func:`_per_image` and
-:func:`_out_of_plate` sum a trace's log densities per image and outside the plate;
-:func:`_split_leaves` / :func:`_join_leaves` separate a call's array arguments (traced)
-from the rest (static, part of the compile key).
+same on ten images as on a million. A model that needs some of its data's values
+(``int(np.max(annotations)) + 1``, Python control flow on its data) gets those arrays
+by value (:func:`_read_by_value`, :class:`_Concrete`: static leaves keyed on their
+content); a value no data can give is a :class:`DeclarationError` naming the line.
+:func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per image and
+outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a call's
+array arguments (traced) from the rest (static, part of the compile key).
 """
 
 from __future__ import annotations
@@ -170,8 +172,8 @@ def _read_by_value(model, local_site, plate, args, kwargs):
     The model is traced on its arrays' shapes; if it needs some values (its sizes
     read as ``int(np.max(annotations)) + 1``, indices, Python control flow on the
     data), every array is given by value, then each in turn is traced again on its
-    shape and stays so where the model still runs (the fewest constants in the
-    compiled code, in argument order). If the model still needs a value with
+    shape and stays so where the model still runs (a minimal set of constants in
+    the compiled code, found in argument order). If the model still needs a value with
     every array given, it reads one of a latent site, of the local site or of the
     plate's indices, which no data can give: a :class:`DeclarationError` names the
     line and the fix.
