@@ -4,26 +4,33 @@ A trace of the model gives its global latent sites, the plate of images and the 
 discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
 fit). The set-up traces run on shapes only (:func:`_abstract_trace`: the model is traced
 under ``jax.eval_shape`` and only static facts leave it), so setting up a fit costs the
-same on ten images as on a million; a model that needs concrete values to run (Python
-control flow on its data) is traced eagerly instead. :func:`_per_image` and
-:func:`_out_of_plate` sum a trace's log densities per image and outside the plate;
-:func:`_split_leaves` / :func:`_join_leaves` separate a call's array arguments (traced)
-from the rest (static, part of the compile key).
+same on ten images as on a million. A model that needs some of its data's values
+(``int(np.max(annotations)) + 1``, Python control flow on its data) gets those arrays
+by value (:func:`_read_by_value`, :class:`_Concrete`: static leaves keyed on their
+content); a value no data can give is a :class:`DeclarationError` naming the line.
+:func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per image and
+outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a call's
+array arguments (traced) from the rest (static, part of the compile key).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import os
+import traceback
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
+import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.infer import init_to_uniform
+
+from jaxannot.runtime.static_key import array_key
 
 __all__: list[str] = []
 
@@ -83,30 +90,158 @@ def _shape_of(x):
     return jax.ShapeDtypeStruct(np.shape(x), jax.dtypes.canonicalize_dtype(x.dtype))
 
 
-def _abstract_trace(model, substitutions, args, kwargs, read: Callable):
+class _Concrete:
+    """An array argument the model reads by value (a size, an index, control flow).
+
+    It is a static leaf of the call: the model gets it as a NumPy array in every
+    trace (as numpyro's MCMC gives a model its NumPy arguments, so that
+    ``int(np.max(x))`` is a number, not a tracer), the compiled code holds its
+    values as constants, and compiled programs are keyed on its content
+    (:func:`~jaxannot.runtime.static_key.array_key`, computed once), so a fit on
+    equal values reuses them."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+        self.key: Hashable = array_key(self.value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Concrete) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"_Concrete({self.key[:3]})"
+
+
+def _unwrap_leaf(x):
+    return x.value if isinstance(x, _Concrete) else x
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, jax.Array | np.ndarray)
+
+
+def _abstract_trace(model, substitutions, args, kwargs, read: Callable, eager=True):
     """``read(trace)`` of a trace of the model on the *shapes* of its array arguments.
 
     The model runs under ``jax.eval_shape``: nothing of the data's size is computed,
     whatever the number of images. ``read`` must return static values (names, sizes,
-    types), never arrays of the trace. A model that needs concrete values falls back
-    to an eager trace.
+    types), never arrays of the trace. Leaves marked :class:`_Concrete` are given as
+    they are. A model that needs concrete values falls back to an eager trace
+    (``eager=False``: the JAX error is raised instead).
     """
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    is_array = [isinstance(x, jax.Array | np.ndarray) for x in leaves]
+    is_array = [_is_array(x) for x in leaves]
     shapes = [_shape_of(x) for x, a in zip(leaves, is_array, strict=True) if a]
     out = []
 
     def run(arrays):
         it = iter(arrays)
-        full = [next(it) if a else x for x, a in zip(leaves, is_array, strict=True)]
+        full = [
+            next(it) if a else _unwrap_leaf(x)
+            for x, a in zip(leaves, is_array, strict=True)
+        ]
         a, kw = jax.tree_util.tree_unflatten(treedef, full)
         out.append(read(_trace(model, substitutions, a, kw)))
 
     try:
         jax.eval_shape(run, shapes)
     except _NEEDS_VALUES:
-        return read(_trace(model, substitutions, args, kwargs))
+        if not eager:
+            raise
+        a, kw = jax.tree_util.tree_unflatten(treedef, [_unwrap_leaf(x) for x in leaves])
+        return read(_trace(model, substitutions, a, kw))
     return out[0]
+
+
+def _mark(args, kwargs, marked):
+    """``(args, kwargs)`` with the array leaves at the indices ``marked`` wrapped
+    as :class:`_Concrete`."""
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    leaves = [_Concrete(x) if i in marked else x for i, x in enumerate(leaves)]
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _read_by_value(model, local_site, plate, args, kwargs):
+    """``(structure, args, kwargs)``: the model's :class:`_Structure` and its
+    arguments with the array leaves it needs by value marked :class:`_Concrete`.
+
+    The model is traced on its arrays' shapes; if it needs some values (its sizes
+    read as ``int(np.max(annotations)) + 1``, indices, Python control flow on the
+    data), every array is given by value, then each in turn is traced again on its
+    shape and stays so where the model still runs (a minimal set of constants in
+    the compiled code, found in argument order). If the model still needs a value with
+    every array given, it reads one of a latent site, of the local site or of the
+    plate's indices, which no data can give: a :class:`DeclarationError` names the
+    line and the fix.
+    """
+    try:
+        return (
+            _inspect(model, local_site, plate, args, kwargs, eager=False),
+            args,
+            kwargs,
+        )
+    except _NEEDS_VALUES:
+        pass
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    marked = {i for i, x in enumerate(leaves) if _is_array(x)}
+    try:
+        structure = _inspect(
+            model, local_site, plate, *_mark(args, kwargs, marked), eager=False
+        )
+    except _NEEDS_VALUES as error:
+        raise _untraceable(error, local_site, plate) from error
+    for i in sorted(marked):
+        fewer = marked - {i}
+        try:
+            s = _inspect(
+                model, local_site, plate, *_mark(args, kwargs, fewer), eager=False
+            )
+        except _NEEDS_VALUES:
+            continue
+        marked, structure = fewer, s
+    return (structure, *_mark(args, kwargs, marked))
+
+
+# files whose frames are not the modeller's line
+_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, np, numpyro)) + (
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    + os.sep,  # jaxannot
+    os.path.dirname(os.__file__) + os.sep,
+)
+
+
+def _modeller_line(error: BaseException) -> str:
+    """``path:line: source`` of the last frame of ``error``'s traceback outside
+    jax, numpy, numpyro, jaxannot and the standard library ("" if none)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(f.filename).startswith(_LIBRARIES)
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: {(f.line or '').strip()}"
+
+
+def _untraceable(error: BaseException, local_site, plate) -> DeclarationError:
+    """The error of a model that needs a value VEM traces whatever the data."""
+    line = _modeller_line(error)
+    where = f" at {line}" if line else ""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return DeclarationError(
+        f"the model needs the concrete value of a traced quantity{where} "
+        f"({type(error).__name__}: {first}). VEM gives the model its data arrays "
+        "by value where it reads them (sizes, indices), but the values of the "
+        f"global sites, of the local site {local_site!r} and plate {plate!r}'s "
+        "indices are traced: write this with jax.numpy (jnp.where, lax.cond, "
+        "jnp.max) instead of Python if / int() / float() / numpy on them, or pass "
+        "a size as a Python int keyword"
+    )
 
 
 def _support(site):
@@ -128,10 +263,10 @@ def _unwrap(fn):
     return fn
 
 
-def _inspect(model, local_site, plate, args, kwargs) -> _Structure:
+def _inspect(model, local_site, plate, args, kwargs, eager=True) -> _Structure:
     """The model's :class:`_Structure`, from a trace on shapes only."""
     return _abstract_trace(
-        model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate)
+        model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate), eager
     )
 
 
@@ -240,7 +375,7 @@ class _Setup(NamedTuple):
 
 def _split_leaves(args, kwargs):
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    is_dynamic = tuple(isinstance(x, jax.Array | np.ndarray) for x in leaves)
+    is_dynamic = tuple(_is_array(x) for x in leaves)
     static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
     dynamic = tuple(
         jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
@@ -248,10 +383,13 @@ def _split_leaves(args, kwargs):
     return treedef, static, is_dynamic, dynamic
 
 
-def _join_leaves(setup: _Setup, dynamic):
+def _join_leaves(setup: _Setup, dynamic, unwrap: bool = True):
+    """The call's ``(args, kwargs)`` from its static and ``dynamic`` leaves; the
+    arrays the model reads by value as given (``unwrap=False``: as
+    :class:`_Concrete`, to set up another call on them)."""
     it = iter(dynamic)
     leaves = [
-        next(it) if d else s
+        next(it) if d else (_unwrap_leaf(s) if unwrap else s)
         for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
     ]
     return jax.tree_util.tree_unflatten(setup.treedef, leaves)

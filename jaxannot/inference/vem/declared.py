@@ -28,9 +28,9 @@ from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.declaration import (
     DeclarationError,
-    _inspect,
     _out_of_plate,
     _per_image,
+    _read_by_value,
     _Setup,
     _split_leaves,
     _subsamples,
@@ -80,8 +80,12 @@ class DeclaredModel:
 
     def setup(self, args, kwargs) -> tuple[_Setup, tuple]:
         """The static set-up of a call on ``args`` (structure, chunking, the
-        arguments' static leaves) and its array leaves."""
-        structure = _inspect(self.model, self.local_site, self.plate, args, kwargs)
+        arguments' static leaves) and its traced array leaves. Arrays the model
+        reads by value (a size as ``int(np.max(x)) + 1``) are static leaves, keyed
+        on their content."""
+        structure, args, kwargs = _read_by_value(
+            self.model, self.local_site, self.plate, args, kwargs
+        )
         treedef, static, is_dynamic, dynamic = _split_leaves(args, kwargs)
         n = structure.num_images
         chunk = min(self.chunk_size, n)

@@ -246,7 +246,7 @@ def plan(vem, setup: _Setup, args, kwargs, dynamic):
 def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
     """The setup of one device's block of images, or None if the model cannot be
     traced on it."""
-    args, kwargs = _join_leaves(setup, tuple(map(jnp.asarray, block)))
+    args, kwargs = _join_leaves(setup, tuple(map(jnp.asarray, block)), unwrap=False)
     dm = vem.declared
     try:
         structure = _inspect(dm.model, dm.local_site, dm.plate, args, kwargs)

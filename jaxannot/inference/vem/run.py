@@ -67,7 +67,9 @@ class Runs:
             compiled shape: runs of any length share one compiled loop.
         *args, **kwargs
             The model's arguments. Arrays are traced (a new corpus of the same shape
-            reuses the compiled fit); other values are static.
+            reuses the compiled fit); other values are static, and so are arrays
+            the model reads by value (``int(np.max(x)) + 1``): given as NumPy
+            arrays, keyed on their content (new values compile again).
         init_params : dict, optional
             Constrained starting values of the global sites, checked by name, shape
             and support (default: :meth:`init_params`, random soft assignments then
