@@ -62,15 +62,13 @@ def _frequencies(words: np.ndarray) -> np.ndarray:
     return (words.sum(axis=0) / total).astype(np.float32)
 
 
-#: The least positive float32: knn's heat-kernel width must be at least this.
-_TINY = float(np.finfo(np.float32).tiny)
-
-
 def check_fitted_support(name: str, params) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
     ``params`` of ``empirical`` or ``knn`` lie in their support: every floating
     array finite, the word ``frequency`` a distribution (non-negative, summing to 1
-    within 1e-3) and knn's heat-kernel ``width`` positive (it divides).
+    within 1e-3) and knn's heat-kernel ``width`` non-negative (0 when every sampled
+    neighbour is a twin, e.g. a single feature with repeated values: the vote floors
+    it at 1e-12).
 
     Parameters
     ----------
@@ -88,7 +86,7 @@ def check_fitted_support(name: str, params) -> None:
     )
     width = getattr(params, "width", None)
     if width is not None:
-        check_support(f"{name}: width", width, iteration="closed form", lower=_TINY)
+        check_support(f"{name}: width", width, iteration="closed form")
 
 
 # ------------------------------------------------------------------ empirical
