@@ -3,9 +3,9 @@
 A fit whose float32 arithmetic drifted (issue 50: CVB0's topic-word counts turned
 negative at 100,000 images) must not hand back parameters outside the support: any
 score computed from them is wrong or NaN. :func:`check_support` costs one reduction
-on the device per bound (one more for a simplex) and raises :class:`SupportError`,
-naming the site and the iteration, when an array is not finite, leaves its bounds or
-has rows off the simplex; :func:`check_finite_tree` checks every floating leaf of a
+per bound (one more for a simplex; on the device for a jax array, in numpy for a host
+one) and raises :class:`SupportError`, naming the site and the iteration, when an
+array is not finite, leaves its bounds or has rows off the simplex; :func:`check_finite_tree` checks every floating leaf of a
 params tree on the host. :func:`first_failing` finds the first iteration of a
 per-iteration trace of minima that left the support.
 """
