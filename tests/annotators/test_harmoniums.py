@@ -139,8 +139,9 @@ def test_a_diverged_fit_is_an_error_naming_the_step_size(
     message = str(err.value)
     assert message.startswith(f"{name}: ") and f"learning_rate={rate}" in message
     assert "optimizer='adam'" in message
-    if isinstance(err.value, SupportError):  # the end-of-fit check names the array
-        assert "left its support at iteration" in message and "['harmonium']" in message
+    if name != "mmh":  # mmh stops inside its alternation; the others at the end-of-fit
+        assert isinstance(err.value, SupportError)  # check, which names the array
+        assert "['harmonium'].visible_bias[0] left its support" in message
 
 
 @pytest.mark.parametrize(("name", "hyper"), [("svm", {}), ("dwh-svm", FAST)])
