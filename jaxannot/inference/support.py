@@ -5,9 +5,10 @@ negative at 100,000 images) must not hand back parameters outside the support: a
 score computed from them is wrong or NaN. :func:`check_support` costs one reduction
 per bound (one more for a simplex; on the device for a jax array, in numpy for a host
 one) and raises :class:`SupportError`, naming the site and the iteration, when an
-array is not finite, leaves its bounds or has rows off the simplex; :func:`check_finite_tree` checks every floating leaf of a
-params tree on the host. :func:`first_failing` finds the first iteration of a
-per-iteration trace of minima that left the support.
+array is not finite, leaves its bounds or has rows off the simplex;
+:func:`check_finite_tree` checks every floating leaf of a params tree on the host.
+:func:`first_failing` finds the first iteration of a per-iteration trace of minima
+that left the support.
 """
 
 from __future__ import annotations
