@@ -8,6 +8,8 @@ import jax
 
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.ale import annotators as ale_annotators
 
 SMALL = {"eigenvectors": 40, "bins": 20, "pca": 6, "bandwidth": 0.1, "max_epochs": 200}
 
@@ -174,3 +176,46 @@ def test_scene_acceptance_ale_sf_vs_bsvm(data_root):
         miap[name] = 100 * mean_interpolated_average_precision(scores, task.truth_words)
     assert miap["ale-sf"] >= miap["bsvm"] - 2.0, miap
     assert miap["bsvm"] > 50.0, miap  # and BSVM itself is no straw man
+
+
+def test_a_detector_off_its_support_is_an_error_naming_it(corpora, monkeypatch):
+    """A linear SVM that ends with a NaN weight (planted) is refused at the end of the
+    fit, naming the array, instead of scoring every image NaN."""
+    train = corpora[0]
+    real = ale_annotators._train_detector
+
+    def nan_detector(*args, **kwargs):
+        detector, info = real(*args, **kwargs)
+        return detector._replace(coef=np.full_like(detector.coef, np.nan)), info
+
+    monkeypatch.setattr(ale_annotators, "_train_detector", nan_detector)
+    for name in ("iale-svm", "bsvm"):
+        method = get_method(name)
+        hyper = {k: v for k, v in SMALL.items() if k in method.hyper}
+        with pytest.raises(SupportError, match=rf"{name}: .detector.coef left its"):
+            method.fit(train, rng_key=jax.random.key(0), **hyper)
+
+
+def test_widths_variances_and_scales_have_their_support(corpora):
+    """The check the fits run passes a fitted model and refuses a non-positive
+    kernel width, a negative PCA variance and a zero feature scale."""
+    train = corpora[0]
+    fitted = get_method("iale-sf").fit(train, rng_key=jax.random.key(0), **SMALL)
+    params = fitted.params
+    ale_annotators.check_fitted_support("iale-sf", params)
+    ale = params.ale
+    bad_width = params._replace(ale=ale._replace(kernel_width=np.float32(0.0)))
+    with pytest.raises(SupportError, match="ale.kernel_width left its support"):
+        ale_annotators.check_fitted_support("iale-sf", bad_width)
+    variances = np.asarray(ale.pca.variances).copy()
+    variances[-1] = -1e-3
+    bad_pca = params._replace(
+        ale=ale._replace(pca=ale.pca._replace(variances=variances))
+    )
+    with pytest.raises(SupportError, match="ale.pca.variances left its support"):
+        ale_annotators.check_fitted_support("iale-sf", bad_pca)
+    gsf = get_method("gsf").fit(train, rng_key=jax.random.key(0))
+    ale_annotators.check_fitted_support("gsf", gsf.params)
+    zero = gsf.params._replace(scale=np.zeros_like(gsf.params.scale))
+    with pytest.raises(SupportError, match="gsf: scale left its support"):
+        ale_annotators.check_fitted_support("gsf", zero)

@@ -10,6 +10,8 @@ from jaxannot.annotators import get_method, load, save
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.baselines import annotators as baseline_annotators
 
 
 def _corpus(n=40, seed=0):
@@ -133,3 +135,36 @@ def test_corel5k_empirical_reference_and_knn_beats_it(data_root):
     ):
         assert knn[key] > emp[key], key
     assert knn["complete_length"] < emp["complete_length"]
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "fault", "match"),
+    [
+        ("empirical", "_frequencies", "doubled", r"empirical: frequency .* sum is 1 "),
+        ("knn", "_frequencies", "negative", r"knn: frequency .* minimum -0.1 is below"),
+        ("knn", "heat_width", "nan", r"knn: .width left its support"),
+        ("knn", "heat_width", "negative", r"knn: width .* minimum -1 is below"),
+    ],
+)
+def test_a_fit_off_its_support_is_an_error_naming_it(
+    name, target, fault, match, monkeypatch
+):
+    """A word frequency that is not a distribution or a heat-kernel width that is not
+    positive (planted in the step that computes it) is refused at the end of the fit."""
+    real = getattr(baseline_annotators, target)
+
+    def faulty(*args, **kwargs):
+        value = np.asarray(real(*args, **kwargs), np.float32)
+        if fault == "doubled":
+            return 2.0 * value
+        if fault == "nan":
+            return np.float32(np.nan)
+        if target == "heat_width":
+            return np.float32(-1.0)
+        shifted = np.full_like(value, 1.1 / (value.size - 1))  # sums to 1 with -0.1
+        shifted[0] = -0.1
+        return shifted
+
+    monkeypatch.setattr(baseline_annotators, target, faulty)
+    with pytest.raises(SupportError, match=match):
+        get_method(name).fit(_corpus(), rng_key=None)

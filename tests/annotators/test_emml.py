@@ -5,9 +5,12 @@ import numpy as np
 import pytest
 
 import jax
+import jax.numpy as jnp
 
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.emml import annotators as emml_annotators
 from jaxannot.methods.emml.structured_output import kernel_matrix
 
 
@@ -251,3 +254,34 @@ def test_cli_query_on_a_saved_model(data_root, tmp_path, capsys):
     errors = [x for x in err.splitlines() if x.startswith("jaxannot: error:")]
     assert len(errors) == 1 and "Traceback" not in err
     assert "no_vreps.npz" in errors[0] and "no parameter 'vrep_features'" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("fault", "match"),
+    [
+        ("wrong_word_up", r"emml: coefficients \(signed .* minimum -0.5 is below"),
+        ("mass_added", r"emml: coefficients left .* row sums to 0.25 times"),
+        ("nan_scores", r"emml: .vrep_word_scores left its support"),
+    ],
+)
+def test_a_dual_off_its_support_is_an_error_naming_it(
+    fault, match, corpora, monkeypatch
+):
+    """A solver whose answer leaves the dual's support (planted: a wrong word's
+    coefficient set to C / 2 (a wrong word's must be <= 0), or raised by C / 2 so that
+    its row no longer sums to 0, or NaN scores) is refused at the end of the fit;
+    the fits above pass the same check (both solvers and the closed form)."""
+    real = emml_annotators.fit_emml_exact
+
+    def faulty(data, c, *args, **kwargs):
+        state, trace = real(data, c, *args, **kwargs)
+        if fault == "nan_scores":
+            return state._replace(scores=state.scores.at[0, 0].set(jnp.nan)), trace
+        wrong = int(np.flatnonzero(np.asarray(data.words[0]) <= 0)[0])
+        coef = state.coefficients.at[0, wrong]
+        coef = coef.set(0.5 * c) if fault == "wrong_word_up" else coef.add(0.5 * c)
+        return state._replace(coefficients=coef), trace
+
+    monkeypatch.setattr(emml_annotators, "fit_emml_exact", faulty)
+    with pytest.raises(SupportError, match=match):
+        get_method("emml").fit(corpora[0], rng_key=jax.random.key(0), vreps=20, c=1.0)

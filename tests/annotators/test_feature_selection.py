@@ -5,10 +5,13 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import jax
+import jax.numpy as jnp
 
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import make_task
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.sfsls import annotators as fs
 from jaxannot.methods.sfsls.annotators import ranked_features, selected_features
 
 
@@ -100,7 +103,6 @@ def test_bad_input_is_rejected(task):
 
 def test_knn_graph_is_memoized_on_the_features(task):
     from jaxannot.graph import knn_graph, pad_edges
-    from jaxannot.methods.sfsls import annotators as fs
 
     fs._GRAPH_CACHE.clear()
     x = task.train.features()
@@ -165,3 +167,45 @@ def test_fsnm_defaults_are_ridge_regression_on_every_feature(few_labels):
     want = (z_test - z.mean(0)) @ g + y.mean(0)
     got = np.asarray(method.score_words(fitted, few_labels.test))
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("name", "solver", "leaf"),
+    [
+        ("sfss", "fit_sfsls", ".g"),
+        ("fsnm", "fit_fsnm", ".w"),
+    ],
+)
+def test_a_solver_off_its_support_is_an_error_naming_it(
+    name, solver, leaf, task, monkeypatch
+):
+    """A solver that ends with a NaN (planted) is refused at the end of the fit,
+    naming the array (its NaN history was dropped from the info without a word, and
+    the feature ranking was read off NaN norms)."""
+    real = getattr(fs, solver)
+
+    def nan_solver(*args, **kwargs):
+        state, *rest = real(*args, **kwargs)
+        if name == "fsnm":
+            state = state._replace(w=jnp.asarray(state.w).at[0, 0].set(jnp.nan))
+        else:
+            g = jnp.asarray(state.params.g).at[0, 0].set(jnp.nan)
+            state = state._replace(params=state.params._replace(g=g))
+        return (state, *rest)
+
+    monkeypatch.setattr(fs, solver, nan_solver)
+    with pytest.raises(SupportError, match=rf"{name}: \{leaf} left its support"):
+        get_method(name).fit(task.train, rng_key=None, **HYPER[name])
+
+
+def test_std_and_subspace_have_their_support(task):
+    """The check the fits run passes a fitted model and refuses a zero feature std
+    and a subspace whose columns are not orthonormal."""
+    fitted = get_method("sfsls").fit(task.train, rng_key=None, **HYPER["sfsls"])
+    fs.check_fitted_support("sfsls", fitted.params, 1)
+    zero = fitted.params._replace(std=np.zeros_like(fitted.params.std))
+    with pytest.raises(SupportError, match="sfsls: std left its support"):
+        fs.check_fitted_support("sfsls", zero, 1)
+    stretched = fitted.params._replace(u=2.0 * np.asarray(fitted.params.u))
+    with pytest.raises(SupportError, match="u left its support.*orthonormal"):
+        fs.check_fitted_support("sfsls", stretched, 1)

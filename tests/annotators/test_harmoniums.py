@@ -10,6 +10,9 @@ from jaxannot.annotators import get_method, load, save
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.harmoniums import classifier_annotators as ca
+from jaxannot.methods.harmoniums.dwh_annotators import check_fitted_support
 from jaxannot.methods.harmoniums.mmh_steps import with_offset
 
 FAST = {"topics": 6, "steps": 60}
@@ -136,3 +139,40 @@ def test_a_diverged_fit_is_an_error_naming_the_step_size(
     message = str(err.value)
     assert message.startswith(f"{name}: ") and f"learning_rate={rate}" in message
     assert "optimizer='adam'" in message
+    if name != "mmh":  # mmh stops inside its alternation; the others at the end-of-fit
+        assert isinstance(err.value, SupportError)  # check, which names the array
+        assert "['harmonium'].visible_bias[0] left its support" in message
+
+
+@pytest.mark.parametrize(("name", "hyper"), [("svm", {}), ("dwh-svm", FAST)])
+def test_a_read_out_off_its_support_is_an_error_naming_it(
+    name, hyper, rng, monkeypatch
+):
+    """The read-out SVM is trained after the harmonium's own check: an SVM that ends
+    with a NaN weight (planted here) is refused by the end-of-fit support check."""
+    real = ca._labels_svm
+
+    def nan_svm(*args, **kwargs):
+        state = real(*args, **kwargs)
+        return state._replace(weights=state.weights.at[0, 0].set(jnp.nan))
+
+    monkeypatch.setattr(ca, "_labels_svm", nan_svm)
+    method = get_method(name)
+    with pytest.raises(SupportError, match=r"\.predictor left its support"):
+        method.fit(
+            _two_view_classes(rng),
+            rng_key=jax.random.key(0),
+            **{**method.hyper, **hyper},
+        )
+
+
+def test_a_scaling_without_spread_is_off_its_support(rng):
+    """The check the fits run refuses a real view's scaling std that is not positive
+    (the views are divided by it) and passes the fitted one."""
+    fitted = get_method("svm").fit(_two_view_classes(rng), rng_key=jax.random.key(0))
+    check_fitted_support("svm", fitted.params, 1)
+    scaling = fitted.params.scaling["real"]
+    zero = scaling._replace(std=np.zeros_like(scaling.std))
+    bad = fitted.params._replace(scaling={"real": zero})
+    with pytest.raises(SupportError, match=r"svm: scaling\['real'\].std left its"):
+        check_fitted_support("svm", bad, 1)

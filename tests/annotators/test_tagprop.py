@@ -2,11 +2,14 @@ import numpy as np
 import pytest
 
 import jax
+import jax.numpy as jnp
 
 from jaxannot.annotators import get_method, load, save
 from jaxannot.data import Corpus, make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
+from jaxannot.inference.support import SupportError
+from jaxannot.methods.baselines import tagprop_annotator as tpa
 
 
 def _corpus(n=60, seed=0):
@@ -80,3 +83,41 @@ def test_corel5k_subset_tagprop_beats_knn(data_root):
     assert fits["word"]["n_plus@5"] > fits["none"]["n_plus@5"] + 10
     assert fits["word"]["n_plus@5"] > knn["n_plus@5"] + 5
     assert fits["word"]["word_f1@5"] > 0.95 * knn["word_f1@5"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "fault", "match"),
+    [
+        ("distance", "theta", r"tagprop: theta .* minimum -1 is below 0"),
+        ("distance", "beta", r"tagprop: .latent.beta left its support"),
+        ("rank", "gamma", r"tagprop: gamma .* a row's sum is 1 away from 1"),
+    ],
+)
+def test_a_fit_off_its_priors_support_is_an_error_naming_it(
+    variant, fault, match, monkeypatch
+):
+    """A MAP answer outside the priors' support (planted: a negative distance weight,
+    a NaN word offset, rank weights summing to 2) is refused at the end of the fit."""
+    real_map = tpa._map
+
+    class Faulty:
+        def __init__(self, learning_rate):
+            self.real = real_map(learning_rate)
+
+        def run(self, *args, **kwargs):
+            result = self.real.run(*args, **kwargs)
+            params = dict(result.params)
+            if fault == "theta":
+                params["theta"] = params["theta"].at[0].set(-1.0)
+            elif fault == "beta":
+                params["beta"] = params["beta"].at[0].set(jnp.nan)
+            else:
+                params["gamma"] = 2.0 * params["gamma"]
+            return result._replace(params=params)
+
+    monkeypatch.setattr(tpa, "_map", Faulty)
+    hyper = {"variant": variant, "boosting": fault == "beta"}
+    with pytest.raises(SupportError, match=match):
+        get_method("tagprop").fit(
+            _corpus(), rng_key=jax.random.key(0), neighbors=10, steps=2, **hyper
+        )

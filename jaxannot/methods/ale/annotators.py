@@ -42,6 +42,7 @@ import jax.numpy as jnp
 from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.data.preprocessing import standardize
+from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.ale import smooth_function
 from jaxannot.methods.ale.eigenfunctions import ALEModel, PCAModel, ale_embed, fit_ale
 from jaxannot.methods.ale.eigenproblem import Eigenfunctions
@@ -57,6 +58,7 @@ from jaxannot.methods.ale.params import (
 from jaxannot.solvers import linear_svm
 
 __all__ = [
+    "check_fitted_support",
     "concept_targets",
     "fit_iale",
     "fit_ale_transductive",
@@ -66,6 +68,8 @@ __all__ = [
 ]
 
 DETECTORS = ("svm", "sf")
+#: The least positive float32: widths and scales must be at least this.
+_TINY = float(np.finfo(np.float32).tiny)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -91,6 +95,42 @@ def _key_data(rng_key) -> np.ndarray:
     if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         return np.asarray(jax.random.key_data(rng_key))
     return np.asarray(rng_key)
+
+
+def check_fitted_support(
+    name: str, params, iteration: int | str = "end of fit"
+) -> None:
+    """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
+    ``params`` of an ALE-family method lie in their support.
+
+    Every floating array must be finite (PCA, eigenfunction tables and eigenvalues,
+    detectors, fit scores, kept fit images); the PCA variances must be
+    non-negative; the ALE kernel width, the eigenfunctions' bin widths and the
+    features' ``scale`` (BSVM, GSF) positive, since each divides.
+
+    Parameters
+    ----------
+    name : str
+        The method, for the message.
+    params : NamedTuple
+        Its params (:mod:`jaxannot.methods.ale.params`).
+    iteration : int or str
+        What produced them, for the message.
+    """
+    check_finite_tree(name, params, iteration=iteration)
+    ale = getattr(params, "ale", None)
+    if ale is not None:
+        check_support(
+            f"{name}: ale.pca.variances", ale.pca.variances, iteration=iteration
+        )
+        for site, value in (
+            ("ale.kernel_width", ale.kernel_width),
+            ("ale.eigenfunctions.width", ale.eigenfunctions.width),
+        ):
+            check_support(f"{name}: {site}", value, iteration=iteration, lower=_TINY)
+    scale = getattr(params, "scale", None)
+    if scale is not None:
+        check_support(f"{name}: scale", scale, iteration=iteration, lower=_TINY)
 
 
 def _check_detector(detector: str) -> None:
@@ -119,6 +159,14 @@ def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
     )
     detector = Detector(coef=np.asarray(coef), intercept=np.asarray(intercept))
     return detector, {"svm_epochs": info["epochs"]}
+
+
+def _last_iteration(info: dict) -> str:
+    """What ended the fit, for a support error: the SVM's epochs or the closed form
+    (the smooth function)."""
+    if "svm_epochs" in info:
+        return f"{info['svm_epochs']} (svm epochs)"
+    return "closed form"
 
 
 def _detector_scores(u, detector: Detector) -> np.ndarray:
@@ -177,6 +225,7 @@ def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
     )
     params = IaleParams(_ale_to_params(model), det, _detector_scores(u, det))
     info.update(num_eigenvectors=int(u.shape[1]), num_labelled=int(labelled.sum()))
+    check_fitted_support(f"iale-{detector}", params, _last_iteration(info))
     return Fitted(f"iale-{detector}", params, hyper, info)
 
 
@@ -203,6 +252,7 @@ def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> 
     coords = (x - model.pca.mean) @ model.pca.components
     train = AleTrain(coords.astype(np.float32), y, labelled, _key_data(rng_key))
     params = AleParams(*fitted.params, train=train)
+    check_fitted_support(f"ale-{detector}", params, _last_iteration(fitted.info))
     return Fitted(f"ale-{detector}", params, fitted.hyper, fitted.info)
 
 
@@ -252,6 +302,7 @@ def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
     z, mean, scale = standardize(x)
     det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
     params = BsvmParams(mean, scale, det, _detector_scores(z, det))
+    check_fitted_support("bsvm", params, _last_iteration(info))
     return Fitted("bsvm", params, hyper, info)
 
 
@@ -297,8 +348,9 @@ def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
-    train = GsfTrain(z, y, labelled, _key_data(rng_key))
-    return Fitted("gsf", GsfParams(mean, scale, train), hyper, {})
+    params = GsfParams(mean, scale, GsfTrain(z, y, labelled, _key_data(rng_key)))
+    check_fitted_support("gsf", params, "standardization")
+    return Fitted("gsf", params, hyper, {})
 
 
 def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:

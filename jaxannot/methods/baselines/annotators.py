@@ -36,9 +36,10 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
+from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.baselines.params import EmpiricalParams, KnnParams
 
-__all__ = ["EMPIRICAL", "KNN", "WIDTH_SAMPLE", "heat_width"]
+__all__ = ["EMPIRICAL", "KNN", "WIDTH_SAMPLE", "check_fitted_support", "heat_width"]
 
 _BACKOFF = (
     1e-6  # weight of the frequency prior that only breaks ties between unvoted words
@@ -61,11 +62,40 @@ def _frequencies(words: np.ndarray) -> np.ndarray:
     return (words.sum(axis=0) / total).astype(np.float32)
 
 
+def check_fitted_support(name: str, params) -> None:
+    """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
+    ``params`` of ``empirical`` or ``knn`` lie in their support: every floating
+    array finite, the word ``frequency`` a distribution (non-negative, summing to 1
+    within 1e-3) and knn's heat-kernel ``width`` non-negative (0 when every sampled
+    neighbour is a twin, e.g. a single feature with repeated values: the vote floors
+    it at 1e-12).
+
+    Parameters
+    ----------
+    name : str
+        The method, for the message.
+    params : EmpiricalParams or KnnParams
+        Its fitted params (closed form: no iterations).
+    """
+    check_finite_tree(name, params, iteration="closed form")
+    check_support(
+        f"{name}: frequency",
+        params.frequency,
+        iteration="closed form",
+        simplex_axis=-1,
+    )
+    width = getattr(params, "width", None)
+    if width is not None:
+        check_support(f"{name}: width", width, iteration="closed form")
+
+
 # ------------------------------------------------------------------ empirical
 def _empirical_fit(corpus: Corpus, *, rng_key=None) -> Fitted:
     del rng_key  # deterministic
     _, words = _observed_words(corpus)
-    return Fitted("empirical", EmpiricalParams(_frequencies(words)))
+    params = EmpiricalParams(_frequencies(words))
+    check_fitted_support("empirical", params)
+    return Fitted("empirical", params)
 
 
 def _empirical_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -106,7 +136,9 @@ def _knn_fit(
     width = None
     if weight == "heat":
         width = np.float32(heat_width(features, k, metric))
-    return Fitted("knn", KnnParams(features, words, _frequencies(words), width))
+    params = KnnParams(features, words, _frequencies(words), width)
+    check_fitted_support("knn", params)
+    return Fitted("knn", params)
 
 
 def heat_width(features, k: int, metric: str) -> float:

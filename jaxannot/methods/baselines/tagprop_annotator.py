@@ -47,6 +47,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.graph.knn import KNN_METRICS
 from jaxannot.inference.map_estimate import MAP
+from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.baselines.params import TagPropLatent, TagPropParams
 from jaxannot.methods.baselines.tagprop import (
     BALANCE,
@@ -60,7 +61,7 @@ from jaxannot.methods.baselines.tagprop import (
 )
 from jaxannot.runtime.programs import bounded_cache
 
-__all__ = ["TAGPROP", "BASE_DISTANCES", "pair_distances"]
+__all__ = ["TAGPROP", "BASE_DISTANCES", "check_tagprop_support", "pair_distances"]
 
 BASE_DISTANCES = ("cosine", "sqeuclidean", "jaccard", "idf")
 _BLOCK = 256  # query images whose neighbour features are gathered at a time
@@ -223,6 +224,7 @@ def _tagprop_fit(
         distance_scale=np.ones(len(names), np.float32) if scale is None else scale,
         latent=TagPropLatent(**{k: np.asarray(v) for k, v in result.params.items()}),
     )
+    check_tagprop_support(params, steps)
     hyper = {"distances": ",".join(names), "balance": balance}  # normalized
     info = {
         "num_words": int(words.shape[1]),
@@ -230,6 +232,38 @@ def _tagprop_fit(
         "final_loss": float(result.losses[-1]) if steps else None,
     }
     return Fitted("tagprop", params, hyper, info)
+
+
+def check_tagprop_support(params: TagPropParams, iteration: int | str) -> None:
+    """Raise :class:`~jaxannot.inference.support.SupportError` unless TagProp's
+    fitted ``params`` lie in their support (its priors'): every floating array
+    finite, the rank weights ``gamma`` on the simplex (Dirichlet), the distance
+    weights ``theta`` and the word slopes ``alpha`` non-negative (half-normal) and
+    every ``distance_scale`` positive (the distances are divided by it).
+
+    Parameters
+    ----------
+    params : TagPropParams
+        The fitted params.
+    iteration : int or str
+        The MAP optimizer's last step, for the message.
+    """
+    check_finite_tree("tagprop", params, iteration=iteration)
+    latent = params.latent
+    if latent.gamma is not None:
+        check_support(
+            "tagprop: gamma", latent.gamma, iteration=iteration, simplex_axis=-1
+        )
+    for site in ("theta", "alpha"):
+        value = getattr(latent, site)
+        if value is not None:
+            check_support(f"tagprop: {site}", value, iteration=iteration)
+    check_support(
+        "tagprop: distance_scale",
+        params.distance_scale,
+        iteration=iteration,
+        lower=float(np.finfo(np.float32).tiny),
+    )
 
 
 def _initial_values(words, variant: str, num_distances: int, boosting: bool) -> dict:

@@ -28,6 +28,7 @@ from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
+from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.emml.exact import (
     fit_emml_exact,
     mixture_state,
@@ -55,7 +56,19 @@ from jaxannot.methods.emml.working_set import (
 )
 from jaxannot.runtime.memory import check_square_fits
 
-__all__ = ["fit_emml_annotator", "score_emml", "fit_mbrm_annotator", "score_mbrm"]
+__all__ = [
+    "check_emml_support",
+    "fit_emml_annotator",
+    "score_emml",
+    "fit_mbrm_annotator",
+    "score_mbrm",
+]
+
+#: The least positive float32: the kernel width must be at least this.
+_TINY = float(np.finfo(np.float32).tiny)
+#: Tolerance of the coefficients' bounds and row sums, in units of ``C`` (float32
+#: projections onto the capped simplex are exact to about 1e-6 of ``C``).
+SUPPORT_TOLERANCE = 1e-3
 
 _VREP_METHODS = ("kmeans", "random")
 _SOLVERS = ("exact", "working_set", "none")
@@ -162,6 +175,8 @@ def fit_emml_annotator(
         vrep_word_scores=np.asarray(state.scores),
         gamma=np.asarray(g, np.float32),
     )
+    last = solver_info.get("iterations", solver_info.get("sweeps"))
+    check_emml_support(params, c, "closed form" if solver == "none" else last)
     info = {
         "solver": solver,
         "converged": converged,
@@ -169,6 +184,47 @@ def fit_emml_annotator(
         **solver_info,
     }
     return Fitted("emml", params, {}, info)
+
+
+def check_emml_support(params: EmmlParams, c: float, iteration: int | str) -> None:
+    r"""Raise :class:`~jaxannot.inference.support.SupportError` unless EMML's fitted
+    ``params`` lie in their support.
+
+    Every floating array must be finite and the kernel width ``gamma`` positive. The
+    coefficients :math:`B_i = C\mathbf y_i - \mathbf u_i` of a mixture
+    :math:`\mathbf u_i` of the capped simplex :math:`\{0 \le \mathbf u \le C,
+    \sum_w u_w = r_i C\}` (both solvers' duals): a VRep's word entries must lie in
+    :math:`[0, C]`, its other entries in :math:`[-C, 0]` and each row sum to 0, all
+    within ``SUPPORT_TOLERANCE`` of ``C`` (times :math:`\max(r_i, 1)` for the sums).
+
+    Parameters
+    ----------
+    params : EmmlParams
+        The fitted params.
+    c : float
+        The fit's :math:`C`.
+    iteration : int or str
+        The solver's last iteration or sweep, for the message.
+    """
+    check_finite_tree("emml", params, iteration=iteration)
+    check_support("emml: gamma", params.gamma, iteration=iteration, lower=_TINY)
+    words = np.asarray(params.vrep_words) > 0
+    coef = np.asarray(params.coefficients, np.float64)
+    tol = SUPPORT_TOLERANCE * float(c)
+    check_support(
+        "emml: coefficients (signed + on a VRep's words, - on the others)",
+        np.where(words, coef, -coef),
+        iteration=iteration,
+        lower=-tol,
+        upper=float(c) + tol,
+    )
+    off = np.abs(coef.sum(1)) / np.maximum(words.sum(1), 1)
+    if off.size and float(off.max()) > tol:
+        raise SupportError(
+            f"emml: coefficients left their support at iteration {iteration}: a "
+            f"VRep's row sums to {float(off.max()):.3g} times its word count, not 0 "
+            f"(tolerance {tol:.3g})"
+        )
 
 
 def _vreps(rng_key, x_obs, words, vreps: int, vrep_method: str, word_rule: str):

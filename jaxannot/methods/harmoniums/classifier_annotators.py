@@ -61,6 +61,7 @@ from jaxannot.methods.harmoniums.dwh_annotators import (
     _optimizer,
     _phase_statistics,
     _scaling,
+    check_fitted_support,
     embed_harmonium,
     predict_labels,
     score_classes,
@@ -114,7 +115,7 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
     names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
     params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
-    _check_trained("dwh-svm", hyper, params)
+    _check_trained("dwh-svm", hyper, {"harmonium": params})
     hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, scale = hidden.mean(0), hidden.std(0) + 1e-6
@@ -301,9 +302,11 @@ def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
     views, _ = encode(train, names, kinds, scaling)
     feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
+    params = SvmParams(state.weights, scaling or None)
+    check_fitted_support("svm", params, f"{hyper['svm_epochs']} (svm_epochs)")
     return Fitted(
         "svm",
-        SvmParams(state.weights, scaling or None),
+        params,
         dict(hyper),
         {"view_names": names, "harmonium_kinds": kinds, "num_classes": num_classes},
     )

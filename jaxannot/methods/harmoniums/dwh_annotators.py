@@ -34,6 +34,7 @@ import optax
 from jaxannot.annotators.base import Fitted, Method, get_method, register
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference import contrastive_divergence as cd
+from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.params import DwhParams
@@ -42,12 +43,17 @@ from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
+    "check_fitted_support",
     "fit_dwh",
     "score_words_dwh",
     "embed_harmonium",
     "predict_labels",
     "score_classes",
 ]
+
+
+#: The least positive float32: a scaling standard deviation must be at least this.
+_TINY = float(np.finfo(np.float32).tiny)
 
 
 # ----------------------------------------------------------------- corpus -> wings
@@ -94,18 +100,51 @@ def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
             params, extra, trained = train(k_fit, params, kinds, images)
     except FloatingPointError as err:
         raise FloatingPointError(_diverged(name, hyper, str(err))) from None
-    _check_trained(name, hyper, (params, extra))
+    _check_trained(name, hyper, {"harmonium": params, **(extra or {})})
     return _fitted(name, params, hyper, names, kinds, scaling, extra, **info, **trained)
 
 
 def _check_trained(name: str, hyper, tree) -> None:
-    """Raise ``FloatingPointError`` when a trained harmonium's parameters are not
-    finite: the step size sent CD off to inf/NaN, and every score would be NaN."""
-    if not all(
-        np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(tree)
-    ):
-        raise FloatingPointError(
-            _diverged(name, hyper, "the fitted parameters are not finite")
+    """Raise :class:`~jaxannot.inference.support.SupportError` (a
+    ``FloatingPointError``) naming the first trained parameter that is not finite:
+    the step size sent training off to inf/NaN, and every score would be NaN."""
+    try:
+        check_finite_tree(name, tree, iteration=_last_iteration(hyper))
+    except SupportError as err:
+        raise SupportError(_diverged(name, hyper, str(err))) from None
+
+
+def _last_iteration(hyper) -> str:
+    """The fit's last iteration, for a support error: its alternations (MMH) or CD
+    steps."""
+    for key in ("iterations", "steps"):
+        if key in hyper:
+            return f"{hyper[key]} ({key})"
+    return "end of fit"
+
+
+def check_fitted_support(name: str, params, iteration) -> None:
+    """Raise :class:`~jaxannot.inference.support.SupportError` unless a harmonium
+    method's fitted ``params`` lie in their support: every floating array finite
+    (weights, biases, log-variances, read-out) and every real view's scaling
+    standard deviation positive (the views are divided by it).
+
+    Parameters
+    ----------
+    name : str
+        The method, for the message.
+    params : NamedTuple
+        Its fitted params (:mod:`jaxannot.methods.harmoniums.params`).
+    iteration : int or str
+        The fit's last iteration, for the message.
+    """
+    check_finite_tree(name, params, iteration=iteration)
+    for view, scaling in (params.scaling or {}).items():
+        check_support(
+            f"{name}: scaling[{view!r}].std",
+            scaling.std,
+            iteration=iteration,
+            lower=_TINY,
         )
 
 
@@ -206,6 +245,7 @@ def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **inf
     out = get_method(name).params(
         harmonium=params, scaling=scaling or None, **(extra_params or {})
     )
+    check_fitted_support(name, out, _last_iteration(hyper))
     return Fitted(
         method=name,
         params=out,

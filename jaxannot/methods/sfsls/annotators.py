@@ -39,6 +39,7 @@ from jaxannot.annotators.hyper_spec import (
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.preprocessing import standardize
 from jaxannot.graph import Graph, knn_graph, pad_edges
+from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.sfsls.fsnm import fit_fsnm
 from jaxannot.methods.sfsls.params import FsnmParams, SfslsParams
 from jaxannot.methods.sfsls.solver import fit_sfsls
@@ -48,7 +49,14 @@ from jaxannot.methods.sfsls.sparse_projection import (
     feature_ranking,
 )
 
-__all__ = ["SFSLS", "SFSS", "FSNM", "ranked_features", "selected_features"]
+__all__ = [
+    "SFSLS",
+    "SFSS",
+    "FSNM",
+    "check_fitted_support",
+    "ranked_features",
+    "selected_features",
+]
 
 
 def _targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
@@ -161,7 +169,44 @@ def _sfsls_fit(
         "iterations": int(state.iteration),
         "cg_residual": float(cg_residual),
     }
+    check_fitted_support(name, params, info["iterations"])
     return Fitted(name, params, {}, info)
+
+
+#: The least positive float32: a feature's ``std`` must be at least this.
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+def check_fitted_support(name: str, params, iteration: int | str) -> None:
+    """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
+    ``params`` of ``sfsls``, ``sfss`` or ``fsnm`` lie in their support.
+
+    Every floating array must be finite (``g``, ``u``, ``w``, ``offset``, ``mean``:
+    a NaN ``g`` also scrambles the feature ranking); the features' ``std`` positive
+    (they are divided by it); the shared subspace ``u`` orthonormal,
+    every entry of ``UᵀU`` within 1e-3 of the identity's (Algorithm 1 orthonormalizes it
+    by QR; the objective depends on its span only).
+
+    Parameters
+    ----------
+    name : str
+        The method, for the message.
+    params : SfslsParams or FsnmParams
+        Its fitted params.
+    iteration : int or str
+        The solver's last iteration, for the message.
+    """
+    check_finite_tree(name, params, iteration=iteration)
+    check_support(f"{name}: std", params.std, iteration=iteration, lower=_TINY)
+    u = getattr(params, "u", None)
+    if u is not None and np.size(u):
+        u = np.asarray(u, np.float64)
+        off = float(np.abs(u.T @ u - np.eye(u.shape[1])).max())
+        if off > 1e-3:
+            raise SupportError(
+                f"{name}: u left its support at iteration {iteration}: its columns "
+                f"are {off:.3g} away from orthonormal (tolerance 0.001)"
+            )
 
 
 def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
@@ -233,17 +278,19 @@ def _fsnm_fit(
     g = np.linalg.solve(np.asarray(gram, np.float64), np.asarray(zs.T @ yc, np.float64))
     offset = y.mean(axis=0) - np.asarray(zs).mean(axis=0) @ g
     history = np.asarray(history)
+    params = FsnmParams(
+        w=np.asarray(state.w),
+        g=g.astype(np.float32),
+        selected=keep.astype(np.int32),
+        offset=offset.astype(np.float32),
+        mean=mean,
+        std=std,
+        ranking=ranking,
+    )
+    check_fitted_support("fsnm", params, int(state.iteration))
     return Fitted(
         "fsnm",
-        FsnmParams(
-            w=np.asarray(state.w),
-            g=g.astype(np.float32),
-            selected=keep.astype(np.int32),
-            offset=offset.astype(np.float32),
-            mean=mean,
-            std=std,
-            ranking=ranking,
-        ),
+        params,
         {},
         {
             "objective": [float(v) for v in history[np.isfinite(history)]],
