@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
+# --no-loadscope-reorder: files go to the workers in collection order (tests/conftest.py
+# starts the long notebook files first), not sorted by their number of tests
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: demo test lint bench clean
 

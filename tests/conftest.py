@@ -196,7 +196,9 @@ def pytest_unconfigure(config):
 def pytest_collection_modifyitems(session, config, items):
     """Run the notebook tests first (the order within each group is kept).
 
-    ``--dist loadfile`` hands files to the workers in collection order, and the
+    ``--dist loadfile --no-loadscope-reorder`` (the Makefile's) hands files to the
+    workers in collection order (without the flag, xdist sorts them by their number
+    of tests, which put these one-test files last), and the
     notebooks' small modes are the longest files of the suite (45-100 s each on two
     cores); collected last, they ran one after another on one worker while the other
     sat idle. Started first, the short files fill in around them.

@@ -90,7 +90,9 @@ def test_fits_release_the_programs_over_the_budget_and_only_then(budget, corpus)
     assert programs.releases() == before
     SHAPES.fit(corpus, rng_key=key, size=2)
     assert programs.releases() == before + 1
-    assert programs.programs_since_release() == 1  # size 2 compiled again
+    # size 2 compiled again: 1 when this file runs alone; 2 in a full run of the
+    # suite (measured), where the release also dropped a program of another file
+    assert 1 <= programs.programs_since_release() <= 2
     # the wrapped fit is the method's own
     assert SHAPES.fit.__wrapped__ is _shapes_fit
     assert SHAPES.fit.__module__ == __name__

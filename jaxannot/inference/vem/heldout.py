@@ -94,6 +94,8 @@ import jax
 import jax.numpy as jnp
 from numpyro.primitives import Messenger
 
+from jaxannot.inference.vem.checks import model_errors
+
 __all__ = [
     "FOLDS",
     "GATE",
@@ -236,9 +238,7 @@ def heldout_scores(full, masked, result, keep, args, kwargs) -> np.ndarray:
 
 def _masked_vem(vem, estep):
     """A copy of ``vem`` on the masked model with E-step ``estep`` (one device)."""
-    from jaxannot.inference.vem.algorithm import VEM
-
-    return VEM(
+    return type(vem)(
         mask_observations(vem.model, vem.plate),
         vem.local_site,
         estep,
@@ -267,15 +267,12 @@ def _masked_m_step(m_step):
     return masked
 
 
-def _path(vem, rng_key, num_steps, args, kwargs, opts, lams, folds=None):
+def _path(vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, folds=None):
     """Fits of the masked model along ``lams`` on each of ``folds`` folds (None:
     one fold of a ``HELD_OUT`` fraction), and the held-out scores of every image
     held out (once): the neighbours' guess's
     :math:`s_i` [L, N], the prior's (``alone``, [L, N]; module docstring) and the
     number of images scored."""
-    from jaxannot.inference.vem.checks import model_errors
-    from jaxannot.inference.vem.run import run_one
-
     with model_errors(vem.plate, args, kwargs):
         n = vem.declared.setup(args, kwargs)[0].structure.num_images
     opts = dict(opts, progress_bar=False)
@@ -294,7 +291,7 @@ def _path(vem, rng_key, num_steps, args, kwargs, opts, lams, folds=None):
             masked = _masked_vem(vem, vem.estep.with_lam(lam))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit = run_one(masked, rng_key, num_steps, args, kw, start, opts)
+                fit = fit_one(masked, rng_key, num_steps, args, kw, start, opts)
             start = {k: v for k, v in fit.params.items() if k != "terms"}
             scores[row, ~keep], alone[row, ~keep] = heldout_scores(
                 vem, masked, fit, keep, args, kwargs
@@ -319,11 +316,13 @@ def _graph_gain(scores: np.ndarray, alone: np.ndarray) -> tuple:
     return float(gain.mean()), float(se)
 
 
-def select_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
-    """Choose the E-step's weight on the held-out evidence (module docstring)."""
+def select_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
+    """Choose the E-step's weight on the held-out evidence (module docstring).
+    ``fit_one`` is the fit of one start (``vem.run.run_one``; passed in, as
+    ``run`` calls this module)."""
     lams = tuple(float(x) for x in vem.estep.lam_path)
     scores, alone, held = _path(
-        vem, rng_key, num_steps, args, kwargs, opts, lams, FOLDS
+        vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, FOLDS
     )
     means = scores.mean(axis=1)
     gain, gain_se = _graph_gain(scores, alone)
@@ -337,7 +336,7 @@ def select_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     return LamPath(lams, means, ses, lams[chosen], held, gain, gain_se)
 
 
-def check_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
+def check_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     """Warn (``UserWarning``) when the evidence is against the E-step's given
     weight: at weight 0 the graph's neighbours' guess is worse than the prior's by
     more than a standard error, or the weight lowers the held-out evidence below
@@ -347,7 +346,9 @@ def check_lam(vem, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     images holds out a few, too few to prove anything.)"""
     lam = float(vem.estep.lam)
     lams = (0.0, lam)
-    scores, alone, held = _path(vem, rng_key, num_steps, args, kwargs, opts, lams)
+    scores, alone, held = _path(
+        vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams
+    )
     means = tuple(float(m) for m in scores.mean(axis=1))
     ses = _stderr(scores, 0)
     gain, gain_se = _graph_gain(scores, alone)

@@ -136,13 +136,17 @@ class Runs:
                     "init_state use an E-step at the fit's weight: "
                     "estep.with_lam(result.lam)"
                 )
-            path = heldout.select_lam(self, rng_key, num_steps, args, kwargs, opts)
+            path = heldout.select_lam(
+                self, run_one, rng_key, num_steps, args, kwargs, opts
+            )
             lam = path.chosen
             vem = copy.copy(self)
             vem.estep = self.estep.with_lam(lam)
         elif lam is not None and lam > 0 and self.estep.heldout_check:
             if init_state is None:
-                path = heldout.check_lam(self, rng_key, num_steps, args, kwargs, opts)
+                path = heldout.check_lam(
+                    self, run_one, rng_key, num_steps, args, kwargs, opts
+                )
         if restarts == 1:
             result = run_one(
                 vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state
