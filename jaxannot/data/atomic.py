@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
+from jaxannot.data.errors import link_loop_error
 from jaxannot.signals import interrupts_held
 
 __all__ = [
@@ -188,11 +189,7 @@ def resolve_target(path: str | os.PathLike) -> pathlib.Path:
         return pathlib.Path(os.path.realpath(lexical, strict=True))
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise OSError(
-                errno.ELOOP,
-                "a symbolic link loop (a link that leads back to itself)",
-                os.fspath(path),
-            ) from None
+            raise link_loop_error(path) from None
     return pathlib.Path(os.path.realpath(lexical))
 
 

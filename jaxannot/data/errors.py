@@ -55,6 +55,15 @@ class DataFormatError(ValueError):
         super().__init__(f"{where}: {printable(message)}")
 
 
+def link_loop_error(path: str | os.PathLike) -> OSError:
+    """The ``OSError`` (``ELOOP``) that names ``path`` as a symbolic link loop."""
+    return OSError(
+        errno.ELOOP,
+        "a symbolic link loop (a link that leads back to itself)",
+        os.fspath(path),
+    )
+
+
 def check_link_loop(path: str | os.PathLike) -> None:
     """``OSError`` (``ELOOP``) naming ``path`` when it is a symbolic link that
     leads back to itself: ``Path.exists`` and ``is_file`` say False for it, so it
@@ -65,8 +74,4 @@ def check_link_loop(path: str | os.PathLike) -> None:
         os.stat(path)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise OSError(
-                errno.ELOOP,
-                "a symbolic link loop (a link that leads back to itself)",
-                os.fspath(path),
-            ) from None
+            raise link_loop_error(path) from None
