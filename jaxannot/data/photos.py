@@ -112,7 +112,8 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     FileNotFoundError
         A missing file of the dataset.
     DataFormatError
-        Files that disagree (row counts, views, tags outside the vocabulary), a
+        Files that disagree (row counts: ``photos.csv`` against the manifest's
+        ``num_photos``, then the views; tags outside the vocabulary), a
         feature beyond float32's range, or a ``photos x tags`` matrix over
         :func:`~jaxannot.data.bounded.allowed_bytes` of the size of ``photos.csv``
         and the manifest together (checked before it is allocated).
@@ -120,6 +121,12 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
     folder = pathlib.Path(folder)
     manifest = read_manifest(folder)
     rows = _read_table(folder)
+    counted = manifest.get("num_photos")
+    if type(counted) is int and counted != len(rows):  # blame the table, not views
+        raise DataFormatError(
+            folder / "photos.csv",
+            f"it lists {len(rows)} photos, its {MANIFEST} counts {counted}",
+        )
     path = folder / "features.npz"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no features.npz")
@@ -148,7 +155,8 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
             unknown = [t for t in tags if t not in index]
             if unknown:
                 raise DataFormatError(
-                    folder / "photos.csv", f"{f}: tags {unknown} not in the manifest"
+                    folder / "photos.csv",
+                    f"{f}: tags {unknown} not in the manifest ({MANIFEST})",
                 )
             words[i, [index[t] for t in tags]] = 1.0
     corpus = Corpus.from_arrays(

@@ -1,13 +1,19 @@
 """Small hostile inputs that got the wrong message (issue 44): a symbolic link loop
 said "does not exist", an empty training split said "k must be in [1, 0]", a photo
-folder nested 1100 levels deep raised ``RecursionError`` from ``os.walk``."""
+folder nested 1100 levels deep raised ``RecursionError`` from ``os.walk``, a photo
+table cut short was blamed on the features (found by ``tests/test_fuzz_files.py``)."""
+
+import json
 
 import numpy as np
 import pytest
 
 from jaxannot.data import make_task, photo_tags
-from jaxannot.data.archive import read_archive
+from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.datasets import load_dataset
+from jaxannot.data.errors import DataFormatError
+from jaxannot.data.image_features import VIEW_KINDS
+from jaxannot.data.photos import load_photo_dir
 from jaxannot.data.synthetic import make_synthetic
 
 
@@ -61,3 +67,22 @@ def test_a_deeply_nested_photo_folder_is_walked_without_recursion(tmp_path, capl
         (folders[2] / "top.jpg").unlink()
         for folder in reversed(folders[:-1]):
             folder.rmdir()
+
+
+def test_a_photo_table_missing_rows_is_named_not_the_features(tmp_path):
+    """A ``photos.csv`` cut short was blamed on ``features.npz`` ("view 'colour'
+    has shape (8, 4), expected [4, dims]"): the table disagrees with the manifest's
+    count, so the table is named."""
+    manifest = {"format": "jaxannot.photos", "version": 1, "views": VIEW_KINDS,
+                "tags": [], "num_photos": 8}  # fmt: skip
+    (tmp_path / "photos.json").write_text(json.dumps(manifest))
+    (tmp_path / "photos.csv").write_text(
+        "file,split,tags\n" + "".join(f"p{i}.jpg,train,\n" for i in range(4))
+    )
+    write_archive(
+        tmp_path / "features.npz",
+        {v: np.zeros((8, 2), np.float32) for v in VIEW_KINDS},
+    )
+    with pytest.raises(DataFormatError, match="lists 4 photos.*counts 8") as err:
+        load_photo_dir(tmp_path)
+    assert str(tmp_path / "photos.csv") in str(err.value)
