@@ -3,7 +3,9 @@ damaged input).
 
 Each property feeds hostile or damaged content to a reader of the library --
 ARFF, JSON headers, ``.npz`` archives and saved models, images (with EXIF), tags
-CSVs, MATLAB files, extractor settings -- and asserts that it either reads a value
+CSVs, MATLAB files (v5 bytes, v7.3 group trees), extractor settings, checkpoint
+folders, photo datasets -- or names an output through symbolic and hard links
+(issue 44), and asserts that it either reads a value
 of the documented kind or raises the documented error (``DataFormatError``,
 ``UnreadableImage``, ``ValueError``) with a one-line message naming the file, never
 another exception, a warning (the suite turns warnings into errors) or a change to
@@ -15,17 +17,25 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import pathlib
+import shutil
+import tempfile
 import zipfile
 
+import h5py
 import numpy as np
 import pytest
 import scipy.io
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+
+import jax
+import jax.numpy as jnp
 
 from jaxannot.annotators import Fitted, save
 from jaxannot.annotators.persistence import flatten_params, load_scorer
+from jaxannot.data import atomic
 from jaxannot.data.archive import (
     MAX_RATIO,
     MIN_ALLOWANCE,
@@ -38,8 +48,11 @@ from jaxannot.data.datasets import load_dataset
 from jaxannot.data.errors import DataFormatError, printable
 from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import UnreadableImage, read_image
-from jaxannot.data.matlab import read_mat
+from jaxannot.data.matlab import MAX_NODES, read_mat
 from jaxannot.data.photo_tags import read_tags
+from jaxannot.data.photos import load_photo_dir
+from jaxannot.runtime import checkpoint
+from jaxannot.runtime.progress import run_steps
 
 
 def fuzz(examples: int):
@@ -405,3 +418,272 @@ def test_printable_names_hold_no_control_character(name):
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in shown)
     if name.isprintable():
         assert shown == name
+
+
+# --------------------------------------------------------------- checkpoints
+def _step(t, carry):
+    key, total = carry
+    return (key, total + jax.random.uniform(jax.random.fold_in(key, t))), total
+
+
+def _resume(folder: pathlib.Path):
+    with checkpoint.checkpointing(folder, every=5, tag="fuzz"):
+        return run_steps(_step, (jax.random.key(0), jnp.float32(0.0)), 10,
+                         progress_bar=False)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def saved_checkpoint(tmp_path_factory):
+    """A real checkpoint of a finished fit (its bytes and its entries) and the
+    fit's own result."""
+    folder = tmp_path_factory.mktemp("checkpoint")
+    (_, total), losses = _resume(folder)
+    raw = (folder / "run-000.npz").read_bytes()
+    with np.load(folder / "run-000.npz") as archive:
+        entries = {name: archive[name] for name in archive.files}
+    return raw, entries, (float(total), np.asarray(losses))
+
+
+_LEAF_VALUES = [
+    np.zeros(3, np.uint32), np.zeros((2, 2), np.float32), np.float64(1.0),
+    np.float32(np.nan), np.float32(np.inf), np.full(10, np.nan, np.float32),
+    np.zeros(10, np.int32), np.array("x"), np.zeros((0,), np.float32),
+]  # fmt: skip
+
+
+@st.composite
+def checkpoint_damage(draw, raw: bytes, entries: dict):
+    """Damaged bytes, or an entry replaced, dropped or added (written by numpy,
+    as a hand-made file would be)."""
+    if draw(st.booleans()):
+        return draw(mutated(raw)), None
+    name = draw(st.sampled_from([*sorted(entries), "leaf_99"]))
+    value = draw(st.sampled_from([None, *_LEAF_VALUES]))
+    return None, {**entries, name: value}
+
+
+@fuzz(100)
+@given(data=st.data())
+def test_checkpoints(work, saved_checkpoint, data):
+    """A damaged checkpoint is refused by a one-line ``CheckpointError`` naming it
+    (and left as it was), or it resumes: to the uninterrupted fit's result from
+    damaged bytes (the zip's CRC-32s), to a state of the fit's own shapes and
+    finiteness from entries rewritten by hand (a file numpy wrote holds no
+    checksum: a finite value, or a NaN loss trace, is taken as saved)."""
+    raw, entries, (total, losses) = saved_checkpoint
+    damaged, edited = data.draw(checkpoint_damage(raw, entries))
+    folder = work / "checkpoint"
+    folder.mkdir(exist_ok=True)
+    path = folder / "run-000.npz"
+    if damaged is not None:
+        path.write_bytes(damaged)
+    else:
+        np.savez(path, **{k: v for k, v in edited.items() if v is not None})
+    before = path.read_bytes()
+    try:
+        (_, got), got_losses = _resume(folder)
+    except checkpoint.CheckpointError as err:
+        event("refused")
+        _one_line_naming(err, str(path))
+        assert path.read_bytes() == before
+    else:
+        event("resumed")
+        got_losses = np.asarray(got_losses)
+        assert got.shape == () and np.isfinite(got)
+        assert got_losses.shape == losses.shape and got_losses.dtype.kind == "f"
+        if damaged is not None:
+            assert float(got) == total
+            np.testing.assert_array_equal(got_losses, losses)
+
+
+# ------------------------------------------------------------ photo datasets
+@pytest.fixture(scope="module")
+def photo_folder(tmp_path_factory, benchmark_script):
+    """A sound hand-made photo dataset (the hostile-files benchmark's builder)."""
+    folder = tmp_path_factory.mktemp("photos") / "pd"
+    benchmark_script("_hostile_cases").photo_dataset(folder)
+    return folder
+
+
+_FEATURE_VALUES = [
+    np.zeros((8, 4)), np.full((8, 4), 1e300), np.full((8, 4), np.nan, np.float32),
+    np.zeros((7, 4), np.float32), np.zeros(8, np.float32), np.zeros((8, 4), np.int64),
+    np.zeros((8, 4), bool), np.array(["a"] * 8),
+]  # fmt: skip
+
+
+@fuzz(120)
+@given(data=st.data())
+def test_photo_datasets(work, photo_folder, data):
+    """A photo dataset with one file damaged loads with finite float32 views or is
+    refused by a ``DataFormatError`` naming the damaged file; nothing is changed."""
+    folder = work / "pd"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(photo_folder, folder)
+    name = data.draw(st.sampled_from(["photos.json", "photos.csv", "features.npz"]))
+    path = folder / name
+    if name == "features.npz" and data.draw(st.booleans()):
+        arrays = dict(read_archive(path, "features").arrays)
+        view = data.draw(st.sampled_from([*sorted(arrays), "extra"]))
+        arrays[view] = data.draw(st.sampled_from(_FEATURE_VALUES))
+        write_archive(path, arrays)
+    else:
+        path.write_bytes(data.draw(mutated(path.read_bytes())))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    try:
+        train, _ = load_photo_dir(folder)
+    except DataFormatError as err:
+        event("refused")
+        _one_line_naming(err, folder.name)
+        assert name in str(err) or "photos.json" in str(err), str(err)
+    else:
+        event("loaded")
+        for x in train.views.values():
+            assert x.dtype == np.float32 and np.isfinite(x).all()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+# ------------------------------------------------------------- MAT v7.3 trees
+def _grow(f, group, data, depth: int, made: list, flags: dict) -> None:
+    """Children of ``group``: arrays, groups, chains of groups, hard links and
+    reference arrays to objects made before, external links."""
+    for i in range(data.draw(st.integers(0, 3))):
+        kind = data.draw(
+            st.sampled_from(["array", "group", "chain", "hard", "refs", "external"])
+        )
+        name = f"n{i}"
+        if kind == "array":
+            shape = data.draw(st.lists(st.integers(0, 3), max_size=2))
+            fill = data.draw(st.sampled_from([0.0, 1.5, np.nan, 1e300]))
+            made.append(group.create_dataset(name, data=np.full(shape, fill)))
+        elif kind == "group" and depth < 4:
+            made.append(group.create_group(name))
+            _grow(f, made[-1], data, depth + 1, made, flags)
+        elif kind == "chain":
+            below = group.create_group(name)
+            for level in range(data.draw(st.integers(1, 40))):
+                below = below.create_group(f"c{level}")
+            below.create_dataset("leaf", data=np.zeros(1))
+        elif kind == "hard" and made:
+            for k in range(data.draw(st.integers(1, 6))):
+                group[f"{name}_{k}"] = data.draw(st.sampled_from(made))
+        elif kind == "refs" and made:
+            targets = data.draw(st.lists(st.sampled_from(made), min_size=1, max_size=8))
+            refs = np.array([t.ref for t in targets], dtype=h5py.ref_dtype)
+            made.append(group.create_dataset(name, data=refs))
+        elif kind == "external":
+            group[name] = h5py.ExternalLink("elsewhere.h5", "/x")
+            flags["external"] = True
+
+
+def _leaves(value) -> int:
+    if isinstance(value, dict):
+        return sum(_leaves(v) for v in value.values())
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return sum(_leaves(v) for v in value.flat)
+    return 1
+
+
+@fuzz(120)
+@given(data=st.data())
+def test_mat_v73_structure(work, data):
+    """Any tree of groups, arrays, hard links, references and external links reads
+    as a bounded dict of its variables or is refused naming the file; an
+    external link is always refused."""
+    path = work / "tree.mat"
+    flags: dict = {}
+    with h5py.File(path, "w") as f:
+        made: list = []
+        for v in range(data.draw(st.integers(1, 3))):
+            made.append(f.create_group(f"v{v}"))
+            _grow(f, made[-1], data, 0, made, flags)
+    with unchanged(path):
+        try:
+            mat = read_mat(path)
+        except DataFormatError as err:
+            event("refused")
+            _one_line_naming(err, str(path))
+        else:
+            event("read")
+            assert not flags, "an external link was followed"
+            assert sorted(mat) == sorted(k for k in mat if not k.startswith("#"))
+            assert _leaves(mat) <= MAX_NODES
+
+
+# ---------------------------------------------------------- linked outputs
+def _state(root: pathlib.Path) -> dict:
+    """Every entry under ``root``: a link's target, a file's bytes and inode."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            out[path.relative_to(root).as_posix()] = os.readlink(path)
+        elif path.is_file():
+            out[path.relative_to(root).as_posix()] = (
+                path.read_bytes(), path.stat().st_ino
+            )  # fmt: skip
+    return out
+
+
+@st.composite
+def output_links(draw):
+    """An output name ``out/o<k>`` and the links to make first: symbolic links
+    (chains of them) to the input file, into or onto the input folder, to a
+    missing file, to each other (loops), and hard links of the input file."""
+    targets = ["../in/data.arff", "../in", "../in/new.json", "../in/sub/x",
+               "../missing/x", "free.json", "../in/../in/data.arff"]  # fmt: skip
+    links = []
+    for k in range(draw(st.integers(0, 4))):
+        how = draw(st.sampled_from(["symlink", "hardlink", "chain", "loop"]))
+        if how == "symlink":
+            links.append((f"o{k}", "symlink", draw(st.sampled_from(targets))))
+        elif how == "chain" and k:
+            links.append((f"o{k}", "symlink", f"o{draw(st.integers(0, k - 1))}"))
+        elif how == "loop":
+            links.append((f"o{k}", "symlink", f"o{k}"))
+        else:
+            links.append((f"o{k}", "hardlink", "../in/data.arff"))
+    name = draw(st.sampled_from([f"o{k}" for k in range(len(links) + 1)]))
+    suffix = draw(st.sampled_from(["", "/x.json"]))
+    return links, name + suffix
+
+
+@fuzz(150)
+@given(case=output_links())
+def test_linked_outputs(work, case):
+    """An output named through any links is written to a place that is not an
+    input (the links left as they were) or refused by one line; the input folder
+    never changes."""
+    links, name = case
+    root = pathlib.Path(tempfile.mkdtemp(dir=work))
+    try:
+        (root / "in" / "sub").mkdir(parents=True)
+        (root / "in" / "data.arff").write_text("@relation r\n")
+        (root / "out").mkdir()
+        for link, how, target in links:
+            if how == "symlink":
+                (root / "out" / link).symlink_to(target)
+            elif not (root / "out" / link).exists():
+                os.link(root / "in" / "data.arff", root / "out" / link)
+        inputs, outputs = _state(root / "in"), _state(root / "out")
+        target = root / "out" / name
+        with atomic.protecting():
+            atomic.protect("--dataset", [root / "in"])
+            try:
+                atomic.atomic_write(target, lambda fh: fh.write(b"written"))
+            except (atomic.OverwritesInput, OSError) as err:
+                event(type(err).__name__)
+                assert "\n" not in str(err)
+                assert _state(root / "out") == outputs
+            else:
+                event("written")
+                real = pathlib.Path(os.path.realpath(target))
+                assert real.read_bytes() == b"written"
+                assert (root / "in") not in real.parents
+                links_after = {k: v for k, v in _state(root / "out").items()
+                               if isinstance(v, str)}  # fmt: skip
+                assert links_after == {
+                    k: v for k, v in outputs.items() if isinstance(v, str)
+                }
+        assert _state(root / "in") == inputs
+    finally:
+        shutil.rmtree(root)
