@@ -16,6 +16,7 @@ FLOORS = {
     "README.md": 23,
     "docs/ale.md": 379,
     "docs/benchmarks.md": 4,
+    "docs/cli.md": 6,
     "docs/emml.md": 314,
     "docs/graphs.md": 44,
     "docs/harmoniums.md": 442,
