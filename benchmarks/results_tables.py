@@ -1,10 +1,13 @@
-"""The results tables of README.md and docs/results.md, rendered from their records.
+"""The generated tables of the docs: the results tables of README.md and
+docs/results.md, rendered from their records, and the method and script tables of
+docs/architecture.md and docs/benchmarks.md, rendered from the code.
 
 Every table between a pair of markers ``<!-- table:NAME -->`` and
-``<!-- /table:NAME -->`` in those files is generated here from
-``benchmarks/results/*.json``, so no figure in them is typed by hand and none can go
-stale: ``tests/test_results_tables.py`` fails when a table differs from what its
-records give.
+``<!-- /table:NAME -->`` in those files is generated here, from
+``benchmarks/results/*.json``, the method registry or the scripts of ``benchmarks/``,
+so no figure or name in them is typed by hand and none can go stale:
+``tests/test_results_tables.py`` fails when a table differs from what its sources
+give.
 
 - ``field_DATASET``: the registered methods at their defaults
   (``defaults_vs_empirical_DATASET.json``) beside the multi-label peers with settings
@@ -23,6 +26,10 @@ under varying load; the speed comparisons are the benchmarks' own records.
 - ``emml_mbrm``: EMML against MBRM tuned by each metric (``emml_vs_mbrm.json``).
 - ``tomotopy``: Link-LDA by CVB0 against tomotopy's Gibbs sampler, the ratio of the
   times to tomotopy's perplexity (``link_lda_vs_peers_CORPUS[_allcores].json``).
+- ``methods``: every registered method, the module that registers it and what it
+  declares (:func:`methods_table`, docs/architecture.md).
+- ``scripts``: every script of ``benchmarks/``, the first paragraph of its docstring
+  and the pages that name it (:func:`scripts_table`, docs/benchmarks.md).
 
     python benchmarks/results_tables.py            # rewrite the tables in place
     python benchmarks/results_tables.py --check    # exit 1 when a table is stale
@@ -31,6 +38,7 @@ under varying load; the speed comparisons are the benchmarks' own records.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -38,7 +46,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "results.md")
+DOCS = ROOT / "docs"
+DOCUMENTS = (
+    ROOT / "README.md",
+    DOCS / "results.md",
+    DOCS / "architecture.md",
+    DOCS / "benchmarks.md",
+)
 DATASETS = ("corel5k", "scene", "yeast", "emotions", "enron")
 
 #: (key, header, digits, higher is better); N+@5 is a count.
@@ -264,8 +278,74 @@ def baselines_table() -> str:
     return "\n".join(lines)
 
 
+def _code(text: str) -> str:
+    """``text`` as a markdown table cell: reST literals as code, pipes escaped."""
+    return text.replace("``", "`").replace("|", "\\|")
+
+
+def methods_table() -> str:
+    """Every registered method of the library: the module of ``jaxannot/`` that
+    registers it, its summary, what a corpus must have, how it reads its views, the
+    NamedTuple of its fitted parameters and its monotone objectives."""
+    from jaxannot.annotators import get_method
+    from jaxannot.annotators.discovery import METHODS_PACKAGE, method_modules
+
+    lines = [
+        "| method | registered in | summary | needs | views read as "
+        "| fitted parameters | monotone objectives |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    top = METHODS_PACKAGE.partition(".")[2]
+    for name, module in method_modules().items():
+        method = get_method(name)
+        path = f"{top}/{module.replace('.', '/')}"
+        monotone = ", ".join(f"`{key}` {way}" for key, way in method.monotone.items())
+        lines.append(
+            f"| `{name}` | `{path}` | {_code(method.summary)} "
+            f"| {', '.join(method.needs) or '—'} | {method.input_kind} "
+            f"| `{method.params.__name__}` | {monotone or '—'} |"
+        )
+    return "\n".join(lines)
+
+
+def benchmark_scripts() -> list[Path]:
+    """The scripts of ``benchmarks/`` (not the helpers, whose names start with
+    ``_``), by name."""
+    folder = ROOT / "benchmarks"
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def _citing_pages(script: Path) -> list[Path]:
+    """README.md and the pages of docs/ whose text, outside their generated tables,
+    names ``script``'s file."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(script.name)}")
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    return [page for page in pages if pattern.search(MARKER.sub("", page.read_text()))]
+
+
+def scripts_table() -> str:
+    """Every script of ``benchmarks/``: what it does (its docstring's first
+    paragraph) and the pages that name it (linked from ``docs/``)."""
+    lines = ["| script | what it does | pages |", "|---|---|---|"]
+    for script in benchmark_scripts():
+        docstring = ast.get_docstring(ast.parse(script.read_text())) or ""
+        summary = " ".join(docstring.split("\n\n")[0].split())
+        links = [
+            f"[{page.stem}]({'../' if page.parent == ROOT else ''}{page.name})"
+            for page in _citing_pages(script)
+        ]
+        lines.append(
+            f"| `{script.name}` | {_code(summary) or '—'} | {', '.join(links) or '—'} |"
+        )
+    return "\n".join(lines)
+
+
 def table(name: str) -> str:
     """The table called ``name`` in a document's markers."""
+    if name == "methods":
+        return methods_table()
+    if name == "scripts":
+        return scripts_table()
     if name == "baselines_corel5k":
         return baselines_table()
     if name == "emml_mbrm":

@@ -1,15 +1,16 @@
 """The protocol every registered method follows, checked on a tiny synthetic corpus.
 
 For each method: its declared parameters, fit, score_words of the right shape and
-finite, the same scores after a save/load round trip (the parameters rebuilt as the
-declared NamedTuple), a saved array of the wrong dtype or shape or with a NaN refused
-naming its field, embed / predict_labels of the right shape where present; `tune`'s
-cross-validation; and compile once: a second fit on *another* corpus of the same
-shapes (a different synthetic sample, another key) triggers no XLA backend compile
-(the kernels are built once per setting, nothing closes over per-call arrays, and
-data-dependent sizes such as a k-NN graph's edge count or its colour classes are
-padded to buckets), and a third fit, of the first corpus with the first key, gives
-the first fit's figures bit for bit: same seed, same machine, same figures.
+finite (in [0, 1] where it declares them probabilities), the same scores after a
+save/load round trip (the parameters rebuilt as the declared NamedTuple), a saved
+array of the wrong dtype or shape or with a NaN refused naming its field, embed /
+predict_labels of the right shape where present; `tune`'s cross-validation; and
+compile once: a second fit on *another* corpus of the same shapes (a different
+synthetic sample, another key) triggers no XLA backend compile (the kernels are
+built once per setting, nothing closes over per-call arrays, and data-dependent
+sizes such as a k-NN graph's edge count or its colour classes are padded to
+buckets), and a third fit, of the first corpus with the first key, gives the first
+fit's figures bit for bit: same seed, same machine, same figures.
 
 The tests of one method run together and on one shape of data (120 images: 90 to fit,
 30 to score), so each compiles the method's programs once for all of them.
@@ -83,6 +84,8 @@ def test_method_follows_the_protocol(name, task, tmp_path):
     if method.score_words is not None:
         scores = np.asarray(method.score_words(fitted, task.test))
         assert scores.shape == (n, w) and np.all(np.isfinite(scores))
+        if method.score_meaning is not None:  # probabilities: its predict_proba
+            assert scores.min() >= 0.0 and scores.max() <= 1.0 + 1e-6, name
         again = np.asarray(method.score_words(loaded, task.test))
         np.testing.assert_allclose(again, scores, rtol=1e-5, atol=1e-6)
     if method.predict_labels is not None:
@@ -137,14 +140,16 @@ def test_registry_lists_baselines():
 
 def test_tune_cross_validates_every_method(name, corpus):
     # `jaxannot tune` works on every method: four folds of the 120 images, one grid
-    # axis (the method's first hyper-parameter at its default, if it has one), scored
-    # by the method's default metric; every fold gives a finite score. Each fold fits
-    # 90 images and scores 30, the shapes of the protocol test's task, so the folds
-    # run the programs that test compiled (compiling is ~95 % of a fold's time here)
+    # axis (the method's first hyper-parameter at its default, if it has one that a
+    # grid can list: not an empty string), scored by the method's default metric;
+    # every fold gives a finite score. Each fold fits 90 images and scores 30, the
+    # shapes of the protocol test's task, so the folds run the programs that test
+    # compiled (compiling is ~95 % of a fold's time here)
     from jaxannot import tuning
 
     method = available_methods()[name]
-    grid = {k: [v] for k, v in list(method.hyper.items())[:1]}  # empirical: none
+    listable = [(k, [v]) for k, v in method.hyper.items() if v != ""]
+    grid = dict(listable[:1])  # empirical: none
     result = tuning.cross_validate(name, corpus, grid, folds=4, seed=0)
     assert result.metric == tuning.default_metric(name, corpus)
     assert len(result.results) == 1 and len(result.best.folds) == 4

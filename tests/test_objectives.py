@@ -4,9 +4,10 @@ A method declares the objective traces its fit records in ``Fitted.info`` that i
 algorithm keeps monotone (:attr:`jaxannot.annotators.Method.monotone`: EM and VB
 bounds never decrease, Algorithm 1's losses and the EMML dual never increase). Each
 declaration is checked here on a tiny corpus, at the defaults and at the other
-settings that change the algorithm (``CASES``); a solver whose method is monotone
-only at some settings is checked at those (``link-lda`` by batch VB: its default
-CVB0 trace, a leave-one-out predictive probability, is not a bound).
+settings that change the algorithm (``OTHER_SETTINGS``), every declaration read off
+the registry (``CASES``); a solver whose method is monotone only at some settings is
+checked at those (``link-lda`` by batch VB: its default CVB0 trace, a leave-one-out
+predictive probability, is not a bound).
 """
 
 import numpy as np
@@ -14,28 +15,37 @@ import pytest
 
 import jax
 
-from jaxannot.annotators import available_methods, parse_hyper
+from jaxannot.annotators import Fitted, Method, available_methods, parse_hyper
 from jaxannot.data import make_task
 from jaxannot.data.synthetic import make_synthetic
 
+#: Settings besides the defaults that change a declared method's algorithm, each
+#: checked too (a declaration holds at every setting).
+OTHER_SETTINGS = {
+    "lap-mix-unigram": [
+        {"lam": 50.0},  # LapVar1 + M-step, a strong penalty
+        {"algorithm": "lapvar2"},
+    ],
+    "sfsls": [{"p": 0.1}, {"p": 0.5}],
+    "emml": [
+        {"solver": "working_set", "vreps": 20, "capacity": 32, "violators_per_vrep": 2}
+    ],
+}
+
+
+def cases(methods: dict) -> list[tuple[str, dict]]:
+    """(method, hyper-parameters) to fit: every method of ``methods`` that declares a
+    monotone objective at its defaults, then at its :data:`OTHER_SETTINGS`."""
+    return [
+        (name, hyper)
+        for name, method in sorted(methods.items())
+        if method.monotone
+        for hyper in [{}, *OTHER_SETTINGS.get(name, [])]
+    ]
+
+
 #: (method, hyper-parameters) fitted for each declared method; at least its defaults.
-CASES = [
-    ("mix-unigram", {}),
-    ("lap-mix-unigram", {}),
-    ("lap-mix-unigram", {"lam": 50.0}),  # LapVar1 + M-step, a strong penalty
-    ("lap-mix-unigram", {"algorithm": "lapvar2"}),
-    ("plsa-words", {}),
-    ("sfsls", {}),
-    ("sfsls", {"p": 0.1}),
-    ("sfsls", {"p": 0.5}),
-    ("sfss", {}),
-    ("fsnm", {}),
-    ("emml", {}),
-    (
-        "emml",
-        {"solver": "working_set", "vreps": 20, "capacity": 32, "violators_per_vrep": 2},
-    ),
-]
+CASES = cases(available_methods())
 
 #: Traces monotone at some settings only: (method, hyper, info key, direction).
 SOLVER_CASES = [("link-lda", {"inference": "vb", "iterations": 60}, "objective", 1)]
@@ -73,9 +83,21 @@ def assert_monotone(trace, sign: int, what: str) -> None:
 def test_every_declaration_is_checked():
     methods = available_methods()
     declared = {name for name, m in methods.items() if m.monotone}
+    assert len(declared) >= 7, declared
     assert declared == {name for name, _ in CASES}
+    assert set(OTHER_SETTINGS) <= declared, set(OTHER_SETTINGS) - declared
     for name in declared:
         assert set(methods[name].monotone.values()) <= {"increases", "decreases"}
+
+
+def test_a_new_declaration_gets_its_case():
+    def fit(corpus, *, rng_key):
+        return Fitted("toy", {})
+
+    toy = Method("toy", fit, monotone={"objective": "increases"})
+    plain = Method("plain", fit)
+    assert cases({"toy": toy, "plain": plain}) == [("toy", {})]
+    assert cases({"sfsls": toy})[1:] == [("sfsls", h) for h in OTHER_SETTINGS["sfsls"]]
 
 
 @pytest.mark.parametrize(("name", "hyper"), CASES, ids=lambda c: str(c))

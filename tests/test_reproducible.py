@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from jaxannot.annotators.base import METHOD_MODULES
+from jaxannot.annotators.discovery import method_modules
 
 #: One method of each family (``jaxannot/methods/<family>``), the cheaper one where a
 #: family's methods share their code (mix-unigram is lap-mix-unigram without the
@@ -61,8 +61,9 @@ def _run(tmp_path, hash_seed: str) -> dict:
 
 
 def test_the_representatives_cover_every_family():
-    families = {METHOD_MODULES[m].split(".")[0] for m in REPRESENTATIVES}
-    assert families == {module.split(".")[0] for module in METHOD_MODULES.values()}
+    modules = method_modules()
+    families = {modules[m].split(".")[0] for m in REPRESENTATIVES}
+    assert families == {module.split(".")[0] for module in modules.values()}
 
 
 def test_two_processes_give_the_same_figures(tmp_path, without_clock):

@@ -2,6 +2,7 @@
 give (``benchmarks/results_tables.py``): no figure in them is typed by hand."""
 
 import pathlib
+import re
 
 import pytest
 
@@ -73,3 +74,50 @@ def test_every_registered_method_has_a_row_or_a_reason(tables):
         table = tables.field_table(dataset)
         for name in absent:
             assert name in table.split("Registered, no row here:")[1], (dataset, name)
+
+
+def _first_cells(text: str) -> list[str]:
+    """The first cell of each row of the markdown table that ``text`` starts with."""
+    rows = [line for line in text.splitlines() if line.startswith("|")][2:]
+    return [row.strip("|").split("|")[0].strip() for row in rows]
+
+
+def test_the_method_table_has_a_row_per_registered_method(tables):
+    from jaxannot.annotators import available_methods
+
+    names = [cell.strip("`") for cell in _first_cells(tables.methods_table())]
+    assert names == sorted(available_methods())
+
+
+def test_the_composition_table_names_every_registered_method_once():
+    from jaxannot.annotators import available_methods
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    start = text.index("| method | model declaration | inference | readout |")
+    cells = _first_cells(text[start:].split("\n\n")[0])
+    named = [name for cell in cells for name in re.findall(r"`([^`]+)`", cell)]
+    assert sorted(named) == sorted(available_methods())
+
+
+def test_the_script_table_lists_every_benchmark_script(tables):
+    scripts = sorted(
+        p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_")
+    )
+    assert len(scripts) > 30
+    table = tables.scripts_table()
+    assert [cell.strip("`") for cell in _first_cells(table)] == scripts
+    summaries = [row.split("|")[2].strip() for row in table.splitlines()[2:]]
+    assert all(s and s != "—" for s in summaries)  # every script says what it does
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert "<!-- table:scripts -->\n" + table + "\n<!-- /table:scripts -->" in text
+
+
+def test_a_script_is_linked_to_the_pages_that_name_it(tables):
+    rows = {
+        row.split("|")[1].strip().strip("`"): row.split("|")[3]
+        for row in tables.scripts_table().splitlines()[2:]
+    }
+    assert "[ale](ale.md)" in rows["ale_vs_peers.py"]
+    # ale_scale.py names scale.py in its own name only
+    scale_pages = rows["scale.py"]
+    assert "[ale](ale.md)" not in scale_pages, scale_pages

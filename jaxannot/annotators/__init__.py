@@ -1,8 +1,8 @@
 """User-facing methods behind one protocol (see :mod:`jaxannot.annotators.base`).
 
-The library's methods are listed in :data:`~jaxannot.annotators.base.METHOD_MODULES`;
-:func:`get_method` imports the module of the one asked for, :func:`available_methods`
-all of them.
+The library's methods are found by scanning :mod:`jaxannot.methods`
+(:func:`~jaxannot.annotators.discovery.method_modules`); :func:`get_method` imports
+the module of the one asked for, :func:`available_methods` all of them.
 """
 
 from jaxannot.annotators.base import (

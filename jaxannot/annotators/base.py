@@ -17,10 +17,12 @@ Every method of the library — the baselines included — is a :class:`Method`:
 ``predict_labels(fitted, corpus) -> Int[Array, "images"]`` (optional)
     Class predictions for classifiers (regressors return floats).
 
-The library's methods are listed in :data:`METHOD_MODULES` (name -> the module of
-:mod:`jaxannot.methods` that defines and registers it): :func:`get_method` imports
-only the module of the method asked for, :func:`available_methods` all of them. A
-method of your own is added with :func:`register`.
+The library's methods are found by scanning :mod:`jaxannot.methods`
+(:func:`jaxannot.annotators.discovery.method_modules`: name -> the module that
+registers it, read off the modules' registration calls without importing them):
+:func:`get_method` imports only the module of the method asked for,
+:func:`available_methods` all of them. A method of your own is added with
+:func:`register`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 import jax
 
+from jaxannot.annotators.discovery import METHODS_PACKAGE, method_modules
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.annotators.hyper_tables import DEFAULTS
 from jaxannot.runtime.programs import release_if_over_budget
@@ -240,42 +243,6 @@ def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray
 
 _REGISTRY: dict[str, Method] = {}
 
-#: Every method of the library and the module of :mod:`jaxannot.methods` that
-#: registers it (tests check the table against what the modules register).
-METHOD_MODULES: dict[str, str] = {
-    # baselines
-    "empirical": "baselines.annotators",
-    "knn": "baselines.annotators",
-    "tagprop": "baselines.tagprop_annotator",
-    # topic models (seed 000)
-    "mix-unigram": "topic_models.mixture_annotators",
-    "lap-mix-unigram": "topic_models.mixture_annotators",
-    "plsa-words": "topic_models.plsa_words_annotator",
-    "link-lda": "topic_models.link_lda_annotators",
-    "lap-link-lda": "topic_models.link_lda_annotators",
-    # harmoniums (seed 001)
-    "dwh": "harmoniums.dwh_annotators",
-    "dwh-svm": "harmoniums.classifier_annotators",
-    "twh": "harmoniums.classifier_annotators",
-    "mmh": "harmoniums.classifier_annotators",
-    "mmh-regression": "harmoniums.classifier_annotators",
-    "svm": "harmoniums.classifier_annotators",
-    # approximate Laplacian eigenmaps (seed 002)
-    "ale-sf": "ale.annotators",
-    "ale-svm": "ale.annotators",
-    "iale-sf": "ale.annotators",
-    "iale-svm": "ale.annotators",
-    "bsvm": "ale.annotators",
-    "gsf": "ale.annotators",
-    # sparse feature selection (seed 003)
-    "sfsls": "sfsls.annotators",
-    "sfss": "sfsls.annotators",
-    "fsnm": "sfsls.annotators",
-    # structured max-margin annotation (seed 004)
-    "emml": "emml.annotators",
-    "mbrm": "emml.annotators",
-}
-
 
 def register(method: Method) -> Method:
     """Add ``method`` to the registry (its name must be new)."""
@@ -315,12 +282,12 @@ def register_words_method(name: str, fit, summary: str, **functions):
 
 
 def _import_module_of(name: str) -> None:
-    importlib.import_module(f"jaxannot.methods.{METHOD_MODULES[name]}")
+    importlib.import_module(f"{METHODS_PACKAGE}.{method_modules()[name]}")
 
 
 def available_methods() -> dict[str, Method]:
     """All methods (the library's and those registered since), by name (sorted)."""
-    for name in METHOD_MODULES:
+    for name in method_modules():
         _import_module_of(name)
     return dict(sorted(_REGISTRY.items()))
 
@@ -328,9 +295,10 @@ def available_methods() -> dict[str, Method]:
 def get_method(name: str) -> Method:
     """The method called ``name`` (importing only its module); ``KeyError`` lists the
     valid names."""
-    if name not in _REGISTRY and name in METHOD_MODULES:
+    library = method_modules()
+    if name not in _REGISTRY and name in library:
         _import_module_of(name)
     if name not in _REGISTRY:
-        valid = ", ".join(sorted(set(METHOD_MODULES) | set(_REGISTRY)))
+        valid = ", ".join(sorted(set(library) | set(_REGISTRY)))
         raise KeyError(f"unknown method {name!r}; valid methods: {valid}")
     return _REGISTRY[name]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxannot.annotators import Fitted, Method, get_method, load, parse_hyper, save
-from jaxannot.annotators.base import METHOD_MODULES
+from jaxannot.annotators.discovery import method_modules, registered_names, scan_methods
 
 
 def _fitted():
@@ -105,8 +105,8 @@ def test_parse_hyper_types_and_errors():
 _TABLE_CHECK = """
 import importlib, json, pkgutil
 import jaxannot.methods as pkg
-from jaxannot.annotators import base
-modules = list(dict.fromkeys(base.METHOD_MODULES.values()))
+from jaxannot.annotators import base, discovery
+modules = list(dict.fromkeys(discovery.method_modules().values()))
 prefix = "jaxannot.methods."
 every = [
     m.name[len(prefix):]
@@ -125,12 +125,69 @@ print(json.dumps(found))
 """
 
 
-def test_method_table_matches_what_the_modules_register():
-    # a fresh interpreter, so that nothing is registered before the imports
+def test_the_scan_finds_what_the_modules_register():
+    # a fresh interpreter, so that nothing is registered before the imports: every
+    # module of jaxannot.methods is imported and what it registers recorded
     out = subprocess.run(
         [sys.executable, "-c", _TABLE_CHECK], capture_output=True, text=True, check=True
     )
-    assert json.loads(out.stdout) == METHOD_MODULES
+    assert json.loads(out.stdout) == method_modules()
+    assert len(method_modules()) > 20
+
+
+_REGISTRATIONS = """
+from jaxannot.annotators.base import Method, register, register_words_method
+from jaxannot.annotators import base
+
+register_words_method("literal", fit, "summary")
+register_words_method(name="keyword", fit=fit, summary="")
+register(Method("method", fit))
+base.register(base.Method(name="attribute", fit=fit))
+
+
+def _helper(fit, name, summary=""):
+    register(Method(name=name, fit=fit, summary=summary))
+
+
+def _helper_of_helper(label):
+    _helper(fit, label)
+
+
+_helper(fit, "by-helper")
+_helper(fit, name="by-keyword")
+_helper_of_helper("by-helper-of-helper")
+for prefix in ("a", "b"):
+    register_words_method(f"{prefix}-built", fit, "")  # built at run time: not found
+_helper(*args)  # no literal
+print("register_words_method")
+"""
+
+
+def test_the_scan_reads_every_form_of_registration():
+    assert registered_names(_REGISTRATIONS) == [
+        "literal",
+        "keyword",
+        "method",
+        "attribute",
+        "by-helper",
+        "by-keyword",
+        "by-helper-of-helper",
+    ]
+    assert registered_names("x = 1\n") == []
+
+
+def test_the_scan_walks_the_family_folders_and_refuses_a_name_twice(tmp_path):
+    family = tmp_path / "family"
+    (family / "nested").mkdir(parents=True)
+    for folder in (family, family / "nested"):
+        (folder / "__init__.py").write_text('register_words_method("not-a-module")\n')
+    (family / "one.py").write_text('register_words_method("toy", fit, "")\n')
+    (family / "nested" / "deep.py").write_text('register_words_method("deep")\n')
+    (tmp_path / "top.py").write_text('register_words_method("top", fit, "")\n')
+    assert scan_methods([tmp_path]) == {"toy": "family.one"}
+    (family / "two.py").write_text('register_words_method("toy", fit, "")\n')
+    with pytest.raises(ValueError, match="'toy' is registered by family.one and "):
+        scan_methods([tmp_path])
 
 
 def test_get_method_imports_only_its_module():

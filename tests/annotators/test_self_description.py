@@ -6,68 +6,43 @@ import pytest
 
 from jaxannot.annotators import Fitted, Method, available_methods
 from jaxannot.annotators.base import INPUT_KINDS, QUERY_KINDS
+from jaxannot.annotators.discovery import method_modules
 
 METHODS = available_methods()
 
-# What the tables of jaxannot.sklearn said before the methods described themselves:
-# the registry must say the same.
-OLD_CLASS_NAMES = {
-    "ale-sf": "ALESF",
-    "ale-svm": "ALESVM",
-    "bsvm": "BSVM",
-    "dwh": "DWH",
-    "dwh-svm": "DWHSVM",
-    "emml": "EMML",
-    "empirical": "Empirical",
-    "fsnm": "FSNM",
-    "gsf": "GSF",
-    "iale-sf": "IALESF",
-    "iale-svm": "IALESVM",
-    "knn": "Knn",
-    "lap-link-lda": "LapLinkLDA",
-    "lap-mix-unigram": "LapMixUnigram",
-    "link-lda": "LinkLDA",
-    "mbrm": "MBRM",
-    "mix-unigram": "MixUnigram",
-    "mmh": "MMH",
-    "mmh-regression": "MmhRegression",
-    "plsa-words": "PLSAWords",
-    "sfsls": "SFSLS",
-    "sfss": "SFSS",
-    "svm": "SVM",
-    "tagprop": "TagProp",
-    "twh": "TWH",
-}
-OLD_BAG = {"mix-unigram", "lap-mix-unigram", "plsa-words", "link-lda", "lap-link-lda"}
-OLD_PROBABILITY = OLD_BAG | {"empirical", "knn", "tagprop", "mbrm", "dwh"}
-OLD_CLASS_SCORES = {"mmh", "twh", "dwh-svm", "svm"}
+#: The fields of ``params`` in which a method that answers queries keeps its index
+#: (:attr:`Method.queries`).
+QUERY_INDEX = {"vrep_features", "vrep_word_scores", "gamma"}
 
 
-def test_the_registry_is_the_table_of_the_library_methods():
-    assert set(METHODS) == set(OLD_CLASS_NAMES)
+def test_the_registry_is_what_the_methods_package_registers():
+    assert set(METHODS) == set(method_modules())
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_declares_its_description(name):
     m = METHODS[name]
     assert m.estimator_name.isidentifier()
-    assert m.estimator_name == OLD_CLASS_NAMES[name]
+    # the estimator is the method's name, its dashes dropped ("ale-sf" -> "ALESF")
+    assert m.estimator_name.lower() == name.replace("-", "").lower()
     assert m.input_kind in INPUT_KINDS
-    assert (m.input_kind == "bag") == (name in OLD_BAG)
+    # a bag method reads its views as visual words (quantile bins of real ones)
+    assert (m.input_kind == "bag") == ("views" in m.hyper)
+    assert (m.input_kind == "bag") == ("bin_edges" in m.params._fields)
     assert m.score_meaning is None or (
         isinstance(m.score_meaning, str) and m.score_meaning.strip()
     )
-    assert (m.score_meaning is not None) == (name in OLD_PROBABILITY)
     if m.score_meaning is not None:
         assert m.score_words is not None  # predict_proba gives the word scores
     assert m.class_scores is None or callable(m.class_scores)
-    assert (m.class_scores is not None) == (name in OLD_CLASS_SCORES)
+    # a classifier of class labels scores its classes; nothing else does
+    assert (m.class_scores is not None) == ("labels" in m.needs)
     if m.class_scores is not None:
         assert m.predict_labels is not None  # only a classifier has class scores
     assert isinstance(m.non_negative, bool) or callable(m.non_negative)
     assert isinstance(m.needs_non_negative(dict(m.hyper)), bool)
     assert set(m.queries) <= set(QUERY_KINDS)
-    assert bool(m.queries) == (name == "emml")
+    assert bool(m.queries) == (QUERY_INDEX <= set(m.params._fields))
 
 
 def test_estimator_names_are_unique():

@@ -391,21 +391,50 @@ def _make_fit(fit, **fixed):
     return _fit
 
 
-for _det, _long in (("svm", "linear SVM"), ("sf", "smooth function (eq. 7)")):
-    for _prefix, _fit, _scores, _kind, _params in (
-        ("iale", fit_iale, _iale_scores, "Inductive approximate", IaleParams),
-        ("ale", fit_ale_transductive, _ale_scores, "Transductive approx.", AleParams),
-    ):
-        register_words_method(
-            f"{_prefix}-{_det}",
-            _make_fit(_fit, detector=_det),
-            f"{_kind} Laplacian eigenmaps + {_long} (seed 002)",
-            params=_params,
-            score_words=_scores,
-            score_fit_corpus=_fit_scores,
-            embed=_iale_embed,
-            estimator_name=f"{_prefix}{_det}".upper(),
-        )
+def _register_ale(name: str, fit, scores, params: type, summary: str) -> None:
+    """Register ALE or IALE (``fit``, its ``scores`` and ``params``) with the detector
+    its ``name`` ends with (``"svm"`` or ``"sf"``)."""
+    prefix, detector = name.split("-")
+    register_words_method(
+        name,
+        _make_fit(fit, detector=detector),
+        summary,
+        params=params,
+        score_words=scores,
+        score_fit_corpus=_fit_scores,
+        embed=_iale_embed,
+        estimator_name=f"{prefix}{detector}".upper(),
+    )
+
+
+_register_ale(
+    "iale-svm",
+    fit_iale,
+    _iale_scores,
+    IaleParams,
+    "Inductive approximate Laplacian eigenmaps + linear SVM (seed 002)",
+)
+_register_ale(
+    "ale-svm",
+    fit_ale_transductive,
+    _ale_scores,
+    AleParams,
+    "Transductive approx. Laplacian eigenmaps + linear SVM (seed 002)",
+)
+_register_ale(
+    "iale-sf",
+    fit_iale,
+    _iale_scores,
+    IaleParams,
+    "Inductive approximate Laplacian eigenmaps + smooth function (eq. 7) (seed 002)",
+)
+_register_ale(
+    "ale-sf",
+    fit_ale_transductive,
+    _ale_scores,
+    AleParams,
+    "Transductive approx. Laplacian eigenmaps + smooth function (eq. 7) (seed 002)",
+)
 register_words_method(
     "bsvm",
     fit_bsvm,
