@@ -9,16 +9,18 @@ MATLAB matrix).
 
 Every size a file declares is bounded before it is allocated, as for model archives
 (:func:`jaxannot.data.archive.allowed_bytes`: 200 times the file's size, at least
-64 MiB, at most 16 GiB): the compressed elements of a v5 file are inflated in
-bounded chunks and counted before scipy reads them; the datasets of a v7.3 file are
-summed from their declared shapes before h5py reads one; a sparse matrix is densified
-only when its dense size fits the same bound, and so is the one-hot class matrix
-(``images x classes``); cell references nest at most :data:`MAX_DEPTH` deep (a
-reference cycle is refused, not followed) and the groups, datasets and references
-the walk reaches, each counted as often as it is reached, are at most
-:data:`MAX_NODES` and read at most the bound's bytes in all; HDF5 external links,
-external and virtual storage are refused (their bytes lie in other files). Values
-are cast to float32 only when they fit (:func:`~jaxannot.data.bounded.as_float32`).
+64 MiB, at most 16 GiB): the shape every v5 variable declares (read from its header
+by :func:`scipy.io.whosmat`) is checked before scipy reads any, and the compressed
+elements of a v5 file are inflated in bounded chunks (the file read a chunk at a
+time) and counted first; the datasets of a v7.3 file are summed from their declared
+shapes before h5py reads one; a sparse matrix is densified only when its dense size
+fits the same bound, and so is the one-hot class matrix (``images x classes``); cell
+references nest at most :data:`MAX_DEPTH` deep (a reference cycle is refused, not
+followed) and the groups, datasets and references the walk reaches, each counted as
+often as it is reached, are at most :data:`MAX_NODES` and read at most the bound's
+bytes in all; HDF5 external links, external and virtual storage are refused (their
+bytes lie in other files). Values are cast to float32 only when they fit
+(:func:`~jaxannot.data.bounded.as_float32`).
 
 References
 ----------
@@ -28,6 +30,7 @@ scipy.io.loadmat; h5py.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import zlib
@@ -64,6 +67,13 @@ MAX_DEPTH = 16
 MAX_NODES = 10_000
 _MI_COMPRESSED = 15  # v5 data type of a zlib-compressed element
 _CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
+#: Bytes a value of each MATLAB class takes once scipy reads it (a char is a
+#: 4-byte unicode code point); cells, structs and objects hold one pointer (8) an
+#: element; a sparse matrix is read as its stored entries, not densified (skipped).
+_ITEMSIZE = {
+    "double": 8, "single": 4, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
+    "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "logical": 1, "char": 4,
+}  # fmt: skip
 
 
 def is_mat_v73(path: str | os.PathLike) -> bool:
@@ -74,10 +84,11 @@ def is_mat_v73(path: str | os.PathLike) -> bool:
 def read_mat(path: str | os.PathLike) -> dict:
     """Variables of a ``.mat`` file as numpy arrays / scipy sparse matrices.
 
-    v5 files go through :func:`scipy.io.loadmat` (cell arrays become object arrays);
-    v7.3 files through h5py, with every array transposed to MATLAB orientation, cell
-    arrays (HDF5 object references) dereferenced into object arrays and sparse
-    matrices (groups with ``data``/``ir``/``jc``) rebuilt as CSC matrices.
+    v5 files go through :func:`scipy.io.loadmat` (cell arrays become object arrays),
+    once the shape every variable declares fits the file's bound; v7.3 files through
+    h5py, with every array transposed to MATLAB orientation, cell arrays (HDF5 object
+    references) dereferenced into object arrays and sparse matrices (groups with
+    ``data``/``ir``/``jc``) rebuilt as CSC matrices.
 
     Raises
     ------
@@ -104,13 +115,42 @@ def read_mat(path: str | os.PathLike) -> dict:
     inflated = _v5_inflated_bytes(path, allowed)
     if inflated > allowed:
         raise _too_big(path, "its compressed variables", inflated)
+    _check_v5_declared(path, size, allowed)
     try:
         raw = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (even IndexError) on bad input
-        raise DataFormatError(
-            path, f"unreadable MAT-file ({type(e).__name__}: {e})"
-        ) from None
+        raise _unreadable(path, e) from None
     return {k: v for k, v in raw.items() if not k.startswith("__")}
+
+
+def _unreadable(path: str, e: Exception) -> DataFormatError:
+    return DataFormatError(path, f"unreadable MAT-file ({type(e).__name__}: {e})")
+
+
+def _check_v5_declared(path: str, size: int, allowed: int) -> None:
+    """Refuse a v5 (or v4) MAT-file whose variables declare, in their headers, more
+    than ``allowed`` bytes (one variable, or all up to it), before scipy reads one:
+    :func:`scipy.io.whosmat` reads the name, shape and class of each variable
+    without its data. Nested cells and struct fields are not listed by it; their
+    data are bounded by the file's (inflated) bytes."""
+    try:
+        variables = scipy.io.whosmat(path, chars_as_strings=False)
+    except Exception as e:  # scipy raises many types on bad input
+        raise _unreadable(path, e) from None
+    total = 0
+    for name, shape, kind in variables:
+        if kind == "sparse":
+            continue
+        nbytes = math.prod(int(d) for d in shape) * _ITEMSIZE.get(kind, 8)
+        total += nbytes
+        if total > allowed:
+            dims = " x ".join(str(int(d)) for d in shape)
+            raise DataFormatError(
+                path,
+                f"not a usable MAT-file: variable {name} (a {dims} {kind}) declares "
+                f"{nbytes} bytes ({total} with the variables before it), over "
+                f"{limit_text(size)}",
+            )
 
 
 def _too_big(path: str, what: str, size: int) -> DataFormatError:
@@ -163,38 +203,45 @@ def _h5_declared_bytes(f: h5py.File) -> int:
 def _v5_inflated_bytes(path: str, allowed: int) -> int:
     """Bytes the compressed elements of a v5 MAT-file inflate to, counted in chunks
     and given up once over ``allowed`` (0 for a file without a v5 header: v4 files
-    hold no compressed data). A malformed element list stops the count; scipy then
-    reports the damage."""
+    hold no compressed data). The file is read a tag and a chunk at a time:
+    uncompressed elements are skipped over, never read. A malformed element list
+    stops the count; scipy then reports the damage."""
     with open(path, "rb") as fh:
-        data = fh.read()
-    order = {b"IM": "<", b"MI": ">"}.get(data[126:128])
-    if len(data) < 128 or order is None:
-        return 0
-    total, offset = 0, 128
-    while offset + 8 <= len(data):
-        kind, size = struct.unpack_from(order + "II", data, offset)
-        if kind >> 16:  # a small element: its data sit in the tag
-            offset += 8
-            continue
-        start, offset = offset + 8, offset + 8 + size
-        if kind == _MI_COMPRESSED:
-            total += _inflated_size(data[start:offset], allowed - total)
-            if total > allowed:
-                return total
-        else:
-            offset += -size % 8  # uncompressed elements are padded to 8 bytes
+        head = fh.read(128)
+        order = {b"IM": "<", b"MI": ">"}.get(head[126:128])
+        if len(head) < 128 or order is None:
+            return 0
+        total = 0
+        while len(tag := fh.read(8)) == 8:
+            kind, size = struct.unpack(order + "II", tag)
+            if kind >> 16:  # a small element: its data sit in the tag
+                continue
+            start = fh.tell()
+            if kind == _MI_COMPRESSED:
+                total += _inflated_size(fh, size, allowed - total)
+                if total > allowed:
+                    return total
+                fh.seek(start + size)
+            else:
+                fh.seek(start + size + (-size % 8))  # padded to 8 bytes
     return total
 
 
-def _inflated_size(compressed: bytes, budget: int) -> int:
-    """Length of ``compressed`` inflated, counted ``_CHUNK`` bytes at a time; stops
-    as soon as it passes ``budget`` (or the stream is damaged)."""
+def _inflated_size(fh, length: int, budget: int) -> int:
+    """Length of the next ``length`` bytes of ``fh`` inflated, read and inflated
+    ``_CHUNK`` bytes at a time; stops as soon as it passes ``budget`` (or the
+    stream is damaged or ends)."""
     inflater = zlib.decompressobj()
-    total, pending = 0, compressed
+    total = 0
     try:
-        while pending and total <= budget:
-            total += len(inflater.decompress(pending, _CHUNK))
-            pending = inflater.unconsumed_tail
+        while length > 0 and total <= budget and not inflater.eof:
+            pending = fh.read(min(_CHUNK, length))
+            if not pending:
+                break
+            length -= len(pending)
+            while pending and total <= budget:
+                total += len(inflater.decompress(pending, _CHUNK))
+                pending = inflater.unconsumed_tail
     except zlib.error:
         pass
     return total

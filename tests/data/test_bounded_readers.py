@@ -6,10 +6,14 @@ allocated without bound) before the readers were bounded.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import struct
 import threading
+import time
 import tracemalloc
+import zlib
 
 import h5py
 import numpy as np
@@ -106,6 +110,75 @@ def test_a_view_beyond_float32_is_refused_naming_the_file(tmp_path):
     with pytest.raises(DataFormatError, match="float32") as err:
         load(tmp_path, "t")
     assert "t.mat" in str(err.value)
+
+
+# -------------------------------------------------------------------- MAT v5
+def _v5_declaring(value, dims: tuple[int, int], compressed: bool) -> bytes:
+    """A v5 MAT-file holding the one variable ``X = value``, its header's dimensions
+    patched to ``dims`` (the data stay as small as ``value``'s)."""
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, {"X": value}, do_compression=compressed)
+    raw = buffer.getvalue()
+    head, (kind, size), body = raw[:128], struct.unpack_from("<II", raw, 128), raw[136:]
+    element = zlib.decompress(body[:size]) if compressed else body[:size]
+    if compressed:  # the inflated stream is itself one miMATRIX element
+        element = element[8:]
+    # miMATRIX: array flags (tag 8 + data 8), then the dimensions' tag and data
+    assert struct.unpack_from("<II", element, 16) == (5, 8)  # miINT32, 2 dims
+    assert struct.unpack_from("<ii", element, 24) == value.shape
+    element = element[:24] + struct.pack("<ii", *dims) + element[32:]
+    if compressed:
+        inner = struct.pack("<II", 14, len(element)) + element
+        packed = zlib.compress(inner)
+        return head + struct.pack("<II", kind, len(packed)) + packed
+    return head + struct.pack("<II", kind, len(element)) + element + body[size:]
+
+
+@pytest.mark.parametrize(
+    "value, dims, compressed, shown",
+    [
+        (np.zeros((2, 2)), (100_000, 100_000), False, "100000 x 100000 double"),
+        (np.zeros((2, 2), np.float32), (100_000, 100_000), True, "x 100000 single"),
+        (np.empty((1, 2), object), (1, 100_000_000), True, "1 x 100000000 cell"),
+    ],
+    ids=["double", "compressed-single", "compressed-cell"],
+)
+def test_a_v5_variable_declaring_a_huge_shape_is_refused_before_loadmat(
+    tmp_path, monkeypatch, value, dims, compressed, shown
+):
+    """A few hundred bytes declaring 80 GB (or, for a cell, 10^8 object pointers:
+    scipy allocates those before reading a cell) are refused from the headers that
+    ``scipy.io.whosmat`` reads; ``loadmat`` is never called."""
+    if value.dtype == object:
+        value[0, 0], value[0, 1] = np.ones((2, 2)), np.ones((2, 3))
+    path = tmp_path / "huge.mat"
+    path.write_bytes(_v5_declaring(value, dims, compressed))
+    assert path.stat().st_size < 1000
+    assert scipy.io.whosmat(path)[0][1] == dims  # the header declares the shape
+    calls = []
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: calls.append(a))
+    start = time.perf_counter()
+    with pytest.raises(DataFormatError) as err:
+        read_mat(path)
+    assert time.perf_counter() - start < 5
+    message = str(err.value)
+    assert str(path) in message and "variable X" in message and shown in message
+    assert "\n" not in message
+    assert calls == []
+
+
+def test_a_v5_file_is_not_read_whole_to_count_its_compressed_bytes(tmp_path):
+    """An uncompressed 20 MB variable is skipped over (a seek), not read."""
+    path = tmp_path / "plain.mat"
+    scipy.io.savemat(path, {"X": np.ones((2500, 1000)), "Y": np.ones((1, 3))})
+    assert path.stat().st_size > 20_000_000
+    tracemalloc.start()
+    try:
+        assert matlab._v5_inflated_bytes(str(path), 2**30) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20
 
 
 # -------------------------------------------------------------------- ARFF
