@@ -22,6 +22,13 @@ bytes in all; HDF5 external links, external and virtual storage are refused (the
 bytes lie in other files). Values are cast to float32 only when they fit
 (:func:`~jaxannot.data.bounded.as_float32`).
 
+Text reads the same from both versions: a ``1 x n`` char array is a Python ``str``,
+an ``m x n`` one the list of its ``m`` rows, and a cell array of strings (cellstr) a
+list of ``str`` (a list of rows of them for a matrix of cells). v7.3 stores char
+arrays as ``uint16`` UTF-16 code units with the attribute ``MATLAB_class = 'char'``
+(transposed like every array) and cell arrays as references; v5 char arrays come
+from scipy as arrays of strings.
+
 References
 ----------
 MathWorks, "MAT-File Versions" (v7.3 uses HDF5);
@@ -88,7 +95,9 @@ def read_mat(path: str | os.PathLike) -> dict:
     once the shape every variable declares fits the file's bound; v7.3 files through
     h5py, with every array transposed to MATLAB orientation, cell arrays (HDF5 object
     references) dereferenced into object arrays and sparse matrices (groups with
-    ``data``/``ir``/``jc``) rebuilt as CSC matrices.
+    ``data``/``ir``/``jc``) rebuilt as CSC matrices. In both, char arrays become
+    ``str`` (a list of rows for several rows) and cell arrays of strings lists of
+    ``str``.
 
     Raises
     ------
@@ -120,7 +129,7 @@ def read_mat(path: str | os.PathLike) -> dict:
         raw = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (even IndexError) on bad input
         raise _unreadable(path, e) from None
-    return {k: v for k, v in raw.items() if not k.startswith("__")}
+    return {k: _v5_text(v) for k, v in raw.items() if not k.startswith("__")}
 
 
 def _unreadable(path: str, e: Exception) -> DataFormatError:
@@ -247,6 +256,60 @@ def _inflated_size(fh, length: int, budget: int) -> int:
     return total
 
 
+def _rows_text(rows: list[str]) -> str | list[str]:
+    """The rows of a char array: one row as a ``str`` (none as ``""``), several as a
+    list."""
+    if not rows:
+        return ""
+    return rows[0] if len(rows) == 1 else rows
+
+
+def _cell_text(cells: np.ndarray):
+    """A cell array whose every cell is a ``str`` as a list of them (a list of rows
+    for a matrix of cells); any other cell array unchanged."""
+    if cells.size == 0 or not all(isinstance(c, str) for c in cells.flat):
+        return cells
+    if cells.ndim == 2 and min(cells.shape) > 1:
+        return cells.tolist()
+    return list(cells.ravel())
+
+
+def _v5_text(value, depth: int = 0):
+    """A value scipy read from a v5 file with its char arrays (arrays of strings,
+    one a row) as :func:`_rows_text` and cell arrays of strings as
+    :func:`_cell_text`, in cells nested up to :data:`MAX_DEPTH` deep (deeper ones
+    are left as scipy read them)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim <= 1:
+        return _rows_text([str(r) for r in value])
+    if isinstance(value, np.ndarray) and value.dtype == object and depth < MAX_DEPTH:
+        out = np.empty(value.shape, dtype=object)
+        for idx in np.ndindex(value.shape):
+            out[idx] = _v5_text(value[idx], depth + 1)
+        return _cell_text(out)
+    return value
+
+
+def _h5_attr(node: h5py.Dataset, name: str):
+    """The attribute ``name`` of a v7.3 dataset, read only when it takes at most 64
+    bytes (MATLAB's are a class name or a flag); ``None`` otherwise."""
+    if name not in node.attrs or node.attrs.get_id(name).get_storage_size() > 64:
+        return None
+    value = node.attrs[name]
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else value
+
+
+def _h5_text(codes: np.ndarray) -> str | list[str]:
+    """A v7.3 char array (UTF-16 code units, MATLAB orientation) as text."""
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu":
+        raise ValueError(f"a char array of {codes.dtype} values")
+    if codes.ndim < 2:  # MATLAB writes every array 2-D; a 1-D one is taken as a row
+        codes = codes.reshape(1, -1)
+    codes = codes.reshape(codes.shape[0], math.prod(codes.shape[1:]))
+    rows = [row.astype("<u2").tobytes().decode("utf-16-le", "replace") for row in codes]
+    return _rows_text(rows)
+
+
 def _densify(x, path: str, what: str) -> np.ndarray:
     """``x`` as a dense array; a sparse ``x`` only when its dense size fits the bound
     of the file it came from."""
@@ -311,12 +374,17 @@ class _H5Walk:
                 )
             return {k: self.value(node[k], depth + 1) for k in node.keys()}
         self._count(int(node.size) * node.dtype.itemsize)
+        text = str(_h5_attr(node, "MATLAB_class")) == "char"
+        if text and np.any(_h5_attr(node, "MATLAB_empty")):
+            return ""  # an empty char array: its dataset holds its dimensions
         arr = node[()]
         if node.dtype == h5py.ref_dtype:
             out = np.empty(arr.shape, dtype=object)
             for idx in np.ndindex(arr.shape):
                 out[idx] = self.value(self.f[arr[idx]], depth + 1)
-            return out.T
+            return _cell_text(out.T)
+        if text:
+            return _h5_text(np.asarray(arr).T)
         return np.asarray(arr).T
 
 

@@ -241,3 +241,98 @@ def test_sparse_view_too_large_to_densify_refused(tmp_path, small_allowance):
         dense_view(mat["X"], str(path), "X{1}")
     with pytest.raises(DataFormatError, match=r"wide\.mat: .*class labels"):
         class_labels(mat["X"], str(path))
+
+
+# ------------------------------------------------------------------------- text
+_TEXT = {
+    "s": "abc",
+    "u": "héllo €",
+    "e": "",
+    "m": ["abc", "de "],  # a 2 x 3 char matrix: its rows
+    "y": ["a", "b", "a"],  # a 3 x 1 char matrix
+    "c": ["ab", "cde", ""],  # a 1 x 3 cellstr
+    "k": ["x", "yz"],  # a 2 x 1 cellstr
+}
+
+
+def _char(f, name: str, text: str | list[str]) -> h5py.Dataset:
+    """A char array laid out as MATLAB v7.3 writes it: UTF-16 code units, one row
+    per string, stored transposed, ``MATLAB_class = 'char'``; an empty one as its
+    dimensions with ``MATLAB_empty = 1``."""
+    rows = [text] if isinstance(text, str) else text
+    if rows == [""]:
+        ds = f.create_dataset(name, data=np.array([0, 0], dtype=np.uint64))
+        ds.attrs["MATLAB_empty"] = np.uint8(1)
+    else:
+        codes = np.array([np.frombuffer(r.encode("utf-16-le"), "<u2") for r in rows])
+        ds = f.create_dataset(name, data=codes.T)  # (cols, rows) on disk
+    ds.attrs["MATLAB_class"] = np.bytes_(b"char")
+    ds.attrs["MATLAB_int_decode"] = np.int32(2)
+    return ds
+
+
+def _cellstr(f, name: str, texts: list[str], shape: tuple[int, int]) -> None:
+    """A cell array of strings as MATLAB v7.3 writes it: object references (stored
+    transposed, ``MATLAB_class = 'cell'``) to char arrays under ``#refs#``."""
+    refs = [_char(f, f"#refs#/{name}{i}", t).ref for i, t in enumerate(texts)]
+    cells = np.array(refs, dtype=h5py.ref_dtype).reshape(shape[::-1])
+    f.create_dataset(name, data=cells).attrs["MATLAB_class"] = np.bytes_(b"cell")
+
+
+def test_v73_char_and_cellstr_read_as_text_like_v5(tmp_path):
+    path = tmp_path / "text73.mat"
+    with h5py.File(path, "w", userblock_size=512) as f:
+        for name in ("s", "u", "e", "m", "y"):
+            _char(f, name, _TEXT[name])
+        _cellstr(f, "c", _TEXT["c"], (1, 3))
+        _cellstr(f, "k", _TEXT["k"], (2, 1))
+    v73 = read_mat(path)
+    assert v73 == _TEXT
+    scipy.io.savemat(
+        tmp_path / "text5.mat",
+        {
+            "s": "abc",
+            "u": "héllo €",
+            "e": "",
+            "m": np.array(["abc", "de "]),
+            "y": np.array(["a", "b", "a"]),
+            "c": np.array(["ab", "cde", ""], dtype=object),
+            "k": np.array([["x"], ["yz"]], dtype=object),
+        },
+    )
+    assert read_mat(tmp_path / "text5.mat") == v73
+
+
+def test_v73_cells_of_matrices_stay_object_arrays(tmp_path):
+    path = tmp_path / "mixed.mat"
+    with h5py.File(path, "w", userblock_size=512) as f:
+        a = f.create_dataset("#refs#/a", data=np.arange(6.0).reshape(2, 3).T)
+        b = _char(f, "#refs#/b", "label")
+        f.create_dataset("C", data=np.array([[a.ref], [b.ref]], dtype=h5py.ref_dtype))
+    cells = read_mat(path)["C"]
+    assert cells.dtype == object and cells.shape == (1, 2)
+    np.testing.assert_array_equal(cells[0, 0], np.arange(6.0).reshape(2, 3))
+    assert cells[0, 1] == "label"
+
+
+def test_v73_cellstr_within_the_node_bound(tmp_path):
+    """10,001 references to one string: refused by the walk's node count."""
+    from jaxannot.data.matlab import MAX_NODES
+
+    path = tmp_path / "many.mat"
+    with h5py.File(path, "w", userblock_size=512) as f:
+        ref = _char(f, "#refs#/s", "spam").ref
+        f.create_dataset("C", data=np.array([ref] * MAX_NODES, dtype=h5py.ref_dtype))
+    with pytest.raises(DataFormatError, match=r"many\.mat: .*fan out"):
+        read_mat(path)
+
+
+def test_v5_text_labels_still_refused_as_labels(tmp_path):
+    folder = tmp_path / "bbcsport"
+    folder.mkdir()
+    cells = np.empty((1, 2), dtype=object)
+    cells[0, 0], cells[0, 1] = np.ones((3, 2)), np.ones((3, 4))
+    scipy.io.savemat(folder / "BBCSport.mat", {"X": cells, "Y": np.array(["a", "b"])})
+    assert read_mat(folder / "BBCSport.mat")["Y"] == ["a", "b"]
+    with pytest.raises(DataFormatError, match=r"class labels are <U1 values"):
+        load_dataset("bbcsport", tmp_path)
