@@ -19,6 +19,10 @@ import jax.numpy as jnp
 from jaxannot.runtime import checkpoint
 from jaxannot.runtime.progress import run_steps
 
+#: the child's main-loop iterations: the kill comes at its first checkpoint (step 1
+#: or 2 in practice), so the rest only has to run long enough to be killed midway
+ITERATIONS = 60
+
 # a child process: lap-mix-unigram through the evaluation driver, its fitted arrays
 # written to OUT (np.savez) when the fit ends
 CHILD = textwrap.dedent(
@@ -37,7 +41,7 @@ CHILD = textwrap.dedent(
     task = make_task(corpus, None, protocol="transductive", seed=0)
     result = evaluate(
         "lap-mix-unigram", task, seed=3,
-        hyper={"iterations": 200, "warm_start": 5},
+        hyper={"iterations": ITERATIONS, "warm_start": 5},
         checkpoint=None if folder == "-" else folder, checkpoint_every=1,
     )
     leaves = jax.tree.leaves(result.fitted.params)
@@ -48,7 +52,7 @@ CHILD = textwrap.dedent(
 
 def _child(tmp_path, out, folder):
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(CHILD.replace("ITERATIONS", str(ITERATIONS)))
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, str(script), str(out), str(folder)],
@@ -85,7 +89,7 @@ def test_killed_fit_resumes_bit_identical(tmp_path):
     assert killed.returncode == -signal.SIGKILL
     assert not (tmp_path / "never.npz").exists()
     stopped_at = _saved_step(main_loop)
-    assert 0 < stopped_at < 200  # killed in the middle of the main loop
+    assert 0 < stopped_at < ITERATIONS  # killed in the middle of the main loop
 
     resumed = _child(tmp_path, tmp_path / "resumed.npz", folder)
     plain = _child(tmp_path, tmp_path / "plain.npz", "-")  # no checkpoints at all
@@ -97,7 +101,7 @@ def test_killed_fit_resumes_bit_identical(tmp_path):
     # the second run really started from the killed run's last checkpoint
     assert f"step loop 1 resumed at step {stopped_at}" in errors[0], errors[0][-2000:]
     assert "resumed" not in errors[1]
-    assert _saved_step(main_loop) == 200
+    assert _saved_step(main_loop) == ITERATIONS
     a, b = _arrays(tmp_path / "resumed.npz"), _arrays(tmp_path / "plain.npz")
     assert len(a) == len(b) > 0
     for x, y in zip(a, b, strict=True):
