@@ -28,7 +28,7 @@ from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import VIEW_KINDS
 from jaxannot.data.mat_datasets import cell_views_loader
 from jaxannot.data.matlab import read_mat
-from jaxannot.data.mulan import read_label_xml
+from jaxannot.data.mulan import load_mulan_arff, read_label_xml
 from jaxannot.data.photo_extractor import PhotoExtractor
 from jaxannot.data.photo_tags import read_tags
 from jaxannot.data.photos import load_photo_dir
@@ -189,6 +189,44 @@ def test_a_sparse_arff_declaring_many_attributes_is_refused(tmp_path):
     path.write_text("@relation r\n" + header + "@data\n" + "{0 1}\n" * 5000)
     with pytest.raises(DataFormatError, match="densified"):
         read_arff(path)
+
+
+_ARFF_HEAD = "@relation r\n@attribute f1 numeric\n@attribute f3 numeric\n"
+_ARFF_HEAD += "@attribute lab {0,1}\n@data\n"
+
+
+@pytest.mark.parametrize(
+    "rows", ["1,2,0\n3,-1e300,1\n", "{0 1,1 2}\n{0 3,1 -1e300,2 1}\n"]
+)
+def test_an_arff_value_beyond_float32_is_refused_before_the_cast(tmp_path, rows):
+    """-1e300 is finite in float64; cast to float32 it became -inf, refused only
+    as "missing or not finite". It is now refused by a range check on the float64
+    value, naming the file, the line and the attribute."""
+    path = tmp_path / "x.arff"
+    path.write_text(_ARFF_HEAD + rows)
+    (tmp_path / "x.xml").write_text('<labels><label name="lab"/></labels>')
+    pattern = r"x\.arff, line 7: attribute 'f3' value -1e\+300 is beyond float32's"
+    with pytest.raises(DataFormatError, match=pattern) as err:
+        read_arff(path).columns([0, 1])
+    assert err.value.line == 7 and "\n" not in str(err.value)
+    with pytest.raises(DataFormatError, match=pattern):
+        load_mulan_arff(path, tmp_path / "x.xml")
+    assert read_arff(path).columns([1], dtype=np.float64)[1, 0] == -1e300
+
+
+def test_an_infinite_arff_value_is_still_refused_as_not_finite(tmp_path):
+    """1e999 reads as inf (not a range problem): refused as before, as missing or
+    not finite, like a missing value."""
+    path = tmp_path / "x.arff"
+    (tmp_path / "x.xml").write_text('<labels><label name="lab"/></labels>')
+    for value, shown in (("1e999", "inf"), ("?", "nan")):
+        path.write_text(_ARFF_HEAD + f"1,2,0\n3,{value},1\n")
+        assert np.isnan(read_arff(path).columns([1])[1, 0]) == (value == "?")
+        with pytest.raises(
+            DataFormatError, match=r"line 7: feature 'f3' is missing or not finite"
+        ) as err:
+            load_mulan_arff(path, tmp_path / "x.xml")
+        assert shown in str(err.value)
 
 
 def _sparse_file(path, size: int) -> None:
