@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import struct
 import threading
@@ -165,6 +166,116 @@ def test_a_v5_variable_declaring_a_huge_shape_is_refused_before_loadmat(
     assert str(path) in message and "variable X" in message and shown in message
     assert "\n" not in message
     assert calls == []
+
+
+def _cell(*values) -> np.ndarray:
+    cells = np.empty((1, len(values)), dtype=object)
+    for k, value in enumerate(values):
+        cells[0, k] = value
+    return cells
+
+
+def _v5_nested(variables: dict, old: tuple, new: tuple, compressed: bool) -> bytes:
+    """A v5 MAT-file of ``variables`` whose one array of dimensions ``old`` (a cell
+    or field nested in a variable) is patched to declare ``new``; compressed, each
+    variable's element is deflated as scipy and MATLAB do."""
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, variables, do_compression=False)
+    raw = buffer.getvalue()
+    pattern = struct.pack("<IIii", 5, 8, *old)  # miINT32, 8 bytes, the dimensions
+    assert raw.count(pattern) == 1
+    raw = raw.replace(pattern, struct.pack("<IIii", 5, 8, *new))
+    if not compressed:
+        return raw
+    out, at = [raw[:128]], 128
+    while at < len(raw):
+        size = struct.unpack_from("<I", raw, at + 4)[0]
+        packed = zlib.compress(raw[at : at + 8 + size])
+        out.append(struct.pack("<II", 15, len(packed)) + packed)
+        at += 8 + size
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+@pytest.mark.parametrize(
+    "variables, shown",
+    [
+        ({"X": _cell(_cell(np.ones((2, 2)), np.ones((2, 3))))}, "variable X{1} "),
+        (
+            {
+                "Y": np.ones((1, 3)),
+                "X": _cell(np.ones(4), _cell(np.ones((2, 2)), np.ones(3)), np.ones(5)),
+            },
+            "variable X{2} ",
+        ),
+        ({"s": {"a": np.ones(3), "f": _cell(np.ones((2, 2)), 1.0)}}, "variable s.f "),
+    ],
+    ids=["cell-in-cell", "second-cell", "struct-field"],
+)
+def test_a_nested_v5_cell_declaring_a_huge_shape_is_refused_before_loadmat(
+    tmp_path, monkeypatch, variables, shown, compressed
+):
+    """A cell nested in a variable declaring 1 x 10^8 cells: ``whosmat`` lists the
+    variable alone (a 1 x 1 or 1 x 2 cell), and scipy reserved the nested cell's
+    800 MB of pointers before reading a cell. Refused from the headers, without
+    calling ``loadmat``."""
+    path = tmp_path / "nested.mat"
+    path.write_bytes(_v5_nested(variables, (1, 2), (1, 10**8), compressed))
+    assert path.stat().st_size < 2000
+    assert all(math.prod(shape) <= 3 for _, shape, _ in scipy.io.whosmat(path))
+    calls = []
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: calls.append(a))
+    start = time.perf_counter()
+    with pytest.raises(DataFormatError) as err:
+        read_mat(path)
+    assert time.perf_counter() - start < 5
+    message = str(err.value)
+    assert str(path) in message and shown + "(a 1 x 100000000 cell)" in message
+    assert "declares 800000000 bytes" in message and "\n" not in message
+    assert calls == []
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+def test_nested_v5_cells_and_structs_are_walked_and_still_load(tmp_path, compressed):
+    """The walk visits every array once (variables, cells, field values) and adds
+    up what each declares; the file then loads as before."""
+    inner = _cell("ab", np.arange(6.0).reshape(2, 3))
+    variables = {
+        "X": _cell(np.ones((2, 2)), inner, np.zeros((0, 0))),
+        "s": {"a": np.ones((1, 3), np.float32), "b": _cell(np.int8(3))},
+        "Y": np.array([[1, 2]], dtype=np.int32),
+    }
+    path = tmp_path / "ok.mat"
+    scipy.io.savemat(path, variables, do_compression=compressed)
+    size = path.stat().st_size
+    walk = matlab._V5Walk(str(path), size, bounded.allowed_bytes(size))
+    walk.run()
+    # X, its 3 cells, the 2 of inner; s, its 2 fields, b's cell; Y
+    assert walk.nodes == 11
+    # pointers: X 3, inner 2, s 2 (1 x 1, 2 fields), b 1; values: 4 + 6 doubles,
+    # "ab" 2 chars of 4 bytes, 3 singles, 1 int8, 2 int32s
+    assert walk.total == 8 * (3 + 2 + 2 + 1) + 8 * (4 + 6) + 8 + 12 + 1 + 8
+    mat = read_mat(path)
+    np.testing.assert_array_equal(mat["X"][0, 1][0, 1], np.arange(6.0).reshape(2, 3))
+    assert mat["X"][0, 1][0, 0] == "ab"
+    np.testing.assert_array_equal(mat["s"]["a"][0, 0], np.ones((1, 3)))
+
+
+def test_v5_cells_nested_too_deep_or_too_many_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: pytest.fail("loaded"))
+    value = np.ones(1)
+    for _ in range(matlab.MAX_DEPTH + 2):
+        value = _cell(value)
+    scipy.io.savemat(tmp_path / "deep.mat", {"X": value})
+    with pytest.raises(DataFormatError, match=r"variable X\{1\}(\{1\})+ nests"):
+        read_mat(tmp_path / "deep.mat")
+    many = _cell(*[np.zeros((0, 0))] * (matlab.MAX_NODES + 1))
+    scipy.io.savemat(tmp_path / "many.mat", {"X": many}, do_compression=True)
+    assert (tmp_path / "many.mat").stat().st_size < 10_000
+    with pytest.raises(
+        DataFormatError, match=r"more than 10000 arrays .*at X\{10000\}"
+    ):
+        read_mat(tmp_path / "many.mat")
 
 
 def test_a_v5_file_is_not_read_whole_to_count_its_compressed_bytes(tmp_path):
