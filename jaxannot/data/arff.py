@@ -54,7 +54,12 @@ import arff as liac_arff
 import numpy as np
 import scipy.sparse
 
-from jaxannot.data.bounded import MAX_TEXT_BYTES, check_dense, read_limited
+from jaxannot.data.bounded import (
+    MAX_TEXT_BYTES,
+    beyond_float32,
+    check_dense,
+    read_limited,
+)
 from jaxannot.data.errors import DataFormatError
 
 __all__ = ["ArffData", "read_arff", "parse_arff"]
@@ -109,6 +114,14 @@ class ArffData:
         """Dense ``[rows, len(cols)]`` array of the given attribute columns.
 
         Nominal columns are mapped to their numeric value (or value index).
+
+        Raises
+        ------
+        DataFormatError
+            When ``dtype`` is float32 and a value is finite but beyond its range
+            (1e300 would become infinite), checked on the float64 values before
+            the cast and naming the line and the attribute; NaN (missing) and
+            infinite values are returned as they are.
         """
         cols = np.asarray(cols, dtype=np.int64)
         if scipy.sparse.issparse(self.values):
@@ -124,6 +137,16 @@ class ArffData:
             ok = np.isfinite(col)
             idx = col[ok].astype(np.int64)
             col[ok] = lut[idx]
+        if np.dtype(dtype) == np.float32:
+            beyond = beyond_float32(block)
+            if beyond.any():
+                r, j = np.argwhere(beyond)[0]
+                raise DataFormatError(
+                    self.path,
+                    f"attribute {self.attribute_names[cols[j]]!r} value "
+                    f"{block[r, j]:g} is beyond float32's range (3.4e38)",
+                    int(self.data_lines[r]),
+                )
         return block.astype(dtype)
 
 

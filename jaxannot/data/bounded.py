@@ -33,6 +33,7 @@ __all__ = [
     "MIN_ALLOWANCE",
     "allowed_bytes",
     "as_float32",
+    "beyond_float32",
     "check_dense",
     "file_size",
     "limit_text",
@@ -186,6 +187,24 @@ def read_limited(path: str | os.PathLike, what: str, limit: int, why: str) -> by
     return data
 
 
+def beyond_float32(values) -> np.ndarray:
+    """Mask of the finite ``values`` beyond float32's range (about 3.4e38 in
+    magnitude: casting would make them infinite), checked on the values as they
+    are, before any cast; NaN and infinite values are not flagged (a reader may
+    take them as missing).
+
+    Examples
+    --------
+    >>> beyond_float32(np.array([1.0, -1e300, np.inf, np.nan])).tolist()
+    [False, True, False, False]
+    """
+    values = np.asarray(values)
+    if values.dtype.kind != "f" or values.dtype.itemsize <= 4:
+        return np.zeros(values.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (np.abs(values) > _FLOAT32_MAX)
+
+
 def as_float32(
     values, path: str | os.PathLike, what: str, *, remedy: str = ""
 ) -> np.ndarray:
@@ -202,9 +221,7 @@ def as_float32(
     if values.dtype.kind not in "biuf":
         raise DataFormatError(path, f"{what} holds {values.dtype} values, not numbers")
     if values.dtype.kind == "f":
-        bad = ~np.isfinite(values)
-        if values.dtype.itemsize > 4:
-            bad |= np.abs(values) > _FLOAT32_MAX
+        bad = ~np.isfinite(values) | beyond_float32(values)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             value = values[where]

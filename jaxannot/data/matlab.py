@@ -8,19 +8,21 @@ column-major, so every array read through h5py is transposed back to MATLAB's
 MATLAB matrix).
 
 Every size a file declares is bounded before it is allocated, as for model archives
-(:func:`jaxannot.data.archive.allowed_bytes`: 200 times the file's size, at least
-64 MiB, at most 16 GiB): the shape every v5 variable declares (read from its header
-by :func:`scipy.io.whosmat`) is checked before scipy reads any, and the compressed
-elements of a v5 file are inflated in bounded chunks (the file read a chunk at a
-time) and counted first; the datasets of a v7.3 file are summed from their declared
-shapes before h5py reads one; a sparse matrix is densified only when its dense size
-fits the same bound, and so is the one-hot class matrix (``images x classes``); cell
-references nest at most :data:`MAX_DEPTH` deep (a reference cycle is refused, not
-followed) and the groups, datasets and references the walk reaches, each counted as
-often as it is reached, are at most :data:`MAX_NODES` and read at most the bound's
-bytes in all; HDF5 external links, external and virtual storage are refused (their
-bytes lie in other files). Values are cast to float32 only when they fit
-(:func:`~jaxannot.data.bounded.as_float32`).
+(:func:`jaxannot.data.archive.allowed_bytes`: 200 times the file's size, at least 64
+MiB, at most 16 GiB): the shape every v5 variable declares (read from its header by
+:func:`scipy.io.whosmat`) is checked before scipy reads any, and so is the shape
+every cell and struct field nested in one declares (a walk of the element headers,
+at most :data:`MAX_NODES` arrays nested at most :data:`MAX_DEPTH` deep); the
+compressed elements of a v5 file are inflated in bounded chunks (the file read a
+chunk at a time) and counted first; the datasets of a v7.3 file are summed from
+their declared shapes before h5py reads one; a sparse matrix is densified only when
+its dense size fits the same bound, and so is the one-hot class matrix
+(``images x classes``); cell references nest at most :data:`MAX_DEPTH` deep (a
+reference cycle is refused, not followed) and the groups, datasets and references
+the walk reaches, each counted as often as it is reached, are at most
+:data:`MAX_NODES` and read at most the bound's bytes in all; HDF5 external links,
+external and virtual storage are refused (their bytes lie in other files). Values
+are cast to float32 only when they fit (:func:`~jaxannot.data.bounded.as_float32`).
 
 Text reads the same from both versions: a ``1 x n`` char array is a Python ``str``,
 an ``m x n`` one the list of its ``m`` rows, and a cell array of strings (cellstr) a
@@ -73,6 +75,7 @@ MAX_DEPTH = 16
 #: all, each counted as often as it is reached.
 MAX_NODES = 10_000
 _MI_COMPRESSED = 15  # v5 data type of a zlib-compressed element
+_MI_MATRIX = 14  # v5 data type of an array (a variable, a cell, a field's value)
 _CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
 #: Bytes a value of each MATLAB class takes once scipy reads it (a char is a
 #: 4-byte unicode code point); cells, structs and objects hold one pointer (8) an
@@ -80,6 +83,12 @@ _CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
 _ITEMSIZE = {
     "double": 8, "single": 4, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
     "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "logical": 1, "char": 4,
+}  # fmt: skip
+#: The v5 array classes (the low byte of an array's flags) by number.
+_V5_CLASS = {
+    1: "cell", 2: "struct", 3: "object", 4: "char", 5: "sparse", 6: "double",
+    7: "single", 8: "int8", 9: "uint8", 10: "int16", 11: "uint16", 12: "int32",
+    13: "uint32", 14: "int64", 15: "uint64",
 }  # fmt: skip
 
 
@@ -125,6 +134,7 @@ def read_mat(path: str | os.PathLike) -> dict:
     if inflated > allowed:
         raise _too_big(path, "its compressed variables", inflated)
     _check_v5_declared(path, size, allowed)
+    _V5Walk(path, size, allowed).run()
     try:
         raw = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (even IndexError) on bad input
@@ -140,8 +150,8 @@ def _check_v5_declared(path: str, size: int, allowed: int) -> None:
     """Refuse a v5 (or v4) MAT-file whose variables declare, in their headers, more
     than ``allowed`` bytes (one variable, or all up to it), before scipy reads one:
     :func:`scipy.io.whosmat` reads the name, shape and class of each variable
-    without its data. Nested cells and struct fields are not listed by it; their
-    data are bounded by the file's (inflated) bytes."""
+    without its data. Nested cells and struct fields are not listed by it:
+    :class:`_V5Walk` bounds them."""
     try:
         variables = scipy.io.whosmat(path, chars_as_strings=False)
     except Exception as e:  # scipy raises many types on bad input
@@ -254,6 +264,241 @@ def _inflated_size(fh, length: int, budget: int) -> int:
     except zlib.error:
         pass
     return total
+
+
+class _End(Exception):
+    """A v5 element list that ends early or is malformed: the walk stops there
+    (scipy then reports the damage)."""
+
+
+class _FileStream:
+    """The ``length`` bytes of an uncompressed v5 element, from the file ``fh``
+    positioned at their start: read a few at a time, skipped over by seeks."""
+
+    def __init__(self, fh, length: int) -> None:
+        self.fh, self.left, self.pos = fh, length, 0
+
+    def read(self, n: int) -> bytes:
+        data = self.fh.read(n) if n <= self.left else b""
+        if len(data) < n:
+            raise _End
+        self.left -= n
+        self.pos += n
+        return data
+
+    def skip(self, n: int) -> None:
+        if not 0 <= n <= self.left:
+            raise _End
+        self.fh.seek(n, os.SEEK_CUR)
+        self.left -= n
+        self.pos += n
+
+
+class _InflateStream:
+    """The inflated bytes of a compressed v5 element (``length`` bytes of ``fh``),
+    inflated as far as they are read or skipped, :data:`_CHUNK` bytes at a time
+    (the file read a chunk at a time too)."""
+
+    def __init__(self, fh, length: int) -> None:
+        self.fh, self.left, self.pos = fh, length, 0
+        self.inflater = zlib.decompressobj()
+        self.buffer = bytearray()
+
+    def _more(self) -> None:
+        pending = self.inflater.unconsumed_tail
+        if not pending:
+            if self.inflater.eof or self.left <= 0:
+                raise _End
+            pending = self.fh.read(min(_CHUNK, self.left))
+            if not pending:
+                raise _End
+            self.left -= len(pending)
+        try:
+            self.buffer += self.inflater.decompress(pending, _CHUNK)
+        except zlib.error:
+            raise _End from None
+
+    def read(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            self._more()
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        self.pos += n
+        return data
+
+    def skip(self, n: int) -> None:
+        if n < 0:
+            raise _End
+        self.pos += n
+        while n > 0:
+            if not self.buffer:
+                self._more()
+            taken = min(n, len(self.buffer))
+            del self.buffer[:taken]
+            n -= taken
+
+
+class _V5Walk:
+    """The headers of every array in a v5 MAT-file -- each variable and, nested in
+    it, each cell and each struct field's value -- read before scipy reads any,
+    without their data (skipped over, or inflated and dropped for a compressed
+    variable).
+
+    :func:`scipy.io.whosmat` lists the variables alone, and scipy reserves the
+    object pointers of every cell array a header declares before reading its
+    cells: a 1 x 1 cell holding a cell declaring 1 x 10^8 cells took 800 MB from a
+    few hundred bytes. The walk adds up what every header declares (elements times
+    item size, 8 bytes a cell or struct field) and refuses the file once that is
+    over ``allowed``, naming the array (``X{3}``, ``s(2).f``, ``s.f``); it visits
+    at most :data:`MAX_NODES` arrays, nested at most :data:`MAX_DEPTH` deep.
+    Sparse matrices (their stored entries are their bytes in the file), function
+    handles and objects scipy cannot read are not looked into. A malformed element
+    list stops the walk; scipy then reports the damage. Layout: MathWorks,
+    "MAT-File Format" (level 5: tags, small data elements, 8-byte alignment).
+    """
+
+    def __init__(self, path: str, size: int, allowed: int) -> None:
+        self.path, self.size, self.allowed = path, size, allowed
+        self.order = "<"
+        self.nodes = 0
+        self.total = 0
+
+    def run(self) -> None:
+        with open(self.path, "rb") as fh:
+            head = fh.read(128)
+            order = {b"IM": "<", b"MI": ">"}.get(head[126:128])
+            if len(head) < 128 or order is None:
+                return  # a v4 file: no cells, no structs
+            self.order = order
+            while len(tag := fh.read(8)) == 8:
+                kind, size = struct.unpack(order + "II", tag)
+                if kind >> 16:  # a small element: its data sit in the tag
+                    continue
+                start = fh.tell()
+                try:
+                    if kind == _MI_COMPRESSED:
+                        stream = _InflateStream(fh, size)
+                        inner, length = self._tag(stream)[:2]
+                        if inner == _MI_MATRIX:
+                            self._matrix(stream, length, None, 0)
+                    elif kind == _MI_MATRIX:
+                        self._matrix(_FileStream(fh, size), size, None, 0)
+                except _End:
+                    return
+                fh.seek(start + size + (0 if kind == _MI_COMPRESSED else -size % 8))
+
+    def _tag(self, stream) -> tuple[int, int, bytes | None]:
+        """``(type, bytes, data)`` of the next element's tag; ``data`` is the
+        element's own bytes for a small element (packed in the tag), else None."""
+        raw = stream.read(8)
+        kind, size = struct.unpack(self.order + "II", raw)
+        if kind >> 16:
+            if kind >> 16 > 4:
+                raise _End
+            return kind & 0xFFFF, kind >> 16, raw[4 : 4 + (kind >> 16)]
+        return kind, size, None
+
+    def _field(self, stream, name: str) -> bytes:
+        """The data of the next (header) element, at most :data:`_CHUNK` bytes."""
+        _, size, data = self._tag(stream)
+        if data is not None:
+            return data
+        if size > _CHUNK:
+            raise DataFormatError(
+                self.path,
+                f"not a usable MAT-file: variable {name} has a {size}-byte header "
+                f"element, over the {_CHUNK} a header may hold",
+            )
+        data = stream.read(size)
+        stream.skip(-size % 8)
+        return data
+
+    def _ints(self, data: bytes, code: str) -> tuple[int, ...]:
+        return struct.unpack(
+            f"{self.order}{len(data) // 4}{code}", data[: len(data) // 4 * 4]
+        )
+
+    def _declare(self, name: str, shape: tuple[int, ...], kind: str, nbytes: int):
+        self.total += nbytes
+        if self.total > self.allowed:
+            dims = " x ".join(str(d) for d in shape)
+            raise DataFormatError(
+                self.path,
+                f"not a usable MAT-file: variable {name} (a {dims} {kind}) declares "
+                f"{nbytes} bytes ({self.total} with the arrays before it), over "
+                f"{limit_text(self.size)}",
+            )
+
+    def _matrix(self, stream, length: int, name: str | None, depth: int) -> None:
+        """Walk the array whose ``length`` bytes (after its tag) come next in
+        ``stream``; ``name`` is its path (None for a variable: its own name)."""
+        start = stream.pos
+        if length == 0:  # an empty array: no flags, no dimensions
+            self._visit(name or "?", depth)
+            return
+        flags = self._ints(self._field(stream, name or "?"), "I")
+        kind = _V5_CLASS.get(flags[0] & 0xFF) if flags else None
+        if kind is None:  # function handles, opaque objects: not looked into
+            stream.skip(length - (stream.pos - start))
+            return
+        shape = self._ints(self._field(stream, name or "?"), "i")
+        label = self._field(stream, name or "?").decode("latin-1")
+        name = label if name is None else name
+        if any(d < 0 for d in shape) or not shape:
+            raise _End
+        self._visit(name, depth)
+        count = math.prod(shape)
+        if kind == "object":
+            self._field(stream, name)  # its class name
+        if kind in ("struct", "object"):
+            width = self._ints(self._field(stream, name), "i")
+            names = self._field(stream, name)
+            width = width[0] if width else 0
+            fields = [
+                names[k : k + width].split(b"\0")[0].decode("latin-1")
+                for k in range(0, len(names) - width + 1, width)
+            ] if width > 0 else []  # fmt: skip
+            self._declare(name, shape, kind, count * max(len(fields), 1) * 8)
+            for k in range(count if fields else 0):
+                where = name if count == 1 else f"{name}({k + 1})"
+                for field in fields:
+                    self._child(stream, f"{where}.{field}", depth)
+        elif kind == "cell":
+            self._declare(name, shape, kind, count * 8)
+            for k in range(count):
+                self._child(stream, f"{name}{{{k + 1}}}", depth)
+        elif kind != "sparse":
+            logical = bool(flags[0] & 0x200)
+            item = _ITEMSIZE["logical" if logical else kind]
+            self._declare(
+                name, shape, kind, count * item * (2 if flags[0] & 0x800 else 1)
+            )
+        rest = length - (stream.pos - start)
+        if rest < 0:
+            raise _End
+        stream.skip(rest)
+
+    def _child(self, stream, name: str, depth: int) -> None:
+        kind, length, data = self._tag(stream)
+        if kind != _MI_MATRIX or data is not None:
+            raise _End
+        self._matrix(stream, length, name, depth + 1)
+        stream.skip(-length % 8)
+
+    def _visit(self, name: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise DataFormatError(
+                self.path,
+                f"not a usable MAT-file: variable {name} nests cells or structs "
+                f"more than {MAX_DEPTH} deep",
+            )
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise DataFormatError(
+                self.path,
+                f"not a usable MAT-file: its variables hold more than {MAX_NODES} "
+                f"arrays in cells and structs (at {name})",
+            )
 
 
 def _rows_text(rows: list[str]) -> str | list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import struct
 import threading
@@ -28,7 +29,7 @@ from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import VIEW_KINDS
 from jaxannot.data.mat_datasets import cell_views_loader
 from jaxannot.data.matlab import read_mat
-from jaxannot.data.mulan import read_label_xml
+from jaxannot.data.mulan import load_mulan_arff, read_label_xml
 from jaxannot.data.photo_extractor import PhotoExtractor
 from jaxannot.data.photo_tags import read_tags
 from jaxannot.data.photos import load_photo_dir
@@ -167,6 +168,116 @@ def test_a_v5_variable_declaring_a_huge_shape_is_refused_before_loadmat(
     assert calls == []
 
 
+def _cell(*values) -> np.ndarray:
+    cells = np.empty((1, len(values)), dtype=object)
+    for k, value in enumerate(values):
+        cells[0, k] = value
+    return cells
+
+
+def _v5_nested(variables: dict, old: tuple, new: tuple, compressed: bool) -> bytes:
+    """A v5 MAT-file of ``variables`` whose one array of dimensions ``old`` (a cell
+    or field nested in a variable) is patched to declare ``new``; compressed, each
+    variable's element is deflated as scipy and MATLAB do."""
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, variables, do_compression=False)
+    raw = buffer.getvalue()
+    pattern = struct.pack("<IIii", 5, 8, *old)  # miINT32, 8 bytes, the dimensions
+    assert raw.count(pattern) == 1
+    raw = raw.replace(pattern, struct.pack("<IIii", 5, 8, *new))
+    if not compressed:
+        return raw
+    out, at = [raw[:128]], 128
+    while at < len(raw):
+        size = struct.unpack_from("<I", raw, at + 4)[0]
+        packed = zlib.compress(raw[at : at + 8 + size])
+        out.append(struct.pack("<II", 15, len(packed)) + packed)
+        at += 8 + size
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+@pytest.mark.parametrize(
+    "variables, shown",
+    [
+        ({"X": _cell(_cell(np.ones((2, 2)), np.ones((2, 3))))}, "variable X{1} "),
+        (
+            {
+                "Y": np.ones((1, 3)),
+                "X": _cell(np.ones(4), _cell(np.ones((2, 2)), np.ones(3)), np.ones(5)),
+            },
+            "variable X{2} ",
+        ),
+        ({"s": {"a": np.ones(3), "f": _cell(np.ones((2, 2)), 1.0)}}, "variable s.f "),
+    ],
+    ids=["cell-in-cell", "second-cell", "struct-field"],
+)
+def test_a_nested_v5_cell_declaring_a_huge_shape_is_refused_before_loadmat(
+    tmp_path, monkeypatch, variables, shown, compressed
+):
+    """A cell nested in a variable declaring 1 x 10^8 cells: ``whosmat`` lists the
+    variable alone (a 1 x 1 or 1 x 2 cell), and scipy reserved the nested cell's
+    800 MB of pointers before reading a cell. Refused from the headers, without
+    calling ``loadmat``."""
+    path = tmp_path / "nested.mat"
+    path.write_bytes(_v5_nested(variables, (1, 2), (1, 10**8), compressed))
+    assert path.stat().st_size < 2000
+    assert all(math.prod(shape) <= 3 for _, shape, _ in scipy.io.whosmat(path))
+    calls = []
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: calls.append(a))
+    start = time.perf_counter()
+    with pytest.raises(DataFormatError) as err:
+        read_mat(path)
+    assert time.perf_counter() - start < 5
+    message = str(err.value)
+    assert str(path) in message and shown + "(a 1 x 100000000 cell)" in message
+    assert "declares 800000000 bytes" in message and "\n" not in message
+    assert calls == []
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+def test_nested_v5_cells_and_structs_are_walked_and_still_load(tmp_path, compressed):
+    """The walk visits every array once (variables, cells, field values) and adds
+    up what each declares; the file then loads as before."""
+    inner = _cell("ab", np.arange(6.0).reshape(2, 3))
+    variables = {
+        "X": _cell(np.ones((2, 2)), inner, np.zeros((0, 0))),
+        "s": {"a": np.ones((1, 3), np.float32), "b": _cell(np.int8(3))},
+        "Y": np.array([[1, 2]], dtype=np.int32),
+    }
+    path = tmp_path / "ok.mat"
+    scipy.io.savemat(path, variables, do_compression=compressed)
+    size = path.stat().st_size
+    walk = matlab._V5Walk(str(path), size, bounded.allowed_bytes(size))
+    walk.run()
+    # X, its 3 cells, the 2 of inner; s, its 2 fields, b's cell; Y
+    assert walk.nodes == 11
+    # pointers: X 3, inner 2, s 2 (1 x 1, 2 fields), b 1; values: 4 + 6 doubles,
+    # "ab" 2 chars of 4 bytes, 3 singles, 1 int8, 2 int32s
+    assert walk.total == 8 * (3 + 2 + 2 + 1) + 8 * (4 + 6) + 8 + 12 + 1 + 8
+    mat = read_mat(path)
+    np.testing.assert_array_equal(mat["X"][0, 1][0, 1], np.arange(6.0).reshape(2, 3))
+    assert mat["X"][0, 1][0, 0] == "ab"
+    np.testing.assert_array_equal(mat["s"]["a"][0, 0], np.ones((1, 3)))
+
+
+def test_v5_cells_nested_too_deep_or_too_many_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: pytest.fail("loaded"))
+    value = np.ones(1)
+    for _ in range(matlab.MAX_DEPTH + 2):
+        value = _cell(value)
+    scipy.io.savemat(tmp_path / "deep.mat", {"X": value})
+    with pytest.raises(DataFormatError, match=r"variable X\{1\}(\{1\})+ nests"):
+        read_mat(tmp_path / "deep.mat")
+    many = _cell(*[np.zeros((0, 0))] * (matlab.MAX_NODES + 1))
+    scipy.io.savemat(tmp_path / "many.mat", {"X": many}, do_compression=True)
+    assert (tmp_path / "many.mat").stat().st_size < 10_000
+    with pytest.raises(
+        DataFormatError, match=r"more than 10000 arrays .*at X\{10000\}"
+    ):
+        read_mat(tmp_path / "many.mat")
+
+
 def test_a_v5_file_is_not_read_whole_to_count_its_compressed_bytes(tmp_path):
     """An uncompressed 20 MB variable is skipped over (a seek), not read."""
     path = tmp_path / "plain.mat"
@@ -189,6 +300,44 @@ def test_a_sparse_arff_declaring_many_attributes_is_refused(tmp_path):
     path.write_text("@relation r\n" + header + "@data\n" + "{0 1}\n" * 5000)
     with pytest.raises(DataFormatError, match="densified"):
         read_arff(path)
+
+
+_ARFF_HEAD = "@relation r\n@attribute f1 numeric\n@attribute f3 numeric\n"
+_ARFF_HEAD += "@attribute lab {0,1}\n@data\n"
+
+
+@pytest.mark.parametrize(
+    "rows", ["1,2,0\n3,-1e300,1\n", "{0 1,1 2}\n{0 3,1 -1e300,2 1}\n"]
+)
+def test_an_arff_value_beyond_float32_is_refused_before_the_cast(tmp_path, rows):
+    """-1e300 is finite in float64; cast to float32 it became -inf, refused only
+    as "missing or not finite". It is now refused by a range check on the float64
+    value, naming the file, the line and the attribute."""
+    path = tmp_path / "x.arff"
+    path.write_text(_ARFF_HEAD + rows)
+    (tmp_path / "x.xml").write_text('<labels><label name="lab"/></labels>')
+    pattern = r"x\.arff, line 7: attribute 'f3' value -1e\+300 is beyond float32's"
+    with pytest.raises(DataFormatError, match=pattern) as err:
+        read_arff(path).columns([0, 1])
+    assert err.value.line == 7 and "\n" not in str(err.value)
+    with pytest.raises(DataFormatError, match=pattern):
+        load_mulan_arff(path, tmp_path / "x.xml")
+    assert read_arff(path).columns([1], dtype=np.float64)[1, 0] == -1e300
+
+
+def test_an_infinite_arff_value_is_still_refused_as_not_finite(tmp_path):
+    """1e999 reads as inf (not a range problem): refused as before, as missing or
+    not finite, like a missing value."""
+    path = tmp_path / "x.arff"
+    (tmp_path / "x.xml").write_text('<labels><label name="lab"/></labels>')
+    for value, shown in (("1e999", "inf"), ("?", "nan")):
+        path.write_text(_ARFF_HEAD + f"1,2,0\n3,{value},1\n")
+        assert np.isnan(read_arff(path).columns([1])[1, 0]) == (value == "?")
+        with pytest.raises(
+            DataFormatError, match=r"line 7: feature 'f3' is missing or not finite"
+        ) as err:
+            load_mulan_arff(path, tmp_path / "x.xml")
+        assert shown in str(err.value)
 
 
 def _sparse_file(path, size: int) -> None:
