@@ -45,7 +45,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.inference import lapvar
 from jaxannot.inference.support import check_support
 from jaxannot.inference.vem.algorithm import VEM
-from jaxannot.inference.vem.checks import warn_collapsed
+from jaxannot.inference.vem.fit_warnings import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.mixture_data import (
