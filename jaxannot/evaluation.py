@@ -33,6 +33,14 @@ from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method
 from jaxannot.annotators.hyper_values import Hyper, parse_hyper
 from jaxannot.data.protocols import Task
+from jaxannot.metrics.tables import (
+    TABLE_METRICS,
+    align_columns,
+    check_columns,
+    format_metric,
+    format_table,
+    metric_names,
+)
 from jaxannot.runtime.checkpoint import checkpointing
 
 __all__ = [
@@ -48,50 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: The metrics of the CLI's result tables, in their column order.
-TABLE_METRICS = (
-    "accuracy",
-    "complete_length",
-    "f1@5",
-    "word_f1@5",
-    "n_plus@5",
-    "map",
-    "classification_accuracy",
-    "rmse",
-    "r2",
-)
-
-
-def metric_names(n: int = 5) -> tuple[str, ...]:
-    """Every metric :func:`evaluate` can report (with @``n`` metrics), table order
-    first: the annotation metrics, the multi-label ones, classification accuracy,
-    ``rmse`` and ``r2``."""
-    truth = np.eye(n + 1, dtype=np.float32)
-    names = [
-        *metrics.annotation_report(truth, truth, n=n),
-        *metrics.MULTILABEL_METRICS,
-        "classification_accuracy",
-        "rmse",
-        "r2",
-    ]
-    return tuple(dict.fromkeys([*TABLE_METRICS, *names]))
-
-
-def check_columns(columns, n: int = 5) -> list[str]:
-    """``columns`` (a list, or one comma-separated string) checked against
-    :func:`metric_names`; ``ValueError`` naming the unknown ones and the valid names."""
-    if isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    columns = list(columns)
-    valid = metric_names(n)
-    unknown = [c for c in columns if c not in valid]
-    if unknown or not columns:
-        raise ValueError(
-            f"unknown metric(s) {unknown or '(none given)'} for the table's columns "
-            f"(--metrics); valid metrics: {', '.join(valid)}"
-        )
-    return columns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,43 +311,3 @@ def _bipartition(task: Task) -> dict:
     k = metrics.bipartition_k(words)
     cardinality = float(np.mean(np.sum(words > 0, axis=1)))
     return {"rule": "top-k", "k": k, "train_label_cardinality": cardinality}
-
-
-# ----------------------------------------------------------------- text tables
-def format_metric(column: str, value: float | None) -> str:
-    """``value`` of the metric ``column`` as a table cell (``-`` when None)."""
-    if value is None:
-        return "-"
-    if column in ("complete_length", "coverage") or column.startswith("n_plus"):
-        return f"{value:.2f}"
-    return f"{value:.4f}"
-
-
-def align_columns(lines: list[list[str]], left: int = 1) -> str:
-    """Columns padded to their widths (the first ``left`` left-aligned), a rule under
-    the header row ``lines[0]``."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    out = []
-    for j, line in enumerate(lines):
-        out.append(
-            "  ".join(
-                c.ljust(w) if i < left else c.rjust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-        if j == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in out)
-
-
-def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """One line per :meth:`Evaluation.as_json` row: the method, the metric
-    ``columns`` (default: the :data:`TABLE_METRICS` any row reports; ``-`` where a
-    row lacks one), the fit seconds."""
-    if columns is None:
-        columns = [c for c in TABLE_METRICS if any(c in r["metrics"] for r in rows)]
-    lines = [["method", *columns, "fit s"]]
-    for row in rows:
-        cells = [format_metric(c, row["metrics"].get(c)) for c in columns]
-        lines.append([row["method"], *cells, f"{row['fit_seconds']:.2f}"])
-    return align_columns(lines)

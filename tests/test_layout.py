@@ -93,3 +93,65 @@ def test_no_module_outside_the_layout(graph):
         "tuning",
         "types",
     }
+
+
+#: The most code lines a module of jaxannot may hold (issue 45, point 6).
+MAX_CODE_LINES = 250
+
+
+def code_lines(source):
+    """Count a module's code lines: blank, comment-only and docstring lines aside.
+
+    Docstrings are those of the module, its classes and its functions (``ast``).
+    """
+    import ast
+    import io
+    import tokenize
+
+    tree = ast.parse(source)
+    docstring_lines = set()
+    for node in ast.walk(tree):
+        if isinstance(
+            node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        ):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                docstring_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
+    # a line holds code when a token other than a comment or a newline starts or
+    # spans it
+    code = set()
+    skip = {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+    }
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            code.update(range(token.start[0], token.end[0] + 1))
+    return len(code - docstring_lines)
+
+
+def test_code_lines_counts_neither_docstrings_nor_comments():
+    source = (
+        '"""Module.\n\nMore.\n"""\n\n# a comment\nimport os\n\n\n'
+        'def f(x):\n    """Doc."""\n    # why\n    return (x +\n            1)\n'
+    )
+    assert code_lines(source) == 4
+
+
+def test_no_module_over_the_code_line_limit():
+    root = pathlib.Path(jaxannot.__file__).resolve().parent
+    sizes = {
+        str(path.relative_to(root.parent)): code_lines(path.read_text())
+        for path in sorted(root.rglob("*.py"))
+    }
+    offenders = {name: n for name, n in sizes.items() if n > MAX_CODE_LINES}
+    assert not offenders, f"modules over {MAX_CODE_LINES} code lines: {offenders}"

@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         with interrupts_held():  # Ctrl-C inside jaxlib's set-up aborts the process
             import jax  # noqa: F401
-        from jaxannot.data.atomic import protecting
+        from jaxannot.data.write_targets import protecting
 
         with log_to_stderr(args.log_level), protecting():  # the inputs: never written
             _compilation_cache(args)

@@ -19,6 +19,7 @@ from jaxannot.cli.files import (
     write_json,
     writing,
 )
+from jaxannot.cli.tune_output import print_searched, print_tuned
 
 __all__ = ["cmd_diagnose", "cmd_evaluate", "cmd_tune"]
 
@@ -30,7 +31,8 @@ def cmd_evaluate(args) -> int:
     from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
     from jaxannot.data.datasets import load_dataset
-    from jaxannot.evaluation import check_columns, evaluate, format_table
+    from jaxannot.evaluation import evaluate
+    from jaxannot.metrics.tables import check_columns, format_table
 
     method = get_method(args.method)
     # the one parse and check of --set, before loading; evaluate takes it as it is
@@ -159,7 +161,7 @@ def cmd_tune(args) -> int:
         progress=show_progress(),
         unlabelled=unlabelled,
     )
-    _print_tuned(result)
+    print_tuned(result)
     if args.json:
         write_json(args.json, result.as_json())
     log.info("tuned in %.1f s", result.seconds)
@@ -249,7 +251,7 @@ def _search(args, method) -> int:
     )
     if args.json:
         write_json(args.json, result.as_json())
-    _print_searched(result)
+    print_searched(result)
     log.info("searched in %.1f s", result.seconds)
     return 0
 
@@ -274,71 +276,3 @@ def _tune_data(args, method):
     kfold_rows(corpus.num_images, args.folds, args.seed)
     metric = resolve_metric(method, corpus, args.metric)
     return corpus, unlabelled, metric
-
-
-def _print_searched(result) -> None:
-    """The best settings' table, the budget used, the best setting and its
-    ``--set`` flags on stdout; :class:`UserError` when no trial completed."""
-    import shlex
-
-    from jaxannot.evaluation import format_metric
-
-    counts = result.counts()
-    budget = result.budget
-    if result.best is None and counts["failed"]:
-        raise UserError(
-            f"no trial completed: the fits of all {counts['failed']} diverged; "
-            "narrow --space (a smaller step size, a stronger regularisation)"
-        )
-    if result.best is None:
-        raise UserError(f"no trial ran within --timeout {budget.timeout:g} s; raise it")
-    print(result.table())
-    limit = "" if budget.timeout is None else f", timeout {budget.timeout:g} s"
-    print(
-        f"\n{budget.trials_run} of {budget.trials} trial(s) run{limit}: "
-        f"{counts['complete']} complete, {counts['pruned']} pruned, "
-        f"{counts['failed']} failed ({budget.seconds:.1f} s)"
-    )
-    best = result.best
-    described = ", ".join(f"{k}={v}" for k, v in best.params.items())
-    print(
-        f"best {result.metric}: {described}  "
-        f"({format_metric(result.metric, best.mean)} ± "
-        f"{format_metric(result.metric, best.sd)} over {result.folds} folds, "
-        f"trial {best.number})"
-    )
-    flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
-    print(f"best: {flags}")
-    if best.unconverged_folds:
-        log.warning(
-            "the best trial's solver stopped before converging on fold(s) %s; those "
-            "scores come from an inexact solution",
-            ", ".join(map(str, best.unconverged_folds)),
-        )
-
-
-def _print_tuned(result) -> None:
-    """The table, the best setting and its ``--set`` flags on stdout; a warning for
-    each setting whose solver stopped before converging on some fold."""
-    import shlex
-
-    from jaxannot.evaluation import format_metric
-
-    print(result.table())
-    best = result.best
-    described = ", ".join(f"{k}={v}" for k, v in best.params.items()) or "(fixed)"
-    print(
-        f"\nbest {result.metric}: {described}  "
-        f"({format_metric(result.metric, best.mean)} ± "
-        f"{format_metric(result.metric, best.sd)} over {result.folds} folds)"
-    )
-    flags = " ".join(f"--set {shlex.quote(f)}" for f in result.set_flags())
-    print(f"best: {flags}".rstrip())
-    for r in result.results:
-        if r.unconverged_folds:
-            log.warning(
-                "%s: the solver stopped before converging on fold(s) %s; those scores "
-                "come from an inexact solution",
-                ", ".join(f"{k}={v}" for k, v in r.params.items()) or "(fixed)",
-                ", ".join(map(str, r.unconverged_folds)),
-            )

@@ -50,7 +50,8 @@ def cmd_demo(args) -> int:
     from jaxannot.annotators.base import show_progress
     from jaxannot.data import make_task
     from jaxannot.data.synthetic import make_synthetic
-    from jaxannot.evaluation import check_applicable, evaluate, format_table
+    from jaxannot.evaluation import check_applicable, evaluate
+    from jaxannot.metrics.tables import format_table
 
     if args.json:
         check_writable_output(args.json)

@@ -56,7 +56,7 @@ WRITE_ERRNOS = frozenset(
 def folder_of(path: str) -> str:
     """The folder ``path`` is written in (its symbolic links followed: where the
     file is written); :class:`UserError` when it does not exist."""
-    from jaxannot.data.atomic import resolve_target
+    from jaxannot.data.write_targets import resolve_target
 
     with writing(path, {errno.ELOOP}):
         folder = os.fspath(resolve_target(path).parent)
@@ -149,10 +149,10 @@ def refuse_overwriting_inputs(
     command replaces) also may not hold an input file or a hard link of one.
     Unless ``protect_inputs`` is false (an input the command also writes, such as
     ``--checkpoint``), the inputs are also registered with
-    :func:`jaxannot.data.atomic.protect`, so every file the command writes later
+    :func:`jaxannot.data.write_targets.protect`, so every file the command writes later
     (the fitted model, a checkpoint) is checked again when it is written.
     """
-    from jaxannot.data.atomic import InputSet, protect, resolve_target
+    from jaxannot.data.write_targets import InputSet, protect, resolve_target
 
     known = InputSet()
     for source, paths in inputs.items():

@@ -38,7 +38,7 @@ from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.max_margin_elbo import MaxMarginELBO
 from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning, VEMState
-from jaxannot.inference.vem.checks import CollapsedFitWarning
+from jaxannot.inference.vem.fit_warnings import CollapsedFitWarning
 
 __all__ = [
     "MAP",

@@ -87,7 +87,7 @@ from jaxannot.graph import (
 from jaxannot.graph.neighbour_table import neighbour_table
 from jaxannot.inference import lapvar
 from jaxannot.inference.local_summary import LocalSummary, local_summary
-from jaxannot.inference.vem.checks import warn_collapsed
+from jaxannot.inference.vem.fit_warnings import warn_collapsed
 
 __all__ = [
     "DISTANCES",

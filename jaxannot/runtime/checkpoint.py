@@ -54,7 +54,8 @@ import numpy as np
 
 import jax
 
-from jaxannot.data.atomic import OverwritesInput, atomic_write
+from jaxannot.data.atomic import atomic_write
+from jaxannot.data.write_targets import OverwritesInput
 
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
 

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
-from jaxannot.sklearn._estimators import _Shared
+from jaxannot.sklearn._shared import _Shared
 
 __all__ = ["ClassifierEstimator"]
 

@@ -23,12 +23,8 @@ import inspect
 
 from jaxannot.annotators.base import Method, available_methods, get_method
 from jaxannot.sklearn._classifier import ClassifierEstimator
-from jaxannot.sklearn._estimators import (
-    RENAMED,
-    AnnotatorEstimator,
-    default_view_kind,
-    sklearn_hyper,
-)
+from jaxannot.sklearn._estimators import AnnotatorEstimator
+from jaxannot.sklearn._shared import RENAMED, default_view_kind, sklearn_hyper
 
 #: The module the generated estimator classes belong to (and are pickled by).
 PACKAGE = "jaxannot.sklearn"

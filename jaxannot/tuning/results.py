@@ -13,7 +13,7 @@ import numpy as np
 
 import jax
 
-from jaxannot.evaluation import TABLE_METRICS, align_columns, format_metric
+from jaxannot.metrics.tables import TABLE_METRICS, align_columns, format_metric
 
 __all__ = [
     "TRIAL_STATES",

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxannot.annotators import get_method, load, parse_hyper, save
 from jaxannot.data.corpus import Corpus
 from jaxannot.inference.support import SupportError
-from jaxannot.methods.emml import annotators as emml_annotators
+from jaxannot.methods.emml import dual_solves
 from jaxannot.methods.emml.structured_output import kernel_matrix
 
 
@@ -271,7 +271,7 @@ def test_a_dual_off_its_support_is_an_error_naming_it(
     coefficient set to C / 2 (a wrong word's must be <= 0), or raised by C / 2 so that
     its row no longer sums to 0, or NaN scores) is refused at the end of the fit;
     the fits above pass the same check (both solvers and the closed form)."""
-    real = emml_annotators.fit_emml_exact
+    real = dual_solves.fit_emml_exact
 
     def faulty(data, c, *args, **kwargs):
         state, trace = real(data, c, *args, **kwargs)
@@ -282,6 +282,6 @@ def test_a_dual_off_its_support_is_an_error_naming_it(
         coef = coef.set(0.5 * c) if fault == "wrong_word_up" else coef.add(0.5 * c)
         return state._replace(coefficients=coef), trace
 
-    monkeypatch.setattr(emml_annotators, "fit_emml_exact", faulty)
+    monkeypatch.setattr(dual_solves, "fit_emml_exact", faulty)
     with pytest.raises(SupportError, match=match):
         get_method("emml").fit(corpora[0], rng_key=jax.random.key(0), vreps=20, c=1.0)

@@ -427,7 +427,7 @@ def test_lambda_is_on_the_scale_of_mean_degree_one():
 
 def test_warn_collapsed_flags_alike_posteriors_only():
     from jaxannot.inference import CollapsedFitWarning, EmptyComponentWarning
-    from jaxannot.inference.vem.checks import posterior_spread, warn_collapsed
+    from jaxannot.inference.vem.fit_warnings import posterior_spread, warn_collapsed
 
     rng = np.random.default_rng(0)
     alike = np.tile([0.1, 0.2, 0.3, 0.4], (50, 1)) + rng.normal(0, 1e-3, (50, 4))

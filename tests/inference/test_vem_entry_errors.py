@@ -18,7 +18,7 @@ from numpyro.infer import SVI, TraceEnum_ELBO
 from jaxannot.graph import from_scipy, knn_graph
 from jaxannot.inference import VEM, LapVar1, LapVar2
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
-from jaxannot.inference.vem.checks import EmptyComponentWarning, warn_empty
+from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning, warn_empty
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 MAX_WARNING = 300

@@ -4,12 +4,14 @@
   with ``run`` / ``run_restarts`` from :mod:`~jaxannot.inference.vem.run` and
   fold-in, predictions and Laplace draws from :mod:`~jaxannot.inference.vem.fold_in`.
 - :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState` and the E-steps.
-- :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`
-  — what the declaration's trace says (sites, plates, supports) and the bundle the
-  helpers take.
+- :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`,
+  :mod:`~jaxannot.inference.vem.log_joint` — what the declaration's trace says
+  (sites, plates, supports), the bundle the helpers take, the log joint of a trace
+  and a call's leaves.
 - :mod:`~jaxannot.inference.vem.fit`, :mod:`~jaxannot.inference.vem.m_step`,
   :mod:`~jaxannot.inference.vem.layout`,
-  :mod:`~jaxannot.inference.vem.global_sites`, :mod:`~jaxannot.inference.vem.checks`
+  :mod:`~jaxannot.inference.vem.global_sites`, :mod:`~jaxannot.inference.vem.checks`,
+  :mod:`~jaxannot.inference.vem.faults`, :mod:`~jaxannot.inference.vem.fit_warnings`
   — start values and compiled updates, the M-step, array layouts, global sites,
-  checks.
+  checks, a run's faults, the warnings of an empty or collapsed fit.
 """

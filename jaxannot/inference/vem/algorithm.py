@@ -60,22 +60,22 @@ import jax
 import optax
 
 from jaxannot.inference.vem.checks import (
-    EmptyComponentWarning,
     check_inputs,
     check_key,
     check_optimizer,
     check_state,
     checked_start,
     model_errors,
-    raise_fault,
 )
 from jaxannot.inference.vem.declared import DeclaredModel
+from jaxannot.inference.vem.faults import raise_fault
 from jaxannot.inference.vem.fit import (
     initial_state,
     one_update,
     start_values_jit,
     step_for,
 )
+from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning
 from jaxannot.inference.vem.fold_in import FoldIn
 from jaxannot.inference.vem.layout import _Whole, plan
 from jaxannot.inference.vem.run import Runs

@@ -8,9 +8,8 @@ same on ten images as on a million. A model that needs some of its data's values
 (``int(np.max(annotations)) + 1``, Python control flow on its data) gets those arrays
 by value (:func:`_read_by_value`, :class:`_Concrete`: static leaves keyed on their
 content); a value no data can give is a :class:`DeclarationError` naming the line.
-:func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per image and
-outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a call's
-array arguments (traced) from the rest (static, part of the compile key).
+The log joint a trace gives and a call's leaves are in
+:mod:`~jaxannot.inference.vem.log_joint`.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import dataclasses
 import os
 import traceback
 from collections.abc import Callable, Hashable
-from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -325,74 +323,6 @@ def _read_structure(trace, local_site, plate) -> _Structure:
     return _Structure(
         globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim, shapes
     )
-
-
-# --------------------------------------------------------------- the log joint
-def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
-    """Sum of the in-plate sites' log densities per image, [size]."""
-    total = jnp.zeros(size)
-    for site in trace.values():
-        if site["type"] != "sample" or not _in_plate(site, plate):
-            continue
-        lp = site["fn"].log_prob(site["value"])
-        lp = jnp.broadcast_to(
-            lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
-        )
-        if site.get("mask") is not None:  # numpyro.handlers.mask: 0 where False
-            lp = jnp.where(jnp.broadcast_to(site["mask"], lp.shape), lp, 0.0)
-        if site.get("scale") is not None:
-            lp = lp * (site["scale"] * rescale)
-        axis = lp.ndim + image_dim
-        lp = jnp.moveaxis(lp, axis, 0)
-        total = total + lp.reshape(lp.shape[0], -1).sum(-1)
-    return total
-
-
-def _out_of_plate(trace, plate) -> jax.Array:
-    """Sum of the log densities of the sites outside the plate (priors, factors)."""
-    total = jnp.float32(0.0)
-    for site in trace.values():
-        if site["type"] != "sample" or _in_plate(site, plate):
-            continue
-        lp = site["fn"].log_prob(site["value"])
-        if site.get("scale") is not None:
-            lp = lp * site["scale"]
-        total = total + lp.sum()
-    return total
-
-
-class _Setup(NamedTuple):
-    """Static per-shape configuration of one VEM run."""
-
-    structure: _Structure
-    subsamples: bool  # the model reads its data through the plate's indices
-    chunk: int
-    num_chunks: int
-    treedef: Any
-    static_leaves: tuple
-    is_dynamic: tuple
-
-
-def _split_leaves(args, kwargs):
-    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    is_dynamic = tuple(_is_array(x) for x in leaves)
-    static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
-    dynamic = tuple(
-        jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
-    )
-    return treedef, static, is_dynamic, dynamic
-
-
-def _join_leaves(setup: _Setup, dynamic, unwrap: bool = True):
-    """The call's ``(args, kwargs)`` from its static and ``dynamic`` leaves; the
-    arrays the model reads by value as given (``unwrap=False``: as
-    :class:`_Concrete`, to set up another call on them)."""
-    it = iter(dynamic)
-    leaves = [
-        next(it) if d else (_unwrap_leaf(s) if unwrap else s)
-        for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
-    ]
-    return jax.tree_util.tree_unflatten(setup.treedef, leaves)
 
 
 def _subsamples(model, plate, local_site, structure, args, kwargs):

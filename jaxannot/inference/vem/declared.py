@@ -28,14 +28,16 @@ from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.declaration import (
     DeclarationError,
-    _out_of_plate,
-    _per_image,
     _read_by_value,
-    _Setup,
-    _split_leaves,
     _subsamples,
     _support,
     _trace,
+)
+from jaxannot.inference.vem.log_joint import (
+    _out_of_plate,
+    _per_image,
+    _Setup,
+    _split_leaves,
 )
 from jaxannot.runtime.static_key import value_key
 

@@ -20,7 +20,7 @@ from jax import lax
 from numpyro import handlers
 from numpyro.infer import init_to_uniform
 
-from jaxannot.inference.vem.checks import (
+from jaxannot.inference.vem.faults import (
     fault_code,
     keeps_old_values,
     no_fault,

@@ -31,13 +31,8 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from jaxannot.inference.vem.declaration import (
-    _inspect,
-    _join_leaves,
-    _Setup,
-    _split_leaves,
-    _subsamples,
-)
+from jaxannot.inference.vem.declaration import _inspect, _subsamples
+from jaxannot.inference.vem.log_joint import _join_leaves, _Setup, _split_leaves
 from jaxannot.inference.vem.steps import ExactEStep
 from jaxannot.runtime import sharding
 

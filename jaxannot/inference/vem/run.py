@@ -24,10 +24,10 @@ from jaxannot.inference.vem.checks import (
     check_state,
     check_tolerance,
     model_errors,
-    raise_fault,
-    warn_empty,
 )
+from jaxannot.inference.vem.faults import raise_fault
 from jaxannot.inference.vem.fit import step_for
+from jaxannot.inference.vem.fit_warnings import warn_empty
 from jaxannot.inference.vem.steps import VEMResult, VEMState
 from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps

@@ -42,20 +42,30 @@ import jax.numpy as jnp
 from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.data.preprocessing import standardize
-from jaxannot.inference.support import check_finite_tree, check_support
-from jaxannot.methods.ale import smooth_function
-from jaxannot.methods.ale.eigenfunctions import ALEModel, PCAModel, ale_embed, fit_ale
-from jaxannot.methods.ale.eigenproblem import Eigenfunctions
+from jaxannot.methods.ale.detectors import (
+    DETECTORS,
+    _check_detector,
+    _detector_scores,
+    _key_data,
+    _last_iteration,
+    _train_detector,
+    concept_targets,
+)
+from jaxannot.methods.ale.eigenfunctions import PCAModel, ale_embed
+from jaxannot.methods.ale.fitted_model import (
+    _ale_from_params,
+    _ale_to_params,
+    _fit_ale_model,
+    check_fitted_support,
+)
 from jaxannot.methods.ale.params import (
     AleParams,
     AleTrain,
     BsvmParams,
-    Detector,
     GsfParams,
     GsfTrain,
     IaleParams,
 )
-from jaxannot.solvers import linear_svm
 
 __all__ = [
     "check_fitted_support",
@@ -66,149 +76,6 @@ __all__ = [
     "fit_gsf",
     "DETECTORS",
 ]
-
-DETECTORS = ("svm", "sf")
-#: The least positive float32: widths and scales must be at least this.
-_TINY = float(np.finfo(np.float32).tiny)
-
-
-# ---------------------------------------------------------------------- helpers
-def concept_targets(corpus) -> tuple[np.ndarray, np.ndarray]:
-    """``(y [n, K] in {0, 1}, labelled bool [n])`` from words or class labels."""
-    if corpus.words is not None:
-        y = (np.asarray(corpus.words) > 0).astype(np.float32)
-        labelled = np.asarray(corpus.word_mask, bool)
-    elif corpus.labels is not None:
-        labels = np.asarray(corpus.labels)
-        k = max(corpus.num_classes, int(labels.max()) + 1)
-        labelled = labels >= 0
-        y = np.zeros((len(labels), k), np.float32)
-        y[labelled, labels[labelled]] = 1.0
-    else:
-        raise ValueError("concept detectors need words or labels in the corpus")
-    if not labelled.any():
-        raise ValueError("the corpus has no labelled image to train detectors on")
-    return y, labelled
-
-
-def _key_data(rng_key) -> np.ndarray:
-    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        return np.asarray(jax.random.key_data(rng_key))
-    return np.asarray(rng_key)
-
-
-def check_fitted_support(
-    name: str, params, iteration: int | str = "end of fit"
-) -> None:
-    """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
-    ``params`` of an ALE-family method lie in their support.
-
-    Every floating array must be finite (PCA, eigenfunction tables and eigenvalues,
-    detectors, fit scores, kept fit images); the PCA variances must be
-    non-negative; the ALE kernel width, the eigenfunctions' bin widths and the
-    features' ``scale`` (BSVM, GSF) positive, since each divides.
-
-    Parameters
-    ----------
-    name : str
-        The method, for the message.
-    params : NamedTuple
-        Its params (:mod:`jaxannot.methods.ale.params`).
-    iteration : int or str
-        What produced them, for the message.
-    """
-    check_finite_tree(name, params, iteration=iteration)
-    ale = getattr(params, "ale", None)
-    if ale is not None:
-        check_support(
-            f"{name}: ale.pca.variances", ale.pca.variances, iteration=iteration
-        )
-        for site, value in (
-            ("ale.kernel_width", ale.kernel_width),
-            ("ale.eigenfunctions.width", ale.eigenfunctions.width),
-        ):
-            check_support(f"{name}: {site}", value, iteration=iteration, lower=_TINY)
-    scale = getattr(params, "scale", None)
-    if scale is not None:
-        check_support(f"{name}: scale", scale, iteration=iteration, lower=_TINY)
-
-
-def _check_detector(detector: str) -> None:
-    if detector not in DETECTORS:
-        raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
-
-
-def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
-    """Detectors on ``u`` (SVM ``coef, intercept`` or SF ``alpha``) and info."""
-    if detector == "sf":
-        # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
-        # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
-        sigma = np.asarray(eigenvalues) * u.shape[0]
-        alpha = smooth_function.fit_smooth_function(
-            u, y, sigma, lam=float(hyper["lam"]), labelled=labelled
-        )
-        return Detector(alpha=np.asarray(alpha)), {}
-    coef, intercept, info = linear_svm.fit_linear_svm(
-        u[labelled],
-        y[labelled],
-        rng_key=rng_key,
-        c=float(hyper["c"]),
-        loss=str(hyper["loss"]),
-        tol=float(hyper["tol"]),
-        max_epochs=int(hyper["max_epochs"]),
-    )
-    detector = Detector(coef=np.asarray(coef), intercept=np.asarray(intercept))
-    return detector, {"svm_epochs": info["epochs"]}
-
-
-def _last_iteration(info: dict) -> str:
-    """What ended the fit, for a support error: the SVM's epochs or the closed form
-    (the smooth function)."""
-    if "svm_epochs" in info:
-        return f"{info['svm_epochs']} (svm epochs)"
-    return "closed form"
-
-
-def _detector_scores(u, detector: Detector) -> np.ndarray:
-    if detector.alpha is not None:
-        return np.asarray(smooth_function.smooth_scores(u, detector.alpha))
-    return np.asarray(
-        linear_svm.decision_function(u, detector.coef, detector.intercept)
-    )
-
-
-def _ale_to_params(model: ALEModel) -> ALEModel:
-    """``model`` as saved: numpy arrays, the count and width 0-d arrays."""
-    return ALEModel(
-        PCAModel(*map(np.asarray, model.pca)),
-        Eigenfunctions(*map(np.asarray, model.eigenfunctions)),
-        np.asarray(model.kernel_width, np.float32),
-    )
-
-
-def _ale_from_params(saved: ALEModel) -> ALEModel:
-    """Inverse of :func:`_ale_to_params`."""
-    p = saved.pca
-    pca = PCAModel(
-        np.asarray(p.mean),
-        np.asarray(p.components),
-        np.asarray(p.variances),
-        int(p.count),
-    )
-    eig = Eigenfunctions(*map(jnp.asarray, saved.eigenfunctions))
-    return ALEModel(pca, eig, float(saved.kernel_width))
-
-
-def _fit_ale_model(x, hyper, pca=None):
-    return fit_ale(
-        x,
-        n_components=int(hyper["pca"]),
-        num_bins=int(hyper["bins"]),
-        num_eigenfunctions=int(hyper["eigenvectors"]),
-        bandwidth=float(hyper["bandwidth"]),
-        clip=float(hyper["clip"]),
-        pca=pca,
-    )
 
 
 # ------------------------------------------------------------------- IALE / ALE

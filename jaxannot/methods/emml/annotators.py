@@ -17,8 +17,6 @@ Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 import jax
@@ -28,11 +26,15 @@ from jaxannot.annotators.base import Fitted, register_words_method
 from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
-from jaxannot.inference.support import SupportError, check_finite_tree, check_support
-from jaxannot.methods.emml.exact import (
-    fit_emml_exact,
-    mixture_state,
-    uncoupled_mixtures,
+from jaxannot.methods.emml.dual_solves import (
+    _solve_mixtures,
+    _solve_working_set,
+    _warn_unconverged,
+)
+from jaxannot.methods.emml.fit_checks import (
+    _check_kernel_memory,
+    _check_settings,
+    check_emml_support,
 )
 from jaxannot.methods.emml.mbrm import (
     MBRMParams,
@@ -43,7 +45,6 @@ from jaxannot.methods.emml.mbrm import (
 )
 from jaxannot.methods.emml.params import EmmlParams
 from jaxannot.methods.emml.structured_output import (
-    KERNELS,
     StructuredData,
     default_gamma,
     kernel_matrix,
@@ -52,9 +53,7 @@ from jaxannot.methods.emml.structured_output import (
 )
 from jaxannot.methods.emml.working_set import (
     WorkingSetSettings,
-    fit_emml,
 )
-from jaxannot.runtime.memory import check_square_fits
 
 __all__ = [
     "check_emml_support",
@@ -63,16 +62,6 @@ __all__ = [
     "fit_mbrm_annotator",
     "score_mbrm",
 ]
-
-#: The least positive float32: the kernel width must be at least this.
-_TINY = float(np.finfo(np.float32).tiny)
-#: Tolerance of the coefficients' bounds and row sums, in units of ``C`` (float32
-#: projections onto the capped simplex are exact to about 1e-6 of ``C``).
-SUPPORT_TOLERANCE = 1e-3
-
-_VREP_METHODS = ("kmeans", "random")
-_SOLVERS = ("exact", "working_set", "none")
-_log = logging.getLogger("jaxannot")
 
 
 def _observed_words(corpus):
@@ -186,136 +175,11 @@ def fit_emml_annotator(
     return Fitted("emml", params, {}, info)
 
 
-def check_emml_support(params: EmmlParams, c: float, iteration: int | str) -> None:
-    r"""Raise :class:`~jaxannot.inference.support.SupportError` unless EMML's fitted
-    ``params`` lie in their support.
-
-    Every floating array must be finite and the kernel width ``gamma`` positive. The
-    coefficients :math:`B_i = C\mathbf y_i - \mathbf u_i` of a mixture
-    :math:`\mathbf u_i` of the capped simplex :math:`\{0 \le \mathbf u \le C,
-    \sum_w u_w = r_i C\}` (both solvers' duals): a VRep's word entries must lie in
-    :math:`[0, C]`, its other entries in :math:`[-C, 0]` and each row sum to 0, all
-    within ``SUPPORT_TOLERANCE`` of ``C`` (times :math:`\max(r_i, 1)` for the sums).
-
-    Parameters
-    ----------
-    params : EmmlParams
-        The fitted params.
-    c : float
-        The fit's :math:`C`.
-    iteration : int or str
-        The solver's last iteration or sweep, for the message.
-    """
-    check_finite_tree("emml", params, iteration=iteration)
-    check_support("emml: gamma", params.gamma, iteration=iteration, lower=_TINY)
-    words = np.asarray(params.vrep_words) > 0
-    coef = np.asarray(params.coefficients, np.float64)
-    tol = SUPPORT_TOLERANCE * float(c)
-    check_support(
-        "emml: coefficients (signed + on a VRep's words, - on the others)",
-        np.where(words, coef, -coef),
-        iteration=iteration,
-        lower=-tol,
-        upper=float(c) + tol,
-    )
-    off = np.abs(coef.sum(1)) / np.maximum(words.sum(1), 1)
-    if off.size and float(off.max()) > tol:
-        raise SupportError(
-            f"emml: coefficients left their support at iteration {iteration}: a "
-            f"VRep's row sums to {float(off.max()):.3g} times its word count, not 0 "
-            f"(tolerance {tol:.3g})"
-        )
-
-
 def _vreps(rng_key, x_obs, words, vreps: int, vrep_method: str, word_rule: str):
     """The VReps of the observed images (k-means or a random sample)."""
     if vrep_method == "kmeans":
         return kmeans_vreps(rng_key, x_obs, words, vreps, word_rule=word_rule)
     return random_vreps(rng_key, x_obs, words, vreps)
-
-
-def _warn_unconverged(solver: str, tolerance: float, solver_info: dict) -> None:
-    _log.warning(
-        "emml (%s solver) stopped before convergence: the KKT conditions do not "
-        "hold to tolerance %g (info: %s); the scores come from an inexact dual",
-        solver,
-        tolerance,
-        {k: x for k, x in solver_info.items() if k != "objective_trace"},
-    )
-
-
-def _check_settings(vrep_method, kernel, solver, positive):
-    """``ValueError`` naming the first of EMML's choices that is invalid, or the
-    settings that must be positive when one of ``positive`` (``c, tolerance, vreps,
-    capacity, exact_sweeps``) is not."""
-    if vrep_method not in _VREP_METHODS:
-        raise ValueError(
-            f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
-        )
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if solver not in _SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
-    if any(value <= 0 for value in positive):
-        raise ValueError(
-            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
-        )
-
-
-def _solve_mixtures(data: StructuredData, solver: str, c, tolerance, sweeps_cap):
-    """The dual over per-VRep mixtures: solved (``"exact"``) or at its
-    diagonal-kernel optimum (``"none"``); ``(state, converged, info)``."""
-    if solver == "exact":
-        state, trace = fit_emml_exact(data, c, tolerance, max_sweeps=sweeps_cap)
-    else:
-        u = uncoupled_mixtures(data.words, c, jnp.diag(data.kernel))
-        state, trace = mixture_state(data, u, c, tolerance), np.zeros(0)
-    sweeps = int(state.sweeps)
-    passes = int(state.gradient_steps) + sweeps
-    wrong = np.asarray(data.words) <= 0
-    support = (np.asarray(state.mixtures) > 0) & wrong
-    info = {
-        "gradient_steps": int(state.gradient_steps),
-        "sweeps": sweeps,
-        "max_violation": float(state.max_violation),
-        "duality_gap": float(state.duality_gap),
-        "wrong_words_pushed_down_mean": float(support.sum(1).mean()),
-        "wrong_words_pushed_down_max": int(support.sum(1).max()),
-        "objective_trace": [float(o) for o in np.asarray(trace)[:passes]],
-    }
-    return state, bool(state.converged), info
-
-
-def _solve_working_set(data: StructuredData, c, tolerance, tie_key, settings):
-    """Algorithm 1 (working sets); ``(state, converged, info)``."""
-    state, hist = fit_emml(data, c, tolerance, tie_key=tie_key, settings=settings)
-    iterations = int(state.iteration)
-    last = iterations - 1
-    converged = (
-        int(hist.num_added[last]) == 0
-        and float(hist.subproblem_gap[last]) <= tolerance
-        and int(state.overflow) == 0
-    )
-    info = {
-        "iterations": iterations,
-        "active_constraints": int(np.asarray(state.working_set.active).sum()),
-        "constraints_added": int(state.total_added),
-        "overflow": int(state.overflow),
-        "objective_trace": [float(o) for o in np.asarray(hist.objective)[:iterations]],
-    }
-    return state, converged, info
-
-
-#: Float32 V x V arrays the exact solve holds at its peak (the kernel, its padded
-#: copy and the solver's temporaries: 3.6 at 2000 VReps by XLA's memory analysis).
-KERNEL_COPIES = 4
-
-
-def _check_kernel_memory(num_vreps: int) -> None:
-    """Refuse a VRep count whose kernel and dual (``KERNEL_COPIES`` float32 arrays
-    of V x V) cannot fit: XLA's CPU client hangs on a failed allocation rather
-    than raising."""
-    check_square_fits(num_vreps, KERNEL_COPIES * 4, "vreps", " VReps")
 
 
 def _query_features(fitted: Fitted, corpus, dims: int) -> np.ndarray:

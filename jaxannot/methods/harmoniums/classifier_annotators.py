@@ -45,27 +45,26 @@ import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register
 from jaxannot.annotators.hyper_spec import method_defaults
-from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
 from jaxannot.methods.harmoniums import mmh_steps
+from jaxannot.methods.harmoniums.cd_training import (
+    _init_and_train,
+)
 from jaxannot.methods.harmoniums.dwh_annotators import (
     _check_trained,
     _clamped_hidden,
-    _elp,
     _fit_harmonium,
     _fitted,
     _harmonium_views,
     _infer_free_view,
-    _init_and_train,
     _model,
-    _optimizer,
-    _phase_statistics,
     _scaling,
     check_fitted_support,
     embed_harmonium,
     predict_labels,
     score_classes,
 )
+from jaxannot.methods.harmoniums.mmh_training import _alternation
 from jaxannot.methods.harmoniums.params import (
     ClassifierParams,
     DwhParams,
@@ -78,7 +77,6 @@ from jaxannot.methods.harmoniums.regression import (
     regression_response,
 )
 from jaxannot.methods.harmoniums.views import encode, labels_of, view_setup
-from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -133,67 +131,6 @@ def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
         num_classes=num_classes,
         cd_gap=gaps[-10:].tolist(),
     )
-
-
-@bounded_cache(16)
-def _feature_embed(num_features: int):
-    """``embed(params, image)``: E_q0[h] over the first ``num_features`` views (a
-    trailing words wing left out); one function per count, so compiled loops that
-    take it as a static argument are reused."""
-
-    def embed(params, image):
-        return hm.hidden_mean(params, image[0][:num_features])
-
-    return embed
-
-
-def _alternation_args(hyper, kinds, num_features: int) -> dict:
-    """Keyword arguments shared by the MMH classifier and regressor fits: the model
-    (CD pieces, ``embed`` over the first ``num_features`` wings, optimizer), ``c1``,
-    ``c2`` and the
-    :class:`~jaxannot.methods.harmoniums.max_margin_harmonium.Schedule`."""
-    kinds_t = tuple(kinds)
-    model = mmh_inf.MMHModel(
-        phase_statistics=_phase_statistics(kinds_t, int(hyper["sweeps"])),
-        expected_log_potential=_elp(kinds_t),
-        embed=_feature_embed(num_features),
-        optimizer=_optimizer(hyper, len(kinds_t)),
-    )
-    schedule = mmh_inf.Schedule(
-        iterations=hyper["iterations"],
-        inner_steps=hyper["inner_steps"],
-        pretrain_steps=hyper["pretrain_steps"],
-        svm_epochs=hyper["svm_epochs"],
-        final_svm_epochs=hyper["final_svm_epochs"],
-        batch_size=hyper["batch_size"] or None,
-        svm_step=hyper["svm_step"],
-    )
-    return dict(model=model, c1=hyper["c1"], c2=hyper["c2"], schedule=schedule)
-
-
-def _alternation(solve, hyper, trace: str, skip_last: bool = False):
-    """The ``train`` of :func:`_fit_harmonium` for an MMH fit.
-
-    ``solve(rng_key, params, images, model=, c1=, c2=, schedule=)`` is
-    :func:`~jaxannot.methods.harmoniums.max_margin_harmonium.fit_mmh_classifier` or
-    ``fit_mmh_regressor`` with the response bound; the hinge's (or the SVR's)
-    :math:`E_{q_0}[h]` runs over every wing but, with ``skip_last``, the last one
-    (``mmh``'s words wing). The V-steps' primal objectives and relative gaps become
-    the info ``{trace}_primal`` and ``{trace}_gap``.
-    """
-
-    def train(rng_key, params, kinds, images):
-        num_features = len(kinds) - bool(skip_last)
-        res = solve(
-            rng_key, params, images, **_alternation_args(hyper, kinds, num_features)
-        )
-        info = {
-            f"{trace}_primal": res.trace["svm_primal"].tolist(),
-            f"{trace}_gap": res.trace["svm_gap"].tolist(),
-        }
-        return res.params, {"predictor": res.predictor}, info
-
-    return train
 
 
 def _use_words_wing(train, labels, num_classes, setting: str) -> bool:

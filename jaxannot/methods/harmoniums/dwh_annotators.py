@@ -29,17 +29,15 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxannot.annotators.base import Fitted, Method, get_method, register
 from jaxannot.annotators.hyper_spec import method_defaults
-from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import mmh_steps
+from jaxannot.methods.harmoniums.cd_training import _init, _train_cd
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
-from jaxannot.runtime.programs import bounded_cache
 from jaxannot.solvers import multiclass_svm as cs
 
 __all__ = [
@@ -71,12 +69,6 @@ def _harmonium_views(train, hyper, wing=None, first: bool = False):
         ]
         names, kinds, views, totals = joined
     return names, kinds, scaling, views, totals
-
-
-def _init_and_train(k_init, k_fit, kinds, views, totals, hyper):
-    """Initialize a harmonium on ``views`` and fit it by CD: ``(params, cd_gaps)``."""
-    params = _init(k_init, kinds, views, hyper)
-    return _train_cd(k_fit, params, kinds, (tuple(views), tuple(totals)), hyper)
 
 
 def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
@@ -155,88 +147,6 @@ def _diverged(name: str, hyper, reason: str) -> str:
         f"learning_rate={hyper['learning_rate']}: try a smaller learning_rate"
         + ("" if hyper["optimizer"] == "adam" else " or optimizer='adam'")
     )
-
-
-def _optimizer(hyper, num_views: int) -> optax.GradientTransformation:
-    """The CD optimizer of ``hyper`` for a harmonium of ``num_views`` views (one
-    object per setting, so the compiled CD loop that closes over it is reused)."""
-    return _optimizer_for(
-        num_views,
-        str(hyper["optimizer"]),
-        float(hyper["learning_rate"]),
-        float(hyper["weight_decay"]),
-        bool(hyper["learn_variance"]),
-    )
-
-
-@bounded_cache(64)
-def _optimizer_for(
-    num_views: int,
-    name: str,
-    learning_rate: float,
-    weight_decay: float,
-    learn_variance: bool,
-) -> optax.GradientTransformation:
-    base = cd.make_optimizer(name, learning_rate)
-    per_view = lambda flag: tuple(flag for _ in range(num_views))
-    decay_mask = hm.HarmoniumParams(
-        per_view(False), per_view(True), per_view(False), False
-    )
-    frozen = hm.HarmoniumParams(
-        per_view(False), per_view(False), per_view(not learn_variance), False
-    )
-    parts = []
-    if weight_decay > 0:
-        parts.append(optax.add_decayed_weights(weight_decay, decay_mask))
-    parts += [base, optax.masked(optax.set_to_zero(), frozen)]
-    return optax.chain(*parts)
-
-
-def _init(rng_key, kinds, views, hyper):
-    return hm.initialize(
-        rng_key,
-        kinds,
-        [v.shape[1] for v in views],
-        hyper["topics"],
-        weight_scale=hyper["weight_scale"],
-        views=[np.asarray(v) for v in views],
-    )
-
-
-def _train_cd(rng_key, params, kinds, images, hyper):
-    optimizer = _optimizer(hyper, len(kinds))
-    kinds = tuple(kinds)
-    step = _cd_step(kinds, int(hyper["sweeps"]), hyper["batch_size"] or None, optimizer)
-    state, info = cd.fit_cd(
-        rng_key,
-        cd.init(params, optimizer),
-        (images, None),
-        step=step,
-        num_steps=hyper["steps"],
-    )
-    return state.params, np.asarray(info.cd_gap)
-
-
-@bounded_cache(64)
-def _cd_step(kinds: tuple, sweeps: int, batch_size, optimizer):
-    """The plain CD step of a harmonium, built once per setting: a second fit with
-    the same setting and shapes reuses :func:`~cd.fit_cd`'s compiled loop."""
-    return cd.build_kernel(
-        optimizer, _phase_statistics(kinds, sweeps), _elp(kinds), batch_size=batch_size
-    )
-
-
-@bounded_cache(64)
-def _phase_statistics(kinds: tuple, sweeps: int):
-    return hm.cd_phase_statistics(kinds, sweeps)
-
-
-@bounded_cache(64)
-def _elp(kinds: tuple):
-    def elp(params, q):
-        return hm.expected_log_potential(params, kinds, q)
-
-    return elp
 
 
 def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):

@@ -42,52 +42,32 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.data.corpus import Corpus
-from jaxannot.inference import lapvar, lapvar_update
+from jaxannot.inference import lapvar
 from jaxannot.inference.support import check_support
 from jaxannot.inference.vem.algorithm import VEM
-from jaxannot.inference.vem.checks import warn_collapsed
+from jaxannot.inference.vem.fit_warnings import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.methods.topic_models import visual_words as vw
+from jaxannot.methods.topic_models.mixture_data import (
+    _fitted_values,
+    _fold_in_args,
+    _mix_params,
+    _mix_setup,
+    _to_mixture_params,
+)
+from jaxannot.methods.topic_models.mixture_graph import (
+    _check_lap,
+    _fit_graph,
+    _graph_features,
+    _lapvar1,
+    _newton_batch,
+)
 from jaxannot.methods.topic_models.params import LapMixUnigramParams, MixUnigramParams
 
 __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 
 
 # ------------------------------------------------------- mixture of unigrams
-def _mix_params(params: mu.MixtureParams, phi, edges) -> MixUnigramParams:
-    return MixUnigramParams(
-        log_pi=params.log_pi,
-        log_beta_text=params.log_betas[0],
-        log_beta_visual=tuple(params.log_betas[1:]),
-        phi=phi,
-        bin_edges=vw.edges_param(edges),
-    )
-
-
-def _fitted_values(fitted: Fitted) -> dict:
-    """The fitted globals as the declaration's site values: ``pi``, ``beta_0`` (the
-    text) and ``beta_v`` (the visual views)."""
-    p = fitted.params
-    logs = [p.log_pi, p.log_beta_text, *p.log_beta_visual]
-    names = ["pi"] + [f"beta_{v}" for v in range(len(logs) - 1)]
-    return {n: jnp.exp(jnp.asarray(x)) for n, x in zip(names, logs, strict=True)}
-
-
-def _fold_in_args(fitted: Fitted, corpus: Corpus) -> tuple[tuple, dict]:
-    """The declaration's arguments for new images: their visual words, no text (an
-    all-zero text bag adds nothing to the log joint)."""
-    vis = tuple(map(jnp.asarray, vw.fitted_visual(fitted, corpus)))
-    words = np.shape(fitted.params.log_beta_text)[1]
-    text = jnp.zeros((corpus.num_images, words), jnp.float32)
-    h = fitted.hyper
-    kwargs = dict(
-        num_topics=int(h["topics"]),
-        pi_concentration=float(h["pi_concentration"]),
-        beta_concentration=float(h["beta_concentration"]),
-    )
-    return ((text,) + vis,), kwargs
-
-
 def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Exact posterior of each image from its visual words alone (the declaration's
     fold-in, :meth:`VEM.posteriors_for`)."""
@@ -115,32 +95,6 @@ def _vem(estep=None) -> VEM:
         m_step=mu.closed_form_m_step,
         devices=devices,
         warn_empty=False,
-    )
-
-
-def _mix_setup(
-    corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
-):
-    """What both mixtures start from: the priors and views checked, the views'
-    names, bin edges and hyper entry, the data (text bag first) and the model's
-    keyword arguments."""
-    mu.check_priors(pi_concentration, beta_concentration)
-    names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
-    vis = vw.visual(corpus, names, edges)
-    text = jnp.asarray(vw.text(corpus) * text_weight)
-    data = (text,) + tuple(map(jnp.asarray, vis))
-    kwargs = dict(
-        num_topics=int(topics),
-        pi_concentration=float(pi_concentration),
-        beta_concentration=float(beta_concentration),
-    )
-    return names, edges, views_hyper, data, kwargs
-
-
-def _to_mixture_params(values: dict, num_views: int) -> mu.MixtureParams:
-    return mu.MixtureParams(
-        jnp.log(values["pi"]),
-        tuple(jnp.log(values[f"beta_{v}"]) for v in range(num_views)),
     )
 
 
@@ -238,44 +192,6 @@ MIX_UNIGRAM = _register_mixture(
 
 
 # ----------------------------------------------- Laplacian mixture of unigrams
-def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
-    return np.concatenate(views, axis=1)
-
-
-def _fit_graph(feats: np.ndarray, neighbors: int, metric: str, weight: str):
-    """The k-NN graph of the fit images' visual words (one search) and its heat
-    width ``t``, the mean neighbour distance (1 when it is 0)."""
-    from jaxannot.graph import knn_search, neighbour_graph
-
-    k = min(int(neighbors), feats.shape[0] - 1)
-    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
-    t = float(np.mean(np.asarray(dist))) or 1.0
-    return neighbour_graph(feats, idx, dist, weight=weight, t=t), t
-
-
-def _check_lap(algorithm: str, lam: float) -> None:
-    if algorithm not in lapvar.ALGORITHMS:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
-        )
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
-
-
-def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
-    """LapVar1's E-step on ``graph``. The colour classes of a graph are fixed
-    (colouring seed 0), so a refit with another key reuses the compiled fit; sweeps
-    visit them in a random order."""
-    return lapvar.LapVar1(
-        graph,
-        lam,
-        sweeps=int(sweeps),
-        newton_steps=int(newton_steps),
-        schedule=schedule,
-        heldout_check=False,  # lap-mix-unigram's lam is its own hyper-parameter
-    )
-
-
 @uses_defaults("lap-mix-unigram")
 def _lap_fit(
     corpus: Corpus,
@@ -365,13 +281,6 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     degree = 1.0 if p.graph_mean_degree is None else float(p.graph_mean_degree)
     lam = float(h["lam"]) / degree
     return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
-
-
-@jax.jit
-def _newton_batch(phi0, a, m, d, lam):
-    return jax.vmap(lapvar_update.newton_update, in_axes=(0, 0, 0, 0, None))(
-        phi0, a, m, d, lam
-    )
 
 
 LAP_MIX_UNIGRAM = _register_mixture(

@@ -1,0 +1,90 @@
+"""The concept detectors of the ALE-family methods (:mod:`.annotators`).
+
+The targets they learn (:func:`concept_targets`: the observed words, or one-hot
+class labels), their training on an embedding (:func:`_train_detector`: the linear
+SVM or the smooth function of eq. 7), their scores and the detector names
+(:data:`DETECTORS`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.methods.ale import smooth_function
+from jaxannot.methods.ale.params import Detector
+from jaxannot.solvers import linear_svm
+
+__all__ = ["DETECTORS", "concept_targets"]
+
+DETECTORS = ("svm", "sf")
+
+
+def concept_targets(corpus) -> tuple[np.ndarray, np.ndarray]:
+    """``(y [n, K] in {0, 1}, labelled bool [n])`` from words or class labels."""
+    if corpus.words is not None:
+        y = (np.asarray(corpus.words) > 0).astype(np.float32)
+        labelled = np.asarray(corpus.word_mask, bool)
+    elif corpus.labels is not None:
+        labels = np.asarray(corpus.labels)
+        k = max(corpus.num_classes, int(labels.max()) + 1)
+        labelled = labels >= 0
+        y = np.zeros((len(labels), k), np.float32)
+        y[labelled, labels[labelled]] = 1.0
+    else:
+        raise ValueError("concept detectors need words or labels in the corpus")
+    if not labelled.any():
+        raise ValueError("the corpus has no labelled image to train detectors on")
+    return y, labelled
+
+
+def _key_data(rng_key) -> np.ndarray:
+    if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        return np.asarray(jax.random.key_data(rng_key))
+    return np.asarray(rng_key)
+
+
+def _check_detector(detector: str) -> None:
+    if detector not in DETECTORS:
+        raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
+
+
+def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
+    """Detectors on ``u`` (SVM ``coef, intercept`` or SF ``alpha``) and info."""
+    if detector == "sf":
+        # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
+        # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
+        sigma = np.asarray(eigenvalues) * u.shape[0]
+        alpha = smooth_function.fit_smooth_function(
+            u, y, sigma, lam=float(hyper["lam"]), labelled=labelled
+        )
+        return Detector(alpha=np.asarray(alpha)), {}
+    coef, intercept, info = linear_svm.fit_linear_svm(
+        u[labelled],
+        y[labelled],
+        rng_key=rng_key,
+        c=float(hyper["c"]),
+        loss=str(hyper["loss"]),
+        tol=float(hyper["tol"]),
+        max_epochs=int(hyper["max_epochs"]),
+    )
+    detector = Detector(coef=np.asarray(coef), intercept=np.asarray(intercept))
+    return detector, {"svm_epochs": info["epochs"]}
+
+
+def _last_iteration(info: dict) -> str:
+    """What ended the fit, for a support error: the SVM's epochs or the closed form
+    (the smooth function)."""
+    if "svm_epochs" in info:
+        return f"{info['svm_epochs']} (svm epochs)"
+    return "closed form"
+
+
+def _detector_scores(u, detector: Detector) -> np.ndarray:
+    if detector.alpha is not None:
+        return np.asarray(smooth_function.smooth_scores(u, detector.alpha))
+    return np.asarray(
+        linear_svm.decision_function(u, detector.coef, detector.intercept)
+    )
