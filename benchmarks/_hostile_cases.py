@@ -5,10 +5,10 @@ Each :class:`Case` builds its files in a folder of its own and names the command
 user would run on them; :func:`run_case` runs it as ``python -m jaxannot.cli`` in a
 child process (working directory: the case's folder, so every path is relative) with
 a time limit, and records its exit status, seconds, peak resident memory (from
-``os.wait4``: the child's own ``ru_maxrss``), whether its stderr holds a traceback or
-a raw control character, whether its error line names the hostile file, and whether
-any input changed (bytes, inode, link target, kind of every entry under the folder,
-links never followed).
+``os.wait4``: the command's own ``ru_maxrss``, see :data:`LAUNCHER`), whether its
+stderr holds a traceback or a raw control character, whether its error line names
+the hostile file, and whether any input changed (bytes, inode, link target, kind of
+every entry under the folder, links never followed).
 
 The builders are shared with the tests (``tests/test_hostile_files_benchmark.py``
 loads this module through the ``benchmark_script`` fixture).
@@ -627,6 +627,29 @@ def snapshot(root: pathlib.Path, skip: tuple[str, ...] = ()) -> dict:
     return out
 
 
+#: A small launcher between the runner and the command. On Linux a process's
+#: ``ru_maxrss`` starts from the resident set of the process it was forked from (the
+#: high-water mark of the copied address space is kept through ``exec``), so a
+#: command forked straight from a large parent (a test worker holding gigabytes)
+#: reports the parent's memory as its peak. The launcher is a fresh interpreter of a
+#: few megabytes: it forks and execs the command, waits for it and writes the
+#: command's own ``ru_maxrss`` (KiB) to the file named by its first argument, then
+#: exits as the command did (the same status, or the same signal).
+LAUNCHER = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.WEXITSTATUS(status))
+"""
+
+
 def _child_env() -> dict:
     env = dict(os.environ)
     env.update(JAX_PLATFORMS="cpu", JAXANNOT_NO_COMPILATION_CACHE="1")
@@ -645,7 +668,8 @@ def run_case(case: Case, folder: pathlib.Path, timeout: float = TIMEOUT_S) -> di
     -------
     dict
         ``exit_code`` (None when it hung and was killed), ``seconds``,
-        ``peak_rss_mb`` (the child's own maximum resident set), ``hung``,
+        ``peak_rss_mb`` (the command's own maximum resident set; None when it
+        hung), ``hung``,
         ``traceback`` and ``raw_control_chars`` (in its stderr), ``names_input``
         (its stderr names :attr:`Case.names`), ``inputs_changed`` (the
         entries that differ), ``input_mb`` and ``last_line`` (of its stderr,
@@ -655,26 +679,32 @@ def run_case(case: Case, folder: pathlib.Path, timeout: float = TIMEOUT_S) -> di
     argv = case.build(folder)
     before = snapshot(folder, case.outputs)
     err_path = folder.parent / f"{folder.name}.stderr"
+    rss_path = folder.parent / f"{folder.name}.rss"
     with open(err_path, "wb") as err:
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-m", "jaxannot.cli", *argv, "-q"],
+            [sys.executable, "-c", LAUNCHER, str(rss_path),
+             "-m", "jaxannot.cli", *argv, "-q"],
             cwd=folder, env=_child_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
         )  # fmt: skip
-        hung, status, usage = False, 0, None
+        hung, status = False, 0
         while True:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            pid, status, _ = os.wait4(child.pid, os.WNOHANG)
             if pid:
                 break
             if time.perf_counter() - start > timeout:
                 hung = True
                 os.killpg(child.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(child.pid, 0)
+                _, status, _ = os.wait4(child.pid, 0)
                 break
             time.sleep(0.01)
         seconds = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    # the command's own peak (KiB on Linux); a hung command, killed with its
+    # launcher, has none (None: the hang is what the row reports)
+    peak_kib = int(rss_path.read_text()) if rss_path.exists() else None
+    rss_path.unlink(missing_ok=True)
     stderr = err_path.read_bytes().decode("utf-8", "replace")
     err_path.unlink()
     after = snapshot(folder, case.outputs)
@@ -690,7 +720,7 @@ def run_case(case: Case, folder: pathlib.Path, timeout: float = TIMEOUT_S) -> di
         "input_mb": _input_bytes(before) / 2**20,
         "exit_code": None if hung else child.returncode,
         "seconds": seconds,
-        "peak_rss_mb": usage.ru_maxrss / 1024,  # KiB on Linux
+        "peak_rss_mb": None if peak_kib is None else peak_kib / 1024,
         "hung": hung,
         "traceback": "Traceback" in stderr,
         "raw_control_chars": any(c in stderr for c in _RAW_CONTROL),

@@ -159,7 +159,10 @@ def summary(rows: list[dict]) -> dict:
             for c in sorted({r["exit_code"] for r in rows}, key=str)
         },
         "max_seconds": max((r["seconds"] for r in rows), default=0.0),
-        "max_peak_mb": max((r["peak_rss_mb"] for r in rows), default=0.0),
+        "max_peak_mb": max(
+            (r["peak_rss_mb"] for r in rows if r["peak_rss_mb"] is not None),
+            default=0.0,
+        ),
         "max_input_mb": max((r["input_mb"] for r in rows), default=0.0),
         "limits": LIMITS,
     }

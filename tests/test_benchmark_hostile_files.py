@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -126,3 +127,15 @@ def test_a_command_over_its_time_is_killed_and_counted_a_hang(tmp_path, cases):
     slow = cases.Case("slow", "arff", lambda f: ["methods"], "x")
     row = cases.run_case(slow, tmp_path / "slow", timeout=0.2)
     assert row["hung"] and row["exit_code"] is None and row["seconds"] < 5
+
+
+def test_the_peak_is_the_commands_own_not_its_parents(tmp_path, cases):
+    """A command forked straight from a large process reports that process's memory
+    as its own peak on Linux (``ru_maxrss`` keeps the copied address space's
+    high-water mark through ``exec``): a test worker holding 2 GB read every case's
+    peak as 2 GB. Through the launcher the peak is the command's own."""
+    ballast = np.ones(2**27)  # 1 GiB of float64, touched
+    by_name = {c.name: c for c in cases.CASES}
+    row = cases.run_case(by_name["json_hard_link_of_input"], tmp_path / "case")
+    assert float(ballast[-1]) == 1.0
+    assert row["exit_code"] == 2 and 0 < row["peak_rss_mb"] < 700, row
