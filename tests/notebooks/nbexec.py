@@ -127,13 +127,27 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def texts(nb) -> str:
-    """Every text output (stdout, stderr, results) joined."""
-    parts = []
+    """Every text output (stdout, stderr, results) joined.
+
+    Consecutive outputs of one stream are concatenated as they were written: the
+    kernel flushes a stream on a timer, so one printed line can arrive in two
+    outputs, and a separator between them would cut the line in two."""
+    parts: list[str] = []
+    stream = None
     for cell in nb.cells:
         for out in cell.get("outputs", []):
+            name = out.get("name") if out.get("output_type") == "stream" else None
+            if name is not None and name == stream:
+                parts[-1] += out.get("text", "")
+                continue
+            stream = name
+            if name is not None:
+                parts.append(out.get("text", ""))
+                continue
             if "text" in out:
                 parts.append(out["text"])
             parts.append(out.get("data", {}).get("text/plain", ""))
+        stream = None
     return "\n".join(parts)
 
 
