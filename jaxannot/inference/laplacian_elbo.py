@@ -70,6 +70,9 @@ M. Belkin, P. Niyogi, V. Sindhwani. Manifold regularization. JMLR 7, 2006.
 
 from __future__ import annotations
 
+import copy
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -147,12 +150,36 @@ def base_loss_with_mutable_state(
     Wrappers use this so that ``TraceGraph_ELBO`` and ``TraceEnum_ELBO``, which only
     implement ``loss``, can be wrapped as well as the ELBOs with mutable state.
     """
+    base = _per_site(base)
     if type(base).loss_with_mutable_state is ELBO.loss_with_mutable_state:
         loss = base.loss(rng_key, param_map, model, guide, *args, **kwargs)
-        return {"loss": loss, "mutable_state": None}
-    return base.loss_with_mutable_state(
+        return {"loss": _sum_by_name(loss), "mutable_state": None}
+    out = base.loss_with_mutable_state(
         rng_key, param_map, model, guide, *args, **kwargs
     )
+    return {**out, "loss": _sum_by_name(out["loss"])}
+
+
+def _per_site(base: ELBO) -> ELBO:
+    """A copy of ``base`` that returns its sites' terms by name (``sum_sites=False``)
+    when it can, so that :func:`_sum_by_name` adds them in one order.
+
+    numpyro's ``Trace_ELBO`` adds its sites in the order of a Python ``set`` of their
+    names, which changes from process to process with string hashing
+    (``PYTHONHASHSEED``): the same fit's loss differed in its last bit at a third of
+    the steps between two runs (the gradients, and so the fit, did not).
+    """
+    if getattr(base, "sum_sites", None) is True:
+        base = copy.copy(base)
+        base.sum_sites = False
+    return base
+
+
+def _sum_by_name(loss):
+    """``loss`` itself, or the sum of a dict of per-site losses in sorted name order."""
+    if not isinstance(loss, dict):
+        return loss
+    return functools.reduce(operator.add, (loss[name] for name in sorted(loss)))
 
 
 def _enumerates(base: ELBO) -> bool:
