@@ -283,8 +283,8 @@ def _read_structure(trace, local_site, plate) -> _Structure:
     num_values = _num_values(site)
     if num_values is None:
         raise DeclarationError(
-            f"site {local_site!r} must be Categorical ({ENUMERABLE}), got "
-            f"{type(_unwrap(site['fn'])).__name__}"
+            f"site {local_site!r} must be Categorical or another distribution VEM "
+            f"enumerates ({ENUMERABLE}), got {type(_unwrap(site['fn'])).__name__}"
         )
     enumerated = _enumerated(trace, plate, local_site, num_values)
     params_in_plate = [
