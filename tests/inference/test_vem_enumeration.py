@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
@@ -112,3 +113,23 @@ def test_declarations_vem_cannot_enumerate_are_refused_by_name():
     message = str(error.value)
     assert "4 ('c') x 300 ('d') = 1200" in message
     assert f"MAX_ENUMERATED = {MAX_ENUMERATED}" in message
+
+
+def test_an_impossible_item_is_named_with_a_nested_site():
+    def poisson_switch(counts):
+        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(2)))
+        rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("item", counts.shape[0], dim=-2):
+            z = numpyro.sample("z", dist.Categorical(pi))
+            with numpyro.plate("position", counts.shape[1]):
+                s = numpyro.sample("s", dist.Bernoulli(0.5))
+                numpyro.sample("counts", dist.Poisson(rate[z] * (1 + s)), obs=counts)
+
+    counts = jnp.array([[1.0, 2.0], [3.0, 0.0], [2.0, -1.0], [0.0, 1.0]])
+    with (
+        numpyro.validation_enabled(False),
+        pytest.raises(FloatingPointError, match=r"\(image \[2\] of plate .item.\)"),
+    ):
+        VEM(poisson_switch, "z", plate="item").run(
+            jax.random.key(0), 2, counts, progress_bar=False
+        )

@@ -129,7 +129,7 @@ class VEM(Runs, FoldIn):
         sites in ``plate`` (and in plates nested in it, as MACE's ``s`` per
         annotation) are enumerated exactly with it and summed out of
         :math:`a_{ik}` (:mod:`~jaxannot.inference.vem.enumeration`); their
-        posteriors are :meth:`marginals`'.
+        posteriors come from :meth:`marginals`.
     local_site : str
         Name of the discrete per-image site whose posteriors the fit keeps.
     estep : EStep, optional
