@@ -6,6 +6,8 @@ not from keywords (issue 48, point 1). Data: a synthetic Dawid & Skene (1979)
 Table 1 layout, 45 items with 7 annotations by 5 annotators (annotator 0 three
 times, the others once), 4 classes."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -13,9 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+import optax
 
 from jaxannot.inference import VEM
 from jaxannot.inference.vem.declaration import DeclarationError
+from jaxannot.inference.vem.fit_warnings import CollapsedFitWarning
 
 POSITIONS = np.array([0, 0, 0, 1, 2, 3, 4])  # annotator of each annotation
 
@@ -46,6 +50,36 @@ def dawid_skene(positions, annotations):
         c = numpyro.sample("c", dist.Categorical(pi))
         with numpyro.plate("position", num_positions):
             numpyro.sample("y", dist.Categorical(beta[positions, c]), obs=annotations)
+
+
+def mace(positions, annotations):
+    """MACE (Hovy et al. 2013): an annotator copies the true class ``c`` unless
+    it spams (``s = 1``, with probability ``1 - theta``), then draws its label from
+    its own ``epsilon``. Both ``c`` and ``s`` are enumerated."""
+    num_annotators = int(np.max(positions)) + 1
+    num_classes = int(np.max(annotations)) + 1
+    num_items, num_positions = annotations.shape
+    with numpyro.plate("annotator", num_annotators):
+        epsilon = numpyro.sample("epsilon", dist.Dirichlet(jnp.full(num_classes, 10.0)))
+        theta = numpyro.sample("theta", dist.Beta(0.5, 0.5))
+    with numpyro.plate("item", num_items, dim=-2):
+        c = numpyro.sample(
+            "c",
+            dist.DiscreteUniform(0, num_classes - 1),
+            infer={"enumerate": "parallel"},
+        )
+        with numpyro.plate("position", num_positions):
+            s = numpyro.sample(
+                "s",
+                dist.Bernoulli(1 - theta[positions]),
+                infer={"enumerate": "parallel"},
+            )
+            probs = jnp.where(
+                s[..., None] == 0,
+                jax.nn.one_hot(c, num_classes),
+                epsilon[positions],
+            )
+            numpyro.sample("y", dist.Categorical(probs), obs=annotations)
 
 
 def branching_on_a_latent(annotations):
@@ -163,3 +197,97 @@ def test_python_control_flow_on_a_latent_value_is_named_with_its_fix():
     assert "test_vem_data_values.py" in message  # the line
     assert "float(pi[0]) > 0.5" in message  # the construct
     assert "jnp.where" in message  # the fix
+
+
+def _mace_by_brute_force(positions, annotations, epsilon, theta):
+    """MACE's posteriors of ``c`` [items, K] and ``s`` [items, J, 2] and its
+    log-likelihood, by an explicit sum over every (c, s_1, ..., s_J) of each item
+    (float64)."""
+    y = np.asarray(annotations)
+    eps, th = np.asarray(epsilon, np.float64), np.asarray(theta, np.float64)
+    num_items, num_positions = y.shape
+    num_classes = eps.shape[1]
+    post_c = np.zeros((num_items, num_classes))
+    post_s = np.zeros((num_items, num_positions, 2))
+    total = 0.0
+    for i in range(num_items):
+        for c in range(num_classes):
+            for s in itertools.product((0, 1), repeat=num_positions):
+                p = 1.0 / num_classes
+                for j, (a, spam) in enumerate(zip(positions, s, strict=True)):
+                    label = eps[a, y[i, j]] if spam else float(y[i, j] == c)
+                    p *= (1 - th[a] if spam else th[a]) * label
+                post_c[i, c] += p
+                for j, spam in enumerate(s):
+                    post_s[i, j, spam] += p
+        evidence = post_c[i].sum()
+        total += np.log(evidence)
+        post_c[i] /= evidence
+        post_s[i] /= evidence
+    return post_c, post_s, total
+
+
+def test_mace_posteriors_equal_brute_force_enumeration():
+    positions = np.array([0, 1, 2])
+    annotations = jnp.array([[0, 1, 2], [2, 2, 2], [1, 0, 1]], jnp.int32)
+    rng = np.random.default_rng(3)
+    params = {
+        "epsilon": jnp.asarray(rng.dirichlet(np.ones(3), 3), jnp.float32),
+        "theta": jnp.array([0.9, 0.6, 0.3], jnp.float32),
+    }
+    vem = VEM(mace, "c", plate="item")
+    marginals = vem.marginals(params, positions, annotations)
+    post_c, post_s, log_lik = _mace_by_brute_force(
+        positions, annotations, params["epsilon"], params["theta"]
+    )
+    assert sorted(marginals) == ["c", "s"]
+    np.testing.assert_allclose(marginals["c"], post_c, atol=1e-5)
+    np.testing.assert_allclose(marginals["s"], post_s, atol=1e-5)
+    np.testing.assert_allclose(
+        vem.posteriors_for(params, positions, annotations), post_c, atol=1e-5
+    )
+    a = vem.local_log_joint(params, positions, annotations)  # [items, K]
+    fitted = float(jax.scipy.special.logsumexp(a, axis=1).sum())
+    np.testing.assert_allclose(fitted, log_lik, rtol=1e-5)
+
+
+def test_mace_fits_with_defaults():
+    annotations, _ = _annotations()
+    vem = VEM(mace, "c", plate="item")
+    # Measured (key 0, 60 iterations): the default start (random soft classes)
+    # ends with every theta at 1.2e-38 and uniform class posteriors, objective
+    # -192.46: the prior Beta(0.5, 0.5) has an unbounded density at theta = 0, so
+    # the MAP objective grows without bound there. From theta = 0.8 the fit below
+    # reaches theta 0.58 to 0.70 (objective -319.20) and the true classes. A
+    # data-driven default start (issue 48, point 4) should change this: then the
+    # warning below, and docs/modelling.md's account of it, go.
+    with pytest.warns(CollapsedFitWarning):
+        result = vem.run(
+            jax.random.key(0), 5, POSITIONS, annotations, progress_bar=False
+        )
+    assert np.all(np.isfinite(np.asarray(result.losses)))
+    marginals = vem.marginals(result.params, POSITIONS, annotations)
+    assert marginals["s"].shape == (45, 7, 2)
+    np.testing.assert_allclose(marginals["c"], result.posteriors, atol=1e-5)
+
+
+def test_mace_em_never_decreases_the_objective():
+    annotations, truth = _annotations()
+    # L-BFGS's line search makes each M-step raise the expected complete log
+    # joint, so EM's objective cannot fall (adam(0.05) can overshoot: -0.05 nats)
+    vem = VEM(mace, "c", plate="item", optimizer=optax.lbfgs())
+    start = {"epsilon": jnp.full((5, 4), 0.25), "theta": jnp.full(5, 0.8)}
+    result = vem.run(
+        jax.random.key(0),
+        20,
+        POSITIONS,
+        annotations,
+        init_params=start,
+        progress_bar=False,
+    )
+    objective = -np.asarray(result.losses)
+    # float32 round-off of a sum of ~300 terms: 3e-5 measured
+    assert np.all(np.diff(objective) >= -1e-4), np.diff(objective).min()
+    assert objective[-1] > objective[0] + 20, objective
+    pred = np.asarray(result.posteriors).argmax(1)
+    assert np.mean(pred == truth) > 0.9

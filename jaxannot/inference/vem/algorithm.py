@@ -125,9 +125,13 @@ class VEM(Runs, FoldIn):
     model : callable
         A numpyro model: global sites (``sample`` sites with a prior, or
         ``numpyro.param`` sites: fitted without one), and inside ``plate`` one
-        ``Categorical`` site ``local_site`` plus observed sites.
+        ``Categorical`` site ``local_site`` plus observed sites. Other discrete
+        sites in ``plate`` (and in plates nested in it, as MACE's ``s`` per
+        annotation) are enumerated exactly with it and summed out of
+        :math:`a_{ik}` (:mod:`~jaxannot.inference.vem.enumeration`); their
+        posteriors come from :meth:`marginals`.
     local_site : str
-        Name of the discrete per-image site.
+        Name of the discrete per-image site whose posteriors the fit keeps.
     estep : EStep, optional
         :class:`~jaxannot.inference.LapVar1` / :class:`~jaxannot.inference.LapVar2`
         or any object with the :class:`~jaxannot.inference.vem.steps.EStep`

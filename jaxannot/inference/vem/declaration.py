@@ -1,10 +1,12 @@
 """What :class:`~jaxannot.inference.vem.algorithm.VEM` reads from a numpyro declaration.
 
-A trace of the model gives its global latent sites, the plate of images and the one
-discrete per-image site (:func:`_inspect`, with clear errors for declarations VEM cannot
-fit). The set-up traces run on shapes only (:func:`_abstract_trace`: the model is traced
-under ``jax.eval_shape`` and only static facts leave it), so setting up a fit costs the
-same on ten images as on a million. A model that needs some of its data's values
+A trace of the model gives its global latent sites, the plate of images, its
+discrete per-image site and the other discrete sites enumerated with it
+(:func:`_inspect`, :mod:`~jaxannot.inference.vem.enumeration`; clear errors for
+declarations VEM cannot fit). The set-up traces run on shapes only
+(:func:`_abstract_trace`: the model is traced under ``jax.eval_shape`` and only
+static facts leave it), so setting up a fit costs the same on ten images as on a
+million. A model that needs some of its data's values
 (``int(np.max(annotations)) + 1``, Python control flow on its data) gets those arrays
 by value (:func:`_read_by_value`, :class:`_Concrete`: static leaves keyed on their
 content); a value no data can give is a :class:`DeclarationError` naming the line.
@@ -28,13 +30,18 @@ import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.infer import init_to_uniform
 
+from jaxannot.inference.vem.enumeration import (
+    ENUMERABLE,
+    DeclarationError,
+    _Enumerated,
+    _enumerated,
+    _in_plate,
+    _num_values,
+    _unwrap,
+)
 from jaxannot.runtime.static_key import array_key
 
 __all__: list[str] = []
-
-
-class DeclarationError(ValueError):
-    """A declaration VEM cannot fit, or cannot fit as asked (named and explained)."""
 
 
 # ----------------------------------------------------------- model inspection
@@ -47,6 +54,7 @@ class _Structure:
     num_values: int
     image_dim: int
     global_shapes: tuple[tuple[int, ...], ...] = ()  # of the globals_, in order
+    enumerated: _Enumerated = _Enumerated()  # the other discrete sites in the plate
 
     def local_value(self, size: int, value=0) -> jax.Array:
         """``value`` as the local site's value on ``size`` images: the image axis
@@ -249,18 +257,6 @@ def _support(site):
     return site["fn"].support
 
 
-def _in_plate(site, plate: str) -> bool:
-    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
-
-
-def _unwrap(fn):
-    while isinstance(
-        fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
-    ):
-        fn = fn.base_dist
-    return fn
-
-
 def _inspect(model, local_site, plate, args, kwargs, eager=True) -> _Structure:
     """The model's :class:`_Structure`, from a trace on shapes only."""
     return _abstract_trace(
@@ -284,24 +280,13 @@ def _read_structure(trace, local_site, plate) -> _Structure:
         raise DeclarationError(
             f"site {local_site!r} must be a latent site inside plate {plate!r}"
         )
-    fn = _unwrap(site["fn"])
-    if not isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
+    num_values = _num_values(site)
+    if num_values is None:
         raise DeclarationError(
-            f"site {local_site!r} must be Categorical, got {type(fn).__name__}"
+            f"site {local_site!r} must be Categorical or another distribution VEM "
+            f"enumerates ({ENUMERABLE}), got {type(_unwrap(site['fn'])).__name__}"
         )
-    others = [
-        k
-        for k, v in trace.items()
-        if v["type"] == "sample"
-        and not v["is_observed"]
-        and k != local_site
-        and _in_plate(v, plate)
-    ]
-    if others:
-        raise DeclarationError(
-            f"VEM supports one latent site inside plate {plate!r} ({local_site!r}); "
-            f"the model also has {others}: observe them or move them out of the plate"
-        )
+    enumerated = _enumerated(trace, plate, local_site, num_values)
     params_in_plate = [
         k for k, v in trace.items() if v["type"] == "param" and _in_plate(v, plate)
     ]
@@ -321,7 +306,7 @@ def _read_structure(trace, local_site, plate) -> _Structure:
         tuple(int(d) for d in jnp.shape(trace[k]["value"])) for k in globals_
     )
     return _Structure(
-        globals_, int(frame.size), int(fn.probs.shape[-1]), frame.dim, shapes
+        globals_, int(frame.size), num_values, frame.dim, shapes, enumerated
     )
 
 

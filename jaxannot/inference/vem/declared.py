@@ -33,6 +33,7 @@ from jaxannot.inference.vem.declaration import (
     _support,
     _trace,
 )
+from jaxannot.inference.vem.joint_enumeration import collapsed_log_joint
 from jaxannot.inference.vem.log_joint import (
     _out_of_plate,
     _per_image,
@@ -127,8 +128,12 @@ class DeclaredModel:
         )
 
     def log_joint_chunk(self, setup, values, idx, args, kwargs):
-        """:math:`a_{ik}` for the images ``idx`` [chunk] -> [chunk, K]."""
+        """:math:`a_{ik}` for the images ``idx`` [chunk] -> [chunk, K], the other
+        enumerated sites summed out
+        (:mod:`~jaxannot.inference.vem.joint_enumeration`)."""
         s = setup.structure
+        if s.enumerated:
+            return collapsed_log_joint(self, setup, values, idx, args, kwargs)
         rescale = idx.shape[0] / s.num_images
 
         def at(k):

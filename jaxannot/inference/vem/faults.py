@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import _in_plate, _trace
+from jaxannot.inference.vem.log_joint import _join_leaves
 
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
@@ -139,8 +140,28 @@ def raise_fault(fault, values, args, kwargs, objective=None, vem=None) -> None:
 
 def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
     """``" (images [...]: sites [...])"``: the images no value of the local site
-    makes possible, and the observed sites whose density is not finite there."""
-    s = vem.declared.setup(args, kwargs)[0].structure
+    makes possible, and the observed sites whose density is not finite there (not
+    named when other enumerated sites are summed out of the log joint)."""
+    setup, dynamic = vem.declared.setup(args, kwargs)
+    s = setup.structure
+    if s.enumerated:
+        a = vem.declared.log_joint(setup, values, *_join_leaves(setup, dynamic))
+        images = np.flatnonzero(~np.any(np.isfinite(np.asarray(a)), axis=1))
+        where = ""
+    else:
+        images, where = _impossible_by_site(vem, s, values, args, kwargs)
+    if not images.size:
+        return ""
+    more = f" and {images.size - shown} more" if images.size > shown else ""
+    return (
+        f" (image{'s' if images.size > 1 else ''} {images[:shown].tolist()}{more} "
+        f"of plate {vem.plate!r}{where})"
+    )
+
+
+def _impossible_by_site(vem, s, values, args, kwargs):
+    """The impossible images and ``": sites [...]"``, site by site for each value
+    of the lone local site."""
     n, bad_by_k = s.num_images, []
     for k in range(s.num_values):
         subs = dict(values)
@@ -160,11 +181,5 @@ def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
     images = np.flatnonzero(
         np.all([np.any(list(b.values()), axis=0) for b in bad_by_k], axis=0)
     )
-    if not images.size:
-        return ""
     sites = sorted({k for b in bad_by_k for k, v in b.items() if v[images].any()})
-    more = f" and {images.size - shown} more" if images.size > shown else ""
-    return (
-        f" (image{'s' if images.size > 1 else ''} {images[:shown].tolist()}{more} "
-        f"of plate {vem.plate!r}: sites {sites})"
-    )
+    return images, f": sites {sites}"

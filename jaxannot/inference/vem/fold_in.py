@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from jaxannot.inference.vem.checks import checked_start, missing_globals, model_errors
 from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
+from jaxannot.inference.vem.joint_enumeration import marginals
 from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_joint_all
 from jaxannot.inference.vem.steps import VEMResult
 
@@ -117,6 +118,34 @@ class FoldIn:
         values = checked_start(self, setup, params, (args, kwargs), what="params")
         with model_errors(self.plate, args, kwargs):
             return fold_in(self.declared, _Whole(setup), values, dynamic)
+
+    def marginals(self, params: dict, *args, **kwargs) -> dict:
+        """Exact posterior marginals of every discrete site VEM enumerates, for the
+        items in ``args`` under the global values ``params`` (as numpyro's
+        ``TraceEnum_ELBO.compute_marginals``, as probabilities).
+
+        Parameters
+        ----------
+        params : dict
+            Constrained global values (``result.params``), checked as
+            ``init_params`` is.
+        *args, **kwargs
+            The model's arguments.
+
+        Returns
+        -------
+        dict
+            ``{site: probabilities}``: the local site's ``[N, K]`` (equal to
+            :meth:`posteriors_for`), another item-level site's ``[N, K_d]``, their
+            joint under the key ``"c,d"`` (the names joined by commas)
+            ``[N, K, K_d]``, and a nested site's ``[N, *its plates' sizes, K_s]``
+            (MACE's ``s``: ``[items, positions, 2]``).
+        """
+        with model_errors(self.plate, args, kwargs):
+            setup, dynamic = self.declared.setup(args, kwargs)
+        values = checked_start(self, setup, params, (args, kwargs), what="params")
+        with model_errors(self.plate, args, kwargs):
+            return marginals(self.declared, setup, values, dynamic)
 
     def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):
         """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images

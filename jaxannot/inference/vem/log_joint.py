@@ -21,20 +21,24 @@ from jaxannot.inference.vem.declaration import (
 )
 
 
+def _site_log_prob(site, rescale) -> jax.Array:
+    """A sample site's log densities over its whole batch shape, masked and scaled."""
+    lp = site["fn"].log_prob(site["value"])
+    lp = jnp.broadcast_to(lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape))
+    if site.get("mask") is not None:  # numpyro.handlers.mask: 0 where False
+        lp = jnp.where(jnp.broadcast_to(site["mask"], lp.shape), lp, 0.0)
+    if site.get("scale") is not None:
+        lp = lp * (site["scale"] * rescale)
+    return lp
+
+
 def _per_image(trace, plate, image_dim, rescale, size) -> jax.Array:
     """Sum of the in-plate sites' log densities per image, [size]."""
     total = jnp.zeros(size)
     for site in trace.values():
         if site["type"] != "sample" or not _in_plate(site, plate):
             continue
-        lp = site["fn"].log_prob(site["value"])
-        lp = jnp.broadcast_to(
-            lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
-        )
-        if site.get("mask") is not None:  # numpyro.handlers.mask: 0 where False
-            lp = jnp.where(jnp.broadcast_to(site["mask"], lp.shape), lp, 0.0)
-        if site.get("scale") is not None:
-            lp = lp * (site["scale"] * rescale)
+        lp = _site_log_prob(site, rescale)
         axis = lp.ndim + image_dim
         lp = jnp.moveaxis(lp, axis, 0)
         total = total + lp.reshape(lp.shape[0], -1).sum(-1)

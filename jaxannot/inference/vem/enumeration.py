@@ -1,0 +1,146 @@
+"""Which discrete sites :class:`~jaxannot.inference.vem.algorithm.VEM` enumerates.
+
+Besides its local site (``c`` of ``VEM(model, "c", plate="item")``), a model may hold
+more discrete latent sites inside the item plate, as numpyro's enumerated models do
+(MACE's spamming indicator ``s`` per item and position):
+
+- *item-level* sites, in the item plate only: enumerated jointly with the local
+  site (the product of their supports);
+- *nested* sites, in the item plate and further plates (all in the same ones, e.g.
+  ``plate("position")``): given the item-level values, each element of those plates
+  is independent of the others (the plates' meaning), so their values are summed
+  element by element, never as a product over the elements.
+
+:func:`_enumerated` reads them from a trace (:class:`_Enumerated`, static) and
+refuses what VEM cannot enumerate exactly, with a :class:`DeclarationError` naming
+the sites and the fix. The sums are in
+:mod:`~jaxannot.inference.vem.joint_enumeration`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import numpyro.distributions as dist
+
+__all__ = ["MAX_ENUMERATED"]
+
+#: The most joint values (local site x item-level sites x nested sites, each a model
+#: evaluation per chunk of items) VEM enumerates when a model has several discrete
+#: sites in its item plate. A lone local site is not bounded (its K values).
+MAX_ENUMERATED = 1024
+
+
+#: The distributions of the sites VEM enumerates, as its errors name them.
+ENUMERABLE = "Categorical, Bernoulli, DiscreteUniform(0, int)"
+
+
+class DeclarationError(ValueError):
+    """A declaration VEM cannot fit, or cannot fit as asked (named and explained)."""
+
+
+def _in_plate(site, plate: str) -> bool:
+    return any(f.name == plate for f in site.get("cond_indep_stack", ()))
+
+
+def _unwrap(fn):
+    while isinstance(
+        fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
+    ):
+        fn = fn.base_dist
+    return fn
+
+
+@dataclasses.dataclass(frozen=True)
+class _Enumerated:
+    """The discrete sites enumerated beside the local site (all static)."""
+
+    item_sites: tuple[tuple[str, int], ...] = ()  # (name, number of values)
+    nested_sites: tuple[tuple[str, int], ...] = ()
+    nested_plates: tuple[tuple[str, int, int], ...] = ()  # (name, dim, size) by dim
+
+    def __bool__(self) -> bool:
+        return bool(self.item_sites or self.nested_sites)
+
+    @property
+    def item_values(self) -> int:
+        """Joint values of the item-level sites besides the local site."""
+        return math.prod(n for _, n in self.item_sites)
+
+    @property
+    def nested_values(self) -> int:
+        """Joint values of the nested sites at one element of their plates."""
+        return math.prod(n for _, n in self.nested_sites)
+
+    @property
+    def elements(self) -> int:
+        """Elements of the nested plates per item."""
+        return math.prod(n for _, _, n in self.nested_plates)
+
+
+def _num_values(site) -> int | None:
+    """The support size of an enumerable site (None if VEM cannot enumerate it)."""
+    fn = _unwrap(site["fn"])
+    if isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
+        return int(fn.probs.shape[-1])
+    if isinstance(fn, dist.BernoulliProbs | dist.BernoulliLogits):
+        return 2
+    if isinstance(fn, dist.DiscreteUniform):
+        try:  # its bounds as numbers (Python ints, as numpyro users write them)
+            low, high = int(fn.low), int(fn.high)
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            return None
+        return high + 1 if low == 0 else None
+    return None
+
+
+def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumerated:
+    """The latent sites of ``trace`` inside ``plate`` besides ``local_site``,
+    classified, or a :class:`DeclarationError` for those VEM cannot enumerate."""
+    item, nested, frames, other = [], [], {}, {}
+    for name, site in trace.items():
+        if site["type"] != "sample" or site["is_observed"] or name == local_site:
+            continue
+        if not _in_plate(site, plate):
+            continue
+        size = _num_values(site)
+        if size is None:
+            other[name] = type(_unwrap(site["fn"])).__name__
+            continue
+        own = sorted(
+            ((f.name, f.dim, f.size) for f in site["cond_indep_stack"]),
+            key=lambda f: f[1],
+        )
+        own = tuple(f for f in own if f[0] != plate)
+        (nested if own else item).append((name, size))
+        if own:
+            frames[name] = own
+    if other:
+        raise DeclarationError(
+            f"VEM enumerates discrete sites ({ENUMERABLE}) in plate "
+            f"{plate!r} beside its local site {local_site!r}; the model also has "
+            f"{list(other)} ({', '.join(other.values())}): observe them or move "
+            "them out of the plate"
+        )
+    if len(set(frames.values())) > 1:
+        where = "; ".join(f"{k!r} in {[f[0] for f in v]}" for k, v in frames.items())
+        raise DeclarationError(
+            f"VEM sums out the discrete sites nested in plate {plate!r} when they "
+            f"share their plates; here {where}: put them in the same plates, or "
+            "observe some of them"
+        )
+    found = _Enumerated(tuple(item), tuple(nested), next(iter(frames.values()), ()))
+    total = num_values * found.item_values * found.nested_values
+    if found and total > MAX_ENUMERATED:
+        sizes = " x ".join(
+            f"{n} ({k!r})" for k, n in [(local_site, num_values), *item, *nested]
+        )
+        raise DeclarationError(
+            f"VEM would enumerate {sizes} = {total} joint values of the discrete "
+            f"sites in plate {plate!r}, above MAX_ENUMERATED = {MAX_ENUMERATED} "
+            "(each is a model evaluation per chunk of items): observe some of them, "
+            "move them out of the plate, or merge them into fewer values"
+        )
+    return found
