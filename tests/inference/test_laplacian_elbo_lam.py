@@ -117,3 +117,26 @@ def test_refusals_and_a_zero_weight():
     assert choose_lam(zero, *args) == (zero, None)  # nothing to check, no fit
     with pytest.raises(TypeError, match="LaplacianELBO"):
         choose_lam(Trace_ELBO(), *args)
+
+    def normal_model(x):  # z sampled by the guide: no exact local log joint
+        with numpyro.plate("image", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(0.0, 3.0))
+            numpyro.sample("x", dist.Normal(z, 1.0), obs=x)
+
+    def normal_guide(x):
+        loc = numpyro.param("loc", jnp.zeros(x.shape[0]))
+        with numpyro.plate("image", x.shape[0]):
+            numpyro.sample("z", dist.Normal(loc, 0.1))
+
+    sampled = LaplacianELBO(Trace_ELBO(), "z", toy.graph, "auto")
+    adam = numpyro.optim.Adam(0.1)
+    with pytest.raises(ValueError, match="enumerated in the model"):
+        choose_lam(
+            sampled,
+            jax.random.key(0),
+            normal_model,
+            normal_guide,
+            adam,
+            5,
+            jnp.zeros(N),
+        )
