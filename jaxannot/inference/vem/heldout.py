@@ -75,6 +75,10 @@ more than one standard error at 0 (step 4, the other way round) or when the give
 :math:`\lambda` lowers :math:`\bar s` below :math:`\lambda = 0`'s by more than one
 standard error.
 
+:func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam` applies the same rule
+(:func:`neighbour_scores`, :func:`choose`, :func:`warn_against`) to
+:class:`~jaxannot.inference.LaplacianELBO` with SVI fits of the masked model.
+
 References
 ----------
 Seed 000: graph-regularized variational inference (the penalty and its weight).
