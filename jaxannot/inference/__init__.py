@@ -23,6 +23,8 @@ is handed.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.lapvar_update` — LapVar1's update of one variable.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
+- :mod:`~jaxannot.inference.laplacian_elbo_lam` — its weight chosen or checked on
+  held-out evidence (:func:`choose_lam`).
 - :mod:`~jaxannot.inference.local_summary` — the posterior summary of a per-image
   site that those penalties act on.
 - :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
@@ -33,6 +35,7 @@ device placement in :mod:`jaxannot.runtime`.
 """
 
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
+from jaxannot.inference.laplacian_elbo_lam import choose_lam
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.max_margin import MaxMargin
@@ -51,4 +54,5 @@ __all__ = [
     "MaxMargin",
     "MaxMarginELBO",
     "VEMState",
+    "choose_lam",
 ]

@@ -125,6 +125,12 @@ def penalty(
 
 
 def _site_weights(site, lam) -> dict[str, float]:
+    if isinstance(lam, str):
+        if lam != "auto" or isinstance(site, Mapping):
+            raise ValueError(
+                f"lam must be a number >= 0, or 'auto' with one site name, got {lam!r}"
+            )
+        lam = 0.0  # until choose_lam sets it
     if isinstance(site, Mapping):
         if lam is not None:
             raise ValueError("give lam either per site (a dict site) or once, not both")
@@ -256,8 +262,14 @@ class LaplacianELBO(PenalizedELBO):
         Edges over the images of the site's plate, or their adjacency matrix
         (:func:`~jaxannot.graph.as_graph`); ``graph.num_nodes`` must equal the
         plate's full size (a ``ValueError`` at the first loss evaluation otherwise).
-    lam : float, optional
+    lam : float or "auto", optional
         Penalty weight :math:`\lambda \ge 0` of every site in ``site``.
+        ``"auto"`` (one site, enumerated in the model): chosen on the model's own
+        held-out evidence by
+        :func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam`, which returns
+        the loss at the chosen weight; the ``"auto"`` loss itself refuses to be
+        evaluated. A given ``lam > 0`` is checked by the same function (a
+        ``UserWarning`` when it lowers the held-out evidence below 0's).
     distance : {"sq_euclidean", "sym_kl"}
     scale : {"none", "mean_degree"}
         ``"mean_degree"``: :math:`\\lambda` on LapVar1's scale (module docstring),
@@ -266,6 +278,9 @@ class LaplacianELBO(PenalizedELBO):
     sweeps : int
         LapVar1 sweeps that compute the per-image posteriors of a site enumerated
         in the model, at every loss evaluation (unused otherwise).
+    lam_path : sequence of float
+        The weights ``"auto"`` tries, from 0, increasing (default
+        :data:`~jaxannot.inference.lapvar.LAM_PATH`).
 
     Raises
     ------
@@ -288,11 +303,12 @@ class LaplacianELBO(PenalizedELBO):
         base: ELBO,
         site: str | Sequence[str] | Mapping[str, float],
         graph: Graph,
-        lam: float | None = None,
+        lam: float | str | None = None,
         distance: str = "sq_euclidean",
         *,
         scale: str = "none",
         sweeps: int = 20,
+        lam_path: Sequence[float] = lapvar.LAM_PATH,
     ):
         if distance not in DISTANCES:
             raise ValueError(f"unknown distance {distance!r}; valid: {list(DISTANCES)}")
@@ -309,8 +325,35 @@ class LaplacianELBO(PenalizedELBO):
         # the factor on sum_ij S_ij d(q_i, q_j) per unit of lam
         self.unit = 1.0 if scale == "none" else 0.5 / mean_degree(graph)
         self.lams = _site_weights(site, lam)
+        self.lam = "auto" if lam == "auto" else None
+        self.lam_path = lapvar._check_path(lam_path)
         self.can_infer_discrete = base.can_infer_discrete
         self._table = None
+
+    def _check_chosen(self) -> None:
+        """``ValueError`` while ``lam`` is ``"auto"`` (not chosen yet)."""
+        if isinstance(self.lam, str):
+            raise ValueError(
+                "LaplacianELBO(lam='auto') is not a loss yet: call "
+                "choose_lam(loss, rng_key, model, guide, optimizer, num_steps, "
+                "*args, **kwargs) for the loss at the chosen lam"
+            )
+
+    def loss_with_mutable_state(
+        self, rng_key, param_map, model, guide, *args, **kwargs
+    ):
+        self._check_chosen()
+        return super().loss_with_mutable_state(
+            rng_key, param_map, model, guide, *args, **kwargs
+        )
+
+    def with_lam(self, lam) -> LaplacianELBO:
+        """A copy with every site at weight ``lam`` (a number >= 0, or a traced
+        scalar inside a compiled fit); the graph's tables are shared."""
+        new = copy.copy(self)
+        new.lams = {site: lam for site in self.lams}
+        new.lam = lam
+        return new
 
     def _neighbour_table(self):
         if self._table is None:  # built once (concrete, even under a trace)
@@ -379,6 +422,7 @@ class LaplacianELBO(PenalizedELBO):
     def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
         r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
         (for an enumerated site, its per-image term of the module docstring)."""
+        self._check_chosen()
         keys = jax.random.split(rng_key, len(self.lams))
         total = 0.0
         for key, (site, lam) in zip(keys, self.lams.items(), strict=True):

@@ -75,6 +75,10 @@ more than one standard error at 0 (step 4, the other way round) or when the give
 :math:`\lambda` lowers :math:`\bar s` below :math:`\lambda = 0`'s by more than one
 standard error.
 
+:func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam` applies the same rule
+(:func:`neighbour_scores`, :func:`choose`, :func:`warn_against`) to
+:class:`~jaxannot.inference.LaplacianELBO` with SVI fits of the masked model.
+
 References
 ----------
 Seed 000: graph-regularized variational inference (the penalty and its weight).
@@ -102,11 +106,14 @@ __all__ = [
     "HELD_OUT",
     "LamPath",
     "check_lam",
+    "choose",
     "heldout_folds",
     "heldout_mask",
     "heldout_scores",
     "mask_observations",
+    "neighbour_scores",
     "select_lam",
+    "warn_against",
 ]
 
 #: The fraction of the images :func:`check_lam` holds out (:func:`heldout_mask`).
@@ -214,19 +221,26 @@ def heldout_folds(rng_key, num_images: int, folds: int) -> list:
     return masks
 
 
-def heldout_scores(full, masked, result, keep, args, kwargs) -> np.ndarray:
+def heldout_scores(full, masked, result, keep, args, kwargs) -> tuple:
     r""":math:`s_i` (module docstring) of the held-out images of a fit ``result`` of
     the masked VEM ``masked`` on ``args, kwargs`` (without ``heldout_keep``);
     ``full`` is the unmasked VEM (for :math:`a`), whose E-step has the graph."""
     params = {k: v for k, v in result.params.items() if k != "terms"}
     a = full.local_log_joint(params, *args, **kwargs)
     b = masked.local_log_joint(params, *args, heldout_keep=jnp.asarray(keep), **kwargs)
-    graph = full.estep.graph
+    return neighbour_scores(a, b, result.posteriors, full.estep.graph, keep)
+
+
+def neighbour_scores(a, b, posteriors, graph, keep) -> tuple:
+    r"""The held-out images' :math:`s_i` and :math:`t_i` (module docstring, step 3)
+    from the unmasked and masked log joints ``a``, ``b`` [N, K], the fit's
+    posteriors [N, K] (of the observed images: the votes), the graph and ``keep``
+    [N] (False: held out); two float64 arrays over the held-out images."""
     senders, receivers = jnp.asarray(graph.senders), jnp.asarray(graph.receivers)
-    observed = jnp.asarray(keep, result.posteriors.dtype)[receivers]
+    observed = jnp.asarray(keep, posteriors.dtype)[receivers]
     weights = jnp.asarray(graph.weights) * observed
     votes = jax.ops.segment_sum(
-        weights[:, None] * result.posteriors[receivers], senders, a.shape[0]
+        weights[:, None] * posteriors[receivers], senders, a.shape[0]
     )
     prior = jax.nn.softmax(b, axis=-1)
     guess = votes + _PRIOR_MIX * prior * jnp.maximum(votes.sum(-1, keepdims=True), 1)
@@ -324,6 +338,12 @@ def select_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     scores, alone, held = _path(
         vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, FOLDS
     )
+    return choose(lams, scores, alone, held)
+
+
+def choose(lams: tuple, scores: np.ndarray, alone: np.ndarray, held: int) -> LamPath:
+    """Steps 4 and 5 of the module docstring on the held-out scores ``scores``
+    (:math:`s`) and ``alone`` (:math:`t`), [len(lams), images]."""
     means = scores.mean(axis=1)
     gain, gain_se = _graph_gain(scores, alone)
     best = int(np.argmax(means))
@@ -345,14 +365,27 @@ def check_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
     trusted unless the held-out images say otherwise: a fit of a few dozen
     images holds out a few, too few to prove anything.)"""
     lam = float(vem.estep.lam)
-    lams = (0.0, lam)
     scores, alone, held = _path(
-        vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams
+        vem, fit_one, rng_key, num_steps, args, kwargs, opts, (0.0, lam)
     )
+    name = f"{type(vem.estep).__name__}(lam={lam:g})"
+    return warn_against(name, lam, scores, alone, held, stacklevel=5)
+
+
+def warn_against(
+    name: str,
+    lam: float,
+    scores: np.ndarray,
+    alone: np.ndarray,
+    held: int,
+    stacklevel: int,
+) -> LamPath:
+    """:func:`check_lam`'s warnings from the held-out scores at weights 0 and
+    ``lam`` (rows of ``scores`` and ``alone``); ``name`` names the fit."""
+    lams = (0.0, lam)
     means = tuple(float(m) for m in scores.mean(axis=1))
     ses = _stderr(scores, 0)
     gain, gain_se = _graph_gain(scores, alone)
-    name = f"{type(vem.estep).__name__}(lam={lam:g})"
     if gain < -gain_se:
         warnings.warn(
             f"{name}: the graph's neighbours predict held-out images' observations "
@@ -360,7 +393,7 @@ def check_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
             f"{gain_se:.2g}): the graph says nothing of this model; use lam=0 or "
             "lam='auto'",
             UserWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     elif means[1] < means[0] - ses[1]:
         warnings.warn(
@@ -368,6 +401,6 @@ def check_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
             f"observations below lam=0's ({means[1]:.4g} vs {means[0]:.4g} nats an "
             "image): the graph hurts this fit; use lam='auto' or a smaller lam",
             UserWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
     return LamPath(lams, means, ses, lam, held, gain, gain_se)

@@ -1,0 +1,173 @@
+"""The weak-Bernoulli case of ``graph_regularization.py`` (issue 43, point 3).
+
+Issue 43's weak Bernoulli mixture (``tests/inference/_graph_toy.py``
+``weak_bernoulli``: 600 items, 4 classes, 30 features at 0.5 +- 0.15, a 10-NN graph
+from a second view at separation 0.8), seeds given, fitted by
+
+- plain VEM (closed-form M-step, ``iterations`` EM iterations),
+- VEM with LapVar1 and LapVar2 at ``lam="auto"`` and at each fixed lam (no
+  held-out check: the fit alone),
+- SVI of the same model with ``z`` enumerated (``AutoDelta`` on the globals started
+  at the VEM's default start, Adam ``lr``, ``steps`` steps):
+  ``LaplacianELBO(TraceEnum_ELBO(), "z", graph, lam, scale="mean_degree",
+  sweeps=sweeps)`` at each fixed lam, and at ``"auto"`` through ``choose_lam``
+  (its time and the fit's recorded apart).
+
+Each row: the ARI of the argmax posteriors (``local_posteriors`` for SVI), the
+weight used, the wall time of the fit (VEM: the first fit of a kind in the process
+includes its compile, later seeds reuse it; SVI compiles each fit, as
+``SVI.run`` does).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import time
+import warnings
+
+import numpy as np
+
+_TOY = pathlib.Path(__file__).parents[1] / "tests" / "inference" / "_graph_toy.py"
+
+
+def _toy_module():
+    spec = importlib.util.spec_from_file_location("_graph_toy", _TOY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _model(x, num_classes):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    n, d = x.shape
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(num_classes)))
+    with numpyro.plate("class", num_classes):
+        rho = numpyro.sample("rho", dist.Beta(2.0, 2.0).expand([d]).to_event(1))
+    with numpyro.plate("image", n) as idx:
+        z = numpyro.sample("z", dist.Categorical(pi), infer={"enumerate": "parallel"})
+        numpyro.sample("x", dist.Bernoulli(rho[z]).to_event(1), obs=x[idx])
+
+
+def weak_bernoulli_rows(seeds, lams, iterations, steps, lr, sweeps) -> list:
+    """The rows of the module docstring, seed by seed."""
+    from sklearn.metrics import adjusted_rand_score
+
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import optax
+    from numpyro import handlers
+    from numpyro.infer import SVI, TraceEnum_ELBO
+    from numpyro.infer.autoguide import AutoDelta
+    from numpyro.infer.initialization import init_to_value
+
+    from jaxannot.inference import VEM, LaplacianELBO, LapVar1, LapVar2
+    from jaxannot.inference.laplacian_elbo_lam import choose_lam
+
+    toys = _toy_module()
+    rows = []
+    for seed in seeds:
+        toy = toys.weak_bernoulli(600, seed=seed, contrast=0.15, view_separation=0.8)
+        x, key = jnp.asarray(toy.x), jax.random.key(seed)
+
+        def ari(phi, toy=toy):
+            return float(adjusted_rand_score(toy.truth, np.asarray(phi).argmax(1)))
+
+        def vem_fit(estep, x=x, key=key):
+            vem = VEM(
+                toys.bernoulli_mixture, "z", estep=estep, m_step=toys.bernoulli_m_step
+            )
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = vem.run(key, iterations, x, num_classes=4, progress_bar=False)
+            return res, time.perf_counter() - start
+
+        res, seconds = vem_fit(None)
+        rows.append(_row(seed, "plain VEM", 0.0, 0.0, ari(res.posteriors), seconds))
+        for name, cls in (("LapVar1", LapVar1), ("LapVar2", LapVar2)):
+            res, seconds = vem_fit(cls(toy.graph, "auto"))
+            rows.append(_row(seed, name, "auto", res.lam, ari(res.posteriors), seconds))
+            for lam in lams:
+                res, seconds = vem_fit(cls(toy.graph, lam, heldout_check=False))
+                rows.append(_row(seed, name, lam, lam, ari(res.posteriors), seconds))
+        init = VEM(toys.bernoulli_mixture, "z", m_step=toys.bernoulli_m_step)
+        values = {
+            k: v
+            for k, v in init.init(key, x, num_classes=4).params.items()
+            if k != "terms"
+        }
+        guide = AutoDelta(
+            handlers.block(_model, hide=["z"]), init_loc_fn=init_to_value(values=values)
+        )
+        optimizer = numpyro.optim.optax_to_numpyro(optax.adam(lr))
+
+        def svi_fit(loss, guide=guide, optimizer=optimizer, x=x, key=key):
+            start = time.perf_counter()
+            svi = SVI(_model, guide, optimizer, loss)
+            params = svi.run(key, steps, x, 4, progress_bar=False).params
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                phi = loss.local_posteriors(key, params, _model, guide, "z", x, 4)
+            return ari(phi), time.perf_counter() - start
+
+        for lam in ("auto", *lams):
+            loss = LaplacianELBO(
+                TraceEnum_ELBO(),
+                "z",
+                toy.graph,
+                lam,
+                scale="mean_degree",
+                sweeps=sweeps,
+            )
+            choose_s = 0.0
+            if lam == "auto":
+                start = time.perf_counter()
+                loss, _ = choose_lam(loss, key, _model, guide, optimizer, steps, x, 4)
+                choose_s = time.perf_counter() - start
+            score, seconds = svi_fit(loss)
+            row = _row(
+                seed, "LaplacianELBO", lam, float(loss.lams["z"]), score, seconds
+            )
+            rows.append(dict(row, choose_seconds=choose_s))
+    return rows
+
+
+def _row(seed, fit, given, lam, ari, seconds) -> dict:
+    return {
+        "seed": int(seed),
+        "fit": fit,
+        "lam_given": given,
+        "lam": float(lam),
+        "ari": ari,
+        "seconds": seconds,
+    }
+
+
+def summary(rows, lams) -> dict:
+    """Per fixed lam: the largest |ARI(LaplacianELBO) - ARI(LapVar1)| over the seeds
+    and the ratio of their median times; per fit and weight: the mean ARI."""
+
+    def pick(fit, lam):
+        return {r["seed"]: r for r in rows if r["fit"] == fit and r["lam_given"] == lam}
+
+    out = {"max_ari_gap_to_lapvar1": {}, "median_seconds_ratio_to_lapvar1": {}}
+    for lam in lams:
+        elbo, lap = pick("LaplacianELBO", lam), pick("LapVar1", lam)
+        gap = max(abs(elbo[s]["ari"] - lap[s]["ari"]) for s in elbo)
+        ratio = np.median([r["seconds"] for r in elbo.values()]) / np.median(
+            [r["seconds"] for r in lap.values()]
+        )
+        out["max_ari_gap_to_lapvar1"][f"{lam:g}"] = float(gap)
+        out["median_seconds_ratio_to_lapvar1"][f"{lam:g}"] = float(ratio)
+    means = {}
+    for r in rows:
+        given = r["lam_given"]
+        key = f"{r['fit']} {given if isinstance(given, str) else format(given, 'g')}"
+        means.setdefault(key, []).append(r["ari"])
+    out["mean_ari"] = {k: float(np.mean(v)) for k, v in means.items()}
+    return out

@@ -1,0 +1,226 @@
+r"""``LaplacianELBO``'s weight chosen, or checked, on the model's own held-out evidence.
+
+:func:`choose_lam` does for an SVI fit what ``VEM.run`` does for
+:class:`~jaxannot.inference.LapVar1` (:mod:`jaxannot.inference.vem.heldout`, whose
+rule it shares step for step): the images are split into ``FOLDS`` folds; for each,
+the observed sites inside the image plate are masked for the fold's images and the
+masked model is fitted by SVI along ``loss.lam_path`` (``num_steps`` steps of the
+given optimizer each, the first from the guide's own start, each next one
+warm-started from the previous one's parameters); every held-out image is scored by
+the held-out log-likelihood of its observations under its observed neighbours'
+graph-smoothed posteriors (:meth:`LaplacianELBO.local_posteriors
+<jaxannot.inference.LaplacianELBO.local_posteriors>` of the masked fit) against its
+prior alone; 0 is kept unless the neighbours beat the prior by ``GATE`` standard
+errors at 0, else the smallest weight within one standard error of the best. A
+given ``lam > 0`` is checked on one fold of a ``HELD_OUT`` fraction at 0 and
+``lam``, with the warnings of :func:`~jaxannot.inference.vem.heldout.check_lam`.
+
+The weight and the fold's mask are arguments of one compiled SVI loop (``lax.scan``
+over ``SVI.update``), so all ``FOLDS * len(lam_path)`` fits share one compile.
+The site must be enumerated in the model (the score needs its exact local log
+joint); the loss the user's loop then runs is the returned one, a plain
+:class:`~jaxannot.inference.LaplacianELBO` at the chosen weight.
+
+References
+----------
+Seed 000: graph-regularized variational inference (the penalty and its weight).
+T. Hastie, R. Tibshirani, J. Friedman. The Elements of Statistical Learning, 2nd ed.,
+2009, section 7.10 (cross-validation and the one-standard-error rule).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from numpyro.infer import SVI
+
+from jaxannot.inference.laplacian_elbo import LaplacianELBO, regularized_posteriors
+from jaxannot.inference.local_summary import local_summary
+from jaxannot.inference.vem.heldout import (
+    FOLDS,
+    LamPath,
+    choose,
+    heldout_folds,
+    heldout_mask,
+    mask_observations,
+    neighbour_scores,
+    warn_against,
+)
+
+__all__ = ["choose_lam"]
+
+
+def _site(loss: LaplacianELBO) -> str:
+    """The one site of ``loss`` (``ValueError`` for several)."""
+    if not isinstance(loss, LaplacianELBO):
+        raise TypeError(f"loss must be a LaplacianELBO, got {type(loss).__name__}")
+    if len(loss.lams) != 1:
+        raise ValueError(
+            f"choose_lam takes a LaplacianELBO of one site, got {list(loss.lams)}: "
+            "give each site its own fixed lam"
+        )
+    return next(iter(loss.lams))
+
+
+def _masked_guide(guide: Callable) -> Callable:
+    """``guide`` accepting (and ignoring) the masked model's ``heldout_keep``."""
+
+    def masked(*args, heldout_keep, **kwargs):
+        del heldout_keep
+        return guide(*args, **kwargs)
+
+    return masked
+
+
+def choose_lam(
+    loss: LaplacianELBO,
+    rng_key: jax.Array,
+    model: Callable,
+    guide: Callable,
+    optimizer,
+    num_steps: int,
+    *args,
+    plate: str = "image",
+    **kwargs,
+) -> tuple[LaplacianELBO, LamPath | None]:
+    """The loss at the weight the held-out evidence supports (module docstring).
+
+    Parameters
+    ----------
+    loss : LaplacianELBO
+        Of one site enumerated in the model, at ``lam="auto"`` (choose) or a fixed
+        weight (check it: a ``UserWarning`` when it lowers the held-out evidence
+        below 0's, or when the graph's neighbours predict worse than the prior).
+    rng_key : PRNGKey
+    model, guide : callable
+        As for ``numpyro.infer.SVI``; ``model`` declares ``plate``.
+    optimizer : numpyro optimizer
+        E.g. ``optax_to_numpyro(optax.adam(0.1))``; each masked fit runs
+        ``num_steps`` steps of it (those of the fit to come serve).
+    num_steps : int
+    *args, **kwargs
+        The model's and guide's arguments.
+    plate : str
+        The image plate's name.
+
+    Returns
+    -------
+    loss : LaplacianELBO
+        ``loss`` at the chosen weight (``loss`` itself when a fixed one is checked).
+    path : LamPath or None
+        The weights tried, their mean held-out log-likelihood (nats an image) and
+        the choice; None for a fixed weight of 0 (nothing to check).
+
+    Examples
+    --------
+    >>> loss = LaplacianELBO(TraceEnum_ELBO(), "z", graph, "auto",
+    ...                      scale="mean_degree")  # doctest: +SKIP
+    >>> optimizer = optax_to_numpyro(optax.adam(0.1))  # doctest: +SKIP
+    >>> loss, path = choose_lam(loss, key, model, guide, optimizer, 150, x, 4)
+    ... # doctest: +SKIP
+    >>> SVI(model, guide, optimizer, loss).run(key, 150, x, 4)  # doctest: +SKIP
+    """
+    site = _site(loss)
+    auto = isinstance(loss.lam, str)
+    lam = None if auto else float(loss.lams[site])
+    if not auto and lam == 0.0:
+        return loss, None
+    if int(num_steps) < 1:
+        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    start = SVI(model, guide, optimizer, loss.with_lam(0.0))
+    params = start.get_params(start.init(rng_key, *args, **kwargs))
+    if (
+        local_summary(rng_key, params, model, guide, site, *args, **kwargs).log_joint
+        is None
+    ):
+        raise ValueError(
+            f"choose_lam needs site {site!r} enumerated in the model "
+            "(infer={'enumerate': 'parallel'}, TraceEnum_ELBO): give a fixed lam"
+        )
+    n = int(loss.graph.num_nodes)
+    fold_key = jax.random.fold_in(rng_key, 43)
+    if auto:
+        lams, masks = loss.lam_path, heldout_folds(fold_key, n, FOLDS)
+    else:
+        lams, masks = (0.0, lam), [heldout_mask(fold_key, n)]
+    scores, alone = _path(
+        loss,
+        rng_key,
+        model,
+        guide,
+        optimizer,
+        int(num_steps),
+        lams,
+        masks,
+        plate,
+        args,
+        kwargs,
+    )
+    held = scores.shape[1]
+    if auto:
+        path = choose(lams, scores, alone, held)
+        return loss.with_lam(path.chosen), path
+    name = f"LaplacianELBO(lam={lam:g})"
+    return loss, warn_against(name, lam, scores, alone, held, stacklevel=3)
+
+
+def _path(
+    loss, rng_key, model, guide, optimizer, num_steps, lams, masks, plate, args, kwargs
+) -> tuple:
+    """The held-out scores :math:`s` and :math:`t` [len(lams), held-out images] of
+    SVI fits of the masked model along ``lams`` on each fold of ``masks``."""
+    site = next(iter(loss.lams))
+    masked_model = mask_observations(model, plate)
+    masked_guide = _masked_guide(guide)
+    base = loss.with_lam(0.0)
+    table = base._neighbour_table()
+    init = SVI(masked_model, masked_guide, optimizer, base)
+    state0 = init.init(rng_key, *args, heldout_keep=jnp.asarray(masks[0]), **kwargs)
+
+    def run(uparams, lam, keep):
+        """A fit from ``uparams`` (unconstrained), its end and the log joints and
+        posteriors the scores need."""
+        svi = copy.copy(init)  # with the constraints init set
+        svi.loss = base.with_lam(lam)
+        state = state0._replace(optim_state=optimizer.init(uparams))
+
+        def body(state, _):
+            state, _ = svi.update(state, *args, heldout_keep=keep, **kwargs)
+            return state, None
+
+        state, _ = jax.lax.scan(body, state, None, length=num_steps)
+        params = svi.get_params(state)
+        a = local_summary(rng_key, params, model, guide, site, *args, **kwargs)
+        b = local_summary(
+            rng_key,
+            params,
+            masked_model,
+            masked_guide,
+            site,
+            *args,
+            heldout_keep=keep,
+            **kwargs,
+        ).log_joint
+        lam_r = 2.0 * lam * base.unit
+        phi = regularized_posteriors(rng_key, b, table, lam_r, base.sweeps)
+        return optimizer.get_params(state.optim_state), a.log_joint, b, phi
+
+    run = jax.jit(run)
+    start = optimizer.get_params(state0.optim_state)
+    scores = np.zeros((len(lams), 0))
+    alone = np.zeros((len(lams), 0))
+    for keep in masks:
+        uparams, fold_s, fold_t = start, [], []
+        for lam in lams:
+            uparams, a, b, phi = run(uparams, jnp.float32(lam), jnp.asarray(keep))
+            s, t = neighbour_scores(a, b, phi, loss.graph, keep)
+            fold_s.append(s)
+            fold_t.append(t)
+        scores = np.concatenate([scores, np.stack(fold_s)], axis=1)
+        alone = np.concatenate([alone, np.stack(fold_t)], axis=1)
+    return scores, alone

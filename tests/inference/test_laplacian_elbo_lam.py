@@ -1,0 +1,142 @@
+"""``LaplacianELBO(lam="auto")`` through ``choose_lam`` (issue 43, point 3): the
+weight chosen on held-out evidence, a harmful fixed weight warned of, refusals."""
+
+import importlib.util
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+import optax
+from numpyro import handlers
+from numpyro.infer import Trace_ELBO, TraceEnum_ELBO
+from numpyro.infer.autoguide import AutoDelta
+from numpyro.infer.initialization import init_to_value
+
+from jaxannot.inference import LaplacianELBO
+from jaxannot.inference.laplacian_elbo_lam import choose_lam
+from jaxannot.inference.vem.heldout import GATE
+
+_spec = importlib.util.spec_from_file_location(
+    "_graph_toy", pathlib.Path(__file__).with_name("_graph_toy.py")
+)
+_toy_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_toy_module)
+
+N, K, STEPS = 200, 4, 60
+
+
+def model(x, num_classes):
+    """The weak Bernoulli mixture with its class enumerated."""
+    n, d = x.shape
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(num_classes)))
+    with numpyro.plate("class", num_classes):
+        rho = numpyro.sample("rho", dist.Beta(2.0, 2.0).expand([d]).to_event(1))
+    with numpyro.plate("image", n) as idx:
+        z = numpyro.sample("z", dist.Categorical(pi), infer={"enumerate": "parallel"})
+        numpyro.sample("x", dist.Bernoulli(rho[z]).to_event(1), obs=x[idx])
+
+
+def _toy(random_graph):
+    toy = _toy_module.weak_bernoulli(
+        N, seed=0, contrast=0.15, view_separation=0.8, random_graph=random_graph
+    )
+    # a start that breaks the components' symmetry (AutoDelta's median would not)
+    rho = np.random.default_rng(0).uniform(0.3, 0.7, (K, toy.x.shape[1]))
+    start = {"pi": jnp.full(K, 1.0 / K), "rho": jnp.asarray(rho, jnp.float32)}
+    guide = AutoDelta(
+        handlers.block(model, hide=["z"]), init_loc_fn=init_to_value(values=start)
+    )
+    return toy, guide
+
+
+def _choose(toy, guide, lam):
+    loss = LaplacianELBO(
+        TraceEnum_ELBO(), "z", toy.graph, lam, scale="mean_degree", sweeps=2
+    )
+    optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = choose_lam(
+            loss,
+            jax.random.key(0),
+            model,
+            guide,
+            optimizer,
+            STEPS,
+            jnp.asarray(toy.x),
+            K,
+        )
+    return (*out, [w for w in caught if w.category is UserWarning])
+
+
+def test_auto_keeps_zero_on_a_random_graph():
+    toy, guide = _toy(random_graph=True)
+    loss, path, caught = _choose(toy, guide, "auto")
+    assert not caught
+    assert path.lams == (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+    assert path.held_out_images == N  # five folds: every image once
+    assert path.graph_gain <= GATE * path.graph_gain_se, path
+    assert path.chosen == 0.0 and loss.lams == {"z": 0.0} and loss.lam == 0.0
+    # at 0 the loss is TraceEnum_ELBO's: the penalty term vanishes (so the fit is
+    # the plain one, ARI included)
+    params = {"pi_auto_loc": jnp.full(K, 0.25), "rho_auto_loc": jnp.full((K, 30), 0.4)}
+    pen = loss.penalty(jax.random.key(1), params, model, guide, jnp.asarray(toy.x), K)
+    assert abs(float(pen)) < 1e-3
+
+
+def test_a_harmful_fixed_lam_warns():
+    toy, guide = _toy(random_graph=False)
+    loss, path, caught = _choose(toy, guide, 30.0)
+    assert loss.lams == {"z": 30.0}
+    assert path.lams == (0.0, 30.0) and path.held_out_images == N // 10
+    assert path.heldout[1] < path.heldout[0], path
+    assert any("held-out" in str(w.message) for w in caught), caught
+    assert all(len(str(w.message)) < 300 for w in caught)
+
+
+def test_refusals_and_a_zero_weight():
+    toy, guide = _toy(random_graph=False)
+    args = (jax.random.key(0), model, guide, None, 5, jnp.asarray(toy.x), K)
+    with pytest.raises(ValueError, match="one site name"):
+        LaplacianELBO(TraceEnum_ELBO(), {"z": 1.0}, toy.graph, "auto")
+    with pytest.raises(ValueError, match="lam must be"):
+        LaplacianELBO(TraceEnum_ELBO(), "z", toy.graph, "often")
+    auto = LaplacianELBO(TraceEnum_ELBO(), "z", toy.graph, "auto")
+    with pytest.raises(ValueError, match="choose_lam"):
+        auto.loss(jax.random.key(0), {}, model, guide, jnp.asarray(toy.x), K)
+    two = LaplacianELBO(TraceEnum_ELBO(), {"z": 1.0, "w": 1.0}, toy.graph)
+    with pytest.raises(ValueError, match="one site"):
+        choose_lam(two, *args)
+    zero = LaplacianELBO(TraceEnum_ELBO(), "z", toy.graph, 0.0)
+    assert choose_lam(zero, *args) == (zero, None)  # nothing to check, no fit
+    with pytest.raises(TypeError, match="LaplacianELBO"):
+        choose_lam(Trace_ELBO(), *args)
+
+    def normal_model(x):  # z sampled by the guide: no exact local log joint
+        with numpyro.plate("image", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(0.0, 3.0))
+            numpyro.sample("x", dist.Normal(z, 1.0), obs=x)
+
+    def normal_guide(x):
+        loc = numpyro.param("loc", jnp.zeros(x.shape[0]))
+        with numpyro.plate("image", x.shape[0]):
+            numpyro.sample("z", dist.Normal(loc, 0.1))
+
+    sampled = LaplacianELBO(Trace_ELBO(), "z", toy.graph, "auto")
+    adam = numpyro.optim.Adam(0.1)
+    with pytest.raises(ValueError, match="enumerated in the model"):
+        choose_lam(
+            sampled,
+            jax.random.key(0),
+            normal_model,
+            normal_guide,
+            adam,
+            5,
+            jnp.zeros(N),
+        )
