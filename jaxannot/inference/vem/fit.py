@@ -44,24 +44,23 @@ __all__: list[str] = []
 def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
     """The default start's global values (:meth:`VEM.init_params`).
 
-    Without a closed form, one uniform draw gives both the Dirichlet(1) posteriors
-    and the globals' starting point (numpyro's ``init_to_uniform``: uniform on
-    ``[-2, 2]`` in unconstrained coordinates): each draw of a random-number
-    generator is a program of its own inlined in the compiled start, and one draw
-    in place of one per site and a split keeps the start small to compile."""
+    Without a closed form, the globals' starting point is numpyro's
+    ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
+    one uniform draw for all sites: each draw of a random-number generator is a
+    program of its own inlined in the compiled start, and numpyro's draws one (and a
+    key split) per site."""
     s = whole.setup.structure
     if vem.closed_form is not None:
         phi = random_posteriors(rng_key, s.num_images, s.num_values)
         args, kwargs = whole.join(dynamic)
         values = vem.closed_form(phi, *args, **kwargs)
         return {k: jnp.asarray(v) for k, v in values.items()}
-    cells = s.num_images * s.num_values
+    phi_key, start_key = jax.random.split(rng_key)
+    phi = random_posteriors(phi_key, s.num_images, s.num_values)
     # enough for every global: no support's unconstrained size exceeds its own
-    sizes = sum(math.prod(shape) for shape in s.global_shapes)
-    uniforms = jax.random.uniform(rng_key, (cells + sizes,))
-    e = -jnp.log1p(-uniforms[:cells]).reshape(s.num_images, s.num_values)
-    phi = e / e.sum(-1, keepdims=True)
-    start = _uniform_start(vem, whole, 4.0 * uniforms[cells:] - 2.0, dynamic)
+    size = sum(math.prod(shape) for shape in s.global_shapes)
+    points = jax.random.uniform(start_key, (size,), minval=-2.0, maxval=2.0)
+    start = _uniform_start(vem, whole, points, dynamic)
     return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
 
 
