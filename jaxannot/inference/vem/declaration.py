@@ -60,7 +60,7 @@ class _Structure:
         """``value`` as the local site's value on ``size`` images: the image axis
         at the plate's dim (``[size, 1]`` for a plate at dim -2)."""
         shape = (size,) + (1,) * (-self.image_dim - 1)
-        return jnp.full(shape, value, jnp.int32)
+        return np.full(shape, value, np.int32)  # NumPy: no compile where eager
 
 
 def _trace(model, substitutions, args, kwargs, seed=0):
@@ -78,6 +78,12 @@ def _trace(model, substitutions, args, kwargs, seed=0):
     seeded = handlers.substitute(
         handlers.seed(model, jax.random.key(seed)), substitute_fn=unsampleable
     )
+    # NumPy values (plate indices, the local site's) made JAX arrays here, where
+    # they are mostly traced: numpyro wants them so, and eagerly it compiles
+    substitutions = {
+        k: jnp.asarray(v) if isinstance(v, np.ndarray) else v
+        for k, v in substitutions.items()
+    }
     return handlers.trace(handlers.substitute(seeded, data=substitutions)).get_trace(
         *args, **kwargs
     )
@@ -326,7 +332,10 @@ def _subsamples(model, plate, local_site, structure, args, kwargs):
         )
 
     try:
-        substitutions = {plate: jnp.arange(2), local_site: structure.local_value(2)}
+        substitutions = {
+            plate: np.arange(2, dtype=np.int32),
+            local_site: structure.local_value(2),
+        }
         return _abstract_trace(model, substitutions, args, kwargs, read), None
     except (ValueError, TypeError, IndexError) as error:
         return False, error

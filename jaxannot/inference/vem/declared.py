@@ -117,7 +117,10 @@ class DeclaredModel:
         """Plate indices for traces that need only the out-of-plate sites."""
         s = setup.structure
         n = 1 if setup.subsamples else s.num_images
-        return {self.plate: jnp.arange(n), self.local_site: s.local_value(n)}
+        return {
+            self.plate: np.arange(n, dtype=np.int32),
+            self.local_site: s.local_value(n),
+        }
 
     def chunk_indices(self, setup: _Setup):
         n, chunk = setup.structure.num_images, setup.chunk

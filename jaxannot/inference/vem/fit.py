@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from numpyro import handlers
-from numpyro.infer import init_to_uniform
+from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.faults import (
     fault_code,
@@ -41,7 +42,13 @@ __all__: list[str] = []
 
 
 def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
-    """The default start's global values (:meth:`VEM.init_params`)."""
+    """The default start's global values (:meth:`VEM.init_params`).
+
+    Without a closed form, the globals' starting point is numpyro's
+    ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
+    one uniform draw for all sites: each draw of a random-number generator is a
+    program of its own inlined in the compiled start, and numpyro's draws one (and a
+    key split) per site."""
     s = whole.setup.structure
     if vem.closed_form is not None:
         phi = random_posteriors(rng_key, s.num_images, s.num_values)
@@ -50,15 +57,42 @@ def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
         return {k: jnp.asarray(v) for k, v in values.items()}
     phi_key, start_key = jax.random.split(rng_key)
     phi = random_posteriors(phi_key, s.num_images, s.num_values)
-    args, kwargs = whole.join(dynamic)
-    seeded = handlers.substitute(
-        handlers.seed(vem.model, start_key),
-        data=vem.declared.small_substitutions(whole.setup),
-    )
-    uniform = handlers.substitute(seeded, substitute_fn=init_to_uniform)
-    trace = handlers.trace(uniform).get_trace(*args, **kwargs)
-    start = {k: trace[k]["value"] for k in s.globals_}
+    # enough for every global: no support's unconstrained size exceeds its own
+    size = sum(math.prod(shape) for shape in s.global_shapes)
+    points = jax.random.uniform(start_key, (size,), minval=-2.0, maxval=2.0)
+    start = _uniform_start(vem, whole, points, dynamic)
     return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
+
+
+def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
+    """The global values at ``points`` (unconstrained coordinates, consumed site
+    by site in the model's order); a ``param`` site at its declared value."""
+    substitutions = {
+        k: jnp.asarray(v)
+        for k, v in vem.declared.small_substitutions(whole.setup).items()
+    }
+    used = 0
+
+    def draw(msg):
+        nonlocal used
+        if (
+            msg["type"] != "sample"
+            or msg["is_observed"]
+            or msg["name"] in substitutions
+        ):
+            return None
+        transform = biject_to(msg["fn"].support)
+        sample_shape = tuple(msg["kwargs"].get("sample_shape") or ())
+        shape = transform.inverse_shape(sample_shape + msg["fn"].shape())
+        size = math.prod(shape)
+        used += size
+        return transform(points[used - size : used].reshape(shape))
+
+    args, kwargs = whole.join(dynamic)
+    model = handlers.substitute(vem.model, substitute_fn=draw)
+    traced = handlers.trace(handlers.substitute(model, data=substitutions))
+    trace = traced.get_trace(*args, **kwargs)
+    return {k: trace[k]["value"] for k in whole.setup.structure.globals_}
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -36,9 +36,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax import lax
 from jax.flatten_util import ravel_pytree
+
+from jaxannot.inference.vem import lbfgs
 
 __all__: list[str] = []  # private: VEM's start and Laplace draws
 
@@ -60,29 +61,19 @@ def random_posteriors(rng_key, num_images, num_values):
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def maximize_expected(dm, layout, num_steps, values, phi, dynamic):
-    """``num_steps`` L-BFGS steps on :math:`-E` from ``values``; the start is kept
-    where a step would leave the finite values (a diverged search)."""
+    """``num_steps`` L-BFGS steps on :math:`-E` from ``values``
+    (:func:`~jaxannot.inference.vem.lbfgs.minimize`: one evaluation of
+    :math:`E` and its gradient in the compiled loop); the start is kept where no
+    finite point was met."""
     transforms = _transforms(dm, layout, dynamic)
+    start = {k: transforms[k].inv(v) for k, v in values.items()}
+    flat, unravel = ravel_pytree(start)
 
-    def loss(u):
-        vals = {k: transforms[k](x) for k, x in u.items()}
+    def loss(x):
+        vals = {k: transforms[k](v) for k, v in unravel(x).items()}
         return -layout.expected(dm, vals, phi, dynamic)
 
-    optimizer = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    def body(_, carry):
-        u, state = carry
-        value, grad = value_and_grad(u, state=state)
-        updates, state = optimizer.update(
-            grad, state, u, value=value, grad=grad, value_fn=loss
-        )
-        return optax.apply_updates(u, updates), state
-
-    start = {k: transforms[k].inv(v) for k, v in values.items()}
-    u, _ = lax.fori_loop(0, num_steps, body, (start, optimizer.init(start)))
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(u)]))
-    u = jax.tree.map(lambda new, old: jnp.where(finite, new, old), u, start)
+    u = unravel(lbfgs.minimize(jax.value_and_grad(loss), flat, num_steps))
     return {k: transforms[k](x) for k, x in u.items()}
 
 

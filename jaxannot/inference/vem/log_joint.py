@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 import jax
 import jax.numpy as jnp
 
@@ -70,13 +72,17 @@ class _Setup(NamedTuple):
     is_dynamic: tuple
 
 
+def _on_device(x) -> jax.Array:
+    """``x`` as a JAX array; a NumPy array by ``jax.device_put``, which compiles
+    nothing (``jnp.asarray`` compiles a small program per NumPy shape)."""
+    return jax.device_put(x) if isinstance(x, np.ndarray) else jnp.asarray(x)
+
+
 def _split_leaves(args, kwargs):
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
     is_dynamic = tuple(_is_array(x) for x in leaves)
     static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
-    dynamic = tuple(
-        jnp.asarray(x) for x, d in zip(leaves, is_dynamic, strict=True) if d
-    )
+    dynamic = tuple(_on_device(x) for x, d in zip(leaves, is_dynamic, strict=True) if d)
     return treedef, static, is_dynamic, dynamic
 
 
