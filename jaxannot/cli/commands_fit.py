@@ -97,12 +97,7 @@ def cmd_diagnose(args) -> int:
     from jaxannot.diagnostics import diagnose_restarts
 
     hyper = parse_hyper(get_method(args.method), args.set or [])
-    refuse_overwriting_inputs(
-        {"--json": args.json},
-        {"--dataset": dataset_folders(args.dataset, args.data_dir)},
-    )
-    if args.json:
-        check_writable_output(args.json)
+    _check_json_output(args)
     train, test = load_dataset(args.dataset, data_dir=args.data_dir)
     task = make_task(train, test, protocol=args.protocol, seed=args.seed)
     log.info("fitting %s from %d starts", args.method, args.restarts)
@@ -148,19 +143,8 @@ def cmd_tune(args) -> int:
         method.name, corpus.name, args.protocol, args.folds, n_settings,
         corpus.num_images, n_settings * args.folds, metric,
     )  # fmt: skip
-    result = cross_validate(
-        method,
-        corpus,
-        grid,
-        folds=args.folds,
-        metric=metric,
-        protocol=args.protocol,
-        labelled_fraction=args.labelled_fraction,
-        seed=args.seed,
-        fixed=fixed,
-        progress=show_progress(),
-        unlabelled=unlabelled,
-    )
+    folds = _fold_arguments(args, metric, fixed, unlabelled)
+    result = cross_validate(method, corpus, grid, **folds, progress=show_progress())
     print_tuned(result)
     if args.json:
         write_json(args.json, result.as_json())
@@ -198,12 +182,32 @@ def _check_tune_mode(args) -> None:
         raise UserError("--search needs --trials N, the number of settings to try")
 
 
+def _fold_arguments(args, metric: str, fixed, unlabelled) -> dict:
+    """The keyword arguments that ``tune`` gives both
+    :func:`~jaxannot.tuning.cross_validate` and :func:`~jaxannot.tuning.search`:
+    the folds, metric, protocol, seed, fixed hyper-parameters and unlabelled images."""
+    return {
+        "folds": args.folds,
+        "metric": metric,
+        "protocol": args.protocol,
+        "labelled_fraction": args.labelled_fraction,
+        "seed": args.seed,
+        "fixed": fixed,
+        "unlabelled": unlabelled,
+    }
+
+
 def _check_tune_outputs(args) -> None:
     """``--labelled-fraction`` in range and ``--json`` writable, not inside the
     dataset: before any data is loaded."""
     lf = args.labelled_fraction
     if lf is not None and not 0.0 < lf <= 1.0:
         raise UserError(f"--labelled-fraction must be in (0, 1], got {lf}")
+    _check_json_output(args)
+
+
+def _check_json_output(args) -> None:
+    """``--json`` writable and not inside the dataset it is computed from."""
     refuse_overwriting_inputs(
         {"--json": args.json},
         {"--dataset": dataset_folders(args.dataset, args.data_dir)},
@@ -234,20 +238,15 @@ def _search(args, method) -> int:
         "" if args.timeout is None else f" or {args.timeout:g} s",
         args.folds, corpus.num_images, metric,
     )  # fmt: skip
+    folds = _fold_arguments(args, metric, fixed, unlabelled)
     result = hyper_search.search(
         method,
         corpus,
         space,
-        folds=args.folds,
-        metric=metric,
+        **folds,
         trials=args.trials,
         timeout=args.timeout,
-        seed=args.seed,
         prune=args.prune,
-        fixed=fixed,
-        protocol=args.protocol,
-        labelled_fraction=args.labelled_fraction,
-        unlabelled=unlabelled,
     )
     if args.json:
         write_json(args.json, result.as_json())

@@ -33,18 +33,11 @@ Conventions
 
 References
 ----------
-- Seed 000 (graph-regularized VI for image annotation): Accuracy and Complete Length,
-  after Monay & Gatica-Perez (2004) and Zhang et al. (2005).
 - Chen, Zhu, Sun, Xing, "Large-Margin Predictive Latent Subspace Learning for Multiview
-  Data Analysis", TPAMI 2012 (seed 001): F1@N, pairwise average KL of Sec. 5.2.
-- Duygulu et al. (2002); Feng, Manmatha, Lavrenko, "Multiple Bernoulli relevance models
-  for image and video annotation", CVPR 2004: per-word P/R@5 and N+ on Corel5k.
-- Mantziou, Papadopoulos, Kompatsiaris, IJMIR 2015 (seed 002): iAP, MiAP, P@100.
-- Guo, Zhang, Xing, Faloutsos, ACM TKDD 2016 (seed 004): top-2..top-50 precision/recall.
-- Manning, Raghavan, Schütze, "Introduction to Information Retrieval", 2008, Sec. 8.4
-  (11-point interpolated average precision).
-- McSherry, Najork, "Computing Information Retrieval Performance Measures Efficiently
-  in the Presence of Tied Scores", ECIR 2008 (AP averaged over the orders of ties).
+  Data Analysis", TPAMI 2012 (seed 001): pairwise average KL of Sec. 5.2.
+- The papers of the per-image and per-word metrics (seeds 000, 001, 002, 004; Feng et
+  al. 2004; Manning et al. 2008; McSherry & Najork 2008) are cited in
+  :mod:`~jaxannot.metrics.per_image` and :mod:`~jaxannot.metrics.per_word`.
 """
 
 from __future__ import annotations

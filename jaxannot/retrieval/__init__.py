@@ -45,42 +45,9 @@ Z. Guo, Z. Zhang, E. P. Xing, C. Faloutsos. Multimodal Data Mining in a Multimed
 Database Based on Structured Max Margin Learning. ACM TKDD 10(3), 2016 (Section 4).
 """
 
-from jaxannot.retrieval.cross_stage import (
-    CrossStage,
-    cross_stage_annotate,
-    cross_stage_image_query,
-    cross_stage_word_query,
-    map_words,
-    ontology_matrix,
-)
-from jaxannot.retrieval.index import (
-    DEFAULT_OPTIONS,
-    QueryOptions,
-    RetrievalIndex,
-    build_index,
-)
-from jaxannot.retrieval.queries import (
-    annotate,
-    annotation_scores,
-    image_retrieval,
-    multimodal_query,
-    word_query,
-)
+from jaxannot.retrieval import cross_stage, index, queries
+from jaxannot.retrieval.cross_stage import *  # noqa: F403 (its __all__, below)
+from jaxannot.retrieval.index import *  # noqa: F403
+from jaxannot.retrieval.queries import *  # noqa: F403
 
-__all__ = [
-    "RetrievalIndex",
-    "QueryOptions",
-    "DEFAULT_OPTIONS",
-    "CrossStage",
-    "build_index",
-    "annotation_scores",
-    "annotate",
-    "word_query",
-    "image_retrieval",
-    "multimodal_query",
-    "ontology_matrix",
-    "map_words",
-    "cross_stage_annotate",
-    "cross_stage_word_query",
-    "cross_stage_image_query",
-]
+__all__ = [*index.__all__, *queries.__all__, *cross_stage.__all__]

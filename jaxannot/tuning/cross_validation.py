@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,16 +99,10 @@ def cross_validate(
     grid = parse_grid(method, grid)
     fixed = resolve_fixed(method, grid, fixed)
     metric = resolve_metric(method, corpus, metric)
-    held_out = kfold_rows(corpus.num_images, folds, seed)
-    settings = _Settings(grid.settings(fixed), list(grid))
-    tasks = fold_tasks(
-        corpus,
-        held_out,
-        protocol=protocol,
-        labelled_fraction=labelled_fraction,
-        seed=seed,
-        unlabelled=unlabelled,
+    held_out, tasks = _fold_plan(
+        corpus, folds, seed, protocol, labelled_fraction, unlabelled
     )
+    settings = _Settings(grid.settings(fixed), list(grid))
     total = len(settings.hypers) * folds
     desc = f"tune {method.name}"
     with tqdm(total=total, desc=desc, unit="fit", disable=not progress) as bar:
@@ -117,24 +111,67 @@ def cross_validate(
                 check_applicable(method, task)
             settings.score_fold(method, task, (f, folds), metric, seed, bar.update)
     results = settings.results()
-    higher = metric not in LOWER_IS_BETTER
+    run = _run_fields(
+        method, corpus, metric, held_out, fixed, protocol, labelled_fraction, seed
+    )
     return TuneResult(
-        method=method.name,
-        dataset=corpus.name,
-        protocol=protocol,
-        metric=metric,
-        higher_is_better=higher,
-        folds=folds,
-        held_out=held_out,
+        **run,
         grid=grid,
-        fixed={k: fixed[k] for k in fixed.given},
         results=results,
-        best_index=_best_index([r.mean for r in results], higher),
-        labelled_fraction=labelled_fraction,
-        seed=seed,
-        n_images=corpus.num_images,
+        best_index=_best_index([r.mean for r in results], run["higher_is_better"]),
         seconds=time.perf_counter() - start,
     )
+
+
+def _fold_plan(
+    corpus: Corpus,
+    folds: int,
+    seed: int,
+    protocol: str,
+    labelled_fraction: float | None,
+    unlabelled: Corpus | None,
+) -> tuple[list[np.ndarray], Iterator[Task]]:
+    """The held-out rows of each fold (:func:`~jaxannot.data.protocols.kfold_rows`)
+    and the lazy iterator of the folds' tasks (:func:`~jaxannot.tuning.fold_tasks`),
+    shared by :func:`cross_validate` and :func:`~jaxannot.tuning.search`."""
+    held_out = kfold_rows(corpus.num_images, folds, seed)
+    tasks = fold_tasks(
+        corpus,
+        held_out,
+        protocol=protocol,
+        labelled_fraction=labelled_fraction,
+        seed=seed,
+        unlabelled=unlabelled,
+    )
+    return held_out, tasks
+
+
+def _run_fields(
+    method: Method,
+    corpus: Corpus,
+    metric: str,
+    held_out: list[np.ndarray],
+    fixed: Hyper,
+    protocol: str,
+    labelled_fraction: float | None,
+    seed: int,
+) -> dict[str, Any]:
+    """The fields of a :class:`TuneResult` or a :class:`SearchResult` that say what
+    was cross-validated and how: the method, data, folds, metric, the fixed
+    hyper-parameters, the protocol and the seed."""
+    return {
+        "method": method.name,
+        "dataset": corpus.name,
+        "protocol": protocol,
+        "metric": metric,
+        "higher_is_better": metric not in LOWER_IS_BETTER,
+        "folds": len(held_out),
+        "held_out": held_out,
+        "fixed": {k: fixed[k] for k in fixed.given},
+        "labelled_fraction": labelled_fraction,
+        "seed": seed,
+        "n_images": corpus.num_images,
+    }
 
 
 @dataclasses.dataclass

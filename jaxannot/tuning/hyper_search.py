@@ -49,14 +49,12 @@ import numpy as np
 from jaxannot.annotators.base import Method, get_method
 from jaxannot.annotators.hyper_values import Hyper, check_hyper
 from jaxannot.data.corpus import Corpus
-from jaxannot.data.protocols import Task, kfold_rows
+from jaxannot.data.protocols import Task
 from jaxannot.evaluation import check_applicable
-from jaxannot.tuning.cross_validation import _best_index
-from jaxannot.tuning.folds import fold_tasks
+from jaxannot.tuning.cross_validation import _best_index, _fold_plan, _run_fields
 from jaxannot.tuning.grid import resolve_fixed
 from jaxannot.tuning.results import SearchBudget, SearchResult, TrialResult
 from jaxannot.tuning.scoring import (
-    LOWER_IS_BETTER,
     FoldScore,
     resolve_metric,
     score_fold,
@@ -171,43 +169,29 @@ def search(
     fixed = resolve_fixed(method, space, fixed, flag="--space")
     metric = resolve_metric(method, corpus, metric)
     check_budget(trials, timeout)
-    held_out = kfold_rows(corpus.num_images, folds, seed)
-    tasks = list(  # every trial visits every fold: the tasks are built once
-        fold_tasks(
-            corpus,
-            held_out,
-            protocol=protocol,
-            labelled_fraction=labelled_fraction,
-            seed=seed,
-            unlabelled=unlabelled,
-        )
+    held_out, tasks = _fold_plan(
+        corpus, folds, seed, protocol, labelled_fraction, unlabelled
     )
+    tasks = list(tasks)  # every trial visits every fold: the tasks are built once
     check_applicable(method, tasks[0])
-    higher = metric not in LOWER_IS_BETTER
+    result = _run_fields(
+        method, corpus, metric, held_out, fixed, protocol, labelled_fraction, seed
+    )
+    higher = result["higher_is_better"]
     run = _Trials(method, tasks, metric, seed, fixed, list(space))
     with _quiet(optuna):
         study, sampler = _study(optuna, higher, seed, prune)
         deadline = None if timeout is None else start + timeout
         _optimise(optuna, study, _distributions(optuna, space), run, trials, deadline)
     return SearchResult(
-        method=method.name,
-        dataset=corpus.name,
-        protocol=protocol,
-        metric=metric,
-        higher_is_better=higher,
-        folds=folds,
-        held_out=held_out,
+        **result,
         space=space,
-        fixed={k: fixed[k] for k in fixed.given},
         trials=run.done,
         best_index=_best_complete(run.done, higher),
         sampler={**sampler, "optuna": optuna.__version__},
         budget=SearchBudget(
             trials, timeout, len(run.done), time.perf_counter() - start
         ),
-        labelled_fraction=labelled_fraction,
-        seed=seed,
-        n_images=corpus.num_images,
     )
 
 

@@ -80,8 +80,9 @@ class SettingResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class TuneResult:
-    """The outcome of :func:`cross_validate` (``as_json`` gives the CLI's JSON).
+class _Run:
+    """What was cross-validated, the fields that begin both a :class:`TuneResult` and
+    a :class:`SearchResult`.
 
     Attributes
     ----------
@@ -90,7 +91,27 @@ class TuneResult:
         Direction of ``metric`` (False for ``complete_length``).
     folds : int
     held_out : list of int arrays
-        Held-out rows of each fold, into the corpus given to :func:`cross_validate`.
+        Held-out rows of each fold, into the corpus cross-validated (the same for
+        every setting or trial).
+    """
+
+    method: str
+    dataset: str
+    protocol: str
+    metric: str
+    higher_is_better: bool
+    folds: int
+    held_out: list[np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneResult(_Run):
+    """The outcome of :func:`cross_validate` (``as_json`` gives the CLI's JSON).
+
+    Attributes
+    ----------
+    method, dataset, protocol, metric, higher_is_better, folds, held_out
+        What was cross-validated (:class:`_Run`).
     grid : dict
         ``{key: [values]}``.
     fixed : dict
@@ -107,13 +128,6 @@ class TuneResult:
         Wall time of the cross-validation.
     """
 
-    method: str
-    dataset: str
-    protocol: str
-    metric: str
-    higher_is_better: bool
-    folds: int
-    held_out: list[np.ndarray]
     grid: dict
     fixed: dict
     results: list[SettingResult]
@@ -277,17 +291,14 @@ class SearchBudget:
 
 
 @dataclasses.dataclass(frozen=True)
-class SearchResult:
+class SearchResult(_Run):
     """The outcome of :func:`~jaxannot.tuning.search` (``as_json`` gives the CLI's
     JSON, with every trial).
 
     Attributes
     ----------
-    method, dataset, protocol, metric : str
-    higher_is_better : bool
-    folds : int
-    held_out : list of int arrays
-        Held-out rows of each fold (the same for every trial).
+    method, dataset, protocol, metric, higher_is_better, folds, held_out
+        What was cross-validated (:class:`_Run`).
     space : Space
         What was searched.
     fixed : dict
@@ -305,13 +316,6 @@ class SearchResult:
     n_images : int
     """
 
-    method: str
-    dataset: str
-    protocol: str
-    metric: str
-    higher_is_better: bool
-    folds: int
-    held_out: list[np.ndarray]
     space: Any
     fixed: dict
     trials: list[TrialResult]

@@ -5,11 +5,8 @@ embeds with them.
 
 References
 ----------
-Fergus, R., Weiss, Y. and Torralba, A., "Semi-supervised learning in gigantic image
-collections", NIPS 2009.
-Mantziou, E., Papadopoulos, S. and Kompatsiaris, Y., "Learning to detect concepts with
-Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015
-(seed 002), §3.
+Fergus et al., NIPS 2009; Mantziou et al., IJMIR 2015 (seed 002), §3: cited in full in
+:mod:`.eigenfunctions`.
 """
 
 from __future__ import annotations
@@ -191,10 +188,8 @@ def solve_and_select_eigenfunctions(
 
     Parameters
     ----------
-    counts, centres : Float[Array, "dims bins"]
-        Histogram counts and bin centres of every dimension.
-    kernel_width : float
-        ``t`` of the bin affinity.
+    counts, centres, kernel_width
+        As for :func:`solve_eigenfunctions`.
     lo, width : Float[Array, "dims"]
         First bin's lower edge and bin width of every dimension.
     num_eigenfunctions : int

@@ -31,7 +31,7 @@ import numpy as np
 
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import Fitted, register_words_method
+from jaxannot.annotators.base import Fitted, Method, register_words_method
 from jaxannot.annotators.hyper_spec import (
     method_defaults,
     uses_defaults,
@@ -215,15 +215,26 @@ def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     return z @ np.asarray(fitted.params.u)
 
 
-SFSLS = register_words_method(
+def _register_subspace(name: str, fit, summary: str, estimator_name: str) -> Method:
+    """Register a method fitted by Algorithm 1 (``sfsls`` or its ``p = 1`` case
+    ``sfss``): its parameters, scores and embedding are those of :func:`_sfsls_fit`."""
+    return register_words_method(
+        name,
+        fit,
+        summary,
+        params=SfslsParams,
+        monotone={"objective": "decreases"},  # Algorithm 1
+        score_words=_scores,
+        embed=_embed,
+        estimator_name=estimator_name,
+    )
+
+
+SFSLS = _register_subspace(
     "sfsls",
     _sfsls_fit,
     "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
-    params=SfslsParams,
-    monotone={"objective": "decreases"},  # Algorithm 1
-    score_words=_scores,
-    embed=_embed,
-    estimator_name="SFSLS",
+    "SFSLS",
 )
 
 
@@ -234,16 +245,12 @@ def _sfss_fit(corpus, *, rng_key=None, **hyper):
     return _sfsls_fit(corpus, "sfss", rng_key=rng_key, **hyper)
 
 
-SFSS = register_words_method(
+SFSS = _register_subspace(
     "sfss",
     _sfss_fit,
     "semi-supervised l2,1 sparse feature selection + shared subspace "
     "(SFSS, Ma et al. 2012)",
-    params=SfslsParams,
-    monotone={"objective": "decreases"},  # Algorithm 1
-    score_words=_scores,
-    embed=_embed,
-    estimator_name="SFSS",
+    "SFSS",
 )
 
 

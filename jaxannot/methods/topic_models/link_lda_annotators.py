@@ -111,12 +111,7 @@ def _lda_fit(
     params = LinkLdaParams(
         state.lambdas[0], tuple(state.lambdas[1:]), gamma, vw.edges_param(edges)
     )
-    return Fitted(
-        "link-lda",
-        params,
-        views_hyper,
-        {"objective": [float(x) for x in objective]},
-    )
+    return vw.fitted_with_objective("link-lda", params, views_hyper, objective)
 
 
 def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
@@ -224,12 +219,8 @@ def _lap_fit(
     params = LapLinkLdaParams(
         fit.betas[0], tuple(fit.betas[1:]), fit.theta, vw.edges_param(edges)
     )
-    return Fitted(
-        "lap-link-lda",
-        params,
-        views_hyper,
-        {"objective": [float(-x) for x in fit.losses]},
-    )
+    objective = (-x for x in fit.losses)
+    return vw.fitted_with_objective("lap-link-lda", params, views_hyper, objective)
 
 
 def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:

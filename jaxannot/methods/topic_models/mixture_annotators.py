@@ -139,12 +139,9 @@ def _mix_fit(
     )
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
     phi = _vem().posteriors_for(result.params, data, **kwargs)  # under the final M
-    return Fitted(
-        "mix-unigram",
-        _mix_params(params, phi, edges),
-        views_hyper,
-        {"objective": [float(-x) for x in result.losses]},
-    )
+    objective = (-x for x in result.losses)
+    fit = _mix_params(params, phi, edges)
+    return vw.fitted_with_objective("mix-unigram", fit, views_hyper, objective)
 
 
 def _mix_score_fit(fitted: Fitted) -> np.ndarray:
@@ -252,11 +249,8 @@ def _lap_fit(
         # joins that graph, so its update uses lam / mean degree as well
         graph_mean_degree=np.float32(mean_degree(graph)),
     )
-    return Fitted(
-        "lap-mix-unigram",
-        lap_params,
-        views_hyper,
-        {"objective": [float(x) for x in objective]},
+    return vw.fitted_with_objective(
+        "lap-mix-unigram", lap_params, views_hyper, objective
     )
 
 

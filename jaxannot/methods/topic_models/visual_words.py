@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxannot.annotators.base import Fitted
 from jaxannot.data.corpus import Corpus
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "edges_param",
     "fitted_visual",
     "fit_views",
+    "fitted_with_objective",
 ]
 
 #: View kinds read directly as visual-word counts.
@@ -156,3 +158,10 @@ def fit_views(corpus: Corpus, topics: int, views: str, bins: int):
     check_topics(topics)
     names = visual_views(corpus, views)
     return names, fit_bin_edges(corpus, names, bins), {"visual_views": ",".join(names)}
+
+
+def fitted_with_objective(method: str, params, hyper: dict, objective) -> Fitted:
+    """The :class:`~jaxannot.annotators.Fitted` of a topic model: its ``params``, its
+    ``hyper`` (:func:`fit_views`'s) and the per-iteration ``objective`` (an iterable
+    of scalars) as floats in its info."""
+    return Fitted(method, params, hyper, {"objective": [float(x) for x in objective]})
