@@ -66,11 +66,14 @@ def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
 
 def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
     """The global values at ``points`` (unconstrained coordinates, consumed site
-    by site in the model's order); a ``param`` site at its declared value."""
+    by site in the model's order); a ``param`` site at its declared value. Another
+    discrete site of the item plate (enumerated with the local one) takes the first
+    value of its support: the globals' start does not read it."""
     substitutions = {
         k: jnp.asarray(v)
         for k, v in vem.declared.small_substitutions(whole.setup).items()
     }
+    globals_ = whole.setup.structure.globals_
     used = 0
 
     def draw(msg):
@@ -81,8 +84,11 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
             or msg["name"] in substitutions
         ):
             return None
-        transform = biject_to(msg["fn"].support)
         sample_shape = tuple(msg["kwargs"].get("sample_shape") or ())
+        if msg["name"] not in globals_:
+            first = msg["fn"].enumerate_support(expand=False)[0]
+            return jnp.broadcast_to(first, sample_shape + msg["fn"].shape())
+        transform = biject_to(msg["fn"].support)
         shape = transform.inverse_shape(sample_shape + msg["fn"].shape())
         size = math.prod(shape)
         used += size
