@@ -15,6 +15,9 @@ Fitting, on the images whose words are observed:
 3. Every base is fitted on all the images (with the ensemble's key: the same fit as
    the base alone) and stored with the chosen weights.
 
+A base that cannot fit the corpus (it needs non-negative features and a view has
+negative values) is left out, named in ``Fitted.info["skipped"]``.
+
 ``Fitted.info`` holds the chosen setting (``chosen``), every candidate and its
 cross-validation score (``candidates``), the best base's out-of-fold metrics
 (``base_best``), each base's hyper-parameters and info, and the cost:
@@ -68,6 +71,21 @@ def parse_bases(bases: str) -> dict[str, tuple[str, dict]]:
     return out
 
 
+def _applicable(bases, corpus: Corpus) -> tuple[dict, list[str]]:
+    """The bases that can fit ``corpus`` and the specs of those that cannot (a base
+    that needs non-negative features, given a view with negative values)."""
+    kept, skipped = {}, []
+    for spec, (name, hyper) in bases.items():
+        needs = get_method(name).needs_non_negative(hyper)
+        if needs and (corpus.features(hyper.get("view", "")) < 0).any():
+            skipped.append(spec)
+        else:
+            kept[spec] = (name, hyper)
+    if not kept:
+        raise ValueError(f"bases: none of {list(bases)} fits this corpus; name others")
+    return kept, skipped
+
+
 def _fit_bases(bases, corpus: Corpus, rng_key) -> dict[str, Fitted]:
     return {
         spec: get_method(name).fit(corpus, rng_key=rng_key, **hyper)
@@ -111,7 +129,7 @@ def _out_of_fold(bases, corpus: Corpus, folds: int, rng_key):
 def _fit(
     corpus: Corpus, *, rng_key=None, bases: str, folds: int, step: float, targets: str
 ) -> Fitted:
-    parsed = parse_bases(bases)
+    parsed, skipped = _applicable(parse_bases(bases), corpus)
     chosen_targets = [t.strip() for t in targets.split(",") if t.strip()]
     if not chosen_targets or not set(chosen_targets) <= set(TARGETS):
         raise ValueError(f"targets {targets!r}: choose among {list(TARGETS)}")
@@ -131,6 +149,7 @@ def _fit(
         {spec: base.params for spec, base in fitted.items()},
     )
     info = {
+        "skipped": skipped,
         "chosen": settings[best],
         "candidates": settings,
         "base_best": base_best,
@@ -154,6 +173,7 @@ def _score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
             info["base_info"][spec],
         )
         for spec in parse_bases(fitted.hyper["bases"])
+        if spec in params.bases
     }
     unused = {spec for spec, w in zip(bases, weights, strict=True) if w <= 0}
     parts, _ = _parts_and_raws(bases, corpus, skip=unused)
