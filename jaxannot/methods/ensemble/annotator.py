@@ -40,6 +40,7 @@ from jaxannot.data.protocols import kfold_rows
 from jaxannot.methods.ensemble.fusion import TARGETS, as_distribution, choose
 from jaxannot.methods.ensemble.fusion import fused_scores as _fused
 from jaxannot.methods.ensemble.params import EnsembleParams
+from jaxannot.runtime.programs import keep_programs
 
 __all__ = ["ENSEMBLE", "parse_bases"]
 
@@ -128,6 +129,15 @@ def _out_of_fold(bases, corpus: Corpus, folds: int, rng_key):
 @uses_defaults("ensemble")
 def _fit(
     corpus: Corpus, *, rng_key=None, bases: str, folds: int, step: float, targets: str
+) -> Fitted:
+    # one fit: its bases' fits release no compiled program inside it
+    # (jaxannot.runtime.programs), or every fold would compile them again
+    with keep_programs():
+        return _fit_kept(corpus, rng_key, bases, folds, step, targets)
+
+
+def _fit_kept(
+    corpus: Corpus, rng_key, bases: str, folds: int, step: float, targets: str
 ) -> Fitted:
     parsed, skipped = _applicable(parse_bases(bases), corpus)
     chosen_targets = [t.strip() for t in targets.split(",") if t.strip()]
