@@ -94,14 +94,10 @@ def _fit_bases(bases, corpus: Corpus, rng_key) -> dict[str, Fitted]:
     }
 
 
-def _parts_and_raws(fitted: dict[str, Fitted], corpus: Corpus, skip=()):
-    """Each base's distributions and raw scores on ``corpus`` (None where skipped)."""
+def _parts_and_raws(fitted: dict[str, Fitted], corpus: Corpus):
+    """Each base's distributions and raw scores on ``corpus``."""
     parts, raws = [], []
-    for spec, base in fitted.items():
-        if spec in skip:
-            parts.append(None)
-            raws.append(None)
-            continue
+    for base in fitted.values():
         method = get_method(base.method)
         raw = np.asarray(method.score_words(base, corpus), np.float64)
         raws.append(raw)
@@ -185,13 +181,13 @@ def _score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
         for spec in parse_bases(fitted.hyper["bases"])
         if spec in params.bases
     }
-    unused = {spec for spec, w in zip(bases, weights, strict=True) if w <= 0}
-    parts, _ = _parts_and_raws(bases, corpus, skip=unused)
+    # every base scores, a zero weight too: which programs run does not depend on
+    # the weights a corpus chose
+    parts, _ = _parts_and_raws(bases, corpus)
     chosen = info["chosen"]
-    kept = [(p, w) for p, w in zip(parts, weights, strict=True) if w > 0]
     return _fused(
-        [p for p, _ in kept],
-        [w for _, w in kept],
+        parts,
+        weights,
         np.asarray(params.prior, np.float64),
         chosen["rule"],
         float(chosen["beta"]),
