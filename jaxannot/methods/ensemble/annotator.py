@@ -12,7 +12,7 @@ Fitting, on the images whose words are observed:
    ``step``, the ``reweight`` and ``head`` rules, each frequency exponent β) is
    scored on those out-of-fold scores by :func:`~.fusion.choose` over ``targets``;
    the best is kept.
-3. Every base is fitted on all the images (with the ensemble's key: the same fit as
+3. Every base is fitted on all those images (with the ensemble's key: the same fit as
    the base alone) and stored with the chosen weights.
 
 A base that cannot fit the corpus (it needs non-negative features and a view has
