@@ -87,6 +87,13 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=None)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", required=True)
+    parser.add_argument(
+        "--info",
+        nargs="*",
+        default=[],
+        help="keys of each fit's info kept in its row, where it has them (ensemble: "
+        "chosen cv_seconds bases_seconds)",
+    )
     add_device_argument(parser)
     args = parser.parse_args()
     device = child_device_record(args.device)  # checks --device, in a child
@@ -115,6 +122,9 @@ def main() -> None:
             for k in ("metrics", "params", "fit_seconds", "wall_seconds", "error")
             if k in row
         }
+        info = {k: row["info"][k] for k in args.info if k in row.get("info", {})}
+        if info:
+            keep["info"] = info
         report["results"][method] = keep
         print(json.dumps(keep.get("metrics", keep)), file=sys.stderr, flush=True)
         tmp = args.json + ".tmp"

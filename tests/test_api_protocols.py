@@ -24,7 +24,7 @@ import pytest
 import jax
 
 from jaxannot.annotators import available_methods, load, save
-from jaxannot.annotators.persistence import DictOf, TupleOf
+from jaxannot.annotators.persistence import DictOf, MethodParams, TupleOf
 from jaxannot.data import make_task
 from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.errors import DataFormatError
@@ -116,7 +116,8 @@ _ARRAY_SPEC = re.compile(r"[fiub]+\[(\w+(,\w+)*)?\]")
 
 def _assert_declared(params_type, seen=()):
     """``params_type`` is a NamedTuple whose ``spec`` declares each field as an
-    array, a tuple or dict of entries, or a NamedTuple declared in turn."""
+    array, a tuple or dict of entries, a NamedTuple declared in turn, or the params
+    of registered methods (:class:`MethodParams`: each declared by its method)."""
     assert params_type not in seen
     fields = getattr(params_type, "_fields", None)
     assert fields is not None, f"{params_type!r} is not a NamedTuple"
@@ -126,7 +127,7 @@ def _assert_declared(params_type, seen=()):
             spec = spec.entry
         if isinstance(spec, str):
             assert _ARRAY_SPEC.fullmatch(spec), (params_type, spec)
-        else:
+        elif not isinstance(spec, MethodParams):
             _assert_declared(spec, (*seen, params_type))
 
 

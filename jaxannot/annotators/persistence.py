@@ -15,6 +15,10 @@ attribute ``spec``: field name to one of
     A dict from names (data, e.g. view names) to entries as ``entry``.
 a NamedTuple type
     A nested group of parameters, with its own ``spec``.
+:class:`MethodParams` ``()``
+    A dict from base specifications (a registered method's name, optionally followed
+    by ``:key=value`` overrides) to the params of that method, each checked against
+    its own declaration (a composite method such as ``ensemble``).
 
 A field whose default is ``None`` may be absent; an absent tuple or dict without a
 default is empty (it was saved empty). Dimension names bound inside a
@@ -45,6 +49,7 @@ from jaxannot.data.errors import DataFormatError
 
 __all__ = [
     "DictOf",
+    "MethodParams",
     "TupleOf",
     "flatten_params",
     "load",
@@ -71,7 +76,21 @@ class DictOf:
     entry: Any
 
 
-_EMPTY = {TupleOf: tuple, DictOf: dict}
+@dataclasses.dataclass(frozen=True)
+class MethodParams:
+    """Declares a field holding a dict from base specifications (``name`` or
+    ``name:key=value:...``) to the params of registered method ``name``."""
+
+
+_EMPTY = {TupleOf: tuple, DictOf: dict, MethodParams: dict}
+
+
+def _params_of_base(base: str, path: str) -> type:
+    """The declared params NamedTuple of the method that base spec ``base`` names."""
+    declared = _declared_params(base.partition(":")[0])
+    if declared is None:
+        raise ValueError(f"{path!r} names no registered method with declared params")
+    return declared
 
 
 def flatten_params(params: Any, prefix: str = "") -> dict[str, np.ndarray]:
@@ -142,7 +161,7 @@ def _build(cls: type, flat: Mapping[str, np.ndarray], prefix: str, sizes: dict):
         path = prefix + field
         if field in groups:
             values[field] = _entry(spec[field], groups[field], path, sizes)
-        elif isinstance(spec[field], TupleOf | DictOf):  # saved empty: no arrays
+        elif isinstance(spec[field], TupleOf | DictOf | MethodParams):  # saved empty
             empty = _EMPTY[type(spec[field])]()
             values[field] = cls._field_defaults.get(field, empty)
         elif field not in cls._field_defaults:
@@ -157,9 +176,14 @@ def _entry(spec: Any, group: dict, path: str, sizes: dict):
         return _checked_array(spec, group[""], path, sizes)
     if "" in group:
         raise ValueError(f"{path!r} should be a group of arrays, not one array")
+    entries = _group(group)
+    if isinstance(spec, MethodParams):  # each base's dimensions are its own
+        return {
+            n: _build(_params_of_base(n, f"{path}/{n}"), entries[n], f"{path}/{n}/", {})
+            for n in sorted(entries)
+        }
     if not isinstance(spec, TupleOf | DictOf):
         return _build(spec, group, path + "/", sizes)
-    entries = _group(group)
     names = sorted(entries)
     if isinstance(spec, TupleOf):
         names = [str(i) for i in range(len(entries))]

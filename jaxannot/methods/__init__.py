@@ -13,4 +13,6 @@ below them (:mod:`jaxannot.solvers`, :mod:`jaxannot.inference`, :mod:`jaxannot.g
 - :mod:`~jaxannot.methods.sfsls` — SFSLS, SFSS and FSNM feature selection (seed 003).
 - :mod:`~jaxannot.methods.emml` — EMML structured annotation and MBRM (seed 004).
 - :mod:`~jaxannot.methods.baselines` — empirical frequencies, kNN and TagProp.
+- :mod:`~jaxannot.methods.ensemble` — a fusion of the registered methods, chosen by
+  cross-validation on the training images (issue 47).
 """

@@ -10,6 +10,7 @@ import pytest
 from jaxannot.annotators import Fitted, load, save
 from jaxannot.annotators.persistence import (
     DictOf,
+    MethodParams,
     TupleOf,
     flatten_params,
     params_from_arrays,
@@ -132,3 +133,31 @@ def test_a_misfit_saved_model_names_the_file_and_the_field(tmp_path):
     save(tmp_path / "bad.npz", Fitted("knn", bad, {}))
     with pytest.raises(DataFormatError, match=r"bad\.npz.*method 'knn'.*'words'"):
         load(tmp_path / "bad.npz")
+
+
+class Composite(NamedTuple):
+    weights: object
+    bases: dict
+    spec = {"weights": "f[b]", "bases": MethodParams()}
+
+
+def test_method_params_are_each_checked_by_their_own_method():
+    knn = {"features": np.ones((3, 2), np.float32), "words": np.eye(3, 4, dtype=bool),
+           "frequency": np.full(4, 0.25, np.float32)}  # fmt: skip
+    flat = {"weights": np.ones(2, np.float32)}
+    for base in ("knn:k=3", "knn"):
+        flat.update({f"bases/{base}/{k}": v for k, v in knn.items()})
+    built = params_from_arrays(Composite, flat)
+    assert sorted(built.bases) == ["knn", "knn:k=3"]
+    assert type(built.bases["knn:k=3"]) is KnnParams
+    np.testing.assert_array_equal(built.bases["knn"].features, knn["features"])
+    # a base's own dimensions: another base may have other sizes
+    other = {**flat, "bases/knn/features": np.ones((3, 5), np.float32)}
+    assert params_from_arrays(Composite, other).bases["knn"].features.shape == (3, 5)
+    bad = {**flat, "bases/knn:k=3/frequency": np.ones(4, np.int32)}
+    with pytest.raises(ValueError, match=re.escape("'bases/knn:k=3/frequency'")):
+        params_from_arrays(Composite, bad)
+    unknown = {**flat, "bases/no-such/x": np.ones(1, np.float32)}
+    with pytest.raises(ValueError, match=re.escape("'bases/no-such'")):
+        params_from_arrays(Composite, unknown)
+    assert params_from_arrays(Composite, {"weights": flat["weights"]}).bases == {}

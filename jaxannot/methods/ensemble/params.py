@@ -1,0 +1,35 @@
+"""The fitted parameters of ``ensemble``, declared for saving and loading
+(:mod:`jaxannot.annotators.persistence`)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jax.typing import ArrayLike
+
+from jaxannot.annotators.persistence import MethodParams
+
+__all__ = ["EnsembleParams"]
+
+
+class EnsembleParams(NamedTuple):
+    """A fusion of fitted base methods.
+
+    Attributes
+    ----------
+    weights : [b]
+        The chosen weight of each base, in the order of the ``bases``
+        hyper-parameter.
+    prior : [w]
+        Each word's training frequency plus 1 / N (the reweighting's
+        :math:`\\hat p(w)`).
+    bases : dict
+        Base specification (``name`` or ``name:key=value:...``) -> the params of
+        that base fitted on every training image.
+    """
+
+    weights: ArrayLike
+    prior: ArrayLike
+    bases: dict
+
+    spec = {"weights": "f[b]", "prior": "f[w]", "bases": MethodParams()}

@@ -1,0 +1,195 @@
+"""``ensemble``: save/load, no test image in any fold (with planted leaks that the
+check catches), and the choice of the best setting of its own table, checked against
+a brute-force evaluation on the same folds. Cheap bases (two kNN settings, two
+folds, a weight grid of 0.5) keep it to seconds."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import jax
+
+from jaxannot import metrics
+from jaxannot.annotators import get_method, load, save
+from jaxannot.data import make_task
+from jaxannot.data.protocols import kfold_rows
+from jaxannot.data.synthetic import make_synthetic
+from jaxannot.evaluation import evaluate
+from jaxannot.methods.ensemble import annotator
+
+CHEAP = {"bases": "knn:k=3,knn:k=12", "folds": 2, "step": 0.5}
+
+
+@pytest.fixture(scope="module")
+def task():
+    """A synthetic task whose images carry their row number in a view ``ids``."""
+    corpus = make_synthetic(seed=0, num_images=80)
+    ids = np.arange(corpus.num_images, dtype=np.float32)[:, None]
+    corpus = dataclasses.replace(
+        corpus,
+        views={**corpus.views, "ids": ids},
+        view_kinds={**corpus.view_kinds, "ids": "real"},
+    )
+    return make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
+
+
+def _ids(corpus) -> set[int]:
+    return {int(i) for i in np.asarray(corpus.views["ids"])[:, 0]}
+
+
+def _fit(corpus, targets="map,lrap"):
+    method = get_method("ensemble")
+    hyper = {**method.hyper, **CHEAP, "targets": targets}
+    return method.fit(corpus, rng_key=jax.random.key(0), **hyper)
+
+
+def test_save_load_round_trip_gives_identical_scores(task, tmp_path):
+    method = get_method("ensemble")
+    fitted = _fit(task.train)
+    path = tmp_path / "ensemble.npz"
+    save(path, fitted)
+    loaded = load(path)
+    assert sorted(loaded.params.bases) == ["knn:k=12", "knn:k=3"]
+    assert type(loaded.params.bases["knn:k=3"]) is get_method("knn").params
+    assert loaded.info["chosen"] == fitted.info["chosen"]
+    np.testing.assert_array_equal(
+        method.score_words(loaded, task.test), method.score_words(fitted, task.test)
+    )
+
+
+def _recording(monkeypatch, log: list):
+    """Make every base fit and score of ``ensemble`` append ``("fit" | "score",
+    image ids)`` to ``log``."""
+    real_get = annotator.get_method
+
+    def get(name):
+        base = real_get(name)
+
+        def fit(corpus, **kwargs):
+            log.append(("fit", _ids(corpus)))
+            return base.fit(corpus, **kwargs)
+
+        def score(fitted, corpus):
+            log.append(("score", _ids(corpus)))
+            return base.score_words(fitted, corpus)
+
+        return dataclasses.replace(base, fit=fit, score_words=score)
+
+    monkeypatch.setattr(annotator, "get_method", get)
+
+
+def _leaks(log: list, test_ids: set[int], train_ids: set[int]) -> list[str]:
+    """What the cross-validation of a fit logged by :func:`_recording` did wrong:
+    a test image given to a base fit, or a held-out image scored by a base fitted on
+    it; and whether every training image was scored out of fold."""
+    problems, fitted_on, scored = [], None, set()
+    for kind, ids in log:
+        if kind == "fit":
+            fitted_on = ids
+            if ids & test_ids:
+                problems.append(f"test images {sorted(ids & test_ids)} in a fit")
+        elif fitted_on != train_ids:  # a fold's held-out images
+            if ids & fitted_on:
+                problems.append(f"images {sorted(ids & fitted_on)} scored in-fold")
+            scored |= ids
+    if scored != train_ids:
+        problems.append("not every training image was scored out of fold")
+    return problems
+
+
+def test_no_test_image_enters_a_fold_and_planted_leaks_are_caught(task, monkeypatch):
+    train_ids, test_ids = _ids(task.train), _ids(task.test)
+    assert train_ids and test_ids and not train_ids & test_ids
+    log: list = []
+    _recording(monkeypatch, log)
+    evaluate("ensemble", task, hyper=CHEAP, seed=0)
+    fits = [ids for kind, ids in log if kind == "fit"]
+    assert len(fits) == 2 * (CHEAP["folds"] + 1)  # two bases: each fold, then all
+    assert _leaks(log, test_ids, train_ids) == []
+
+    # planted: the cross-validation run on every image, the test images included
+    log.clear()
+    train, test = task.train, task.test
+    whole = dataclasses.replace(
+        train,
+        views={k: np.concatenate([train.views[k], test.views[k]]) for k in train.views},
+        words=np.concatenate([train.words, task.truth_words]).astype(np.float32),
+        word_mask=np.ones(train.num_images + test.num_images, bool),
+        labels=None,
+    )
+    _fit(whole)
+    assert any("test images" in p for p in _leaks(log, test_ids, train_ids))
+
+    # planted: each base scoring the images it was fitted on (no held-out fold)
+    def in_sample(bases, corpus, folds, rng_key):
+        fitted = annotator._fit_bases(bases, corpus, rng_key)
+        return annotator._parts_and_raws(fitted, corpus)
+
+    monkeypatch.setattr(annotator, "_out_of_fold", in_sample)
+    log.clear()
+    _fit(task.train)
+    leaks = _leaks(log, test_ids, train_ids)
+    assert leaks and not any("test images" in p for p in leaks)
+
+
+def _reference_scores(parts, weights, prior, rule, beta):
+    """The fusion rule written image by image (fusion's docstring)."""
+    f = sum(w * p for w, p in zip(weights, parts, strict=True))
+    out = np.empty_like(f)
+    for i, row in enumerate(f):
+        boosted = row / prior**beta
+        if rule == "reweight":
+            out[i] = boosted
+            continue
+        out[i] = row
+        head = np.argsort(-boosted, kind="stable")[:5]
+        out[i, head] = 2.0 + boosted[head] / boosted[head].max()
+    return out
+
+
+def test_cv_chooses_the_best_setting_of_its_table(task):
+    targets = ["map", "lrap", "word_f1@5"]
+    fitted = _fit(task.train, ",".join(targets))
+    table = fitted.info["candidates"]
+    # 3 weightings of two bases at step 0.5, times 5 reweight + 4 head exponents
+    assert len(table) == 3 * 9
+
+    # brute force on the same folds: each base fitted on the other fold by hand
+    train = task.train
+    truth = (np.asarray(train.words) > 0).astype(float)
+    prior = truth.mean(0) + 1.0 / len(truth)
+    parts, raws = [], []
+    for spec in ("knn:k=3", "knn:k=12"):
+        knn = get_method("knn")
+        hyper = {**knn.hyper, "k": int(spec.split("=")[1])}
+        raw = np.zeros(truth.shape)
+        for rows in kfold_rows(train.num_images, 2, seed=0):
+            held = np.isin(np.arange(train.num_images), rows)
+            model = knn.fit(train.subset(~held), rng_key=None, **hyper)
+            raw[rows] = knn.score_words(model, train.subset(held))
+        raws.append(raw)
+        parts.append(raw / raw.sum(1, keepdims=True))  # probabilities: normalized
+
+    def figures(scores):
+        words = metrics.word_prf_at_n(scores, truth, 5)
+        return {
+            "map": metrics.mean_average_precision(scores, truth),
+            "lrap": metrics.label_ranking_average_precision(scores, truth),
+            "word_f1@5": words["f1"],
+        }
+
+    best_base = {m: max(figures(r)[m] for r in raws) for m in targets}
+    brute = []
+    for row in table:
+        got = figures(_reference_scores(parts, row["weights"], prior, row["rule"],
+                                        row["beta"]))  # fmt: skip
+        for m in targets:
+            assert got[m] == pytest.approx(row["metrics"][m], abs=1e-9), (row, m)
+        brute.append(min(got[m] / best_base[m] for m in targets))
+    assert fitted.info["base_best"] == pytest.approx(best_base, abs=1e-12)
+    best = int(np.argmax(brute))
+    assert fitted.info["chosen"] == table[best]
+    assert brute[best] == pytest.approx(max(r["score"] for r in table), abs=1e-12)
+    # the choice matters: the table's settings differ in their score
+    assert max(brute) > min(brute) + 1e-3
