@@ -21,7 +21,11 @@ from jaxannot.annotators.discovery import method_modules
 #: family's methods share their code (mix-unigram is lap-mix-unigram without the
 #: graph, knn tagprop's neighbours without the learned weights); the test checks that
 #: the list covers every family.
-REPRESENTATIVES = ("mix-unigram", "dwh", "iale-svm", "sfsls", "emml", "knn")
+REPRESENTATIVES = ("mix-unigram", "dwh", "iale-svm", "sfsls", "emml", "knn", "ensemble")
+
+#: Settings other than the defaults: the ensemble fuses two representatives already
+#: fitted here (its own code, the CV and the fusion, is what it adds)
+HYPER = {"ensemble": {"bases": "knn,mix-unigram"}}
 
 _SCRIPT = """
 import json, sys
@@ -35,7 +39,11 @@ from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
 corpus = make_synthetic(seed=0, num_images=120, num_classes=True)
 task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
-out = {m: evaluate(m, task, seed=0).as_json() for m in sys.argv[2].split(",")}
+hyper = json.loads(sys.argv[4])
+out = {
+    m: evaluate(m, task, hyper=hyper.get(m), seed=0).as_json()
+    for m in sys.argv[2].split(",")
+}
 with open(sys.argv[1], "w") as fh:
     json.dump(out, fh, sort_keys=True)
 """
@@ -52,6 +60,7 @@ def _run(tmp_path, hash_seed: str) -> dict:
             str(out),
             ",".join(REPRESENTATIVES),
             str(tmp_path / "compiled"),
+            json.dumps(HYPER),
         ],
         env=env,
         check=True,

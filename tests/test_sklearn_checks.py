@@ -29,6 +29,7 @@ SMALL = {
     "DWHSVM": dict(topics=3, steps=3, sweeps=1, annotate_sweeps=2, svm_epochs=10),
     "EMML": dict(vreps=20, max_iterations=5, exact_sweeps=20, capacity=4),
     "Empirical": {},
+    "Ensemble": dict(bases="knn:k=3,empirical", folds=2, step=0.5),
     "FSNM": dict(iterations=5),
     "GSF": dict(eigenvectors=5, k=3, max_epochs=20),
     "IALESF": dict(eigenvectors=5, pca=4, batch_size=50),
