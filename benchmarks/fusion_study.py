@@ -55,6 +55,7 @@ from jaxannot.annotators.base import get_method
 from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import kfold_rows, make_task
+from jaxannot.methods.ensemble.fusion import as_distribution
 from jaxannot.tuning.folds import fold_tasks, training_images
 
 RULES = ("reweight", "head")
@@ -67,21 +68,13 @@ def parse_base(spec: str) -> tuple[str, dict]:
     return name, dict(parse_hyper(get_method(name), pairs))
 
 
-def as_distribution(scores: np.ndarray, probabilities: bool) -> np.ndarray:
-    """Each row of ``scores`` as a distribution over words (module docstring)."""
-    s = np.asarray(scores, np.float64)
-    if probabilities:
-        p = np.clip(s, 0.0, None)
-    else:
-        z = (s - s.mean(1, keepdims=True)) / (s.std(1, keepdims=True) + 1e-12)
-        p = np.exp(z - z.max(1, keepdims=True))
-    total = p.sum(1, keepdims=True)
-    uniform = np.full_like(p, 1.0 / p.shape[1])
-    return np.where(total > 0, p / np.where(total > 0, total, 1.0), uniform)
-
-
 def fused_scores(parts, weights, prior, rule: str, beta: float) -> np.ndarray:
-    """The score matrix of one fusion setting (module docstring, step 2)."""
+    """The score matrix of one fusion setting (module docstring, step 2).
+
+    The study's own: its ``head`` rule divides by the whole matrix's largest head
+    score, as when its records were made; the registered ``ensemble``
+    (:func:`jaxannot.methods.ensemble.fusion.fused_scores`) divides each image by its
+    own, so that an image's scores do not depend on the others scored with it."""
     f = sum(w * p for w, p in zip(weights, parts, strict=True) if w > 0)
     boosted = f / prior**beta
     if rule == "reweight":
