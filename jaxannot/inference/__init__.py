@@ -24,7 +24,10 @@ is handed.
 - :mod:`~jaxannot.inference.lapvar_update` — LapVar1's update of one variable.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
 - :mod:`~jaxannot.inference.laplacian_elbo_lam` — its weight chosen or checked on
-  held-out evidence (:func:`choose_lam`).
+  held-out evidence (:func:`choose_lam`);
+  :mod:`~jaxannot.inference.laplacian_elbo_fit` — a fit on it compiled once, its
+  weight chosen first by default (:func:`fit_laplacian`), through the value-keyed
+  SVI loops of :mod:`~jaxannot.inference.svi_program`.
 - :mod:`~jaxannot.inference.local_summary` — the posterior summary of a per-image
   site that those penalties act on.
 - :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
@@ -35,6 +38,7 @@ device placement in :mod:`jaxannot.runtime`.
 """
 
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
+from jaxannot.inference.laplacian_elbo_fit import LaplacianFit, fit_laplacian
 from jaxannot.inference.laplacian_elbo_lam import choose_lam
 from jaxannot.inference.lapvar import LapVar1, LapVar2
 from jaxannot.inference.map_estimate import MAP
@@ -51,8 +55,10 @@ __all__ = [
     "LapVar1",
     "LapVar2",
     "LaplacianELBO",
+    "LaplacianFit",
     "MaxMargin",
     "MaxMarginELBO",
     "VEMState",
     "choose_lam",
+    "fit_laplacian",
 ]

@@ -90,6 +90,7 @@ from jaxannot.graph import (
 from jaxannot.graph.neighbour_table import neighbour_table
 from jaxannot.inference import lapvar
 from jaxannot.inference.local_summary import LocalSummary, local_summary
+from jaxannot.inference.svi_program import object_key
 from jaxannot.inference.vem.fit_warnings import warn_collapsed
 
 __all__ = [
@@ -125,19 +126,20 @@ def penalty(
 
 
 def _site_weights(site, lam) -> dict[str, float]:
-    if isinstance(lam, str):
-        if lam != "auto" or isinstance(site, Mapping):
-            raise ValueError(
-                f"lam must be a number >= 0, or 'auto' with one site name, got {lam!r}"
-            )
-        lam = 0.0  # until choose_lam sets it
-    if isinstance(site, Mapping):
-        if lam is not None:
+    if isinstance(site, Mapping):  # the weights are the dict's ("auto": the default)
+        if lam is not None and lam != "auto":
             raise ValueError("give lam either per site (a dict site) or once, not both")
         weights = {str(k): float(v) for k, v in site.items()}
     else:
+        if isinstance(lam, str):
+            if lam != "auto" or not isinstance(site, str):
+                raise ValueError(
+                    "lam must be a number >= 0, or 'auto' with one site name, "
+                    f"got {lam!r}"
+                )
+            lam = 0.0  # until choose_lam sets it
         if lam is None:
-            raise ValueError("lam is required unless site is a dict name -> lam")
+            raise ValueError("lam must be a number >= 0 or 'auto' (the default)")
         names = [site] if isinstance(site, str) else list(site)
         weights = {str(name): float(lam) for name in names}
     if not weights:
@@ -257,19 +259,22 @@ class LaplacianELBO(PenalizedELBO):
         :class:`~jaxannot.inference.max_margin_elbo.MaxMarginELBO`.
     site : str, sequence of str, or dict str -> float
         The per-image local site(s); a dict gives each site its own
-        :math:`\lambda_s` (then ``lam`` must be None).
+        :math:`\lambda_s` (``lam`` is then left at its default, or None).
     graph : jaxannot.graph.Graph or array [N, N]
         Edges over the images of the site's plate, or their adjacency matrix
         (:func:`~jaxannot.graph.as_graph`); ``graph.num_nodes`` must equal the
         plate's full size (a ``ValueError`` at the first loss evaluation otherwise).
-    lam : float or "auto", optional
+    lam : float or "auto"
         Penalty weight :math:`\lambda \ge 0` of every site in ``site``.
-        ``"auto"`` (one site, enumerated in the model): chosen on the model's own
-        held-out evidence by
-        :func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam`, which returns
-        the loss at the chosen weight; the ``"auto"`` loss itself refuses to be
-        evaluated. A given ``lam > 0`` is checked by the same function (a
-        ``UserWarning`` when it lowers the held-out evidence below 0's).
+        ``"auto"`` (the default; one site, enumerated in the model): chosen on the
+        model's own held-out evidence by
+        :func:`~jaxannot.inference.laplacian_elbo_fit.fit_laplacian` (which then
+        fits at it, compiled once) or
+        :func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam` (which returns
+        the loss at the chosen weight, for the user's own ``SVI``); the ``"auto"``
+        loss itself refuses to be evaluated. A given ``lam > 0`` is checked by
+        the same functions (a ``UserWarning`` when it lowers the held-out evidence
+        below 0's).
     distance : {"sq_euclidean", "sym_kl"}
     scale : {"none", "mean_degree"}
         ``"mean_degree"``: :math:`\\lambda` on LapVar1's scale (module docstring),
@@ -296,6 +301,14 @@ class LaplacianELBO(PenalizedELBO):
     >>> elbo = LaplacianELBO(Trace_ELBO(), "z", graph, lam=1.0)  # doctest: +SKIP
     >>> optimizer = optax_to_numpyro(optax.adam(1e-2))  # doctest: +SKIP
     >>> svi = SVI(model, guide, optimizer, elbo)  # doctest: +SKIP
+
+    With ``z`` enumerated in the model, the weight chosen and the fit compiled
+    once (:func:`~jaxannot.inference.laplacian_elbo_fit.fit_laplacian`):
+
+    >>> loss = LaplacianELBO(TraceEnum_ELBO(), "z", graph, scale="mean_degree")
+    ... # doctest: +SKIP
+    >>> fit = fit_laplacian(loss, key, model, guide, optax.adam(0.1), 100, x, 4)
+    ... # doctest: +SKIP
     """
 
     def __init__(
@@ -303,7 +316,7 @@ class LaplacianELBO(PenalizedELBO):
         base: ELBO,
         site: str | Sequence[str] | Mapping[str, float],
         graph: Graph,
-        lam: float | str | None = None,
+        lam: float | str | None = "auto",
         distance: str = "sq_euclidean",
         *,
         scale: str = "none",
@@ -321,6 +334,9 @@ class LaplacianELBO(PenalizedELBO):
         graph = as_graph(graph)
         super().__init__(num_particles=base.num_particles)
         self.base, self.graph, self.distance = base, graph, distance
+        # read now: numpyro's ELBOs change their attributes at their first use
+        # (TraceEnum_ELBO's max_plate_nesting), which would change the key after it
+        self.base_key = object_key(base)
         self.sweeps = int(sweeps)
         # the factor on sum_ij S_ij d(q_i, q_j) per unit of lam
         self.unit = 1.0 if scale == "none" else 0.5 / mean_degree(graph)
@@ -334,9 +350,9 @@ class LaplacianELBO(PenalizedELBO):
         """``ValueError`` while ``lam`` is ``"auto"`` (not chosen yet)."""
         if isinstance(self.lam, str):
             raise ValueError(
-                "LaplacianELBO(lam='auto') is not a loss yet: call "
-                "choose_lam(loss, rng_key, model, guide, optimizer, num_steps, "
-                "*args, **kwargs) for the loss at the chosen lam"
+                "LaplacianELBO(lam='auto') is not a loss yet: fit it with "
+                "fit_laplacian(loss, rng_key, model, guide, optimizer, num_steps, "
+                "*args), or call choose_lam(...) for the loss at the chosen lam"
             )
 
     def loss_with_mutable_state(

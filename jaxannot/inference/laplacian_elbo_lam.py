@@ -16,7 +16,10 @@ given ``lam > 0`` is checked on one fold of a ``HELD_OUT`` fraction at 0 and
 ``lam``, with the warnings of :func:`~jaxannot.inference.vem.heldout.check_lam`.
 
 The weight and the fold's mask are arguments of one compiled SVI loop (``lax.scan``
-over ``SVI.update``), so all ``FOLDS * len(lam_path)`` fits share one compile.
+over ``SVI.update``) whose static part compares by value
+(:class:`~jaxannot.inference.svi_program.SVIProgram`), so all
+``FOLDS * len(lam_path)`` fits share one compile, and so do later calls on the same
+model, guide, optimizer, graph and shapes.
 The site must be enumerated in the model (the score needs its exact local log
 joint); the loss the user's loop then runs is the returned one, a plain
 :class:`~jaxannot.inference.LaplacianELBO` at the chosen weight.
@@ -30,7 +33,7 @@ T. Hastie, R. Tibshirani, J. Friedman. The Elements of Statistical Learning, 2nd
 
 from __future__ import annotations
 
-import copy
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -41,6 +44,7 @@ from numpyro.infer import SVI
 
 from jaxannot.inference.laplacian_elbo import LaplacianELBO, regularized_posteriors
 from jaxannot.inference.local_summary import local_summary
+from jaxannot.inference.svi_program import SVIProgram
 from jaxannot.inference.vem.heldout import (
     FOLDS,
     LamPath,
@@ -51,6 +55,7 @@ from jaxannot.inference.vem.heldout import (
     neighbour_scores,
     warn_against,
 )
+from jaxannot.runtime.static_key import value_key
 
 __all__ = ["choose_lam"]
 
@@ -175,52 +180,62 @@ def _path(
     """The held-out scores :math:`s` and :math:`t` [len(lams), held-out images] of
     SVI fits of the masked model along ``lams`` on each fold of ``masks``."""
     site = next(iter(loss.lams))
-    masked_model = mask_observations(model, plate)
-    masked_guide = _masked_guide(guide)
     base = loss.with_lam(0.0)
-    table = base._neighbour_table()
-    init = SVI(masked_model, masked_guide, optimizer, base)
+    base._neighbour_table()  # built once, shared by the copies the fits make
+    init = SVI(mask_observations(model, plate), _masked_guide(guide), optimizer, base)
     state0 = init.init(rng_key, *args, heldout_keep=jnp.asarray(masks[0]), **kwargs)
-
-    def run(uparams, lam, keep):
-        """A fit from ``uparams`` (unconstrained), its end and the log joints and
-        posteriors the scores need."""
-        svi = copy.copy(init)  # with the constraints init set
-        svi.loss = base.with_lam(lam)
-        state = state0._replace(optim_state=optimizer.init(uparams))
-
-        def body(state, _):
-            state, _ = svi.update(state, *args, heldout_keep=keep, **kwargs)
-            return state, None
-
-        state, _ = jax.lax.scan(body, state, None, length=num_steps)
-        params = svi.get_params(state)
-        a = local_summary(rng_key, params, model, guide, site, *args, **kwargs)
-        b = local_summary(
-            rng_key,
-            params,
-            masked_model,
-            masked_guide,
-            site,
-            *args,
-            heldout_keep=keep,
-            **kwargs,
-        ).log_joint
-        lam_r = 2.0 * lam * base.unit
-        phi = regularized_posteriors(rng_key, b, table, lam_r, base.sweeps)
-        return optimizer.get_params(state.optim_state), a.log_joint, b, phi
-
-    run = jax.jit(run)
-    start = optimizer.get_params(state0.optim_state)
-    scores = np.zeros((len(lams), 0))
-    alone = np.zeros((len(lams), 0))
+    extra = ("choose_lam", site, value_key(model), value_key(guide))
+    program = SVIProgram(init, args, kwargs, extra)
+    program.site, program.model, program.guide = site, model, guide
+    dynamic = program.dynamic(args, kwargs)
+    uparams = optimizer.get_params(state0.optim_state)
+    scores, alone = [], []
     for keep in masks:
-        uparams, fold_s, fold_t = start, [], []
+        start, fold_s, fold_t = uparams, [], []
         for lam in lams:
-            uparams, a, b, phi = run(uparams, jnp.float32(lam), jnp.asarray(keep))
+            start, a, b, phi = _masked_fit(
+                program,
+                num_steps,
+                state0,
+                start,
+                jnp.float32(lam),
+                jnp.asarray(keep),
+                dynamic,
+                rng_key,
+            )
             s, t = neighbour_scores(a, b, phi, loss.graph, keep)
             fold_s.append(s)
             fold_t.append(t)
-        scores = np.concatenate([scores, np.stack(fold_s)], axis=1)
-        alone = np.concatenate([alone, np.stack(fold_t)], axis=1)
-    return scores, alone
+        scores.append(np.stack(fold_s))
+        alone.append(np.stack(fold_t))
+    return np.concatenate(scores, axis=1), np.concatenate(alone, axis=1)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _masked_fit(program, num_steps, state0, uparams, lam, keep, dynamic, rng_key):
+    """A masked fit from ``uparams`` (unconstrained) at ``lam``, compiled once per
+    ``program`` (:class:`~jaxannot.inference.svi_program.SVIProgram`): its end and
+    the log joints and posteriors the scores need."""
+    args, kwargs = program.join(dynamic)
+    site = program.site
+    svi = program.svi_at({site: lam})
+    state = state0._replace(optim_state=svi.optim.init(uparams))
+
+    def body(state, _):
+        state, _ = svi.update(state, *args, heldout_keep=keep, **kwargs)
+        return state, None
+
+    state, _ = jax.lax.scan(body, state, None, length=num_steps)
+    params = svi.get_params(state)
+    a = local_summary(
+        rng_key, params, program.model, program.guide, site, *args, **kwargs
+    )
+    b = local_summary(
+        rng_key, params, svi.model, svi.guide, site, *args, heldout_keep=keep, **kwargs
+    ).log_joint
+    loss = svi.loss
+    lam_r = 2.0 * lam * loss.unit
+    phi = regularized_posteriors(
+        rng_key, b, loss._neighbour_table(), lam_r, loss.sweeps
+    )
+    return svi.optim.get_params(state.optim_state), a.log_joint, b, phi

@@ -103,8 +103,10 @@ def test_a_harmful_fixed_lam_warns():
 def test_refusals_and_a_zero_weight():
     toy, guide = _toy(random_graph=False)
     args = (jax.random.key(0), model, guide, None, 5, jnp.asarray(toy.x), K)
+    # a dict site keeps its weights ("auto" is the default); several names need one
+    assert LaplacianELBO(TraceEnum_ELBO(), {"z": 1.0}, toy.graph).lams == {"z": 1.0}
     with pytest.raises(ValueError, match="one site name"):
-        LaplacianELBO(TraceEnum_ELBO(), {"z": 1.0}, toy.graph, "auto")
+        LaplacianELBO(TraceEnum_ELBO(), ["z", "w"], toy.graph, "auto")
     with pytest.raises(ValueError, match="lam must be"):
         LaplacianELBO(TraceEnum_ELBO(), "z", toy.graph, "often")
     auto = LaplacianELBO(TraceEnum_ELBO(), "z", toy.graph, "auto")
