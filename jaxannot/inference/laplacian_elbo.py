@@ -341,7 +341,7 @@ class LaplacianELBO(PenalizedELBO):
         # the factor on sum_ij S_ij d(q_i, q_j) per unit of lam
         self.unit = 1.0 if scale == "none" else 0.5 / mean_degree(graph)
         self.lams = _site_weights(site, lam)
-        self.lam = "auto" if lam == "auto" else None
+        self.lam = "auto" if lam == "auto" and isinstance(site, str) else None
         self.lam_path = lapvar._check_path(lam_path)
         self.can_infer_discrete = base.can_infer_discrete
         self._table = None

@@ -62,7 +62,8 @@ def test_a_second_fit_at_another_weight_compiles_nothing(count_compiles):
 def test_defaults_and_refusals():
     graph = _chain()
     assert LaplacianELBO(TraceEnum_ELBO(), "z", graph).lam == "auto"  # the default
-    assert LaplacianELBO(TraceEnum_ELBO(), {"z": 0.5}, graph).lams == {"z": 0.5}
+    per_site = LaplacianELBO(TraceEnum_ELBO(), {"z": 0.5}, graph)
+    assert per_site.lams == {"z": 0.5} and per_site.lam is None  # a loss already
     with pytest.raises(ValueError, match="one site name"):
         LaplacianELBO(TraceEnum_ELBO(), ["z", "w"], graph)
     auto = LaplacianELBO(Trace_ELBO(), "z", graph)
