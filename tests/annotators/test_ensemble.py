@@ -53,6 +53,8 @@ def test_save_load_round_trip_gives_identical_scores(task, tmp_path):
     assert sorted(loaded.params.bases) == ["knn:k=12", "knn:k=3"]
     assert type(loaded.params.bases["knn:k=3"]) is get_method("knn").params
     assert loaded.info["chosen"] == fitted.info["chosen"]
+    # no per-word metric among its targets: the fused ranking alone
+    assert [r["per_word"] for r in fitted.info["per_word"]] == [0]
     np.testing.assert_array_equal(
         method.score_words(loaded, task.test), method.score_words(fitted, task.test)
     )

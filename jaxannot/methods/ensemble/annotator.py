@@ -15,9 +15,10 @@ Fitting, on the images whose words are observed:
    neither); the best is kept.
 3. The per-word annotation rule (:mod:`.words`): each word's threshold on the
    chosen fusion's distribution, and how many of each image's first words they
-   choose (``per_word``), scored by :func:`~.words.choose_per_word` over all of
-   ``targets`` (cross-fitted thresholds); the best is kept, with the thresholds
-   fitted on every image.
+   choose (``per_word``, tried when ``targets`` names ``word_f1@5`` or
+   ``n_plus@5``), scored by :func:`~.words.choose_per_word` over all of ``targets``
+   (cross-fitted thresholds); the best is kept, with the thresholds fitted on every
+   image.
 4. Every base is fitted on all those images (with the ensemble's key: the same fit as
    the base alone) and stored with the chosen weights and the thresholds.
 

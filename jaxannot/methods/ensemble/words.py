@@ -15,7 +15,9 @@ annotation):
   rest follow in the fused ranking's order (:func:`with_head`).
 
 ``per_word = 0`` is the fused ranking itself; ``per_word = 5`` makes the five-word
-annotation wholly per-word. Which ``per_word`` is kept is chosen by cross-validation
+annotation wholly per-word. The rule trades per-image ranking for the per-word
+metrics, so it is tried only when the fit's targets name one of them. Which
+``per_word`` is kept is chosen by cross-validation
 (:func:`choose_per_word`), on the ratios of thresholds fitted on the other folds
 (:func:`cross_fitted_ratios`), so a threshold never scores the images that set it.
 """
@@ -30,6 +32,7 @@ from jaxannot.data.protocols import kfold_rows
 
 __all__ = [
     "PER_WORD",
+    "PER_WORD_TARGETS",
     "choose_per_word",
     "cross_fitted_ratios",
     "thresholds",
@@ -38,6 +41,8 @@ __all__ = [
 
 #: The head lengths tried: 0 (the fused ranking) to the annotation's five words.
 PER_WORD = (0, 1, 2, 3, 4, 5)
+#: The per-word metrics the rule is chosen for.
+PER_WORD_TARGETS = ("word_f1@5", "n_plus@5")
 #: The smallest threshold (its inverse the largest).
 FLOOR = 1e-9
 
@@ -133,7 +138,9 @@ def choose_per_word(
     targets: Sequence[str],
     base_best: dict,
 ) -> tuple[list[dict], int]:
-    """Score every head length of :data:`PER_WORD` on out-of-fold scores.
+    """Score every head length of :data:`PER_WORD` on out-of-fold scores; only 0
+    (the fused ranking) when ``targets`` names no per-word metric of
+    :data:`PER_WORD_TARGETS` (the rule trades ranking for those alone).
 
     Parameters
     ----------
@@ -154,7 +161,7 @@ def choose_per_word(
         The index of the first setting of the largest score.
     """
     settings = []
-    for head in PER_WORD:
+    for head in PER_WORD if set(targets) & set(PER_WORD_TARGETS) else (0,):
         got = measure(with_head(ranking, ratios, head), targets)
         score = min(got[m] / base_best[m] for m in targets)
         settings.append({"per_word": head, "metrics": got, "score": score})
