@@ -10,13 +10,16 @@ of the per-word metrics (word F1@5, N+@5) against the ranking ones (LRAP, MAP).
 
 The fusion itself (weights, rule, beta) is chosen as ``ensemble`` chooses it
 (:func:`jaxannot.methods.ensemble.fusion.choose` on map and lrap over the
-out-of-fold scores). The bases' scores come from ``benchmarks/fusion_study.py``'s
-cache (made here when absent: same bases, folds and seed)::
+out-of-fold scores), or given (``--weights W... --rule R --beta B``: the setting the
+registered ``ensemble`` chose, ``info.chosen`` of its row in
+``defaults_vs_empirical_DATASET.json``, without the search's cost). The bases'
+scores come from ``benchmarks/fusion_study.py``'s cache (made here when absent: same
+bases, folds and seed)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/ensemble_per_word.py --dataset corel5k \\
         --bases tagprop tagprop:balance=none:boosting=false lap-mix-unigram knn \\
         --fuse tagprop:balance=none:boosting=false lap-mix-unigram knn \\
-        --cache corel5k_bases.npz \\
+        --weights 0.25 0.5 0.25 --rule reweight --beta 0.25 --cache corel5k_bases.npz \\
         --json benchmarks/results/ensemble_per_word_corel5k.json
 
 ``--fuse`` names the bases fused (``ensemble``'s default ones above); the others of
@@ -62,6 +65,9 @@ def main() -> None:
     parser.add_argument("--step", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
+    parser.add_argument("--weights", type=float, nargs="+", default=None)
+    parser.add_argument("--rule", default="reweight")
+    parser.add_argument("--beta", type=float, default=0.0)
     parser.add_argument("--cache", default=None, help="fusion_study.py's --cache")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
@@ -85,10 +91,20 @@ def main() -> None:
     truth = (np.asarray(corpus.words) > 0).astype(np.float64)
     test_truth = (np.asarray(task.truth_words) > 0).astype(np.float64)
     prior = truth.mean(0) + 1.0 / truth.shape[0]
-    settings, best, _ = choose(
-        oof, [oof_raw[i] for i in used], truth, prior, ["map", "lrap"], args.step
-    )
-    chosen = settings[best]
+    if args.weights is None:
+        settings, best, _ = choose(
+            oof, [oof_raw[i] for i in used], truth, prior, ["map", "lrap"], args.step
+        )
+        chosen = settings[best]
+    else:
+        ranking = fused_scores(oof, args.weights, prior, args.rule, args.beta)
+        chosen = {
+            "weights": args.weights,
+            "rule": args.rule,
+            "beta": args.beta,
+            "metrics": measure(ranking, truth, ["map", "lrap"]),
+            "given": True,
+        }
     weights, rule, beta = chosen["weights"], chosen["rule"], chosen["beta"]
     mixture = sum(w * p for w, p in zip(weights, oof, strict=True))
     test_mixture = sum(w * p for w, p in zip(weights, parts, strict=True))
@@ -107,12 +123,18 @@ def main() -> None:
     report = {
         "command": "python benchmarks/ensemble_per_word.py --dataset "
         f"{args.dataset} --bases {' '.join(args.bases)} --fuse {' '.join(fuse)} "
-        f"--folds {args.folds} "
-        f"--step {args.step} --seed {args.seed}",
+        f"--folds {args.folds} --step {args.step} --seed {args.seed}"
+        + (
+            f" --weights {' '.join(map(str, args.weights))} --rule {args.rule} "
+            f"--beta {args.beta}"
+            if args.weights
+            else ""
+        ),
         "dataset": args.dataset,
         "bases": args.bases,
         "fused": fuse,
-        "fusion": {k: chosen[k] for k in ("weights", "rule", "beta", "metrics")},
+        "fusion": {k: chosen[k] for k in ("weights", "rule", "beta", "metrics")}
+        | {"given": args.weights is not None},
         "training_folds": train_rows,
         "test": test_rows,
         "bases_test": {
