@@ -233,14 +233,16 @@ def _best_cut(scores, truth):
 
 def _reference_head(ranking, ratios, head):
     """The per-word rule written image by image and word by word (its docstring):
-    x / (1 + x) of the ranking, 2 + that of the ratio for the head words."""
+    x / (1 + x) of the ranking, plus 2 for the first ``head`` words of the ranking
+    among those whose ratio is at least 1."""
     if head == 0:
         return ranking
     out = np.empty_like(ranking)
     for i in range(len(ranking)):
-        first = set(np.argsort(-ratios[i], kind="stable")[:head].tolist())
+        order = np.argsort(-ranking[i], kind="stable")
+        first = [w for w in order if ratios[i, w] >= 1][:head]
         for w in range(ranking.shape[1]):
-            x = ratios[i, w] if w in first else ranking[i, w]
+            x = ranking[i, w]
             out[i, w] = x / (1 + x) + (2 if w in first else 0)
     return out
 
@@ -256,14 +258,17 @@ def test_thresholds_are_each_words_best_f1_cut():
 
 def test_the_head_leads_each_image_and_keeps_the_orders_below_it():
     rng = np.random.default_rng(1)
-    ranking, ratios = rng.random((6, 9)) * 4, rng.random((6, 9))
+    ranking, ratios = rng.random((6, 9)) * 4, rng.random((6, 9)) * 2
+    ratios[0] = 0.5  # no word above its threshold: the ranking alone
     np.testing.assert_array_equal(words.with_head(ranking, ratios, 0), ranking)
     for head in (1, 3):
         got = words.with_head(ranking, ratios, head)
-        for i in range(6):  # the head by ratio, then the rest by ranking
-            first = list(np.argsort(-ratios[i])[:head])
-            rest = [w for w in np.argsort(-ranking[i]) if w not in first]
+        for i in range(6):  # the head: words above threshold, by ranking; the rest
+            order = list(np.argsort(-ranking[i]))
+            first = [w for w in order if ratios[i, w] >= 1][:head]
+            rest = [w for w in order if w not in first]
             assert list(np.argsort(-got[i])) == first + rest
+        assert list(np.argsort(-got[0])) == list(np.argsort(-ranking[0]))
         # a word's images outside every head keep the ranking's order
         lead = got >= 2
         for w in range(9):

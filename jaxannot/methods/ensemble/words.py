@@ -10,9 +10,10 @@ annotation):
   :math:`F = \sum_b \omega_b P_b`, the one of the largest F1 of "annotate :math:`w`
   where :math:`F_{iw} \ge t_w`" on the training images' out-of-fold scores
   (:func:`thresholds`);
-- an image's head is its ``per_word`` words of the largest :math:`F_{iw} / t_w`
-  (how far above its own threshold each word is), placed first in that order; the
-  rest follow in the fused ranking's order (:func:`with_head`).
+- an image's head is its first ``per_word`` words, in the fused ranking's order,
+  among those above their thresholds (:math:`F_{iw} \\ge t_w`), placed first; the
+  rest follow in the fused ranking's order (:func:`with_head`). A word is so
+  annotated only where its own threshold says so.
 
 ``per_word = 0`` is the fused ranking itself; ``per_word = 5`` makes the five-word
 annotation wholly per-word. The rule trades per-image ranking for the per-word
@@ -102,32 +103,34 @@ def cross_fitted_ratios(
 
 
 def with_head(ranking: np.ndarray, ratios: np.ndarray, head: int) -> np.ndarray:
-    """``ranking`` with each image's ``head`` words of the largest ``ratios`` first.
+    """``ranking`` with each image's first ``head`` words above their thresholds
+    (``ratios >= 1``), in the ranking's order, placed first.
 
     Parameters
     ----------
     ranking : array [images, words]
         The fused scores (non-negative).
     ratios : array [images, words]
-        Scores over their word's threshold (non-negative).
+        Scores over their word's threshold.
     head : int
-        Words placed first, in the order of their ratios (0: ``ranking`` itself).
+        At most this many words lead each image (0: ``ranking`` itself); an image with
+        fewer words above their thresholds has only those lead.
 
     Returns
     -------
     ndarray [images, words]
         Every score through :math:`x \\mapsto x / (1 + x)` (into [0, 1), every
-        order kept), the head words' ratios so mapped plus 2: first in their image
-        and, for one word, ordered across images by their ratio.
+        order kept), the leading words' plus 2: first in their image, and for one
+        word ordered across images by the ranking.
     """
     r = np.asarray(ranking, np.float64)
     if head == 0:
         return r
-    q = np.asarray(ratios, np.float64)
     out = r / (1.0 + r)
-    top = np.argsort(-q, axis=1, kind="stable")[:, :head]
-    best = np.take_along_axis(q, top, 1)
-    np.put_along_axis(out, top, 2.0 + best / (1.0 + best), 1)
+    passed = np.asarray(ratios) >= 1.0
+    top = np.argsort(-np.where(passed, out, -1.0), axis=1, kind="stable")[:, :head]
+    lead = np.take_along_axis(passed, top, 1)
+    np.put_along_axis(out, top, np.take_along_axis(out, top, 1) + 2.0 * lead, 1)
     return out
 
 
