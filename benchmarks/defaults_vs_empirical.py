@@ -119,7 +119,14 @@ def main() -> None:
         row = run_one(method, args.dataset, args.timeout, args.device)
         keep = {
             k: row[k]
-            for k in ("metrics", "params", "fit_seconds", "wall_seconds", "error")
+            for k in (
+                "metrics",
+                "params",
+                "fit_seconds",
+                "predict_seconds",
+                "wall_seconds",
+                "error",
+            )
             if k in row
         }
         info = {k: row["info"][k] for k in args.info if k in row.get("info", {})}

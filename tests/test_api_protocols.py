@@ -32,6 +32,10 @@ from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import check_applicable, evaluate
 
 METHODS = sorted(available_methods())
+#: Settings cheaper than the defaults, where the defaults make these tests slow: the
+#: ensemble fuses two cheap bases over two folds (its default bases, TagProp among
+#: them, would be fitted four times per fit).
+CHEAPER = {"ensemble": {"bases": "knn,empirical", "folds": 2}}
 
 
 @pytest.fixture(scope="module", params=METHODS)
@@ -73,7 +77,8 @@ def test_the_two_tasks_differ_in_data_only(task, other_task):
 def test_method_follows_the_protocol(name, task, tmp_path):
     method = available_methods()[name]
     check_applicable(method, task)
-    fitted = method.fit(task.train, rng_key=jax.random.key(0), **method.hyper)
+    hyper = {**method.hyper, **CHEAPER.get(name, {})}
+    fitted = method.fit(task.train, rng_key=jax.random.key(0), **hyper)
     assert fitted.method == name
     n, w = task.test.num_images, task.train.num_words
     path = tmp_path / f"{name}.npz"
@@ -149,9 +154,11 @@ def test_tune_cross_validates_every_method(name, corpus):
     from jaxannot import tuning
 
     method = available_methods()[name]
-    listable = [(k, [v]) for k, v in method.hyper.items() if v != ""]
+    hyper = {**method.hyper, **CHEAPER.get(name, {})}
+    listable = [(k, [v]) for k, v in hyper.items() if v != ""]
     grid = dict(listable[:1])  # empirical: none
-    result = tuning.cross_validate(name, corpus, grid, folds=4, seed=0)
+    fixed = {k: v for k, v in CHEAPER.get(name, {}).items() if k not in grid}
+    result = tuning.cross_validate(name, corpus, grid, folds=4, seed=0, fixed=fixed)
     assert result.metric == tuning.default_metric(name, corpus)
     assert len(result.results) == 1 and len(result.best.folds) == 4
     assert np.all(np.isfinite(result.best.folds)), result.best.folds
@@ -160,10 +167,11 @@ def test_tune_cross_validates_every_method(name, corpus):
 def test_a_second_fit_on_other_data_compiles_nothing(
     name, task, other_task, count_compiles, without_clock
 ):
-    first = evaluate(name, task, seed=0)
+    hyper = CHEAPER.get(name)
+    first = evaluate(name, task, hyper=hyper, seed=0)
     with count_compiles() as counter:
-        second = evaluate(name, other_task, seed=1)
+        second = evaluate(name, other_task, hyper=hyper, seed=1)
     assert counter.count == 0, f"{name}: {counter.count} backend compiles"
     assert second.metrics.keys() == first.metrics.keys()
-    again = evaluate(name, task, seed=0)
+    again = evaluate(name, task, hyper=hyper, seed=0)
     assert without_clock(again.as_json()) == without_clock(first.as_json()), name

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: the fewest markers each page may carry: coverage cannot shrink unnoticed (raise a
 #: floor when you mark more figures; lower one only with the figures' removal)
 FLOORS = {
-    "README.md": 21,
+    "README.md": 31,
     "docs/ale.md": 379,
     "docs/benchmarks.md": 4,
     "docs/cli.md": 6,
@@ -21,7 +21,7 @@ FLOORS = {
     "docs/graphs.md": 44,
     "docs/harmoniums.md": 442,
     "docs/modelling.md": 139,
-    "docs/results.md": 324,
+    "docs/results.md": 392,
     "docs/sfsls.md": 355,
     "docs/tagprop.md": 81,
     "docs/topic_models.md": 251,

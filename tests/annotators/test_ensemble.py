@@ -16,7 +16,7 @@ from jaxannot.data import make_task
 from jaxannot.data.protocols import kfold_rows
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
-from jaxannot.methods.ensemble import annotator
+from jaxannot.methods.ensemble import annotator, words
 
 CHEAP = {"bases": "knn:k=3,knn:k=12", "folds": 2, "step": 0.5}
 
@@ -53,6 +53,8 @@ def test_save_load_round_trip_gives_identical_scores(task, tmp_path):
     assert sorted(loaded.params.bases) == ["knn:k=12", "knn:k=3"]
     assert type(loaded.params.bases["knn:k=3"]) is get_method("knn").params
     assert loaded.info["chosen"] == fitted.info["chosen"]
+    # no per-word metric among its targets: the fused ranking alone
+    assert [r["per_word"] for r in fitted.info["per_word"]] == [0]
     np.testing.assert_array_equal(
         method.score_words(loaded, task.test), method.score_words(fitted, task.test)
     )
@@ -184,12 +186,93 @@ def test_cv_chooses_the_best_setting_of_its_table(task):
     for row in table:
         got = figures(_reference_scores(parts, row["weights"], prior, row["rule"],
                                         row["beta"]))  # fmt: skip
-        for m in targets:
+        for m in ("map", "lrap"):
             assert got[m] == pytest.approx(row["metrics"][m], abs=1e-9), (row, m)
-        brute.append(min(got[m] / best_base[m] for m in targets))
+        # the fusion on the ranking metrics among the targets
+        brute.append(min(got[m] / best_base[m] for m in ("map", "lrap")))
     assert fitted.info["base_best"] == pytest.approx(best_base, abs=1e-12)
     best = int(np.argmax(brute))
-    assert fitted.info["chosen"] == table[best]
+    chosen = dict(fitted.info["chosen"])
+    per_word = chosen.pop("per_word")
+    assert chosen == table[best]
     assert brute[best] == pytest.approx(max(r["score"] for r in table), abs=1e-12)
     # the choice matters: the table's settings differ in their score
     assert max(brute) > min(brute) + 1e-3
+
+    # the per-word rule on the chosen fusion: thresholds fitted on the other folds
+    # (seed 1) by brute force, each head length re-measured
+    mixture = sum(w * p for w, p in zip(chosen["weights"], parts, strict=True))
+    ranking = _reference_scores(parts, chosen["weights"], prior, chosen["rule"],
+                                chosen["beta"])  # fmt: skip
+    ratios = np.zeros(truth.shape)
+    for rows in kfold_rows(train.num_images, 2, seed=1):
+        held = np.isin(np.arange(train.num_images), rows)
+        cut = [_best_cut(mixture[~held, w], truth[~held, w]) for w in range(len(prior))]
+        ratios[rows] = mixture[rows] / np.array(cut)
+    rows = fitted.info["per_word"]
+    assert [r["per_word"] for r in rows] == list(words.PER_WORD)
+    scores = []
+    for row in rows:
+        got = figures(_reference_head(ranking, ratios, row["per_word"]))
+        for m in targets:
+            assert got[m] == pytest.approx(row["metrics"][m], abs=1e-9), (row, m)
+        scores.append(min(got[m] / best_base[m] for m in targets))
+    assert per_word == rows[int(np.argmax(scores))]["per_word"]
+    assert max(scores) > min(scores) + 1e-3, scores
+
+
+def _best_cut(scores, truth):
+    """The threshold of the largest F1 of "score >= t" over every score of a word
+    (the first, from the top, of equal F1); 1e9 for a word without positives."""
+    if truth.sum() == 0:
+        return 1e9
+    f1 = [2 * truth[scores >= t].sum() / ((scores >= t).sum() + truth.sum())
+          for t in np.sort(scores)[::-1]]  # fmt: skip
+    return max(np.sort(scores)[::-1][int(np.argmax(f1))], 1e-9)
+
+
+def _reference_head(ranking, ratios, head):
+    """The per-word rule written image by image and word by word (its docstring):
+    x / (1 + x) of the ranking, plus 2 for the first ``head`` words of the ranking
+    among those whose ratio is at least 1."""
+    if head == 0:
+        return ranking
+    out = np.empty_like(ranking)
+    for i in range(len(ranking)):
+        order = np.argsort(-ranking[i], kind="stable")
+        first = [w for w in order if ratios[i, w] >= 1][:head]
+        for w in range(ranking.shape[1]):
+            x = ranking[i, w]
+            out[i, w] = x / (1 + x) + (2 if w in first else 0)
+    return out
+
+
+def test_thresholds_are_each_words_best_f1_cut():
+    rng = np.random.default_rng(0)
+    scores = rng.random((40, 5))
+    truth = (rng.random((40, 5)) < scores * 0.6).astype(float)
+    truth[:, 4] = 0
+    expected = [_best_cut(scores[:, w], truth[:, w]) for w in range(5)]
+    np.testing.assert_allclose(words.thresholds(scores, truth), expected)
+
+
+def test_the_head_leads_each_image_and_keeps_the_orders_below_it():
+    rng = np.random.default_rng(1)
+    ranking, ratios = rng.random((6, 9)) * 4, rng.random((6, 9)) * 2
+    ratios[0] = 0.5  # no word above its threshold: the ranking alone
+    np.testing.assert_array_equal(words.with_head(ranking, ratios, 0), ranking)
+    for head in (1, 3):
+        got = words.with_head(ranking, ratios, head)
+        for i in range(6):  # the head: words above threshold, by ranking; the rest
+            order = list(np.argsort(-ranking[i]))
+            first = [w for w in order if ratios[i, w] >= 1][:head]
+            rest = [w for w in order if w not in first]
+            assert list(np.argsort(-got[i])) == first + rest
+        assert list(np.argsort(-got[0])) == list(np.argsort(-ranking[0]))
+        # a word's images outside every head keep the ranking's order
+        lead = got >= 2
+        for w in range(9):
+            below = ~lead[:, w]
+            np.testing.assert_array_equal(
+                np.argsort(-got[below, w]), np.argsort(-ranking[below, w])
+            )

@@ -10,18 +10,27 @@ Fitting, on the images whose words are observed:
    enters a fold.
 2. Every setting of :func:`~.fusion.candidates` (weights on a simplex grid of
    ``step``, the ``reweight`` and ``head`` rules, each frequency exponent β) is
-   scored on those out-of-fold scores by :func:`~.fusion.choose` over ``targets``;
-   the best is kept.
-3. Every base is fitted on all those images (with the ensemble's key: the same fit as
-   the base alone) and stored with the chosen weights.
+   scored on those out-of-fold scores by :func:`~.fusion.choose` over the ranking
+   metrics among ``targets`` (``map``, ``lrap``; all of ``targets`` when it names
+   neither); the best is kept.
+3. The per-word annotation rule (:mod:`.words`): each word's threshold on the
+   chosen fusion's distribution, and how many of each image's first words they
+   choose (``per_word``, tried when ``targets`` names ``word_f1@5`` or
+   ``n_plus@5``), scored by :func:`~.words.choose_per_word` over all of ``targets``
+   (cross-fitted thresholds); the best is kept, with the thresholds fitted on every
+   image.
+4. Every base is fitted on all those images (with the ensemble's key: the same fit as
+   the base alone) and stored with the chosen weights and the thresholds.
 
 A base that cannot fit the corpus (it needs non-negative features and a view has
 negative values) is left out, named in ``Fitted.info["skipped"]``.
 
 ``Fitted.info`` holds the chosen setting (``chosen``), every candidate and its
-cross-validation score (``candidates``), the best base's out-of-fold metrics
-(``base_best``), each base's hyper-parameters and info, and the cost:
-``cv_seconds`` (the fold fits and the search) and ``bases_seconds`` (the final fits).
+cross-validation score (``candidates``), the per-word rule's table
+(``per_word``: the trade-off of the per-word and per-image metrics on the training
+folds), the best base's out-of-fold metrics (``base_best``), each base's
+hyper-parameters and info, and the cost: ``cv_seconds`` (the fold fits and the
+search) and ``bases_seconds`` (the final fits).
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from jaxannot.annotators.hyper_spec import uses_defaults
 from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import kfold_rows
-from jaxannot.methods.ensemble.fusion import TARGETS, as_distribution, choose
+from jaxannot.methods.ensemble import words
+from jaxannot.methods.ensemble.fusion import TARGETS, as_distribution, choose, measure
 from jaxannot.methods.ensemble.fusion import fused_scores as _fused
 from jaxannot.methods.ensemble.params import EnsembleParams
 from jaxannot.runtime.programs import keep_programs
@@ -144,20 +154,37 @@ def _fit_kept(
     labelled = corpus.observed()
     truth = (np.asarray(labelled.words) > 0).astype(np.float64)
     prior = truth.mean(0) + 1.0 / truth.shape[0]
+    ranking_targets = [t for t in chosen_targets if t in ("map", "lrap")]
     start = time.perf_counter()
     parts, raws = _out_of_fold(parsed, labelled, folds, rng_key)
-    settings, best, base_best = choose(parts, raws, truth, prior, chosen_targets, step)
+    settings, best, base_best = choose(
+        parts, raws, truth, prior, ranking_targets or chosen_targets, step
+    )
+    chosen = settings[best]
+    others = [t for t in chosen_targets if t not in base_best]
+    for m in others:
+        base_best[m] = max(max(measure(r, truth, others)[m] for r in raws), 1e-12)
+    mixture = _mixture(parts, chosen["weights"])
+    table, kept = words.choose_per_word(
+        _fused(parts, chosen["weights"], prior, chosen["rule"], chosen["beta"]),
+        words.cross_fitted_ratios(mixture, truth, folds),
+        lambda scores, targets: measure(scores, truth, targets),
+        chosen_targets,
+        base_best,
+    )
     cv_seconds = time.perf_counter() - start
     fitted = _fit_bases(parsed, labelled, rng_key)
     params = EnsembleParams(
-        np.asarray(settings[best]["weights"], np.float32),
+        np.asarray(chosen["weights"], np.float32),
         prior.astype(np.float32),
+        words.thresholds(mixture, truth).astype(np.float32),
         {spec: base.params for spec, base in fitted.items()},
     )
     info = {
         "skipped": skipped,
-        "chosen": settings[best],
+        "chosen": {**chosen, "per_word": table[kept]["per_word"]},
         "candidates": settings,
+        "per_word": table,
         "base_best": base_best,
         "base_hyper": {spec: base.hyper for spec, base in fitted.items()},
         "base_info": {spec: base.info for spec, base in fitted.items()},
@@ -185,13 +212,20 @@ def _score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
     # the weights a corpus chose
     parts, _ = _parts_and_raws(bases, corpus)
     chosen = info["chosen"]
-    return _fused(
+    ranking = _fused(
         parts,
         weights,
         np.asarray(params.prior, np.float64),
         chosen["rule"],
         float(chosen["beta"]),
     )
+    ratios = _mixture(parts, weights) / np.asarray(params.thresholds, np.float64)
+    return words.with_head(ranking, ratios, int(chosen["per_word"]))
+
+
+def _mixture(parts, weights) -> np.ndarray:
+    """The fused distribution :math:`F = \\sum_b \\omega_b P_b`."""
+    return sum(w * p for w, p in zip(weights, parts, strict=True))
 
 
 ENSEMBLE = register_words_method(

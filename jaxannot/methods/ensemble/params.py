@@ -23,6 +23,10 @@ class EnsembleParams(NamedTuple):
     prior : [w]
         Each word's training frequency plus 1 / N (the reweighting's
         :math:`\\hat p(w)`).
+    thresholds : [w]
+        Each word's threshold on the fused distribution, fitted on the
+        out-of-fold scores of every training image (the per-word annotation rule,
+        :mod:`~jaxannot.methods.ensemble.words`).
     bases : dict
         Base specification (``name`` or ``name:key=value:...``) -> the params of
         that base fitted on every training image.
@@ -30,6 +34,12 @@ class EnsembleParams(NamedTuple):
 
     weights: ArrayLike
     prior: ArrayLike
+    thresholds: ArrayLike
     bases: dict
 
-    spec = {"weights": "f[b]", "prior": "f[w]", "bases": MethodParams()}
+    spec = {
+        "weights": "f[b]",
+        "prior": "f[w]",
+        "thresholds": "f[w]",
+        "bases": MethodParams(),
+    }
