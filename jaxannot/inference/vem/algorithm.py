@@ -146,7 +146,15 @@ class VEM(Runs, FoldIn):
         posteriors ``[images, K]`` (e.g.
         :func:`jaxannot.methods.topic_models.mixture_of_unigrams.closed_form_m_step`).
         Default:
-        the generic M-step, ``m_steps`` optax steps.
+        the generic M-step, ``m_steps`` optax steps, after the closed-form
+        updates of the conjugate sites (``conjugate``).
+    conjugate : bool
+        Give the global sites with a Dirichlet or Beta prior their closed-form
+        update in the generic M-step (:mod:`~jaxannot.inference.vem.conjugate`:
+        read off the gradient of the expected complete log joint, kept only where
+        it does not lower it, so a site used otherwise than as a Categorical's or
+        Bernoulli's probabilities falls back to the optax steps). False: every
+        site takes the optax steps.
     m_steps : int
         Optax steps per M-step (generic path and extra terms). The default 5 came
         within 10 nats of a Gaussian mixture's optimum in 24 EM iterations where
@@ -201,6 +209,7 @@ class VEM(Runs, FoldIn):
         *,
         m_step: Callable | None = None,
         m_steps: int = 5,
+        conjugate: bool = True,
         init_steps: int = 50,
         warn_empty: bool = True,
         terms: Sequence[Term] = (),
@@ -239,6 +248,12 @@ class VEM(Runs, FoldIn):
         self.estep = estep
         self.optimizer = optimizer if optimizer is not None else DEFAULT_OPTIMIZER
         self.closed_form = m_step
+        if not isinstance(conjugate, bool):
+            raise TypeError(
+                f"conjugate must be True (closed-form updates of Dirichlet and Beta "
+                f"sites) or False (optax steps for every site), got {conjugate!r}"
+            )
+        self.conjugate = conjugate
         self.warn_empty = bool(warn_empty)
         self.terms = tuple(terms)
         self.devices = None if devices is None else tuple(devices)
@@ -249,6 +264,7 @@ class VEM(Runs, FoldIn):
             self.declared,
             value_key(self.closed_form),
             self.m_steps,
+            self.conjugate,
             self.term_steps,
             self.init_steps,
             value_key(self.optimizer),

@@ -30,6 +30,7 @@ from jaxannot.inference.vem.faults import (
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import _Whole
 from jaxannot.inference.vem.m_step import m_step
+from jaxannot.inference.vem.start import start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
     dual_updates,
@@ -56,11 +57,11 @@ def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
         values = vem.closed_form(phi, *args, **kwargs)
         return {k: jnp.asarray(v) for k, v in values.items()}
     phi_key, start_key = jax.random.split(rng_key)
-    phi = random_posteriors(phi_key, s.num_images, s.num_values)
     # enough for every global: no support's unconstrained size exceeds its own
     size = sum(math.prod(shape) for shape in s.global_shapes)
     points = jax.random.uniform(start_key, (size,), minval=-2.0, maxval=2.0)
     start = _uniform_start(vem, whole, points, dynamic)
+    phi = start_posteriors(vem, whole, phi_key, start, dynamic)
     return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
 
 
