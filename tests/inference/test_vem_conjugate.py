@@ -13,6 +13,8 @@ import numpyro
 import numpyro.distributions as dist
 
 from jaxannot.inference import VEM
+from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
+from jaxannot.inference.vem.layout import _Whole
 
 ALPHA, BETA = 2.0, 3.0  # the Beta prior of p: alpha > 1, so the prior counts too
 
@@ -51,14 +53,26 @@ def _posteriors(x, y, start):
     return np.exp(a - logsumexp(a, axis=1, keepdims=True))
 
 
-def test_one_m_step_gives_the_dirichlet_and_beta_sites_their_map(data):
+def test_the_dirichlet_and_beta_sites_get_their_map_given_the_posteriors(data):
     x, y, start = data
     vem = VEM(model, "z", plate="item")
-    fit = vem.run(jax.random.key(0), 1, x, y, k=3, init_params=start)
+    setup, dynamic = vem.declared.setup((x, y), {"k": 3})
+    whole = _Whole(setup)
+    assert (
+        conjugate_sites(VEM(model, "z", plate="item", conjugate=False), whole, ()) == {}
+    )
+    found = []
+
+    @jax.jit
+    def update(values, phi, dynamic):  # as in the M-step: the sites read at trace time
+        found.append(conjugate_sites(vem, whole, dynamic))
+        return conjugate_update(vem.declared, whole, values, phi, dynamic, found[0])
+
     phi = _posteriors(x, y, start)
+    proposal, kept = update(start, jnp.asarray(phi, jnp.float32), dynamic)
+    assert found == [{"pi": "dirichlet", "p": "beta"}]  # m: a Normal prior
+    assert bool(kept)
     n = phi.sum(0)
     p = (phi.T @ x + ALPHA - 1) / (n[:, None] + ALPHA + BETA - 2)
-    np.testing.assert_allclose(fit.params["p"], p, atol=2e-6)
-    np.testing.assert_allclose(fit.params["pi"], (n + 1) / (n.sum() + 3), atol=2e-6)
-    # m has no closed form here: it took the optax steps
-    assert np.all(np.asarray(fit.params["m"]) != start["m"])
+    np.testing.assert_allclose(proposal["p"], p, atol=2e-6)
+    np.testing.assert_allclose(proposal["pi"], (n + 1) / (n.sum() + 3), atol=2e-6)
