@@ -20,7 +20,7 @@ FLOORS = {
     "docs/emml.md": 314,
     "docs/graphs.md": 44,
     "docs/harmoniums.md": 442,
-    "docs/modelling.md": 132,
+    "docs/modelling.md": 136,
     "docs/results.md": 324,
     "docs/sfsls.md": 355,
     "docs/tagprop.md": 81,
