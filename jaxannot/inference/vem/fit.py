@@ -1,6 +1,6 @@
 """The compiled pieces of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
 
-- :func:`start_values`: the default start (random soft assignments, then an M-step).
+- :func:`start_values`: the default start (posteriors, then an M-step).
 - :func:`initial_state`: the :class:`~jaxannot.inference.vem.steps.VEMState` a fit
   starts from, built in one compiled call (start, terms, optimizer, fold-in).
 - :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
@@ -45,7 +45,9 @@ __all__: list[str] = []
 def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
     """The default start's global values (:meth:`VEM.init_params`).
 
-    Without a closed form, the globals' starting point is numpyro's
+    Without a closed form, the posteriors are read from the data
+    (:func:`~jaxannot.inference.vem.start.start_posteriors`) and the L-BFGS
+    M-step's starting point is numpyro's
     ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
     one uniform draw for all sites: each draw of a random-number generator is a
     program of its own inlined in the compiled start, and numpyro's draws one (and a
