@@ -30,13 +30,18 @@ M-step
     coordinates (each site's support bijection, no Jacobian: the MAP of the declared
     density). Sites declared with ``numpyro.param`` are globals without a prior
     (flat: their maximum likelihood value), in their ``constraint``'s coordinates.
-    A closed-form M-step for conjugate sites is passed as ``m_step=`` (the fast
-    path; tests check it equals the generic one). With the closed form and the
-    exact or LapVar1 E-step, :math:`\mathcal{L}` never decreases.
+    Sites with a Dirichlet or Beta prior get their closed-form update first
+    (:mod:`~jaxannot.inference.vem.conjugate`, kept where it does not lower the
+    expected complete log joint). A closed-form M-step for the whole model is
+    passed as ``m_step=`` (tests check it equals the generic one). With a closed
+    form (given, or every site's conjugate one) and the exact or LapVar1 E-step,
+    :math:`\mathcal{L}` never decreases.
 
 Start
-    Random soft assignments (Dirichlet(1) rows), then an M-step: the closed form,
-    or L-BFGS on the expected complete log joint (:meth:`VEM.init_params`);
+    Posteriors read from the data (:mod:`~jaxannot.inference.vem.start`: a majority
+    vote, or k-means on the items' observations), then L-BFGS on the expected
+    complete log joint; with ``m_step=``, random soft assignments (Dirichlet(1)
+    rows) and the closed form's answer (:meth:`VEM.init_params`);
     ``run(..., restarts=n)`` keeps the best of ``n`` starts. A non-finite log joint,
     posterior, objective or global value stops the fit with an error naming the EM
     iteration and the step.
@@ -146,7 +151,15 @@ class VEM(Runs, FoldIn):
         posteriors ``[images, K]`` (e.g.
         :func:`jaxannot.methods.topic_models.mixture_of_unigrams.closed_form_m_step`).
         Default:
-        the generic M-step, ``m_steps`` optax steps.
+        the generic M-step, ``m_steps`` optax steps, after the closed-form
+        updates of the conjugate sites (``conjugate``).
+    conjugate : bool
+        Give the global sites with a Dirichlet or Beta prior their closed-form
+        update in the generic M-step (:mod:`~jaxannot.inference.vem.conjugate`:
+        read off the gradient of the expected complete log joint, kept only where
+        it does not lower it, so a site used otherwise than as a Categorical's or
+        Bernoulli's probabilities falls back to the optax steps). False: every
+        site takes the optax steps.
     m_steps : int
         Optax steps per M-step (generic path and extra terms). The default 5 came
         within 10 nats of a Gaussian mixture's optimum in 24 EM iterations where
@@ -201,6 +214,7 @@ class VEM(Runs, FoldIn):
         *,
         m_step: Callable | None = None,
         m_steps: int = 5,
+        conjugate: bool = True,
         init_steps: int = 50,
         warn_empty: bool = True,
         terms: Sequence[Term] = (),
@@ -239,6 +253,12 @@ class VEM(Runs, FoldIn):
         self.estep = estep
         self.optimizer = optimizer if optimizer is not None else DEFAULT_OPTIMIZER
         self.closed_form = m_step
+        if not isinstance(conjugate, bool):
+            raise TypeError(
+                f"conjugate must be True (closed-form updates of Dirichlet and Beta "
+                f"sites) or False (optax steps for every site), got {conjugate!r}"
+            )
+        self.conjugate = conjugate
         self.warn_empty = bool(warn_empty)
         self.terms = tuple(terms)
         self.devices = None if devices is None else tuple(devices)
@@ -249,6 +269,7 @@ class VEM(Runs, FoldIn):
             self.declared,
             value_key(self.closed_form),
             self.m_steps,
+            self.conjugate,
             self.term_steps,
             self.init_steps,
             value_key(self.optimizer),
@@ -286,16 +307,19 @@ class VEM(Runs, FoldIn):
         return setup, dynamic, layout, placed
 
     def init_params(self, rng_key, *args, **kwargs) -> dict:
-        """The default start: random soft assignments, then an M-step.
+        """The default start: posteriors, then an M-step.
 
-        The posteriors start as Dirichlet(1) rows (uniformly random on the simplex);
-        the globals are the M-step's answer to them: the closed form, or else
+        With a closed form (``m_step=``) the posteriors are Dirichlet(1) rows
+        (uniformly random on the simplex) and the globals the closed form's answer
+        to them. Otherwise the posteriors are read from the data
+        (:func:`~jaxannot.inference.vem.start.start_posteriors`: the majority vote
+        of Categorical annotations of the item's class, or k-means on the items'
+        observations, mixed with Dirichlet(1) rows) and the globals are
         ``init_steps`` L-BFGS steps on the expected complete log joint from a
         random point of the unconstrained space (numpyro's ``init_to_uniform``:
         improper priors need no draw; a ``param`` site starts at its declared
-        value). Every component then starts near the whole data's fit, where the
-        first E-steps separate them, instead of at a prior draw far from the data,
-        which no image may ever choose.
+        value). Every component then starts where some items are, instead of at
+        a prior draw far from the data, which no image may ever choose.
         """
         check_key(rng_key)
         with model_errors(self.plate, args, kwargs):

@@ -1,6 +1,6 @@
 """The compiled pieces of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
 
-- :func:`start_values`: the default start (random soft assignments, then an M-step).
+- :func:`start_values`: the default start (posteriors, then an M-step).
 - :func:`initial_state`: the :class:`~jaxannot.inference.vem.steps.VEMState` a fit
   starts from, built in one compiled call (start, terms, optimizer, fold-in).
 - :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
@@ -30,6 +30,7 @@ from jaxannot.inference.vem.faults import (
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import _Whole
 from jaxannot.inference.vem.m_step import m_step
+from jaxannot.inference.vem.start import start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
     dual_updates,
@@ -44,7 +45,9 @@ __all__: list[str] = []
 def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
     """The default start's global values (:meth:`VEM.init_params`).
 
-    Without a closed form, the globals' starting point is numpyro's
+    Without a closed form, the posteriors are read from the data
+    (:func:`~jaxannot.inference.vem.start.start_posteriors`) and the L-BFGS
+    M-step's starting point is numpyro's
     ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
     one uniform draw for all sites: each draw of a random-number generator is a
     program of its own inlined in the compiled start, and numpyro's draws one (and a
@@ -56,11 +59,11 @@ def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
         values = vem.closed_form(phi, *args, **kwargs)
         return {k: jnp.asarray(v) for k, v in values.items()}
     phi_key, start_key = jax.random.split(rng_key)
-    phi = random_posteriors(phi_key, s.num_images, s.num_values)
     # enough for every global: no support's unconstrained size exceeds its own
     size = sum(math.prod(shape) for shape in s.global_shapes)
     points = jax.random.uniform(start_key, (size,), minval=-2.0, maxval=2.0)
     start = _uniform_start(vem, whole, points, dynamic)
+    phi = start_posteriors(vem, whole, phi_key, start, dynamic)
     return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
 
 

@@ -259,6 +259,7 @@ def _masked_vem(vem, estep):
         vem.optimizer,
         m_step=_masked_m_step(vem.closed_form),
         m_steps=vem.m_steps,
+        conjugate=vem.conjugate,
         init_steps=vem.init_steps,
         warn_empty=False,
         terms=vem.terms,

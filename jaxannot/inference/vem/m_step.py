@@ -1,8 +1,8 @@
 """The M-step of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
 
 - :func:`m_step`: the global values given the posteriors, by the closed form
-  (``m_step=``) or by optax steps on the expected complete log joint, together with
-  the extra terms' parameters.
+  (``m_step=``) or by the conjugate sites' closed-form updates and optax steps on
+  the expected complete log joint, together with the extra terms' parameters.
 - :func:`optax_steps`: the optimizer's steps of one M-step, in one ``fori_loop``.
 """
 
@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.steps import terms_value
 
 __all__ = ["m_step", "optax_steps"]
@@ -27,6 +28,10 @@ def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic
     unconstrained coordinates (``transforms``), and the terms' parameters take
     ``vem.m_steps`` optax steps together on the negative expected complete log joint
     :math:`-\sum_{ik}\phi_{ik}a_{ik}(\theta) - \log p(\theta)` plus the terms.
+    Before them, the Dirichlet and Beta sites get their closed-form update
+    (:mod:`~jaxannot.inference.vem.conjugate`, unless ``vem.conjugate`` is False);
+    where it is kept those sites stay at it through the steps (which are skipped
+    when no other site and no term is left), otherwise every site takes the steps.
     """
     if vem.closed_form is not None:
         args, kw = layout.join(dynamic)
@@ -39,19 +44,37 @@ def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic
                 vem, lambda tp: terms_value(vem.terms, tp, phi), term_params, opt_state
             )
         return values, opt_state, term_params
-    unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
+    kinds = conjugate_sites(vem, layout, dynamic)
+    fixed, kept = {}, jnp.bool_(False)
+    if kinds:
+        fixed, kept = conjugate_update(
+            vem.declared, layout, values, phi, dynamic, kinds
+        )
+
+    def constrain(u):
+        """Constrained values; the kept closed-form ones in place of theirs."""
+        vals = {k: transforms[k](x) for k, x in u.items()}
+        return {
+            k: jnp.where(kept, fixed[k], v) if k in fixed else v
+            for k, v in vals.items()
+        }
 
     def loss(u_and_t):
         u, tp = u_and_t
-        vals = {k: transforms[k](x) for k, x in u.items()}
-        value = -layout.expected(vem.declared, vals, phi, dynamic)
+        value = -layout.expected(vem.declared, constrain(u), phi, dynamic)
         return value + (terms_value(vem.terms, tp, phi) if vem.terms else 0.0)
 
-    (unconstrained, term_params), opt_state = optax_steps(
-        vem, loss, (unconstrained, term_params), opt_state
-    )
-    values = {k: transforms[k](x) for k, x in unconstrained.items()}
-    return values, opt_state, term_params
+    def steps(carry):
+        return optax_steps(vem, loss, *carry)
+
+    unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
+    carry = ((unconstrained, term_params), opt_state)
+    if len(kinds) == len(values) and not vem.terms:  # nothing left to step
+        carry = lax.cond(kept, lambda c: c, steps, carry)
+    else:
+        carry = steps(carry)
+    (unconstrained, term_params), opt_state = carry
+    return constrain(unconstrained), opt_state, term_params
 
 
 def optax_steps(vem, loss, params, opt_state):

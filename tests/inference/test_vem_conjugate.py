@@ -1,0 +1,78 @@
+"""The closed-form M-step of Dirichlet and Beta sites in VEM's generic M-step
+(:mod:`jaxannot.inference.vem.conjugate`, issue 48 point 4), checked against the
+conjugate updates written out in NumPy. Dawid–Skene's Dirichlet sites against a
+reference EM: ``test_vem_data_values.py``."""
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+
+from jaxannot.inference import VEM
+from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
+from jaxannot.inference.vem.layout import _Whole
+
+ALPHA, BETA = 2.0, 3.0  # the Beta prior of p: alpha > 1, so the prior counts too
+
+
+def model(x, y, *, k):
+    """Issue 43's Bernoulli mixture with a Gaussian covariate, proper priors."""
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(k, 2.0)))
+    with numpyro.plate("component", k):
+        p = numpyro.sample("p", dist.Beta(ALPHA, BETA).expand([x.shape[1]]).to_event(1))
+        m = numpyro.sample("m", dist.Normal(0.0, 5.0))
+    with numpyro.plate("item", x.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(pi))
+        numpyro.sample("x", dist.Bernoulli(p[z]).to_event(1), obs=x)
+        numpyro.sample("y", dist.Normal(m[z], 1.0), obs=y)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 3, 30)
+    x = (rng.uniform(size=(30, 4)) < rng.uniform(size=(3, 4))[z]).astype(np.float32)
+    y = (2.0 * z + rng.normal(size=30)).astype(np.float32)
+    start = {
+        "pi": np.array([0.5, 0.3, 0.2], np.float32),
+        "p": rng.uniform(0.2, 0.8, (3, 4)).astype(np.float32),
+        "m": np.array([-1.0, 1.0, 3.0], np.float32),
+    }
+    return x, y, start
+
+
+def _posteriors(x, y, start):
+    """Exact posteriors of z under ``start`` (float64)."""
+    p, pi, m = (np.asarray(start[k], np.float64) for k in ("p", "pi", "m"))
+    a = np.log(pi) + x @ np.log(p).T + (1 - x) @ np.log1p(-p).T
+    a = a - 0.5 * (y[:, None] - m) ** 2
+    return np.exp(a - logsumexp(a, axis=1, keepdims=True))
+
+
+def test_the_dirichlet_and_beta_sites_get_their_map_given_the_posteriors(data):
+    x, y, start = data
+    vem = VEM(model, "z", plate="item")
+    setup, dynamic = vem.declared.setup((x, y), {"k": 3})
+    whole = _Whole(setup)
+    assert (
+        conjugate_sites(VEM(model, "z", plate="item", conjugate=False), whole, ()) == {}
+    )
+    found = []
+
+    @jax.jit
+    def update(values, phi, dynamic):  # as in the M-step: the sites read at trace time
+        found.append(conjugate_sites(vem, whole, dynamic))
+        return conjugate_update(vem.declared, whole, values, phi, dynamic, found[0])
+
+    phi = _posteriors(x, y, start)
+    proposal, kept = update(start, jnp.asarray(phi, jnp.float32), dynamic)
+    assert found == [{"pi": "dirichlet", "p": "beta"}]  # m: a Normal prior
+    assert bool(kept)
+    n = phi.sum(0)
+    p = (phi.T @ x + ALPHA - 1) / (n[:, None] + ALPHA + BETA - 2)
+    np.testing.assert_allclose(proposal["p"], p, atol=2e-6)
+    np.testing.assert_allclose(proposal["pi"], (n + 1) / (n.sum() + 3), atol=2e-6)
