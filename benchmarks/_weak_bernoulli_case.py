@@ -27,8 +27,13 @@ import importlib.util
 import pathlib
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
+    from numpyro.infer.autoguide import AutoDelta
 
 _TOY = pathlib.Path(__file__).parents[1] / "tests" / "inference" / "_graph_toy.py"
 
@@ -54,6 +59,39 @@ def _model(x, num_classes):
         numpyro.sample("x", dist.Bernoulli(rho[z]).to_event(1), obs=x[idx])
 
 
+def start_guide(toys, key: jax.Array, x: jax.Array) -> AutoDelta:
+    """The SVI fits' guide: point masses on the globals, started where VEM's own
+    start puts them (so that SVI and VEM begin at the same globals).
+
+    Parameters
+    ----------
+    toys : module
+        The weak Bernoulli toy module (:func:`_toy_module`).
+    key : jax.Array
+        The start's random key.
+    x : jax.Array
+        [n, d] binary observations.
+
+    Returns
+    -------
+    AutoDelta
+        The guide over every site but ``z`` of :func:`_model`.
+    """
+    from numpyro import handlers
+    from numpyro.infer.autoguide import AutoDelta
+    from numpyro.infer.initialization import init_to_value
+
+    from jaxannot.inference import VEM
+
+    init = VEM(toys.bernoulli_mixture, "z", m_step=toys.bernoulli_m_step)
+    values = {
+        k: v for k, v in init.init(key, x, num_classes=4).params.items() if k != "terms"
+    }
+    return AutoDelta(
+        handlers.block(_model, hide=["z"]), init_loc_fn=init_to_value(values=values)
+    )
+
+
 def weak_bernoulli_rows(seeds, lams, iterations, steps, lr, sweeps) -> list:
     """The rows of the module docstring, seed by seed."""
     from sklearn.metrics import adjusted_rand_score
@@ -62,10 +100,7 @@ def weak_bernoulli_rows(seeds, lams, iterations, steps, lr, sweeps) -> list:
     import jax.numpy as jnp
     import numpyro
     import optax
-    from numpyro import handlers
     from numpyro.infer import TraceEnum_ELBO
-    from numpyro.infer.autoguide import AutoDelta
-    from numpyro.infer.initialization import init_to_value
 
     from jaxannot.inference import VEM, LaplacianELBO, LapVar1, LapVar2, fit_laplacian
     from jaxannot.inference.laplacian_elbo_lam import choose_lam
@@ -104,15 +139,7 @@ def weak_bernoulli_rows(seeds, lams, iterations, steps, lr, sweeps) -> list:
             for lam in lams:
                 res, seconds = vem_fit(cls(toy.graph, lam, heldout_check=False))
                 rows.append(_row(seed, name, lam, lam, ari(res.posteriors), seconds))
-        init = VEM(toys.bernoulli_mixture, "z", m_step=toys.bernoulli_m_step)
-        values = {
-            k: v
-            for k, v in init.init(key, x, num_classes=4).params.items()
-            if k != "terms"
-        }
-        guide = AutoDelta(
-            handlers.block(_model, hide=["z"]), init_loc_fn=init_to_value(values=values)
-        )
+        guide = start_guide(toys, key, x)
         optimizer = numpyro.optim.optax_to_numpyro(optax.adam(lr))
 
         def svi_fit(loss, guide=guide, optimizer=optimizer, x=x, key=key):

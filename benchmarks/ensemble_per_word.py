@@ -33,12 +33,12 @@ Nothing is chosen on the test images: the test rows are measured for every
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 import numpy as np
 from fusion_study import fit_bases, load_cache, parse_base, save_cache
 
+from jaxannot.cli.files import write_json
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import make_task
 from jaxannot.methods.ensemble import words
@@ -147,10 +147,7 @@ def main() -> None:
         },
         "cpu_seconds": {"folds": fold_seconds, "full_fit": full_seconds},
     }
-    tmp = args.json + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(report, fh, indent=1)
-    os.replace(tmp, args.json)
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

@@ -44,10 +44,7 @@ def main(argv=None) -> dict:
     import jax
     import jax.numpy as jnp
     import optax
-    from numpyro import handlers
     from numpyro.infer import TraceEnum_ELBO
-    from numpyro.infer.autoguide import AutoDelta
-    from numpyro.infer.initialization import init_to_value
 
     from jaxannot.inference import VEM, LaplacianELBO, LapVar1, fit_laplacian
 
@@ -81,16 +78,7 @@ def main(argv=None) -> dict:
         )
         return vem.run(key, 60, x, num_classes=4, progress_bar=False).posteriors
 
-    start = VEM(toys.bernoulli_mixture, "z", m_step=toys.bernoulli_m_step)
-    values = {
-        k: v
-        for k, v in start.init(key, x, num_classes=4).params.items()
-        if k != "terms"
-    }
-    guide = AutoDelta(
-        handlers.block(case._model, hide=["z"]),
-        init_loc_fn=init_to_value(values=values),
-    )
+    guide = case.start_guide(toys, key, x)
 
     def elbo():
         loss = LaplacianELBO(

@@ -22,6 +22,7 @@ from numpyro.infer import (
 from numpyro.infer.autoguide import AutoDelta, AutoDiagonalNormal, AutoNormal
 
 from jaxannot.graph import knn_graph, laplacian_penalty, to_scipy
+from jaxannot.inference import fit_laplacian
 from jaxannot.inference.laplacian_elbo import LaplacianELBO, penalty
 from jaxannot.inference.local_summary import local_distribution, local_summary
 
@@ -433,3 +434,45 @@ def test_enumerated_site_gets_neighbour_information_like_lapvar1():
         aris[lam] = (adjusted_rand_score(toy.truth, np.argmax(q, 1)), collapsed)
     assert aris[1.0][0] >= plain + 0.1 and not aris[1.0][1], (plain, aris)
     assert aris[30.0][1] or aris[30.0][0] >= plain + 0.1, (plain, aris)
+
+
+# fit_laplacian (issue 43, point 3): a LaplacianELBO fit compiled once, its weight
+# dynamic; "auto" the loss's default (choose_lam: test_laplacian_elbo_lam.py)
+
+
+def test_a_second_fit_at_another_weight_compiles_nothing(count_compiles):
+    fits, compiled = {}, []
+    for lam in (0.7, 0.2):  # new loss, graph and optimizer objects, equal values
+        loss = LaplacianELBO(Trace_ELBO(), "z", _chain(), lam)
+        with count_compiles() as compiles:
+            fits[lam] = fit_laplacian(
+                loss, jax.random.key(0), model, guide, optax.adam(0.05), 1500, X
+            )
+        compiled.append(compiles.count)
+    assert compiled[0] > 0 and compiled[1] == 0, compiled
+    # each at its own weight: the stationarity condition (1/sd^2 + 1) loc
+    # + 4 lam L loc = x (the penalty over ordered pairs), solved directly
+    adjacency = to_scipy(_chain()).toarray()
+    laplacian = np.diag(adjacency.sum(1)) - adjacency
+    for lam, fit in fits.items():
+        assert fit.path is None and fit.loss.lams == {"z": lam}
+        a = (1 / PRIOR_SD**2 + 1) * np.eye(X.size) + 4 * lam * laplacian
+        exact = np.linalg.solve(a, X)
+        np.testing.assert_allclose(fit.params["loc"], exact, atol=0.02)
+        assert fit.losses.shape == (1500,)
+
+
+def test_defaults_and_refusals():
+    graph = _chain()
+    assert LaplacianELBO(TraceEnum_ELBO(), "z", graph).lam == "auto"  # the default
+    per_site = LaplacianELBO(TraceEnum_ELBO(), {"z": 0.5}, graph)
+    assert per_site.lams == {"z": 0.5} and per_site.lam is None  # a loss already
+    with pytest.raises(ValueError, match="one site name"):
+        LaplacianELBO(TraceEnum_ELBO(), ["z", "w"], graph)
+    auto = LaplacianELBO(Trace_ELBO(), "z", graph)
+    with pytest.raises(ValueError, match="fit_laplacian"):
+        auto.loss(jax.random.key(0), {}, model, guide, X)
+    with pytest.raises(TypeError, match="LaplacianELBO"):
+        fit_laplacian(Trace_ELBO(), jax.random.key(0), model, guide, None, 1, X)
+    with pytest.raises(ValueError, match="num_steps"):
+        fit_laplacian(auto, jax.random.key(0), model, guide, None, 0, X)
