@@ -58,6 +58,7 @@ from numpyro.infer.svi import SVIRunResult
 from jaxannot.diagnostics.restarts import align_topics, guide_draws
 from jaxannot.inference.svi_program import SVIProgram
 from jaxannot.runtime.progress import check_count
+from jaxannot.runtime.static_key import value_key
 
 __all__ = ["svi_restarts"]
 
@@ -150,7 +151,8 @@ def svi_restarts(
     for key in jax.random.split(rng_key, num_restarts):
         _forget_start(svi.guide)
         state = svi.init(key, *args, init_params=init_params, **kwargs)
-        program = SVIProgram(svi, args, kwargs, "svi_restarts")
+        extra = ("svi_restarts", value_key(svi.static_kwargs))
+        program = SVIProgram(svi, args, kwargs, extra)
         state, mean, losses = _averaged_steps(
             program,
             (num_steps, stable, forward),
