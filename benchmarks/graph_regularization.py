@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import pathlib
 import sys
 import time
@@ -239,6 +240,7 @@ def _weak_bernoulli(args, floats) -> dict:
     import _weak_bernoulli_case as case
 
     lams = floats(args.wb_lams)
+    load_start = os.getloadavg()[0]  # the times are wall times on a shared machine
     rows = case.weak_bernoulli_rows(
         [int(s) for s in args.seeds.split(",")],
         lams,
@@ -251,6 +253,7 @@ def _weak_bernoulli(args, floats) -> dict:
         "command": "python benchmarks/graph_regularization.py "
         + " ".join(sys.argv[1:]),
         "device": device_record(),
+        "load_average_1m": {"start": load_start, "end": os.getloadavg()[0]},
         "settings": {
             "n": 600,
             "contrast": 0.15,

@@ -439,6 +439,44 @@ def test_svi_restarts_of_an_autoguide_start_apart():
     assert len({float(f.params["loc_auto_loc"]) for f in fits}) == 2
 
 
+def test_svi_restarts_average_out_adams_jitter_and_keep_distinct_optima():
+    """At a constant Adam step the last iterates of restarts at one optimum jitter
+    more than the guide is wide; their tail averages agree (issue 43)."""
+    import arviz as az
+
+    from numpyro.infer.autoguide import AutoNormal
+
+    x = jax.random.normal(jax.random.key(3), (400,)) + 1.0  # posterior sd 0.05
+    adam = numpyro.optim.optax_to_numpyro(optax.adam(0.1))
+    svi = SVI(_normal_mean, AutoNormal(_normal_mean), adam, Trace_ELBO())
+    last = diagnostics.svi_restarts(svi, jax.random.key(4), 3, 400, x, tail_average=0)
+    fits = diagnostics.svi_restarts(svi, jax.random.key(4), 3, 400, x)
+    # reference: the same steps one by one from the last restart's start
+    state = svi.init(jax.random.split(jax.random.key(4), 3)[-1], x)
+    step, iterates = jax.jit(svi.update), []
+    for _ in range(400):
+        state, _ = step(state, x)
+        iterates.append(svi.optim.get_params(state.optim_state))
+    for fit, tail in ((last[-1], iterates[-1:]), (fits[-1], iterates[200:])):
+        mean = jax.tree.map(lambda *p: jnp.mean(jnp.stack(p), 0), *tail)
+        for name, value in svi.constrain_fn(mean).items():
+            np.testing.assert_allclose(fit.params[name], value, rtol=1e-5)
+    rhat = {
+        k: az.summary(_idata(svi, f, x)).loc["loc", "r_hat"]
+        for k, f in (("last", last), ("average", fits))
+    }
+    assert rhat["last"] > 1.15 and rhat["average"] < 1.05, rhat  # 1.34, 1.00
+    # two optima, loc = +-2: the averages of restarts that split still disagree
+    x = jnp.full(4, 4.0)
+    adam = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
+    svi = SVI(_two_modes, AutoNormal(_two_modes), adam, Trace_ELBO())
+    fits = diagnostics.svi_restarts(svi, jax.random.key(1), 3, 300, x)
+    locs = [float(f.params["loc_auto_loc"]) for f in fits]
+    np.testing.assert_allclose(np.abs(locs), 2.0, atol=0.01)
+    assert min(locs) < 0 < max(locs)
+    assert az.summary(_idata(svi, fits, x)).loc["loc", "r_hat"] > 1.5
+
+
 def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
     from numpyro.infer.autoguide import AutoNormal
 
@@ -449,6 +487,10 @@ def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
         diagnostics.svi_restarts(svi, jax.random.key(0), 1, 10, x)
     with pytest.raises(TypeError, match=r"num_steps .* got 2.5 \(float\)"):
         diagnostics.svi_restarts(svi, jax.random.key(0), 2, 2.5, x)
+    with pytest.raises(ValueError, match=r"tail_average .* in \[0, 1\], got 1.5"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 2, 10, x, tail_average=1.5)
+    with pytest.raises(ValueError, match="pass progress_bar=False"):
+        diagnostics.svi_restarts(svi, jax.random.key(0), 2, 10, x, progress_bar=True)
     fits = diagnostics.svi_restarts(svi, jax.random.key(0), 2, 3, x)
     with pytest.raises(TypeError, match="num_draws"):
         diagnostics.to_inference_data(

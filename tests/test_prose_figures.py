@@ -20,7 +20,7 @@ FLOORS = {
     "docs/emml.md": 314,
     "docs/graphs.md": 44,
     "docs/harmoniums.md": 442,
-    "docs/modelling.md": 143,
+    "docs/modelling.md": 150,
     "docs/results.md": 392,
     "docs/sfsls.md": 355,
     "docs/tagprop.md": 81,

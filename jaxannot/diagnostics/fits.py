@@ -59,8 +59,10 @@ def to_inference_data(
     e.g. from :func:`~jaxannot.diagnostics.svi_restarts`). Every restart is one
     chain of ``num_draws`` independent draws of its fitted guide
     (:func:`~jaxannot.diagnostics.guide_draws`; the restarts draw with keys split
-    from ``rng_key``, a single fit with ``rng_key`` itself). One fit alone is one
-    chain, whose R-hat is NaN. What R-hat and ESS say about SVI restarts: R-hat
+    from ``rng_key``, a single fit with ``rng_key`` itself), at its ``params``:
+    ``svi_restarts``' tail averages by default, ``svi.run``'s last iterate, which
+    jitters at a constant step size (:mod:`jaxannot.diagnostics.svi`). One fit alone
+    is one chain, whose R-hat is NaN. What R-hat and ESS say about SVI restarts: R-hat
     compares the restarts' optima with the guides' spread (near 1: one optimum;
     well above 1: different optima), not MCMC mixing; ESS counts independent guide
     draws, not how well anything mixed (:mod:`jaxannot.diagnostics.svi`). With
