@@ -44,14 +44,13 @@ def _fit(toy, estep, seed, steps=60):
     return result, float(ari), [w for w in caught if w.category is UserWarning]
 
 
-@pytest.fixture(scope="module")
-def weak_fits():
-    """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture, seeds 0-2,
-    with the graph that carries the classes and a random one: ``{(graph, seed):
-    (plain ARI, auto ARI, auto result)}``."""
+def _weak_fits(seeds) -> dict:
+    """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture, with the
+    graph that carries the classes and a random one: ``{(graph, seed): (plain ARI,
+    auto ARI, auto result)}``."""
     fits = {}
     for graph in ("classes", "random"):
-        for seed in range(3):
+        for seed in seeds:
             toy = weak_bernoulli(600, seed=seed, random_graph=graph == "random", **_TOY)
             _, plain, _ = _fit(toy, None, seed)
             result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed)
@@ -59,9 +58,30 @@ def weak_fits():
     return fits
 
 
-def test_auto_keeps_zero_on_a_random_graph(weak_fits):
-    for seed in range(3):
-        plain, auto, result = weak_fits["random", seed]
+@pytest.fixture(scope="module")
+def weak_fits():
+    """Seed 0 (the default run: an auto fit is 30 masked fits, some 11 s each)."""
+    return _weak_fits((0,))
+
+
+@pytest.fixture(scope="module")
+def weak_fits_all(weak_fits):
+    """Seeds 0-2, the issue's claim (``-m slow``: about 70 s)."""
+    return {**weak_fits, **_weak_fits((1, 2))}
+
+
+# measured on seeds 0, 1, 2 (the last two under -m slow)
+_EITHER = pytest.mark.parametrize(
+    "fits", ["weak_fits", pytest.param("weak_fits_all", marks=pytest.mark.slow)]
+)
+
+
+@_EITHER
+def test_auto_keeps_zero_on_a_random_graph(fits, request):
+    fits = request.getfixturevalue(fits)
+    for (graph, seed), (plain, auto, result) in fits.items():
+        if graph != "random":
+            continue
         path = result.lam_path
         assert isinstance(path, LamPath)
         assert path.lams == (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -73,27 +93,32 @@ def test_auto_keeps_zero_on_a_random_graph(weak_fits):
         assert auto >= plain, (seed, auto, plain)
 
 
-def test_auto_beats_plain_where_the_graph_carries_the_classes(weak_fits):
-    # plain VEM 0.35, 0.33, 0.37 over these seeds
+@_EITHER
+def test_auto_beats_plain_where_the_graph_carries_the_classes(fits, request):
+    fits = request.getfixturevalue(fits)
+    # plain VEM 0.35, 0.33, 0.37 over seeds 0-2
     gains = []
-    for seed in range(3):
-        plain, auto, result = weak_fits["classes", seed]
+    for (graph, seed), (plain, auto, result) in fits.items():
+        if graph != "classes":
+            continue
         # measured +0.13, +0.20, +0.18 nats an image (s.e. 0.017)
         assert result.lam_path.graph_gain > 4 * result.lam_path.graph_gain_se
         assert result.lam > 0, result.lam_path
         assert auto >= plain + 0.01, (seed, auto, plain)
         gains.append(auto - plain)
-    assert np.mean(gains) >= 0.04, gains
+    if len(gains) == 3:  # measured +0.036, +0.085, +0.018
+        assert np.mean(gains) >= 0.04, gains
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="not met: +0.05 ARI on every seed; measured +0.036, +0.085, +0.018, and "
     "no weight of the path reaches +0.05 on seeds 0 and 2 (best +0.036, +0.031)",
 )
-def test_auto_gains_the_issues_005_on_every_seed(weak_fits):
+def test_auto_gains_the_issues_005_on_every_seed(weak_fits_all):
     for seed in range(3):
-        plain, auto, _ = weak_fits["classes", seed]
+        plain, auto, _ = weak_fits_all["classes", seed]
         assert auto >= plain + 0.05, (seed, auto, plain)
 
 
