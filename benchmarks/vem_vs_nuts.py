@@ -281,8 +281,9 @@ def main(argv=None) -> int:
         return out, time.perf_counter() - t0, compiles[0] - before
 
     y, truth = annotations()
+    given = sys.argv[1:] if argv is None else argv
     record = {
-        "command": "python benchmarks/vem_vs_nuts.py " + " ".join(argv or []),
+        "command": " ".join(["python benchmarks/vem_vs_nuts.py", *given]),
         "iterations": args.iterations,
         "num_warmup": args.num_warmup,
         "num_samples": args.num_samples,
