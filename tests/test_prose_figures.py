@@ -21,6 +21,7 @@ FLOORS = {
     "docs/graphs.md": 44,
     "docs/harmoniums.md": 442,
     "docs/modelling.md": 150,
+    "docs/numpyro_to_vem.md": 83,
     "docs/results.md": 392,
     "docs/sfsls.md": 355,
     "docs/tagprop.md": 81,

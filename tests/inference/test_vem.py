@@ -308,7 +308,7 @@ def test_bad_models_and_inputs_raise_clear_errors():
         pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(2)))
         with numpyro.plate("image", x.shape[0]):
             numpyro.sample("z", dist.Categorical(pi))
-            numpyro.sample("h", dist.Normal(0, 1))
+            numpyro.sample("h", dist.Gamma(1.0, 1.0))  # not real-valued: refused
 
     def no_subsample(x):
         pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(2)))

@@ -134,7 +134,10 @@ class VEM(Runs, FoldIn):
         sites in ``plate`` (and in plates nested in it, as MACE's ``s`` per
         annotation) are enumerated exactly with it and summed out of
         :math:`a_{ik}` (:mod:`~jaxannot.inference.vem.enumeration`); their
-        posteriors come from :meth:`marginals`.
+        posteriors come from :meth:`marginals`. Real-valued sites in ``plate``
+        only (item difficulty's ``theta``, or ``theta_decentered`` under
+        ``LocScaleReparam``) get a Laplace local factor per item and value of
+        ``local_site`` instead (:mod:`~jaxannot.inference.vem.local_map`).
     local_site : str
         Name of the discrete per-image site whose posteriors the fit keeps.
     estep : EStep, optional

@@ -34,6 +34,7 @@ from jaxannot.inference.vem.declaration import (
     _trace,
 )
 from jaxannot.inference.vem.joint_enumeration import collapsed_log_joint
+from jaxannot.inference.vem.local_map import profile_log_joint
 from jaxannot.inference.vem.log_joint import (
     _out_of_plate,
     _per_image,
@@ -133,8 +134,11 @@ class DeclaredModel:
     def log_joint_chunk(self, setup, values, idx, args, kwargs):
         """:math:`a_{ik}` for the images ``idx`` [chunk] -> [chunk, K], the other
         enumerated sites summed out
-        (:mod:`~jaxannot.inference.vem.joint_enumeration`)."""
+        (:mod:`~jaxannot.inference.vem.joint_enumeration`), the real-valued ones
+        at their local MAP (:mod:`~jaxannot.inference.vem.local_map`)."""
         s = setup.structure
+        if s.enumerated.continuous:
+            return profile_log_joint(self, setup, values, idx, args, kwargs)
         if s.enumerated:
             return collapsed_log_joint(self, setup, values, idx, args, kwargs)
         rescale = idx.shape[0] / s.num_images

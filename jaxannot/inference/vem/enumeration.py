@@ -15,6 +15,11 @@ more discrete latent sites inside the item plate, as numpyro's enumerated models
 refuses what VEM cannot enumerate exactly, with a :class:`DeclarationError` naming
 the sites and the fix. The sums are in
 :mod:`~jaxannot.inference.vem.joint_enumeration`.
+
+A real-valued latent site in the item plate only (item difficulty's ``theta``, or
+``theta_decentered`` under ``LocScaleReparam``) is not enumerated: it gets a local
+MAP per item and value of the local site (:mod:`~jaxannot.inference.vem.local_map`),
+on its own, beside the local site alone.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import dataclasses
 import math
 
 import jax
+import jax.numpy as jnp
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
 __all__ = ["MAX_ENUMERATED"]
 
@@ -60,9 +67,10 @@ class _Enumerated:
     item_sites: tuple[tuple[str, int], ...] = ()  # (name, number of values)
     nested_sites: tuple[tuple[str, int], ...] = ()
     nested_plates: tuple[tuple[str, int, int], ...] = ()  # (name, dim, size) by dim
+    continuous: tuple[str, ...] = ()  # real-valued item-level sites: a local MAP
 
     def __bool__(self) -> bool:
-        return bool(self.item_sites or self.nested_sites)
+        return bool(self.item_sites or self.nested_sites or self.continuous)
 
     @property
     def item_values(self) -> int:
@@ -96,24 +104,43 @@ def _num_values(site) -> int | None:
     return None
 
 
+def _first_value(fn, shape) -> jax.Array:
+    """A value of ``shape`` for a site VEM does not read there: the first of an
+    enumerable support, 0 for a real-valued site."""
+    if fn.has_enumerate_support:
+        return jnp.broadcast_to(fn.enumerate_support(expand=False)[0], shape)
+    return jnp.zeros(shape)
+
+
+def _is_real(fn) -> bool:
+    """Whether a distribution's support is the reals (per event element)."""
+    support = fn.support
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
+
+
 def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumerated:
     """The latent sites of ``trace`` inside ``plate`` besides ``local_site``,
     classified, or a :class:`DeclarationError` for those VEM cannot enumerate."""
-    item, nested, frames, other = [], [], {}, {}
+    item, nested, frames, other, real = [], [], {}, {}, []
     for name, site in trace.items():
         if site["type"] != "sample" or site["is_observed"] or name == local_site:
             continue
         if not _in_plate(site, plate):
             continue
         size = _num_values(site)
-        if size is None:
-            other[name] = type(_unwrap(site["fn"])).__name__
-            continue
         own = sorted(
             ((f.name, f.dim, f.size) for f in site["cond_indep_stack"]),
             key=lambda f: f[1],
         )
         own = tuple(f for f in own if f[0] != plate)
+        if size is None and _is_real(site["fn"]) and not own:
+            real.append(name)
+            continue
+        if size is None:
+            other[name] = type(_unwrap(site["fn"])).__name__
+            continue
         (nested if own else item).append((name, size))
         if own:
             frames[name] = own
@@ -122,8 +149,18 @@ def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumera
             f"VEM enumerates discrete sites ({ENUMERABLE}) in plate "
             f"{plate!r} beside its local site {local_site!r}; the model also has "
             f"{list(other)} ({', '.join(other.values())}): observe them or move "
-            "them out of the plate"
+            "them out of the plate (a real-valued site in the item plate only gets "
+            "a local MAP)"
         )
+    if real and (item or nested):
+        raise DeclarationError(
+            f"VEM finds a local MAP of the real-valued sites {real} in plate "
+            f"{plate!r} beside its local site {local_site!r} alone; the model also "
+            f"has the discrete sites {[k for k, _ in item + nested]}: observe them, "
+            "or move them out of the plate"
+        )
+    if real:
+        return _Enumerated(continuous=tuple(real))
     if len(set(frames.values())) > 1:
         where = "; ".join(f"{k!r} in {[f[0] for f in v]}" for k, v in frames.items())
         raise DeclarationError(

@@ -21,6 +21,7 @@ from jax import lax
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
+from jaxannot.inference.vem.enumeration import _first_value
 from jaxannot.inference.vem.faults import (
     fault_code,
     keeps_old_values,
@@ -71,7 +72,8 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
     """The global values at ``points`` (unconstrained coordinates, consumed site
     by site in the model's order); a ``param`` site at its declared value. Another
     discrete site of the item plate (enumerated with the local one) takes the first
-    value of its support: the globals' start does not read it."""
+    value of its support, a real-valued one 0: the globals' start does not read
+    them."""
     substitutions = {
         k: jnp.asarray(v)
         for k, v in vem.declared.small_substitutions(whole.setup).items()
@@ -89,8 +91,7 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
             return None
         sample_shape = tuple(msg["kwargs"].get("sample_shape") or ())
         if msg["name"] not in globals_:
-            first = msg["fn"].enumerate_support(expand=False)[0]
-            return jnp.broadcast_to(first, sample_shape + msg["fn"].shape())
+            return _first_value(msg["fn"], sample_shape + msg["fn"].shape())
         transform = biject_to(msg["fn"].support)
         shape = transform.inverse_shape(sample_shape + msg["fn"].shape())
         size = math.prod(shape)

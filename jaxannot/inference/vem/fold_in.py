@@ -20,6 +20,7 @@ from jaxannot.inference.vem.checks import checked_start, missing_globals, model_
 from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
 from jaxannot.inference.vem.joint_enumeration import marginals
 from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_joint_all
+from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.steps import VEMResult
 
 __all__ = ["FoldIn"]
@@ -139,12 +140,17 @@ class FoldIn:
             :meth:`posteriors_for`), another item-level site's ``[N, K_d]``, their
             joint under the key ``"c,d"`` (the names joined by commas)
             ``[N, K, K_d]``, and a nested site's ``[N, *its plates' sizes, K_s]``
-            (MACE's ``s``: ``[items, positions, 2]``).
+            (MACE's ``s``: ``[items, positions, 2]``). With real-valued sites in
+            the item plate: the local site's ``[N, K]`` and each real-valued
+            site's local MAP per value of the local site, ``[N, K, *its shape
+            per item]`` (:mod:`~jaxannot.inference.vem.local_map`).
         """
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
         values = checked_start(self, setup, params, (args, kwargs), what="params")
         with model_errors(self.plate, args, kwargs):
+            if setup.structure.enumerated.continuous:
+                return local_maps(self.declared, setup, values, dynamic)
             return marginals(self.declared, setup, values, dynamic)
 
     def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):

@@ -34,7 +34,7 @@ from jax import lax
 from numpyro import handlers
 
 from jaxannot.inference.vem.declaration import _trace
-from jaxannot.inference.vem.enumeration import _in_plate, _unwrap
+from jaxannot.inference.vem.enumeration import _first_value, _in_plate, _unwrap
 from jaxannot.inference.vem.global_sites import random_posteriors
 
 __all__: list[str] = []
@@ -84,11 +84,11 @@ def _observed(vem, whole, values, dynamic):
     subs[dm.plate] = np.arange(n, dtype=np.int32)
     subs[dm.local_site] = s.local_value(n)
 
-    def first_value(msg):  # other enumerated sites: any value of their support
+    def first_value(msg):  # other sites in the plate: any value (not read)
         if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
             return None
         shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
-        return jnp.broadcast_to(msg["fn"].enumerate_support(expand=False)[0], shape)
+        return _first_value(msg["fn"], shape)
 
     args, kwargs = whole.join(dynamic)
     model = handlers.substitute(dm.model, substitute_fn=first_value)
