@@ -34,7 +34,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from jaxannot.annotators.discovery import METHODS_PACKAGE, method_modules
 from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.annotators.hyper_tables import DEFAULTS
 from jaxannot.runtime.programs import release_if_over_budget
+
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
 
 __all__ = [
     "Fitted",
@@ -227,7 +230,9 @@ def show_progress() -> bool:
     return sys.stderr.isatty() and logging.getLogger("jaxannot").level <= logging.INFO
 
 
-def database_and_queries(fitted: Fitted, corpus) -> tuple[np.ndarray, np.ndarray]:
+def database_and_queries(
+    fitted: Fitted, corpus: Corpus
+) -> tuple[np.ndarray, np.ndarray]:
     """The training features a nearest-neighbour method stored (``params.features``)
     and the same view of ``corpus`` (``hyper["view"]``); ``ValueError`` when their
     dimensions differ."""
@@ -252,7 +257,9 @@ def register(method: Method) -> Method:
     return method
 
 
-def register_words_method(name: str, fit, summary: str, **functions):
+def register_words_method(
+    name: str, fit: Callable[..., Fitted], summary: str, **functions: Callable
+) -> Method:
     """Register an annotation method (one that ``needs`` words), with its defaults
     from the table (:func:`method_defaults`; none when it has no table).
 

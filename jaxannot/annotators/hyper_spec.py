@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Callable
 
 from jaxannot.annotators._hyper_types import ORIGINS, RULES, Default, HyperSpec
 from jaxannot.annotators.hyper_tables import DEFAULTS, SHARED, SPECIFIC
@@ -83,7 +84,7 @@ def default_of(method: str, name: str) -> Default:
     return DEFAULTS[method][name]
 
 
-def fit_defaults(fit) -> dict:
+def fit_defaults(fit: Callable) -> dict:
     """The hyper-parameter defaults of a fit function: its keyword-only arguments with
     a default, ``rng_key`` aside, in signature order."""
     return {
@@ -93,7 +94,7 @@ def fit_defaults(fit) -> dict:
     }
 
 
-def uses_defaults(method: str):
+def uses_defaults(method: str) -> Callable[[Callable], Callable]:
     """Decorator: ``fit`` takes the defaults of ``method`` from the table.
 
     ``fit``'s keyword-only arguments other than ``rng_key`` must be exactly the

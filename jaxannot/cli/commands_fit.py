@@ -8,6 +8,7 @@ its outputs before loading any data, and hands the checked values
 
 from __future__ import annotations
 
+import argparse
 import logging
 
 from jaxannot.cli.files import (
@@ -26,7 +27,7 @@ __all__ = ["cmd_diagnose", "cmd_evaluate", "cmd_tune"]
 log = logging.getLogger("jaxannot.cli")
 
 
-def cmd_evaluate(args) -> int:
+def cmd_evaluate(args: argparse.Namespace) -> int:
     """``jaxannot evaluate METHOD``: fit, score and measure one method."""
     from jaxannot.annotators import get_method, parse_hyper, save
     from jaxannot.data import make_task
@@ -89,7 +90,7 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def cmd_diagnose(args) -> int:
+def cmd_diagnose(args: argparse.Namespace) -> int:
     """Fit a topic model from several starts; compare their Hungarian-aligned topics."""
     from jaxannot.annotators import get_method, parse_hyper
     from jaxannot.data import make_task
@@ -115,7 +116,7 @@ def cmd_diagnose(args) -> int:
     return 0
 
 
-def cmd_tune(args) -> int:
+def cmd_tune(args: argparse.Namespace) -> int:
     """``jaxannot tune METHOD --grid ...`` (k-fold cross-validation of a grid on the
     training images) or ``--search --space ...`` (a TPE search, each trial
     cross-validated); prints the table and the best setting as ``--set`` flags."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 
 from jaxannot.cli.files import check_writable_output, write_json
@@ -11,7 +12,7 @@ __all__ = ["cmd_datasets", "cmd_demo", "cmd_methods"]
 log = logging.getLogger("jaxannot.cli")
 
 
-def cmd_datasets(args) -> int:
+def cmd_datasets(args: argparse.Namespace) -> int:
     """``jaxannot datasets``: the datasets under the data root, found or missing."""
     from jaxannot.data.datasets import data_root, list_datasets
 
@@ -22,7 +23,7 @@ def cmd_datasets(args) -> int:
     return 0
 
 
-def cmd_methods(args) -> int:
+def cmd_methods(args: argparse.Namespace) -> int:
     """``jaxannot methods``: every method, its hyper-parameters, their defaults and
     where each default comes from."""
     from jaxannot.annotators import available_methods
@@ -42,7 +43,7 @@ def cmd_methods(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     """``jaxannot demo``: every applicable method on a synthetic corpus."""
     from tqdm.auto import tqdm
 

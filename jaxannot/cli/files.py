@@ -20,6 +20,7 @@ import logging
 import os
 import pathlib
 from collections.abc import Container, Iterator
+from typing import Any
 
 __all__ = [
     "PROBE_BYTES",
@@ -65,7 +66,7 @@ def folder_of(path: str) -> str:
     return folder
 
 
-def write_json(path: str, payload) -> None:
+def write_json(path: str, payload: Any) -> None:
     """``payload`` as indented JSON at ``path``, atomically; write errors as one
     line (:func:`writing`)."""
     from jaxannot.data.atomic import atomic_write

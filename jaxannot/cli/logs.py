@@ -49,7 +49,7 @@ def log_to_stderr(level: int) -> Iterator[None]:
         logger.setLevel(saved)
 
 
-def add_logging_options(parser: argparse.ArgumentParser, default) -> None:
+def add_logging_options(parser: argparse.ArgumentParser, default: int | str) -> None:
     """``-q/--quiet`` and ``-v/--verbose``: the level of the CLI's log handler."""
     group = parser.add_mutually_exclusive_group()
     for flags, level, text in (

@@ -16,11 +16,13 @@ Registered in :func:`jaxannot.cli.parser.build_parser` by :func:`add_photo_comma
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
 import pathlib
 import stat
+from collections.abc import Callable
 
 __all__ = ["add_photo_commands"]
 
@@ -226,7 +228,7 @@ def _add_dataset_dir(parser, flag: str, help: str, required: bool = False) -> No
     parser.add_argument(flag, required=required, metavar="DATASET_DIR", help=help)
 
 
-def add_photo_commands(add) -> None:
+def add_photo_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``features`` and ``annotate`` through ``add(name, func, **parser_kwargs)``
     (:func:`jaxannot.cli.parser.build_parser`'s sub-command factory)."""
     fe = add(

@@ -8,7 +8,9 @@ test rows (``annotate`` works for any saved method). Registered in
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Callable
 
 __all__ = ["add_query_command"]
 
@@ -133,7 +135,7 @@ def _print_images(ids, scores, train) -> None:
             print(json.dumps({"image": int(i), "score": float(s), "words": words}))
 
 
-def add_query_command(add) -> None:
+def add_query_command(add: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``query`` through ``add(name, func, **parser_kwargs)`` (the sub-command
     factory of :func:`jaxannot.cli.parser.build_parser`)."""
     qu = add("query", _cmd_query, help="annotate / word / image / multimodal queries")

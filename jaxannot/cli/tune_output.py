@@ -8,15 +8,19 @@ converging.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from jaxannot.cli.files import UserError
+
+if TYPE_CHECKING:
+    from jaxannot.tuning.results import SearchResult, TuneResult
 
 __all__ = ["print_searched", "print_tuned"]
 
 log = logging.getLogger("jaxannot.cli")
 
 
-def print_searched(result) -> None:
+def print_searched(result: SearchResult) -> None:
     """The best settings' table, the budget used, the best setting and its
     ``--set`` flags on stdout; :class:`UserError` when no trial completed."""
     import shlex
@@ -57,7 +61,7 @@ def print_searched(result) -> None:
         )
 
 
-def print_tuned(result) -> None:
+def print_tuned(result: TuneResult) -> None:
     """The table, the best setting and its ``--set`` flags on stdout; a warning for
     each setting whose solver stopped before converging on some fold."""
     import shlex

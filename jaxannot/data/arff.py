@@ -49,6 +49,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import arff as liac_arff
 import numpy as np
@@ -61,6 +63,9 @@ from jaxannot.data.bounded import (
     read_limited,
 )
 from jaxannot.data.errors import DataFormatError
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 __all__ = ["ArffData", "read_arff", "parse_arff"]
 
@@ -110,7 +115,7 @@ class ArffData:
                 f"{list(self.attribute_names[:5])})"
             ) from None
 
-    def columns(self, cols, dtype=np.float32) -> np.ndarray:
+    def columns(self, cols: Sequence[int], dtype: DTypeLike = np.float32) -> np.ndarray:
         """Dense ``[rows, len(cols)]`` array of the given attribute columns.
 
         Nominal columns are mapped to their numeric value (or value index).

@@ -187,7 +187,7 @@ def read_limited(path: str | os.PathLike, what: str, limit: int, why: str) -> by
     return data
 
 
-def beyond_float32(values) -> np.ndarray:
+def beyond_float32(values: np.ndarray) -> np.ndarray:
     """Mask of the finite ``values`` beyond float32's range (about 3.4e38 in
     magnitude: casting would make them infinite), checked on the values as they
     are, before any cast; NaN and infinite values are not flagged (a reader may
@@ -206,7 +206,7 @@ def beyond_float32(values) -> np.ndarray:
 
 
 def as_float32(
-    values, path: str | os.PathLike, what: str, *, remedy: str = ""
+    values: np.ndarray, path: str | os.PathLike, what: str, *, remedy: str = ""
 ) -> np.ndarray:
     """``values`` as float32, refused when one is NaN, infinite or outside the
     float32 range (about 3.4e38; casting would make it infinite); ``remedy`` is

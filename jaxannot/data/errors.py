@@ -13,7 +13,7 @@ __all__ = ["DataFormatError", "check_link_loop", "printable"]
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-def printable(name) -> str:
+def printable(name: object) -> str:
     """``name`` (a file name, or any text quoting one) safe to print on a terminal.
 
     Bytes that are not UTF-8 (held as surrogate escapes, as ``os`` decodes file
@@ -47,7 +47,9 @@ class DataFormatError(ValueError):
         1-based line number, or None when the problem is not tied to one line.
     """
 
-    def __init__(self, path, message: str, line: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike, message: str, line: int | None = None
+    ) -> None:
         self.path = str(path)
         self.line = line
         name = printable(self.path)

@@ -223,7 +223,9 @@ def _descriptors(grey: np.ndarray, s: ExtractorSettings) -> np.ndarray:
     return d.reshape(-1, d.shape[-1]).astype(np.float32)
 
 
-def describe(rgb: np.ndarray, s: ExtractorSettings, bank=None):
+def describe(
+    rgb: np.ndarray, s: ExtractorSettings, bank: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(colour, texture, descriptors)`` of one RGB image from :func:`read_image`.
 
     ``colour`` sums to 1 (before the scaling of :meth:`PhotoExtractor.views`);
@@ -247,7 +249,9 @@ def assign(descriptors: np.ndarray, codebook: np.ndarray) -> np.ndarray:
     return np.argmin(_sq_distances(x, codebook), axis=1)
 
 
-def fit_codebook(descriptors: np.ndarray, k: int, *, iterations: int, seed: int):
+def fit_codebook(
+    descriptors: np.ndarray, k: int, *, iterations: int, seed: int
+) -> np.ndarray:
     """k-means (k-means++ start, Lloyd iterations) on ``descriptors`` ``[n, D]``.
 
     Returns the ``[k', D]`` centres, ``k' = min(k, distinct descriptors)``. An empty

@@ -13,6 +13,7 @@ shape is a :class:`~jaxannot.data.errors.DataFormatError` naming the file.
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse
@@ -72,7 +73,9 @@ def load_mfeat(folder: pathlib.Path, name: str) -> Split:
     return multiview_corpus(path, views, kinds, labels, classes, name), None
 
 
-def cell_views_loader(file: str, names: tuple[str, ...], kind: str, drop: int = 0):
+def cell_views_loader(
+    file: str, names: tuple[str, ...], kind: str, drop: int = 0
+) -> Callable[[pathlib.Path, str], Split]:
     """A loader of the ``.mat`` file ``file`` whose cell array ``X`` holds the views
     ``names`` (of ``kind``) in order, then ``drop`` views left out, and ``Y`` the
     classes."""

@@ -146,7 +146,9 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def dense_view(x, path: str, what: str) -> np.ndarray:
+def dense_view(
+    x: np.ndarray | scipy.sparse.spmatrix, path: str, what: str
+) -> np.ndarray:
     """A (possibly sparse) 2-D matrix as dense float32, checked finite."""
     x = _densify(x, path, what)
     if x.ndim != 2 or x.dtype.kind not in "biuf":
@@ -154,7 +156,7 @@ def dense_view(x, path: str, what: str) -> np.ndarray:
     return as_float32(x, path, what)
 
 
-def class_labels(y, path: str) -> tuple[np.ndarray, tuple[str, ...]]:
+def class_labels(y: np.ndarray, path: str) -> tuple[np.ndarray, tuple[str, ...]]:
     """Class vector (any integer coding, e.g. ``1..k``) -> 0-based int32 and names.
 
     The names are ``"0" .. "k-1"`` (the files store no class names).

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class PhotoExtractor:
             "visual_words": int(self.codebook.shape[0]),
         }
 
-    def word_counts(self, descriptors) -> np.ndarray:
+    def word_counts(self, descriptors: Sequence[np.ndarray]) -> np.ndarray:
         """Visual-word counts ``[n, words]`` of a list of ``[P, D]`` descriptors."""
         k = self.codebook.shape[0]
         counts = [
@@ -77,7 +77,9 @@ class PhotoExtractor:
         ]
         return np.stack(counts).astype(np.float32)
 
-    def views(self, colour, texture, words) -> dict[str, np.ndarray]:
+    def views(
+        self, colour: np.ndarray, texture: np.ndarray, words: np.ndarray
+    ) -> dict[str, np.ndarray]:
         """The three views from :func:`describe`'s parts and :meth:`word_counts`.
 
         Each row of ``colour`` ``[n, C]`` and ``texture`` ``[n, T]`` is scaled to
@@ -91,7 +93,7 @@ class PhotoExtractor:
 
     def transform(
         self,
-        paths,
+        paths: Sequence[str | os.PathLike],
         *,
         on_error: Callable[[str, str], None] | None = None,
         progress: bool = False,

@@ -33,7 +33,7 @@ import io
 import logging
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -104,7 +104,9 @@ def _read_table(folder: pathlib.Path) -> list[tuple[str, str, list[str]]]:
     return rows
 
 
-def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
+def load_photo_dir(
+    folder: str | os.PathLike, name: str | None = None
+) -> tuple[Corpus, Corpus]:
     """Load a photo dataset as ``(train, test)`` (see the module docstring).
 
     Raises
@@ -174,7 +176,7 @@ def load_photo_dir(folder: str | os.PathLike, name: str | None = None):
 
 def photo_corpus(
     folder: str | os.PathLike,
-    paths,
+    paths: Sequence[str | os.PathLike],
     *,
     extractor: PhotoExtractor | None = None,
     progress: bool = False,

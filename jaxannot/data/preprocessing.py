@@ -7,7 +7,9 @@ import numpy as np
 __all__ = ["standardize"]
 
 
-def standardize(x: np.ndarray, eps: float = 1e-12):
+def standardize(
+    x: np.ndarray, eps: float = 1e-12
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``x`` standardized per column: ``(z, mean, scale)`` with ``z = (x - mean) /
     scale``; ``mean`` and ``scale`` are float32, a standard deviation ``<= eps``
     becomes a scale of 1."""

@@ -4,7 +4,8 @@ or SVI restarts (guide draws), with the loss traces in ``sample_stats``."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,11 +14,14 @@ import jax
 from jaxannot.diagnostics.restarts import _permute_topics, match_topics
 from jaxannot.diagnostics.svi import nan_padded, svi_to_inference_data
 
+if TYPE_CHECKING:
+    import arviz as az
+
 __all__ = ["to_inference_data"]
 
 
 def to_inference_data(
-    result,
+    result: Iterable,
     *,
     topic_axes: Mapping[str, int] | None = None,
     local_site: str | None = "z",
@@ -28,7 +32,7 @@ def to_inference_data(
     rng_key: jax.Array | None = None,
     num_draws: int = 200,
     plate: str | None = "image",
-):
+) -> az.InferenceData:
     """A fit as ``arviz.InferenceData``: VEM restarts or SVI restarts.
 
     **VEM** (a :class:`~jaxannot.inference.VEMResult` or a sequence of them: restarts

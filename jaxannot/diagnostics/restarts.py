@@ -6,13 +6,23 @@ the references: see :mod:`jaxannot.diagnostics`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.optimize
 import scipy.spatial.distance
 
 import jax
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pandas as pd
+    import xarray as xr
+
+    from jaxannot.annotators.base import Fitted
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
     "match_topics",
@@ -103,7 +113,7 @@ def restarts_to_inference_data(
     topic_axes: Mapping[str, int] | None = None,
     reference_site: str | None = None,
     sample_stats: Mapping[str, np.ndarray] | None = None,
-):
+) -> az.InferenceData:
     """Stack per-restart draws (each site [draws, ...]) as chains, topics aligned.
 
     Returns
@@ -128,14 +138,14 @@ def restarts_to_inference_data(
 
 
 def nuts_draws(
-    rng_key,
-    model,
-    *args,
+    rng_key: PRNGKey,
+    model: Callable,
+    *args: Any,
     num_warmup: int = 200,
     num_samples: int = 200,
     num_chains: int = 2,
-    **kwargs,
-):
+    **kwargs: Any,
+) -> dict[str, np.ndarray]:
     """NUTS draws of a numpyro model as a dict site -> [chains, draws, ...].
 
     Chains run sequentially (small corpora only: NUTS is the ground truth, not the
@@ -156,8 +166,14 @@ def nuts_draws(
 
 
 def guide_draws(
-    rng_key, guide, params, *args, num_draws: int = 200, num_chains: int = 1, **kwargs
-):
+    rng_key: PRNGKey,
+    guide: Callable,
+    params: dict[str, Array],
+    *args: Any,
+    num_draws: int = 200,
+    num_chains: int = 1,
+    **kwargs: Any,
+) -> dict[str, np.ndarray]:
     """Draws from a fitted SVI guide as a dict site -> [chains, draws, ...]."""
     from numpyro.infer import Predictive
 
@@ -169,7 +185,9 @@ def guide_draws(
     }
 
 
-def objective_traces(traces: Sequence[Sequence[float]], name: str = "objective"):
+def objective_traces(
+    traces: Sequence[Sequence[float]], name: str = "objective"
+) -> az.InferenceData:
     """Per-restart objective traces as ``sample_stats`` (chain = restart,
     draw = iteration); ragged traces are NaN-padded."""
     import arviz as az
@@ -181,7 +199,9 @@ def objective_traces(traces: Sequence[Sequence[float]], name: str = "objective")
     return az.from_dict(sample_stats={name: arr})
 
 
-def topic_posteriors(phi, image_names: Sequence[str] | None = None):
+def topic_posteriors(
+    phi: ArrayLike, image_names: Sequence[str] | None = None
+) -> xr.DataArray:
     """Per-image topic posteriors as an ``xarray.DataArray`` (image, topic)."""
     import xarray as xr
 
@@ -199,7 +219,9 @@ def topic_posteriors(phi, image_names: Sequence[str] | None = None):
     )
 
 
-def summary(idata, var_names=None):
+def summary(
+    idata: az.InferenceData, var_names: Sequence[str] | None = None
+) -> pd.DataFrame:
     """arviz summary (means, sd, R-hat, bulk/tail ESS) of the posterior group."""
     import arviz as az
 
@@ -214,7 +236,7 @@ _TOPIC_WORD_KEYS = (
 )
 
 
-def topic_word_matrix(fitted) -> np.ndarray:
+def topic_word_matrix(fitted: Fitted) -> np.ndarray:
     """The text topic-word distributions [topics, words] of a fitted topic model."""
     for key, kind in _TOPIC_WORD_KEYS:
         m = getattr(fitted.params, key, None)
@@ -230,7 +252,12 @@ def topic_word_matrix(fitted) -> np.ndarray:
 
 
 def diagnose_restarts(
-    method: str, corpus, *, restarts: int = 3, hyper=None, seed: int = 0
+    method: str,
+    corpus: Corpus,
+    *,
+    restarts: int = 3,
+    hyper: Mapping[str, Any] | None = None,
+    seed: int = 0,
 ) -> dict:
     """Fit a topic model from several random starts and compare them.
 

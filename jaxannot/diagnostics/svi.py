@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,17 +62,24 @@ from jaxannot.inference.svi_program import SVIProgram
 from jaxannot.runtime.progress import check_count
 from jaxannot.runtime.static_key import value_key
 
+if TYPE_CHECKING:
+    import arviz as az
+
+    from numpyro.infer import SVI
+
+    from jaxannot.types import ArrayLike, PRNGKey
+
 __all__ = ["svi_restarts"]
 
 
 def svi_restarts(
-    svi,
-    rng_key,
+    svi: SVI,
+    rng_key: PRNGKey,
     num_restarts: int,
     num_steps: int,
-    *args,
+    *args: Any,
     tail_average: float = 0.5,
-    **kwargs,
+    **kwargs: Any,
 ) -> list:
     """Run SVI from ``num_restarts`` keys split from ``rng_key``; each restart's
     params are the average of its last iterates (module docstring).
@@ -240,7 +249,7 @@ def _draw_keys(rng_key, num_fits: int):
     return [rng_key] if num_fits == 1 else list(jax.random.split(rng_key, num_fits))
 
 
-def nan_padded(traces) -> np.ndarray:
+def nan_padded(traces: Sequence[ArrayLike]) -> np.ndarray:
     """Loss traces of several fits as [fit, 1, longest trace], NaN after each end."""
     traces = [np.asarray(t, np.float64).reshape(-1) for t in traces]
     out = np.full((len(traces), 1, max(len(t) for t in traces)), np.nan)
@@ -277,8 +286,16 @@ def _aligned(draws: dict, topic_axes) -> tuple[dict, list | None]:
 
 
 def svi_to_inference_data(
-    results, topic_axes, guide, model, args, kwargs, rng_key, num_draws, plate
-):
+    results: Sequence[SVIRunResult],
+    topic_axes: Mapping[str, int] | None,
+    guide: Callable | None,
+    model: Callable | None,
+    args: tuple,
+    kwargs: dict,
+    rng_key: PRNGKey | None,
+    num_draws: int,
+    plate: str | None,
+) -> az.InferenceData:
     """SVI fits (one chain each) as InferenceData; see ``to_inference_data``."""
     import arviz as az
 

@@ -106,7 +106,14 @@ class RetrievalIndex:
     kernel: str = dataclasses.field(metadata={"static": True})
 
 
-def merged_word_scores(vreps, scores, queries, gamma, kernel, top_vreps):
+def merged_word_scores(
+    vreps: Array,
+    scores: Array,
+    queries: Array,
+    gamma: float,
+    kernel: str,
+    top_vreps: int,
+) -> Array:
     """§4.1 word scores ``[queries, words]``: the ``top_vreps`` VReps most similar
     to each query, their score rows weighted by the similarity and summed."""
     sims = kernel_matrix(queries, vreps, kernel, gamma)  # [q, vreps]

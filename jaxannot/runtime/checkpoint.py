@@ -48,7 +48,8 @@ import json
 import os
 import pathlib
 import stat
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +57,9 @@ import jax
 
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.write_targets import OverwritesInput
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
 
@@ -113,7 +117,9 @@ def active_session() -> Session | None:
 
 
 @contextlib.contextmanager
-def checkpointing(directory: str | os.PathLike, *, every: int = 10, tag: str = ""):
+def checkpointing(
+    directory: str | os.PathLike, *, every: int = 10, tag: str = ""
+) -> Iterator[None]:
     """Make every step loop run inside the block resumable (module docstring).
 
     Parameters
@@ -166,7 +172,7 @@ def _host_leaves(carry) -> tuple[list[np.ndarray], list[str | None], Any]:
     return arrays, impls, treedef
 
 
-def fingerprint(session: Session, run: int, carry, num_steps: int) -> str:
+def fingerprint(session: Session, run: int, carry: ArrayTree, num_steps: int) -> str:
     """Digest of what a checkpoint must match to be used (module docstring)."""
     arrays, impls, treedef = _host_leaves(carry)
     h = hashlib.sha256()
@@ -185,7 +191,9 @@ def fingerprint(session: Session, run: int, carry, num_steps: int) -> str:
     return h.hexdigest()
 
 
-def save(path: pathlib.Path, digest: str, carry, losses, step: int) -> None:
+def save(
+    path: pathlib.Path, digest: str, carry: ArrayTree, losses: np.ndarray, step: int
+) -> None:
     """Write the carry, the loss trace and the step reached, atomically."""
     arrays, impls, _ = _host_leaves(carry)
     meta = {
@@ -343,7 +351,9 @@ def _check_leaves(path: pathlib.Path, meta: dict, arrays: dict, template) -> lis
     return saved
 
 
-def load(path: pathlib.Path, digest: str, template) -> tuple[Any, np.ndarray, int]:
+def load(
+    path: pathlib.Path, digest: str, template: ArrayTree
+) -> tuple[Any, np.ndarray, int]:
     """``(carry, losses, step)`` from ``path``; :class:`CheckpointError` (naming
     ``path``) when the file is not a regular file, unreadable, over the archive
     bounds, belongs to another fit, or holds a leaf whose shape, dtype, key or

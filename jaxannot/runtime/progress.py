@@ -85,7 +85,7 @@ def _index(value) -> int | None:
         return None
 
 
-def check_count(name: str, value, minimum: int = 1, what: str = "") -> int:
+def check_count(name: str, value: object, minimum: int = 1, what: str = "") -> int:
     """``value`` as an ``int`` if it is an integer ``>= minimum``, else a clear error.
 
     A count (of steps, restarts, draws) is refused rather than truncated when it is

@@ -22,7 +22,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from jaxannot.types import Array, ArrayLike
 
 __all__ = [
     "AXIS",
@@ -92,7 +97,7 @@ def pad_images(n: int, num_devices: int, multiple: int = 1) -> int:
     return max(block, -(-n // block) * block)
 
 
-def pad_axis0(x, size: int) -> np.ndarray:
+def pad_axis0(x: ArrayLike, size: int) -> np.ndarray:
     """``x`` (host copy) padded along axis 0 to ``size`` rows by repeating its last
     row (a valid value for any distribution, so padded images' log densities stay
     finite; their weight 0 removes them)."""
@@ -106,7 +111,7 @@ def pad_axis0(x, size: int) -> np.ndarray:
     return np.pad(x, [(0, size - x.shape[0])] + [(0, 0)] * (x.ndim - 1), mode="edge")
 
 
-def image_weights(n: int, size: int, dtype=np.float32) -> np.ndarray:
+def image_weights(n: int, size: int, dtype: DTypeLike = np.float32) -> np.ndarray:
     """Weights of a padded image axis: 1 for the ``n`` real images, 0 after."""
     return (np.arange(size) < n).astype(dtype)
 
@@ -160,7 +165,7 @@ def put(tree: Any, where: NamedSharding) -> Any:
     return jax.tree_util.tree_map(one, tree)
 
 
-def gather(x):
+def gather(x: Array) -> Array:
     """``x`` whole on this process: itself when this process holds all of it, its
     local copy when it is replicated, else the pieces of every process gathered
     (``jax.distributed`` runs)."""

@@ -51,7 +51,7 @@ class Identity:
         return f"Identity({type(self.obj).__name__} at {id(self.obj):#x})"
 
 
-def array_key(x) -> Hashable:
+def array_key(x: object) -> Hashable:
     """``("array", dtype, shape, sha1 of the bytes)`` of a concrete array; an
     :class:`Identity` for a tracer."""
     if isinstance(x, jax.core.Tracer):

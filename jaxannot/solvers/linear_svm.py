@@ -37,12 +37,16 @@ Fan, R.-E. et al., "LIBLINEAR: a library for large linear classification", JMLR 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 import jax
 import jax.numpy as jnp
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "LOSSES",
@@ -90,7 +94,9 @@ def init(num_images: int, num_features: int, num_concepts: int) -> SVMState:
     )
 
 
-def build_kernel(*, c: float = 5.0, loss: str = "squared_hinge"):
+def build_kernel(
+    *, c: float = 5.0, loss: str = "squared_hinge"
+) -> Callable[..., tuple[SVMState, SVMInfo]]:
     """One epoch of dual coordinate descent, ``step(rng_key, state, (x, y[, mask]))``.
 
     ``x [n, d]`` (already augmented with the intercept column if wanted),
@@ -150,8 +156,8 @@ def _signed(y) -> jax.Array:
 
 
 def fit_linear_svm(
-    x,
-    y,
+    x: ArrayLike,
+    y: ArrayLike,
     *,
     rng_key: jax.Array,
     c: float = 5.0,
@@ -255,16 +261,16 @@ def _run(rng_key, x, y, mask, *, c, loss, tol, max_epochs):
     return state, info, epoch
 
 
-def decision_function(x, coef, intercept) -> jax.Array:
+def decision_function(x: ArrayLike, coef: ArrayLike, intercept: ArrayLike) -> jax.Array:
     """Scores ``x @ coefᵀ + intercept``, ``[n, K]``."""
     return jnp.asarray(x, jnp.float32) @ jnp.asarray(coef).T + jnp.asarray(intercept)
 
 
 def primal_objective(
-    x,
-    y,
-    coef,
-    intercept,
+    x: ArrayLike,
+    y: ArrayLike,
+    coef: ArrayLike,
+    intercept: ArrayLike,
     *,
     c: float = 5.0,
     loss: str = "squared_hinge",

@@ -8,12 +8,17 @@ coding of a label vector (with unlabelled images) into the targets each loss tak
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.types import Array
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "hinge_loss",
@@ -65,7 +70,7 @@ def _classification_targets(labels: np.ndarray, loss: str):
     return np.where(unlabelled, 0.0, labels), ~unlabelled
 
 
-def label_targets(labels, loss: str) -> tuple[np.ndarray, np.ndarray]:
+def label_targets(labels: ArrayLike, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """``(targets, mask)`` of a label vector for ``loss`` (NaN / -1 = unlabelled);
     ``ValueError`` for labels the loss cannot take."""
     labels = np.asarray(labels, np.float64)

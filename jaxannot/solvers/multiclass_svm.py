@@ -33,6 +33,7 @@ KDD 2008.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
@@ -168,7 +169,9 @@ def kkt_violations(state: CSState, x: Array, y: Array, c: float | Array) -> Arra
 SHRINK_BLOCK = 64
 
 
-def build_kernel(c: float | Array, shrink: float | None = None):
+def build_kernel(
+    c: float | Array, shrink: float | None = None
+) -> Callable[..., tuple[CSState, CSInfo]]:
     """Build ``step(rng_key, state, x, y) -> (CSState, CSInfo)``: one dual epoch.
 
     ``c`` is one cost for every example or ``[n]`` costs, one per example (an
@@ -306,7 +309,15 @@ def fit_multiclass_svm(
     return run_dual_epochs(step, CSInfo, rng_key, state, x, y, stop)
 
 
-def run_dual_epochs(step, info_type, rng_key, state, x, y, stop: DualStop):
+def run_dual_epochs(
+    step: Callable,
+    info_type: type,
+    rng_key: PRNGKey,
+    state: tuple,
+    x: Array,
+    y: Array,
+    stop: DualStop,
+) -> tuple[tuple, tuple]:
     """Run dual coordinate-descent epochs until the :class:`DualStop` rule holds.
 
     Parameters

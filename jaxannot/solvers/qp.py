@@ -47,13 +47,18 @@ SMO algorithm for SVM classifier design. Neural Computation 13(3), 2001.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.solvers.simplex_smo import block_gap, smo_block
 from jaxannot.types import Array
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from jaxannot.types import PRNGKey
 
 __all__ = [
     "loss_augmented_argmax",
@@ -80,7 +85,7 @@ def _descending_order(values: Array, key=None) -> Array:
     return jnp.lexsort((priority, -values))
 
 
-def loss_augmented_argmax(scores: Array, y: Array, key=None) -> Array:
+def loss_augmented_argmax(scores: Array, y: Array, key: PRNGKey | None = None) -> Array:
     """The most violated output of one VRep: top-:math:`r` of the augmented scores.
 
     Maximizes :math:`\\langle \\mathbf f, \\bar{\\mathbf y}\\rangle + l(\\bar{\\mathbf
@@ -144,7 +149,7 @@ class SubproblemInfo(NamedTuple):
 
 
 def empty_working_set(
-    num_vreps: int, num_words: int, capacity: int, dtype
+    num_vreps: int, num_words: int, capacity: int, dtype: DTypeLike
 ) -> WorkingSet:
     """An empty working set (all slots inactive, :math:`\\mu = 0`)."""
     return WorkingSet(
@@ -265,7 +270,9 @@ def _row_keys(key, n: int):
     return None if key is None else jax.random.split(key, n)
 
 
-def most_violated(scores: Array, words: Array, key=None) -> tuple[Array, Array]:
+def most_violated(
+    scores: Array, words: Array, key: PRNGKey | None = None
+) -> tuple[Array, Array]:
     """Per VRep, the loss-augmented maximizer :math:`\\bar{\\mathbf y}^*` and its
     gradient :math:`g^* = F_i^\\top(\\mathbf y_i - \\bar{\\mathbf y}^*) -
     l(\\bar{\\mathbf y}^*, \\mathbf y_i)` (the minimum over
@@ -283,7 +290,7 @@ def most_violated(scores: Array, words: Array, key=None) -> tuple[Array, Array]:
 
 
 def violator_candidates(
-    scores: Array, words: Array, num: int, key=None
+    scores: Array, words: Array, num: int, key: PRNGKey | None = None
 ) -> tuple[Array, Array]:
     r"""``num`` distinct outputs per VRep, in decreasing loss-augmented score.
 

@@ -35,7 +35,16 @@ def block_gap(mu_e: Array, g_e: Array, up_ok: Array) -> Array:
     return g_down - g_up
 
 
-def smo_block(mu_i, grad_i, gram_i, active_i, k_ii, c, tol, max_steps):
+def smo_block(
+    mu_i: Array,
+    grad_i: Array,
+    gram_i: Array,
+    active_i: Array,
+    k_ii: Array,
+    c: float | Array,
+    tol: float,
+    max_steps: int,
+) -> Array:
     r"""SMO with the maximal violating pair on one VRep's scaled simplex.
 
     Minimizes :math:`\tfrac12 \mu_i^\top (k_{ii} G_i) \mu_i + g_i^\top \mu_i` over

@@ -29,6 +29,7 @@ Regression. JMLR 13, 2012. Seed 001 §4.2.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -91,7 +92,9 @@ def dual_objective(state: SVRState, y: Array, c1: float, epsilon: float) -> Arra
     )
 
 
-def build_kernel(c1: float, c2: float, epsilon: float):
+def build_kernel(
+    c1: float, c2: float, epsilon: float
+) -> Callable[..., tuple[SVRState, SVRInfo]]:
     """Build ``step(rng_key, state, x, y) -> (SVRState, SVRInfo)``: one epoch."""
 
     def step(rng_key: PRNGKey, state: SVRState, x: Array, y: Array):

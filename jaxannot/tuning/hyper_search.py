@@ -42,6 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,7 @@ INSTALL_HINT = "pip install 'jaxannot[search]'"
 PRUNE_AFTER = 5
 
 
-def require_optuna():
+def require_optuna() -> ModuleType:
     """The ``optuna`` module; ``ImportError`` naming the extra to install when it is
     missing."""
     try:
