@@ -42,6 +42,8 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from jaxannot.metrics.per_image import _accuracy, _complete_length, _image_prf
@@ -51,6 +53,9 @@ from jaxannot.metrics.per_word import (
     mean_interpolated_average_precision,
 )
 from jaxannot.metrics.ranking import _check_pair, _rank_positions
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "classification_accuracy",
@@ -88,18 +93,18 @@ def _check_real(pred, y):
     return pred, y
 
 
-def classification_accuracy(pred, y) -> float:
+def classification_accuracy(pred: ArrayLike, y: ArrayLike) -> float:
     """Fraction of ``pred == y`` (pass only evaluated images: no -1 filtering)."""
     pred, y = _check_labels(pred, y)
     return float(np.mean(pred == y))
 
 
-def error_rate(pred, y) -> float:
+def error_rate(pred: ArrayLike, y: ArrayLike) -> float:
     """``1 - classification_accuracy(pred, y)``."""
     return 1.0 - classification_accuracy(pred, y)
 
 
-def r2_score(pred, y) -> float:
+def r2_score(pred: ArrayLike, y: ArrayLike) -> float:
     r"""Coefficient of determination :math:`1 - \sum (y - \hat y)^2 / \sum (y -
     \bar y)^2`.
 
@@ -114,14 +119,14 @@ def r2_score(pred, y) -> float:
     return float(1.0 - np.sum((y - pred) ** 2) / ss_tot)
 
 
-def root_mean_squared_error(pred, y) -> float:
+def root_mean_squared_error(pred: ArrayLike, y: ArrayLike) -> float:
     r""":math:`\sqrt{\tfrac1n \sum_i (y_i - \hat y_i)^2}` (predictions first, like
     :func:`r2_score`); non-finite values raise ``ValueError``."""
     pred, y = _check_real(pred, y)
     return float(np.sqrt(np.mean((y - pred) ** 2)))
 
 
-def pairwise_symmetric_kl(topic_dists, labels) -> float:
+def pairwise_symmetric_kl(topic_dists: ArrayLike, labels: ArrayLike) -> float:
     r"""Seed 001 Sec. 5.2: mean symmetric KL between class-mean topic distributions.
 
     Each row of ``topic_dists`` (non-negative, e.g. :math:`E[H]` turned into a
@@ -163,7 +168,7 @@ def pairwise_symmetric_kl(topic_dists, labels) -> float:
 
 
 # ------------------------------------------------------------------------ the report
-def annotation_report(scores, truth, n: int = 5) -> dict:
+def annotation_report(scores: ArrayLike, truth: ArrayLike, n: int = 5) -> dict:
     """All annotation metrics of the evaluation CLI in one dict.
 
     Keys (with ``n`` = 5 by default): ``accuracy``, ``complete_length``, ``f1@n``,
@@ -190,7 +195,7 @@ def annotation_report(scores, truth, n: int = 5) -> dict:
     }
 
 
-def regression_report(pred, y) -> dict:
+def regression_report(pred: ArrayLike, y: ArrayLike) -> dict:
     """The regression metrics of the evaluation CLI: ``rmse``
     (:func:`root_mean_squared_error`) and ``r2`` (:func:`r2_score`; NaN when ``y``
     is constant, where R² is undefined)."""

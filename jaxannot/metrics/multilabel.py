@@ -42,9 +42,14 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from jaxannot.metrics.ranking import _check_pair, _rank_positions, _tie_groups
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "BIPARTITION_METRICS",
@@ -106,7 +111,7 @@ def _one_error(scores, truth):
     return truth.any(axis=1) & ~truth[np.arange(len(truth)), top]
 
 
-def label_ranking_average_precision(scores, truth) -> float:
+def label_ranking_average_precision(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""Label-ranking average precision (Schapire & Singer's average precision).
 
     .. math:: \mathrm{LRAP} = \frac1N \sum_i \frac{1}{|T_i|} \sum_{j \in T_i}
@@ -125,7 +130,7 @@ def label_ranking_average_precision(scores, truth) -> float:
     return float(_lrap(_row_groups(scores, truth), scores.shape[1]).mean())
 
 
-def ranking_loss(scores, truth) -> float:
+def ranking_loss(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""Fraction of (true, false) word pairs ranked wrongly; ties count as wrong.
 
     .. math:: \mathrm{RL} = \frac1N \sum_i
@@ -144,7 +149,7 @@ def ranking_loss(scores, truth) -> float:
     return float(_ranking_loss(_row_groups(scores, truth), scores.shape[1]).mean())
 
 
-def coverage(scores, truth) -> float:
+def coverage(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""How many top-ranked words cover every true word, 1-based; ties count against.
 
     .. math:: \mathrm{Cov} = \frac1N \sum_i \max_{j \in T_i}
@@ -163,7 +168,7 @@ def coverage(scores, truth) -> float:
     return float(_coverage(_row_groups(scores, truth)).mean())
 
 
-def one_error(scores, truth) -> float:
+def one_error(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""Fraction of images whose top-scored word is not one of their true words.
 
     .. math:: \mathrm{OE} = \frac1N \sum_i [\,T_i \neq \emptyset \ \wedge\
@@ -182,7 +187,7 @@ def one_error(scores, truth) -> float:
     return float(_one_error(scores, truth).mean())
 
 
-def ranking_report(scores, truth) -> dict:
+def ranking_report(scores: ArrayLike, truth: ArrayLike) -> dict:
     """The four ranking metrics (keys :data:`RANKING_METRICS`), one sort shared."""
     scores, truth = _check_pair(scores, truth)
     g = _row_groups(scores, truth)
@@ -196,7 +201,7 @@ def ranking_report(scores, truth) -> dict:
 
 
 # ----------------------------------------------------------------- the bipartition
-def bipartition_k(train_truth) -> int:
+def bipartition_k(train_truth: ArrayLike) -> int:
     r"""The top-k rule's ``k``: the mean number of true words of the training images
     (label cardinality), rounded half up, at least 1.
 
@@ -218,7 +223,7 @@ def bipartition_k(train_truth) -> int:
     return int(min(truth.shape[1], max(1, np.floor(mean + 0.5))))
 
 
-def top_k_bipartition(scores, k: int) -> np.ndarray:
+def top_k_bipartition(scores: ArrayLike, k: int) -> np.ndarray:
     """Boolean ``[images, words]``: the ``k`` top-scored words of each image (ties:
     the lower word index first, as the per-image @N metrics)."""
     scores = np.asarray(scores, dtype=np.float64)
@@ -232,7 +237,7 @@ def top_k_bipartition(scores, k: int) -> np.ndarray:
     return _rank_positions(scores) < k
 
 
-def threshold_bipartition(scores, threshold: float) -> np.ndarray:
+def threshold_bipartition(scores: ArrayLike, threshold: float) -> np.ndarray:
     """Boolean ``[images, words]``: the words scored at least ``threshold`` (an image
     may get none)."""
     scores = np.asarray(scores, dtype=np.float64)
@@ -251,7 +256,7 @@ def _ratio(num, den):
     return np.where(den > 0, num / np.maximum(den, 1), 0.0)
 
 
-def prf(pred, truth, average: str) -> tuple[float, float, float]:
+def prf(pred: ArrayLike, truth: ArrayLike, average: str) -> tuple[float, float, float]:
     r"""Precision, recall and F1 of a 0/1 word prediction.
 
     With :math:`tp, |P|, |T|` the true positives, predicted and true words counted
@@ -275,14 +280,14 @@ def prf(pred, truth, average: str) -> tuple[float, float, float]:
     return float(np.mean(p)), float(np.mean(r)), float(np.mean(f))
 
 
-def hamming_loss(pred, truth) -> float:
+def hamming_loss(pred: ArrayLike, truth: ArrayLike) -> float:
     """Fraction of (image, word) cells predicted wrongly (``sklearn.metrics.
     hamming_loss``). Lower is better."""
     pred, truth = _check_pair(pred, truth)
     return float(np.mean((pred > 0) != truth))
 
 
-def bipartition_report(pred, truth) -> dict:
+def bipartition_report(pred: ArrayLike, truth: ArrayLike) -> dict:
     """Micro, macro and example precision/recall/F1 and the Hamming loss of a 0/1
     prediction (keys :data:`BIPARTITION_METRICS`)."""
     out = {}
@@ -295,7 +300,7 @@ def bipartition_report(pred, truth) -> dict:
     return out
 
 
-def multilabel_report(scores, truth, k: int) -> dict:
+def multilabel_report(scores: ArrayLike, truth: ArrayLike, k: int) -> dict:
     """:func:`ranking_report` of ``scores`` and :func:`bipartition_report` of their
     :func:`top_k_bipartition` with ``k`` words per image (keys
     :data:`MULTILABEL_METRICS`; ``k`` from :func:`bipartition_k` of the training

@@ -20,6 +20,9 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from jaxannot.metrics.ranking import (
@@ -30,6 +33,9 @@ from jaxannot.metrics.ranking import (
     _top_n,
 )
 
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
+
 __all__ = [
     "annotation_accuracy",
     "complete_length",
@@ -38,7 +44,7 @@ __all__ = [
 ]
 
 
-def annotation_accuracy(scores, truth) -> float:
+def annotation_accuracy(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""Seed 000 Accuracy: predict as many words as the image has, fraction correct.
 
     .. math:: \mathrm{Acc} = \frac{1}{|I^+|} \sum_{i \in I^+}
@@ -71,7 +77,7 @@ def _accuracy(ranks, truth):
     return float(np.mean(correct[keep] / r[keep]))
 
 
-def complete_length(scores, truth) -> float:
+def complete_length(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""Seed 000 Complete Length: top words needed to cover all the true words.
 
     .. math:: \mathrm{CL} = \frac{1}{|I^+|} \sum_{i \in I^+}
@@ -94,7 +100,9 @@ def _complete_length(ranks, truth):
     return float(np.mean(worst[keep]))
 
 
-def image_prf_at_n(scores, truth, n: int) -> tuple[float, float, float]:
+def image_prf_at_n(
+    scores: ArrayLike, truth: ArrayLike, n: int
+) -> tuple[float, float, float]:
     r"""Per-image precision, recall and F1 of the top-``n`` words (seed 001's F1@N).
 
     Every image is annotated with its ``n`` best-ranked words :math:`A_i`; with
@@ -119,7 +127,9 @@ def _image_prf(ranks, truth, n):
     return float(p[keep].mean()), float(rec[keep].mean()), float(f1[keep].mean())
 
 
-def topn_precision_recall(scores, truth, ns=range(2, 51)):
+def topn_precision_recall(
+    scores: ArrayLike, truth: ArrayLike, ns: Iterable[int] = range(2, 51)
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Precision and recall of top-n annotation for each n (seed 004's curves).
 
     For each ``n`` in ``ns``: the per-image precision and recall of

@@ -30,6 +30,8 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from jaxannot.metrics.ranking import (
@@ -42,6 +44,9 @@ from jaxannot.metrics.ranking import (
     _top_n,
 )
 
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
+
 __all__ = [
     "word_prf_at_n",
     "average_precision",
@@ -52,7 +57,7 @@ __all__ = [
 ]
 
 
-def word_prf_at_n(scores, truth, n: int) -> dict:
+def word_prf_at_n(scores: ArrayLike, truth: ArrayLike, n: int) -> dict:
     r"""Per-word precision, recall, F1 and N+ of top-``n`` annotation (Corel5k style).
 
     Every image is annotated with its ``n`` best-ranked words. For word ``w``:
@@ -105,7 +110,7 @@ def _ap_columns(scores, truth):
     return np.sum(expected, axis=0) / np.maximum(npos, 1), npos
 
 
-def average_precision(s, y) -> float:
+def average_precision(s: ArrayLike, y: ArrayLike) -> float:
     r"""Non-interpolated average precision, averaged over the orders of tied scores.
 
     For one ranking by decreasing ``s``,
@@ -144,7 +149,7 @@ def average_precision(s, y) -> float:
     return float(_ap_columns(scores, truth)[0][0])
 
 
-def mean_average_precision(scores, truth) -> float:
+def mean_average_precision(scores: ArrayLike, truth: ArrayLike) -> float:
     r"""MAP over words: mean of :func:`average_precision` of each word column.
 
     For word ``w`` the images are ranked by ``scores[:, w]`` (tied images: the mean
@@ -174,7 +179,9 @@ def _iap_columns(scores, truth, origin: bool):
     return best.mean(axis=0), npos
 
 
-def interpolated_average_precision(s, y, *, origin: bool = False) -> float:
+def interpolated_average_precision(
+    s: ArrayLike, y: ArrayLike, *, origin: bool = False
+) -> float:
     r"""11-point interpolated AP (TREC; seed 002's iAP).
 
     .. math:: iAP = \frac{1}{11}\sum_{\rho \in \{0, 0.1, \ldots, 1\}}
@@ -204,7 +211,7 @@ def interpolated_average_precision(s, y, *, origin: bool = False) -> float:
 
 
 def mean_interpolated_average_precision(
-    scores, truth, *, origin: bool = False
+    scores: ArrayLike, truth: ArrayLike, *, origin: bool = False
 ) -> float:
     """MiAP: mean of :func:`interpolated_average_precision` (same ``origin``) over the
     concept columns with a positive image (seed 002); images ranked per concept."""
@@ -215,7 +222,7 @@ def mean_interpolated_average_precision(
     return float(iap[npos > 0].mean())
 
 
-def precision_at_k(s, y, k: int) -> float:
+def precision_at_k(s: ArrayLike, y: ArrayLike, k: int) -> float:
     """Fraction of positives among the ``k`` top-scored items (ties: lower index
     first, like the per-image @N metrics)."""
     s, y = _check_vector_pair(s, y)

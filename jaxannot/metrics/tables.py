@@ -8,6 +8,8 @@ checks a choice of columns against them; :func:`format_metric`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from jaxannot.metrics.annotation import annotation_report
@@ -51,7 +53,7 @@ def metric_names(n: int = 5) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*TABLE_METRICS, *names]))
 
 
-def check_columns(columns, n: int = 5) -> list[str]:
+def check_columns(columns: str | Sequence[str], n: int = 5) -> list[str]:
     """``columns`` (a list, or one comma-separated string) checked against
     :func:`metric_names`; ``ValueError`` naming the unknown ones and the valid names."""
     if isinstance(columns, str):

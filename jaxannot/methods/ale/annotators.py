@@ -34,6 +34,8 @@ Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 import jax
@@ -67,6 +69,10 @@ from jaxannot.methods.ale.params import (
     IaleParams,
 )
 
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import PRNGKey
+
 __all__ = [
     "check_fitted_support",
     "concept_targets",
@@ -79,7 +85,9 @@ __all__ = [
 
 
 # ------------------------------------------------------------------- IALE / ALE
-def fit_iale(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
+def fit_iale(
+    corpus: Corpus, *, rng_key: PRNGKey, detector: str = "svm", **hyper: Any
+) -> Fitted:
     """Eigenfunctions from every image of ``corpus``; detectors on its labelled ones."""
     _check_detector(detector)
     hyper = {**method_defaults(f"iale-{detector}"), **hyper}
@@ -107,7 +115,9 @@ def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
     return _detector_scores(_iale_embed(fitted, corpus), fitted.params.detector)
 
 
-def fit_ale_transductive(corpus, *, rng_key, detector: str = "svm", **hyper) -> Fitted:
+def fit_ale_transductive(
+    corpus: Corpus, *, rng_key: PRNGKey, detector: str = "svm", **hyper: Any
+) -> Fitted:
     """As :func:`fit_iale`, keeping the fit images' PCA coordinates and labels so that
     scoring can recompute the eigenfunctions over fit + scored images."""
     _check_detector(detector)
@@ -161,7 +171,7 @@ def _fit_scores(fitted: Fitted) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- BSVM
-def fit_bsvm(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_bsvm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Linear SVM (dual CD) on the standardized raw features of the labelled images."""
     hyper = {**method_defaults("bsvm"), **hyper}
     y, labelled = concept_targets(corpus)
@@ -203,7 +213,7 @@ def laplacian_eigenmaps(x: np.ndarray, num_eigenvectors: int, k: int) -> np.ndar
     return (u / np.sqrt((u**2).mean(0, keepdims=True))).astype(np.float32)
 
 
-def fit_gsf(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_gsf(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Keep the standardized fit images; the eigenmaps are computed when scoring."""
     hyper = {**method_defaults("gsf"), **hyper}
     if corpus.num_images > int(hyper["max_images"]):

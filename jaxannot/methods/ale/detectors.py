@@ -8,6 +8,8 @@ SVM or the smooth function of eq. 7), their scores and the detector names
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -17,12 +19,15 @@ from jaxannot.methods.ale import smooth_function
 from jaxannot.methods.ale.params import Detector
 from jaxannot.solvers import linear_svm
 
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+
 __all__ = ["DETECTORS", "concept_targets"]
 
 DETECTORS = ("svm", "sf")
 
 
-def concept_targets(corpus) -> tuple[np.ndarray, np.ndarray]:
+def concept_targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     """``(y [n, K] in {0, 1}, labelled bool [n])`` from words or class labels."""
     if corpus.words is not None:
         y = (np.asarray(corpus.words) > 0).astype(np.float32)

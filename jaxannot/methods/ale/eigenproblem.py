@@ -11,7 +11,7 @@ Fergus et al., NIPS 2009; Mantziou et al., IJMIR 2015 (seed 002), §3: cited in 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,9 @@ import jax.numpy as jnp
 
 from jaxannot.runtime.memory import check_square_fits
 from jaxannot.solvers.generalized_eigen import batched_generalized_eigh_diagonal
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = [
     "DENSITY_FLOOR",
@@ -66,7 +69,9 @@ class Eigenfunctions(NamedTuple):
 
 # ------------------------------------------------------------------- histograms
 @jax.jit
-def chunk_histogram(s, mask, lo, width, num_bins_like):
+def chunk_histogram(
+    s: Array, mask: Array, lo: Array, width: Array, num_bins_like: Array
+) -> Array:
     """Per-dimension counts of the in-range values of ``s [m, N]``: ``[N, B]``."""
     num_bins = num_bins_like.shape[0]
     pos = (s - lo) / width

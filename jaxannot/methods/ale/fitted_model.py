@@ -7,6 +7,8 @@ back, and :func:`check_fitted_support` checks a method's fitted params.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax.numpy as jnp
@@ -15,6 +17,9 @@ from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.ale.eigenfunctions import ALEModel, PCAModel, fit_ale
 from jaxannot.methods.ale.eigenproblem import Eigenfunctions
 
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
+
 __all__ = ["check_fitted_support"]
 
 #: The least positive float32: widths and scales must be at least this.
@@ -22,7 +27,7 @@ _TINY = float(np.finfo(np.float32).tiny)
 
 
 def check_fitted_support(
-    name: str, params, iteration: int | str = "end of fit"
+    name: str, params: ArrayTree, iteration: int | str = "end of fit"
 ) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
     ``params`` of an ALE-family method lie in their support.

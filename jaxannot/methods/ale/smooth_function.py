@@ -32,13 +32,16 @@ Mantziou, E. et al., IJMIR 2015 (seed 002), eq. (5)–(7).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import scipy.linalg
 
 import jax
 import jax.numpy as jnp
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "SmoothStatistics",
@@ -78,7 +81,9 @@ def accumulate(
     return SmoothStatistics(stats.gram + weighted.T @ ua, stats.rhs + weighted.T @ y)
 
 
-def solve_smooth_function(stats: SmoothStatistics, eigenvalues) -> np.ndarray:
+def solve_smooth_function(
+    stats: SmoothStatistics, eigenvalues: ArrayLike
+) -> np.ndarray:
     """Solve eq. (7) for all concepts: ``α [c + 1, K]`` (last row: the offset)."""
     sigma = np.concatenate(
         [np.maximum(np.asarray(eigenvalues, np.float64), 0.0), [0.0]]
@@ -98,7 +103,14 @@ def solve_smooth_function(stats: SmoothStatistics, eigenvalues) -> np.ndarray:
     return alpha.astype(np.float32)
 
 
-def fit_smooth_function(u, y, eigenvalues, *, lam: float = 100.0, labelled=None):
+def fit_smooth_function(
+    u: ArrayLike,
+    y: ArrayLike,
+    eigenvalues: ArrayLike,
+    *,
+    lam: float = 100.0,
+    labelled: ArrayLike | None = None,
+) -> np.ndarray:
     """Eq. (7) on in-memory ``u [n, c]``, labels ``y [n, K]`` (``{0,1}`` → ``±1``).
 
     Parameters
@@ -131,6 +143,6 @@ def fit_smooth_function(u, y, eigenvalues, *, lam: float = 100.0, labelled=None)
     return solve_smooth_function(stats, eigenvalues)
 
 
-def smooth_scores(u, alpha) -> jax.Array:
+def smooth_scores(u: ArrayLike, alpha: ArrayLike) -> jax.Array:
     """``f = [U, 1] α``, ``[n, K]``."""
     return _with_constant(jnp.asarray(u, jnp.float32)) @ jnp.asarray(alpha)

@@ -25,6 +25,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -38,6 +40,9 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
 from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.baselines.params import EmpiricalParams, KnnParams
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = ["EMPIRICAL", "KNN", "WIDTH_SAMPLE", "check_fitted_support", "heat_width"]
 
@@ -62,7 +67,7 @@ def _frequencies(words: np.ndarray) -> np.ndarray:
     return (words.sum(axis=0) / total).astype(np.float32)
 
 
-def check_fitted_support(name: str, params) -> None:
+def check_fitted_support(name: str, params: ArrayTree) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
     ``params`` of ``empirical`` or ``knn`` lie in their support: every floating
     array finite, the word ``frequency`` a distribution (non-negative, summing to 1
@@ -141,7 +146,7 @@ def _knn_fit(
     return Fitted("knn", params)
 
 
-def heat_width(features, k: int, metric: str) -> float:
+def heat_width(features: np.ndarray, k: int, metric: str) -> float:
     """knn's heat-kernel width: the mean distance from each training image to its
     ``min(k, n - 1)`` nearest other training images (module docstring).
 

@@ -47,6 +47,8 @@ learning in nearest neighbor models for image auto-annotation." ICCV 2009.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -54,6 +56,9 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from numpyro import handlers
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = [
     "EPSILON",
@@ -75,7 +80,7 @@ PRIOR_SCALE = 100.0
 VARIANTS = ("distance", "rank")
 
 
-def word_lists(words) -> tuple[np.ndarray, np.ndarray]:
+def word_lists(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Padded word ids ``[n, M]`` and their mask of a binary ``[n, W]`` word matrix.
 
     ``M`` is the largest number of words of an image (at least 1); padding ids are 0
@@ -88,14 +93,22 @@ def word_lists(words) -> tuple[np.ndarray, np.ndarray]:
     return np.where(mask, order, 0).astype(np.int32), mask.astype(np.float32)
 
 
-def neighbor_weights(variant: str, neighbors, distances, gamma=None, theta=None):
+def neighbor_weights(
+    variant: str,
+    neighbors: Array,
+    distances: Array | None,
+    gamma: Array | None = None,
+    theta: Array | None = None,
+) -> Array:
     r"""The weights :math:`\pi_{ij}` ``[n, K]`` of the rank or distance variant."""
     if variant == "rank":
         return jnp.broadcast_to(gamma, neighbors.shape)
     return jax.nn.softmax(-(distances @ theta), axis=1)
 
 
-def neighbor_vote(weights, neighbors, word_ids, word_mask, num_words: int):
+def neighbor_vote(
+    weights: Array, neighbors: Array, word_ids: Array, word_mask: Array, num_words: int
+) -> Array:
     r"""Votes :math:`x_{iw} = \epsilon + (1-2\epsilon) \sum_k \pi_{ik} y_{j_k w}`.
 
     Uses :math:`\sum_k \pi_{ik} = 1`; the sum is a scatter-add over the neighbours'
@@ -109,7 +122,9 @@ def neighbor_vote(weights, neighbors, word_ids, word_mask, num_words: int):
     return EPSILON + (1.0 - 2.0 * EPSILON) * votes
 
 
-def word_probability_logits(votes, alpha=None, beta=None):
+def word_probability_logits(
+    votes: Array, alpha: Array | None = None, beta: Array | None = None
+) -> Array:
     r"""Logits of :math:`p(y_{iw}=1)`: :math:`\alpha_w x_{iw} + \beta_w`, or
     :math:`\mathrm{logit}(x_{iw})` without boosting."""
     if alpha is None:
@@ -122,7 +137,7 @@ def word_probability_logits(votes, alpha=None, beta=None):
 BALANCE = ("none", "global", "word")
 
 
-def class_weights(words, balance: str = "global") -> np.ndarray | None:
+def class_weights(words: np.ndarray, balance: str = "global") -> np.ndarray | None:
     r"""Weights :math:`c_{iw}` of the log-likelihood terms (``None`` for ``"none"``).
 
     ``"global"`` (the paper's): :math:`c_{iw} = N / 2n_+` for positives and
@@ -147,17 +162,17 @@ def class_weights(words, balance: str = "global") -> np.ndarray | None:
 
 
 def tagprop(
-    neighbors,
-    word_ids,
-    word_mask,
-    distances=None,
-    words=None,
-    weights=None,
+    neighbors: Array,
+    word_ids: Array,
+    word_mask: Array,
+    distances: Array | None = None,
+    words: Array | None = None,
+    weights: Array | None = None,
     *,
     num_words: int,
     variant: str = "distance",
     boosting: bool = True,
-):
+) -> None:
     r"""TagProp (Guillaumin et al., ICCV 2009) as a numpyro model.
 
     Parameters

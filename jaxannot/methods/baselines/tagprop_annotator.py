@@ -27,6 +27,7 @@ see ``docs/tagprop.md``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -110,7 +111,13 @@ def _blocked_distances(query_blocks, index_blocks, database, idf, names):
     return jax.lax.map(block, (query_blocks, index_blocks))
 
 
-def pair_distances(queries, database, indices, names, idf):
+def pair_distances(
+    queries: dict[str, np.ndarray],
+    database: dict[str, np.ndarray],
+    indices: np.ndarray,
+    names: Sequence[str],
+    idf: np.ndarray | None,
+) -> np.ndarray:
     r"""Base distances ``[q, K, D]`` between each query and its neighbours ``indices``.
 
     Parameters

@@ -17,6 +17,8 @@ Patent notice: the EMML method is the subject of US patent 8,463,053 B1 (related
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -55,6 +57,10 @@ from jaxannot.methods.emml.working_set import (
     WorkingSetSettings,
 )
 
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import PRNGKey
+
 __all__ = [
     "check_emml_support",
     "fit_emml_annotator",
@@ -74,9 +80,9 @@ def _observed_words(corpus):
 
 @uses_defaults("emml")
 def fit_emml_annotator(
-    corpus,
+    corpus: Corpus,
     *,
-    rng_key,
+    rng_key: PRNGKey,
     vreps: int,
     vrep_method: str,
     word_rule: str,
@@ -193,7 +199,7 @@ def _query_features(fitted: Fitted, corpus, dims: int) -> np.ndarray:
     return x
 
 
-def score_emml(fitted: Fitted, corpus) -> jax.Array:
+def score_emml(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Word scores ``[images, words]`` (eq. 1, or the §4.1 merge when
     ``top_vreps > 0``)."""
     p, h = fitted.params, fitted.hyper
@@ -209,9 +215,9 @@ def score_emml(fitted: Fitted, corpus) -> jax.Array:
 
 @uses_defaults("mbrm")
 def fit_mbrm_annotator(
-    corpus,
+    corpus: Corpus,
     *,
-    rng_key,
+    rng_key: PRNGKey,
     bandwidth: float,
     smoothing: float,
     view: str,
@@ -263,7 +269,7 @@ def fit_mbrm_annotator(
     )
 
 
-def score_mbrm(fitted: Fitted, corpus) -> jax.Array:
+def score_mbrm(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """:math:`P(w \\mid \\mathbf x)` for every image of ``corpus``."""
     p = fitted.params
     kernel = fitted.hyper.get("kernel", "gaussian")

@@ -16,7 +16,9 @@ from jaxannot.types import Array
 __all__ = ["project_capped_simplex"]
 
 
-def project_capped_simplex(v: Array, total: Array, cap: Array, iters: int = 64):
+def project_capped_simplex(
+    v: Array, total: Array, cap: Array, iters: int = 64
+) -> Array:
     r"""Euclidean projection onto the capped simplex (Wang & Lu 2015).
 
     Solves :math:`\min_{\mathbf u} \tfrac12 \|\mathbf u - \mathbf v\|^2` over

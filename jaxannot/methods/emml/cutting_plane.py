@@ -40,6 +40,7 @@ interdependent and structured output spaces. ICML 2004.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -160,12 +161,12 @@ def _add_violators(i, ws, scores, data, candidates: int, epsilon):
 
 
 def build_kernel(
-    c,
-    epsilon,
+    c: float | Array,
+    epsilon: float | Array,
     settings: CuttingPlaneSettings = CuttingPlaneSettings(),  # noqa: B008 (immutable)
     *,
-    max_smo_steps=None,
-):
+    max_smo_steps: int | None = None,
+) -> Callable:
     """One pass over the VReps (see the module docstring).
 
     Parameters

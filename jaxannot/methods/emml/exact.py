@@ -117,7 +117,7 @@ def _frank_wolfe_gap(u: Array, a: Array, r: Array, cap: Array) -> Array:
     return cap * jnp.sum(jnp.where(top, ranked, 0.0), axis=-1) - jnp.sum(a * u, -1)
 
 
-def mixture_objective(data: StructuredData, u: Array, c) -> Array:
+def mixture_objective(data: StructuredData, u: Array, c: float | Array) -> Array:
     """Dual objective (9) at mixtures ``u``:
     :math:`\\tfrac12 \\langle B, KB\\rangle - 2\\sum_i \\langle \\mathbf u_i,
     \\mathbf 1 - \\mathbf y_i\\rangle`, :math:`B = C Y - U`."""
@@ -247,7 +247,7 @@ def _gradient_step(carry: _GradientCarry, *, data, penalty, sizes, c, bounds):
 
 
 def projected_gradient(
-    data: StructuredData, c, handoff, max_steps: int
+    data: StructuredData, c: float | Array, handoff: float, max_steps: int
 ) -> tuple[Array, Array, Array]:
     r"""Spectral projected gradient on the dual (9) in mixture form, from
     :math:`\mu = 0`, until the KKT violation is at most ``handoff``.
@@ -475,7 +475,11 @@ def fit_emml_exact(
 
 
 def mixture_state(
-    data: StructuredData, u: Array, c, tolerance, sweeps: Array | int = 0
+    data: StructuredData,
+    u: Array,
+    c: float | Array,
+    tolerance: float | Array,
+    sweeps: Array | int = 0,
 ) -> ExactState:
     """The :class:`ExactState` of mixtures ``u``: coefficients, scores, dual
     objective, KKT violation and Frank--Wolfe gap under ``data.kernel``.
@@ -508,7 +512,7 @@ def mixture_state(
     )
 
 
-def uncoupled_mixtures(words: Array, c, diagonal: Array) -> Array:
+def uncoupled_mixtures(words: Array, c: float | Array, diagonal: Array) -> Array:
     r"""The optimum of the dual (9) when the kernel is diagonal: no solve.
 
     With :math:`K = \operatorname{diag}(d)` the VReps decouple. By symmetry VRep

@@ -45,6 +45,7 @@ video annotation. CVPR 2004.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -278,7 +279,7 @@ def select_bandwidth(
 
 
 def extend_past_edges(
-    score, grid: list[float], *, max_steps: int = 8
+    score: Callable[[float], np.ndarray], grid: list[float], *, max_steps: int = 8
 ) -> tuple[list[float], np.ndarray]:
     """Score a geometric ``grid`` and extend it while its best value is at an end.
 

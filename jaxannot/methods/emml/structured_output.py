@@ -246,7 +246,9 @@ def joint_feature_map(phi_x: ArrayLike, ybar: ArrayLike) -> Array:
     return jnp.outer(jnp.asarray(ybar), jnp.asarray(phi_x)).reshape(-1)
 
 
-def joint_kernel(k_ij, y_i, ybar, y_j, ytilde) -> Array:
+def joint_kernel(
+    k_ij: Array, y_i: Array, ybar: Array, y_j: Array, ytilde: Array
+) -> Array:
     """:math:`K((\\mathbf x_i,\\bar{\\mathbf y}),(\\mathbf x_j,\\tilde{\\mathbf y})) =
     k_{ij} \\langle \\mathbf y_i - \\bar{\\mathbf y}, \\mathbf y_j - \\tilde{\\mathbf
     y}\\rangle`."""

@@ -46,7 +46,8 @@ machines. IEEE NNSP 1997.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +64,9 @@ from jaxannot.solvers.qp import (
     violator_candidates,
 )
 from jaxannot.types import Array, PRNGKey
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = [
     "WorkingSetSettings",
@@ -183,7 +187,15 @@ def init(data: StructuredData, capacity: int) -> EMMLState:
     )
 
 
-def next_state(state, ws, coefficients, scores, objective, num_added, overflow):
+def next_state(
+    state: EMMLState,
+    ws: WorkingSet,
+    coefficients: Array,
+    scores: Array,
+    objective: Array,
+    num_added: Array,
+    overflow: Array,
+) -> EMMLState:
     """The :class:`EMMLState` after an iteration from ``state`` that ends with
     ``ws, coefficients, scores, objective``, ``num_added`` constraints moved in and
     ``overflow`` violators dropped."""
@@ -215,9 +227,9 @@ def build_kernel(
     tolerance: float = 1e-3,
     settings: WorkingSetSettings = WorkingSetSettings(),  # noqa: B008 (immutable)
     *,
-    max_smo_steps=None,
+    max_smo_steps: int | None = None,
     random_ties: bool = False,
-):
+) -> Callable[..., tuple[EMMLState, EMMLInfo]]:
     """One outer iteration of Algorithm 1 (steps 3, 4, 5).
 
     Parameters
@@ -358,7 +370,14 @@ def fit_emml(
     return run_iterations(step, key, data, state, history, going)
 
 
-def run_iterations(step, key, data: StructuredData, state, history, going):
+def run_iterations(
+    step: Callable,
+    key: PRNGKey,
+    data: StructuredData,
+    state: EMMLState,
+    history: ArrayTree,
+    going: Callable[..., Array],
+) -> tuple[EMMLState, ArrayTree]:
     """Run ``step(key, state, data) -> (state, info)`` while ``going(state,
     history)``, writing each ``info`` into ``history`` at ``state.iteration`` (one
     ``lax.while_loop``); returns the final ``(state, history)``."""

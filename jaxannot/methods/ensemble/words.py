@@ -25,7 +25,7 @@ metrics, so it is tried only when the fit's targets name one of them. Which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -137,7 +137,7 @@ def with_head(ranking: np.ndarray, ratios: np.ndarray, head: int) -> np.ndarray:
 def choose_per_word(
     ranking: np.ndarray,
     ratios: np.ndarray,
-    measure,
+    measure: Callable[[np.ndarray, Sequence[str]], dict],
     targets: Sequence[str],
     base_best: dict,
 ) -> tuple[list[dict], int]:

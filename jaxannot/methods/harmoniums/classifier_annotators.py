@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,6 +80,10 @@ from jaxannot.methods.harmoniums.regression import (
 from jaxannot.methods.harmoniums.views import encode, labels_of, view_setup
 from jaxannot.solvers import multiclass_svm as cs
 
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import PRNGKey
+
 __all__ = [
     "fit_dwh_svm",
     "fit_twh",
@@ -105,7 +110,7 @@ def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
     return state
 
 
-def fit_dwh_svm(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_dwh_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Two stages: DWH on the feature views by CD, then the SVM on E_q0[h]."""
     hyper = {**method_defaults("dwh-svm"), **hyper}
     labels, num_classes = labels_of(corpus, "dwh-svm")
@@ -147,7 +152,7 @@ def _use_words_wing(train, labels, num_classes, setting: str) -> bool:
     return not same  # words = the one-hot classes add nothing to the hinge's labels
 
 
-def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_mmh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Max-margin harmonium (seed 001 §4.1) on the feature views (+ a words wing)."""
     hyper = {**method_defaults("mmh"), **hyper}
     labels, num_classes = labels_of(corpus, "mmh")
@@ -174,7 +179,7 @@ def fit_mmh(corpus, *, rng_key, **hyper) -> Fitted:
     )
 
 
-def score_words_mmh(fitted: Fitted, corpus) -> jax.Array:
+def score_words_mmh(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Annotation by an MMH (seed 001 §4.4): :math:`E_q[x_i]` of every word after the
     mean-field updates (7) with the feature views clamped and the words wing free.
 
@@ -193,7 +198,7 @@ def score_words_mmh(fitted: Fitted, corpus) -> jax.Array:
     return _infer_free_view(params, kinds, tuple(views), tuple(totals), free, sweeps)[0]
 
 
-def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_mmh_regression(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Max-margin harmonium regression (seed 001 §4.2, P2) on the feature views.
 
     The response is standardized with the training mean and standard deviation
@@ -219,7 +224,7 @@ def fit_mmh_regression(corpus, *, rng_key, **hyper) -> Fitted:
     )
 
 
-def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_twh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Tri-wing harmonium: feature wings plus a softmax label wing, trained by CD."""
     hyper = {**method_defaults("twh"), **hyper}
     labels, num_classes = labels_of(corpus, "twh")
@@ -230,7 +235,7 @@ def fit_twh(corpus, *, rng_key, **hyper) -> Fitted:
     return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
 
 
-def fit_svm(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """Crammer–Singer SVM on the concatenated standardized views (plus an offset)."""
     hyper = {**method_defaults("svm"), **hyper}
     labels, num_classes = labels_of(corpus, "svm")

@@ -24,6 +24,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +40,10 @@ from jaxannot.methods.harmoniums.cd_training import _init, _train_cd
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
 from jaxannot.solvers import multiclass_svm as cs
+
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import ArrayTree, PRNGKey
 
 __all__ = [
     "check_fitted_support",
@@ -115,7 +120,7 @@ def _last_iteration(hyper) -> str:
     return "end of fit"
 
 
-def check_fitted_support(name: str, params, iteration) -> None:
+def check_fitted_support(name: str, params: ArrayTree, iteration: int | str) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` unless a harmonium
     method's fitted ``params`` lie in their support: every floating array finite
     (weights, biases, log-variances, read-out) and every real view's scaling
@@ -197,7 +202,7 @@ def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
 
 
 # ----------------------------------------------------------------- dwh (annotation)
-def fit_dwh(corpus, *, rng_key, **hyper) -> Fitted:
+def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     """DWH with the words as a Bernoulli wing next to the feature views."""
     hyper = {**method_defaults("dwh"), **hyper}
     if corpus.words is None:
@@ -228,7 +233,7 @@ def _dwh_infer(fitted, corpus):
     )
 
 
-def score_words_dwh(fitted: Fitted, corpus) -> jax.Array:
+def score_words_dwh(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """:math:`E_q[x_i]` of every word after mean field with the features clamped."""
     return _dwh_infer(fitted, corpus)[0]
 
@@ -254,7 +259,7 @@ def _twh_infer(fitted, corpus):
     )
 
 
-def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
+def embed_harmonium(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """:math:`E[h]` per image: the clamped linear pass over the feature wings for
     ``mmh`` / ``mmh-regression`` / ``dwh-svm`` (an ``mmh`` words wing is left out),
     mean field with the words / label wing free for ``dwh`` / ``twh``."""
@@ -271,7 +276,7 @@ def embed_harmonium(fitted: Fitted, corpus) -> jax.Array:
     return _clamped_hidden(params, kinds, tuple(views))
 
 
-def score_classes(fitted: Fitted, corpus) -> jax.Array:
+def score_classes(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Class scores ``[images, classes]`` (higher = more likely)."""
     if fitted.method == "twh":
         return _twh_infer(fitted, corpus)[0]
@@ -284,7 +289,7 @@ def score_classes(fitted: Fitted, corpus) -> jax.Array:
     return cs.decision_function(jnp.asarray(fitted.params.predictor), feats)
 
 
-def predict_labels(fitted: Fitted, corpus) -> jax.Array:
+def predict_labels(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Class predictions: ``argmax`` of :func:`score_classes`."""
     return jnp.argmax(score_classes(fitted, corpus), axis=1).astype(jnp.int32)
 

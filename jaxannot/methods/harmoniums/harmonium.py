@@ -42,8 +42,8 @@ Application to Information Retrieval. NIPS 2004.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,9 @@ import numpyro.distributions as dist
 
 from jaxannot.annotators.persistence import TupleOf
 from jaxannot.types import Array, PRNGKey
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = [
     "VISIBLE_KINDS",
@@ -359,7 +362,9 @@ def mean_field(
     return jax.lax.fori_loop(0, num_sweeps, sweep, state)
 
 
-def cd_phase_statistics(kinds: Sequence[str], num_sweeps: int = 5):
+def cd_phase_statistics(
+    kinds: Sequence[str], num_sweeps: int = 5
+) -> Callable[[HarmoniumParams, ArrayTree], tuple[ArrayTree, ArrayTree]]:
     """Build ``phase_statistics(params, image) -> (q0, q1)`` for contrastive divergence.
 
     ``image`` is a tuple ``(views, totals)`` for one image; ``q0`` clamps every view,

@@ -275,7 +275,7 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
 def fit_mmh_classifier(
     rng_key: PRNGKey,
     params: ArrayTree,
-    images,
+    images: ArrayTree,
     labels: Array,
     num_classes: int,
     model: MMHModel,
@@ -347,7 +347,7 @@ def fit_mmh_classifier(
 def fit_mmh_regressor(
     rng_key: PRNGKey,
     params: ArrayTree,
-    images,
+    images: ArrayTree,
     targets: Array,
     model: MMHModel,
     *,

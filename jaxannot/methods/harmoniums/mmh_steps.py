@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.types import Array
+
+if TYPE_CHECKING:
+    from jaxannot.methods.harmoniums.harmonium import HarmoniumParams
+    from jaxannot.types import ArrayTree
 
 __all__ = [
     "with_offset",
@@ -116,7 +121,12 @@ def to_raw(weights: Array, center: Array, scale: Array) -> Array:
 
 
 @functools.partial(jax.jit, static_argnames=("embed", "standardize"))
-def embed_all(params, images, embed, standardize):
+def embed_all(
+    params: HarmoniumParams,
+    images: ArrayTree,
+    embed: Callable[[HarmoniumParams, ArrayTree], Array],
+    standardize: bool,
+) -> tuple[Array, tuple[Array, Array]]:
     """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image."""
     hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
     if standardize:
@@ -133,7 +143,7 @@ def check_features(feats: Array, when: str) -> None:
         raise FloatingPointError(f"the hidden features E[h] are not finite {when}")
 
 
-def last_primal_and_gap(trace) -> tuple[float, float]:
+def last_primal_and_gap(trace: ArrayTree) -> tuple[float, float]:
     """Primal objective and relative duality gap at the last epoch run."""
     primal, gap = np.asarray(trace.primal), np.asarray(trace.gap)
     ok = np.isfinite(primal)

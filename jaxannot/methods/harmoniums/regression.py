@@ -4,6 +4,8 @@ and the real predictions of a fitted model (seed 001 §4.2)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +16,9 @@ from jaxannot.annotators.base import Fitted
 from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.dwh_annotators import embed_harmonium
 from jaxannot.methods.harmoniums.views import labels_of
+
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
 
 __all__ = ["predict_regression", "regression_data", "regression_response"]
 
@@ -28,7 +33,9 @@ def _drop_view(corpus, name: str):
     )
 
 
-def regression_data(corpus, hyper):
+def regression_data(
+    corpus: Corpus, hyper: Mapping[str, Any]
+) -> tuple[Corpus, np.ndarray]:
     """(input corpus, raw targets) of ``mmh-regression``; ``ValueError`` without one."""
     name = hyper["target_view"]
     if not name:
@@ -48,7 +55,7 @@ def regression_data(corpus, hyper):
     return _drop_view(corpus, name), target
 
 
-def predict_regression(fitted: Fitted, corpus) -> jax.Array:
+def predict_regression(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Real predictions ``[images]``: :math:`\\bar y + s_y V^\\top [E_{q_0}[h], 1]`."""
     name = fitted.hyper["target_view"]
     if name and name in corpus.views:
@@ -58,7 +65,7 @@ def predict_regression(fitted: Fitted, corpus) -> jax.Array:
     return fitted.info["target_mean"] + fitted.info["target_std"] * value
 
 
-def regression_response(fitted: Fitted, corpus) -> np.ndarray | None:
+def regression_response(fitted: Fitted, corpus: Corpus) -> np.ndarray | None:
     """The true response ``[images]`` that :func:`predict_regression` predicts:
     column ``target_column`` of view ``target_view``, or None when the response is
     the class label read as a number (the task's true labels are then the truth)."""

@@ -3,16 +3,25 @@ of the real-valued ones (seed 001)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax.numpy as jnp
 
 from jaxannot.methods.harmoniums.params import ViewScaling
 
+if TYPE_CHECKING:
+    from jaxannot.data.corpus import Corpus
+    from jaxannot.types import Array
+
 __all__ = ["encode", "labels_of", "view_setup"]
 
 
-def view_setup(corpus, bag_model: str):
+def view_setup(
+    corpus: Corpus, bag_model: str
+) -> tuple[list[str], list[str], dict[str, ViewScaling]]:
     """The corpus's view names, each one's wing kind (``"gaussian"`` for a real view,
     ``"softmax"`` or ``"bernoulli"`` for a bag) and the real views' scaling."""
     if bag_model not in ("bernoulli", "softmax"):
@@ -35,7 +44,12 @@ def view_setup(corpus, bag_model: str):
     return names, kinds, scaling
 
 
-def encode(corpus, names, kinds, scaling):
+def encode(
+    corpus: Corpus,
+    names: Sequence[str],
+    kinds: Sequence[str],
+    scaling: Mapping[str, ViewScaling],
+) -> tuple[list[Array], list[Array]]:
     """The views ``names`` of ``corpus`` as wings of ``kinds`` (real views scaled,
     bags binary unless softmax) and each image's totals per wing."""
     views, totals = [], []
@@ -60,7 +74,7 @@ def encode(corpus, names, kinds, scaling):
     return views, [jnp.asarray(t) for t in totals]
 
 
-def labels_of(corpus, method: str):
+def labels_of(corpus: Corpus, method: str) -> tuple[np.ndarray, int]:
     """The class labels of ``corpus`` and their number; ``ValueError`` naming
     ``method`` when it has none."""
     if corpus.labels is None or not np.any(np.asarray(corpus.labels) >= 0):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,6 +49,9 @@ from jaxannot.methods.sfsls.sparse_projection import (
     TrainingImages,
     feature_ranking,
 )
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = [
     "SFSLS",
@@ -177,7 +181,7 @@ def _sfsls_fit(
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-def check_fitted_support(name: str, params, iteration: int | str) -> None:
+def check_fitted_support(name: str, params: ArrayTree, iteration: int | str) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` unless the fitted
     ``params`` of ``sfsls``, ``sfss`` or ``fsnm`` lie in their support.
 

@@ -33,7 +33,8 @@ l2,1-norms minimization. NIPS 2010.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,9 @@ import jax.scipy.linalg as jsl
 
 from jaxannot.inference.em import run_until_small_change
 from jaxannot.types import Array
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "FSNMState",
@@ -75,7 +79,7 @@ def _l21(a: Array) -> Array:
     return jnp.sum(jnp.sqrt(jnp.sum(jnp.square(a), axis=1)))
 
 
-def fsnm_objective(w: Array, x: Array, y: Array, gamma) -> Array:
+def fsnm_objective(w: Array, x: Array, y: Array, gamma: float | Array) -> Array:
     """``‖x W − Y‖_{2,1} + γ‖W‖_{2,1}``."""
     return _l21(x @ w - y) + gamma * _l21(w)
 
@@ -87,14 +91,14 @@ def _weighted_solve(x, y, a, b, gamma):
     return jsl.cho_solve(jsl.cho_factor(lhs, lower=True), xb.T @ y)
 
 
-def init(x: Array, y: Array, gamma) -> FSNMState:
+def init(x: Array, y: Array, gamma: float | Array) -> FSNMState:
     """Nie et al.'s start ``D = I``: ``W_0 = (I + xᵀx/γ²)⁻¹ xᵀY/γ²``."""
     n, d = x.shape
     w = _weighted_solve(x, y, jnp.ones(d, x.dtype), jnp.ones(n, x.dtype), gamma)
     return FSNMState(w, fsnm_objective(w, x, y, gamma), jnp.asarray(0))
 
 
-def build_kernel():
+def build_kernel() -> Callable[..., tuple[FSNMState, FSNMInfo]]:
     """``step(rng_key, state, x, y, gamma, eps) -> (FSNMState, FSNMInfo)``: reweight
     ``a, b`` at the current ``W`` and solve the weighted ridge problem (key unused)."""
 
@@ -128,14 +132,14 @@ def _fit(x, y, gamma, eps, tol, *, max_iter):
 
 
 def fit_fsnm(
-    x,
-    y,
+    x: ArrayLike,
+    y: ArrayLike,
     *,
     gamma: float = 1.0,
     max_iter: int = 100,
     tol: float = 1e-6,
     eps: float = 1e-8,
-):
+) -> tuple[FSNMState, Array]:
     """Run the FSNM reweighting to convergence (one compiled ``lax.while_loop``).
 
     Parameters

@@ -41,6 +41,7 @@ Journal of Software 26(7):1800-1811, 2015 (Algorithm 1, Theorem 1).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -111,7 +112,14 @@ class SFSLSInfo(NamedTuple):
 
 
 # --------------------------------------------------------------------------- CG
-def block_pcg(matvec, b: Array, inv_diag: Array, *, tol: float, maxiter: int):
+def block_pcg(
+    matvec: Callable[[Array], Array],
+    b: Array,
+    inv_diag: Array,
+    *,
+    tol: float,
+    maxiter: int,
+) -> tuple[Array, Array]:
     """Jacobi-preconditioned conjugate gradients, one independent solve per column.
 
     Parameters
@@ -162,7 +170,11 @@ def block_pcg(matvec, b: Array, inv_diag: Array, *, tol: float, maxiter: int):
 
 # ---------------------------------------------------------------- precompute
 def prepare(
-    images: TrainingImages, weights: SFSLSWeights, *, cg_tol=1e-5, cg_maxiter=500
+    images: TrainingImages,
+    weights: SFSLSWeights,
+    *,
+    cg_tol: float = 1e-5,
+    cg_maxiter: int = 500,
 ) -> SFSLSData:
     """Once-per-fit quantities of Algorithm 1 (steps 2–4 and the fixed parts of 6).
 
@@ -208,7 +220,7 @@ def _top_subspace(a: Array, subspace: int) -> Array:
 
 
 def init(
-    data: SFSLSData, weights: SFSLSWeights, subspace: int, g_init=None
+    data: SFSLSData, weights: SFSLSWeights, subspace: int, g_init: Array | None = None
 ) -> SFSLSState:
     """Initial iterate: ``G_0`` given, or the graph-regularized ridge solution
     ``(XXᵀ + μI − αM)⁻¹ Z`` (eq. (13)–(16) with λ = 0, U = 0); ``U_0`` spans the top
@@ -227,7 +239,7 @@ def init(
     return SFSLSState(params, objective, jnp.asarray(0))
 
 
-def build_kernel(subspace: int):
+def build_kernel(subspace: int) -> Callable[..., tuple[SFSLSState, SFSLSInfo]]:
     """One iteration of Algorithm 1 (``subspace`` = r is static: it fixes shapes).
 
     Returns ``step(rng_key, state, data, weights) -> (SFSLSState, SFSLSInfo)``; the key

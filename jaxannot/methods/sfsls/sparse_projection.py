@@ -263,13 +263,13 @@ def surrogate_objective(
     return shared + weights.alpha * weights.lam * sparsity
 
 
-def feature_ranking(g) -> np.ndarray:
+def feature_ranking(g: ArrayLike) -> np.ndarray:
     """Feature indices sorted by decreasing row norm ``‖g^i‖`` (ties by index)."""
     norms = np.asarray(row_norms(jnp.asarray(g)), dtype=np.float64)
     return np.lexsort((np.arange(norms.size), -norms))
 
 
-def select_features(g, num_features: int) -> np.ndarray:
+def select_features(g: ArrayLike, num_features: int) -> np.ndarray:
     """The ``num_features`` top-ranked feature indices (sorted ascending)."""
     norms = np.asarray(g).shape[0]
     if not 1 <= num_features <= norms:

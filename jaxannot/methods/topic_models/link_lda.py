@@ -26,7 +26,7 @@ publications. PNAS 101, 2004.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = [
     "LDAPrior",
@@ -131,7 +134,9 @@ def link_lda(
             )
 
 
-def token_log_likelihood(theta, betas, counts_by_view) -> jax.Array:
+def token_log_likelihood(
+    theta: Array, betas: Sequence[Array], counts_by_view: Sequence[Array]
+) -> jax.Array:
     r""":math:`\sum_{v,w} n^v_{dw}\log\sum_k\theta_{dk}\beta^v_{kw}` per image."""
     out = 0.0
     for beta, c in zip(betas, counts_by_view, strict=False):

@@ -6,6 +6,7 @@ per view, the form :mod:`.link_lda_svi` fits by SVI (the sites and log density o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,12 +17,20 @@ import numpyro.distributions as dist
 
 from jaxannot.methods.topic_models.link_lda import to_padded
 
+if TYPE_CHECKING:
+    from jaxannot.types import Array
+
 __all__ = ["bag_log_likelihood", "link_lda_bags", "padded_bags"]
 
 _TINY = 1e-30
 
 
-def bag_log_likelihood(theta, betas, ids_by_view, counts_by_view) -> jax.Array:
+def bag_log_likelihood(
+    theta: Array,
+    betas: Sequence[Array],
+    ids_by_view: Sequence[Array],
+    counts_by_view: Sequence[Array],
+) -> jax.Array:
     r""":math:`\sum_{v,l} n^v_{dl}\log\sum_k\theta_{dk}\beta^v_{k,w_{dl}}` per image,
     over the padded slots ``l`` (ids ``w``, counts ``n``; padding has count 0)."""
     out = 0.0

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -84,6 +84,9 @@ from jaxannot.methods.topic_models.link_lda import (
     _check_counts,
     _padded_views,
 )
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = ["CVB0State", "cvb0_counts", "cvb0_update", "fit_cvb0"]
 
@@ -109,7 +112,12 @@ class CVB0State(NamedTuple):
     resp: tuple
 
 
-def cvb0_counts(resp, ids, cnts, vocab_sizes):
+def cvb0_counts(
+    resp: Sequence[Array],
+    ids: Sequence[Array],
+    cnts: Sequence[Array],
+    vocab_sizes: Sequence[int],
+) -> tuple[Array, tuple[Array, ...]]:
     """Expected counts ``(n_dk [D, K], (n^v_kw [K, V_v], ...))`` of responsibilities."""
     n_dk = sum(jnp.einsum("dnk,dn->dk", r, c) for r, c in zip(resp, cnts, strict=True))
     n_kw = tuple(
@@ -121,7 +129,15 @@ def cvb0_counts(resp, ids, cnts, vocab_sizes):
     return n_dk, n_kw
 
 
-def cvb0_update(resp, ids, cnts, n_dk, n_kw, alpha, eta):
+def cvb0_update(
+    resp: Sequence[Array],
+    ids: Sequence[Array],
+    cnts: Sequence[Array],
+    n_dk: Array,
+    n_kw: Sequence[Array],
+    alpha: float | Array,
+    eta: float | Array,
+) -> tuple[tuple[Array, ...], Array]:
     """One CVB0 update of the responsibilities of some images (see module docstring).
 
     ``resp``, ``ids``, ``cnts`` and ``n_dk`` are those images' rows; ``n_kw`` the

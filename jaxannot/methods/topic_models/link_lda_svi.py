@@ -50,8 +50,8 @@ Seed 000: graph-regularized variational inference (the Laplacian penalty).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -72,6 +72,9 @@ from jaxannot.methods.topic_models.link_lda_vb import image_estep
 from jaxannot.methods.topic_models.simplex_transforms import theta_transform
 from jaxannot.runtime.programs import bounded_cache
 from jaxannot.runtime.progress import run_steps
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, ArrayTree
 
 __all__ = [
     "SVISettings",
@@ -223,7 +226,9 @@ def make_svi(settings: SVISettings, graph: Graph) -> SVI:
 
 
 @bounded_cache()
-def build_step(settings: SVISettings):
+def build_step(
+    settings: SVISettings,
+) -> Callable[[Array, ArrayTree], tuple[ArrayTree, Array]]:
     """``step(t, carry) -> (carry, loss)`` for :func:`run_steps`: one SVI update;
     ``carry = (svi_state, ids_by_view, counts_by_view, graph)``. Cached per
     ``settings`` so every fit of the same shapes reuses one compiled loop."""
@@ -343,7 +348,12 @@ def fit_svi(
 
 
 @functools.partial(jax.jit, static_argnames=("num_inner",))
-def fold_in(betas, counts_by_view, alpha, num_inner: int) -> jax.Array:
+def fold_in(
+    betas: Sequence[Array],
+    counts_by_view: Sequence[Array],
+    alpha: float | Array,
+    num_inner: int,
+) -> jax.Array:
     r"""Posterior concentrations :math:`\gamma_d` of :math:`q(\theta_d)` of new images
     given the fitted :math:`\hat\beta` (Link-LDA's VB fold-in with the point
     :math:`\hat\beta` for :math:`e^{E\log\beta}`; an unobserved view is all zeros).

@@ -29,8 +29,8 @@ D. M. Blei, A. Y. Ng, M. I. Jordan. Latent Dirichlet allocation. JMLR 3, 2003.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from jaxannot.methods.topic_models.link_lda import (
     _padded_views,
 )
 from jaxannot.runtime.programs import bounded_cache
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
     "LinkLDAInfo",
@@ -133,7 +136,13 @@ def _estep(gamma, betas, counts, alpha, num_inner, predict, spread):
     return gamma, exp_t, tuple(ratios), local
 
 
-def image_estep(gamma, counts, exp_e_log_betas, alpha, num_inner: int):
+def image_estep(
+    gamma: Array,
+    counts: Sequence[Array],
+    exp_e_log_betas: Sequence[Array],
+    alpha: float | Array,
+    num_inner: int,
+) -> tuple[Array, Array]:
     """Variational E-step for one image from ``gamma`` (``num_inner`` updates).
 
     Returns the new ``gamma``, ``exp(E log θ)`` and the per-view ratios
@@ -177,7 +186,9 @@ def _batch_estep(gamma, gathered, cnts, alpha, num_inner):
 
 
 @bounded_cache()
-def build_vb_kernel(num_inner: int = 5):
+def build_vb_kernel(
+    num_inner: int = 5,
+) -> Callable[..., tuple[LinkLDAState, LinkLDAInfo]]:
     """The batch VB step; ``data = (ids_by_view, counts_by_view, alpha, eta)`` with
     padded bags (:func:`to_padded`). Cached per ``num_inner`` so the EM driver
     compiles once per shape."""
@@ -225,7 +236,13 @@ def _start(alpha, cnts, num_topics):
     ).astype(jnp.float32)
 
 
-def init_state(rng_key, vocab_sizes, cnts, num_topics, alpha) -> LinkLDAState:
+def init_state(
+    rng_key: PRNGKey,
+    vocab_sizes: Sequence[int],
+    cnts: Sequence[Array],
+    num_topics: int,
+    alpha: float | Array,
+) -> LinkLDAState:
     """``λ = exp(0.1 ε)``, ε ~ N(0, 1): values near 1 with a 10 % spread, like the
     Gamma(100, 1/100) start of Hoffman et al.'s online LDA but without compiling a
     gamma sampler; ``γ = α + n_d / K``."""
@@ -302,7 +319,11 @@ def _fold_in(lambdas, ids, cnts, alpha, start, num_inner):
 
 
 def fold_in(
-    lambdas, counts_by_view, alpha, num_inner: int = 50, gamma0=None
+    lambdas: Sequence[Array],
+    counts_by_view: Sequence[ArrayLike],
+    alpha: float | Array,
+    num_inner: int = 50,
+    gamma0: Array | None = None,
 ) -> jax.Array:
     """Posterior ``γ`` of new images given fitted ``λ`` (views may be zero counts).
 

@@ -34,7 +34,7 @@ unlabeled documents using EM. Machine Learning 39, 2000.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +42,9 @@ import numpyro
 import numpyro.distributions as dist
 from jax import lax
 from jax.scipy.special import logsumexp
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = [
     "BagOfWords",
@@ -87,7 +90,7 @@ class BagOfWords(dist.MultinomialProbs):
     the log (a zero count contributes 0 either way).
     """
 
-    def log_prob(self, value):
+    def log_prob(self, value: Array) -> Array:
         value = jnp.asarray(value, jnp.result_type(float))
         log_p = jnp.log(jnp.maximum(self.probs, 1e-30))
         if all(d == 1 for d in log_p.shape[:-1]):
@@ -197,7 +200,7 @@ def closed_form_m_step(
     *,
     pi_concentration: float = 1.0,
     beta_concentration: float = 1.1,
-    **_,
+    **_: Any,
 ) -> dict:
     r"""The MAP M-step of :func:`mixture_of_unigrams` given posteriors ``phi``.
 
@@ -329,7 +332,7 @@ def closed_form_m_step_tokens(
     vocab_sizes: Sequence[int],
     pi_concentration: float = 1.0,
     beta_concentration: float = 1.1,
-    **_,
+    **_: Any,
 ) -> dict:
     """The MAP M-step of :func:`mixture_of_unigrams_tokens` (that of
     :func:`closed_form_m_step`, the counts gathered by :func:`token_statistics`)."""
@@ -340,7 +343,7 @@ def closed_form_m_step_tokens(
     return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
 
 
-def check_priors(pi_concentration, beta_concentration) -> None:
+def check_priors(pi_concentration: float, beta_concentration: float) -> None:
     """Raise ``ValueError`` unless the priors give a finite MAP (a >= 1, b > 1)."""
     if pi_concentration < 1.0:
         raise ValueError(f"pi_concentration must be >= 1 (MAP), got {pi_concentration}")

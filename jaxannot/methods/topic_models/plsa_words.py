@@ -34,8 +34,8 @@ space. ACM Multimedia 2004.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from jaxannot.inference.em import run_em
 from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models.link_lda import token_log_likelihood
 from jaxannot.runtime.programs import bounded_cache
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, ArrayLike, PRNGKey
 
 __all__ = [
     "PLSAState",
@@ -93,7 +96,9 @@ def plsa(counts_by_view: Sequence[jax.Array], *, num_topics: int) -> None:
         numpyro.factor("tokens", token_log_likelihood(theta, betas, counts_by_view))
 
 
-def log_likelihood(theta, betas, counts_by_view) -> jax.Array:
+def log_likelihood(
+    theta: Array, betas: Sequence[Array], counts_by_view: Sequence[Array]
+) -> jax.Array:
     """:math:`\\sum_{d,v,w} n^v_{dw}\\log\\sum_z\\theta_{dz}\\beta^v_{zw}`."""
     return token_log_likelihood(theta, betas, counts_by_view).sum()
 
@@ -109,7 +114,9 @@ def _image_theta(theta_d, counts_d, betas):
 
 
 @bounded_cache()
-def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
+def build_em_kernel(
+    update_theta: bool, update_betas: tuple[bool, ...]
+) -> Callable[..., tuple[PLSAState, PLSAInfo]]:
     """EM step for pLSA with the given blocks free; ``data = (counts, smoothing)``.
 
     Every view's counts enter the θ update and the likelihood; pass zero counts to
@@ -141,14 +148,14 @@ def build_em_kernel(update_theta: bool, update_betas: tuple[bool, ...]):
 
 
 def fit_stage(
-    rng_key,
+    rng_key: PRNGKey,
     state: PLSAState,
-    counts_by_view,
+    counts_by_view: Sequence[Array],
     *,
-    update_theta,
-    update_betas,
-    num_iterations,
-    smoothing,
+    update_theta: bool,
+    update_betas: tuple[bool, ...],
+    num_iterations: int,
+    smoothing: float,
 ) -> tuple[PLSAState, np.ndarray]:
     """Run one EM stage (compiled once per shape and block pattern)."""
     counts = tuple(jnp.asarray(c, jnp.float32) for c in counts_by_view)
@@ -169,8 +176,8 @@ def _random_simplex(key, shape):
 
 def fit_plsa_words(
     rng_key: jax.Array,
-    text_counts,
-    visual_counts,
+    text_counts: ArrayLike,
+    visual_counts: ArrayLike,
     num_topics: int,
     *,
     num_iterations: int = 100,
@@ -249,7 +256,7 @@ def fit_plsa_words(
 
 
 def fold_in(
-    beta_visual, visual_counts, *, num_iterations: int = 50
+    beta_visual: ArrayLike, visual_counts: ArrayLike, *, num_iterations: int = 50
 ) -> tuple[jax.Array, np.ndarray]:
     """θ of new images from their visual words with ``beta_visual`` fixed.
 

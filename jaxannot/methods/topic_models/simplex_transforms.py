@@ -5,6 +5,8 @@ a floor that keeps every :math:`\log\theta_{dk}` finite in float32.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
@@ -13,6 +15,9 @@ from numpyro.distributions.transforms import (
     StickBreakingTransform,
     Transform,
 )
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = ["THETA_FLOOR", "LogSpaceStickBreaking", "SimplexFloor", "theta_transform"]
 
@@ -52,11 +57,13 @@ class SimplexFloor(Transform):
     def _inverse(self, y):
         return y * (1.0 + y.shape[-1] * self.floor) - self.floor
 
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
+    def log_abs_det_jacobian(
+        self, x: Array, y: Array, intermediates: Any = None
+    ) -> Array:
         k = x.shape[-1]
         return jnp.full(x.shape[:-1], -(k - 1) * jnp.log1p(k * self.floor))
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, tuple]:
         return (), (("floor",), {"floor": self.floor})
 
 
@@ -79,7 +86,9 @@ class LogSpaceStickBreaking(StickBreakingTransform):
     from step 85).
     """
 
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
+    def log_abs_det_jacobian(
+        self, x: Array, y: Array, intermediates: Any = None
+    ) -> Array:
         x = x - jnp.log(x.shape[-1] - jnp.arange(x.shape[-1]))
         log_z = -jax.nn.softplus(-x)
         log_rest = -jax.nn.softplus(x)  # log(1 - z)

@@ -17,10 +17,16 @@ feature vector.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from jaxannot.annotators.base import Fitted
 from jaxannot.data.corpus import Corpus
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike, ArrayTree
 
 __all__ = [
     "visual_views",
@@ -65,7 +71,9 @@ def check_bins(bins: int) -> None:
         raise ValueError(f"bins must be >= 2 (quantile bins per dimension), got {bins}")
 
 
-def fit_bin_edges(corpus: Corpus, names, bins: int) -> dict[str, np.ndarray]:
+def fit_bin_edges(
+    corpus: Corpus, names: Sequence[str], bins: int
+) -> dict[str, np.ndarray]:
     """Quantile edges ``[dims, bins - 1]`` of every real-valued view among ``names``."""
     check_bins(bins)
     q = np.linspace(0.0, 1.0, int(bins) + 1)[1:-1]
@@ -93,7 +101,9 @@ def _binned(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return out
 
 
-def visual(corpus: Corpus, names, edges=None) -> tuple[np.ndarray, ...]:
+def visual(
+    corpus: Corpus, names: Sequence[str], edges: Mapping[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, ...]:
     """The visual views ``names`` of ``corpus`` as count matrices (float32).
 
     Parameters
@@ -138,13 +148,15 @@ def edges_param(edges: dict) -> dict | None:
     return dict(edges) if edges else None
 
 
-def fitted_visual(fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
+def fitted_visual(fitted: Fitted, corpus: Corpus) -> tuple[np.ndarray, ...]:
     """A corpus's visual views as a fitted topic model read them: its views, binned
     with its edges."""
     return visual(corpus, views_param(fitted.hyper), fitted.params.bin_edges)
 
 
-def fit_views(corpus: Corpus, topics: int, views: str, bins: int):
+def fit_views(
+    corpus: Corpus, topics: int, views: str, bins: int
+) -> tuple[list[str], dict[str, np.ndarray], dict[str, str]]:
     """What every topic-model fit starts with: ``topics`` checked, the visual views
     (:func:`visual_views`) and their bin edges (:func:`fit_bin_edges`) on ``corpus``.
 
@@ -160,7 +172,9 @@ def fit_views(corpus: Corpus, topics: int, views: str, bins: int):
     return names, fit_bin_edges(corpus, names, bins), {"visual_views": ",".join(names)}
 
 
-def fitted_with_objective(method: str, params, hyper: dict, objective) -> Fitted:
+def fitted_with_objective(
+    method: str, params: ArrayTree, hyper: dict, objective: ArrayLike
+) -> Fitted:
     """The :class:`~jaxannot.annotators.Fitted` of a topic model: its ``params``, its
     ``hyper`` (:func:`fit_views`'s) and the per-iteration ``objective`` (an iterable
     of scalars) as floats in its info."""
