@@ -76,6 +76,13 @@ class Evaluation:
     bipartition: dict | None = None
 
     def as_json(self) -> dict[str, Any]:
+        """The evaluation as a JSON-ready dict (``fitted`` dropped, ``info`` made safe).
+
+        Returns
+        -------
+        dict
+            Field name -> value, with ``info`` the fitted model's info (or ``{}``).
+        """
         out = dataclasses.asdict(self)
         out.pop("fitted")
         info = self.fitted.info if self.fitted is not None else {}
@@ -99,7 +106,17 @@ def _jsonable(value):
 
 def check_applicable(method: Method, task: Task, n: int = 5) -> None:
     """Raise ``ValueError`` when the dataset lacks what the method needs, or has
-    fewer than ``n`` words for the @``n`` annotation metrics of a word scorer."""
+    fewer than ``n`` words for the @``n`` annotation metrics of a word scorer.
+
+    Parameters
+    ----------
+    method : Method
+        The registered method to run.
+    task : Task
+        The train/test split it would run on.
+    n : int
+        The ``n`` of the @``n`` annotation metrics.
+    """
     name = task.train.name
     if "words" in method.needs and task.train.words is None:
         raise ValueError(

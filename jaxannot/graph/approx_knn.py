@@ -70,8 +70,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "APPROX_METRICS",
@@ -239,8 +243,8 @@ def _faiss_threads(faiss, num_threads: int | None):
 
 
 def approx_knn_search(
-    queries,
-    database,
+    queries: ArrayLike,
+    database: ArrayLike,
     k: int,
     *,
     metric: str = "euclidean",
@@ -249,7 +253,7 @@ def approx_knn_search(
     ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     ef_search: int = DEFAULT_EF_SEARCH,
     num_threads: int | None = None,
-):
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Approximate k nearest neighbours with a faiss HNSW index.
 
     Builds ``faiss.IndexHNSWFlat`` over the database (Malkov & Yashunin 2018), searches

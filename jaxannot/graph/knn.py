@@ -49,6 +49,7 @@ Representation", Neural Computation 15(6), 2003 (heat-kernel k-NN graphs).
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,6 +58,9 @@ import jax.numpy as jnp
 
 from jaxannot.graph import approx_knn
 from jaxannot.graph.laplacian import Graph
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, ArrayLike
 
 __all__ = [
     "KNN_METHODS",
@@ -113,15 +117,15 @@ def _search_blocks(query_blocks, database, k: int, metric: str, exclude_self: bo
 
 
 def knn_search(
-    queries,
-    database,
+    queries: ArrayLike,
+    database: ArrayLike,
     k: int,
     *,
     metric: str = "euclidean",
     block_size: int = 1024,
     exclude_self: bool = False,
     method: str = "auto",
-):
+) -> tuple[Array, Array]:
     r"""k nearest neighbours of each query in a database: exact in blocks, or HNSW.
 
     Parameters
@@ -228,7 +232,7 @@ def _symmetrize_max(senders, receivers, weights, num_nodes: int) -> Graph:
 
 
 def knn_graph(
-    x,
+    x: ArrayLike,
     k: int,
     *,
     weight: str = "heat",
@@ -298,7 +302,14 @@ def knn_graph(
     return neighbour_graph(x, idx, dist, weight=weight, t=t)
 
 
-def neighbour_graph(x, idx, dist, *, weight: str = "heat", t: float | None = None):
+def neighbour_graph(
+    x: ArrayLike,
+    idx: ArrayLike,
+    dist: ArrayLike,
+    *,
+    weight: str = "heat",
+    t: float | None = None,
+) -> Graph:
     r"""The symmetric graph of :func:`knn_graph` from a search already made.
 
     For a caller that needs the neighbours themselves too (e.g. a heat width set
@@ -325,7 +336,15 @@ def neighbour_graph(x, idx, dist, *, weight: str = "heat", t: float | None = Non
     return _symmetrize_max(np.repeat(np.arange(n), k), idx.reshape(-1), w.ravel(), n)
 
 
-def edge_weights(queries, database, idx, dist, *, weight: str = "heat", t: float = 1.0):
+def edge_weights(
+    queries: ArrayLike,
+    database: ArrayLike,
+    idx: ArrayLike,
+    dist: ArrayLike,
+    *,
+    weight: str = "heat",
+    t: float = 1.0,
+) -> np.ndarray:
     r"""Weights of the directed edges from each query to its neighbours in a database.
 
     The weights of the module docstring: ``"binary"`` 1; ``"heat"``

@@ -26,12 +26,16 @@ Chung, F. "Spectral Graph Theory", AMS, 1997 (normalized Laplacian).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse
 
 import jax
 import jax.numpy as jnp
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "Graph",
@@ -97,6 +101,18 @@ def pad_edges(g: Graph, num_edges: int) -> Graph:
     A symmetrized k-NN graph has between ``n k`` and ``2 n k`` directed edges, a number
     that changes with the data; padding to a fixed length keeps one compiled solver
     per shape. Zero weights add nothing to :math:`L f`, :math:`S f` or the degrees.
+
+    Parameters
+    ----------
+    g : Graph
+        The graph to pad.
+    num_edges : int
+        Edge count to pad to (no padding when ``g`` has as many or more).
+
+    Returns
+    -------
+    Graph
+        The same graph with ``max(num_edges, E)`` edges.
     """
     senders, receivers = np.asarray(g.senders), np.asarray(g.receivers)
     pad = max(int(num_edges), senders.size) - senders.size
@@ -110,11 +126,22 @@ def pad_edges(g: Graph, num_edges: int) -> Graph:
 
 
 def degree(g: Graph) -> jax.Array:
-    r"""Node degrees :math:`d_i = \sum_j S_{ij}`, float [n]."""
+    r"""Node degrees :math:`d_i = \sum_j S_{ij}`, float [n].
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+
+    Returns
+    -------
+    jax.Array
+        Degrees, float [n].
+    """
     return jax.ops.segment_sum(g.weights, g.senders, num_segments=g.num_nodes)
 
 
-def mean_degree(g) -> float:
+def mean_degree(g: Graph) -> float:
     r"""Mean degree :math:`\bar d = \frac1n \sum_{ij} S_{ij}` (total edge weight per
     node, each undirected edge counted from both ends), a Python float.
 
@@ -123,6 +150,16 @@ def mean_degree(g) -> float:
     not (it is the penalty of the graph with its weights divided by :math:`\bar d`,
     whose mean degree is 1). A graph without edges gives 1.0 (no penalty to scale).
     Accepts any object with ``weights`` and ``num_nodes`` (padding edges weigh 0).
+
+    Parameters
+    ----------
+    g : Graph
+        The graph (or any object with ``weights`` and ``num_nodes``).
+
+    Returns
+    -------
+    float
+        The mean degree (1.0 for a graph without edges).
     """
     total = float(np.asarray(g.weights, np.float64).sum())
     return total / int(g.num_nodes) if total > 0 else 1.0
@@ -130,12 +167,23 @@ def mean_degree(g) -> float:
 
 def laplacian_diagonal(g: Graph) -> jax.Array:
     r"""Diagonal of :math:`L = D - S`: :math:`d_i - S_{ii}` (a self-loop adds to the
-    degree and to :math:`S_{ii}` alike, so it cancels), float [n]."""
+    degree and to :math:`S_{ii}` alike, so it cancels), float [n].
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+
+    Returns
+    -------
+    jax.Array
+        Diagonal of :math:`L`, float [n].
+    """
     loops = jnp.where(g.senders == g.receivers, g.weights, 0.0)
     return degree(g) - jax.ops.segment_sum(loops, g.senders, num_segments=g.num_nodes)
 
 
-def induced_subgraph(g: Graph, index) -> Graph:
+def induced_subgraph(g: Graph, index: ArrayLike) -> Graph:
     """The graph among the nodes ``index`` (node ``index[b]`` becomes node ``b``).
 
     Works under ``jit`` with a traced ``index``: every edge keeps its slot (the shapes
@@ -171,25 +219,63 @@ def _edge_weights(g: Graph, f: jax.Array) -> jax.Array:
     return g.weights.reshape((-1,) + (1,) * (f.ndim - 1))
 
 
-def adjacency_matvec(g: Graph, f) -> jax.Array:
-    r"""Adjacency product :math:`(S f)_i = \sum_j S_{ij} f_j`, ``f`` [n] or [n, m]."""
+def adjacency_matvec(g: Graph, f: ArrayLike) -> jax.Array:
+    r"""Adjacency product :math:`(S f)_i = \sum_j S_{ij} f_j`, ``f`` [n] or [n, m].
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+    f : array_like [n] or [n, m]
+        Node values.
+
+    Returns
+    -------
+    jax.Array
+        :math:`S f`, the shape of ``f``.
+    """
     f = jnp.asarray(f)
     msgs = _edge_weights(g, f) * f[g.receivers]
     return jax.ops.segment_sum(msgs, g.senders, num_segments=g.num_nodes)
 
 
-def laplacian_matvec(g: Graph, f) -> jax.Array:
-    r"""Unnormalized Laplacian product :math:`L f = (D - S) f`, ``f`` [n] or [n, m]."""
+def laplacian_matvec(g: Graph, f: ArrayLike) -> jax.Array:
+    r"""Unnormalized Laplacian product :math:`L f = (D - S) f`, ``f`` [n] or [n, m].
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+    f : array_like [n] or [n, m]
+        Node values.
+
+    Returns
+    -------
+    jax.Array
+        :math:`L f`, the shape of ``f``.
+    """
     f = jnp.asarray(f)
     d = degree(g).reshape((-1,) + (1,) * (f.ndim - 1))
     return d * f - adjacency_matvec(g, f)
 
 
-def normalized_laplacian_matvec(g: Graph, f) -> jax.Array:
+def normalized_laplacian_matvec(g: Graph, f: ArrayLike) -> jax.Array:
     r"""Symmetric normalized Laplacian :math:`f - D^{-1/2} S D^{-1/2} f`.
 
     Isolated nodes (zero degree) get a zero row and column, as in
     ``scipy.sparse.csgraph.laplacian(S, normed=True)``.
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+    f : array_like [n] or [n, m]
+        Node values.
+
+    Returns
+    -------
+    jax.Array
+        The normalized Laplacian times ``f``, the shape of ``f``.
     """
     f = jnp.asarray(f)
     d = degree(g)
@@ -200,7 +286,9 @@ def normalized_laplacian_matvec(g: Graph, f) -> jax.Array:
     return jnp.where(keep, f, 0.0) - inv_sqrt * adjacency_matvec(g, inv_sqrt * f)
 
 
-def laplacian_penalty(g: Graph, q, distance: str = "sq_euclidean") -> jax.Array:
+def laplacian_penalty(
+    g: Graph, q: ArrayLike, distance: str = "sq_euclidean"
+) -> jax.Array:
     r"""Graph penalty :math:`P = \sum_{i,j} S_{ij}\, d(q_i, q_j)` over ordered pairs.
 
     Parameters
@@ -246,7 +334,18 @@ def laplacian_penalty(g: Graph, q, distance: str = "sq_euclidean") -> jax.Array:
 
 
 def to_scipy(g: Graph) -> scipy.sparse.csr_matrix:
-    """The adjacency :math:`S` as a ``scipy.sparse.csr_matrix`` [n, n] (float32)."""
+    """The adjacency :math:`S` as a ``scipy.sparse.csr_matrix`` [n, n] (float32).
+
+    Parameters
+    ----------
+    g : Graph
+        The graph.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Adjacency [n, n], float32.
+    """
     return scipy.sparse.csr_matrix(
         (
             np.asarray(g.weights, np.float32),
@@ -256,8 +355,18 @@ def to_scipy(g: Graph) -> scipy.sparse.csr_matrix:
     )
 
 
-def from_scipy(matrix) -> Graph:
+def from_scipy(matrix: ArrayLike | scipy.sparse.spmatrix) -> Graph:
     """Graph from a symmetric sparse (or dense) adjacency; the diagonal is dropped.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix or array_like [n, n]
+        Symmetric adjacency with finite non-negative weights.
+
+    Returns
+    -------
+    Graph
+        Its off-diagonal edges, sorted by sender then receiver.
 
     Raises
     ------
@@ -284,7 +393,9 @@ def from_scipy(matrix) -> Graph:
     )
 
 
-def as_graph(graph, name: str = "graph") -> Graph:
+def as_graph(
+    graph: Graph | ArrayLike | scipy.sparse.spmatrix, name: str = "graph"
+) -> Graph:
     """``graph`` as a :class:`Graph`: a Graph as it is, a square adjacency matrix
     (dense NumPy / JAX array or ``scipy.sparse``) through :func:`from_scipy`.
 

@@ -102,7 +102,18 @@ class ColourBlocks(NamedTuple):
 
 def bucket(size: int) -> int:
     """The power of two at or above ``size`` (at least 1): the padded length of a
-    data-dependent axis, so that similar graphs share array shapes."""
+    data-dependent axis, so that similar graphs share array shapes.
+
+    Parameters
+    ----------
+    size : int
+        A data-dependent length.
+
+    Returns
+    -------
+    int
+        The smallest power of two ``>= max(size, 1)``.
+    """
     return 1 << max(0, int(size) - 1).bit_length()
 
 
@@ -182,6 +193,12 @@ def neighbour_table(
         Also build the :class:`ColourBlocks` a sweep over the classes reads
         (:func:`jaxannot.inference.lapvar.lapvar1_sweep`); without them the table
         serves :func:`neighbour_sums` and :func:`laplacian_penalty` only.
+
+    Returns
+    -------
+    NeighbourTable
+        The graph's edges without self-loops, degrees and (with ``blocks``) colour
+        classes.
     """
     if schedule not in ("colouring", "sequential"):
         raise ValueError(
@@ -227,12 +244,36 @@ def neighbour_table(
 
 
 def pad_dummy_row(x: jax.Array) -> jax.Array:
-    """``x`` with one zero row appended (the dummy node of the colour classes)."""
+    """``x`` with one zero row appended (the dummy node of the colour classes).
+
+    Parameters
+    ----------
+    x : jax.Array [nodes, ...]
+        Rows per node.
+
+    Returns
+    -------
+    jax.Array [nodes + 1, ...]
+        ``x`` with a zero last row.
+    """
     return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)], axis=0)
 
 
 def neighbour_sums(phi_padded: jax.Array, table: NeighbourTable) -> jax.Array:
-    """:math:`m_i = \\sum_j S_{ij}\\phi_j` for every row, [nodes+1, K] (O(E K))."""
+    """:math:`m_i = \\sum_j S_{ij}\\phi_j` for every row, [nodes+1, K] (O(E K)).
+
+    Parameters
+    ----------
+    phi_padded : jax.Array [nodes + 1, K]
+        Values per node, dummy row last (:func:`pad_dummy_row`).
+    table : NeighbourTable
+        The graph.
+
+    Returns
+    -------
+    jax.Array [nodes + 1, K]
+        The weighted sums of the neighbours' rows.
+    """
     contrib = table.weights[:, None] * phi_padded[table.receivers]
     return jax.ops.segment_sum(contrib, table.senders, phi_padded.shape[0])
 
@@ -240,7 +281,20 @@ def neighbour_sums(phi_padded: jax.Array, table: NeighbourTable) -> jax.Array:
 def laplacian_penalty(phi: jax.Array, table: NeighbourTable) -> jax.Array:
     r""":math:`R = \tfrac12\sum_{ij}S_{ij}\lVert\phi_i-\phi_j\rVert^2
     = \sum_i d_i\lVert\phi_i\rVert^2 - \sum_i \phi_i^\top m_i`
-    for ``phi`` [nodes, K]."""
+    for ``phi`` [nodes, K].
+
+    Parameters
+    ----------
+    phi : jax.Array [nodes, K]
+        Values per node.
+    table : NeighbourTable
+        The graph.
+
+    Returns
+    -------
+    jax.Array
+        The scalar penalty :math:`R`.
+    """
     padded = pad_dummy_row(phi)
     m = neighbour_sums(padded, table)
     return (table.degree * (padded**2).sum(-1)).sum() - (padded * m).sum()

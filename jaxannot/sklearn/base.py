@@ -20,11 +20,19 @@ they are. Here:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Self
 
 from jaxannot.annotators.base import Method, available_methods, get_method
 from jaxannot.sklearn._classifier import ClassifierEstimator
 from jaxannot.sklearn._estimators import AnnotatorEstimator
 from jaxannot.sklearn._shared import RENAMED, default_view_kind, sklearn_hyper
+
+if TYPE_CHECKING:
+    import numpy as np
+    import scipy.sparse
+
+    from jaxannot.types import ArrayLike
 
 #: The module the generated estimator classes belong to (and are pickled by).
 PACKAGE = "jaxannot.sklearn"
@@ -32,7 +40,18 @@ PACKAGE = "jaxannot.sklearn"
 
 def is_classifier_method(method: Method) -> bool:
     """Whether ``method`` becomes a classifier (it has ``predict_labels``) rather than
-    an annotator."""
+    an annotator.
+
+    Parameters
+    ----------
+    method : Method
+        A registered method.
+
+    Returns
+    -------
+    bool
+        True when it has ``predict_labels``.
+    """
     return method.predict_labels is not None
 
 
@@ -173,7 +192,13 @@ class Annotator(_ByName, AnnotatorEstimator):
     """
 
     def __init__(
-        self, method="knn", *, n_words=5, view_kind=None, random_state=None, **hyper
+        self,
+        method: str = "knn",
+        *,
+        n_words: int = 5,
+        view_kind: str | dict[str, str] | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        **hyper: Any,
     ):
         super().__init__(
             method=method, view_kind=view_kind, random_state=random_state, **hyper
@@ -183,8 +208,25 @@ class Annotator(_ByName, AnnotatorEstimator):
     def _common(self) -> dict:
         return {**super()._common(), "n_words": self.n_words}
 
-    def fit(self, X, y):
-        """Fit the named method; see :meth:`AnnotatorEstimator.fit`."""
+    def fit(
+        self,
+        X: ArrayLike | Mapping[str, ArrayLike],
+        y: ArrayLike | scipy.sparse.spmatrix,
+    ) -> Self:
+        """Fit the named method; see :meth:`AnnotatorEstimator.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            The images' features (one view, or one array per view).
+        y : array-like or sparse matrix of shape (n_images, n_words)
+            The words of each image: 0/1 (or non-negative counts).
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
         self._check_kind(want_classifier=False)
         return super().fit(X, y)
 
@@ -205,13 +247,33 @@ class Classifier(_ByName, ClassifierEstimator):
         The method's hyper-parameters (its defaults where not given).
     """
 
-    def __init__(self, method="svm", *, view_kind=None, random_state=None, **hyper):
+    def __init__(
+        self,
+        method: str = "svm",
+        *,
+        view_kind: str | dict[str, str] | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        **hyper: Any,
+    ):
         super().__init__(
             method=method, view_kind=view_kind, random_state=random_state, **hyper
         )
 
-    def fit(self, X, y):
-        """Fit the named classifier; see :meth:`ClassifierEstimator.fit`."""
+    def fit(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike) -> Self:
+        """Fit the named classifier; see :meth:`ClassifierEstimator.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            The images' features (one view, or one array per view).
+        y : array-like of shape (n_images,)
+            Class labels.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
         self._check_kind(want_classifier=True)
         return super().fit(X, y)
 
