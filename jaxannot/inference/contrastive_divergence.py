@@ -86,13 +86,27 @@ class CDInfo(NamedTuple):
     grad_norm: Array
 
 
-def make_optimizer(name: str = "adam", learning_rate: float = 0.01):
+def make_optimizer(
+    name: str = "adam", learning_rate: float = 0.01
+) -> optax.GradientTransformation:
     """An optax optimizer by name: ``"adam"``, ``"sgd"`` or ``"lbfgs"``.
 
     ``"lbfgs"`` is :func:`optax.lbfgs` with a fixed step ``learning_rate`` and no line
     search: a CD gradient is not the gradient of a fixed function (the states ``q0,
     q1`` move with the parameters), so a value-based line search has nothing
     consistent to search on.
+
+    Parameters
+    ----------
+    name : {"adam", "sgd", "lbfgs"}
+        The optimizer.
+    learning_rate : float
+        Its step size.
+
+    Returns
+    -------
+    optax.GradientTransformation
+        The optimizer.
     """
     if name == "adam":
         return optax.adam(learning_rate)
@@ -110,7 +124,24 @@ def cd_loss(
     expected_log_potential: Callable,
 ) -> Array:
     """The CD surrogate: mean over images of :math:`E_{q_1}[\\log\\tilde p] -
-    E_{q_0}[\\log\\tilde p]` with the states held fixed (``stop_gradient``)."""
+    E_{q_0}[\\log\\tilde p]` with the states held fixed (``stop_gradient``).
+
+    Parameters
+    ----------
+    params : pytree
+        The model's parameters.
+    images : pytree
+        The images, leading image axis.
+    phase_statistics : callable
+        ``phase_statistics(params, image) -> (q0, q1)``, the two phases' states.
+    expected_log_potential : callable
+        ``expected_log_potential(params, q)``: :math:`E_q[\\log\\tilde p]` of one image.
+
+    Returns
+    -------
+    jax.Array
+        The scalar surrogate, whose gradient in ``params`` is the CD gradient.
+    """
     q0, q1 = jax.vmap(phase_statistics, in_axes=(None, 0))(params, images)
     q0, q1 = jax.lax.stop_gradient((q0, q1))
     elp = jax.vmap(expected_log_potential, in_axes=(None, 0))
@@ -123,14 +154,38 @@ def cd_gradient(
     phase_statistics: Callable,
     expected_log_potential: Callable,
 ) -> tuple[Array, ArrayTree]:
-    """``(cd_gap, ΔE[φ])``: the CD gradient averaged over the images."""
+    """``(cd_gap, ΔE[φ])``: the CD gradient averaged over the images.
+
+    Parameters
+    ----------
+    params, images, phase_statistics, expected_log_potential
+        As in :func:`cd_loss`.
+
+    Returns
+    -------
+    tuple of (jax.Array, pytree)
+        The CD gap (a scalar) and its gradient in ``params``.
+    """
     return jax.value_and_grad(cd_loss)(
         params, images, phase_statistics, expected_log_potential
     )
 
 
 def init(params: ArrayTree, optimizer: optax.GradientTransformation) -> CDState:
-    """Initial :class:`CDState`."""
+    """Initial :class:`CDState`.
+
+    Parameters
+    ----------
+    params : pytree
+        The starting parameters.
+    optimizer : optax.GradientTransformation
+        The optimizer whose state starts here.
+
+    Returns
+    -------
+    CDState
+        ``params`` and the optimizer's initial state.
+    """
     return CDState(params, optimizer.init(params))
 
 
@@ -149,6 +204,22 @@ def build_kernel(
     CD term of each step uses a random minibatch of that many images drawn with
     ``rng_key`` (``extra_loss`` still sees all of ``data``). :func:`fit_cd` runs it
     in a compiled ``lax.scan``.
+
+    Parameters
+    ----------
+    optimizer : optax.GradientTransformation
+        Applies the gradient.
+    phase_statistics, expected_log_potential : callable
+        As in :func:`cd_loss`.
+    extra_loss : callable, optional
+        ``extra_loss(params, data)`` added to the CD surrogate.
+    batch_size : int, optional
+        Images per CD minibatch (None: all of them).
+
+    Returns
+    -------
+    callable
+        ``step(rng_key, state, data) -> (CDState, CDInfo)``.
     """
 
     def loss(params, data, rng_key):
@@ -177,7 +248,7 @@ def build_kernel(
 def fit_cd(
     rng_key: PRNGKey,
     state: CDState,
-    data,
+    data: ArrayTree,
     step: Callable,
     num_steps: int,
 ) -> tuple[CDState, CDInfo]:
@@ -187,6 +258,24 @@ def fit_cd(
     :func:`build_kernel` and is a static argument of the compiled loop, together with
     ``num_steps``: a caller that fits again with the same step function (build it
     once per configuration and keep it) and the same shapes compiles nothing.
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        Split into one key per step.
+    state : CDState
+        The start.
+    data : pytree
+        ``(images, extra)``, as ``step`` takes it.
+    step : callable
+        From :func:`build_kernel` (static).
+    num_steps : int
+        Steps to run (static).
+
+    Returns
+    -------
+    tuple of (CDState, CDInfo)
+        The final state and the per-step :class:`CDInfo`, each leaf ``[num_steps]``.
     """
     keys = jax.random.split(rng_key, num_steps)
 

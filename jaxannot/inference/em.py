@@ -100,6 +100,23 @@ def run_em_until_converged(
     Stops after iteration :math:`t \ge` ``min_iterations`` when
     :math:`|f_t - f_{t-1}| \le \text{tol}\,|f_{t-1}|`, or after ``max_iterations``.
 
+    Parameters
+    ----------
+    rng_key : jax.Array
+        Split into one key per iteration.
+    state : pytree
+        The start.
+    data : pytree
+        What ``step`` takes besides the key and the state.
+    tolerance : float or jax.Array
+        Relative objective change to stop at.
+    step : callable
+        ``step(rng_key, state, data) -> (state, info)`` with ``info.objective``.
+    max_iterations : int
+        Iteration budget (static: the trace's length).
+    min_iterations : int
+        Iterations run before the stopping rule applies.
+
     Returns
     -------
     state : pytree

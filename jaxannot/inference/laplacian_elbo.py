@@ -73,7 +73,8 @@ from __future__ import annotations
 import copy
 import functools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 from numpyro.infer import TraceEnum_ELBO
@@ -93,6 +94,10 @@ from jaxannot.inference.local_summary import LocalSummary, local_summary
 from jaxannot.inference.svi_program import object_key
 from jaxannot.inference.vem.fit_warnings import warn_collapsed
 
+if TYPE_CHECKING:
+    from jaxannot.graph.neighbour_table import NeighbourTable
+    from jaxannot.types import Array, PRNGKey
+
 __all__ = [
     "DISTANCES",
     "LaplacianELBO",
@@ -105,7 +110,10 @@ DISTANCES = PENALTY_DISTANCES
 
 
 def penalty(
-    graph: Graph, q: jax.Array, distance: str = "sq_euclidean", index=None
+    graph: Graph,
+    q: jax.Array,
+    distance: str = "sq_euclidean",
+    index: Array | None = None,
 ) -> jax.Array:
     r""":math:`\sum_{ij} S_{ij} d(q_i, q_j)` over the stored (ordered) edges.
 
@@ -119,6 +127,11 @@ def penalty(
     index : int array [B], optional
         Graph nodes of the rows of ``q``; the sum then runs over the edges whose two
         endpoints are both in ``index`` (no rescaling).
+
+    Returns
+    -------
+    jax.Array
+        The scalar penalty.
     """
     if index is None:
         return laplacian_penalty(graph, q, distance)
@@ -151,12 +164,30 @@ def _site_weights(site, lam) -> dict[str, float]:
 
 
 def base_loss_with_mutable_state(
-    base: ELBO, rng_key, param_map, model, guide, *args, **kwargs
+    base: ELBO,
+    rng_key: PRNGKey,
+    param_map: dict[str, Array],
+    model: Callable,
+    guide: Callable,
+    *args: Any,
+    **kwargs: Any,
 ) -> dict:
     """``base``'s loss and mutable state (None for bases without mutable state).
 
     Wrappers use this so that ``TraceGraph_ELBO`` and ``TraceEnum_ELBO``, which only
     implement ``loss``, can be wrapped as well as the ELBOs with mutable state.
+
+    Parameters
+    ----------
+    base : ELBO
+        The wrapped ELBO.
+    rng_key, param_map, model, guide, *args, **kwargs
+        As numpyro's ``ELBO.loss`` takes them.
+
+    Returns
+    -------
+    dict
+        ``{"loss": scalar, "mutable_state": dict or None}``.
     """
     base = _per_site(base)
     if type(base).loss_with_mutable_state is ELBO.loss_with_mutable_state:
@@ -200,18 +231,62 @@ def _enumerates(base: ELBO) -> bool:
     return False
 
 
-def regularized_gap(a: jax.Array, phi: jax.Array, table, lam_r) -> jax.Array:
+def regularized_gap(
+    a: jax.Array, phi: jax.Array, table: NeighbourTable, lam_r: float | Array
+) -> jax.Array:
     r""":math:`\sum_i \mathrm{KL}(\phi_i\,\|\,\mathrm{softmax}(a_i)) + \lambda' R(\Phi)`
     (module docstring) for log joints ``a`` and posteriors ``phi`` [N, K]: the loss
     an enumerated site adds to ``TraceEnum_ELBO``'s, :math:`\sum_i
-    \mathrm{lse}(a_i) - Q(\Phi)`."""
+    \mathrm{lse}(a_i) - Q(\Phi)`.
+
+    Parameters
+    ----------
+    a : jax.Array [N, K]
+        Log joints of the enumerated site's values.
+    phi : jax.Array [N, K]
+        Posteriors.
+    table : NeighbourTable
+        The graph.
+    lam_r : float or jax.Array
+        The weight :math:`\lambda'` of :math:`R`.
+
+    Returns
+    -------
+    jax.Array
+        The scalar gap.
+    """
     lse = jax.nn.logsumexp(a, axis=-1).sum()
     return lse - lapvar.regularized_objective(phi, a, table, lam_r)
 
 
-def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
+def regularized_posteriors(
+    rng_key: PRNGKey,
+    a: jax.Array,
+    table: NeighbourTable,
+    lam_r: float | Array,
+    sweeps: int,
+) -> Array:
     """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a), in a
-    ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies)."""
+    ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies).
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        Orders of the sweeps.
+    a : jax.Array [N, K]
+        Log joints.
+    table : NeighbourTable
+        The graph.
+    lam_r : float or jax.Array
+        The weight of :math:`R`.
+    sweeps : int
+        LapVar1 sweeps.
+
+    Returns
+    -------
+    jax.Array [N, K]
+        The posteriors after the sweeps.
+    """
 
     def sweep(phi, key):
         return lapvar.lapvar1_sweep(key, phi, a, table, lam_r), None
@@ -232,8 +307,26 @@ class PenalizedELBO(ELBO):
     """
 
     def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> dict:
+        """The base ELBO's loss plus :meth:`penalty`, and the base's mutable state.
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss_with_mutable_state`` takes them.
+
+        Returns
+        -------
+        dict
+            ``{"loss": scalar, "mutable_state": dict or None}``.
+        """
         base_key, pen_key = jax.random.split(rng_key)
         out = base_loss_with_mutable_state(
             self.base, base_key, param_map, model, guide, *args, **kwargs
@@ -241,7 +334,27 @@ class PenalizedELBO(ELBO):
         pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
         return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
 
-    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
+    def loss(
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Array:
+        """The base ELBO's loss plus :meth:`penalty`.
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss`` takes them.
+
+        Returns
+        -------
+        jax.Array
+            The scalar loss.
+        """
         return self.loss_with_mutable_state(
             rng_key, param_map, model, guide, *args, **kwargs
         )["loss"]
@@ -356,16 +469,45 @@ class LaplacianELBO(PenalizedELBO):
             )
 
     def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> dict:
+        """:meth:`PenalizedELBO.loss_with_mutable_state`, once the weights are chosen.
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss_with_mutable_state`` takes them.
+
+        Returns
+        -------
+        dict
+            ``{"loss": scalar, "mutable_state": dict or None}``.
+        """
         self._check_chosen()
         return super().loss_with_mutable_state(
             rng_key, param_map, model, guide, *args, **kwargs
         )
 
-    def with_lam(self, lam) -> LaplacianELBO:
+    def with_lam(self, lam: float | Array) -> LaplacianELBO:
         """A copy with every site at weight ``lam`` (a number >= 0, or a traced
-        scalar inside a compiled fit); the graph's tables are shared."""
+        scalar inside a compiled fit); the graph's tables are shared.
+
+        Parameters
+        ----------
+        lam : float or jax.Array
+            The new weight of every site.
+
+        Returns
+        -------
+        LaplacianELBO
+            The copy.
+        """
         new = copy.copy(self)
         new.lams = {site: lam for site in self.lams}
         new.lam = lam
@@ -435,9 +577,28 @@ class LaplacianELBO(PenalizedELBO):
         scale = summary.size * (summary.size - 1) / (batch * (batch - 1))
         return scale * penalty(self.graph, summary.q, self.distance, summary.index)
 
-    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
+    def penalty(
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> jax.Array:
         r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
-        (for an enumerated site, its per-image term of the module docstring)."""
+        (for an enumerated site, its per-image term of the module docstring).
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss`` takes them.
+
+        Returns
+        -------
+        jax.Array
+            The scalar penalty.
+        """
         self._check_chosen()
         keys = jax.random.split(rng_key, len(self.lams))
         total = 0.0
@@ -452,11 +613,36 @@ class LaplacianELBO(PenalizedELBO):
         return total
 
     def local_posteriors(
-        self, rng_key, params: dict, model, guide, site: str, *args, **kwargs
+        self,
+        rng_key: PRNGKey,
+        params: dict,
+        model: Callable | None,
+        guide: Callable,
+        site: str,
+        *args: Any,
+        **kwargs: Any,
     ) -> jax.Array:
         """Each image's posterior at ``site`` under ``params`` (e.g. ``svi.run``'s),
         [N, dims]: for a site enumerated in the model the graph-smoothed
         :math:`\\Phi^*` of the module docstring, else the summary :math:`q_i`.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The guide's (and the smoothing sweeps') key.
+        params : dict
+            SVI params.
+        model, guide : callable
+            The fitted model (None: the guide alone) and guide.
+        site : str
+            A penalized site.
+        *args, **kwargs
+            The data, as the model takes it.
+
+        Returns
+        -------
+        jax.Array [N, dims]
+            The posteriors.
 
         Warns
         -----

@@ -16,7 +16,7 @@ share one compiled loop too); a given weight > 0 is checked there as well unless
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -64,13 +64,13 @@ def fit_laplacian(
     rng_key: jax.Array,
     model: Callable,
     guide: Callable,
-    optimizer,
+    optimizer: Any,
     num_steps: int,
-    *args,
+    *args: Any,
     init_params: dict | None = None,
     heldout_check: bool = True,
     plate: str = "image",
-    **kwargs,
+    **kwargs: Any,
 ) -> LaplacianFit:
     """``num_steps`` SVI steps on ``loss``, compiled once per configuration.
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -87,11 +88,11 @@ def choose_lam(
     rng_key: jax.Array,
     model: Callable,
     guide: Callable,
-    optimizer,
+    optimizer: Any,
     num_steps: int,
-    *args,
+    *args: Any,
     plate: str = "image",
-    **kwargs,
+    **kwargs: Any,
 ) -> tuple[LaplacianELBO, LamPath | None]:
     """The loss at the weight the held-out evidence supports (module docstring).
 

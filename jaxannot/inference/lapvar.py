@@ -81,7 +81,8 @@ import copy
 import functools
 import math
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -96,6 +97,9 @@ from jaxannot.graph.neighbour_table import (
     pad_dummy_row,
 )
 from jaxannot.inference.lapvar_update import newton_update
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, PRNGKey
 
 __all__ = [
     "LapVar1",
@@ -126,9 +130,26 @@ def _entropy_terms(phi: jax.Array, a: jax.Array) -> jax.Array:
 
 @jax.jit
 def regularized_objective(
-    phi: jax.Array, a: jax.Array, table: NeighbourTable, lam
+    phi: jax.Array, a: jax.Array, table: NeighbourTable, lam: float | Array
 ) -> jax.Array:
-    """:math:`Q(\\Phi)` of the module docstring for ``phi``, ``a`` [nodes, K]."""
+    """:math:`Q(\\Phi)` of the module docstring for ``phi``, ``a`` [nodes, K].
+
+    Parameters
+    ----------
+    phi : jax.Array [nodes, K]
+        Posteriors.
+    a : jax.Array [nodes, K]
+        Log joints.
+    table : NeighbourTable
+        The graph.
+    lam : float or jax.Array
+        The weight of the Laplacian penalty.
+
+    Returns
+    -------
+    jax.Array
+        The scalar :math:`Q`.
+    """
     return _entropy_terms(phi, a) - lam * laplacian_penalty(phi, table)
 
 
@@ -138,7 +159,7 @@ def lapvar1_sweep(
     phi: jax.Array,
     a: jax.Array,
     table: NeighbourTable,
-    lam,
+    lam: float | Array,
     num_newton_steps: int = 10,
 ) -> jax.Array:
     """One LapVar1 sweep: every variable updated once, colour classes in random order.
@@ -189,11 +210,24 @@ def lapvar1_sweep(
 def lapvar2_estep(
     a: jax.Array,
     table: NeighbourTable,
-    lam,
-    gamma,
+    lam: float | Array,
+    gamma: float | Array,
     num_smoothing: int = 10,
 ) -> tuple[jax.Array, jax.Array]:
     """LapVar2's E-step: plain VI, then smoothing; the iterate with the best Q.
+
+    Parameters
+    ----------
+    a : jax.Array [nodes, K]
+        Log joints.
+    table : NeighbourTable
+        The graph.
+    lam : float or jax.Array
+        The weight of the Laplacian penalty.
+    gamma : float or jax.Array
+        The smoothing step's mixing weight.
+    num_smoothing : int
+        Smoothing steps (static).
 
     Returns
     -------
@@ -352,7 +386,7 @@ class LapVar1(_Weighted):
         schedule: str = "colouring",
         seed: int = 0,
         scale: str = "mean_degree",
-        lam_path=LAM_PATH,
+        lam_path: Sequence[float] = LAM_PATH,
         heldout_check: bool = True,
     ):
         if int(sweeps) < 1 or int(newton_steps) < 1:
@@ -367,7 +401,31 @@ class LapVar1(_Weighted):
         self.arrays = (table, jnp.float32(self.effective_lam))
         self.static_key = ("lapvar1", self.sweeps, self.newton_steps)
 
-    def apply(self, arrays, rng_key, phi, a):
+    def apply(
+        self,
+        arrays: tuple[NeighbourTable, Array],
+        rng_key: PRNGKey,
+        phi: Array,
+        a: Array,
+    ) -> tuple[Array, Array]:
+        r"""``self.sweeps`` LapVar1 sweeps from ``phi``, and :math:`Q` at the result.
+
+        Parameters
+        ----------
+        arrays : tuple of (NeighbourTable, jax.Array)
+            The table and the weight :math:`\lambda`.
+        rng_key : PRNGKey
+            Orders of the sweeps.
+        phi : jax.Array [nodes, K]
+            Previous posteriors.
+        a : jax.Array [nodes, K]
+            Log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The new posteriors [nodes, K] and their objective.
+        """
         table, lam = arrays
         keys = jax.random.split(rng_key, self.sweeps)
         phi = lax.fori_loop(
@@ -378,7 +436,23 @@ class LapVar1(_Weighted):
         )
         return phi, regularized_objective(phi, a, table, lam)
 
-    def objective(self, arrays, phi, a):
+    def objective(
+        self, arrays: tuple[NeighbourTable, Array], phi: Array, a: Array
+    ) -> Array:
+        r""":math:`Q` at posteriors ``phi``.
+
+        Parameters
+        ----------
+        arrays : tuple of (NeighbourTable, jax.Array)
+            The table and the weight :math:`\lambda`.
+        phi, a : jax.Array [nodes, K]
+            Posteriors and log joints.
+
+        Returns
+        -------
+        jax.Array
+            The scalar objective.
+        """
         table, lam = arrays
         return regularized_objective(phi, a, table, lam)
 
@@ -410,9 +484,9 @@ class LapVar2(LapVar1):
         lam: float | str = "auto",
         *,
         gamma: float = 0.5,
-        smoothing=10,
+        smoothing: int = 10,
         scale: str = "mean_degree",
-        lam_path=LAM_PATH,
+        lam_path: Sequence[float] = LAM_PATH,
         heldout_check: bool = True,
     ):
         if not 0 < gamma <= 1 or int(smoothing) < 1:
@@ -427,10 +501,50 @@ class LapVar2(LapVar1):
         self.arrays = (table, jnp.float32(self.effective_lam), jnp.float32(gamma))
         self.static_key = ("lapvar2", self.smoothing)
 
-    def apply(self, arrays, rng_key, phi, a):
+    def apply(
+        self,
+        arrays: tuple[NeighbourTable, Array, Array],
+        rng_key: PRNGKey,
+        phi: Array,
+        a: Array,
+    ) -> tuple[Array, Array]:
+        r""":func:`lapvar2_estep` from the log joints (``phi`` is not used).
+
+        Parameters
+        ----------
+        arrays : tuple of (NeighbourTable, jax.Array, jax.Array)
+            The table, :math:`\lambda` and the smoothing weight.
+        rng_key : PRNGKey
+            Not used.
+        phi : jax.Array [nodes, K]
+            Not used.
+        a : jax.Array [nodes, K]
+            Log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The new posteriors [nodes, K] and their objective.
+        """
         del rng_key, phi
         table, lam, gamma = arrays
         return lapvar2_estep(a, table, lam, gamma, self.smoothing)
 
-    def objective(self, arrays, phi, a):
+    def objective(
+        self, arrays: tuple[NeighbourTable, Array, Array], phi: Array, a: Array
+    ) -> Array:
+        r""":math:`Q` at posteriors ``phi``.
+
+        Parameters
+        ----------
+        arrays : tuple of (NeighbourTable, jax.Array, jax.Array)
+            The table, :math:`\lambda` and the smoothing weight.
+        phi, a : jax.Array [nodes, K]
+            Posteriors and log joints.
+
+        Returns
+        -------
+        jax.Array
+            The scalar objective.
+        """
         return regularized_objective(phi, a, arrays[0], arrays[1])

@@ -24,9 +24,14 @@ W function. Adv. Comput. Math. 5, 1996.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array
 
 __all__ = ["local_objective", "newton_update"]
 
@@ -43,8 +48,25 @@ _W_DIRECT = 1.0
 _ACCEPT_ULPS = 8 * 1.2e-7
 
 
-def local_objective(phi_i, a_i, m_i, d_i, lam) -> jax.Array:
-    """:math:`f_i(\\phi_i)`: the terms of :math:`Q` that depend on one variable."""
+def local_objective(
+    phi_i: Array, a_i: Array, m_i: Array, d_i: Array, lam: float | Array
+) -> jax.Array:
+    """:math:`f_i(\\phi_i)`: the terms of :math:`Q` that depend on one variable.
+
+    Parameters
+    ----------
+    phi_i, a_i, m_i : jax.Array [K]
+        The variable's posterior, log joint and neighbour sum.
+    d_i : jax.Array
+        Its degree.
+    lam : float or jax.Array
+        The weight of the Laplacian penalty.
+
+    Returns
+    -------
+    jax.Array
+        The scalar :math:`f_i`.
+    """
     return (
         phi_i @ a_i
         - jax.scipy.special.xlogy(phi_i, phi_i).sum()
@@ -66,7 +88,14 @@ def _lambert_w_exp(log_x: jax.Array) -> jax.Array:
     return jnp.where(log_x > _W_SERIES, w, jnp.exp(log_x))
 
 
-def newton_update(phi_i, a_i, m_i, d_i, lam, num_steps: int = 10) -> jax.Array:
+def newton_update(
+    phi_i: Array,
+    a_i: Array,
+    m_i: Array,
+    d_i: Array,
+    lam: float | Array,
+    num_steps: int = 10,
+) -> jax.Array:
     r"""Maximize :math:`f_i` over the simplex: Newton's method on the multiplier.
 
     With :math:`c = 2\lambda d_i`, :math:`r = a_i + 2\lambda m_i` shifted so that
@@ -79,6 +108,22 @@ def newton_update(phi_i, a_i, m_i, d_i, lam, num_steps: int = 10) -> jax.Array:
     ``phi_i`` unless :math:`f_i` reads lower by more than float32 round-off. It does
     not depend on ``phi_i`` otherwise: a sharp start is no obstacle. One variable,
     [K]; vmap over independent variables.
+
+    Parameters
+    ----------
+    phi_i, a_i, m_i : jax.Array [K]
+        The variable's posterior, log joint and neighbour sum.
+    d_i : jax.Array
+        Its degree.
+    lam : float or jax.Array
+        The weight of the Laplacian penalty.
+    num_steps : int
+        Newton steps.
+
+    Returns
+    -------
+    jax.Array [K]
+        The new posterior.
     """
     lam = jnp.asarray(lam, phi_i.dtype)
     a_i = a_i - a_i.max()  # f_i changes by a constant on the simplex

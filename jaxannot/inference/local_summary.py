@@ -32,13 +32,19 @@ Seed 000: graph-regularized variational inference (the penalty on the free energ
 from __future__ import annotations
 
 import inspect
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.infer.autoguide import AutoContinuous
+
+if TYPE_CHECKING:
+    from numpyro.distributions import Distribution
+
+    from jaxannot.types import PRNGKey
 
 __all__ = ["LocalSummary", "local_distribution", "local_summary", "summarize"]
 
@@ -78,8 +84,19 @@ def _unwrap(fn):
     return fn
 
 
-def summarize(fn) -> jax.Array:
-    """The per-image summary :math:`q_i` of a guide distribution (module docstring)."""
+def summarize(fn: Distribution) -> jax.Array:
+    """The per-image summary :math:`q_i` of a guide distribution (module docstring).
+
+    Parameters
+    ----------
+    fn : numpyro.distributions.Distribution
+        The guide's distribution at the site.
+
+    Returns
+    -------
+    jax.Array
+        The summary of each image (e.g. a categorical's probabilities).
+    """
     fn = _unwrap(fn)
     if isinstance(fn, dist.TransformedDistribution):
         value = summarize(fn.base_dist)
@@ -201,7 +218,13 @@ def _enumerated_posterior(
 
 
 def local_summary(
-    rng_key, param_map: dict, model, guide, site: str, *args, **kwargs
+    rng_key: PRNGKey,
+    param_map: dict,
+    model: Callable | None,
+    guide: Callable,
+    site: str,
+    *args: Any,
+    **kwargs: Any,
 ) -> LocalSummary:
     """Summaries :math:`q_i` of ``site`` on the current batch (module docstring).
 
@@ -238,8 +261,32 @@ def local_summary(
 
 
 def local_distribution(
-    rng_key, guide, param_map: dict, site: str, *args, **kwargs
+    rng_key: PRNGKey,
+    guide: Callable,
+    param_map: dict,
+    site: str,
+    *args: Any,
+    **kwargs: Any,
 ) -> jax.Array:
     """Run ``guide`` with ``param_map`` and return :math:`q_i` at ``site`` as
-    [images, dims] (a scalar site gives dims = 1)."""
+    [images, dims] (a scalar site gives dims = 1).
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        The guide's key.
+    guide : callable
+        The guide.
+    param_map : dict
+        Its params.
+    site : str
+        The local site.
+    *args, **kwargs
+        The data, as the guide takes it.
+
+    Returns
+    -------
+    jax.Array [images, dims]
+        The summaries.
+    """
     return local_summary(rng_key, param_map, None, guide, site, *args, **kwargs).q

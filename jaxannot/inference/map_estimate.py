@@ -26,7 +26,7 @@ so a second :meth:`MAP.run` on arrays of the same shapes compiles nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from numpyro.infer import init_to_median
 from numpyro.infer.util import log_density
 
 from jaxannot.runtime.progress import check_count, run_steps
+
+if TYPE_CHECKING:
+    from jaxannot.types import PRNGKey
 
 __all__ = ["MAP", "MAPState", "MAPResult"]
 
@@ -218,8 +221,21 @@ class MAP:
         self.plate = plate
         self._steps: dict[tuple, Callable] = {}
 
-    def loss(self, params: Mapping, *args, **kwargs) -> jax.Array:
-        """:math:`-\\log p(\\theta, y)` at constrained site values ``params``."""
+    def loss(self, params: Mapping, *args: Any, **kwargs: Any) -> jax.Array:
+        """:math:`-\\log p(\\theta, y)` at constrained site values ``params``.
+
+        Parameters
+        ----------
+        params : Mapping
+            Constrained value of every latent site.
+        *args, **kwargs
+            The model's data.
+
+        Returns
+        -------
+        jax.Array
+            The scalar negative log joint.
+        """
         log_joint, _ = log_density(self.model, args, kwargs, dict(params))
         return -log_joint
 
@@ -244,8 +260,29 @@ class MAP:
             self._steps[key] = step
         return self._steps[key]
 
-    def init(self, rng_key, *args, init_params: Mapping | None = None, **kwargs):
-        """Initial state from ``init_params`` (constrained) or the init strategy."""
+    def init(
+        self,
+        rng_key: PRNGKey,
+        *args: Any,
+        init_params: Mapping | None = None,
+        **kwargs: Any,
+    ) -> MAPState:
+        """Initial state from ``init_params`` (constrained) or the init strategy.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The init strategy's key.
+        *args, **kwargs
+            The model's data.
+        init_params : Mapping, optional
+            Constrained start values of some latent sites.
+
+        Returns
+        -------
+        MAPState
+            Unconstrained values and the optimizer's state.
+        """
         init_params = dict(init_params or {})
         latent = _latent_sites(
             self.model, rng_key, self.init_strategy, self.plate, args, kwargs
@@ -262,12 +299,12 @@ class MAP:
 
     def run(
         self,
-        rng_key,
+        rng_key: PRNGKey,
         num_steps: int,
-        *args,
+        *args: Any,
         progress_bar: bool = True,
         init_params: Mapping | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> MAPResult:
         """Run ``num_steps`` optimizer steps from the initial values.
 

@@ -48,6 +48,8 @@ Vector Machines. JMLR 2, 2001.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 
@@ -62,6 +64,9 @@ from jaxannot.solvers.margin_losses import (
     label_targets,
 )
 from jaxannot.types import Array, ArrayTree, PRNGKey
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = [
     "LOSSES",
@@ -134,7 +139,7 @@ class MaxMargin:
 
     def __init__(
         self,
-        labels,
+        labels: ArrayLike,
         c: float = 1.0,
         loss: str = "crammer_singer",
         epsilon: float = 0.1,
@@ -159,15 +164,34 @@ class MaxMargin:
         self._targets = jnp.asarray(targets)
         self._mask = jnp.asarray(mask, jnp.float32)
 
-    def tree_flatten(self):
-        """Children: labels, targets, mask, ``c``, ``epsilon``; static: the rest."""
+    def tree_flatten(self) -> tuple[tuple, tuple]:
+        """Children: labels, targets, mask, ``c``, ``epsilon``; static: the rest.
+
+        Returns
+        -------
+        tuple of (tuple, tuple)
+            ``(children, static)``.
+        """
         children = (self.labels, self._targets, self._mask, self.c, self.epsilon)
         return children, (self.loss, self.solver, self.num_outputs)
 
     @classmethod
-    def tree_unflatten(cls, static, children):
+    def tree_unflatten(cls, static: tuple, children: tuple) -> MaxMargin:
         """Rebuild from :meth:`tree_flatten` (no validation: the values may be
-        tracers)."""
+        tracers).
+
+        Parameters
+        ----------
+        static : tuple
+            ``(loss, solver, num_outputs)``.
+        children : tuple
+            ``(labels, targets, mask, c, epsilon)``.
+
+        Returns
+        -------
+        MaxMargin
+            The term.
+        """
         term = object.__new__(cls)
         term.labels, term._targets, term._mask, term.c, term.epsilon = children
         term.loss, term.solver, term.num_outputs = static
@@ -200,7 +224,20 @@ class MaxMargin:
     def init(self, rng_key: PRNGKey, dim: int) -> dict[str, Array]:
         """Weights ``[num_outputs, dim]`` ~ N(0, ``INIT_SCALE``²) and a zero bias;
         with ``solver="dual"`` also zero duals ``[N, num_outputs]`` ("duals", the
-        warm start of :meth:`dual_update`)."""
+        warm start of :meth:`dual_update`).
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The weights' key.
+        dim : int
+            Feature dimension.
+
+        Returns
+        -------
+        dict
+            ``{"weights": [T, dim], "bias": [T]}`` (and ``"duals": [N, T]``).
+        """
         weights = INIT_SCALE * jax.random.normal(rng_key, (self.num_outputs, dim))
         params = {"weights": weights, "bias": jnp.zeros(self.num_outputs)}
         if self.solver == "dual":
@@ -208,16 +245,53 @@ class MaxMargin:
         return params
 
     def regularizer(self, params: ArrayTree) -> Array:
-        r""":math:`\tfrac12(\|W\|^2 + \|b\|^2)`, counted once per objective."""
+        r""":math:`\tfrac12(\|W\|^2 + \|b\|^2)`, counted once per objective.
+
+        Parameters
+        ----------
+        params : dict
+            ``{"weights", "bias"}``.
+
+        Returns
+        -------
+        jax.Array
+            The scalar regularizer.
+        """
         return 0.5 * (jnp.sum(params["weights"] ** 2) + jnp.sum(params["bias"] ** 2))
 
     def decision_function(self, params: ArrayTree, features: Array) -> Array:
-        """Scores :math:`W f + b`: ``[B, T]`` for crammer_singer, else ``[B]``."""
+        """Scores :math:`W f + b`: ``[B, T]`` for crammer_singer, else ``[B]``.
+
+        Parameters
+        ----------
+        params : dict
+            ``{"weights": [T, dim], "bias": [T]}``.
+        features : jax.Array [B, dim]
+            Features of the images.
+
+        Returns
+        -------
+        jax.Array
+            Scores [B, T] or [B].
+        """
         scores = features @ params["weights"].T + params["bias"]
         return scores if self.loss == "crammer_singer" else scores[:, 0]
 
     def predict(self, params: ArrayTree, features: Array) -> Array:
-        """Class ids (crammer_singer), ±1 (hinge) or real values (regression)."""
+        """Class ids (crammer_singer), ±1 (hinge) or real values (regression).
+
+        Parameters
+        ----------
+        params : dict
+            ``{"weights": [T, dim], "bias": [T]}``.
+        features : jax.Array [B, dim]
+            Features of the images.
+
+        Returns
+        -------
+        jax.Array [B]
+            The predictions.
+        """
         scores = self.decision_function(params, features)
         if self.loss == "crammer_singer":
             return jnp.argmax(scores, axis=-1)
@@ -226,7 +300,22 @@ class MaxMargin:
         return scores
 
     def losses(self, params: ArrayTree, features: Array, index: Array) -> Array:
-        """Per-image loss ``[B]`` of the images ``index``, 0 where unlabelled."""
+        """Per-image loss ``[B]`` of the images ``index``, 0 where unlabelled.
+
+        Parameters
+        ----------
+        params : dict
+            ``{"weights": [T, dim], "bias": [T]}``.
+        features : jax.Array [B, dim]
+            Features of the batch.
+        index : jax.Array [B]
+            Rows of ``labels`` of the batch's images.
+
+        Returns
+        -------
+        jax.Array [B]
+            The losses.
+        """
         scores = self.decision_function(params, features)
         targets = self._targets[index]
         if self.loss == "hinge":
@@ -249,11 +338,29 @@ class MaxMargin:
             gradient with respect to them).
         index : int array [B]
             Rows of ``labels`` the batch's images correspond to.
+
+        Returns
+        -------
+        jax.Array
+            The scalar penalty.
         """
         return self.c * jnp.sum(self.losses(params, features, index))
 
     def objective(self, params: ArrayTree, features_all: Array) -> Array:
-        """:meth:`regularizer` + :meth:`penalty` over all ``N`` images."""
+        """:meth:`regularizer` + :meth:`penalty` over all ``N`` images.
+
+        Parameters
+        ----------
+        params : dict
+            ``{"weights": [T, dim], "bias": [T]}``.
+        features_all : jax.Array [N, dim]
+            Features of every image.
+
+        Returns
+        -------
+        jax.Array
+            The scalar objective.
+        """
         index = jnp.arange(features_all.shape[0])
         return self.regularizer(params) + self.penalty(params, features_all, index)
 
@@ -263,22 +370,65 @@ class MaxMargin:
         features_all: Array,
         *,
         stop: multiclass_svm.DualStop = DUAL_STOP,
-        init_state=None,
-    ):
+        init_state: tuple | None = None,
+    ) -> tuple[tuple, tuple | Array]:
         """Minimize :meth:`objective` in the weights by the loss's dual solver:
-        :func:`~jaxannot.inference.max_margin_dual.solve_dual`."""
+        :func:`~jaxannot.inference.max_margin_dual.solve_dual`.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The visiting orders' key.
+        features_all : jax.Array [N, dim]
+            Features of every image.
+        stop : multiclass_svm.DualStop
+            Epoch budget and tolerance.
+        init_state : tuple, optional
+            Warm start: the solver's state of an earlier call.
+
+        Returns
+        -------
+        tuple
+            The solver's state and its per-epoch trace.
+        """
         return max_margin_dual.solve_dual(
             self, rng_key, features_all, stop=stop, init_state=init_state
         )
 
     def dual_update(self, features_all: Array, params: ArrayTree) -> dict[str, Array]:
         """Minimizer of :meth:`objective` in the weights, by a dual solver:
-        :func:`~jaxannot.inference.max_margin_dual.dual_update`."""
+        :func:`~jaxannot.inference.max_margin_dual.dual_update`.
+
+        Parameters
+        ----------
+        features_all : jax.Array [N, dim]
+            Features of every image.
+        params : dict
+            The current weights (and duals).
+
+        Returns
+        -------
+        dict
+            The new weights (and duals).
+        """
         return max_margin_dual.dual_update(self, features_all, params)
 
-    def warm_state(self, features_all: Array, duals: Array):
+    def warm_state(self, features_all: Array, duals: Array) -> tuple:
         """The dual solver's state from earlier duals on new features:
-        :func:`~jaxannot.inference.max_margin_dual.warm_state`."""
+        :func:`~jaxannot.inference.max_margin_dual.warm_state`.
+
+        Parameters
+        ----------
+        features_all : jax.Array [N, dim]
+            Features of every image.
+        duals : jax.Array [N, num_outputs]
+            Earlier duals.
+
+        Returns
+        -------
+        tuple
+            The solver's state (``CSState``, ``SVRState`` or ``SVMState``).
+        """
         return max_margin_dual.warm_state(self, features_all, duals)
 
 

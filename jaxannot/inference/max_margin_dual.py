@@ -24,11 +24,16 @@ Coordinate Descent Method for Large-scale Linear SVM. ICML 2008.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 
 from jaxannot.solvers import linear_svm, multiclass_svm, svr
 from jaxannot.types import Array, ArrayTree, PRNGKey
+
+if TYPE_CHECKING:
+    from jaxannot.inference.max_margin import MaxMargin
 
 __all__ = ["DUAL_STOP", "SHRINK", "dual_update", "solve_dual", "warm_state"]
 
@@ -44,13 +49,13 @@ SHRINK = 0.01
 
 
 def solve_dual(
-    term,
+    term: MaxMargin,
     rng_key: PRNGKey,
     features_all: Array,
     *,
     stop: multiclass_svm.DualStop = DUAL_STOP,
-    init_state=None,
-):
+    init_state: tuple | None = None,
+) -> tuple[tuple, tuple | Array]:
     """Minimize :meth:`MaxMargin.objective` in the weights by the loss's dual solver.
 
     The features get a unit column (the bias is its weight) and the unlabelled
@@ -112,7 +117,9 @@ def solve_dual(
     return binary_hinge(rng_key, x, y, mask, term.c, stop, init_state)
 
 
-def dual_update(term, features_all: Array, params: ArrayTree) -> dict[str, Array]:
+def dual_update(
+    term: MaxMargin, features_all: Array, params: ArrayTree
+) -> dict[str, Array]:
     """Minimizer of :meth:`MaxMargin.objective` in the weights, by a dual solver.
 
     Parameters
@@ -156,13 +163,28 @@ def dual_update(term, features_all: Array, params: ArrayTree) -> dict[str, Array
     return out
 
 
-def warm_state(term, features_all: Array, duals: Array):
+def warm_state(term: MaxMargin, features_all: Array, duals: Array) -> tuple:
     """``term``'s dual solver's state from earlier duals ``[N, num_outputs]`` on new
     features: the duals, clipped into the box of this term's costs (an EM
     iteration does not change it; a changed :math:`C` may), and the weights they
     define on ``features_all`` (Crammer–Singer :math:`W = \\alpha^\\top x`, binary
     hinge :math:`w = \\sum_i \\alpha_i y_i x_i`, ε-SVR :math:`w = \\sum_i \\beta_i
-    x_i`, with the unit column of the bias)."""
+    x_i`, with the unit column of the bias).
+
+    Parameters
+    ----------
+    term : MaxMargin
+        The term.
+    features_all : jax.Array [N, dim]
+        Features of every image.
+    duals : jax.Array [N, num_outputs]
+        Earlier duals.
+
+    Returns
+    -------
+    tuple
+        The solver's state (``CSState``, ``SVRState`` or ``SVMState``).
+    """
     x = jnp.concatenate(
         [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
         axis=1,
@@ -188,10 +210,41 @@ def warm_state(term, features_all: Array, duals: Array):
     return linear_svm.SVMState(alpha, ((alpha[:, 0] * y) @ x)[None])
 
 
-def binary_hinge(rng_key, x, y, mask, c, stop, init_state):
+def binary_hinge(
+    rng_key: PRNGKey,
+    x: Array,
+    y: Array,
+    mask: Array,
+    c: float | Array,
+    stop: multiclass_svm.DualStop,
+    init_state: linear_svm.SVMState | None,
+) -> tuple[linear_svm.SVMState, Array]:
     """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
     is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``."""
+    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``.
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        The visiting orders' key.
+    x : jax.Array [N, dim + 1]
+        Features with the unit column.
+    y : jax.Array [N]
+        Targets, ±1.
+    mask : jax.Array [N]
+        1 for the labelled rows.
+    c : float or jax.Array
+        The cost :math:`C`.
+    stop : multiclass_svm.DualStop
+        Epoch budget and tolerance.
+    init_state : linear_svm.SVMState or None
+        Warm start.
+
+    Returns
+    -------
+    tuple of (linear_svm.SVMState, jax.Array)
+        The state and the violation per epoch [stop.max_epochs] (NaN after the end).
+    """
     step = linear_svm.build_kernel(c=c, loss="hinge")
     start = init_state
     if start is None:

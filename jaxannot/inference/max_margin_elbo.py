@@ -22,6 +22,9 @@ Learning. NIPS 2011 (regularized Bayesian inference, RegBayes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import jax
 import jax.numpy as jnp
 import numpyro
@@ -32,6 +35,9 @@ from jaxannot.inference.laplacian_elbo import PenalizedELBO
 from jaxannot.inference.local_summary import LocalSummary, local_summary
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.types import Array, PRNGKey
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = ["MaxMarginELBO"]
 
@@ -96,7 +102,7 @@ class MaxMarginELBO(PenalizedELBO):
         self,
         base: ELBO,
         site: str,
-        labels,
+        labels: ArrayLike,
         c: float = 1.0,
         loss: str = "crammer_singer",
         epsilon: float = 0.1,
@@ -111,7 +117,7 @@ class MaxMarginELBO(PenalizedELBO):
         self.can_infer_discrete = base.can_infer_discrete
         self.param_name = f"{site}_maxmargin_weights"
 
-    def guide(self, guide, dim: int | None = None):
+    def guide(self, guide: Callable, dim: int | None = None) -> Callable:
         """``guide`` plus the predictor's param ``"{site}_maxmargin_weights"``.
 
         The param is ``[T, dim + 1]``: :math:`W` and, in its last column, :math:`b`.
@@ -125,6 +131,11 @@ class MaxMarginELBO(PenalizedELBO):
         dim : int, optional
             Feature dimension; needed only when ``site`` is enumerated in the model
             (absent from the guide): its number of values ``K``.
+
+        Returns
+        -------
+        callable
+            The guide with the predictor's param.
         """
 
         def initial_value(rng_key, *args, **kwargs):
@@ -149,7 +160,18 @@ class MaxMarginELBO(PenalizedELBO):
         return guide_with_predictor
 
     def params(self, param_map: dict) -> dict[str, Array]:
-        """The predictor's ``{"weights", "bias"}`` from SVI's params."""
+        """The predictor's ``{"weights", "bias"}`` from SVI's params.
+
+        Parameters
+        ----------
+        param_map : dict
+            SVI's params.
+
+        Returns
+        -------
+        dict
+            ``{"weights": [T, dim], "bias": [T]}``.
+        """
         if self.param_name not in param_map:
             raise KeyError(
                 f"param {self.param_name!r} not found: train with the guide returned "
@@ -158,8 +180,27 @@ class MaxMarginELBO(PenalizedELBO):
         augmented = param_map[self.param_name]
         return {"weights": augmented[:, :-1], "bias": augmented[:, -1]}
 
-    def features(self, rng_key, param_map, model, guide, *args, **kwargs):
-        """:class:`LocalSummary` of ``site``: features ``q`` [B, dim] and ``index``."""
+    def features(
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable | None,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> LocalSummary:
+        """:class:`LocalSummary` of ``site``: features ``q`` [B, dim] and ``index``.
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss`` takes them.
+
+        Returns
+        -------
+        LocalSummary
+            The site's summaries.
+        """
         summary = local_summary(
             rng_key, param_map, model, guide, self.site, *args, **kwargs
         )
@@ -170,8 +211,27 @@ class MaxMarginELBO(PenalizedELBO):
             )
         return summary
 
-    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> Array:
-        """Regularizer plus the rescaled batch loss at the current values."""
+    def penalty(
+        self,
+        rng_key: PRNGKey,
+        param_map: dict[str, Array],
+        model: Callable | None,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Array:
+        """Regularizer plus the rescaled batch loss at the current values.
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss`` takes them.
+
+        Returns
+        -------
+        jax.Array
+            The scalar penalty.
+        """
         summary: LocalSummary = self.features(
             rng_key, param_map, model, guide, *args, **kwargs
         )
@@ -186,14 +246,45 @@ class MaxMarginELBO(PenalizedELBO):
         loss = self.max_margin.penalty(params, summary.q, summary.index)
         return self.max_margin.regularizer(params) + scale * loss
 
-    def decision_function(self, params: dict, guide, *args, model=None, **kwargs):
-        """Scores of the images the guide folds in (class docstring)."""
+    def decision_function(
+        self,
+        params: dict,
+        guide: Callable,
+        *args: Any,
+        model: Callable | None = None,
+        **kwargs: Any,
+    ) -> Array:
+        """Scores of the images the guide folds in (class docstring).
+
+        Parameters
+        ----------
+        params : dict
+            SVI params.
+        guide : callable
+            The guide :meth:`guide` returned.
+        *args, **kwargs
+            The images' data, as the model takes it.
+        model : callable, optional
+            Only for a site enumerated in the model rather than in the guide.
+
+        Returns
+        -------
+        jax.Array
+            Scores [B, T] or [B].
+        """
         summary = local_summary(
             jax.random.key(0), params, model, guide, self.site, *args, **kwargs
         )
         return self.max_margin.decision_function(self.params(params), summary.q)
 
-    def predict(self, params: dict, guide, *args, model=None, **kwargs) -> Array:
+    def predict(
+        self,
+        params: dict,
+        guide: Callable,
+        *args: Any,
+        model: Callable | None = None,
+        **kwargs: Any,
+    ) -> Array:
         """Class ids / ±1 / real values for the images the guide folds in.
 
         The guide runs with a fixed key: the summaries are deterministic functions of
@@ -202,6 +293,22 @@ class MaxMarginELBO(PenalizedELBO):
         site's plate on these arguments but the guide gives another number of rows
         — a guide with per-image parameters fitted on the training images — this is
         a ``ValueError``: fold the new images in first with :meth:`fold_in`.
+
+        Parameters
+        ----------
+        params : dict
+            SVI params.
+        guide : callable
+            The guide :meth:`guide` returned.
+        *args, **kwargs
+            The images' data, as the model takes it.
+        model : callable, optional
+            Only for a site enumerated in the model rather than in the guide.
+
+        Returns
+        -------
+        jax.Array [B]
+            The predictions.
         """
         summary = local_summary(
             jax.random.key(0), params, model, guide, self.site, *args, **kwargs
@@ -237,12 +344,12 @@ class MaxMarginELBO(PenalizedELBO):
         self,
         rng_key: PRNGKey,
         params: dict,
-        guide,
-        *args,
+        guide: Callable,
+        *args: Any,
         num_steps: int = 1000,
         learning_rate: float = 0.01,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> tuple[Callable, dict[str, Array]]:
         r"""Fit new images' local posteriors with the trained globals held fixed.
 
         For an autoguide with per-image parameters (``AutoDelta``, ``AutoNormal``,

@@ -13,11 +13,16 @@ that left the support.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayTree
 
 __all__ = ["SupportError", "check_finite_tree", "check_support", "first_failing"]
 
@@ -88,12 +93,25 @@ def check_support(
 
 def first_failing(trace: ArrayLike, lower: float = 0.0) -> int | None:
     """Index of the first entry of a per-iteration trace of minima that is below
-    ``lower`` or not finite (None when every one is in the support)."""
+    ``lower`` or not finite (None when every one is in the support).
+
+    Parameters
+    ----------
+    trace : array_like [iterations]
+        Minima per iteration.
+    lower : float
+        The support's lower bound.
+
+    Returns
+    -------
+    int or None
+        The first failing index.
+    """
     bad = np.flatnonzero(~(np.asarray(trace, np.float64) >= lower))
     return int(bad[0]) if bad.size else None
 
 
-def check_finite_tree(site: str, tree, *, iteration: int | str) -> None:
+def check_finite_tree(site: str, tree: ArrayTree, *, iteration: int | str) -> None:
     """Raise :class:`SupportError` unless every floating leaf of ``tree`` is finite.
 
     The leaves are read on the host (numpy: no compile); integer, boolean and

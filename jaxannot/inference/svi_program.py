@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,22 +29,50 @@ from numpyro.infer import SVI
 
 from jaxannot.runtime.static_key import array_key, value_key
 
+if TYPE_CHECKING:
+    from numpyro.infer.elbo import ELBO
+    from numpyro.infer.svi import SVIState
+
+    from jaxannot.types import Array
+
 __all__ = ["SVIProgram", "loss_key", "object_key", "run_steps", "with_lams"]
 
 
-def object_key(obj) -> Hashable:
+def object_key(obj: object) -> Hashable:
     """``value_key`` of an object by its attributes (numpyro's ELBOs and optimizers
-    do not define ``==``): its type and :func:`vars` item by item."""
+    do not define ``==``): its type and :func:`vars` item by item.
+
+    Parameters
+    ----------
+    obj : object
+        An ELBO, an optimizer or any value.
+
+    Returns
+    -------
+    Hashable
+        Its key.
+    """
     if hasattr(obj, "__dict__"):
         return (type(obj), value_key(dict(vars(obj))))
     return value_key(obj)
 
 
-def loss_key(loss) -> Hashable:
+def loss_key(loss: ELBO) -> Hashable:
     """The key of a loss, its weights aside: a ``LaplacianELBO`` (anything with
     ``lams`` and ``graph``) by its base (as read when it was built: ``base_key``),
     site names, graph content, distance, scale and sweeps; another ELBO by
-    :func:`object_key`."""
+    :func:`object_key`.
+
+    Parameters
+    ----------
+    loss : ELBO
+        A numpyro ELBO or a ``LaplacianELBO``.
+
+    Returns
+    -------
+    Hashable
+        Its key.
+    """
     if not hasattr(loss, "lams"):
         return object_key(loss)
     graph = loss.graph
@@ -59,9 +88,22 @@ def loss_key(loss) -> Hashable:
     )
 
 
-def with_lams(loss, lams: Mapping):
+def with_lams(loss: ELBO, lams: Mapping) -> ELBO:
     """A copy of a ``LaplacianELBO`` with the weights ``lams`` (site -> number or
-    traced scalar); the graph's tables are shared."""
+    traced scalar); the graph's tables are shared.
+
+    Parameters
+    ----------
+    loss : LaplacianELBO
+        The loss to copy.
+    lams : Mapping
+        Site -> weight.
+
+    Returns
+    -------
+    LaplacianELBO
+        The copy.
+    """
     new = copy.copy(loss)
     new.lams = dict(lams)
     return new
@@ -107,25 +149,62 @@ class SVIProgram:
         return hash(self.key)
 
     def dynamic(self, args: tuple, kwargs: dict) -> list:
-        """The array leaves of ``(args, kwargs)``, the loop's dynamic arguments."""
+        """The array leaves of ``(args, kwargs)``, the loop's dynamic arguments.
+
+        Parameters
+        ----------
+        args : tuple
+            Positional arguments of the model.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        list
+            Their array leaves.
+        """
         leaves = jax.tree.leaves((tuple(args), dict(kwargs)))
         return [leaf for leaf in leaves if _is_array(leaf)]
 
     def join(self, dynamic: list) -> tuple[tuple, dict]:
-        """``(args, kwargs)`` from :meth:`dynamic`'s arrays and the static leaves."""
+        """``(args, kwargs)`` from :meth:`dynamic`'s arrays and the static leaves.
+
+        Parameters
+        ----------
+        dynamic : list
+            Arrays as :meth:`dynamic` returns them.
+
+        Returns
+        -------
+        tuple of (tuple, dict)
+            ``(args, kwargs)``.
+        """
         arrays = iter(dynamic)
         leaves = [next(arrays) if s is None else s for s in self.static]
         return jax.tree.unflatten(self.treedef, leaves)
 
     def svi_at(self, lams: Mapping) -> SVI:
-        """The initialized ``SVI`` with its loss at the weights ``lams``."""
+        """The initialized ``SVI`` with its loss at the weights ``lams``.
+
+        Parameters
+        ----------
+        lams : Mapping
+            Site -> weight.
+
+        Returns
+        -------
+        SVI
+            A copy of the program's SVI.
+        """
         svi = copy.copy(self.svi)
         svi.loss = with_lams(svi.loss, lams)
         return svi
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def run_steps(program: SVIProgram, num_steps: int, state, lams: dict, dynamic: list):
+def run_steps(
+    program: SVIProgram, num_steps: int, state: SVIState, lams: dict, dynamic: list
+) -> tuple[SVIState, Array]:
     """``num_steps`` SVI updates in one ``lax.scan``.
 
     Parameters
