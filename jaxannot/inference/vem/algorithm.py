@@ -60,6 +60,7 @@ Seed 000: graph-regularized variational inference for image annotation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 import optax
@@ -93,6 +94,9 @@ from jaxannot.inference.vem.steps import (
 )
 from jaxannot.runtime.progress import check_count
 from jaxannot.runtime.static_key import value_key
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, PRNGKey
 
 __all__ = [
     "VEM",
@@ -309,7 +313,7 @@ class VEM(Runs, FoldIn):
         layout, placed = plan(self, setup, args, kwargs, dynamic)
         return setup, dynamic, layout, placed
 
-    def init_params(self, rng_key, *args, **kwargs) -> dict:
+    def init_params(self, rng_key: PRNGKey, *args: Any, **kwargs: Any) -> dict:
         """The default start: posteriors, then an M-step.
 
         With a closed form (``m_step=``) the posteriors are Dirichlet(1) rows
@@ -323,13 +327,31 @@ class VEM(Runs, FoldIn):
         improper priors need no draw; a ``param`` site starts at its declared
         value). Every component then starts where some items are, instead of at
         a prior draw far from the data, which no image may ever choose.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            The start's key.
+        *args, **kwargs
+            The model's data.
+
+        Returns
+        -------
+        dict
+            Site -> start value of every global site.
         """
         check_key(rng_key)
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
             return start_values_jit(self, _Whole(setup), rng_key, dynamic)
 
-    def init(self, rng_key, *args, init_params: dict | None = None, **kwargs):
+    def init(
+        self,
+        rng_key: PRNGKey,
+        *args: Any,
+        init_params: dict | None = None,
+        **kwargs: Any,
+    ) -> VEMState:
         """The :class:`VEMState` a fit starts from (``numpyro.infer.SVI.init``).
 
         Parameters
@@ -362,10 +384,24 @@ class VEM(Runs, FoldIn):
             )
         return layout.place(state, self.estep.arrays)[0]
 
-    def update(self, state, *args, **kwargs):
+    def update(
+        self, state: VEMState, *args: Any, **kwargs: Any
+    ) -> tuple[VEMState, Array]:
         r"""One EM iteration from ``state``: ``(state, loss)`` with ``loss`` the
         negative objective :math:`-\mathcal{L}` of its E-step (NaN once the fit
         has stopped). Compiled once per shapes (``numpyro.infer.SVI.update``).
+
+        Parameters
+        ----------
+        state : VEMState
+            The state to go on from.
+        *args, **kwargs
+            The model's data.
+
+        Returns
+        -------
+        tuple of (VEMState, jax.Array)
+            The new state and the scalar loss.
 
         Raises
         ------

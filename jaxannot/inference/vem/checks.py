@@ -13,7 +13,8 @@ warnings this module re-exports).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,13 @@ from jaxannot.inference.vem.fit_warnings import (
     EmptyComponentWarning,
     warn_collapsed,
 )
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.declaration import _Structure
+    from jaxannot.inference.vem.log_joint import _Setup
+    from jaxannot.inference.vem.steps import Term, VEMState
+    from jaxannot.types import ArrayLike
 
 __all__ = ["CollapsedFitWarning", "EmptyComponentWarning", "warn_collapsed"]
 
@@ -54,9 +62,34 @@ def _on_support(support, value) -> bool:
     return bool(np.all(np.asarray(support.check(jnp.asarray(value)))))
 
 
-def checked_start(vem, setup, params, args_kw, what: str = "init_params") -> dict:
+def checked_start(
+    vem: VEM,
+    setup: _Setup,
+    params: Mapping[str, ArrayLike],
+    args_kw: tuple[tuple, dict],
+    what: str = "init_params",
+) -> dict:
     """``params``' global values as arrays, or a ValueError naming every unknown,
-    missing, misshapen or off-support site and the valid choices."""
+    missing, misshapen or off-support site and the valid choices.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its model's sites and supports).
+    setup : _Setup
+        The static set-up of the call.
+    params : Mapping
+        Site -> value, as the user gave them.
+    args_kw : tuple of (tuple, dict)
+        The model's arguments, for the messages.
+    what : str
+        The argument's name, for the messages.
+
+    Returns
+    -------
+    dict
+        Site -> value as an array.
+    """
     s = setup.structure
     if not isinstance(params, Mapping):
         raise TypeError(
@@ -92,8 +125,16 @@ def checked_start(vem, setup, params, args_kw, what: str = "init_params") -> dic
     return values
 
 
-def check_state(structure, state) -> None:
-    """A :class:`VEMState` of this model's shapes, or a clear ValueError."""
+def check_state(structure: _Structure, state: VEMState) -> None:
+    """A :class:`VEMState` of this model's shapes, or a clear ValueError.
+
+    Parameters
+    ----------
+    structure : _Structure
+        The model's structure (images, values of the local site).
+    state : VEMState
+        The state to resume.
+    """
     shape = (structure.num_images, structure.num_values)
     got = tuple(np.shape(getattr(state, "posteriors", None)))
     if got != shape:
@@ -104,9 +145,24 @@ def check_state(structure, state) -> None:
 
 
 @contextlib.contextmanager
-def model_errors(plate, args, kwargs):
+def model_errors(plate: str, args: tuple, kwargs: dict) -> Iterator[None]:
     """Re-raise a shape or type error the model raises while VEM traces it with
-    the arguments' and globals' shapes and the usual fixes."""
+    the arguments' and globals' shapes and the usual fixes.
+
+    Parameters
+    ----------
+    plate : str
+        The image plate's name.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    Iterator[None]
+        A context manager.
+    """
     from jaxannot.runtime.checkpoint import CheckpointError
 
     try:
@@ -188,9 +244,17 @@ def _empty_plate_error(error: AssertionError, args, kwargs) -> ValueError:
     return new
 
 
-def check_key(rng_key, name: str = "rng_key") -> None:
+def check_key(rng_key: object, name: str = "rng_key") -> None:
     """``TypeError`` unless ``rng_key`` is one PRNG key: a typed key
-    (``jax.random.key``) or a raw uint32 key (``jax.random.PRNGKey``)."""
+    (``jax.random.key``) or a raw uint32 key (``jax.random.PRNGKey``).
+
+    Parameters
+    ----------
+    rng_key : object
+        The value to check.
+    name : str
+        The argument's name, for the message.
+    """
     if isinstance(rng_key, jax.Array | np.ndarray):
         dtype = rng_key.dtype
         if jnp.issubdtype(dtype, jax.dtypes.prng_key) and rng_key.ndim == 0:
@@ -206,8 +270,19 @@ def check_key(rng_key, name: str = "rng_key") -> None:
     )
 
 
-def check_tolerance(tolerance) -> float:
-    """``tolerance`` as a float if it is a finite number >= 0, else a clear error."""
+def check_tolerance(tolerance: object) -> float:
+    """``tolerance`` as a float if it is a finite number >= 0, else a clear error.
+
+    Parameters
+    ----------
+    tolerance : object
+        The value to check.
+
+    Returns
+    -------
+    float
+        The tolerance.
+    """
     if isinstance(tolerance, bool) or not isinstance(
         tolerance, int | float | np.integer | np.floating
     ):
@@ -224,9 +299,15 @@ def check_tolerance(tolerance) -> float:
     return float(tolerance)
 
 
-def check_optimizer(optimizer) -> None:
+def check_optimizer(optimizer: object) -> None:
     """``TypeError`` unless ``optimizer`` is an optax transformation (``init`` and
-    ``update``)."""
+    ``update``).
+
+    Parameters
+    ----------
+    optimizer : object
+        The value to check.
+    """
     if callable(getattr(optimizer, "init", None)) and callable(
         getattr(optimizer, "update", None)
     ):
@@ -238,9 +319,26 @@ def check_optimizer(optimizer) -> None:
     )
 
 
-def check_inputs(structure, plate, values, terms) -> None:
+def check_inputs(
+    structure: _Structure,
+    plate: str,
+    values: Mapping[str, ArrayLike] | None,
+    terms: Sequence[Term],
+) -> None:
     """Clear errors for a run that cannot start (see :meth:`VEM.run`): terms with
-    labels for another number of images."""
+    labels for another number of images.
+
+    Parameters
+    ----------
+    structure : _Structure
+        The model's structure.
+    plate : str
+        The image plate's name, for the message.
+    values : Mapping or None
+        The start's global values (not read).
+    terms : sequence of Term
+        The extra terms.
+    """
     del values
     for i, term in enumerate(terms):
         labels = getattr(term, "labels", None)
@@ -252,8 +350,20 @@ def check_inputs(structure, plate, values, terms) -> None:
             )
 
 
-def missing_globals(structure, params, what: str) -> None:
-    """A ValueError naming the global sites ``params`` lacks."""
+def missing_globals(
+    structure: _Structure, params: Mapping[str, ArrayLike], what: str
+) -> None:
+    """A ValueError naming the global sites ``params`` lacks.
+
+    Parameters
+    ----------
+    structure : _Structure
+        The model's structure (its global sites).
+    params : Mapping
+        Site -> value.
+    what : str
+        The argument's name, for the message.
+    """
     missing = sorted(set(structure.globals_) - set(params))
     if missing:
         raise ValueError(

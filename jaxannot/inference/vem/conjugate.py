@@ -35,12 +35,20 @@ its value.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 
 from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.enumeration import _unwrap
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.types import Array
 
 __all__ = ["conjugate_sites", "conjugate_update"]
 
@@ -53,10 +61,27 @@ EDGE = 1e-6
 ROUND_OFF = 1e-6
 
 
-def conjugate_sites(vem, layout, dynamic) -> dict[str, str]:
+def conjugate_sites(
+    vem: VEM, layout: _Whole | _Shards, dynamic: tuple
+) -> dict[str, str]:
     """``{site: "dirichlet" | "beta"}``: the global ``sample`` sites whose prior is
     a Dirichlet or a Beta (under ``expand``, ``to_event`` or ``mask``); empty when
-    ``vem.conjugate`` is False. Read from a trace of the model, at trace time."""
+    ``vem.conjugate`` is False. Read from a trace of the model, at trace time.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    layout : _Whole or _Shards
+        The fit's layout.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> ``"dirichlet"`` or ``"beta"``.
+    """
     if not vem.conjugate:
         return {}
     dm = vem.declared
@@ -93,11 +118,39 @@ def _interval(p, d1, d2):
     return jnp.clip(new, EDGE, 1.0 - EDGE)
 
 
-def conjugate_update(dm, layout, values, phi, dynamic, kinds):
+def conjugate_update(
+    dm: DeclaredModel,
+    layout: _Whole | _Shards,
+    values: dict[str, Array],
+    phi: Array,
+    dynamic: tuple,
+    kinds: dict[str, str],
+) -> tuple[dict[str, Array], Array]:
     """The closed-form values of the ``kinds`` sites given the posteriors ``phi``
     (the others at ``values``) and whether to keep them: ``(proposal, kept)``, kept
     where the proposal's expected complete log joint is finite and not below the
-    current one's (up to :data:`ROUND_OFF`)."""
+    current one's (up to :data:`ROUND_OFF`).
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model.
+    layout : _Whole or _Shards
+        The fit's layout.
+    values : dict
+        Site -> current global value.
+    phi : jax.Array [images, K]
+        Posteriors.
+    dynamic : tuple
+        The model's array arguments.
+    kinds : dict
+        Site -> ``"dirichlet"`` or ``"beta"`` (:func:`conjugate_sites`).
+
+    Returns
+    -------
+    tuple of (dict, jax.Array)
+        The proposal (site -> value) and whether it is kept (a scalar bool).
+    """
     current = {k: values[k] for k in kinds}
 
     def expected(sub):

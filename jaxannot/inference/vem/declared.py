@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,11 @@ from jaxannot.inference.vem.log_joint import (
     _split_leaves,
 )
 from jaxannot.runtime.static_key import value_key
+
+if TYPE_CHECKING:
+    from numpyro.distributions.transforms import Transform
+
+    from jaxannot.types import Array
 
 __all__ = ["DeclaredModel"]
 
@@ -82,11 +88,24 @@ class DeclaredModel:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def setup(self, args, kwargs) -> tuple[_Setup, tuple]:
+    def setup(self, args: tuple, kwargs: dict) -> tuple[_Setup, tuple]:
         """The static set-up of a call on ``args`` (structure, chunking, the
         arguments' static leaves) and its traced array leaves. Arrays the model
         reads by value (a size as ``int(np.max(x)) + 1``) are static leaves, keyed
-        on their content."""
+        on their content.
+
+        Parameters
+        ----------
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        tuple of (_Setup, tuple)
+            The set-up and the array leaves.
+        """
         structure, args, kwargs = _read_by_value(
             self.model, self.local_site, self.plate, args, kwargs
         )
@@ -115,7 +134,18 @@ class DeclaredModel:
         return setup, dynamic
 
     def small_substitutions(self, setup: _Setup) -> dict:
-        """Plate indices for traces that need only the out-of-plate sites."""
+        """Plate indices for traces that need only the out-of-plate sites.
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up.
+
+        Returns
+        -------
+        dict
+            Plate and local site -> the values to substitute.
+        """
         s = setup.structure
         n = 1 if setup.subsamples else s.num_images
         return {
@@ -123,7 +153,19 @@ class DeclaredModel:
             self.local_site: s.local_value(n),
         }
 
-    def chunk_indices(self, setup: _Setup):
+    def chunk_indices(self, setup: _Setup) -> tuple[Array, Array]:
+        """The image indices of each chunk and which of them are real images.
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up (its chunk size).
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            Indices [chunks, chunk] (0 for padding) and their validity (bool, alike).
+        """
         n, chunk = setup.structure.num_images, setup.chunk
         idx = np.arange(setup.num_chunks * chunk)
         valid = idx < n
@@ -131,11 +173,37 @@ class DeclaredModel:
             valid.reshape(-1, chunk)
         )
 
-    def log_joint_chunk(self, setup, values, idx, args, kwargs):
+    def log_joint_chunk(
+        self,
+        setup: _Setup,
+        values: dict[str, Array],
+        idx: Array,
+        args: tuple,
+        kwargs: dict,
+    ) -> Array:
         """:math:`a_{ik}` for the images ``idx`` [chunk] -> [chunk, K], the other
         enumerated sites summed out
         (:mod:`~jaxannot.inference.vem.joint_enumeration`), the real-valued ones
-        at their local MAP (:mod:`~jaxannot.inference.vem.local_map`)."""
+        at their local MAP (:mod:`~jaxannot.inference.vem.local_map`).
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up.
+        values : dict
+            Site -> global value.
+        idx : jax.Array [chunk]
+            The images.
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        jax.Array [chunk, K]
+            The log joints.
+        """
         s = setup.structure
         if s.enumerated.continuous:
             return profile_log_joint(self, setup, values, idx, args, kwargs)
@@ -152,27 +220,83 @@ class DeclaredModel:
 
         return jax.vmap(at, out_axes=1)(jnp.arange(s.num_values))
 
-    def log_joint(self, setup, values, args, kwargs):
-        """:math:`a` for every image, [N, K] (chunked with ``lax.map``)."""
+    def log_joint(
+        self, setup: _Setup, values: dict[str, Array], args: tuple, kwargs: dict
+    ) -> Array:
+        """:math:`a` for every image, [N, K] (chunked with ``lax.map``).
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up.
+        values : dict
+            Site -> global value.
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        jax.Array [N, K]
+            The log joints.
+        """
         chunks, _ = self.chunk_indices(setup)
         out = lax.map(
             lambda idx: self.log_joint_chunk(setup, values, idx, args, kwargs), chunks
         )
         return out.reshape(-1, out.shape[-1])[: setup.structure.num_images]
 
-    def log_prior(self, setup, values, args, kwargs):
+    def log_prior(
+        self, setup: _Setup, values: dict[str, Array], args: tuple, kwargs: dict
+    ) -> Array:
         """:math:`\\log p(\\theta)`, the declared densities at the global values.
 
         Evaluated without numpyro's support check: an M-step's values lie on their
         supports up to float32 rounding (a simplex row of a few hundred entries
         may sum to 1 + 2e-6, past the check's 1e-6), which the check would turn
-        into an objective of -inf."""
+        into an objective of -inf.
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up.
+        values : dict
+            Site -> global value.
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        jax.Array
+            The scalar log prior.
+        """
         subs = dict(values)
         subs.update(self.small_substitutions(setup))
         with numpyro.validation_enabled(False):
             trace = _trace(self.model, subs, args, kwargs)
             return _out_of_plate(trace, self.plate)
 
-    def transforms(self, setup, args, kwargs):
+    def transforms(
+        self, setup: _Setup, args: tuple, kwargs: dict
+    ) -> dict[str, Transform]:
+        """The transform from unconstrained coordinates onto each global site's support.
+
+        Parameters
+        ----------
+        setup : _Setup
+            The static set-up.
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        dict
+            Site -> ``biject_to`` of its support.
+        """
         trace = _trace(self.model, self.small_substitutions(setup), args, kwargs)
         return {k: biject_to(_support(trace[k])) for k in setup.structure.globals_}

@@ -10,6 +10,9 @@ impossible image, its index and sites).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -17,6 +20,10 @@ import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import _in_plate, _trace
 from jaxannot.inference.vem.log_joint import _join_leaves
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.types import Array, ArrayLike, ArrayTree
 
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
@@ -31,25 +38,58 @@ _WHAT = {
 }
 
 
-def no_fault():
-    """The fault record of a healthy run: ``[code, iteration]`` = ``[0, -1]``."""
+def no_fault() -> Array:
+    """The fault record of a healthy run: ``[code, iteration]`` = ``[0, -1]``.
+
+    Returns
+    -------
+    jax.Array
+        int32 [2].
+    """
     return jnp.array([0, -1], jnp.int32)
 
 
-def keeps_old_values(code) -> jax.Array:
+def keeps_old_values(code: Array) -> jax.Array:
     """Whether an iteration with fault ``code`` keeps the global values it started
     from (a fault in the E-step: the values it met are the ones to report), rather
-    than the M-step's (non-finite: named by :func:`raise_fault`)."""
+    than the M-step's (non-finite: named by :func:`raise_fault`).
+
+    Parameters
+    ----------
+    code : jax.Array
+        A fault code (0: none).
+
+    Returns
+    -------
+    jax.Array
+        Scalar bool.
+    """
     return (code > 0) & (code != _GLOBALS)
 
 
-def fault_code(a, phi, objective, values) -> jax.Array:
+def fault_code(a: Array, phi: Array, objective: Array, values: ArrayTree) -> jax.Array:
     """The first non-finite quantity of one EM iteration (0: none).
 
     ``a`` may hold ``-inf`` (a value impossible for an image), never NaN nor
     ``-inf`` for every value (an image impossible under the model: numpyro gives
     ``-inf`` to an observation outside the support, NaN included); the
     posteriors, the objective and the new global values must be finite.
+
+    Parameters
+    ----------
+    a : jax.Array [images, K]
+        Log joints.
+    phi : jax.Array [images, K]
+        Posteriors.
+    objective : jax.Array
+        The iteration's objective.
+    values : pytree
+        The new global values.
+
+    Returns
+    -------
+    jax.Array
+        The int32 fault code.
     """
     finite_values = jnp.all(
         jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree.leaves(values)])
@@ -66,8 +106,23 @@ def fault_code(a, phi, objective, values) -> jax.Array:
     return code
 
 
-def record_fault(fault, code, t):
-    """Keep the first fault of the run."""
+def record_fault(fault: Array, code: Array, t: Array) -> Array:
+    """Keep the first fault of the run.
+
+    Parameters
+    ----------
+    fault : jax.Array
+        The record so far, int32 ``[code, iteration]``.
+    code : jax.Array
+        This iteration's fault code.
+    t : jax.Array
+        This iteration.
+
+    Returns
+    -------
+    jax.Array
+        The record, int32 [2].
+    """
     return jnp.where((fault[0] == 0) & (code > 0), jnp.stack([code, t]), fault)
 
 
@@ -100,8 +155,30 @@ def _nan_arguments(args, kwargs) -> list[str]:
     return bad
 
 
-def raise_fault(fault, values, args, kwargs, objective=None, vem=None) -> None:
+def raise_fault(
+    fault: ArrayLike,
+    values: Mapping[str, ArrayLike],
+    args: tuple,
+    kwargs: dict,
+    objective: float | None = None,
+    vem: VEM | None = None,
+) -> None:
     """Raise the error a non-zero ``fault`` record stands for (else nothing).
+
+    Parameters
+    ----------
+    fault : array_like
+        The record, ``[code, iteration]``.
+    values : Mapping
+        Site -> global value, named in the message.
+    args : tuple
+        The model's positional arguments (NaN ones are named).
+    kwargs : dict
+        Its keyword arguments.
+    objective : float, optional
+        The objective reached, for the message.
+    vem : VEM, optional
+        The algorithm, for the message.
 
     Raises
     ------

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -40,10 +42,15 @@ from jaxannot.inference.vem.steps import (
 )
 from jaxannot.runtime.programs import bounded_cache
 
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.layout import _Shards
+    from jaxannot.types import Array, PRNGKey
+
 __all__: list[str] = []
 
 
-def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
+def start_values(vem: VEM, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
     """The default start's global values (:meth:`VEM.init_params`).
 
     Without a closed form, the posteriors are read from the data
@@ -52,7 +59,24 @@ def start_values(vem, whole: _Whole, rng_key, dynamic) -> dict:
     ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
     one uniform draw for all sites: each draw of a random-number generator is a
     program of its own inlined in the compiled start, and numpyro's draws one (and a
-    key split) per site."""
+    key split) per site.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    whole : _Whole
+        The one-device layout.
+    rng_key : PRNGKey
+        The start's key.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> start value.
+    """
     s = whole.setup.structure
     if vem.closed_form is not None:
         phi = random_posteriors(rng_key, s.num_images, s.num_values)
@@ -106,14 +130,61 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def start_values_jit(vem, whole, rng_key, dynamic) -> dict:
+def start_values_jit(vem: VEM, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
+    """:func:`start_values`, compiled once per algorithm and set-up.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (static).
+    whole : _Whole
+        The one-device layout (static).
+    rng_key : PRNGKey
+        The start's key.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> start value.
+    """
     return start_values(vem, whole, rng_key, dynamic)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def initial_state(vem, whole, layout, rng_key, values, dyn_whole, dyn_layout):
+def initial_state(
+    vem: VEM,
+    whole: _Whole,
+    layout: _Whole | _Shards,
+    rng_key: PRNGKey,
+    values: dict[str, Array] | None,
+    dyn_whole: tuple,
+    dyn_layout: tuple,
+) -> VEMState:
     """The state a fit starts from: ``values`` (None: :func:`start_values`), each
-    term's parameters, the optimizer's state and the fold-in posteriors."""
+    term's parameters, the optimizer's state and the fold-in posteriors.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (static).
+    whole : _Whole
+        The one-device layout (static).
+    layout : _Whole or _Shards
+        The fit's layout (static).
+    rng_key : PRNGKey
+        Key of the start and of the loop.
+    values : dict or None
+        Site -> start value.
+    dyn_whole, dyn_layout : tuple
+        The model's array arguments, whole and placed for ``layout``.
+
+    Returns
+    -------
+    VEMState
+        The start.
+    """
     s = whole.setup.structure
     init_key, loop_key = jax.random.split(rng_key)
     if values is None:
@@ -184,11 +255,28 @@ def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance
 
 
 @bounded_cache(64)
-def step_for(vem, layout, tolerance: float):
+def step_for(
+    vem: VEM, layout: _Whole | _Shards, tolerance: float
+) -> Callable[[Array, VEMState, tuple], tuple[VEMState, Array]]:
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).
     ``data`` (the model's arrays and the E-step's) is read, never returned: a
-    loop that carried it would copy the whole corpus into its output."""
+    loop that carried it would copy the whole corpus into its output.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    layout : _Whole or _Shards
+        The fit's layout.
+    tolerance : float
+        Relative improvement below which the fit stops.
+
+    Returns
+    -------
+    callable
+        ``step(t, state, data) -> (state, loss)``.
+    """
     setup = layout.setup
     keep_best = bool(vem.estep.keep_best)
 
@@ -253,6 +341,25 @@ def step_for(vem, layout, tolerance: float):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def one_update(step, state, data):
-    """``step`` once: ``(state, loss)``."""
+def one_update(
+    step: Callable[[Array, VEMState, tuple], tuple[VEMState, Array]],
+    state: VEMState,
+    data: tuple,
+) -> tuple[VEMState, Array]:
+    """``step`` once: ``(state, loss)``.
+
+    Parameters
+    ----------
+    step : callable
+        From :func:`step_for` (static).
+    state : VEMState
+        The state to go on from.
+    data : tuple
+        The model's and the E-step's arrays.
+
+    Returns
+    -------
+    tuple of (VEMState, jax.Array)
+        The new state and the scalar loss.
+    """
     return step(state.iteration, state, data)

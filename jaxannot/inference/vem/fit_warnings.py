@@ -9,10 +9,14 @@ same (:func:`posterior_spread`).
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import jax
+
+if TYPE_CHECKING:
+    from jaxannot.types import ArrayLike
 
 __all__ = ["CollapsedFitWarning", "EmptyComponentWarning", "warn_collapsed"]
 
@@ -38,18 +42,46 @@ class CollapsedFitWarning(EmptyComponentWarning):
     the same, or the posteriors uniform (e.g. a graph penalty too strong)."""
 
 
-def posterior_spread(posteriors) -> float:
+def posterior_spread(posteriors: ArrayLike) -> float:
     r"""Mean total-variation distance of the images' posteriors from their average,
     :math:`\frac1N\sum_i \tfrac12\lVert\phi_i - \bar\phi\rVert_1` (0: every image
-    alike; at most :math:`1 - 1/K`)."""
+    alike; at most :math:`1 - 1/K`).
+
+    Parameters
+    ----------
+    posteriors : array_like [N, K]
+        Posteriors.
+
+    Returns
+    -------
+    float
+        The spread.
+    """
     phi = np.asarray(jax.device_get(posteriors), np.float64)
     return float(0.5 * np.abs(phi - phi.mean(0)).sum(1).mean())
 
 
-def warn_collapsed(posteriors, label: str = "the fit", stacklevel: int = 3) -> bool:
+def warn_collapsed(
+    posteriors: ArrayLike, label: str = "the fit", stacklevel: int = 3
+) -> bool:
     """Warn (:class:`CollapsedFitWarning`) when the posteriors [N, K] of N >= 2
     images over K >= 2 values have a spread (:func:`posterior_spread`) below
-    ``COLLAPSE_SPREAD``; returns whether it warned."""
+    ``COLLAPSE_SPREAD``; returns whether it warned.
+
+    Parameters
+    ----------
+    posteriors : array_like [N, K]
+        Posteriors.
+    label : str
+        The fit's name, for the message.
+    stacklevel : int
+        The warning's stack level.
+
+    Returns
+    -------
+    bool
+        Whether it warned.
+    """
     n, k = np.shape(posteriors)
     if n < 2 or k < 2:
         return False
@@ -67,10 +99,18 @@ def warn_collapsed(posteriors, label: str = "the fit", stacklevel: int = 3) -> b
     return True
 
 
-def warn_empty(posteriors, label: str = "the fit") -> None:
+def warn_empty(posteriors: ArrayLike, label: str = "the fit") -> None:
     """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``,
     or, instead (one warning a fit; it is an :class:`EmptyComponentWarning` too),
-    when the posteriors of all images are alike (:func:`warn_collapsed`)."""
+    when the posteriors of all images are alike (:func:`warn_collapsed`).
+
+    Parameters
+    ----------
+    posteriors : array_like [N, K]
+        Posteriors.
+    label : str
+        The fit's name, for the message.
+    """
     if warn_collapsed(posteriors, label, stacklevel=4):
         return
     mass = np.asarray(jax.device_get(posteriors)).sum(0)

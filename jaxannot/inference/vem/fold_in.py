@@ -10,6 +10,7 @@ a fit's posteriors imply (:meth:`~FoldIn.laplace_draws`, from
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_join
 from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.steps import VEMResult
 
+if TYPE_CHECKING:
+    from jaxannot.types import Array
+
 __all__ = ["FoldIn"]
 
 
@@ -32,7 +36,12 @@ class FoldIn:
     use its ``declared``, ``plate`` and ``terms``)."""
 
     def laplace_draws(
-        self, rng_key: jax.Array, result: VEMResult, num_draws: int, *args, **kwargs
+        self,
+        rng_key: jax.Array,
+        result: VEMResult,
+        num_draws: int,
+        *args: Any,
+        **kwargs: Any,
     ) -> VEMResult:
         r"""``result`` with draws of the global posterior its posteriors imply.
 
@@ -98,29 +107,55 @@ class FoldIn:
         phis = fold_in_all(self.declared, layout, draws, dynamic)
         return result._replace(draws=draws, draw_posteriors=phis)
 
-    def local_log_joint(self, params: dict, *args, **kwargs) -> jax.Array:
+    def local_log_joint(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
         """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
-        ``args`` and value ``k`` under the global values ``params``, [N, K]."""
+        ``args`` and value ``k`` under the global values ``params``, [N, K].
+
+        Parameters
+        ----------
+        params : dict
+            Site -> global value.
+        *args, **kwargs
+            The images' data, as the model takes it.
+
+        Returns
+        -------
+        jax.Array [N, K]
+            The log joints.
+        """
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
         values = checked_start(self, setup, params, (args, kwargs), what="params")
         with model_errors(self.plate, args, kwargs):
             return log_joint_all(self.declared, _Whole(setup), values, dynamic)
 
-    def posteriors_for(self, params: dict, *args, **kwargs) -> jax.Array:
+    def posteriors_for(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
         """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
         the images in ``args`` under ``params`` (fold-in of new images), [N, K].
 
         ``params`` is checked as ``init_params`` is (names, shapes, supports);
         data whose shapes do not fit the globals' (another feature count) get an
-        error naming the arguments and their shapes."""
+        error naming the arguments and their shapes.
+
+        Parameters
+        ----------
+        params : dict
+            Site -> global value.
+        *args, **kwargs
+            The images' data, as the model takes it.
+
+        Returns
+        -------
+        jax.Array [N, K]
+            The posteriors.
+        """
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
         values = checked_start(self, setup, params, (args, kwargs), what="params")
         with model_errors(self.plate, args, kwargs):
             return fold_in(self.declared, _Whole(setup), values, dynamic)
 
-    def marginals(self, params: dict, *args, **kwargs) -> dict:
+    def marginals(self, params: dict, *args: Any, **kwargs: Any) -> dict:
         """Exact posterior marginals of every discrete site VEM enumerates, for the
         items in ``args`` under the global values ``params`` (as numpyro's
         ``TraceEnum_ELBO.compute_marginals``, as probabilities).
@@ -153,9 +188,26 @@ class FoldIn:
                 return local_maps(self.declared, setup, values, dynamic)
             return marginals(self.declared, setup, values, dynamic)
 
-    def predict(self, result: VEMResult, *args, term: int = 0, **kwargs):
+    def predict(
+        self, result: VEMResult, *args: Any, term: int = 0, **kwargs: Any
+    ) -> Array:
         """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
-        in ``args``, from their fold-in posteriors."""
+        in ``args``, from their fold-in posteriors.
+
+        Parameters
+        ----------
+        result : VEMResult
+            A fit with extra terms.
+        *args, **kwargs
+            The images' data, as the model takes it.
+        term : int
+            Which extra term predicts.
+
+        Returns
+        -------
+        jax.Array [N]
+            The predictions.
+        """
         if not self.terms:
             raise ValueError("this VEM has no extra terms to predict with")
         if not 0 <= int(term) < len(self.terms):

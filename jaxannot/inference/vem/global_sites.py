@@ -33,6 +33,7 @@ optimization. Mathematical Programming 45, 1989.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,11 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from jaxannot.inference.vem import lbfgs
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.types import Array, PRNGKey
 
 __all__: list[str] = []  # private: VEM's start and Laplace draws
 
@@ -53,18 +59,59 @@ def _transforms(dm, layout, dynamic):
     return dm.transforms(layout.setup, args, kwargs)
 
 
-def random_posteriors(rng_key, num_images, num_values):
-    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values]."""
+def random_posteriors(rng_key: PRNGKey, num_images: int, num_values: int) -> Array:
+    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values].
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        The draws' key.
+    num_images, num_values : int
+        The shape.
+
+    Returns
+    -------
+    jax.Array [images, values]
+        Rows on the simplex.
+    """
     e = jax.random.exponential(rng_key, (num_images, num_values))
     return e / e.sum(-1, keepdims=True)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def maximize_expected(dm, layout, num_steps, values, phi, dynamic):
+def maximize_expected(
+    dm: DeclaredModel,
+    layout: _Whole | _Shards,
+    num_steps: int,
+    values: dict[str, Array],
+    phi: Array,
+    dynamic: tuple,
+) -> dict[str, Array]:
     """``num_steps`` L-BFGS steps on :math:`-E` from ``values``
     (:func:`~jaxannot.inference.vem.lbfgs.minimize`: one evaluation of
     :math:`E` and its gradient in the compiled loop); the start is kept where no
-    finite point was met."""
+    finite point was met.
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    layout : _Whole or _Shards
+        The fit's layout (static).
+    num_steps : int
+        L-BFGS steps (static).
+    values : dict
+        Site -> start value.
+    phi : jax.Array [images, K]
+        Posteriors.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> new value.
+    """
     transforms = _transforms(dm, layout, dynamic)
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)
@@ -78,11 +125,42 @@ def maximize_expected(dm, layout, num_steps, values, phi, dynamic):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def laplace_draws(dm, layout, num_draws, rng_key, values, phi, dynamic):
+def laplace_draws(
+    dm: DeclaredModel,
+    layout: _Whole | _Shards,
+    num_draws: int,
+    rng_key: PRNGKey,
+    values: dict[str, Array],
+    phi: Array,
+    dynamic: tuple,
+) -> tuple[dict[str, Array], Array]:
     """``num_draws`` draws of the global values from the Laplace approximation of
     :math:`\\exp E` at ``values`` (module docstring), ``{site: [num_draws, ...]}``,
     and the smallest eigenvalue of :math:`H` (not positive: ``values`` is not a
-    local maximum, the draws are not to be trusted)."""
+    local maximum, the draws are not to be trusted).
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    layout : _Whole or _Shards
+        The fit's layout (static).
+    num_draws : int
+        Draws (static).
+    rng_key : PRNGKey
+        The draws' key.
+    values : dict
+        Site -> value at the mode.
+    phi : jax.Array [images, K]
+        Posteriors.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    tuple of (dict, jax.Array)
+        Site -> draws [num_draws, ...], and the smallest eigenvalue of :math:`H`.
+    """
     transforms = _transforms(dm, layout, dynamic)
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)

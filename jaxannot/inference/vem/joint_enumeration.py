@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,11 @@ from jax.scipy.special import logsumexp
 
 from jaxannot.inference.vem.declaration import _in_plate, _trace
 from jaxannot.inference.vem.log_joint import _join_leaves, _site_log_prob
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.inference.vem.log_joint import _Setup
+    from jaxannot.types import Array
 
 __all__: list[str] = []
 
@@ -95,8 +101,36 @@ def _terms(dm, setup, values, idx, args, kwargs):
     return item + logsumexp(nested, axis=2).sum(-1), nested
 
 
-def collapsed_log_joint(dm, setup, values, idx, args, kwargs) -> jax.Array:
-    """:math:`a_{ik}` with the other enumerated sites summed out, [chunk, K]."""
+def collapsed_log_joint(
+    dm: DeclaredModel,
+    setup: _Setup,
+    values: dict[str, Array],
+    idx: Array,
+    args: tuple,
+    kwargs: dict,
+) -> jax.Array:
+    """:math:`a_{ik}` with the other enumerated sites summed out, [chunk, K].
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model.
+    setup : _Setup
+        The static set-up.
+    values : dict
+        Site -> global value.
+    idx : jax.Array [chunk]
+        The images.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    jax.Array [chunk, K]
+        The log joints.
+    """
     log_w, _ = _terms(dm, setup, values, idx, args, kwargs)
     return logsumexp(log_w, axis=1).T
 
@@ -129,9 +163,28 @@ def _marginals_chunk(dm, setup, values, idx, args, kwargs) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def marginals(dm, setup, values, dynamic) -> dict:
+def marginals(
+    dm: DeclaredModel, setup: _Setup, values: dict[str, Array], dynamic: tuple
+) -> dict:
     """Each enumerated site's exact posterior marginals under the global
-    ``values``, for every item (chunked with ``lax.map``)."""
+    ``values``, for every item (chunked with ``lax.map``).
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    setup : _Setup
+        The static set-up (static).
+    values : dict
+        Site -> global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> marginals [N, values of the site].
+    """
     args, kwargs = _join_leaves(setup, dynamic)
     chunks, _ = dm.chunk_indices(setup)
     out = lax.map(

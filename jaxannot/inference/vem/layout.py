@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from jaxannot.inference.vem.declaration import _inspect, _subsamples
 from jaxannot.inference.vem.log_joint import _join_leaves, _Setup, _split_leaves
 from jaxannot.inference.vem.steps import ExactEStep
 from jaxannot.runtime import sharding
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.types import Array
 
 __all__: list[str] = []
 
@@ -173,32 +178,115 @@ def _first_rows(x, n):
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def log_joint_all(dm, layout, values, dynamic):
-    """:math:`a` for every image of the layout, [images, K]."""
+def log_joint_all(
+    dm: DeclaredModel,
+    layout: _Whole | _Shards,
+    values: dict[str, Array],
+    dynamic: tuple,
+) -> Array:
+    """:math:`a` for every image of the layout, [images, K].
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    layout : _Whole or _Shards
+        The layout (static).
+    values : dict
+        Site -> global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    jax.Array [images, K]
+        The log joints.
+    """
     return layout.log_joint(dm, values, dynamic)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def fold_in(dm, layout, values, dynamic):
-    """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K]."""
+def fold_in(
+    dm: DeclaredModel,
+    layout: _Whole | _Shards,
+    values: dict[str, Array],
+    dynamic: tuple,
+) -> Array:
+    """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K].
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    layout : _Whole or _Shards
+        The layout (static).
+    values : dict
+        Site -> global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    jax.Array [images, K]
+        The posteriors.
+    """
     a = layout.log_joint(dm, values, dynamic)
     return layout.constrain(jax.nn.softmax(a, axis=-1))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def fold_in_all(dm, layout, draws, dynamic):
+def fold_in_all(
+    dm: DeclaredModel, layout: _Whole | _Shards, draws: dict[str, Array], dynamic: tuple
+) -> Array:
     """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
-    [draws, images, K], one draw at a time."""
+    [draws, images, K], one draw at a time.
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    layout : _Whole or _Shards
+        The layout (static).
+    draws : dict
+        Site -> draws [draws, ...].
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    jax.Array [draws, images, K]
+        The posteriors under each draw.
+    """
     return lax.map(lambda values: fold_in(dm, layout, values, dynamic), draws)
 
 
-def plan(vem, setup: _Setup, args, kwargs, dynamic):
+def plan(
+    vem: VEM, setup: _Setup, args: tuple, kwargs: dict, dynamic: tuple
+) -> tuple[_Whole | _Shards, tuple]:
     """The layout of a fit and its dynamic leaves placed for it.
 
     Shards when more than one device is to be used (``vem.devices``), the fit has
     no extra terms, some array argument has the plate's size as its leading axis,
     and the model takes its plate size from that data (checked by tracing it on
     one device's block). Otherwise one device, as given.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its devices and terms).
+    setup : _Setup
+        The static set-up.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    tuple of (_Whole or _Shards, tuple)
+        The layout and the array arguments placed for it.
     """
     devices = () if vem.devices is None else tuple(vem.devices)
     n = setup.structure.num_images

@@ -29,6 +29,7 @@ kept between evaluations: each E-step and M-step evaluation starts from 0.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,11 @@ from jax.scipy.special import logsumexp
 
 from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.log_joint import _join_leaves, _per_image
+
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.inference.vem.log_joint import _Setup
+    from jaxannot.types import Array
 
 __all__ = ["NEWTON_STEPS"]
 
@@ -165,16 +171,63 @@ def _profile_chunk(dm, setup, values, idx, args, kwargs):
     return a.T, u_hat, layout
 
 
-def profile_log_joint(dm, setup, values, idx, args, kwargs) -> jax.Array:
-    """:math:`a_{ik}` at the local MAP of the real-valued sites, [chunk, K]."""
+def profile_log_joint(
+    dm: DeclaredModel,
+    setup: _Setup,
+    values: dict[str, Array],
+    idx: Array,
+    args: tuple,
+    kwargs: dict,
+) -> jax.Array:
+    """:math:`a_{ik}` at the local MAP of the real-valued sites, [chunk, K].
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model.
+    setup : _Setup
+        The static set-up.
+    values : dict
+        Site -> global value.
+    idx : jax.Array [chunk]
+        The images.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    jax.Array [chunk, K]
+        The log joints.
+    """
     return _profile_chunk(dm, setup, values, idx, args, kwargs)[0]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def local_maps(dm, setup, values, dynamic) -> dict:
+def local_maps(
+    dm: DeclaredModel, setup: _Setup, values: dict[str, Array], dynamic: tuple
+) -> dict:
     """The local site's posteriors and each real-valued site's local MAP per
     value of the local site, for every item: ``{c: [N, K], u: [N, K, *shape]}``
-    (a site's shape per item: its value's without the item axis)."""
+    (a site's shape per item: its value's without the item axis).
+
+    Parameters
+    ----------
+    dm : DeclaredModel
+        The model (static).
+    setup : _Setup
+        The static set-up (static).
+    values : dict
+        Site -> global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> values, as above.
+    """
     args, kwargs = _join_leaves(setup, dynamic)
 
     def chunk(idx):

@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -16,10 +19,26 @@ from jax import lax
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.steps import terms_value
 
+if TYPE_CHECKING:
+    from numpyro.distributions.transforms import Transform
+
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.types import Array, ArrayTree
+
 __all__ = ["m_step", "optax_steps"]
 
 
-def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic):
+def m_step(
+    vem: VEM,
+    layout: _Whole | _Shards,
+    transforms: dict[str, Transform],
+    values: dict[str, Array],
+    opt_state: ArrayTree,
+    term_params: tuple,
+    phi: Array,
+    dynamic: tuple,
+) -> tuple[dict[str, Array], ArrayTree, tuple]:
     r"""One M-step of ``vem``: ``(values, opt_state, term_params)``.
 
     With a closed form (``vem.closed_form``) the global values are its answer to the
@@ -32,6 +51,30 @@ def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic
     (:mod:`~jaxannot.inference.vem.conjugate`, unless ``vem.conjugate`` is False);
     where it is kept those sites stay at it through the steps (which are skipped
     when no other site and no term is left), otherwise every site takes the steps.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    layout : _Whole or _Shards
+        The fit's layout.
+    transforms : dict
+        Site -> transform onto its support.
+    values : dict
+        Site -> current global value.
+    opt_state : pytree
+        The optimizer's state.
+    term_params : tuple
+        The extra terms' parameters.
+    phi : jax.Array [images, K]
+        Posteriors.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    tuple of (dict, pytree, tuple)
+        The new values, optimizer state and terms' parameters.
     """
     if vem.closed_form is not None:
         args, kw = layout.join(dynamic)
@@ -77,9 +120,31 @@ def m_step(vem, layout, transforms, values, opt_state, term_params, phi, dynamic
     return constrain(unconstrained), opt_state, term_params
 
 
-def optax_steps(vem, loss, params, opt_state):
+def optax_steps(
+    vem: VEM,
+    loss: Callable[[ArrayTree], Array],
+    params: ArrayTree,
+    opt_state: ArrayTree,
+) -> tuple[ArrayTree, ArrayTree]:
     """``vem.m_steps`` steps of ``vem.optimizer`` on ``loss(params)``:
-    ``(params, opt_state)`` (one ``fori_loop``)."""
+    ``(params, opt_state)`` (one ``fori_loop``).
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its optimizer and ``m_steps``).
+    loss : callable
+        ``loss(params)``, a scalar.
+    params : pytree
+        The start.
+    opt_state : pytree
+        The optimizer's state.
+
+    Returns
+    -------
+    tuple of (pytree, pytree)
+        The new params and optimizer state.
+    """
     extra = isinstance(vem.optimizer, optax.GradientTransformationExtraArgs)
 
     def body(_, carry):

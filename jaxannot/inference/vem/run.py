@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +34,10 @@ from jaxannot.inference.vem.steps import VEMResult, VEMState
 from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps
 
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.types import ArrayLike, PRNGKey
+
 __all__ = ["EARLY_STOP", "Runs", "final_objective", "run_one", "warn_early_stop"]
 
 #: A fit that keeps its best iterate and stops within this many EM iterations warns.
@@ -47,13 +53,13 @@ class Runs:
         self,
         rng_key: jax.Array,
         num_steps: int,
-        *args,
+        *args: Any,
         init_params: dict | None = None,
         init_state: VEMState | None = None,
         progress_bar: bool = True,
         tolerance: float = 0.0,
         restarts: int = 1,
-        **kwargs,
+        **kwargs: Any,
     ) -> VEMResult:
         """Run ``num_steps`` EM iterations (from ``restarts`` starts).
 
@@ -168,11 +174,11 @@ class Runs:
         rng_key: jax.Array,
         restarts: int,
         num_steps: int,
-        *args,
+        *args: Any,
         num_draws: int = 0,
         progress_bar: bool = True,
         tolerance: float = 0.0,
-        **kwargs,
+        **kwargs: Any,
     ) -> list[VEMResult]:
         """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
 
@@ -215,10 +221,44 @@ class Runs:
         return fits
 
 
-def run_one(vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state=None):
+def run_one(
+    vem: VEM,
+    rng_key: PRNGKey,
+    num_steps: int,
+    args: tuple,
+    kwargs: dict,
+    init_params: Mapping[str, ArrayLike] | None,
+    opts: dict,
+    init_state: VEMState | None = None,
+) -> VEMResult:
     """One fit of ``vem.run``: from ``init_params`` (None: the default start) or
     ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault
-    raises with the iteration and the step that met it."""
+    raises with the iteration and the step that met it.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    rng_key : PRNGKey
+        The fit's key.
+    num_steps : int
+        EM iterations.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    init_params : Mapping or None
+        Site -> start value.
+    opts : dict
+        ``tolerance``, ``progress_bar`` and the other run options.
+    init_state : VEMState, optional
+        A state to resume.
+
+    Returns
+    -------
+    VEMResult
+        The fit.
+    """
     setup, dynamic, layout, placed = vem._prepare(args, kwargs)
     if init_state is None:
         state = vem._init(
@@ -252,7 +292,18 @@ def run_one(vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state
 
 
 def final_objective(result: VEMResult) -> float:
-    """The last finite objective of a fit (``-inf`` if none)."""
+    """The last finite objective of a fit (``-inf`` if none).
+
+    Parameters
+    ----------
+    result : VEMResult
+        A fit.
+
+    Returns
+    -------
+    float
+        The objective.
+    """
     objective = -np.asarray(result.losses, np.float64)
     finite = objective[np.isfinite(objective)]
     return float(finite[-1]) if finite.size else -np.inf
@@ -263,7 +314,22 @@ def warn_early_stop(result: VEMResult, num_steps: int, name: str) -> bool:
     stopped within ``EARLY_STOP`` EM iterations of ``num_steps > EARLY_STOP``: it
     then sits near its start (issue 43: ARI 0.02 to 0.04 where the same fit run on
     reaches 0.35), a state the collapse check does not see. Returns whether it
-    warned."""
+    warned.
+
+    Parameters
+    ----------
+    result : VEMResult
+        A fit.
+    num_steps : int
+        The EM iterations asked for.
+    name : str
+        The E-step's name, for the message.
+
+    Returns
+    -------
+    bool
+        Whether it warned.
+    """
     ran = int(np.isfinite(np.asarray(result.losses)).sum())
     if num_steps <= EARLY_STOP or ran > EARLY_STOP:
         return False

@@ -25,6 +25,8 @@ D. Arthur, S. Vassilvitskii. k-means++: the advantages of careful seeding. SODA 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import jax
@@ -37,6 +39,11 @@ from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.enumeration import _first_value, _in_plate, _unwrap
 from jaxannot.inference.vem.global_sites import random_posteriors
 
+if TYPE_CHECKING:
+    from jaxannot.inference.vem.algorithm import VEM
+    from jaxannot.inference.vem.layout import _Whole
+    from jaxannot.types import Array, PRNGKey
+
 __all__: list[str] = []
 
 #: Weight of the Dirichlet(1) rows mixed into the data-driven posteriors.
@@ -47,9 +54,30 @@ LLOYD_STEPS = 10
 KMEANS_STARTS = 8
 
 
-def start_posteriors(vem, whole, rng_key, values, dynamic) -> jax.Array:
+def start_posteriors(
+    vem: VEM, whole: _Whole, rng_key: PRNGKey, values: dict[str, Array], dynamic: tuple
+) -> jax.Array:
     """The default start's posteriors ``[images, K]`` (module docstring), with the
-    global sites at ``values`` in the model's trace."""
+    global sites at ``values`` in the model's trace.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    whole : _Whole
+        The one-device layout.
+    rng_key : PRNGKey
+        Key of the noise and of k-means.
+    values : dict
+        Site -> global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    jax.Array [images, K]
+        The posteriors.
+    """
     s = whole.setup.structure
     noise_key, seed_key = jax.random.split(rng_key)
     noise = random_posteriors(noise_key, s.num_images, s.num_values)

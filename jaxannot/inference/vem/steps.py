@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -19,6 +20,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import xlogy
+
+if TYPE_CHECKING:
+    from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
     "VEMResult",
@@ -142,12 +146,44 @@ class EStep(Protocol):
     static_key: tuple
     keep_best: bool
 
-    def apply(self, arrays, rng_key, phi, a) -> tuple[jax.Array, jax.Array]:
+    def apply(
+        self, arrays: ArrayTree, rng_key: PRNGKey, phi: Array, a: Array
+    ) -> tuple[jax.Array, jax.Array]:
         """New posteriors from the previous ones and the log joint ``a``
-        ``[images, K]``, and the E-step objective at them."""
+        ``[images, K]``, and the E-step objective at them.
 
-    def objective(self, arrays, phi, a) -> jax.Array:
-        """The E-step objective at posteriors ``phi``."""
+        Parameters
+        ----------
+        arrays : pytree
+            The transform's arrays.
+        rng_key : PRNGKey
+            The step's key.
+        phi : jax.Array [images, K]
+            Previous posteriors.
+        a : jax.Array [images, K]
+            Log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The new posteriors [images, K] and the scalar objective.
+        """
+
+    def objective(self, arrays: ArrayTree, phi: Array, a: Array) -> jax.Array:
+        """The E-step objective at posteriors ``phi``.
+
+        Parameters
+        ----------
+        arrays : pytree
+            The transform's arrays.
+        phi, a : jax.Array [images, K]
+            Posteriors and log joints.
+
+        Returns
+        -------
+        jax.Array
+            The scalar objective.
+        """
 
 
 @runtime_checkable
@@ -162,13 +198,69 @@ class Term(Protocol):
     ``dual_update(phi, eta) -> eta``, its exact solve after each M-step.
     """
 
-    def init(self, rng_key, dim: int) -> Any: ...
+    def init(self, rng_key: PRNGKey, dim: int) -> Any:
+        """The term's initial parameters :math:`\\eta`.
 
-    def regularizer(self, params) -> jax.Array: ...
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Their key.
+        dim : int
+            Feature dimension (the local site's number of values ``K``).
 
-    def penalty(self, params, features, index) -> jax.Array: ...
+        Returns
+        -------
+        pytree
+            The parameters.
+        """
 
-    def predict(self, params, features) -> jax.Array: ...
+    def regularizer(self, params: ArrayTree) -> jax.Array:
+        """The term's regularizer, counted once per objective.
+
+        Parameters
+        ----------
+        params : pytree
+            The term's parameters.
+
+        Returns
+        -------
+        jax.Array
+            A scalar.
+        """
+
+    def penalty(self, params: ArrayTree, features: Array, index: Array) -> jax.Array:
+        """The term's penalty on the images ``index``.
+
+        Parameters
+        ----------
+        params : pytree
+            The term's parameters.
+        features : jax.Array [B, K]
+            The images' posteriors.
+        index : jax.Array [B]
+            Their rows among the fit's images.
+
+        Returns
+        -------
+        jax.Array
+            A scalar.
+        """
+
+    def predict(self, params: ArrayTree, features: Array) -> jax.Array:
+        """Predictions from posteriors.
+
+        Parameters
+        ----------
+        params : pytree
+            The term's parameters.
+        features : jax.Array [B, K]
+            The images' posteriors.
+
+        Returns
+        -------
+        jax.Array [B]
+            The predictions.
+        """
 
 
 class ExactEStep:
@@ -187,19 +279,69 @@ class ExactEStep:
     arrays: tuple = ()
     static_key = ("exact",)
 
-    def apply(self, arrays, rng_key, phi, a):
+    def apply(
+        self, arrays: tuple, rng_key: PRNGKey, phi: Array, a: Array
+    ) -> tuple[Array, Array]:
+        """The exact posteriors and their objective (``phi`` and ``rng_key`` unused).
+
+        Parameters
+        ----------
+        arrays : tuple
+            Empty.
+        rng_key : PRNGKey
+            Not used.
+        phi : jax.Array [images, K]
+            Not used.
+        a : jax.Array [images, K]
+            Log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The posteriors [images, K] and the scalar objective.
+        """
         del arrays, rng_key, phi
         return jax.nn.softmax(a, axis=-1), jax.scipy.special.logsumexp(a, -1).sum()
 
-    def objective(self, arrays, phi, a):
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} - \\phi_{ik}\\log\\phi_{ik}`."""
+    def objective(self, arrays: tuple, phi: Array, a: Array) -> Array:
+        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} - \\phi_{ik}\\log\\phi_{ik}`.
+
+        Parameters
+        ----------
+        arrays : tuple
+            Empty.
+        phi, a : jax.Array [images, K]
+            Posteriors and log joints.
+
+        Returns
+        -------
+        jax.Array
+            The scalar objective.
+        """
         del arrays
         return (phi * a).sum() - xlogy(phi, phi).sum()
 
 
 # ------------------------------------------------------------- extra terms
-def terms_value(terms, term_params, phi):
-    """Sum of the extra terms' regularizers and penalties on the posteriors."""
+def terms_value(
+    terms: Sequence[Term], term_params: Sequence[ArrayTree], phi: Array
+) -> Array:
+    """Sum of the extra terms' regularizers and penalties on the posteriors.
+
+    Parameters
+    ----------
+    terms : sequence of Term
+        The extra terms.
+    term_params : sequence of pytree
+        Their parameters.
+    phi : jax.Array [images, K]
+        Posteriors.
+
+    Returns
+    -------
+    jax.Array
+        The scalar sum.
+    """
     idx = jnp.arange(phi.shape[0])
     return sum(
         (t.regularizer(p) + t.penalty(p, phi, idx))
@@ -207,10 +349,35 @@ def terms_value(terms, term_params, phi):
     )
 
 
-def refine_for_terms(terms, term_params, phi, a, steps: int):
+def refine_for_terms(
+    terms: Sequence[Term],
+    term_params: Sequence[ArrayTree],
+    phi: Array,
+    a: Array,
+    steps: int,
+) -> Array:
     """Raise the E-step objective minus the terms' penalty in ``phi`` by damped
     entropic mirror-ascent steps, accepted image by image only where they help
-    (MedLDA's E-step with the margin term)."""
+    (MedLDA's E-step with the margin term).
+
+    Parameters
+    ----------
+    terms : sequence of Term
+        The extra terms.
+    term_params : sequence of pytree
+        Their parameters.
+    phi : jax.Array [images, K]
+        Posteriors.
+    a : jax.Array [images, K]
+        Log joints.
+    steps : int
+        Mirror-ascent steps.
+
+    Returns
+    -------
+    jax.Array [images, K]
+        The refined posteriors.
+    """
     if not terms or steps == 0:
         return phi
 
@@ -240,8 +407,25 @@ def refine_for_terms(terms, term_params, phi, a, steps: int):
     return lax.fori_loop(0, steps, body, phi)
 
 
-def dual_updates(terms, term_params, phi):
-    """The terms solved exactly by their dual solvers (``solver="dual"``)."""
+def dual_updates(
+    terms: Sequence[Term], term_params: Sequence[ArrayTree], phi: Array
+) -> tuple:
+    """The terms solved exactly by their dual solvers (``solver="dual"``).
+
+    Parameters
+    ----------
+    terms : sequence of Term
+        The extra terms.
+    term_params : sequence of pytree
+        Their parameters.
+    phi : jax.Array [images, K]
+        Posteriors.
+
+    Returns
+    -------
+    tuple
+        The terms' new parameters.
+    """
     return tuple(
         t.dual_update(phi, p) if getattr(t, "solver", "optax") == "dual" else p
         for t, p in zip(terms, term_params, strict=True)
