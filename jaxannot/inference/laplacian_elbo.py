@@ -73,8 +73,7 @@ from __future__ import annotations
 import copy
 import functools
 import operator
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
 
 import jax
 from numpyro.infer import TraceEnum_ELBO
@@ -88,15 +87,11 @@ from jaxannot.graph import (
     laplacian_penalty,
     mean_degree,
 )
-from jaxannot.graph.neighbour_table import neighbour_table
+from jaxannot.graph.neighbour_table import NeighbourTable, neighbour_table
 from jaxannot.inference import lapvar
 from jaxannot.inference.local_summary import LocalSummary, local_summary
 from jaxannot.inference.svi_program import object_key
 from jaxannot.inference.vem.fit_warnings import warn_collapsed
-
-if TYPE_CHECKING:
-    from jaxannot.graph.neighbour_table import NeighbourTable
-    from jaxannot.types import Array, PRNGKey
 
 __all__ = [
     "DISTANCES",
@@ -113,7 +108,7 @@ def penalty(
     graph: Graph,
     q: jax.Array,
     distance: str = "sq_euclidean",
-    index: Array | None = None,
+    index: jax.Array | None = None,
 ) -> jax.Array:
     r""":math:`\sum_{ij} S_{ij} d(q_i, q_j)` over the stored (ordered) edges.
 
@@ -164,13 +159,7 @@ def _site_weights(site, lam) -> dict[str, float]:
 
 
 def base_loss_with_mutable_state(
-    base: ELBO,
-    rng_key: PRNGKey,
-    param_map: dict[str, Array],
-    model: Callable,
-    guide: Callable,
-    *args: Any,
-    **kwargs: Any,
+    base: ELBO, rng_key, param_map, model, guide, *args, **kwargs
 ) -> dict:
     """``base``'s loss and mutable state (None for bases without mutable state).
 
@@ -232,7 +221,7 @@ def _enumerates(base: ELBO) -> bool:
 
 
 def regularized_gap(
-    a: jax.Array, phi: jax.Array, table: NeighbourTable, lam_r: float | Array
+    a: jax.Array, phi: jax.Array, table: NeighbourTable, lam_r: float | jax.Array
 ) -> jax.Array:
     r""":math:`\sum_i \mathrm{KL}(\phi_i\,\|\,\mathrm{softmax}(a_i)) + \lambda' R(\Phi)`
     (module docstring) for log joints ``a`` and posteriors ``phi`` [N, K]: the loss
@@ -259,13 +248,7 @@ def regularized_gap(
     return lse - lapvar.regularized_objective(phi, a, table, lam_r)
 
 
-def regularized_posteriors(
-    rng_key: PRNGKey,
-    a: jax.Array,
-    table: NeighbourTable,
-    lam_r: float | Array,
-    sweeps: int,
-) -> Array:
+def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
     """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a), in a
     ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies).
 
@@ -307,14 +290,8 @@ class PenalizedELBO(ELBO):
     """
 
     def loss_with_mutable_state(
-        self,
-        rng_key: PRNGKey,
-        param_map: dict[str, Array],
-        model: Callable,
-        guide: Callable,
-        *args: Any,
-        **kwargs: Any,
-    ) -> dict:
+        self, rng_key, param_map, model, guide, *args, **kwargs
+    ):
         """The base ELBO's loss plus :meth:`penalty`, and the base's mutable state.
 
         Parameters
@@ -334,15 +311,7 @@ class PenalizedELBO(ELBO):
         pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
         return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
 
-    def loss(
-        self,
-        rng_key: PRNGKey,
-        param_map: dict[str, Array],
-        model: Callable,
-        guide: Callable,
-        *args: Any,
-        **kwargs: Any,
-    ) -> Array:
+    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
         """The base ELBO's loss plus :meth:`penalty`.
 
         Parameters
@@ -469,14 +438,8 @@ class LaplacianELBO(PenalizedELBO):
             )
 
     def loss_with_mutable_state(
-        self,
-        rng_key: PRNGKey,
-        param_map: dict[str, Array],
-        model: Callable,
-        guide: Callable,
-        *args: Any,
-        **kwargs: Any,
-    ) -> dict:
+        self, rng_key, param_map, model, guide, *args, **kwargs
+    ):
         """:meth:`PenalizedELBO.loss_with_mutable_state`, once the weights are chosen.
 
         Parameters
@@ -494,7 +457,7 @@ class LaplacianELBO(PenalizedELBO):
             rng_key, param_map, model, guide, *args, **kwargs
         )
 
-    def with_lam(self, lam: float | Array) -> LaplacianELBO:
+    def with_lam(self, lam: float | jax.Array) -> LaplacianELBO:
         """A copy with every site at weight ``lam`` (a number >= 0, or a traced
         scalar inside a compiled fit); the graph's tables are shared.
 
@@ -577,15 +540,7 @@ class LaplacianELBO(PenalizedELBO):
         scale = summary.size * (summary.size - 1) / (batch * (batch - 1))
         return scale * penalty(self.graph, summary.q, self.distance, summary.index)
 
-    def penalty(
-        self,
-        rng_key: PRNGKey,
-        param_map: dict[str, Array],
-        model: Callable,
-        guide: Callable,
-        *args: Any,
-        **kwargs: Any,
-    ) -> jax.Array:
+    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
         r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
         (for an enumerated site, its per-image term of the module docstring).
 
@@ -613,14 +568,7 @@ class LaplacianELBO(PenalizedELBO):
         return total
 
     def local_posteriors(
-        self,
-        rng_key: PRNGKey,
-        params: dict,
-        model: Callable | None,
-        guide: Callable,
-        site: str,
-        *args: Any,
-        **kwargs: Any,
+        self, rng_key, params: dict, model, guide, site: str, *args, **kwargs
     ) -> jax.Array:
         """Each image's posterior at ``site`` under ``params`` (e.g. ``svi.run``'s),
         [N, dims]: for a site enumerated in the model the graph-smoothed

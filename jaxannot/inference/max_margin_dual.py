@@ -24,16 +24,13 @@ Coordinate Descent Method for Large-scale Linear SVM. ICML 2008.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.solvers import linear_svm, multiclass_svm, svr
 from jaxannot.types import Array, ArrayTree, PRNGKey
-
-if TYPE_CHECKING:
-    from jaxannot.inference.max_margin import MaxMargin
 
 __all__ = ["DUAL_STOP", "SHRINK", "dual_update", "solve_dual", "warm_state"]
 
@@ -49,7 +46,7 @@ SHRINK = 0.01
 
 
 def solve_dual(
-    term: MaxMargin,
+    term: Any,
     rng_key: PRNGKey,
     features_all: Array,
     *,
@@ -117,9 +114,7 @@ def solve_dual(
     return binary_hinge(rng_key, x, y, mask, term.c, stop, init_state)
 
 
-def dual_update(
-    term: MaxMargin, features_all: Array, params: ArrayTree
-) -> dict[str, Array]:
+def dual_update(term: Any, features_all: Array, params: ArrayTree) -> dict[str, Array]:
     """Minimizer of :meth:`MaxMargin.objective` in the weights, by a dual solver.
 
     Parameters
@@ -163,7 +158,7 @@ def dual_update(
     return out
 
 
-def warm_state(term: MaxMargin, features_all: Array, duals: Array) -> tuple:
+def warm_state(term: Any, features_all: Array, duals: Array) -> tuple:
     """``term``'s dual solver's state from earlier duals ``[N, num_outputs]`` on new
     features: the duals, clipped into the box of this term's costs (an EM
     iteration does not change it; a changed :math:`C` may), and the weights they

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from jaxannot.inference.vem.fit_warnings import (
 )
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.declaration import _Structure
     from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.inference.vem.steps import Term, VEMState
@@ -63,7 +62,7 @@ def _on_support(support, value) -> bool:
 
 
 def checked_start(
-    vem: VEM,
+    vem: Any,
     setup: _Setup,
     params: Mapping[str, ArrayLike],
     args_kw: tuple[tuple, dict],

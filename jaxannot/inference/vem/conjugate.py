@@ -35,7 +35,7 @@ its value.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +45,6 @@ from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.enumeration import _unwrap
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.inference.vem.layout import _Shards, _Whole
     from jaxannot.types import Array
@@ -62,7 +61,7 @@ ROUND_OFF = 1e-6
 
 
 def conjugate_sites(
-    vem: VEM, layout: _Whole | _Shards, dynamic: tuple
+    vem: Any, layout: _Whole | _Shards, dynamic: tuple
 ) -> dict[str, str]:
     """``{site: "dirichlet" | "beta"}``: the global ``sample`` sites whose prior is
     a Dirichlet or a Beta (under ``expand``, ``to_event`` or ``mask``); empty when

@@ -11,7 +11,7 @@ impossible image, its index and sites).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from jaxannot.inference.vem.declaration import _in_plate, _trace
 from jaxannot.inference.vem.log_joint import _join_leaves
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.types import Array, ArrayLike, ArrayTree
 
 # fault codes, in the order the step meets them; 0 = no fault
@@ -161,7 +160,7 @@ def raise_fault(
     args: tuple,
     kwargs: dict,
     objective: float | None = None,
-    vem: VEM | None = None,
+    vem: Any = None,
 ) -> None:
     """Raise the error a non-zero ``fault`` record stands for (else nothing).
 

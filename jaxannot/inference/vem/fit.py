@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -43,14 +43,13 @@ from jaxannot.inference.vem.steps import (
 from jaxannot.runtime.programs import bounded_cache
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.layout import _Shards
     from jaxannot.types import Array, PRNGKey
 
 __all__: list[str] = []
 
 
-def start_values(vem: VEM, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
+def start_values(vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
     """The default start's global values (:meth:`VEM.init_params`).
 
     Without a closed form, the posteriors are read from the data
@@ -130,7 +129,7 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def start_values_jit(vem: VEM, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
+def start_values_jit(vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
     """:func:`start_values`, compiled once per algorithm and set-up.
 
     Parameters
@@ -154,7 +153,7 @@ def start_values_jit(vem: VEM, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def initial_state(
-    vem: VEM,
+    vem: Any,
     whole: _Whole,
     layout: _Whole | _Shards,
     rng_key: PRNGKey,
@@ -256,7 +255,7 @@ def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance
 
 @bounded_cache(64)
 def step_for(
-    vem: VEM, layout: _Whole | _Shards, tolerance: float
+    vem: Any, layout: _Whole | _Shards, tolerance: float
 ) -> Callable[[Array, VEMState, tuple], tuple[VEMState, Array]]:
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,6 @@ from jaxannot.inference.vem.declaration import _in_plate, _trace
 from jaxannot.inference.vem.log_joint import _join_leaves, _site_log_prob
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.types import Array
 
@@ -102,7 +101,7 @@ def _terms(dm, setup, values, idx, args, kwargs):
 
 
 def collapsed_log_joint(
-    dm: DeclaredModel,
+    dm: Any,
     setup: _Setup,
     values: dict[str, Array],
     idx: Array,
@@ -163,9 +162,7 @@ def _marginals_chunk(dm, setup, values, idx, args, kwargs) -> dict:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def marginals(
-    dm: DeclaredModel, setup: _Setup, values: dict[str, Array], dynamic: tuple
-) -> dict:
+def marginals(dm: Any, setup: _Setup, values: dict[str, Array], dynamic: tuple) -> dict:
     """Each enumerated site's exact posterior marginals under the global
     ``values``, for every item (chunked with ``lax.map``).
 

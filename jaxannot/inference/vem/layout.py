@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -37,7 +37,6 @@ from jaxannot.inference.vem.steps import ExactEStep
 from jaxannot.runtime import sharding
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.types import Array
 
@@ -261,7 +260,7 @@ def fold_in_all(
 
 
 def plan(
-    vem: VEM, setup: _Setup, args: tuple, kwargs: dict, dynamic: tuple
+    vem: Any, setup: _Setup, args: tuple, kwargs: dict, dynamic: tuple
 ) -> tuple[_Whole | _Shards, tuple]:
     """The layout of a fit and its dynamic leaves placed for it.
 

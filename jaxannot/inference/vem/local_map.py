@@ -29,7 +29,7 @@ kept between evaluations: each E-step and M-step evaluation starts from 0.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,6 @@ from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.log_joint import _join_leaves, _per_image
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.types import Array
 
@@ -172,7 +171,7 @@ def _profile_chunk(dm, setup, values, idx, args, kwargs):
 
 
 def profile_log_joint(
-    dm: DeclaredModel,
+    dm: Any,
     setup: _Setup,
     values: dict[str, Array],
     idx: Array,
@@ -206,7 +205,7 @@ def profile_log_joint(
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def local_maps(
-    dm: DeclaredModel, setup: _Setup, values: dict[str, Array], dynamic: tuple
+    dm: Any, setup: _Setup, values: dict[str, Array], dynamic: tuple
 ) -> dict:
     """The local site's posteriors and each real-valued site's local MAP per
     value of the local site, for every item: ``{c: [N, K], u: [N, K, *shape]}``

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +22,6 @@ from jaxannot.inference.vem.steps import terms_value
 if TYPE_CHECKING:
     from numpyro.distributions.transforms import Transform
 
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.layout import _Shards, _Whole
     from jaxannot.types import Array, ArrayTree
 
@@ -30,7 +29,7 @@ __all__ = ["m_step", "optax_steps"]
 
 
 def m_step(
-    vem: VEM,
+    vem: Any,
     layout: _Whole | _Shards,
     transforms: dict[str, Transform],
     values: dict[str, Array],
@@ -121,7 +120,7 @@ def m_step(
 
 
 def optax_steps(
-    vem: VEM,
+    vem: Any,
     loss: Callable[[ArrayTree], Array],
     params: ArrayTree,
     opt_state: ArrayTree,

@@ -35,7 +35,6 @@ from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.types import ArrayLike, PRNGKey
 
 __all__ = ["EARLY_STOP", "Runs", "final_objective", "run_one", "warn_early_stop"]
@@ -222,7 +221,7 @@ class Runs:
 
 
 def run_one(
-    vem: VEM,
+    vem: Any,
     rng_key: PRNGKey,
     num_steps: int,
     args: tuple,

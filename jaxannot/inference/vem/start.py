@@ -25,7 +25,7 @@ D. Arthur, S. Vassilvitskii. k-means++: the advantages of careful seeding. SODA 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,7 +40,6 @@ from jaxannot.inference.vem.enumeration import _first_value, _in_plate, _unwrap
 from jaxannot.inference.vem.global_sites import random_posteriors
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.algorithm import VEM
     from jaxannot.inference.vem.layout import _Whole
     from jaxannot.types import Array, PRNGKey
 
@@ -55,7 +54,7 @@ KMEANS_STARTS = 8
 
 
 def start_posteriors(
-    vem: VEM, whole: _Whole, rng_key: PRNGKey, values: dict[str, Array], dynamic: tuple
+    vem: Any, whole: _Whole, rng_key: PRNGKey, values: dict[str, Array], dynamic: tuple
 ) -> jax.Array:
     """The default start's posteriors ``[images, K]`` (module docstring), with the
     global sites at ``values`` in the model's trace.
