@@ -258,7 +258,7 @@ def register(method: Method) -> Method:
 
 
 def register_words_method(
-    name: str, fit: Callable[..., Fitted], summary: str, **functions: Callable
+    name: str, fit: Callable[..., Fitted], summary: str, **functions: Any
 ) -> Method:
     """Register an annotation method (one that ``needs`` words), with its defaults
     from the table (:func:`method_defaults`; none when it has no table).

@@ -106,7 +106,7 @@ def _read_table(folder: pathlib.Path) -> list[tuple[str, str, list[str]]]:
 
 def load_photo_dir(
     folder: str | os.PathLike, name: str | None = None
-) -> tuple[Corpus, Corpus]:
+) -> tuple[Corpus, Corpus | None]:
     """Load a photo dataset as ``(train, test)`` (see the module docstring).
 
     Raises

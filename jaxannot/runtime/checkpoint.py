@@ -119,7 +119,7 @@ def active_session() -> Session | None:
 @contextlib.contextmanager
 def checkpointing(
     directory: str | os.PathLike, *, every: int = 10, tag: str = ""
-) -> Iterator[None]:
+) -> Iterator[Session]:
     """Make every step loop run inside the block resumable (module docstring).
 
     Parameters

@@ -279,7 +279,7 @@ def select_bandwidth(
 
 
 def extend_past_edges(
-    score: Callable[[float], np.ndarray], grid: list[float], *, max_steps: int = 8
+    score: Callable[[float], float], grid: list[float], *, max_steps: int = 8
 ) -> tuple[list[float], np.ndarray]:
     """Score a geometric ``grid`` and extend it while its best value is at an end.
 
