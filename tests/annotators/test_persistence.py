@@ -2,41 +2,53 @@
 field (:mod:`jaxannot.annotators.persistence`)."""
 
 import re
-from typing import NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 import pytest
+from jaxtyping import Array, Bool, Float, Int, Integer, Shaped
 
 from jaxannot.annotators import Fitted, load, save
-from jaxannot.annotators.persistence import (
+from jaxannot.annotators.typed_params import (
     DictOf,
     MethodParams,
     TupleOf,
     flatten_params,
     params_from_arrays,
+    spec_of,
 )
 from jaxannot.data.errors import DataFormatError
 from jaxannot.methods.baselines.params import KnnParams
 
 
 class Inner(NamedTuple):
-    scale: object
-    spec = {"scale": "f[k]"}
+    scale: Float[Array, " k"]
 
 
 class Toy(NamedTuple):
-    weights: object
-    per_view: tuple
-    by_name: dict
+    weights: Float[Array, "k d"]
+    per_view: tuple[Float[Array, "k v"], ...]
+    by_name: dict[str, Integer[Array, " _"]]
     inner: Inner
-    width: object = None
-    spec = {
+    width: Float[Array, ""] | None = None
+
+
+def test_the_spec_is_derived_from_the_annotations():
+    assert spec_of(Toy) == {
         "weights": "f[k,d]",
         "per_view": TupleOf("f[k,v]"),
         "by_name": DictOf("iu[_]"),
         "inner": Inner,
         "width": "f[]",
     }
+    assert list(spec_of(Toy)) == list(Toy._fields)
+    assert spec_of(Composite) == {"weights": "f[b]", "bases": MethodParams()}
+
+    class Kinds(NamedTuple):
+        mask: Float[Array, "n w"] | Bool[Array, "n w"]
+        ids: Int[Array, " n"] | None = None
+
+    assert spec_of(Kinds) == {"mask": "fb[n,w]", "ids": "i[n]"}
 
 
 def _toy():
@@ -102,14 +114,25 @@ def test_each_tuple_entry_has_its_own_dimensions():
     params_from_arrays(Toy, flatten_params(_toy()))
 
 
-def test_an_undeclared_field_is_a_type_error():
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        object,  # no array, tuple, dict or NamedTuple
+        Shaped[Array, " n"],  # any dtype: no kinds
+        Float[Array, "n ..."],  # not plain dimension names
+        Float[Array, " n"] | Bool[Array, " m"],  # members with other dimensions
+        tuple[Float[Array, " n"], Float[Array, " n"]],  # not tuple[ENTRY, ...]
+    ],
+)
+def test_an_undeclared_field_is_a_type_error_naming_it(annotation):
     class Partial(NamedTuple):
-        a: object
-        b: object
-        spec = {"a": "f[]"}
+        a: Float[Array, ""]
+        b: annotation
 
-    with pytest.raises(TypeError, match="declares each of its fields"):
+    with pytest.raises(TypeError, match=re.escape("Partial.b declares no parameter")):
         params_from_arrays(Partial, {"a": np.zeros(())})
+    with pytest.raises(TypeError, match="must be a NamedTuple"):
+        spec_of(dict)
 
 
 def test_a_model_saved_with_dict_parameters_loads_as_its_named_tuple(tmp_path):
@@ -136,9 +159,8 @@ def test_a_misfit_saved_model_names_the_file_and_the_field(tmp_path):
 
 
 class Composite(NamedTuple):
-    weights: object
-    bases: dict
-    spec = {"weights": "f[b]", "bases": MethodParams()}
+    weights: Float[Array, " b"]
+    bases: Annotated[dict[str, Any], MethodParams()]
 
 
 def test_method_params_are_each_checked_by_their_own_method():

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
+from jaxtyping import Float, Integer
 
 import jax
 import jax.numpy as jnp
@@ -63,6 +64,7 @@ from jaxannot.methods.ale.eigenproblem import (
     chunk_histogram,
     solve_and_select_eigenfunctions,
 )
+from jaxannot.types import Array
 
 __all__ = [
     "PCAModel",
@@ -82,18 +84,10 @@ ChunkSource = Callable[[], Iterator[np.ndarray]]
 class PCAModel(NamedTuple):
     """``s = (x − mean) @ components``; ``variances`` of the ``s`` columns."""
 
-    mean: np.ndarray  # [D]
-    components: np.ndarray  # [D, N] (divided by the feature std when standardized)
-    variances: np.ndarray  # [N]
-    count: int
-
-    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`).
-    spec = {
-        "mean": "f[d]",
-        "components": "f[d,p]",
-        "variances": "f[p]",
-        "count": "iu[]",
-    }
+    mean: Float[Array, " d"]
+    components: Float[Array, "d p"]  # divided by the feature std when standardized
+    variances: Float[Array, " p"]
+    count: Integer[Array, ""]
 
 
 class ALEModel(NamedTuple):
@@ -101,9 +95,7 @@ class ALEModel(NamedTuple):
 
     pca: PCAModel
     eigenfunctions: Eigenfunctions
-    kernel_width: float
-
-    spec = {"pca": PCAModel, "eigenfunctions": Eigenfunctions, "kernel_width": "f[]"}
+    kernel_width: Float[Array, ""]
 
 
 # --------------------------------------------------------------------- chunking

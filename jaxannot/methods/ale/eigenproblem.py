@@ -11,18 +11,17 @@ Fergus et al., NIPS 2009; Mantziou et al., IJMIR 2015 (seed 002), §3: cited in 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+from jaxtyping import Float, Integer
 
 import jax
 import jax.numpy as jnp
 
 from jaxannot.runtime.memory import check_square_fits
 from jaxannot.solvers.generalized_eigen import batched_generalized_eigh_diagonal
-
-if TYPE_CHECKING:
-    from jaxannot.types import Array
+from jaxannot.types import Array
 
 __all__ = [
     "DENSITY_FLOOR",
@@ -52,19 +51,11 @@ EIGH_COPIES = 5
 class Eigenfunctions(NamedTuple):
     """Selected eigenfunctions tabulated at the bin centres of their dimension."""
 
-    dims: jax.Array  # int32 [c]   dimension a_i of eigenfunction i
-    table: jax.Array  # [c, B]     g_i at the B bin centres of dimension a_i
-    eigenvalues: jax.Array  # [c]  σ_i, ascending
-    lo: jax.Array  # [c]           first bin's lower edge of dimension a_i
-    width: jax.Array  # [c]        bin width of dimension a_i
-
-    spec = {
-        "dims": "iu[c]",
-        "table": "f[c,b]",
-        "eigenvalues": "f[c]",
-        "lo": "f[c]",
-        "width": "f[c]",
-    }
+    dims: Integer[Array, " c"]  # int32 [c]   dimension a_i of eigenfunction i
+    table: Float[Array, "c b"]  # [c, B]     g_i at the B bin centres of dimension a_i
+    eigenvalues: Float[Array, " c"]  # [c]  σ_i, ascending
+    lo: Float[Array, " c"]  # [c]           first bin's lower edge of dimension a_i
+    width: Float[Array, " c"]  # [c]        bin width of dimension a_i
 
 
 # ------------------------------------------------------------------- histograms

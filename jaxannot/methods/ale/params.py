@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Bool, Float, UInt
 
 from jaxannot.methods.ale.eigenfunctions import ALEModel
+from jaxannot.types import Array
 
 __all__ = [
     "AleParams",
@@ -29,11 +30,9 @@ class Detector(NamedTuple):
     """One detector per concept on an embedding: the smooth function's ``alpha``
     [e, w] (eq. 7) or the linear SVM's ``coef`` [w, e] and ``intercept`` [w]."""
 
-    alpha: ArrayLike | None = None
-    coef: ArrayLike | None = None
-    intercept: ArrayLike | None = None
-
-    spec = {"alpha": "f[e,w]", "coef": "f[w,e]", "intercept": "f[w]"}
+    alpha: Float[Array, "e w"] | None = None
+    coef: Float[Array, "w e"] | None = None
+    intercept: Float[Array, " w"] | None = None
 
 
 class AleTrain(NamedTuple):
@@ -41,29 +40,20 @@ class AleTrain(NamedTuple):
     PCA ``coords`` [n, p], concept ``targets`` [n, w], which are ``labelled`` [n]
     and the fit's key data ``rng_key``."""
 
-    coords: ArrayLike
-    targets: ArrayLike
-    labelled: ArrayLike
-    rng_key: ArrayLike
-
-    spec = {
-        "coords": "f[n,p]",
-        "targets": "f[n,w]",
-        "labelled": "b[n]",
-        "rng_key": "u[_]",
-    }
+    coords: Float[Array, "n p"]
+    targets: Float[Array, "n w"]
+    labelled: Bool[Array, " n"]
+    rng_key: UInt[Array, " _"]
 
 
 class GsfTrain(NamedTuple):
     """What GSF keeps of the fit images: their standardized features ``z`` [n, d],
     ``targets``, ``labelled`` and ``rng_key`` as in :class:`AleTrain`."""
 
-    z: ArrayLike
-    targets: ArrayLike
-    labelled: ArrayLike
-    rng_key: ArrayLike
-
-    spec = {"z": "f[n,d]", "targets": "f[n,w]", "labelled": "b[n]", "rng_key": "u[_]"}
+    z: Float[Array, "n d"]
+    targets: Float[Array, "n w"]
+    labelled: Bool[Array, " n"]
+    rng_key: UInt[Array, " _"]
 
 
 class IaleParams(NamedTuple):
@@ -71,9 +61,7 @@ class IaleParams(NamedTuple):
 
     ale: ALEModel
     detector: Detector
-    fit_scores: ArrayLike
-
-    spec = {"ale": ALEModel, "detector": Detector, "fit_scores": "f[n,w]"}
+    fit_scores: Float[Array, "n w"]
 
 
 class AleParams(NamedTuple):
@@ -81,34 +69,23 @@ class AleParams(NamedTuple):
 
     ale: ALEModel
     detector: Detector
-    fit_scores: ArrayLike
+    fit_scores: Float[Array, "n w"]
     train: AleTrain
-
-    spec = {**IaleParams.spec, "train": AleTrain}
 
 
 class BsvmParams(NamedTuple):
     """``bsvm``: the features' ``mean`` and ``scale`` [d] and the SVM detectors."""
 
-    mean: ArrayLike
-    scale: ArrayLike
+    mean: Float[Array, " d"]
+    scale: Float[Array, " d"]
     detector: Detector
-    fit_scores: ArrayLike
-
-    spec = {
-        "mean": "f[d]",
-        "scale": "f[d]",
-        "detector": Detector,
-        "fit_scores": "f[n,w]",
-    }
+    fit_scores: Float[Array, "n w"]
 
 
 class GsfParams(NamedTuple):
     """``gsf``: the features' ``mean`` and ``scale`` [d] and the fit images (the
     eigenmaps and detectors are computed when scoring)."""
 
-    mean: ArrayLike
-    scale: ArrayLike
+    mean: Float[Array, " d"]
+    scale: Float[Array, " d"]
     train: GsfTrain
-
-    spec = {"mean": "f[d]", "scale": "f[d]", "train": GsfTrain}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Bool, Float, Integer
+
+from jaxannot.types import Array
 
 __all__ = ["EmpiricalParams", "KnnParams", "TagPropLatent", "TagPropParams"]
 
@@ -13,9 +15,7 @@ __all__ = ["EmpiricalParams", "KnnParams", "TagPropLatent", "TagPropParams"]
 class EmpiricalParams(NamedTuple):
     """``frequency`` [w]: each word's share of the observed training words."""
 
-    frequency: ArrayLike
-
-    spec = {"frequency": "f[w]"}
+    frequency: Float[Array, " w"]
 
 
 class KnnParams(NamedTuple):
@@ -34,29 +34,20 @@ class KnnParams(NamedTuple):
         widths were stored: computed when scoring).
     """
 
-    features: ArrayLike
-    words: ArrayLike
-    frequency: ArrayLike
-    width: ArrayLike | None = None
-
-    spec = {
-        "features": "f[n,d]",
-        "words": "fb[n,w]",
-        "frequency": "f[w]",
-        "width": "f[]",
-    }
+    features: Float[Array, "n d"]
+    words: Float[Array, "n w"] | Bool[Array, "n w"]
+    frequency: Float[Array, " w"]
+    width: Float[Array, ""] | None = None
 
 
 class TagPropLatent(NamedTuple):
     """TagProp's MAP sites (those of its variant): word sigmoid ``alpha``, ``beta``
     [w]; rank weights ``gamma`` [k]; distance weights ``theta`` [s]."""
 
-    alpha: ArrayLike | None = None
-    beta: ArrayLike | None = None
-    gamma: ArrayLike | None = None
-    theta: ArrayLike | None = None
-
-    spec = {"alpha": "f[w]", "beta": "f[w]", "gamma": "f[k]", "theta": "f[s]"}
+    alpha: Float[Array, " w"] | None = None
+    beta: Float[Array, " w"] | None = None
+    gamma: Float[Array, " k"] | None = None
+    theta: Float[Array, " s"] | None = None
 
 
 class TagPropParams(NamedTuple):
@@ -74,18 +65,9 @@ class TagPropParams(NamedTuple):
     latent : TagPropLatent
     """
 
-    features: ArrayLike
-    word_ids: ArrayLike
-    word_mask: ArrayLike
-    idf: ArrayLike
-    distance_scale: ArrayLike
+    features: Float[Array, "n d"]
+    word_ids: Integer[Array, "n m"]
+    word_mask: Float[Array, "n m"] | Bool[Array, "n m"]
+    idf: Float[Array, " d"]
+    distance_scale: Float[Array, " s"]
     latent: TagPropLatent
-
-    spec = {
-        "features": "f[n,d]",
-        "word_ids": "iu[n,m]",
-        "word_mask": "fb[n,m]",
-        "idf": "f[d]",
-        "distance_scale": "f[s]",
-        "latent": TagPropLatent,
-    }

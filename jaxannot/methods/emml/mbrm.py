@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+from jaxtyping import Float
 
 import jax
 import jax.numpy as jnp
@@ -126,29 +127,22 @@ class MBRMParams(NamedTuple):
 
     Attributes
     ----------
-    features : Float[Array, "train dims"]
-    word_probabilities : Float[Array, "train words"]
+    features : Float[Array, "n d"]
+        The n training images' d features.
+    word_probabilities : Float[Array, "n w"]
         :math:`P_V(w \\mid J)`.
     bandwidth : Float[Array, ""]
         Kernel variance :math:`\\beta`.
-    log_region_kernel : Float[Array, "train dims"] or None
+    log_region_kernel : Float[Array, "n d"] or None
         :math:`\\log K(b, J)` of the ``"regions"`` kernel (:func:`region_log_kernel`);
-        ``None`` for the ``"gaussian"`` kernel on the global feature vectors.
+        ``None`` for the ``"gaussian"`` kernel on the global feature vectors. A saved
+        model leaves it out (it is rebuilt from the features).
     """
 
-    features: Array
-    word_probabilities: Array
-    bandwidth: Array
-    log_region_kernel: Array | None = None
-
-    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`); a saved
-    #: model leaves ``log_region_kernel`` out (it is rebuilt from the features).
-    spec = {
-        "features": "f[n,d]",
-        "word_probabilities": "f[n,w]",
-        "bandwidth": "f[]",
-        "log_region_kernel": "f[n,d]",
-    }
+    features: Float[Array, "n d"]
+    word_probabilities: Float[Array, "n w"]
+    bandwidth: Float[Array, ""]
+    log_region_kernel: Float[Array, "n d"] | None = None
 
 
 def fit_mbrm(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Bool, Float
+
+from jaxannot.types import Array
 
 __all__ = ["EmmlParams"]
 
@@ -17,16 +19,8 @@ class EmmlParams(NamedTuple):
     word scores ``vrep_word_scores`` [v, w] (the §4.1 merge) and the kernel width
     ``gamma``."""
 
-    vrep_features: ArrayLike
-    vrep_words: ArrayLike
-    coefficients: ArrayLike
-    vrep_word_scores: ArrayLike
-    gamma: ArrayLike
-
-    spec = {
-        "vrep_features": "f[v,d]",
-        "vrep_words": "fb[v,w]",
-        "coefficients": "f[v,w]",
-        "vrep_word_scores": "f[v,w]",
-        "gamma": "f[]",
-    }
+    vrep_features: Float[Array, "v d"]
+    vrep_words: Float[Array, "v w"] | Bool[Array, "v w"]
+    coefficients: Float[Array, "v w"]
+    vrep_word_scores: Float[Array, "v w"]
+    gamma: Float[Array, ""]

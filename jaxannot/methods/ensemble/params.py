@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Annotated, Any, NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Float
 
-from jaxannot.annotators.persistence import MethodParams
+from jaxannot.annotators.typed_params import MethodParams
+from jaxannot.types import Array
 
 __all__ = ["EnsembleParams"]
 
@@ -32,14 +33,7 @@ class EnsembleParams(NamedTuple):
         that base fitted on every training image.
     """
 
-    weights: ArrayLike
-    prior: ArrayLike
-    thresholds: ArrayLike
-    bases: dict
-
-    spec = {
-        "weights": "f[b]",
-        "prior": "f[w]",
-        "thresholds": "f[w]",
-        "bases": MethodParams(),
-    }
+    weights: Float[Array, " b"]
+    prior: Float[Array, " w"]
+    thresholds: Float[Array, " w"]
+    bases: Annotated[dict[str, Any], MethodParams()]

@@ -46,12 +46,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from jaxtyping import Float
 
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 
-from jaxannot.annotators.persistence import TupleOf
 from jaxannot.types import Array, PRNGKey
 
 if TYPE_CHECKING:
@@ -94,18 +94,10 @@ class HarmoniumParams(NamedTuple):
         :math:`\\lambda`, the hidden offsets.
     """
 
-    visible_bias: tuple
-    weights: tuple
-    log_variance: tuple
-    hidden_bias: Array
-
-    #: Saved models' declaration (:mod:`jaxannot.annotators.persistence`).
-    spec = {
-        "visible_bias": TupleOf("f[_]"),
-        "weights": TupleOf("f[_,k]"),
-        "log_variance": TupleOf("f[_]"),
-        "hidden_bias": "f[k]",
-    }
+    visible_bias: tuple[Float[Array, " _"], ...]
+    weights: tuple[Float[Array, "_ k"], ...]
+    log_variance: tuple[Float[Array, " _"], ...]
+    hidden_bias: Float[Array, " k"]
 
 
 class MeanFieldState(NamedTuple):

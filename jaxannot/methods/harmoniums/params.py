@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Float
 
-from jaxannot.annotators.persistence import DictOf
 from jaxannot.methods.harmoniums.harmonium import HarmoniumParams
+from jaxannot.types import Array
 
 __all__ = [
     "ClassifierParams",
@@ -26,19 +26,15 @@ __all__ = [
 class ViewScaling(NamedTuple):
     """``(x - mean) / std`` standardizes a real-valued view (both [d])."""
 
-    mean: ArrayLike
-    std: ArrayLike
-
-    spec = {"mean": "f[d]", "std": "f[d]"}
+    mean: Float[Array, " d"]
+    std: Float[Array, " d"]
 
 
 class DwhParams(NamedTuple):
     """``dwh``, ``twh``: the harmonium and the views' scaling."""
 
     harmonium: HarmoniumParams
-    scaling: dict | None = None
-
-    spec = {"harmonium": HarmoniumParams, "scaling": DictOf(ViewScaling)}
+    scaling: dict[str, ViewScaling] | None = None
 
 
 class ClassifierParams(NamedTuple):
@@ -47,14 +43,8 @@ class ClassifierParams(NamedTuple):
     scaling."""
 
     harmonium: HarmoniumParams
-    predictor: ArrayLike
-    scaling: dict | None = None
-
-    spec = {
-        "harmonium": HarmoniumParams,
-        "predictor": "f[_,_]",
-        "scaling": DictOf(ViewScaling),
-    }
+    predictor: Float[Array, "_ _"]
+    scaling: dict[str, ViewScaling] | None = None
 
 
 class RegressorParams(NamedTuple):
@@ -62,21 +52,13 @@ class RegressorParams(NamedTuple):
     its latent means (the offset last) and the views' scaling."""
 
     harmonium: HarmoniumParams
-    predictor: ArrayLike
-    scaling: dict | None = None
-
-    spec = {
-        "harmonium": HarmoniumParams,
-        "predictor": "f[_]",
-        "scaling": DictOf(ViewScaling),
-    }
+    predictor: Float[Array, " _"]
+    scaling: dict[str, ViewScaling] | None = None
 
 
 class SvmParams(NamedTuple):
     """``svm``: the Crammer-Singer weights ``predictor`` [classes, d + 1] on the
     concatenated standardized views and their scaling."""
 
-    predictor: ArrayLike
-    scaling: dict | None = None
-
-    spec = {"predictor": "f[c,_]", "scaling": DictOf(ViewScaling)}
+    predictor: Float[Array, "c _"]
+    scaling: dict[str, ViewScaling] | None = None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Float, Integer
+
+from jaxannot.types import Array
 
 __all__ = ["FsnmParams", "SfslsParams"]
 
@@ -18,41 +20,22 @@ class SfslsParams(NamedTuple):
     """``sfsls``, ``sfss``: the projection ``g`` [d, w] and shared subspace ``u``
     [d, r]."""
 
-    g: ArrayLike
-    u: ArrayLike
-    offset: ArrayLike
-    mean: ArrayLike
-    std: ArrayLike
-    ranking: ArrayLike
-
-    spec = {
-        "g": "f[d,w]",
-        "u": "f[d,r]",
-        "offset": "f[w]",
-        "mean": "f[d]",
-        "std": "f[d]",
-        "ranking": "iu[d]",
-    }
+    g: Float[Array, "d w"]
+    u: Float[Array, "d r"]
+    offset: Float[Array, " w"]
+    mean: Float[Array, " d"]
+    std: Float[Array, " d"]
+    ranking: Integer[Array, " d"]
 
 
 class FsnmParams(NamedTuple):
     """``fsnm``: the l2,1 selection weights ``w`` [d, w], the ``selected`` features
     [s] and the least squares ``g`` [s, w] on them."""
 
-    w: ArrayLike
-    g: ArrayLike
-    selected: ArrayLike
-    offset: ArrayLike
-    mean: ArrayLike
-    std: ArrayLike
-    ranking: ArrayLike
-
-    spec = {
-        "w": "f[d,w]",
-        "g": "f[s,w]",
-        "selected": "iu[s]",
-        "offset": "f[w]",
-        "mean": "f[d]",
-        "std": "f[d]",
-        "ranking": "iu[d]",
-    }
+    w: Float[Array, "d w"]
+    g: Float[Array, "s w"]
+    selected: Integer[Array, " s"]
+    offset: Float[Array, " w"]
+    mean: Float[Array, " d"]
+    std: Float[Array, " d"]
+    ranking: Integer[Array, " d"]

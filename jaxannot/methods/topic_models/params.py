@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jax.typing import ArrayLike
+from jaxtyping import Float
 
-from jaxannot.annotators.persistence import DictOf, TupleOf
+from jaxannot.types import Array
 
 __all__ = [
     "LapLinkLdaParams",
@@ -23,27 +23,17 @@ __all__ = [
     "PlsaWordsParams",
 ]
 
-_EDGES = DictOf("f[_,_]")
-
 
 class MixUnigramParams(NamedTuple):
     """``mix-unigram``: log mixing weights ``log_pi`` [k], log word distributions
     ``log_beta_text`` [k, w] and ``log_beta_visual`` (per view [k, v]), posteriors
     ``phi`` [n, k] of the fit images."""
 
-    log_pi: ArrayLike
-    log_beta_text: ArrayLike
-    log_beta_visual: tuple
-    phi: ArrayLike
-    bin_edges: dict | None = None
-
-    spec = {
-        "log_pi": "f[k]",
-        "log_beta_text": "f[k,w]",
-        "log_beta_visual": TupleOf("f[k,_]"),
-        "phi": "f[n,k]",
-        "bin_edges": _EDGES,
-    }
+    log_pi: Float[Array, " k"]
+    log_beta_text: Float[Array, "k w"]
+    log_beta_visual: tuple[Float[Array, "k _"], ...]
+    phi: Float[Array, "n k"]
+    bin_edges: dict[str, Float[Array, "_ _"]] | None = None
 
 
 class LapMixUnigramParams(NamedTuple):
@@ -53,69 +43,41 @@ class LapMixUnigramParams(NamedTuple):
     mean degree ``graph_mean_degree`` (None in models saved before ``lam`` was
     scaled by it)."""
 
-    log_pi: ArrayLike
-    log_beta_text: ArrayLike
-    log_beta_visual: tuple
-    phi: ArrayLike
-    graph_features: ArrayLike
-    heat_width: ArrayLike
-    bin_edges: dict | None = None
-    graph_mean_degree: ArrayLike | None = None
-
-    spec = {
-        **MixUnigramParams.spec,
-        "graph_features": "f[n,g]",
-        "heat_width": "f[]",
-        "graph_mean_degree": "f[]",
-    }
+    log_pi: Float[Array, " k"]
+    log_beta_text: Float[Array, "k w"]
+    log_beta_visual: tuple[Float[Array, "k _"], ...]
+    phi: Float[Array, "n k"]
+    graph_features: Float[Array, "n g"]
+    heat_width: Float[Array, ""]
+    bin_edges: dict[str, Float[Array, "_ _"]] | None = None
+    graph_mean_degree: Float[Array, ""] | None = None
 
 
 class PlsaWordsParams(NamedTuple):
     """``plsa-words``: ``beta_text`` [k, w] = P(w|z), ``beta_visual`` [k, v] over the
     concatenated visual words, ``theta`` [n, k] = P(z|d) of the fit images."""
 
-    beta_text: ArrayLike
-    beta_visual: ArrayLike
-    theta: ArrayLike
-    bin_edges: dict | None = None
-
-    spec = {
-        "beta_text": "f[k,w]",
-        "beta_visual": "f[k,v]",
-        "theta": "f[n,k]",
-        "bin_edges": _EDGES,
-    }
+    beta_text: Float[Array, "k w"]
+    beta_visual: Float[Array, "k v"]
+    theta: Float[Array, "n k"]
+    bin_edges: dict[str, Float[Array, "_ _"]] | None = None
 
 
 class LinkLdaParams(NamedTuple):
     """``link-lda``: topic-word Dirichlet parameters ``lambda_text`` [k, w] and
     ``lambda_visual`` (per view [k, v]), the fit images' ``gamma`` [n, k]."""
 
-    lambda_text: ArrayLike
-    lambda_visual: tuple
-    gamma: ArrayLike
-    bin_edges: dict | None = None
-
-    spec = {
-        "lambda_text": "f[k,w]",
-        "lambda_visual": TupleOf("f[k,_]"),
-        "gamma": "f[n,k]",
-        "bin_edges": _EDGES,
-    }
+    lambda_text: Float[Array, "k w"]
+    lambda_visual: tuple[Float[Array, "k _"], ...]
+    gamma: Float[Array, "n k"]
+    bin_edges: dict[str, Float[Array, "_ _"]] | None = None
 
 
 class LapLinkLdaParams(NamedTuple):
     """``lap-link-lda``: MAP topic-word distributions ``beta_text`` [k, w] and
     ``beta_visual`` (per view [k, v]), the fit images' ``theta`` [n, k]."""
 
-    beta_text: ArrayLike
-    beta_visual: tuple
-    theta: ArrayLike
-    bin_edges: dict | None = None
-
-    spec = {
-        "beta_text": "f[k,w]",
-        "beta_visual": TupleOf("f[k,_]"),
-        "theta": "f[n,k]",
-        "bin_edges": _EDGES,
-    }
+    beta_text: Float[Array, "k w"]
+    beta_visual: tuple[Float[Array, "k _"], ...]
+    theta: Float[Array, "n k"]
+    bin_edges: dict[str, Float[Array, "_ _"]] | None = None
