@@ -128,7 +128,8 @@ def params_from_arrays(cls: type, flat: Mapping[str, np.ndarray]) -> Any:
     ------
     ValueError
         Naming the first field that is missing, unexpected, or of another kind,
-        rank or size (NaN and infinite values are :func:`load`'s to refuse).
+        rank or size (NaN and infinite values are
+        :func:`~jaxannot.annotators.persistence.load`'s to refuse).
     """
     for key in flat:
         if not all(key.split("/")):
@@ -140,7 +141,8 @@ def params_from_arrays(cls: type, flat: Mapping[str, np.ndarray]) -> Any:
 def spec_of(cls: type) -> Mapping[str, Any]:
     """The spec of the params NamedTuple ``cls``, derived from its field annotations
     (module docstring): field name to ``"KIND[DIMS]"``, :class:`TupleOf`,
-    :class:`DictOf`, a NamedTuple type or :class:`MethodParams`, in field order.
+    :class:`DictOf`, a NamedTuple type or :class:`MethodParams`, in field order
+    (read-only: it is cached per type).
 
     Raises
     ------
@@ -160,7 +162,7 @@ def spec_of(cls: type) -> Mapping[str, Any]:
             raise TypeError(
                 f"{cls.__name__}.{field} declares no parameter: {err}"
             ) from None
-    return spec
+    return types.MappingProxyType(spec)
 
 
 _KINDS = {"float": "f", "bfloat": "f", "int": "i", "uint": "u", "bool": "b"}
@@ -190,8 +192,8 @@ def _array_spec(members: list, hint: Any) -> str:
     (the kinds of each, in ``fiub`` order)."""
     if not all(isinstance(m, type) and issubclass(m, AbstractArray) for m in members):
         raise TypeError(f"{hint!r} is not a jaxtyping array, tuple, dict or NamedTuple")
-    dims = {m.dim_str for m in members}
-    names = next(iter(dims)).split()
+    dims = {tuple(m.dim_str.split()) for m in members}
+    names = next(iter(dims))
     if len(dims) != 1 or not all(n == "_" or n.isidentifier() for n in names):
         raise TypeError(f"{hint!r} should name its dimensions alike, by plain names")
     found = set()
