@@ -25,6 +25,7 @@ import jax
 
 from jaxannot.annotators import available_methods, load, save
 from jaxannot.annotators.persistence import DictOf, MethodParams, TupleOf
+from jaxannot.annotators.typed_params import spec_of
 from jaxannot.data import make_task
 from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.errors import DataFormatError
@@ -126,8 +127,8 @@ def _assert_declared(params_type, seen=()):
     assert params_type not in seen
     fields = getattr(params_type, "_fields", None)
     assert fields is not None, f"{params_type!r} is not a NamedTuple"
-    assert set(params_type.spec) == set(fields), params_type
-    for spec in params_type.spec.values():
+    assert set(spec_of(params_type)) == set(fields), params_type
+    for spec in spec_of(params_type).values():
         while isinstance(spec, TupleOf | DictOf):
             spec = spec.entry
         if isinstance(spec, str):
