@@ -41,8 +41,8 @@ def test_penalty_gradient_matches_finite_differences(loss):
         params = mm.init(jax.random.key(1), 3)
         params = jax.tree.map(lambda a: a + 0.5, params)  # away from w = 0
         index = jnp.array([7, 2, 0, 5, 1])
-        check_grads(
-            lambda p, f: mm.penalty(p, f, index),
+        check_grads(  # jitted: one compile instead of op-by-op float64 dispatch
+            jax.jit(lambda p, f: mm.penalty(p, f, index)),
             (params, jnp.asarray(features[:5])),
             order=1,
             modes=["rev"],
@@ -176,9 +176,16 @@ def _fit(elbo, steps=1500):
     return guide, svi.run(jax.random.key(0), steps, X, progress_bar=False).params
 
 
-def test_max_margin_elbo_separable_toy_reaches_zero_hinge_loss():
+@pytest.fixture(scope="module")
+def separable_fit():
+    """The c = 10 hinge fit of the separable toy, shared by the tests that read it
+    (each ``SVI.run`` is a compile)."""
     elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
-    guide, params = _fit(elbo)
+    return (elbo, *_fit(elbo))
+
+
+def test_max_margin_elbo_separable_toy_reaches_zero_hinge_loss(separable_fit):
+    elbo, guide, params = separable_fit
     features = local_summary(jax.random.key(0), params, None, guide, "h", X).q
     hinge = elbo.max_margin.losses(elbo.params(params), features, jnp.arange(10))
     assert float(hinge.sum()) < 1e-3  # measured 1.0e-4: Adam hovers at the margin
@@ -208,27 +215,35 @@ def test_max_margin_elbo_gradient_matches_finite_differences():
         }
         x = jnp.asarray(X, jnp.float64)
 
+        @jax.jit  # one compile instead of op-by-op float64 dispatch
         def loss(p):
             return elbo.loss(jax.random.key(0), p, model, _deterministic_guide, x)
 
         check_grads(loss, (params,), order=1, modes=["rev"], eps=1e-6, rtol=1e-6)
 
 
-def test_composes_with_laplacian_elbo():
+def test_composes_with_laplacian_elbo(separable_fit):
     graph = knn_graph(X, 2, weight="binary")
     lam, c = 0.7, 2.0
     inner = LaplacianELBO(Trace_ELBO(), "h", graph, lam)
     elbo = MaxMarginELBO(inner, "h", Y, c=c, loss="hinge")
-    guide, params = _fit(elbo, steps=50)
-    got = elbo.loss(jax.random.key(0), params, model, guide, X)
-    q = local_summary(jax.random.key(0), params, None, guide, "h", X).q
-    weights = elbo.params(params)
-    expected = (
-        Trace_ELBO().loss(jax.random.key(0), params, model, guide, X)
-        + lam * penalty(graph, q)
-        + elbo.max_margin.regularizer(weights)
-        + c * elbo.max_margin.losses(weights, q, jnp.arange(10)).sum()
-    )
+    guide = elbo.guide(AutoDelta(model))
+    params = separable_fit[2]  # fitted values of the same sites (h, hinge weights)
+
+    @jax.jit  # one compile instead of op-by-op dispatch
+    def both(params):
+        got = elbo.loss(jax.random.key(0), params, model, guide, X)
+        q = local_summary(jax.random.key(0), params, None, guide, "h", X).q
+        weights = elbo.params(params)
+        expected = (
+            Trace_ELBO().loss(jax.random.key(0), params, model, guide, X)
+            + lam * penalty(graph, q)
+            + elbo.max_margin.regularizer(weights)
+            + c * elbo.max_margin.losses(weights, q, jnp.arange(10)).sum()
+        )
+        return got, expected
+
+    got, expected = both(params)
     assert float(got) == pytest.approx(float(expected), rel=1e-5)  # AutoDelta: exact
 
 
@@ -342,18 +357,16 @@ def test_warm_state_rebuilds_the_weights_from_the_duals(loss):
 X_NEW = np.array([[1.2, 0.4], [-0.9, -0.8], [0.7, 0.9], [-1.4, 0.1]], np.float32)
 
 
-def test_max_margin_elbo_refuses_new_data_without_fold_in():
+def test_max_margin_elbo_refuses_new_data_without_fold_in(separable_fit):
     # AutoDelta holds the 10 training images' h: before, predict on 4 new images
     # returned the 10 training predictions
-    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
-    guide, params = _fit(elbo, steps=20)
+    elbo, guide, params = separable_fit
     with pytest.raises(ValueError, match="data has 4 images.*guide gives 10.*fold_in"):
         elbo.predict(params, guide, X_NEW)
 
 
-def test_max_margin_elbo_fold_in_predicts_new_images():
-    elbo = MaxMarginELBO(Trace_ELBO(), "h", Y, c=10.0, loss="hinge")
-    guide, params = _fit(elbo, steps=300)
+def test_max_margin_elbo_fold_in_predicts_new_images(separable_fit):
+    elbo, guide, params = separable_fit
     new_guide, new_params = elbo.fold_in(
         jax.random.key(1), params, guide, X_NEW, num_steps=1500, learning_rate=0.05
     )

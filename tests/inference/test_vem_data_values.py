@@ -274,12 +274,14 @@ def _mace_by_brute_force(positions, annotations, epsilon, theta):
 
 
 def test_mace_posteriors_equal_brute_force_enumeration():
-    positions = np.array([0, 1, 2])
-    annotations = jnp.array([[0, 1, 2], [2, 2, 2], [1, 0, 1]], jnp.int32)
+    # the fit's data (annotator 0 at three positions): the marginals' program is
+    # the one the fit below reads its marginals with
+    positions = POSITIONS
+    annotations, _ = _annotations()
     rng = np.random.default_rng(3)
     params = {
-        "epsilon": jnp.asarray(rng.dirichlet(np.ones(3), 3), jnp.float32),
-        "theta": jnp.array([0.9, 0.6, 0.3], jnp.float32),
+        "epsilon": jnp.asarray(rng.dirichlet(np.ones(4), 5), jnp.float32),
+        "theta": jnp.array([0.9, 0.6, 0.3, 0.75, 0.45], jnp.float32),
     }
     vem = VEM(mace, "c", plate="item")
     marginals = vem.marginals(params, positions, annotations)

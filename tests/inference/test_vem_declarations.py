@@ -89,9 +89,10 @@ def test_default_start_keeps_every_component():
 
 
 def test_restarts_keep_the_best_objective(count_compiles):
-    x, tags, _ = _five_clusters(n=30)
+    # the data, VEM and topics of the test above: its compiled fit is reused
+    x, tags, _ = _five_clusters()
     vem = VEM(gauss_tags, "z", optimizer=optax.adam(0.05), m_steps=5)
-    kw = dict(num_topics=3, progress_bar=False)
+    kw = dict(num_topics=5, progress_bar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyComponentWarning)
         all_fits = vem.run_restarts(jax.random.key(0), 3, 10, x, tags, **kw)
@@ -190,23 +191,31 @@ def test_improper_prior_fits_by_vem():
 
 # ------------------------------------------------------------------------ errors
 def test_clear_errors_for_bad_inputs():
-    x, tags, z = _five_clusters(n=12, k=3)
-    vem = VEM(gauss_tags, "z")
-    kw = dict(num_topics=3, progress_bar=False)
+    # the data and VEM of the default-start test: the NaN is found by a fit, whose
+    # compiled program that test has made
+    x, tags, z = _five_clusters()
+    vem = VEM(gauss_tags, "z", optimizer=optax.adam(0.05), m_steps=5)
+    kw = dict(num_topics=5, progress_bar=False)
     with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
         vem.run(jax.random.key(0), 0, x, tags, **kw)
     bad = VEM(gauss_tags, "z", terms=[MaxMargin(jnp.asarray(z[:10]), c=1.0)])
-    with pytest.raises(ValueError, match="10 labels but plate 'image' has 12"):
+    with pytest.raises(ValueError, match="10 labels but plate 'image' has 60"):
         bad.run(jax.random.key(0), 1, x, tags, **kw)
-    with pytest.raises(ValueError, match=r"positional argument 0 \(1 NaN of 48\)"):
+    with pytest.raises(ValueError, match=r"positional argument 0 \(1 NaN of 240\)"):
         vem.run(jax.random.key(0), 2, x.at[3, 1].set(jnp.nan), tags, **kw)
-    params = vem.init_params(jax.random.key(0), x, tags, num_topics=3)
+    # values of the model's shapes written out (the default start is a fit of its own)
+    params = {
+        "pi": jnp.full(5, 1 / 5),
+        "mean": jnp.zeros((5, 4)),
+        "scale": jnp.ones((5, 4)),
+        "rho": jnp.full((5, 6), 0.5),
+    }
     wrong = dict(params, mean=params["mean"][:2])
     with pytest.raises(ValueError, match=r"mean has shape \(2, 4\), the model's"):
         vem.run(jax.random.key(0), 1, x, tags, init_params=wrong, **kw)
     partial = {k: v for k, v in params.items() if k != "rho"}
     with pytest.raises(ValueError, match=r"params lacks the global sites \['rho'\]"):
-        vem.posteriors_for(partial, x, tags, num_topics=3)
+        vem.posteriors_for(partial, x, tags, num_topics=5)
 
 
 def test_nan_arising_mid_fit_names_the_iteration_and_step():
