@@ -41,7 +41,14 @@ def _two_view_classes(rng, n=90, t=3):
 CLASSIFIERS = {
     "dwh-svm": FAST,
     "twh": FAST,
-    "mmh": {"topics": 6, "iterations": 3, "inner_steps": 10, "pretrain_steps": 20},
+    # the V-steps' epoch budget that of the final V-step: one compiled SVM for both
+    "mmh": {
+        "topics": 6,
+        "iterations": 3,
+        "inner_steps": 10,
+        "pretrain_steps": 20,
+        "svm_epochs": 300,
+    },
     "svm": {},
 }
 
