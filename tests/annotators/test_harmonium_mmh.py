@@ -13,7 +13,15 @@ from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
 from jaxannot.methods.harmoniums.mmh_steps import with_offset
 
-SMALL = {"topics": 8, "iterations": 3, "inner_steps": 20, "pretrain_steps": 40}
+#: A short schedule; the V-steps' epoch budget that of the final V-step (300), so
+#: that one compiled SVM (SVR) serves both.
+SMALL = {
+    "topics": 8,
+    "iterations": 3,
+    "inner_steps": 20,
+    "pretrain_steps": 40,
+    "svm_epochs": 300,
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +30,17 @@ def task():
     return make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.3)
 
 
-def test_mmh_annotates_by_mean_field_and_beats_word_frequency(task, tmp_path):
+@pytest.fixture(scope="module")
+def annotated(task):
+    """mmh at :data:`SMALL` evaluated on ``task`` (fitted once for the file)."""
+    return evaluate("mmh", task, hyper=SMALL)
+
+
+def test_mmh_annotates_by_mean_field_and_beats_word_frequency(
+    task, annotated, tmp_path
+):
     # words != one-hot classes, so words_wing="auto" adds the tag wing (Flickr set-up)
-    res = evaluate("mmh", task, hyper=SMALL)
+    res = annotated
     emp = evaluate("empirical", task)
     assert res.fitted.info["words_wing"]
     assert res.metrics["map"] > emp.metrics["map"]
@@ -38,9 +54,8 @@ def test_mmh_annotates_by_mean_field_and_beats_word_frequency(task, tmp_path):
     )
 
 
-def test_mmh_words_wing_does_not_enter_the_prediction_rule(task):
-    m = get_method("mmh")
-    fitted = m.fit(task.train, rng_key=jax.random.key(0), **{**m.hyper, **SMALL})
+def test_mmh_words_wing_does_not_enter_the_prediction_rule(task, annotated):
+    m, fitted = get_method("mmh"), annotated.fitted
     p = fitted.params.harmonium
     assert len(p.weights) == 2  # blobs + words
     blobs = (np.asarray(task.test.views["blobs"]) > 0).astype(np.float32)
@@ -62,14 +77,23 @@ def _with(fitted, **hyper):
     return dataclasses.replace(fitted, hyper={**fitted.hyper, **hyper})
 
 
-def test_mmh_without_tags_scores_word_classes(rng):
+@pytest.fixture(scope="module")
+def word_classes():
+    """60 images of 3 classes, one real view, the words the one-hot classes, and mmh
+    at :data:`SMALL` (its default ``svm_step="p1"``) fitted on them."""
+    rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 60)
     x = (rng.normal(0, 1, (3, 4))[y] + rng.normal(0, 0.5, (60, 4))).astype(np.float32)
     corpus = Corpus.from_arrays(
         {"x": x}, view_kinds={"x": "real"}, words=np.eye(3)[y], labels=y
     )
     m = get_method("mmh")
-    fitted = m.fit(corpus, rng_key=jax.random.key(0), **{**m.hyper, **SMALL})
+    return corpus, m.fit(corpus, rng_key=jax.random.key(0), **{**m.hyper, **SMALL})
+
+
+def test_mmh_without_tags_scores_word_classes(word_classes):
+    corpus, fitted = word_classes
+    m = get_method("mmh")
     assert not fitted.info["words_wing"]  # words are the one-hot classes
     np.testing.assert_array_equal(
         np.argmax(m.score_words(fitted, corpus), 1), m.predict_labels(fitted, corpus)
@@ -86,16 +110,23 @@ def _regression_corpus(rng, n=80):
     return Corpus.from_arrays(views, view_kinds={"x": "real", "t": "real"})
 
 
-def test_mmh_regression_v_step_is_the_linear_svr_of_the_latent_features(rng):
+@pytest.fixture(scope="module")
+def regression():
+    """The training (90) and test (30) images of a 120-image regression corpus."""
+    corpus = _regression_corpus(np.random.default_rng(0), n=120)
+    return corpus.subset(np.arange(90)), corpus.subset(np.arange(90, 120))
+
+
+def test_mmh_regression_v_step_is_the_linear_svr_of_the_latent_features(regression):
     # iterations=0: the fit ends with one V-step (P2's V-part) on the features after
     # the CD pre-training; it must reach the minimum that sklearn's LinearSVR (which
     # regularizes its intercept like a unit feature, seed 001 footnote 3) finds for
     # (1/2)||V||^2 + (C2/C1) sum_d max(0, |y_d - V [h_d, 1]| - eps).
     from sklearn.svm import LinearSVR
 
-    corpus = _regression_corpus(rng)
+    corpus = regression[0]  # the training images of the fits below: their shapes
     m = get_method("mmh-regression")
-    hyper = {**m.hyper, "topics": 4, "iterations": 0, "pretrain_steps": 50}
+    hyper = {**m.hyper, "topics": 4, "iterations": 0, "pretrain_steps": 40}
     hyper.update(target_view="t", c1=1.0, c2=2.0, epsilon=0.1, final_svm_epochs=5000)
     fitted = m.fit(corpus, rng_key=jax.random.key(0), **hyper)
     h = np.asarray(m.embed(fitted, corpus), np.float64)
@@ -121,9 +152,8 @@ def test_mmh_regression_v_step_is_the_linear_svr_of_the_latent_features(rng):
     np.testing.assert_allclose(pred, by_hand, rtol=1e-4, atol=1e-4)
 
 
-def test_mmh_regression_learns_and_round_trips(rng, tmp_path):
-    corpus = _regression_corpus(rng, n=120)
-    train, test = corpus.subset(np.arange(90)), corpus.subset(np.arange(90, 120))
+def test_mmh_regression_learns_and_round_trips(regression, tmp_path):
+    train, test = regression
     m = get_method("mmh-regression")
     fitted = m.fit(
         train,
@@ -142,30 +172,29 @@ def test_mmh_regression_learns_and_round_trips(rng, tmp_path):
         m.fit(train, rng_key=jax.random.key(0))
 
 
-def test_mmh_svm_step_option(rng):
-    corpus = _regression_corpus(rng)
-    y = (corpus.views["t"][:, 0] > 0).astype(int)
-    corpus = Corpus.from_arrays(
-        {"x": corpus.views["x"]}, view_kinds={"x": "real"}, labels=y
-    )
+def test_mmh_svm_step_option(word_classes):
+    corpus, p1 = word_classes
+    y = corpus.labels
+    assert p1.hyper["svm_step"] == "p1"
     m = get_method("mmh")
-    for step in ("p1", "standardized"):
-        fitted = m.fit(
-            corpus, rng_key=jax.random.key(0), **{**m.hyper, **SMALL, "svm_step": step}
-        )
+    standardized = m.fit(
+        corpus,
+        rng_key=jax.random.key(0),
+        **{**m.hyper, **SMALL, "svm_step": "standardized"},
+    )
+    for fitted in (p1, standardized):
         assert np.mean(np.asarray(m.predict_labels(fitted, corpus)) == y) > 0.8
     with pytest.raises(ValueError, match="svm_step"):
         m.fit(corpus, rng_key=jax.random.key(0), svm_step="raw")
 
 
-def test_evaluate_scores_a_regressor_by_rmse_and_r2(rng):
+def test_evaluate_scores_a_regressor_by_rmse_and_r2(regression):
     """evaluate reports the regression metrics of mmh-regression's predictions
     against its response (sklearn's figures), not a classification accuracy; tune
     minimises rmse by default."""
     from sklearn.metrics import mean_squared_error, r2_score
 
-    corpus = _regression_corpus(rng, n=120)
-    task = make_task(corpus.subset(np.arange(90)), corpus.subset(np.arange(90, 120)))
+    task = make_task(*regression)
     hyper = {**SMALL, "topics": 4, "target_view": "t"}
     result = evaluate("mmh-regression", task, hyper=hyper, seed=0)
     assert set(result.metrics) == {"rmse", "r2"}
@@ -177,6 +206,6 @@ def test_evaluate_scores_a_regressor_by_rmse_and_r2(rng):
         np.sqrt(mean_squared_error(truth, pred)), rel=1e-6
     )
     assert result.metrics["r2"] == pytest.approx(r2_score(truth, pred), abs=1e-6)
-    assert tuning.default_metric("mmh-regression", corpus) == "rmse"
-    assert tuning.available_metrics("mmh-regression", corpus) == ["rmse", "r2"]
+    assert tuning.default_metric("mmh-regression", task.train) == "rmse"
+    assert tuning.available_metrics("mmh-regression", task.train) == ["rmse", "r2"]
     assert "rmse" in tuning.LOWER_IS_BETTER
