@@ -63,12 +63,12 @@ def test_notebook_small_mode(tmp_path, execute_notebook):
     assert "| lap-mix-unigram |" in text
     payload = json.loads(out.read_text())
 
-    # tuning and reporting corpora are disjoint and cover the 300 small-mode images
+    # tuning and reporting corpora are disjoint and cover the 400 small-mode images
     split = payload["split"]
     tune_ids, report_ids = set(split["tuning_images"]), set(split["reporting_images"])
     assert split["disjoint"] and not tune_ids & report_ids
-    assert (len(tune_ids), len(report_ids)) == (100, 200)
-    assert tune_ids | report_ids == set(range(300))
+    assert (len(tune_ids), len(report_ids)) == (200, 200)
+    assert tune_ids | report_ids == set(range(400))
 
     final = payload["final"]
     assert set(final) == {
