@@ -11,10 +11,16 @@ layouts, start, M-step and Laplace draws take it instead of the ``VEM`` object. 
 compares its model by value (:func:`~jaxannot.runtime.static_key.value_key`): a
 ``functools.partial`` or a closure of the same code with equal bound values is the
 same declaration, and shares its compiled programs.
+
+Within :func:`reusing_setups` (the held-out path of ``lam="auto"``: many fits of
+one data), :meth:`DeclaredModel.setup` and what goes through :func:`reused` answer
+a second call on the same argument objects from the first, without tracing the
+model again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 
@@ -43,7 +49,36 @@ from jaxannot.inference.vem.log_joint import (
 )
 from jaxannot.runtime.static_key import value_key
 
-__all__ = ["DeclaredModel"]
+__all__ = ["DeclaredModel", "reused", "reusing_setups"]
+
+#: The caches of the active :func:`reusing_setups` blocks, innermost last.
+_REUSE: list = []
+
+
+@contextlib.contextmanager
+def reusing_setups():
+    """A block in which :func:`reused` answers repeated calls from a cache (dropped
+    when the block ends)."""
+    _REUSE.append({})
+    try:
+        yield
+    finally:
+        _REUSE.pop()
+
+
+def reused(owner, args, kwargs, compute: Callable):
+    """``compute()``, or within :func:`reusing_setups` its first answer for
+    ``owner`` (hashable: what is computed, and of what) on the same argument objects
+    ``args, kwargs`` (their leaves compared by identity, and kept alive while the
+    block lasts so that no other object takes their ids)."""
+    if not _REUSE:
+        return compute()
+    leaves, treedef = jax.tree.flatten((args, kwargs))
+    key = (owner, treedef, tuple(map(id, leaves)))
+    cache = _REUSE[-1]
+    if key not in cache:
+        cache[key] = (leaves, compute())
+    return cache[key][1]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -86,7 +121,11 @@ class DeclaredModel:
         """The static set-up of a call on ``args`` (structure, chunking, the
         arguments' static leaves) and its traced array leaves. Arrays the model
         reads by value (a size as ``int(np.max(x)) + 1``) are static leaves, keyed
-        on their content."""
+        on their content. Within :func:`reusing_setups`, a second call on the same
+        argument objects returns the first's answer."""
+        return reused(("setup", self), args, kwargs, lambda: self._setup(args, kwargs))
+
+    def _setup(self, args, kwargs) -> tuple[_Setup, tuple]:
         structure, args, kwargs = _read_by_value(
             self.model, self.local_site, self.plate, args, kwargs
         )
