@@ -48,11 +48,18 @@ def _chain():
     return knn_graph(np.arange(X.size, dtype=np.float32)[:, None], 1, weight="binary")
 
 
-def _fit(lam, steps=1500):
+#: Adam steps of :func:`_fit`: its fits share one compiled loop (fit_laplacian's
+#: weight is dynamic), apart from test_a_second_fit_at_another_weight_compiles_nothing's
+#: 1500-step loop, which has to compile its first fit
+STEPS = 1200
+
+
+def _fit(lam):
     loss = LaplacianELBO(Trace_ELBO(), "z", _chain(), lam)
-    svi = SVI(model, guide, numpyro.optim.optax_to_numpyro(optax.adam(0.05)), loss)
-    result = svi.run(jax.random.key(0), steps, X, progress_bar=False)
-    return np.asarray(result.params["loc"])
+    fit = fit_laplacian(
+        loss, jax.random.key(0), model, guide, optax.adam(0.05), STEPS, X
+    )
+    return np.asarray(fit.params["loc"])
 
 
 def test_penalty_matches_graph_module_and_closed_form_optimum():
@@ -74,8 +81,7 @@ def test_penalty_matches_graph_module_and_closed_form_optimum():
 def test_neighbours_are_pulled_together_as_lambda_grows():
     g = _chain()
     spreads = [
-        float(penalty(g, jnp.asarray(_fit(lam, 800))[:, None]))
-        for lam in (0.0, 0.3, 3.0)
+        float(penalty(g, jnp.asarray(_fit(lam))[:, None])) for lam in (0.0, 0.3, 3.0)
     ]
     assert spreads[0] > spreads[1] > spreads[2]
     assert spreads[2] < 0.1 * spreads[0]
@@ -191,11 +197,12 @@ def test_trace_enum_base_fits_globals_with_exact_posteriors():
     pytest.importorskip("funsor")  # numpyro's TraceEnum_ELBO needs funsor
     g = _line6()
     penalties = []
-    for lam in (0.0, 0.5):
+    for lam in (0.0, 0.5):  # one compiled loop for both (the weight is dynamic)
         loss = LaplacianELBO(TraceEnum_ELBO(), "z", g, lam)
-        optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
-        svi = SVI(enumerated_mixture, globals_guide, optimizer, loss)
-        params = svi.run(jax.random.key(0), 500, X6, progress_bar=False).params
+        params = fit_laplacian(
+            loss, jax.random.key(0), enumerated_mixture, globals_guide,
+            optax.adam(0.05), 500, X6, heldout_check=False,
+        ).params  # fmt: skip
         q = local_summary(
             jax.random.key(0), params, enumerated_mixture, globals_guide, "z", X6
         ).q
@@ -235,11 +242,13 @@ def test_autoguide_summaries_are_constrained_locations(autoguide):
 def test_autonormal_penalty_lowered_by_lambda():
     g = _chain()
     spreads = []
+    guide = AutoNormal(model)  # one guide object: both fits share a compiled loop
     for lam in (0.0, 2.0):
-        guide = AutoNormal(model)
-        optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
-        svi = SVI(model, guide, optimizer, LaplacianELBO(Trace_ELBO(), "z", g, lam))
-        params = svi.run(jax.random.key(0), 400, X, progress_bar=False).params
+        loss = LaplacianELBO(Trace_ELBO(), "z", g, lam)
+        fit = fit_laplacian(
+            loss, jax.random.key(0), model, guide, optax.adam(0.05), 400, X
+        )
+        params = fit.params
         q = local_distribution(jax.random.key(1), guide, params, "z", X)
         spreads.append(float(penalty(g, q)))
     assert spreads[1] < 0.3 * spreads[0]
@@ -311,11 +320,12 @@ def test_subsampled_penalty_is_unbiased_and_mapped_to_graph_nodes():
 def test_subsampled_fit_and_size_mismatch():
     g = _chain()
     spreads = []
-    for lam in (0.0, 2.0):
+    for lam in (0.0, 2.0):  # one compiled loop for both (the weight is dynamic)
         loss = LaplacianELBO(Trace_ELBO(), "z", g, lam)
-        optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
-        svi = SVI(subsampled_model, subsampled_guide, optimizer, loss)
-        loc = svi.run(jax.random.key(0), 400, X, progress_bar=False).params["loc"]
+        loc = fit_laplacian(
+            loss, jax.random.key(0), subsampled_model, subsampled_guide,
+            optax.adam(0.05), 400, X,
+        ).params["loc"]  # fmt: skip
         spreads.append(float(penalty(g, loc[:, None])))
     assert spreads[1] < 0.5 * spreads[0]
     small = knn_graph(np.arange(7, dtype=np.float32)[:, None], 1, weight="binary")
@@ -410,13 +420,10 @@ def test_enumerated_site_gets_neighbour_information_like_lapvar1():
     toy = module.graph_toy(300)
     counts = jnp.asarray(toy.counts)
 
-    def fit(loss):
-        optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
-        svi = SVI(_toy_model, _toy_guide, optimizer, loss)
-        return svi.run(jax.random.key(0), 500, counts, 4, progress_bar=False).params
-
     key = jax.random.key(0)
-    params = fit(TraceEnum_ELBO())
+    optimizer = numpyro.optim.optax_to_numpyro(optax.adam(0.05))
+    svi = SVI(_toy_model, _toy_guide, optimizer, TraceEnum_ELBO())
+    params = svi.run(key, 500, counts, 4, progress_bar=False).params
     q = local_summary(key, params, _toy_model, _toy_guide, "z", counts, 4).q
     plain = adjusted_rand_score(toy.truth, np.argmax(q, 1))
     aris = {}
@@ -424,7 +431,12 @@ def test_enumerated_site_gets_neighbour_information_like_lapvar1():
         loss = LaplacianELBO(
             TraceEnum_ELBO(), "z", toy.graph, lam, scale="mean_degree", sweeps=SWEEPS
         )
-        params = fit(loss)
+        # the same 500 Adam steps, both weights in one compiled loop (the weight is
+        # dynamic; the held-out check of a fixed weight is test_laplacian_elbo_lam's)
+        params = fit_laplacian(
+            loss, key, _toy_model, _toy_guide, optax.adam(0.05), 500, counts, 4,
+            heldout_check=False,
+        ).params  # fmt: skip
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             q = loss.local_posteriors(

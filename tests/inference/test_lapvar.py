@@ -11,8 +11,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import VEM, lapvar
-from jaxannot.inference.lapvar_update import newton_update
+from jaxannot.inference.lapvar_update import newton_update as _eager_newton_update
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
+
+#: The update compiled, as the sweeps run it: one program per number of values
+#: (called eagerly, each of its many small operations compiled on its own)
+newton_update = jax.jit(_eager_newton_update, static_argnames="num_steps")
 
 
 class _Graph(NamedTuple):
@@ -198,16 +202,25 @@ def test_lambda_zero_sweep_is_plain_vi():
     )
 
 
+#: The sweep tests below share one graph, one shape and a float32 weight: one
+#: compiled sweep serves them all
+N_SWEEP, K_SWEEP = 16, 4
+
+
+def _sweep_graph():
+    return _random_graph(N_SWEEP, 0.3, 7)
+
+
 def test_lapvar1_sweeps_never_decrease_q_and_reach_the_global_maximum():
-    n, k, lam = 12, 3, 0.8
-    g, dense = _random_graph(n, 0.35, 5)
+    n, k, lam = N_SWEEP, K_SWEEP, 0.8
+    g, dense = _sweep_graph()
     table = lapvar.neighbour_table(g)
     a = np.asarray(jax.random.normal(jax.random.key(2), (n, k)) * 2.0)
     phi = jax.nn.softmax(jnp.asarray(a))
     qs = [float(lapvar.regularized_objective(phi, a, table, lam))]
     keys = jax.random.split(jax.random.key(3), 25)
     for key in keys:
-        phi = lapvar.lapvar1_sweep(key, phi, jnp.asarray(a), table, lam)
+        phi = lapvar.lapvar1_sweep(key, phi, jnp.asarray(a), table, jnp.float32(lam))
         qs.append(float(lapvar.regularized_objective(phi, a, table, lam)))
     assert np.all(np.diff(qs) >= -1e-5 * np.abs(qs[1:])), np.diff(qs)  # float32 sums
 
@@ -231,15 +244,15 @@ def test_lapvar1_sweeps_never_decrease_q_and_reach_the_global_maximum():
 def test_sweeps_from_sharp_starts_never_decrease_q(lam):
     # sharp linear terms (spreads of hundreds of nats) and a start at random
     # vertices: every sweep raises Q or leaves it within float32 round-off
-    n, k = 16, 4
-    g, _ = _random_graph(n, 0.3, 7)
+    n, k = N_SWEEP, K_SWEEP
+    g, _ = _sweep_graph()
     table = lapvar.neighbour_table(g)
     a = jax.random.normal(jax.random.key(5), (n, k)) * 300.0
     vertex = jax.random.randint(jax.random.key(6), (n,), 0, k)
-    phi = jnp.where(jax.nn.one_hot(vertex, k) > 0, 1.0, 1e-26)
+    phi = jnp.where(jax.nn.one_hot(vertex, k) > 0, 1.0, 1e-26).astype(jnp.float32)
     qs = [float(lapvar.regularized_objective(phi, a, table, lam))]
     for key in jax.random.split(jax.random.key(8), 12):
-        phi = lapvar.lapvar1_sweep(key, phi, a, table, lam)
+        phi = lapvar.lapvar1_sweep(key, phi, a, table, jnp.float32(lam))
         qs.append(float(lapvar.regularized_objective(phi, a, table, lam)))
     assert np.all(np.diff(qs) >= -2e-6 * np.abs(qs[1:])), np.diff(qs)
     assert qs[-1] > qs[0]
@@ -404,10 +417,10 @@ def test_lambda_is_on_the_scale_of_mean_degree_one():
     # result, unchanged; scale="none" keeps lam as the raw weight
     from jaxannot.graph import mean_degree
 
-    g, dense = _random_graph(25, 0.3, 3)
-    assert mean_degree(g) == pytest.approx(dense.sum() / 25, rel=1e-6)
+    g, dense = _sweep_graph()
+    assert mean_degree(g) == pytest.approx(dense.sum() / N_SWEEP, rel=1e-6)
     heavy = g._replace(weights=g.weights * 7.0)
-    a = jax.random.normal(jax.random.key(1), (25, 3)) * 2.0
+    a = jax.random.normal(jax.random.key(1), (N_SWEEP, K_SWEEP)) * 2.0
     out = []
     for graph in (g, heavy):
         estep = lapvar.LapVar1(graph, 2.0)

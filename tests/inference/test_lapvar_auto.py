@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import VEM, LapVar1, LapVar2
+from jaxannot.inference.vem import declared
 from jaxannot.inference.vem.heldout import GATE, LamPath
 from jaxannot.inference.vem.run import warn_early_stop
 from jaxannot.inference.vem.steps import VEMResult
@@ -122,9 +123,17 @@ def test_auto_gains_the_issues_005_on_every_seed(weak_fits_all):
         assert auto >= plain + 0.05, (seed, auto, plain)
 
 
-def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back():
+def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back(monkeypatch):
     toy = weak_bernoulli(600, seed=0, **_TOY)
+    setups = []  # the model's set-ups (each traces it): one per argument objects
+    real = declared._read_by_value
+    monkeypatch.setattr(
+        declared, "_read_by_value", lambda *a: setups.append(1) or real(*a)
+    )
     result, _, caught = _fit(toy, LapVar1(toy.graph, 3.0), 0)
+    # the whole data, the masked fold (shared by both masked fits and their
+    # scores), the final fit: 3, where each fit set up its arguments anew (8)
+    assert len(setups) == 3, len(setups)
     assert result.lam == 3.0 and result.lam_path.lams == (0.0, 3.0)
     assert result.lam_path.held_out_images == 60  # one fold of a tenth: two fits
     assert result.lam_path.heldout[1] < result.lam_path.heldout[0]

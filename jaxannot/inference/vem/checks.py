@@ -27,6 +27,7 @@ from jaxannot.inference.vem.declaration import (
     _abstract_trace,
     _support,
 )
+from jaxannot.inference.vem.declared import reused
 from jaxannot.inference.vem.faults import _argument_names
 from jaxannot.inference.vem.fit_warnings import (
     CollapsedFitWarning,
@@ -46,12 +47,16 @@ __all__ = ["CollapsedFitWarning", "EmptyComponentWarning", "warn_collapsed"]
 def _supports(vem, setup, args_kw) -> dict:
     """Each global site's support (a sample site's) or constraint (a param's)."""
     names = setup.structure.globals_
-    return _abstract_trace(
-        vem.model,
-        vem.declared.small_substitutions(setup),
-        *args_kw,
-        lambda t: {k: _support(t[k]) for k in names},
-    )
+
+    def supports():
+        return _abstract_trace(
+            vem.model,
+            vem.declared.small_substitutions(setup),
+            *args_kw,
+            lambda t: {k: _support(t[k]) for k in names},
+        )
+
+    return reused(("supports", vem.declared, setup), *args_kw, supports)
 
 
 def _on_support(support, value) -> bool:

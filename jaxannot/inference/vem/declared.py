@@ -11,13 +11,19 @@ layouts, start, M-step and Laplace draws take it instead of the ``VEM`` object. 
 compares its model by value (:func:`~jaxannot.runtime.static_key.value_key`): a
 ``functools.partial`` or a closure of the same code with equal bound values is the
 same declaration, and shares its compiled programs.
+
+Within :func:`reusing_setups` (the held-out path of ``lam="auto"``: many fits of
+one data), :meth:`DeclaredModel.setup` and what goes through :func:`reused` answer
+a second call on the same argument objects from the first, without tracing the
+model again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -49,7 +55,58 @@ if TYPE_CHECKING:
 
     from jaxannot.types import Array
 
-__all__ = ["DeclaredModel"]
+__all__ = ["DeclaredModel", "reused", "reusing_setups"]
+
+T = TypeVar("T")
+
+#: The caches of the active :func:`reusing_setups` blocks, innermost last.
+_REUSE: list = []
+
+
+@contextlib.contextmanager
+def reusing_setups() -> Iterator[None]:
+    """A block in which :func:`reused` answers repeated calls from a cache (dropped
+    when the block ends).
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        The block (it yields nothing).
+    """
+    _REUSE.append({})
+    try:
+        yield
+    finally:
+        _REUSE.pop()
+
+
+def reused(owner: Hashable, args: tuple, kwargs: dict, compute: Callable[[], T]) -> T:
+    """``compute()``, or within :func:`reusing_setups` its first answer for
+    ``owner`` on the same argument objects.
+
+    Parameters
+    ----------
+    owner : hashable
+        What is computed, and of what (e.g. ``("setup", declaration)``).
+    args, kwargs : tuple, dict
+        The call's arguments: their leaves are compared by identity and kept alive
+        while the block lasts, so that no other object takes their ids.
+    compute : callable
+        Computes the answer, with no arguments.
+
+    Returns
+    -------
+    object
+        ``compute()``'s answer, computed once per block for equal keys.
+    """
+    if not _REUSE:
+        return compute()
+    leaves, treedef = jax.tree.flatten((args, kwargs))
+    key = (owner, treedef, tuple(map(id, leaves)))
+    cache = _REUSE[-1]
+    if key not in cache:
+        cache[key] = (leaves, compute())
+    return cache[key][1]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -92,7 +149,8 @@ class DeclaredModel:
         """The static set-up of a call on ``args`` (structure, chunking, the
         arguments' static leaves) and its traced array leaves. Arrays the model
         reads by value (a size as ``int(np.max(x)) + 1``) are static leaves, keyed
-        on their content.
+        on their content. Within :func:`reusing_setups`, a second call on the same
+        argument objects returns the first's answer.
 
         Parameters
         ----------
@@ -106,6 +164,9 @@ class DeclaredModel:
         tuple of (_Setup, tuple)
             The set-up and the array leaves.
         """
+        return reused(("setup", self), args, kwargs, lambda: self._setup(args, kwargs))
+
+    def _setup(self, args: tuple, kwargs: dict) -> tuple[_Setup, tuple]:
         structure, args, kwargs = _read_by_value(
             self.model, self.local_site, self.plate, args, kwargs
         )
