@@ -94,7 +94,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -104,6 +104,10 @@ from numpyro.primitives import Messenger
 
 from jaxannot.inference.vem.checks import model_errors
 from jaxannot.inference.vem.declared import reusing_setups
+
+if TYPE_CHECKING:
+    from jaxannot.graph.laplacian import Graph
+    from jaxannot.inference.vem.steps import VEMResult
 
 __all__ = [
     "FOLDS",
@@ -193,7 +197,21 @@ class _MaskObserved(Messenger):
 
 def mask_observations(model: Callable, plate: str) -> Callable:
     """``model`` with one more keyword, ``heldout_keep`` (bool [N]): the observed
-    sites inside ``plate`` of the images where it is False are masked."""
+    sites inside ``plate`` of the images where it is False are masked.
+
+    Parameters
+    ----------
+    model : Callable
+        The numpyro model.
+    plate : str
+        The name of its image plate.
+
+    Returns
+    -------
+    Callable
+        The masked model: ``model``'s arguments plus the keyword-only
+        ``heldout_keep`` (bool [N], False: the image's observations masked).
+    """
 
     def masked_model(*args, heldout_keep, **kwargs):
         return _MaskObserved(
@@ -203,8 +221,21 @@ def mask_observations(model: Callable, plate: str) -> Callable:
     return masked_model
 
 
-def heldout_mask(rng_key, num_images: int) -> np.ndarray:
-    """``keep`` [N] with ``round(HELD_OUT * N)`` (at least 1) random images False."""
+def heldout_mask(rng_key: jax.Array, num_images: int) -> np.ndarray:
+    """``keep`` [N] with ``round(HELD_OUT * N)`` (at least 1) random images False.
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        The key of the random choice.
+    num_images : int
+        N, the number of images.
+
+    Returns
+    -------
+    np.ndarray
+        ``keep``, bool [N]: False for the held-out images.
+    """
     held = max(1, round(HELD_OUT * num_images))
     chosen = np.asarray(jax.random.permutation(rng_key, num_images))[:held]
     keep = np.ones(num_images, bool)
@@ -212,10 +243,25 @@ def heldout_mask(rng_key, num_images: int) -> np.ndarray:
     return keep
 
 
-def heldout_folds(rng_key, num_images: int, folds: int) -> list:
+def heldout_folds(rng_key: jax.Array, num_images: int, folds: int) -> list[np.ndarray]:
     """``folds`` masks ``keep`` [N] (:func:`heldout_mask`'s form) that hold out every
     image exactly once: a random partition of the images into ``folds`` parts of
-    sizes differing by at most one (``folds`` at most ``num_images``)."""
+    sizes differing by at most one (``folds`` at most ``num_images``).
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        The key of the random partition.
+    num_images : int
+        N, the number of images.
+    folds : int
+        How many folds; clipped to ``[1, num_images]``.
+
+    Returns
+    -------
+    list of np.ndarray
+        One ``keep``, bool [N], per fold: False for the fold's held-out images.
+    """
     folds = max(1, min(int(folds), num_images))
     order = np.asarray(jax.random.permutation(rng_key, num_images))
     masks = []
@@ -226,10 +272,39 @@ def heldout_folds(rng_key, num_images: int, folds: int) -> list:
     return masks
 
 
-def heldout_scores(full, masked, result, keep, args, kwargs) -> tuple:
+def heldout_scores(
+    full: Any,
+    masked: Any,
+    result: VEMResult,
+    keep: np.ndarray | jax.Array,
+    args: tuple,
+    kwargs: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`s_i` (module docstring) of the held-out images of a fit ``result`` of
     the masked VEM ``masked`` on ``args, kwargs`` (without ``heldout_keep``);
-    ``full`` is the unmasked VEM (for :math:`a`), whose E-step has the graph."""
+    ``full`` is the unmasked VEM (for :math:`a`), whose E-step has the graph.
+
+    Parameters
+    ----------
+    full : VEM
+        The unmasked fit, with a graph E-step.
+    masked : VEM
+        Its copy on the masked model (:func:`mask_observations`).
+    result : VEMResult
+        A fit of ``masked`` with ``heldout_keep=keep``.
+    keep : np.ndarray or jax.Array
+        Bool [N]: False for the held-out images.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments, without ``heldout_keep``.
+
+    Returns
+    -------
+    s, t : np.ndarray
+        Float64 [held-out images] each: :math:`s_i` and :math:`t_i`
+        (:func:`neighbour_scores`).
+    """
     params = {k: v for k, v in result.params.items() if k != "terms"}
     a = full.local_log_joint(params, *args, **kwargs)
     b = masked.local_log_joint(params, *args, heldout_keep=keep, **kwargs)
@@ -237,11 +312,40 @@ def heldout_scores(full, masked, result, keep, args, kwargs) -> tuple:
     return neighbour_scores(a, b, result.posteriors, full.estep.graph, keep)
 
 
-def neighbour_scores(a, b, posteriors, graph, keep) -> tuple:
+def neighbour_scores(
+    a: jax.Array,
+    b: jax.Array,
+    posteriors: jax.Array,
+    graph: Graph,
+    keep: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""The held-out images' :math:`s_i` and :math:`t_i` (module docstring, step 3)
     from the unmasked and masked log joints ``a``, ``b`` [N, K], the fit's
     posteriors [N, K] (of the observed images: the votes), the graph and ``keep``
-    [N] (False: held out); two float64 arrays over the held-out images."""
+    [N] (False: held out); two float64 arrays over the held-out images.
+
+    Parameters
+    ----------
+    a : jax.Array
+        [N, K]: the unmasked model's local log joint :math:`a_{ik}`.
+    b : jax.Array
+        [N, K]: the masked model's, :math:`b_{ik}` (the prior part for the
+        held-out images).
+    posteriors : jax.Array
+        [N, K]: the fit's posteriors :math:`\phi_j`; the observed images' are
+        the votes.
+    graph : Graph
+        The graph over the N images (:class:`~jaxannot.graph.Graph`).
+    keep : np.ndarray
+        Bool [N]: False for the held-out images.
+
+    Returns
+    -------
+    s, t : np.ndarray
+        Float64 [held-out images] each: the log-likelihood of each held-out image's
+        observations under its neighbours' guess (:math:`s_i`) and under its prior
+        alone (:math:`t_i`), in nats.
+    """
     senders, receivers = jnp.asarray(graph.senders), jnp.asarray(graph.receivers)
     observed = jnp.asarray(keep, posteriors.dtype)[receivers]
     weights = jnp.asarray(graph.weights) * observed
@@ -342,10 +446,44 @@ def _graph_gain(scores: np.ndarray, alone: np.ndarray) -> tuple:
     return float(gain.mean()), float(se)
 
 
-def select_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
+def select_lam(
+    vem: Any,
+    fit_one: Callable,
+    rng_key: jax.Array,
+    num_steps: int,
+    args: tuple,
+    kwargs: dict,
+    opts: dict,
+) -> LamPath:
     """Choose the E-step's weight on the held-out evidence (module docstring).
     ``fit_one`` is the fit of one start (``vem.run.run_one``; passed in, as
-    ``run`` calls this module)."""
+    ``run`` calls this module).
+
+    Parameters
+    ----------
+    vem : Any
+        The :class:`~jaxannot.inference.vem.algorithm.VEM` being run, with a graph
+        E-step (``Any``: importing the class here would make an import cycle).
+    fit_one : Callable
+        ``fit_one(vem, rng_key, num_steps, args, kwargs, init_params, opts)``,
+        one fit returning a ``VEMResult``.
+    rng_key : jax.Array
+        The run's key (folds and fits).
+    num_steps : int
+        EM iterations of each fit.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    opts : dict
+        The fits' options (``progress_bar``, ``tolerance``).
+
+    Returns
+    -------
+    LamPath
+        The E-step's ``lam_path``, its scores over ``FOLDS`` folds and the weight
+        chosen.
+    """
     lams = tuple(float(x) for x in vem.estep.lam_path)
     scores, alone, held = _path(
         vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, FOLDS
@@ -355,7 +493,24 @@ def select_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
 
 def choose(lams: tuple, scores: np.ndarray, alone: np.ndarray, held: int) -> LamPath:
     """Steps 4 and 5 of the module docstring on the held-out scores ``scores``
-    (:math:`s`) and ``alone`` (:math:`t`), [len(lams), images]."""
+    (:math:`s`) and ``alone`` (:math:`t`), [len(lams), images].
+
+    Parameters
+    ----------
+    lams : tuple of float
+        The weights tried, the first 0.
+    scores : np.ndarray
+        [len(lams), held-out images]: :math:`s_i` at each weight.
+    alone : np.ndarray
+        [len(lams), held-out images]: :math:`t_i` at each weight.
+    held : int
+        How many images were held out.
+
+    Returns
+    -------
+    LamPath
+        The path, with the chosen weight (0 unless the graph tells).
+    """
     means = scores.mean(axis=1)
     gain, gain_se = _graph_gain(scores, alone)
     best = int(np.argmax(means))
@@ -368,14 +523,48 @@ def choose(lams: tuple, scores: np.ndarray, alone: np.ndarray, held: int) -> Lam
     return LamPath(lams, means, ses, lams[chosen], held, gain, gain_se)
 
 
-def check_lam(vem, fit_one, rng_key, num_steps, args, kwargs, opts) -> LamPath:
+def check_lam(
+    vem: Any,
+    fit_one: Callable,
+    rng_key: jax.Array,
+    num_steps: int,
+    args: tuple,
+    kwargs: dict,
+    opts: dict,
+) -> LamPath:
     """Warn (``UserWarning``) when the evidence is against the E-step's given
     weight: at weight 0 the graph's neighbours' guess is worse than the prior's by
     more than a standard error, or the weight lowers the held-out evidence below
     weight 0's by more than a standard error (module docstring). (Where
     :func:`select_lam` asks the graph to prove it tells, a given weight is
     trusted unless the held-out images say otherwise: a fit of a few dozen
-    images holds out a few, too few to prove anything.)"""
+    images holds out a few, too few to prove anything.)
+
+    Parameters
+    ----------
+    vem : Any
+        The :class:`~jaxannot.inference.vem.algorithm.VEM` being run, with a graph
+        E-step (``Any``: importing the class here would make an import cycle).
+    fit_one : Callable
+        ``fit_one(vem, rng_key, num_steps, args, kwargs, init_params, opts)``,
+        one fit returning a ``VEMResult``.
+    rng_key : jax.Array
+        The run's key (folds and fits).
+    num_steps : int
+        EM iterations of each fit.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    opts : dict
+        The fits' options (``progress_bar``, ``tolerance``).
+
+    Returns
+    -------
+    LamPath
+        Weights 0 and the E-step's ``lam``, their scores on one fold of a
+        ``HELD_OUT`` fraction of the images; ``chosen`` is the given weight.
+    """
     lam = float(vem.estep.lam)
     scores, alone, held = _path(
         vem, fit_one, rng_key, num_steps, args, kwargs, opts, (0.0, lam)
@@ -393,7 +582,35 @@ def warn_against(
     stacklevel: int,
 ) -> LamPath:
     """:func:`check_lam`'s warnings from the held-out scores at weights 0 and
-    ``lam`` (rows of ``scores`` and ``alone``); ``name`` names the fit."""
+    ``lam`` (rows of ``scores`` and ``alone``); ``name`` names the fit.
+
+    Parameters
+    ----------
+    name : str
+        The fit's name, at the head of the warnings.
+    lam : float
+        The given weight.
+    scores : np.ndarray
+        [2, held-out images]: :math:`s_i` at weights 0 and ``lam``.
+    alone : np.ndarray
+        [2, held-out images]: :math:`t_i` at the same weights.
+    held : int
+        How many images were held out.
+    stacklevel : int
+        ``warnings.warn``'s stacklevel, pointing at the user's call.
+
+    Returns
+    -------
+    LamPath
+        Weights 0 and ``lam`` and their scores; ``chosen`` is ``lam``.
+
+    Warns
+    -----
+    UserWarning
+        When the neighbours' guess is worse than the prior at weight 0 by more
+        than a standard error, or ``lam`` lowers the mean score below weight 0's
+        by more than a standard error.
+    """
     lams = (0.0, lam)
     means = tuple(float(m) for m in scores.mean(axis=1))
     ses = _stderr(scores, 0)
