@@ -179,8 +179,9 @@ def test_registry_lists_baselines():
 
 def test_tune_cross_validates_every_method(name, corpus):
     # `jaxannot tune` works on every method: four folds of the 120 images, one grid
-    # axis (the method's first hyper-parameter at its default, if it has one that a
-    # grid can list: not an empty string), scored by the method's default metric;
+    # axis (the method's first hyper-parameter at its value in CHEAPER, else at its
+    # default, if it has one that a grid can list: not an empty string), scored by
+    # the method's default metric;
     # every fold gives a finite score. Each fold fits 90 images and scores 30, the
     # shapes of the protocol test's task, so the folds run the programs that test
     # compiled (compiling is ~95 % of a fold's time here)
