@@ -31,20 +31,53 @@ from jaxannot.data.archive import read_archive, write_archive
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import check_applicable, evaluate
+from jaxannot.runtime import programs
 
 METHODS = sorted(available_methods())
-#: Settings cheaper than the defaults, where the defaults make these tests slow: the
+#: Settings cheaper than the defaults, where the defaults make these tests slow (each
+#: method is fitted 8 times here: the protocol, four folds, three evaluations): the
 #: ensemble fuses two cheap bases over two folds (its default bases, TagProp among
-#: them, would be fitted four times per fit).
-CHEAPER = {"ensemble": {"bases": "knn,empirical", "folds": 2}}
+#: them, would be fitted four times per fit); the others run fewer iterations, steps
+#: or epochs, and the topic models fewer topics. Every setting takes the code path of
+#: the defaults (same algorithm, inference and options), so the checks are the same.
+CHEAPER = {
+    "ensemble": {"bases": "knn,empirical", "folds": 2},
+    "lap-mix-unigram": {"topics": 10, "iterations": 5, "warm_start": 3},
+    "lap-link-lda": {"topics": 10, "steps": 100, "fold_in_inner": 10},
+    "tagprop": {"steps": 50},
+    "mmh": {
+        "iterations": 2,
+        "inner_steps": 5,
+        "pretrain_steps": 10,
+        "svm_epochs": 10,
+        "final_svm_epochs": 30,
+    },
+    "mmh-regression": {"topics": 40, "final_svm_epochs": 30},
+    "mix-unigram": {"topics": 20, "iterations": 10},
+    "link-lda": {"topics": 10, "iterations": 5, "fold_in_inner": 10},
+    "plsa-words": {"topics": 10, "iterations": 10, "fold_in_iterations": 10},
+    "twh": {"steps": 30},
+    "dwh": {"topics": 40},
+    "dwh-svm": {"steps": 60, "svm_epochs": 30},
+    "emml": {"exact_sweeps": 300, "max_iterations": 30},
+    "svm": {"svm_epochs": 100},
+    "ale-svm": {"max_epochs": 100},
+    "sfsls": {"iterations": 5},
+}
 
 
 @pytest.fixture(scope="module", params=METHODS)
 def name(request):
     """A registered method's name. Module-scoped, so pytest runs every test of one
     method before the next method's: its tune test reuses the programs its protocol
-    test compiled (a new method's programs cannot have evicted them yet)."""
-    return request.param
+    test compiled. No compiled program is released while its tests run (the budget
+    of :mod:`jaxannot.runtime.programs`, crossed by the methods together, dropped
+    them between its tests, and the next test compiled them again): only between two
+    methods, when over the budget (the next method may reuse programs of this one's,
+    so they are not released otherwise)."""
+    with programs.keep_programs():
+        yield request.param
+    programs.release_if_over_budget()
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +180,9 @@ def test_registry_lists_baselines():
 
 def test_tune_cross_validates_every_method(name, corpus):
     # `jaxannot tune` works on every method: four folds of the 120 images, one grid
-    # axis (the method's first hyper-parameter at its default, if it has one that a
-    # grid can list: not an empty string), scored by the method's default metric;
+    # axis (the method's first hyper-parameter at its value in CHEAPER, else at its
+    # default, if it has one that a grid can list: not an empty string), scored by
+    # the method's default metric;
     # every fold gives a finite score. Each fold fits 90 images and scores 30, the
     # shapes of the protocol test's task, so the folds run the programs that test
     # compiled (compiling is ~95 % of a fold's time here)

@@ -20,9 +20,16 @@ FAST = {
 }
 
 
+#: Images of the transductive corpora; the inductive ones have a third more, so
+#: that a quarter of them held out leaves 160 to fit: every fit of the file is of 160
+#: images, one shape whose programs each method compiles once.
+IMAGES = 160
+INDUCTIVE_IMAGES = 213
+
+
 @pytest.fixture(scope="module")
 def corpus():
-    return make_synthetic(seed=1, num_images=160, num_topics=5)
+    return make_synthetic(seed=1, num_images=IMAGES, num_topics=5)
 
 
 def _fit(name, task, **extra):
@@ -31,12 +38,41 @@ def _fit(name, task, **extra):
     return m, m.fit(task.train, rng_key=jax.random.key(0), **hyper)
 
 
+@pytest.fixture(scope="module")
+def tasks(corpus):
+    """The corpus under each protocol."""
+    return {
+        "transductive": make_task(
+            corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
+        ),
+        "inductive": make_task(
+            make_synthetic(seed=1, num_images=INDUCTIVE_IMAGES, num_topics=5),
+            None,
+            protocol="inductive",
+            seed=0,
+            test_fraction=0.25,
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def fits(tasks):
+    """``fits(name, protocol)``: the method's fit (``FAST``) of that task, made once
+    for the tests that read it."""
+    made = {}
+
+    def fit(name, protocol):
+        if (name, protocol) not in made:
+            made[name, protocol] = _fit(name, tasks[protocol])
+        return made[name, protocol]
+
+    return fit
+
+
 @pytest.mark.parametrize("name", sorted(FAST))
-def test_transductive_beats_word_frequency(name, corpus):
-    task = make_task(
-        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
-    )
-    m, fitted = _fit(name, task)
+def test_transductive_beats_word_frequency(name, corpus, tasks, fits):
+    task = tasks["transductive"]
+    m, fitted = fits(name, "transductive")
     scores = np.asarray(m.score_fit_corpus(fitted))
     assert scores.shape == (corpus.num_images, corpus.num_words)
     rows = task.eval_rows
@@ -47,11 +83,11 @@ def test_transductive_beats_word_frequency(name, corpus):
 
 
 @pytest.mark.parametrize("name", sorted(FAST))
-def test_inductive_fold_in_and_save_load(name, corpus, tmp_path):
-    task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
-    m, fitted = _fit(name, task)
+def test_inductive_fold_in_and_save_load(name, tasks, fits, tmp_path):
+    task = tasks["inductive"]
+    m, fitted = fits(name, "inductive")
     scores = np.asarray(m.score_words(fitted, task.test))
-    assert scores.shape == (task.test.num_images, corpus.num_words)
+    assert scores.shape == (task.test.num_images, task.train.num_words)
     assert np.all(np.isfinite(scores))
     freq = np.asarray(task.train.words).sum(0)
     base = metrics.annotation_accuracy(
@@ -68,7 +104,7 @@ def test_inductive_fold_in_and_save_load(name, corpus, tmp_path):
 def test_lap_mix_unigram_objective_and_lambda():
     # few, noisy tokens: uncertain posteriors that disagree between neighbours
     corpus = make_synthetic(
-        seed=2, num_images=160, num_topics=5, tokens_per_image=3, leak=0.5
+        seed=2, num_images=IMAGES, num_topics=5, tokens_per_image=3, leak=0.5
     )
     task = make_task(
         corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
@@ -85,10 +121,8 @@ def test_lap_mix_unigram_objective_and_lambda():
     assert len(v2.info["objective"]) >= 2
 
 
-def test_bad_hyper_parameters(corpus):
-    task = make_task(
-        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
-    )
+def test_bad_hyper_parameters(tasks):
+    task = tasks["transductive"]
     with pytest.raises(ValueError, match="lapvar1"):
         _fit("lap-mix-unigram", task, algorithm="bogus")
     with pytest.raises(ValueError, match="topics"):
@@ -99,25 +133,23 @@ def test_bad_hyper_parameters(corpus):
         _fit("lap-link-lda", task, lam=-1.0)
 
 
-def test_lap_link_lda_scores_each_image_alone(corpus):
-    task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
-    m, fitted = _fit("lap-link-lda", task)
+def test_lap_link_lda_scores_each_image_alone(tasks, fits):
+    task = tasks["inductive"]
+    m, fitted = fits("lap-link-lda", "inductive")
     full = np.asarray(m.score_words(fitted, task.test))
     rows = np.arange(3, 9)
     part = np.asarray(m.score_words(fitted, task.test.subset(rows)))
     np.testing.assert_allclose(part, full[rows], rtol=1e-5, atol=1e-7)
 
 
-def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(corpus):
+def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(tasks, fits):
     from jaxannot.methods.topic_models import link_lda as ll
     from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
     from jaxannot.methods.topic_models import link_lda_vb as llvb
     from jaxannot.methods.topic_models import visual_words as vw
 
-    task = make_task(
-        corpus, None, protocol="transductive", labelled_fraction=0.25, seed=0
-    )
-    m, fitted = _fit("link-lda", task)
+    task = tasks["transductive"]
+    m, fitted = fits("link-lda", "transductive")
     assert m.hyper["inference"] == "cvb0"
     names, edges, _ = vw.fit_views(task.train, 5, "", 8)
     data = (vw.text(task.train),) + vw.visual(task.train, names, edges)
@@ -153,7 +185,11 @@ def test_mixture_fold_in_is_the_declarations_posterior(name):
     from jaxannot.methods.topic_models import visual_words as vw
 
     corpus = make_synthetic(
-        seed=2, num_images=160, num_topics=5, tokens_per_image=3, leak=0.5
+        seed=2,
+        num_images=INDUCTIVE_IMAGES,
+        num_topics=5,
+        tokens_per_image=3,
+        leak=0.5,
     )
     task = make_task(corpus, None, protocol="inductive", seed=0, test_fraction=0.25)
     extra = {"lam": 0.0} if name == "lap-mix-unigram" else {}

@@ -137,7 +137,8 @@ def test_fold_in_recovers_training_posterior_and_compiles_once(fitted):
     warm = llvb.fold_in(state.lambdas, counts, 0.1, num_inner=100, gamma0=state.gamma)
     tw = np.asarray(warm / warm.sum(1, keepdims=True))
     exp_b = tuple(jnp.exp(llvb.expected_log_dirichlet(lam)) for lam in state.lambdas)
-    dense = jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None))
+    # jitted: one program (num_inner a traced loop bound), not one per jnp op
+    dense = jax.jit(jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None)))
     cj = tuple(jnp.asarray(c) for c in counts)
     elbo_train = np.asarray(dense(state.gamma, cj, exp_b, 0.1, 0)[3])
     elbo_warm = np.asarray(dense(warm, cj, exp_b, 0.1, 0)[3])
@@ -182,13 +183,14 @@ def test_batched_padded_estep_matches_per_image_dense_estep():
         jnp.asarray(rng.dirichlet(np.ones(c.shape[1]), 3), jnp.float32) for c in counts
     )
     gamma0 = jnp.asarray(rng.gamma(2.0, 1.0, (9, 3)), jnp.float32)
-    dense = jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None))
+    # jitted: one program (num_inner a traced loop bound), not one per jnp op
+    dense = jax.jit(jax.vmap(llvb.image_estep, in_axes=(0, 0, None, None, None)))
     g_ref, t_ref, r_ref, l_ref = dense(
         gamma0, tuple(map(jnp.asarray, counts)), exp_b, 0.1, 4
     )
     ids, cnts = zip(*(ll.to_padded(c) for c in counts), strict=False)
     ids = tuple(map(jnp.asarray, ids))
-    g, t, r, local = llvb._batch_estep(
+    g, t, r, local = jax.jit(llvb._batch_estep)(
         gamma0, llvb._gather(exp_b, ids), tuple(map(jnp.asarray, cnts)), 0.1, 4
     )
     np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-5)
