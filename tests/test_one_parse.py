@@ -13,6 +13,7 @@ from jaxannot import tuning
 from jaxannot.annotators import Hyper, get_method, hyper_values, parse_hyper
 from jaxannot.cli.app import main
 from jaxannot.data import make_task
+from jaxannot.data.datasets import load_dataset
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
 
@@ -37,6 +38,13 @@ def task():
     return make_task(corpus, None, protocol="inductive", seed=0)
 
 
+@pytest.fixture(scope="module")
+def emotions(data_root):
+    """The CLI tests' dataset as `jaxannot evaluate` makes its task (the library
+    tests reuse the knn programs the CLI tests compiled)."""
+    return make_task(*load_dataset("emotions", data_dir=data_root))
+
+
 def test_cli_evaluate_checks_each_value_once(data_root, checks, capsys):
     argv = ["evaluate", "knn", "--dataset", "emotions", "--data-dir", str(data_root)]
     assert main([*argv, "--set", "k=3"]) == 0
@@ -59,25 +67,27 @@ def test_cli_tune_checks_each_value_once(data_root, checks, capsys):
     assert set(checks.values()) == {1}
 
 
-def test_evaluate_takes_parsed_values_as_they_are(task, checks):
+def test_evaluate_takes_parsed_values_as_they_are(emotions, checks):
     knn = get_method("knn")
     hyper = parse_hyper(knn, ["k=3"])
     checks.clear()
-    result = evaluate(knn, task, hyper=hyper)
+    result = evaluate(knn, emotions, hyper=hyper)
     assert not checks  # nothing parsed or checked again
     assert result.params == {**knn.hyper, "k": 3}
     # a plain mapping from a library call is parsed there, once
-    evaluate(knn, task, hyper={"k": 3})
+    evaluate(knn, emotions, hyper={"k": 3})
     assert set(checks.values()) == {1} and len(checks) == len(knn.hyper)
 
 
-def test_cross_validate_takes_a_parsed_grid_and_fixed_values_as_they_are(task, checks):
+def test_cross_validate_takes_a_parsed_grid_and_fixed_values_as_they_are(
+    emotions, checks
+):
     knn = get_method("knn")
     grid = tuning.parse_grid(knn, ["k=2,3"])
     fixed = tuning.resolve_fixed(knn, grid, ["metric=euclidean"])
     assert isinstance(grid, tuning.Grid) and isinstance(fixed, Hyper)
     checks.clear()
-    result = tuning.cross_validate(knn, task.train, grid, folds=2, fixed=fixed)
+    result = tuning.cross_validate(knn, emotions.train, grid, folds=2, fixed=fixed)
     assert not checks
     assert [r.hyper["k"] for r in result.results] == [2, 3]
     assert result.fixed == {"metric": "euclidean"}
