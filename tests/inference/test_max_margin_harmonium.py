@@ -201,7 +201,7 @@ def _fit_classifier(params, x, z, y, **schedule):
         c1=0.5,
         c2=1.0,
         schedule=mmh.Schedule(
-            iterations=1, inner_steps=5, pretrain_steps=10, **schedule
+            iterations=1, inner_steps=10, pretrain_steps=10, **schedule
         ),
     )
 
@@ -237,9 +237,9 @@ def test_p1_v_step_reaches_the_qp_minimum_standardized_does_not(rng_key, rng):
         best = _p1_minimum_cvxpy(feats, y, term.c, 3)
         got = float(term.objective(steps.term_params(res.predictor), hidden))
         ratios[svm_step], gaps[svm_step] = got / best, res.trace["svm_gap"]
-    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.00008 (stops at gap 1e-4)
+    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.0001 (stops at gap 1e-4)
     assert gaps["p1"][-1] <= 1e-4  # the last V-step converged
-    assert ratios["standardized"] > 1.005  # measured 1.011
+    assert ratios["standardized"] > 1.005  # measured 1.025
     with pytest.raises(ValueError, match="svm_step"):
         _fit_classifier(params, x, z, y, svm_step="raw")
 
