@@ -387,12 +387,21 @@ def _idata(svi, fits, x):
     )
 
 
-def test_svi_restarts_are_chains_whose_rhat_compares_their_optima():
-    import arviz as az
-
+@pytest.fixture(scope="module")
+def normal_mean_restarts():
+    """Three 400-step SVI restarts of ``_normal_mean`` on four values: the SVI, its
+    fits and the data."""
     x = jnp.array([0.5, -1.0, 2.0, 1.5])
     svi = _svi(_normal_mean)
-    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 3, 400, x)
+    return svi, diagnostics.svi_restarts(svi, jax.random.key(0), 3, 400, x), x
+
+
+def test_svi_restarts_are_chains_whose_rhat_compares_their_optima(
+    normal_mean_restarts,
+):
+    import arviz as az
+
+    svi, fits, x = normal_mean_restarts
     idata = _idata(svi, fits, x)
     assert idata.posterior["loc"].shape == (3, 200)  # chains = restarts
     means = idata.posterior["loc"].values.mean(1)
@@ -477,12 +486,9 @@ def test_svi_restarts_average_out_adams_jitter_and_keep_distinct_optima():
     assert az.summary(_idata(svi, fits, x)).loc["loc", "r_hat"] > 1.5
 
 
-def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
-    from numpyro.infer.autoguide import AutoNormal
-
-    x = jnp.array([0.5, -1.0])
-    guide = AutoNormal(_normal_mean)
-    svi = SVI(_normal_mean, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
+def test_svi_restarts_bad_inputs_are_rejected(vem_restarts, normal_mean_restarts):
+    svi, fits, x = normal_mean_restarts
+    guide = svi.guide
     with pytest.raises(ValueError, match="num_restarts must be an integer >= 2"):
         diagnostics.svi_restarts(svi, jax.random.key(0), 1, 10, x)
     with pytest.raises(TypeError, match=r"num_steps .* got 2.5 \(float\)"):
@@ -491,7 +497,6 @@ def test_svi_restarts_bad_inputs_are_rejected(vem_restarts):
         diagnostics.svi_restarts(svi, jax.random.key(0), 2, 10, x, tail_average=1.5)
     with pytest.raises(ValueError, match="pass progress_bar=False"):
         diagnostics.svi_restarts(svi, jax.random.key(0), 2, 10, x, progress_bar=True)
-    fits = diagnostics.svi_restarts(svi, jax.random.key(0), 2, 3, x)
     with pytest.raises(TypeError, match="num_draws"):
         diagnostics.to_inference_data(
             fits, guide=guide, model_args=(x,), rng_key=jax.random.key(1), num_draws=1.5

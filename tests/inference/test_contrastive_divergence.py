@@ -142,13 +142,13 @@ def test_cd_gradient_matches_brute_force():
         (jnp.ones(2), jnp.ones(2)),
     )
     # the q1 states themselves agree with the variational definitions
-    q0, q1 = jax.vmap(phase, in_axes=(None, 0))(params, images)
+    q0, q1 = jax.jit(jax.vmap(phase, in_axes=(None, 0)))(params, images)
     for d, (bq0, bq1) in enumerate(states):
         np.testing.assert_allclose(q0.hidden[d], bq0[2], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(q1.means[0][d], bq1[0], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(q1.means[1][d], bq1[1][0], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(q1.hidden[d], bq1[2], rtol=1e-3, atol=1e-4)
-    _, grads = cd.cd_gradient(params, images, phase, elp)
+    _, grads = jax.jit(lambda p: cd.cd_gradient(p, images, phase, elp))(params)
     ours = np.concatenate(
         [
             np.ravel(grads.visible_bias[0]),
@@ -237,16 +237,19 @@ def test_lbfgs_steps_are_lbfgs_on_the_cd_gradient(rng_key, rng):
     elp = lambda p, q: hm.expected_log_potential(p, KINDS, q)  # noqa: E731
     images = ((jnp.asarray(x), jnp.asarray(z)), (jnp.ones(32), jnp.ones(32)))
     step = cd.build_kernel(opt, phase, elp)
+    # compiled once each, not dispatched op by op on every iteration
+    gradient = jax.jit(lambda p: cd.cd_gradient(p, images, phase, elp)[1])
+    jitted_step = jax.jit(step)
     state, pairs, previous = cd.init(params, opt), [], None
     for _ in range(4):
         theta = np.asarray(ravel_pytree(state.params)[0], np.float64)
-        _, grads = cd.cd_gradient(state.params, images, phase, elp)
+        grads = gradient(state.params)
         g = np.asarray(ravel_pytree(grads)[0], np.float64)
         if previous is not None:
             pairs.append((theta - previous[0], g - previous[1]))
         previous = (theta, g)
         expected = -0.5 * _lbfgs_direction(g, pairs)
-        state, _ = jax.jit(step)(rng_key, state, (images, None))
+        state, _ = jitted_step(rng_key, state, (images, None))
         moved = np.asarray(ravel_pytree(state.params)[0], np.float64) - theta
         assert np.abs(expected).max() > 1e-4  # a real step
         np.testing.assert_allclose(moved, expected, rtol=0, atol=1e-6)

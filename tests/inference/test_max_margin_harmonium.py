@@ -155,6 +155,11 @@ def _model(embed):
     )
 
 
+#: One model for the fits below: its functions key the compiled loops, so fits of
+#: the same shapes and schedule in different tests share them.
+MODEL = _model(_embed)
+
+
 def test_classifier_fits_compiles_once_and_beats_chance(rng_key, rng):
     x, z, y = _toy(rng)
     params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
@@ -192,11 +197,11 @@ def _fit_classifier(params, x, z, y, **schedule):
         _images(x, z),
         y,
         3,
-        _model(_embed),
+        MODEL,
         c1=0.5,
         c2=1.0,
         schedule=mmh.Schedule(
-            iterations=1, inner_steps=5, pretrain_steps=10, **schedule
+            iterations=1, inner_steps=10, pretrain_steps=10, **schedule
         ),
     )
 
@@ -232,9 +237,9 @@ def test_p1_v_step_reaches_the_qp_minimum_standardized_does_not(rng_key, rng):
         best = _p1_minimum_cvxpy(feats, y, term.c, 3)
         got = float(term.objective(steps.term_params(res.predictor), hidden))
         ratios[svm_step], gaps[svm_step] = got / best, res.trace["svm_gap"]
-    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.00008 (stops at gap 1e-4)
+    assert abs(ratios["p1"] - 1.0) < 1e-3  # measured 1.0001 (stops at gap 1e-4)
     assert gaps["p1"][-1] <= 1e-4  # the last V-step converged
-    assert ratios["standardized"] > 1.005  # measured 1.011
+    assert ratios["standardized"] > 1.005  # measured 1.025
     with pytest.raises(ValueError, match="svm_step"):
         _fit_classifier(params, x, z, y, svm_step="raw")
 
@@ -248,7 +253,7 @@ def test_regressor_fits(rng_key, rng):
         params,
         _images(x, z),
         target,
-        _model(_embed),
+        MODEL,
         c1=0.5,
         c2=5.0,
         epsilon=0.05,
@@ -288,10 +293,11 @@ def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
 
 
 def test_a_fit_on_other_labels_and_costs_compiles_nothing(rng_key, rng, count_compiles):
-    x, z, y = _toy(rng, n=30)
+    x, z, y = _toy(rng)
     params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
-    schedule = mmh.Schedule(iterations=2, inner_steps=3, pretrain_steps=3)
-    model = _model(_embed)  # one model: its functions are the compiled loops' keys
+    # the shapes and schedule of test_c1_to_zero_reduces_mmh_to_cd_then_the_svm
+    schedule = mmh.Schedule(iterations=3, inner_steps=10, pretrain_steps=10)
+    model = MODEL  # one model: its functions are the compiled loops' keys
 
     def fit(labels, c1, c2):
         res = mmh.fit_mmh_classifier(
@@ -324,7 +330,7 @@ def test_c1_to_zero_reduces_mmh_to_cd_then_the_svm(rng_key, rng):
     # SVM at cost C on the final [E_q0[h], 1]: MMH becomes DWH + the P1 SVM.
     x, z, y = _toy(rng)
     params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
-    model = _model(_embed)
+    model = MODEL
     schedule = mmh.Schedule(iterations=3, inner_steps=10, pretrain_steps=10)
     cost = 2.0
     plain = cd.build_kernel(

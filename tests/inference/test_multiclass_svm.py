@@ -44,31 +44,33 @@ def test_objective_matches_sklearn(rng, c, shrink):
     assert float(np.asarray(info.gap)[done][-1]) <= 1e-4 * max(1.0, ours)
 
 
+#: The shapes and epoch budget of the three tests below: one compiled solver.
+SMALL, STOP = 40, cs.DualStop(30, 0.0)
+
+
 def test_dual_never_increases_and_bounds_primal(rng):
-    x, y = _problem(rng, n=40)
-    _, info = cs.fit_multiclass_svm(
-        jax.random.key(1), x, y, 4, 1.0, stop=cs.DualStop(30, 0.0)
-    )
+    x, y = _problem(rng, n=SMALL)
+    _, info = cs.fit_multiclass_svm(jax.random.key(1), x, y, 4, 1.0, stop=STOP)
     dual = np.asarray(info.dual)
     assert np.all(np.diff(dual) <= 1e-5 * np.abs(dual[:-1]).max())  # float32 slack
     assert np.all(np.asarray(info.primal) + dual >= -1e-4)  # weak duality
 
 
 def test_separable_data_is_classified(rng):
-    x, y = _problem(rng, n=50, f=6, t=3)
-    x = x + 10 * np.eye(6, dtype=np.float32)[y]  # well separated
-    state, _ = cs.fit_multiclass_svm(jax.random.key(2), x, y, 3, 10.0)
+    x, y = _problem(rng, n=SMALL)
+    x = x + 10 * np.eye(5, dtype=np.float32)[y]  # well separated
+    state, _ = cs.fit_multiclass_svm(jax.random.key(2), x, y, 4, 10.0, stop=STOP)
     pred = np.asarray(cs.decision_function(state.weights, x)).argmax(1)
     assert (pred == y).all()
 
 
 def test_a_new_tolerance_does_not_recompile(rng):
-    x, y = _problem(rng, n=20)
+    x, y = _problem(rng, n=SMALL)
     fit = cs.fit_multiclass_svm
-    fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 1e-3))
+    fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(30, 1e-3))
     size = fit._cache_size()
-    _, loose = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 1e-1))
-    _, tight = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(40, 0.0))
+    _, loose = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(30, 1e-1))
+    _, tight = fit(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(30, 0.0))
     assert fit._cache_size() == size
     # the traced tolerance still decides when it stops
     assert np.isnan(np.asarray(loose.gap)).sum() > np.isnan(np.asarray(tight.gap)).sum()
