@@ -164,9 +164,13 @@ def test_recovers_topics_and_matches_vb_heldout_perplexity():
     assert objective[-1] > objective[0]  # the leave-one-out fit improved
 
 
+#: the small fits' settings: one compiled sweep for the tests below on 12 images
+SMALL = dict(num_iterations=3, num_blocks=2, prior=ll.LDAPrior(eta=0.05))
+
+
 def test_second_call_does_not_recompile(count_compiles):
     counts, _ = _corpus(images=12)
-    kw = dict(num_iterations=3, num_blocks=2, prior=ll.LDAPrior(eta=0.05))
+    kw = SMALL
     state, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, **kw)
     cv.fit_cvb0(jax.random.key(0), counts, 3, state=state, **kw)
     size = cv._run._cache_size()
@@ -179,10 +183,11 @@ def test_second_call_does_not_recompile(count_compiles):
 
 
 def test_continuing_equals_one_longer_fit():
-    counts, _ = _corpus(images=15)
-    one, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=4)
-    half, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=2)
-    two, _ = cv.fit_cvb0(jax.random.key(5), counts, 3, num_iterations=2, state=half)
+    counts, _ = _corpus(images=12)
+    longer = dict(SMALL, num_iterations=6)
+    one, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, **longer)
+    half, _ = cv.fit_cvb0(jax.random.key(0), counts, 3, **SMALL)
+    two, _ = cv.fit_cvb0(jax.random.key(5), counts, 3, state=half, **SMALL)
     for a, b in zip(one.lambdas, two.lambdas, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
 
@@ -206,13 +211,13 @@ def test_bad_counts_are_refused_by_both_fits(fit):
 
 
 def test_bad_input_raises():
-    counts, _ = _corpus(images=6)
+    counts, _ = _corpus(images=12)
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="num_topics"):
         cv.fit_cvb0(key, counts, 0)
     with pytest.raises(ValueError, match="alpha and eta"):
         cv.fit_cvb0(key, counts, 3, prior=ll.LDAPrior(eta=0.0))
-    state, _ = cv.fit_cvb0(key, counts, 3, num_iterations=1)
+    state, _ = cv.fit_cvb0(key, counts, 3, **SMALL)
     with pytest.raises(ValueError, match="state does not match"):
         cv.fit_cvb0(key, counts, 4, state=state)
 
@@ -246,7 +251,7 @@ def test_large_counts_keep_the_support():
 
 
 def test_a_fit_that_leaves_the_support_raises_naming_the_iteration(monkeypatch):
-    counts, _ = _corpus(images=6)
+    counts, _ = _corpus(images=12)
     real = cv._run
 
     def drifted(*args, **kwargs):  # as if iteration 2 of 3 had left the support
@@ -255,7 +260,7 @@ def test_a_fit_that_leaves_the_support_raises_naming_the_iteration(monkeypatch):
 
     monkeypatch.setattr(cv, "_run", drifted)
     with pytest.raises(SupportError, match="left their support at iteration 2 of 3"):
-        cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=3)
+        cv.fit_cvb0(jax.random.key(0), counts, 3, **SMALL)
 
     def nan_gamma(*args, **kwargs):
         resp, gamma, lambdas, objective, lowest = real(*args, **kwargs)
@@ -263,4 +268,4 @@ def test_a_fit_that_leaves_the_support_raises_naming_the_iteration(monkeypatch):
 
     monkeypatch.setattr(cv, "_run", nan_gamma)
     with pytest.raises(SupportError, match="gamma left its support at iteration 3"):
-        cv.fit_cvb0(jax.random.key(0), counts, 3, num_iterations=3)
+        cv.fit_cvb0(jax.random.key(0), counts, 3, **SMALL)

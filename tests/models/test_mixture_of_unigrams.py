@@ -168,22 +168,47 @@ def test_token_statistics_are_the_expected_counts(block, monkeypatch):
     np.testing.assert_allclose(np.asarray(stats), phi.T @ counts, rtol=1e-5)
 
 
-def test_token_declaration_fits_as_the_count_declaration():
-    # two views of different vocabularies and lengths, as counts and as token ids
-    (t0, c0), (t1, c1) = _tokens(), _tokens(seed=8, vocab=6, max_len=5)
-    tokens, counts = (jnp.asarray(t0), jnp.asarray(t1)), (c0, c1)
-    kw = dict(num_topics=3, pi_concentration=1.2, beta_concentration=1.3)
-    sizes = dict(vocab_sizes=(11, 6))
-    by_counts = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step).run(
-        jax.random.key(3), 8, tuple(map(jnp.asarray, counts)), progress_bar=False, **kw
-    )
-    # chunks of 16 images: the last of four chunks padded
-    by_tokens = VEM(
-        mu.mixture_of_unigrams_tokens,
-        "z",
-        m_step=mu.closed_form_m_step_tokens,
-        chunk_size=16,
-    ).run(jax.random.key(3), 8, tokens, progress_bar=False, **sizes, **kw)
+def _two_views(seed0=7, seed1=8):
+    """Two views of different vocabularies and lengths, as counts and as token ids."""
+    (t0, c0), (t1, c1) = _tokens(seed=seed0), _tokens(seed=seed1, vocab=6, max_len=5)
+    return (jnp.asarray(t0), jnp.asarray(t1)), (jnp.asarray(c0), jnp.asarray(c1))
+
+
+#: the fits of the two-view corpus: its shapes and settings are the compiled ones
+TWO_VIEWS = dict(num_topics=3, pi_concentration=1.2, beta_concentration=1.3)
+SIZES = dict(vocab_sizes=(11, 6))
+
+
+@pytest.fixture(scope="module")
+def two_view_fits():
+    """The VEMs of the two declarations (closed forms, chunks of 16 images: the last
+    of four chunks padded) and their 8-iteration fits of :func:`_two_views`."""
+    tokens, counts = _two_views()
+    vems = {
+        "counts": VEM(
+            mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step, chunk_size=16
+        ),
+        "tokens": VEM(
+            mu.mixture_of_unigrams_tokens,
+            "z",
+            m_step=mu.closed_form_m_step_tokens,
+            chunk_size=16,
+        ),
+    }
+    fits = {
+        "counts": vems["counts"].run(
+            jax.random.key(3), 8, counts, progress_bar=False, **TWO_VIEWS
+        ),
+        "tokens": vems["tokens"].run(
+            jax.random.key(3), 8, tokens, progress_bar=False, **SIZES, **TWO_VIEWS
+        ),
+    }
+    return tokens, vems, fits
+
+
+def test_token_declaration_fits_as_the_count_declaration(two_view_fits):
+    tokens, _, fits = two_view_fits
+    by_counts, by_tokens = fits["counts"], fits["tokens"]
     # two float32 programs (each start compiled with its fit): round-off of 1e-5
     # compounds over 8 iterations (measured 1.2e-5 on a posterior)
     np.testing.assert_allclose(by_tokens.losses, by_counts.losses, rtol=1e-5)
@@ -208,10 +233,12 @@ def test_token_declaration_fits_as_the_count_declaration():
         tokens,
         init_params=_values(by_tokens.params),
         progress_bar=False,
-        **sizes,
-        **kw,
+        **SIZES,
+        **TWO_VIEWS,
     )
-    closed = mu.closed_form_m_step_tokens(generic.posteriors, tokens, **sizes, **kw)
+    closed = mu.closed_form_m_step_tokens(
+        generic.posteriors, tokens, **SIZES, **TWO_VIEWS
+    )
     for site, value in closed.items():
         np.testing.assert_allclose(
             np.asarray(generic.params[site]), np.asarray(value), rtol=1e-4, atol=1e-6
@@ -272,30 +299,15 @@ def test_svi_on_declaration_reaches_em_optimum():
 
 
 @pytest.mark.parametrize("declaration", ["counts", "tokens"])
-def test_a_second_fit_of_the_same_shapes_compiles_nothing(declaration, count_compiles):
-    tokens, counts = _tokens(seed=1)
-    other_tokens, other_counts = _tokens(seed=2)
-    if declaration == "counts":
-        vem, kw = (
-            VEM(
-                mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step, chunk_size=16
-            ),
-            {},
-        )
-        first, second = (jnp.asarray(counts),), (jnp.asarray(other_counts),)
-    else:
-        vem = VEM(
-            mu.mixture_of_unigrams_tokens,
-            "z",
-            m_step=mu.closed_form_m_step_tokens,
-            chunk_size=16,
-        )
-        kw = {"vocab_sizes": (11,)}
-        first, second = (jnp.asarray(tokens),), (jnp.asarray(other_tokens),)
-    vem.warn_empty = False
-    vem.run(jax.random.key(0), 5, first, num_topics=3, progress_bar=False, **kw)
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(
+    declaration, two_view_fits, count_compiles
+):
+    # the module fixture compiled the first fit; other data of the same shapes
+    tokens, counts = _two_views(seed0=2, seed1=9)
+    data, kw = (counts, {}) if declaration == "counts" else (tokens, SIZES)
+    vem = two_view_fits[1][declaration]
     with count_compiles() as counter:
-        vem.run(jax.random.key(1), 5, second, num_topics=3, progress_bar=False, **kw)
+        vem.run(jax.random.key(1), 8, data, progress_bar=False, **kw, **TWO_VIEWS)
     assert counter.count == 0
 
 
