@@ -379,9 +379,16 @@ class VEM(Runs, FoldIn):
             values = checked_start(self, setup, init_params, args_kw)
         check_inputs(setup.structure, self.plate, values, self.terms)
         with model_errors(self.plate, *args_kw):
-            state = initial_state(
-                self, _Whole(setup), layout, rng_key, values, dynamic, placed
+            whole = _Whole(setup)
+            state, redo = initial_state(
+                self, whole, layout, rng_key, values, dynamic, placed
             )
+            if redo:  # the conjugate start was not kept: L-BFGS's
+                init_key = jax.random.split(rng_key)[0]
+                values = start_values_jit(self, whole, init_key, dynamic, True)
+                state, _ = initial_state(
+                    self, whole, layout, rng_key, values, dynamic, placed
+                )
         return layout.place(state, self.estep.arrays)[0]
 
     def update(
