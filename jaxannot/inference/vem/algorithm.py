@@ -384,11 +384,11 @@ class VEM(Runs, FoldIn):
             values = checked_start(self, setup, init_params, args_kw)
         check_inputs(setup.structure, self.plate, values, self.terms)
         with model_errors(self.plate, *args_kw):
-            whole = _Whole(setup)
+            whole, default = _Whole(setup), values is None
             state, redo = initial_state(
                 self, whole, layout, rng_key, values, dynamic, placed
             )
-            if redo:  # the conjugate start was not kept: L-BFGS's
+            if default and redo:  # the conjugate start was not kept: L-BFGS's
                 init_key = jax.random.split(rng_key)[0]
                 values = start_values_jit(self, whole, init_key, dynamic, True)
                 state, _ = initial_state(
