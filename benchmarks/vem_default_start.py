@@ -76,18 +76,21 @@ def main(argv=None) -> int:
     add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
+    import jax.numpy as jnp
+
     from jaxannot.inference import VEM
     from jaxannot.inference.vem import fit
-    from jaxannot.inference.vem.global_sites import random_posteriors
 
     model, _ = bernoulli_covariate_toy()
     record = {
         "command": "python benchmarks/vem_default_start.py " + " ".join(argv or [])
     }
 
-    def old_start(vem, whole, rng_key, values, dynamic):
+    def old_start(vem, whole, uniforms, values, dynamic):
         s = whole.setup.structure
-        return random_posteriors(rng_key, s.num_images, s.num_values)
+        e = -jnp.log1p(-uniforms[: s.num_images * s.num_values])
+        e = e.reshape(s.num_images, s.num_values)  # Exponential(1) draws
+        return e / e.sum(-1, keepdims=True)
 
     runs = {
         "default": (VEM(model, "z", plate="item"), None),

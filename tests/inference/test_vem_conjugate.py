@@ -13,6 +13,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from jaxannot.inference import VEM
+from jaxannot.inference.vem import fit
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.layout import _Whole
 
@@ -76,3 +77,37 @@ def test_the_dirichlet_and_beta_sites_get_their_map_given_the_posteriors(data):
     p = (phi.T @ x + ALPHA - 1) / (n[:, None] + ALPHA + BETA - 2)
     np.testing.assert_allclose(proposal["p"], p, atol=2e-6)
     np.testing.assert_allclose(proposal["pi"], (n + 1) / (n.sum() + 3), atol=2e-6)
+
+
+def annotations(y, *, k):
+    """The multinomial annotation model (Paun et al. 2018): every global site a
+    Dirichlet, the start's posteriors the majority vote (no k-means compiled)."""
+    pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(k, 2.0)))
+    with numpyro.plate("class", k):
+        zeta = numpyro.sample("zeta", dist.Dirichlet(jnp.full(k, 2.0)))
+    with numpyro.plate("item", y.shape[0], dim=-2):
+        z = numpyro.sample("z", dist.Categorical(pi))
+        with numpyro.plate("position", y.shape[1]):
+            numpyro.sample("y", dist.Categorical(zeta[z]), obs=y)
+
+
+def test_a_start_of_conjugate_sites_is_their_closed_form_or_lbfgs(monkeypatch):
+    """Every global site conjugate: the default start's M-step is the closed form,
+    at the optimum L-BFGS finds from the same posteriors (the start redone by L-BFGS
+    where the closed form is not kept, here always)."""
+    y = np.random.default_rng(0).integers(0, 3, (30, 5)).astype(np.int32)
+    key = jax.random.key(0)
+    closed = VEM(annotations, "z", plate="item").init_params(key, y, k=3)
+
+    def never_kept(*args):
+        return conjugate_update(*args)[0], jnp.bool_(False)
+
+    monkeypatch.setattr(fit, "conjugate_update", never_kept)
+    vem = VEM(annotations, "z", plate="item", chunk_size=1000)  # compiled anew
+    by_lbfgs = vem.init_params(key, y, k=3)
+    state = vem.init(key, y, k=3)  # its start: from the first key init splits
+    again = vem.init_params(jax.random.split(key)[0], y, k=3)
+    for site in ("pi", "zeta"):
+        assert not np.array_equal(closed[site], by_lbfgs[site])
+        np.testing.assert_allclose(closed[site], by_lbfgs[site], atol=1e-3)
+        np.testing.assert_array_equal(state.params[site], again[site])

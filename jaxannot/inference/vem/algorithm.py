@@ -40,8 +40,9 @@ M-step
 Start
     Posteriors read from the data (:mod:`~jaxannot.inference.vem.start`: a majority
     vote, or k-means on the items' observations), then L-BFGS on the expected
-    complete log joint; with ``m_step=``, random soft assignments (Dirichlet(1)
-    rows) and the closed form's answer (:meth:`VEM.init_params`);
+    complete log joint (the conjugate sites' closed form where every global site
+    is conjugate and it is kept); with ``m_step=``, random soft assignments
+    (Dirichlet(1) rows) and the closed form's answer (:meth:`VEM.init_params`);
     ``run(..., restarts=n)`` keeps the best of ``n`` starts. A non-finite log joint,
     posterior, objective or global value stops the fit with an error naming the EM
     iteration and the step.
@@ -173,7 +174,8 @@ class VEM(Runs, FoldIn):
         1 step needed 111 (``docs/modelling.md``, *What to expect*).
     init_steps : int
         L-BFGS steps of the default start's M-step without a closed form
-        (:meth:`init_params`).
+        (:meth:`init_params`; where every global site is conjugate, only if their
+        closed form is not kept).
     warn_empty : bool
         Warn (:class:`EmptyComponentWarning`) when a fit leaves a value of the
         local site with less than half an image of posterior mass; False where
@@ -325,8 +327,11 @@ class VEM(Runs, FoldIn):
         ``init_steps`` L-BFGS steps on the expected complete log joint from a
         random point of the unconstrained space (numpyro's ``init_to_uniform``:
         improper priors need no draw; a ``param`` site starts at its declared
-        value). Every component then starts where some items are, instead of at
-        a prior draw far from the data, which no image may ever choose.
+        value); where every global site has a Dirichlet or Beta prior, the
+        closed-form update (:mod:`~jaxannot.inference.vem.conjugate`) from that
+        point instead, L-BFGS only where it is not kept. Every component then
+        starts where some items are, instead of at a prior draw far from the data,
+        which no image may ever choose.
 
         Parameters
         ----------
@@ -379,9 +384,16 @@ class VEM(Runs, FoldIn):
             values = checked_start(self, setup, init_params, args_kw)
         check_inputs(setup.structure, self.plate, values, self.terms)
         with model_errors(self.plate, *args_kw):
-            state = initial_state(
-                self, _Whole(setup), layout, rng_key, values, dynamic, placed
+            whole, default = _Whole(setup), values is None
+            state, redo = initial_state(
+                self, whole, layout, rng_key, values, dynamic, placed
             )
+            if default and redo:  # the conjugate start was not kept: L-BFGS's
+                init_key = jax.random.split(rng_key)[0]
+                values = start_values_jit(self, whole, init_key, dynamic, True)
+                state, _ = initial_state(
+                    self, whole, layout, rng_key, values, dynamic, placed
+                )
         return layout.place(state, self.estep.arrays)[0]
 
     def update(

@@ -23,6 +23,7 @@ from jax import lax
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
+from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.enumeration import _first_value
 from jaxannot.inference.vem.faults import (
     fault_code,
@@ -33,7 +34,7 @@ from jaxannot.inference.vem.faults import (
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import _Whole
 from jaxannot.inference.vem.m_step import m_step
-from jaxannot.inference.vem.start import start_posteriors
+from jaxannot.inference.vem.start import num_uniforms, start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
     dual_updates,
@@ -49,16 +50,22 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-def start_values(vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
-    """The default start's global values (:meth:`VEM.init_params`).
+def start_values(
+    vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
+) -> tuple[dict, Array]:
+    """The default start's global values (:meth:`VEM.init_params`) and whether they
+    are to be found again with ``lbfgs=True`` (a scalar bool).
 
     Without a closed form, the posteriors are read from the data
-    (:func:`~jaxannot.inference.vem.start.start_posteriors`) and the L-BFGS
-    M-step's starting point is numpyro's
-    ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained coordinates) from
-    one uniform draw for all sites: each draw of a random-number generator is a
-    program of its own inlined in the compiled start, and numpyro's draws one (and a
-    key split) per site.
+    (:func:`~jaxannot.inference.vem.start.start_posteriors`) and the M-step starts
+    from numpyro's ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained
+    coordinates), one uniform draw for all sites, the posteriors' noise and
+    k-means: each draw of a random-number generator is a program of its own inlined
+    in the compiled start (slow to compile on CPU), and numpyro's draws one (and a
+    key split) per site. Where every global site is conjugate (a Dirichlet or Beta
+    prior, :mod:`~jaxannot.inference.vem.conjugate`), the M-step is their closed
+    form, to be redone by L-BFGS only where it was not kept (``lbfgs=True``: the
+    L-BFGS is then compiled, in its own program); otherwise it is L-BFGS.
 
     Parameters
     ----------
@@ -70,25 +77,32 @@ def start_values(vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> d
         The start's key.
     dynamic : tuple
         The model's array arguments.
+    lbfgs : bool
+        L-BFGS for the M-step even where every site is conjugate (static).
 
     Returns
     -------
-    dict
-        Site -> start value.
+    tuple of (dict, jax.Array)
+        Site -> start value, and whether to redo the start with ``lbfgs=True``.
     """
     s = whole.setup.structure
     if vem.closed_form is not None:
         phi = random_posteriors(rng_key, s.num_images, s.num_values)
         args, kwargs = whole.join(dynamic)
         values = vem.closed_form(phi, *args, **kwargs)
-        return {k: jnp.asarray(v) for k, v in values.items()}
-    phi_key, start_key = jax.random.split(rng_key)
+        return {k: jnp.asarray(v) for k, v in values.items()}, jnp.bool_(False)
     # enough for every global: no support's unconstrained size exceeds its own
     size = sum(math.prod(shape) for shape in s.global_shapes)
-    points = jax.random.uniform(start_key, (size,), minval=-2.0, maxval=2.0)
-    start = _uniform_start(vem, whole, points, dynamic)
-    phi = start_posteriors(vem, whole, phi_key, start, dynamic)
-    return maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
+    more = num_uniforms(s.num_images, s.num_values)
+    uniforms = jax.random.uniform(rng_key, (size + more,))
+    start = _uniform_start(vem, whole, 4.0 * uniforms[:size] - 2.0, dynamic)
+    phi = start_posteriors(vem, whole, uniforms[size:], start, dynamic)
+    kinds = conjugate_sites(vem, whole, dynamic)
+    if not lbfgs and len(kinds) == len(start):
+        fixed, kept = conjugate_update(vem.declared, whole, start, phi, dynamic, kinds)
+        return fixed, ~kept
+    values = maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
+    return values, jnp.bool_(False)
 
 
 def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
@@ -128,27 +142,39 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
     return {k: trace[k]["value"] for k in whole.setup.structure.globals_}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def start_values_jit(vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple) -> dict:
-    """:func:`start_values`, compiled once per algorithm and set-up.
+@functools.partial(jax.jit, static_argnums=(0, 1, 4))
+def _start_values_jit(vem, whole, rng_key, dynamic, lbfgs):
+    return start_values(vem, whole, rng_key, dynamic, lbfgs)
+
+
+def start_values_jit(
+    vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
+) -> dict:
+    """:func:`start_values`, compiled once per algorithm and set-up (redone by
+    L-BFGS where the conjugate sites' closed form was not kept).
 
     Parameters
     ----------
     vem : VEM
-        The algorithm (static).
+        The algorithm.
     whole : _Whole
-        The one-device layout (static).
+        The one-device layout.
     rng_key : PRNGKey
         The start's key.
     dynamic : tuple
         The model's array arguments.
+    lbfgs : bool
+        L-BFGS for the M-step even where every site is conjugate.
 
     Returns
     -------
     dict
         Site -> start value.
     """
-    return start_values(vem, whole, rng_key, dynamic)
+    values, redo = _start_values_jit(vem, whole, rng_key, dynamic, lbfgs)
+    if redo:
+        values, _ = _start_values_jit(vem, whole, rng_key, dynamic, True)
+    return values
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
@@ -181,13 +207,15 @@ def initial_state(
 
     Returns
     -------
-    VEMState
-        The start.
+    tuple of (VEMState, jax.Array)
+        The start, and whether to redo it from the values
+        ``start_values_jit`` finds (:func:`start_values`'s second output).
     """
     s = whole.setup.structure
     init_key, loop_key = jax.random.split(rng_key)
+    redo = jnp.bool_(False)
     if values is None:
-        values = start_values(vem, whole, init_key, dyn_whole)
+        values, redo = start_values(vem, whole, init_key, dyn_whole)
     term_keys = jax.random.split(init_key, max(1, len(vem.terms)))
     term_params = tuple(
         t.init(k, s.num_values) for t, k in zip(vem.terms, term_keys, strict=False)
@@ -202,7 +230,7 @@ def initial_state(
     a = layout.log_joint(vem.declared, values, dyn_layout)
     phi0 = layout.constrain(jax.nn.softmax(a, axis=-1))
     best = (values, phi0, term_params) if vem.estep.keep_best else ()
-    return VEMState(
+    state = VEMState(
         loop_key,
         values,
         phi0,
@@ -214,6 +242,7 @@ def initial_state(
         no_fault(),
         jnp.int32(0),
     )
+    return state, redo
 
 
 def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):

@@ -37,11 +37,10 @@ from numpyro import handlers
 
 from jaxannot.inference.vem.declaration import _trace
 from jaxannot.inference.vem.enumeration import _first_value, _in_plate, _unwrap
-from jaxannot.inference.vem.global_sites import random_posteriors
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import _Whole
-    from jaxannot.types import Array, PRNGKey
+    from jaxannot.types import Array
 
 __all__: list[str] = []
 
@@ -53,11 +52,32 @@ LLOYD_STEPS = 10
 KMEANS_STARTS = 8
 
 
+def num_uniforms(num_images: int, num_values: int) -> int:
+    """The uniform draws :func:`start_posteriors` reads: the Dirichlet(1) rows'
+    ``num_images * num_values`` and one per k-means++ centre of each run.
+
+    Parameters
+    ----------
+    num_images, num_values : int
+        The posteriors' shape.
+
+    Returns
+    -------
+    int
+        The number of draws.
+    """
+    return num_images * num_values + KMEANS_STARTS * num_values
+
+
 def start_posteriors(
-    vem: Any, whole: _Whole, rng_key: PRNGKey, values: dict[str, Array], dynamic: tuple
+    vem: Any, whole: _Whole, uniforms: Array, values: dict[str, Array], dynamic: tuple
 ) -> jax.Array:
     """The default start's posteriors ``[images, K]`` (module docstring), with the
     global sites at ``values`` in the model's trace.
+
+    Every random choice reads ``uniforms`` (one draw of the start, made by the
+    caller): each draw of a random-number generator is a program of its own inlined
+    in the compiled start, slow to compile on CPU.
 
     Parameters
     ----------
@@ -65,8 +85,8 @@ def start_posteriors(
         The algorithm.
     whole : _Whole
         The one-device layout.
-    rng_key : PRNGKey
-        Key of the noise and of k-means.
+    uniforms : jax.Array [num_uniforms(images, K)]
+        Uniform draws on [0, 1) of the noise and of k-means.
     values : dict
         Site -> global value.
     dynamic : tuple
@@ -78,15 +98,17 @@ def start_posteriors(
         The posteriors.
     """
     s = whole.setup.structure
-    noise_key, seed_key = jax.random.split(rng_key)
-    noise = random_posteriors(noise_key, s.num_images, s.num_values)
+    n, k = s.num_images, s.num_values
+    e = -jnp.log1p(-uniforms[: n * k].reshape(n, k))  # Exponential(1) draws
+    noise = e / e.sum(-1, keepdims=True)  # Dirichlet(1) rows
     votes, features = _observed(vem, whole, values, dynamic)
     if votes:
         counts = sum(votes)
         top = (counts >= counts.max(-1, keepdims=True)).astype(noise.dtype)
         guess = top / top.sum(-1, keepdims=True)
     elif features:
-        guess = _kmeans(seed_key, _standardized(features), s.num_values)
+        seeds = uniforms[n * k :].reshape(KMEANS_STARTS, k)
+        guess = _kmeans(seeds, _standardized(features), k)
     else:
         return noise
     return (1.0 - NOISE) * guess + NOISE * noise
@@ -153,25 +175,27 @@ def _standardized(features) -> jax.Array:
     return (x - x.mean(0)) / jnp.where(sd > 0, sd, 1.0)
 
 
-def _kmeans(rng_key, x, k: int) -> jax.Array:
+def _kmeans(seeds, x, k: int) -> jax.Array:
     """One-hot nearest centres ``[images, k]`` of the best (smallest sum of squared
     distances) of :data:`KMEANS_STARTS` runs of k-means++ seeding and
-    :data:`LLOYD_STEPS` Lloyd iterations on the rows of ``x``."""
+    :data:`LLOYD_STEPS` Lloyd iterations on the rows of ``x``; ``seeds``
+    ``[KMEANS_STARTS, k]``, uniform on [0, 1), choose each run's centres (by the
+    inverse of the cumulative distribution)."""
+    n = x.shape[0]
     norms = (x * x).sum(-1)
 
     def distances(centres):  # squared, [images, k]
         d = norms[:, None] - 2.0 * x @ centres.T + (centres * centres).sum(-1)
         return jnp.maximum(d, 0.0)
 
-    def one_run(key):
-        first_key, key = jax.random.split(key)
-        first = x[jax.random.randint(first_key, (), 0, x.shape[0])]
+    def one_run(u):
+        first = x[jnp.minimum((u[0] * n).astype(jnp.int32), n - 1)]
         centres = jnp.zeros((k, x.shape[1]), x.dtype).at[0].set(first)
 
         def seed(i, carry):  # the next centre drawn with probability ~ distance**2
             centres, nearest = carry
-            logits = jnp.log(jnp.maximum(nearest, 1e-30))
-            j = jax.random.categorical(jax.random.fold_in(key, i), logits)
+            cumulative = jnp.cumsum(nearest)
+            j = jnp.minimum((cumulative <= u[i] * cumulative[-1]).sum(), n - 1)
             d = ((x - x[j]) ** 2).sum(-1)
             return centres.at[i].set(x[j]), jnp.minimum(nearest, d)
 
@@ -187,6 +211,6 @@ def _kmeans(rng_key, x, k: int) -> jax.Array:
         centres = lax.fori_loop(0, LLOYD_STEPS, lloyd, centres)
         return centres, distances(centres).min(-1).sum()
 
-    centres, inertia = jax.vmap(one_run)(jax.random.split(rng_key, KMEANS_STARTS))
+    centres, inertia = jax.vmap(one_run)(seeds)
     best = centres[inertia.argmin()]
     return jax.nn.one_hot(distances(best).argmin(-1), k, dtype=x.dtype)
