@@ -39,6 +39,7 @@ from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.cd_training import _init, _train_cd
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
+from jaxannot.runtime.row_buckets import pad_to_bucket
 from jaxannot.solvers import multiclass_svm as cs
 
 if TYPE_CHECKING:
@@ -180,12 +181,29 @@ def _model(fitted: Fitted):
 
 
 # ----------------------------------------------------------------- jitted kernels
+def _bucketed(kernel):
+    """``kernel`` (per-image, jitted) run on the images padded to their row bucket
+    (:mod:`jaxannot.runtime.row_buckets`, copies of the last image): one program
+    for every image count of a bucket; the padded rows of its output are dropped
+    on the host (a slice, or ``jnp.asarray``, of a new shape would compile)."""
+
+    def run(params, kinds, views, *args, **kwargs):
+        n = views[0].shape[0]
+        padded = [pad_to_bucket(tuple(a))[0] for a in (views, *args[:1])]
+        out = kernel(params, kinds, *padded, *args[1:], **kwargs)
+        return jax.tree.map(lambda a: jax.device_put(np.asarray(a)[:n]), out)
+
+    return run
+
+
+@_bucketed
 @partial(jax.jit, static_argnames=("kinds",))
 def _clamped_hidden(params, kinds, views):
     """E_q0[h] of every image (all views clamped): the single linear pass."""
     return jax.vmap(lambda v: hm.hidden_mean(params, v))(tuple(views))
 
 
+@_bucketed
 @partial(jax.jit, static_argnames=("kinds", "free", "sweeps"))
 def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
     """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored."""
