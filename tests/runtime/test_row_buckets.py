@@ -114,3 +114,13 @@ def test_masked_moments_are_the_real_rows_moments():
     mean, std = mmh_steps.masked_moments(padded, mask)
     np.testing.assert_allclose(mean, values.mean(0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(std, values.std(0), rtol=1e-5)
+
+
+def test_initial_weights_are_the_normal_draw_of_their_shape():
+    """harmonium.initialize draws from a power-of-two length (one program for many
+    view sizes): the numbers of the draw of the weights' own shape, bit for bit."""
+    key = jax.random.key(6)
+    for rows, cols in ((76, 3), (5, 4)):
+        want = 0.01 * jax.random.normal(key, (rows, cols), jnp.float32)
+        got = hm._normal_weights(key, rows, cols, 0.01)
+        np.testing.assert_array_equal(got, want)
