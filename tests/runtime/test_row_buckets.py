@@ -124,3 +124,33 @@ def test_initial_weights_are_the_normal_draw_of_their_shape():
         want = 0.01 * jax.random.normal(key, (rows, cols), jnp.float32)
         got = hm._normal_weights(key, rows, cols, 0.01)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["dwh-svm", "mmh"])
+def test_a_fit_on_another_row_count_of_the_bucket_compiles_nothing(
+    name, count_compiles
+):
+    """A CV's folds and its final fit: 60 then 100 training images (one bucket). The
+    second fit of the method compiles no program at all (CD, the SVM, the MMH
+    alternation, the clamped pass, the host-side encoding)."""
+    from jaxannot.annotators import get_method
+    from jaxannot.data import Corpus
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 100)
+    real = rng.normal(0, 1, (3, 5))[y] + rng.normal(0, 1, (100, 5))
+    bag = rng.poisson(3 * rng.random((3, 12))[y])
+    corpus = Corpus.from_arrays(
+        {"real": real.astype(np.float32), "bag": bag.astype(np.float32)},
+        view_kinds={"real": "real", "bag": "bag"},
+        labels=y,
+    )
+    method = get_method(name)
+    small = {"topics": 3, "steps": 5, "iterations": 1, "inner_steps": 3}
+    small.update(pretrain_steps=3, svm_epochs=10, final_svm_epochs=10)
+    hyper = {**method.hyper, **{k: v for k, v in small.items() if k in method.hyper}}
+    method.fit(corpus.subset(np.arange(60)), rng_key=jax.random.key(0), **hyper)
+    with count_compiles() as counter:
+        fitted = method.fit(corpus, rng_key=jax.random.key(0), **hyper)
+    assert counter.count == 0
+    assert np.isfinite(np.asarray(fitted.params.predictor)).all()

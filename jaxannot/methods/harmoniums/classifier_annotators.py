@@ -172,7 +172,7 @@ def fit_mmh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
     wing = None
     if words_wing:  # last, so that the hinge's E_q0[h] (skip_last) leaves it out
-        words = jnp.asarray((np.asarray(train.words) > 0), jnp.float32)
+        words = jax.device_put((np.asarray(train.words) > 0).astype(np.float32))
         wing = ("__words__", "bernoulli", words)
     solve = partial(
         mmh_inf.fit_mmh_classifier,
@@ -240,7 +240,9 @@ def fit_twh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     hyper = {**method_defaults("twh"), **hyper}
     labels, num_classes = labels_of(corpus, "twh")
     train = corpus.subset(labels >= 0)
-    onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
+    onehot = jax.device_put(
+        np.eye(num_classes, dtype=np.float32)[np.asarray(train.labels)]
+    )
     wing = ("__labels__", "softmax", onehot)
     encoded = _harmonium_views(train, hyper, wing)
     return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
@@ -253,7 +255,9 @@ def fit_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     train = corpus.subset(labels >= 0)
     names, kinds, scaling = view_setup(train, "bernoulli")
     views, _ = encode(train, names, kinds, scaling)
-    feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
+    # on the host: eager jnp ops would compile per row count
+    ones = np.ones((train.num_images, 1), np.float32)
+    feats = np.concatenate([*map(np.asarray, views), ones], axis=1)
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     params = SvmParams(state.weights, scaling or None)
     check_fitted_support("svm", params, f"{hyper['svm_epochs']} (svm_epochs)")

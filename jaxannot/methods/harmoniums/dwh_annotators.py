@@ -68,7 +68,8 @@ def _harmonium_views(train, hyper, wing=None, first: bool = False):
     names, kinds, scaling = view_setup(train, hyper["bag_model"])
     views, totals = encode(train, names, kinds, scaling)
     if wing is not None:
-        extra = [[w] for w in wing] + [[jnp.ones(train.num_images)]]
+        ones = jax.device_put(np.ones(train.num_images, np.float32))
+        extra = [[w] for w in wing] + [[ones]]
         lists = [names, kinds, views, totals]
         joined = [
             [*e, *x] if first else [*x, *e] for e, x in zip(extra, lists, strict=True)
@@ -229,7 +230,7 @@ def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
             "has none (for classification use 'dwh-svm')"
         )
     train = corpus.observed()
-    words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
+    words = jax.device_put((np.asarray(train.words) > 0).astype(np.float32))
     wing = ("__words__", "bernoulli", words)
     encoded = _harmonium_views(train, hyper, wing, first=True)
     return _fit_harmonium("dwh", rng_key, hyper, encoded)
