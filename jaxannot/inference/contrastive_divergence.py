@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxannot.runtime.row_buckets import masked_permutation
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
@@ -122,9 +123,14 @@ def cd_loss(
     images: Any,
     phase_statistics: Callable,
     expected_log_potential: Callable,
+    mask: Array | None = None,
 ) -> Array:
     """The CD surrogate: mean over images of :math:`E_{q_1}[\\log\\tilde p] -
     E_{q_0}[\\log\\tilde p]` with the states held fixed (``stop_gradient``).
+
+    With a row ``mask`` :math:`m_d \\in \\{0, 1\\}` (images padded to a row bucket,
+    :mod:`jaxannot.runtime.row_buckets`) the mean is over the real images only,
+    :math:`\\sum_d m_d (E_{q_1^d} - E_{q_0^d}) / \\sum_d m_d`.
 
     Parameters
     ----------
@@ -136,6 +142,8 @@ def cd_loss(
         ``phase_statistics(params, image) -> (q0, q1)``, the two phases' states.
     expected_log_potential : callable
         ``expected_log_potential(params, q)``: :math:`E_q[\\log\\tilde p]` of one image.
+    mask : [D] array, optional
+        1 on the real images, 0 on padded ones (None: every image is real).
 
     Returns
     -------
@@ -145,7 +153,10 @@ def cd_loss(
     q0, q1 = jax.vmap(phase_statistics, in_axes=(None, 0))(params, images)
     q0, q1 = jax.lax.stop_gradient((q0, q1))
     elp = jax.vmap(expected_log_potential, in_axes=(None, 0))
-    return jnp.mean(elp(params, q1) - elp(params, q0))
+    gaps = elp(params, q1) - elp(params, q0)
+    if mask is None:
+        return jnp.mean(gaps)
+    return jnp.sum(mask * gaps) / jnp.sum(mask)
 
 
 def cd_gradient(
@@ -196,7 +207,7 @@ def build_kernel(
     extra_loss: Callable | None = None,
     batch_size: int | None = None,
 ) -> Callable:
-    """Build ``step(rng_key, state, data) -> (CDState, CDInfo)``.
+    """Build ``step(rng_key, state, data, mask=None) -> (CDState, CDInfo)``.
 
     ``data`` is ``(images, extra)``: ``images`` is the batch pytree handed to
     ``phase_statistics`` (leading image axis), ``extra`` whatever ``extra_loss(params,
@@ -204,6 +215,13 @@ def build_kernel(
     CD term of each step uses a random minibatch of that many images drawn with
     ``rng_key`` (``extra_loss`` still sees all of ``data``). :func:`fit_cd` runs it
     in a compiled ``lax.scan``.
+
+    ``mask`` (``[D]``, 1 on the real images, a prefix; 0 on the rows that pad them to
+    a row bucket, :mod:`jaxannot.runtime.row_buckets`): the CD term is the mean over
+    the real images (:func:`cd_loss`), a minibatch is drawn over them only (the
+    first ``min(batch_size, D)`` rows of
+    :func:`~jaxannot.runtime.row_buckets.masked_permutation`, padded rows weighing
+    0), and the extra term is called as ``extra_loss(params, data, mask)``.
 
     Parameters
     ----------
@@ -222,19 +240,31 @@ def build_kernel(
         ``step(rng_key, state, data) -> (CDState, CDInfo)``.
     """
 
-    def loss(params, data, rng_key):
+    def loss(params, data, rng_key, mask):
         images, _ = data
+        weights = mask
         if batch_size:
             n = jax.tree.leaves(images)[0].shape[0]
-            rows = jax.random.permutation(rng_key, n)[: min(batch_size, n)]
+            if mask is None:
+                rows = jax.random.permutation(rng_key, n)[: min(batch_size, n)]
+            else:  # the real rows first, in the order of permutation(key, real)
+                rows = masked_permutation(rng_key, mask)[: min(batch_size, n)]
+                weights = mask[rows]
             images = jax.tree.map(lambda a: a[rows], images)
-        gap = cd_loss(params, images, phase_statistics, expected_log_potential)
-        extra = jnp.zeros(()) if extra_loss is None else extra_loss(params, data)
+        gap = cd_loss(params, images, phase_statistics, expected_log_potential, weights)
+        if extra_loss is None:
+            extra = jnp.zeros(())
+        elif mask is None:
+            extra = extra_loss(params, data)
+        else:
+            extra = extra_loss(params, data, mask)
         return gap + extra, (gap, extra)
 
-    def step(rng_key: PRNGKey, state: CDState, data) -> tuple[CDState, CDInfo]:
+    def step(
+        rng_key: PRNGKey, state: CDState, data, mask: Array | None = None
+    ) -> tuple[CDState, CDInfo]:
         (_, (gap, extra)), grads = jax.value_and_grad(loss, has_aux=True)(
-            state.params, data, rng_key
+            state.params, data, rng_key, mask
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -251,6 +281,7 @@ def fit_cd(
     data: ArrayTree,
     step: Callable,
     num_steps: int,
+    mask: Array | None = None,
 ) -> tuple[CDState, CDInfo]:
     """Run ``num_steps`` full-batch CD steps in one ``lax.scan``.
 
@@ -271,6 +302,9 @@ def fit_cd(
         From :func:`build_kernel` (static).
     num_steps : int
         Steps to run (static).
+    mask : [D] array, optional
+        The real images of ``data`` padded to a row bucket (``step``'s ``mask``):
+        fits whose real image counts share a bucket run one compiled program.
 
     Returns
     -------
@@ -280,6 +314,6 @@ def fit_cd(
     keys = jax.random.split(rng_key, num_steps)
 
     def body(s, key):
-        return step(key, s, data)
+        return step(key, s, data) if mask is None else step(key, s, data, mask)
 
     return jax.lax.scan(body, state, keys)

@@ -8,4 +8,6 @@
 - :mod:`~jaxannot.runtime.compilation_cache` — JAX's persistent compilation cache.
 - :mod:`~jaxannot.runtime.programs` — the bound on compiled programs a long session
   keeps alive (released between fits past a budget).
+- :mod:`~jaxannot.runtime.row_buckets` — rows padded to a bucket with a mask, so that
+  fits of nearby row counts run one compiled program.
 """

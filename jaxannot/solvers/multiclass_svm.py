@@ -40,6 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.runtime.row_buckets import masked_permutation
 from jaxannot.types import Array, PRNGKey
 
 __all__ = [
@@ -170,7 +171,7 @@ SHRINK_BLOCK = 64
 
 
 def build_kernel(
-    c: float | Array, shrink: float | None = None
+    c: float | Array, shrink: float | None = None, mask: Array | None = None
 ) -> Callable[..., tuple[CSState, CSInfo]]:
     """Build ``step(rng_key, state, x, y) -> (CSState, CSInfo)``: one dual epoch.
 
@@ -184,6 +185,14 @@ def build_kernel(
     exceeds ``shrink`` times the largest — the others would barely move (a
     shrinking heuristic in the spirit of LIBLINEAR's, Keerthi et al. 2008 §4).
     Examples are then visited in blocks of ``SHRINK_BLOCK``, in a random order.
+
+    ``mask`` (``[n]``, 1 on a prefix of real rows, 0 on rows padding them to a row
+    bucket, :mod:`jaxannot.runtime.row_buckets`; their cost must be 0): each epoch
+    visits the real rows in the order ``jax.random.permutation`` gives them
+    unpadded, then the padded ones
+    (:func:`~jaxannot.runtime.row_buckets.masked_permutation`). The shrunk epoch
+    needs no mask (a row of cost 0 is never a violator, and its random keys are
+    drawn per row).
     """
     if shrink is not None:
         return _shrunk_kernel(c, shrink)
@@ -191,7 +200,10 @@ def build_kernel(
 
     def step(rng_key: PRNGKey, state: CSState, x: Array, y: Array):
         num_classes = state.alpha.shape[1]
-        order = jax.random.permutation(rng_key, x.shape[0])
+        if mask is None:
+            order = jax.random.permutation(rng_key, x.shape[0])
+        else:
+            order = masked_permutation(rng_key, mask)
         costs = c[order] if per_example else jnp.full(x.shape[0], c, x.dtype)
         # the epoch is a scan over the permuted rows (gathered once), not a loop
         # that indexes x and writes alpha per visit: 7x faster on CPU
@@ -265,6 +277,7 @@ def fit_multiclass_svm(
     stop: DualStop = DEFAULT_STOP,
     init_state: CSState | None = None,
     shrink: float | None = None,
+    mask: Array | None = None,
 ) -> tuple[CSState, CSInfo]:
     """Fit the Crammer–Singer SVM by dual coordinate descent until ``stop``.
 
@@ -287,6 +300,12 @@ def fit_multiclass_svm(
     shrink : float, optional
         Static. Visit only the examples whose violation exceeds ``shrink`` times
         the epoch's largest (:func:`build_kernel`); None visits all.
+    mask : [n] array, optional
+        1 on the real rows (a prefix), 0 on the rows that pad ``x`` and ``y`` to a
+        row bucket (:mod:`jaxannot.runtime.row_buckets`): their cost is 0
+        (:math:`\\alpha_i = 0`, out of both objectives; zero rows of ``x`` never move
+        ``W``) and every epoch visits them last, so fits whose row counts share a
+        bucket run one compiled program with the unpadded fit's visiting orders.
 
     Returns
     -------
@@ -305,7 +324,9 @@ def fit_multiclass_svm(
     x = jnp.asarray(x)
     y = jnp.asarray(y, jnp.int32)
     state = init(x, num_classes) if init_state is None else init_state
-    step = build_kernel(c, shrink)
+    if mask is not None:
+        c = c * mask.astype(x.dtype)  # padded rows: cost 0
+    step = build_kernel(c, shrink, mask)
     return run_dual_epochs(step, CSInfo, rng_key, state, x, y, stop)
 
 

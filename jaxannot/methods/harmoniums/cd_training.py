@@ -15,6 +15,7 @@ import optax
 from jaxannot.inference import contrastive_divergence as cd
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.runtime.programs import bounded_cache
+from jaxannot.runtime.row_buckets import pad_to_bucket
 
 
 def _init_and_train(k_init, k_fit, kinds, views, totals, hyper):
@@ -70,15 +71,19 @@ def _init(rng_key, kinds, views, hyper):
 
 
 def _train_cd(rng_key, params, kinds, images, hyper):
+    """CD on ``images`` padded to their row bucket (one compiled loop for the folds
+    and the final fit of a cross-validation): ``(params, cd_gaps)``."""
     optimizer = _optimizer(hyper, len(kinds))
     kinds = tuple(kinds)
     step = _cd_step(kinds, int(hyper["sweeps"]), hyper["batch_size"] or None, optimizer)
+    images, mask = pad_to_bucket(images)
     state, info = cd.fit_cd(
         rng_key,
         cd.init(params, optimizer),
         (images, None),
         step=step,
         num_steps=hyper["steps"],
+        mask=mask,
     )
     return state.params, np.asarray(info.cd_gap)
 

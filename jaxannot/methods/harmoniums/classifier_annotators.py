@@ -78,6 +78,7 @@ from jaxannot.methods.harmoniums.regression import (
     regression_response,
 )
 from jaxannot.methods.harmoniums.views import encode, labels_of, view_setup
+from jaxannot.runtime.row_buckets import bucket_rows, pad_rows, pad_to_bucket, row_mask
 from jaxannot.solvers import multiclass_svm as cs
 
 if TYPE_CHECKING:
@@ -97,8 +98,14 @@ __all__ = [
 
 def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
     """The Crammer–Singer SVM of ``train``'s labels on ``feats`` ``[n, F+1]`` (offset
-    last) at :math:`C = C_2 / C_1` within ``hyper["svm_epochs"]`` epochs."""
-    y = jnp.asarray(np.asarray(train.labels), jnp.int32)
+    last; rows past ``train``'s images are padding and zero) at :math:`C = C_2 / C_1`
+    within ``hyper["svm_epochs"]`` epochs; the rows padded to their bucket
+    (:mod:`jaxannot.runtime.row_buckets`), so that one program fits every row count
+    of a bucket. Only the state's weights are meaningful."""
+    n = train.num_images
+    size = bucket_rows(feats.shape[0])
+    feats = pad_rows(feats, size)
+    y = pad_rows(np.asarray(train.labels, np.int32), size)
     state, _ = cs.fit_multiclass_svm(
         rng_key,
         feats,
@@ -106,6 +113,7 @@ def _labels_svm(rng_key, feats, train, num_classes: int, hyper) -> cs.CSState:
         num_classes,
         hyper["c2"] / hyper["c1"],
         stop=dataclasses.replace(cs.DEFAULT_STOP, max_epochs=hyper["svm_epochs"]),
+        mask=row_mask(n, size),
     )
     return state
 
@@ -119,10 +127,13 @@ def fit_dwh_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
     params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
     _check_trained("dwh-svm", hyper, {"harmonium": params})
-    hidden = _clamped_hidden(params, tuple(kinds), tuple(views))
+    # the rows padded to their bucket: one program per bucket, not per row count
+    padded, mask = pad_to_bucket(tuple(views))
+    hidden = _clamped_hidden(params, tuple(kinds), padded)
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
-    center, scale = hidden.mean(0), hidden.std(0) + 1e-6
-    feats = mmh_steps.with_offset((hidden - center) / scale)
+    center, std = mmh_steps.masked_moments(hidden, mask)
+    scale = std + 1e-6
+    feats = mmh_steps.with_offset((hidden - center) / scale) * mask[:, None]
     svm = _labels_svm(k_svm, feats, train, num_classes, hyper)
     svm = svm._replace(weights=mmh_steps.to_raw(svm.weights, center, scale))
     return _fitted(
@@ -161,7 +172,7 @@ def fit_mmh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     words_wing = _use_words_wing(train, labels, num_classes, hyper["words_wing"])
     wing = None
     if words_wing:  # last, so that the hinge's E_q0[h] (skip_last) leaves it out
-        words = jnp.asarray((np.asarray(train.words) > 0), jnp.float32)
+        words = jax.device_put((np.asarray(train.words) > 0).astype(np.float32))
         wing = ("__words__", "bernoulli", words)
     solve = partial(
         mmh_inf.fit_mmh_classifier,
@@ -229,7 +240,9 @@ def fit_twh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     hyper = {**method_defaults("twh"), **hyper}
     labels, num_classes = labels_of(corpus, "twh")
     train = corpus.subset(labels >= 0)
-    onehot = jax.nn.one_hot(np.asarray(train.labels), num_classes, dtype=jnp.float32)
+    onehot = jax.device_put(
+        np.eye(num_classes, dtype=np.float32)[np.asarray(train.labels)]
+    )
     wing = ("__labels__", "softmax", onehot)
     encoded = _harmonium_views(train, hyper, wing)
     return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
@@ -242,7 +255,9 @@ def fit_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     train = corpus.subset(labels >= 0)
     names, kinds, scaling = view_setup(train, "bernoulli")
     views, _ = encode(train, names, kinds, scaling)
-    feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
+    # on the host: eager jnp ops would compile per row count
+    ones = np.ones((train.num_images, 1), np.float32)
+    feats = np.concatenate([*map(np.asarray, views), ones], axis=1)
     state = _labels_svm(rng_key, feats, train, num_classes, hyper)
     params = SvmParams(state.weights, scaling or None)
     check_fitted_support("svm", params, f"{hyper['svm_epochs']} (svm_epochs)")

@@ -39,6 +39,7 @@ from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.cd_training import _init, _train_cd
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
+from jaxannot.runtime.row_buckets import pad_to_bucket
 from jaxannot.solvers import multiclass_svm as cs
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ def _harmonium_views(train, hyper, wing=None, first: bool = False):
     names, kinds, scaling = view_setup(train, hyper["bag_model"])
     views, totals = encode(train, names, kinds, scaling)
     if wing is not None:
-        extra = [[w] for w in wing] + [[jnp.ones(train.num_images)]]
+        ones = jax.device_put(np.ones(train.num_images, np.float32))
+        extra = [[w] for w in wing] + [[ones]]
         lists = [names, kinds, views, totals]
         joined = [
             [*e, *x] if first else [*x, *e] for e, x in zip(extra, lists, strict=True)
@@ -180,12 +182,29 @@ def _model(fitted: Fitted):
 
 
 # ----------------------------------------------------------------- jitted kernels
+def _bucketed(kernel):
+    """``kernel`` (per-image, jitted) run on the images padded to their row bucket
+    (:mod:`jaxannot.runtime.row_buckets`, copies of the last image): one program
+    for every image count of a bucket; the padded rows of its output are dropped
+    on the host (a slice, or ``jnp.asarray``, of a new shape would compile)."""
+
+    def run(params, kinds, views, *args, **kwargs):
+        n = views[0].shape[0]
+        padded = [pad_to_bucket(tuple(a))[0] for a in (views, *args[:1])]
+        out = kernel(params, kinds, *padded, *args[1:], **kwargs)
+        return jax.tree.map(lambda a: jax.device_put(np.asarray(a)[:n]), out)
+
+    return run
+
+
+@_bucketed
 @partial(jax.jit, static_argnames=("kinds",))
 def _clamped_hidden(params, kinds, views):
     """E_q0[h] of every image (all views clamped): the single linear pass."""
     return jax.vmap(lambda v: hm.hidden_mean(params, v))(tuple(views))
 
 
+@_bucketed
 @partial(jax.jit, static_argnames=("kinds", "free", "sweeps"))
 def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
     """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored."""
@@ -211,7 +230,7 @@ def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
             "has none (for classification use 'dwh-svm')"
         )
     train = corpus.observed()
-    words = jnp.asarray((np.asarray(train.words) > 0).astype(np.float32))
+    words = jax.device_put((np.asarray(train.words) > 0).astype(np.float32))
     wing = ("__words__", "bernoulli", words)
     encoded = _harmonium_views(train, hyper, wing, first=True)
     return _fit_harmonium("dwh", rng_key, hyper, encoded)

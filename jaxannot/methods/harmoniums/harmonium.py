@@ -131,6 +131,36 @@ def check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
     return kinds
 
 
+def _normal_weights(rng_key, rows: int, cols: int, scale: float) -> jax.Array:
+    """``scale * jax.random.normal(rng_key, (rows, cols))``, drawn as the first
+    ``rows * cols`` numbers of a draw of the next power-of-two length.
+
+    jax's (partitionable) threefry draws are prefix-stable and laid out row-major,
+    so the numbers are the same, and one compiled draw serves every view size and
+    topic count of that length (the slice and the scaling run on the host, where a
+    new shape compiles nothing).
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        The view's key.
+    rows, cols : int
+        The weights' shape ``[D_v, K]``.
+    scale : float
+        Their standard deviation.
+
+    Returns
+    -------
+    jax.Array
+        ``[rows, cols]`` float32 weights.
+    """
+    size = rows * cols
+    flat = jax.random.normal(rng_key, (1 << max(size - 1, 1).bit_length(),))
+    return jax.device_put(
+        np.float32(scale) * np.asarray(flat)[:size].reshape(rows, cols)
+    )
+
+
 def initialize(
     rng_key: PRNGKey,
     kinds: Sequence[str],
@@ -171,7 +201,7 @@ def initialize(
         raise ValueError(f"num_hidden must be >= 1, got {num_hidden}")
     keys = jax.random.split(rng_key, len(kinds))
     weights = tuple(
-        weight_scale * jax.random.normal(k, (d, num_hidden), jnp.float32)
+        _normal_weights(k, d, num_hidden, weight_scale)
         for k, d in zip(keys, dims, strict=False)
     )
     biases, log_vars = [], []

@@ -92,6 +92,7 @@ from jaxannot.methods.harmoniums.mmh_steps import (
     to_raw,
 )
 from jaxannot.runtime.programs import bounded_cache
+from jaxannot.runtime.row_buckets import pad_to_bucket
 from jaxannot.solvers import multiclass_svm as cs
 from jaxannot.solvers import svr as svr_mod
 from jaxannot.types import Array, ArrayTree, PRNGKey
@@ -216,26 +217,33 @@ def _theta_steps(model: MMHModel, task: str, batch_size: int | None):
     return plain, step
 
 
-def _alternate(rng_key, params, images, task, v_solver, model, schedule):
+def _alternate(rng_key, params, images, task, v_solver, model, schedule, mask=None):
     """The coordinate descent shared by P1 and P2.
 
     ``v_solver = (v_init, v_step)`` is the task's V-step solver, ``v_init(key, feats,
     epochs)`` and ``v_step(key, feats, v_state, epochs) -> (v_state, extra-loss data,
-    (primal, relative gap))``, with the epoch budgets of ``schedule``.
+    (primal, relative gap))``, with the epoch budgets of ``schedule``. ``mask``: the
+    real rows of ``images`` padded to a row bucket (the Θ-steps' and the
+    standardization's means run over them).
     """
     v_init, v_step = v_solver
     plain, step = _theta_steps(model, task, schedule.batch_size)
     standardize = schedule.standardized
 
     def features(p):
-        return embed_all(p, images, model.embed, standardize)
+        return embed_all(p, images, model.embed, standardize, mask)
 
     state = cd.init(params, model.optimizer)
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
     if schedule.pretrain_steps > 0:
         state, info = cd.fit_cd(
-            k_pre, state, (images, None), step=plain, num_steps=schedule.pretrain_steps
+            k_pre,
+            state,
+            (images, None),
+            step=plain,
+            num_steps=schedule.pretrain_steps,
+            mask=mask,
         )
         gaps.append(np.asarray(info.cd_gap))
     start = features(state.params)[0]
@@ -250,7 +258,12 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule):
         objective.append(value[0])
         rel_gaps.append(value[1])
         state, info = cd.fit_cd(
-            k_theta, state, (images, aux), step=step, num_steps=schedule.inner_steps
+            k_theta,
+            state,
+            (images, aux),
+            step=step,
+            num_steps=schedule.inner_steps,
+            mask=mask,
         )
         gaps.append(np.asarray(info.cd_gap))
         extras.append(np.asarray(info.extra_loss))
@@ -320,8 +333,14 @@ def fit_mmh_classifier(
     """
     schedule = Schedule() if schedule is None else schedule
     standardize = schedule.standardized
-    term = MaxMargin(labels, c2 / c1, loss="crammer_singer", num_classes=num_classes)
-    weight = jnp.float32(c1 / term.labels.shape[0])  # C1 / D: P1 averaged over images
+    # rows padded to their bucket (one compiled program per bucket): copies of the
+    # last image, unlabelled (-1), so the hinge and the V-step leave them out
+    labels = np.asarray(labels)
+    images, mask = pad_to_bucket(images)
+    padded = np.full(mask.shape[0], -1, labels.dtype)
+    padded[: labels.shape[0]] = labels
+    term = MaxMargin(padded, c2 / c1, loss="crammer_singer", num_classes=num_classes)
+    weight = jnp.float32(c1 / labels.shape[0])  # C1 / D: P1 averaged over images
 
     def solve(key, feats, warm, epochs):
         stop = dataclasses.replace(cs.DEFAULT_STOP, max_epochs=epochs)
@@ -331,7 +350,7 @@ def fit_mmh_classifier(
     def v_init(key, feats, epochs):
         if standardize:
             return cs.init(feats, num_classes)
-        start, _ = solve(key, standardized_start(feats), None, epochs)
+        start, _ = solve(key, standardized_start(feats, mask), None, epochs)
         return cs.CSState(start.alpha, start.alpha.T @ feats)
 
     def v_step(key, feats, v_state, epochs):
@@ -339,8 +358,9 @@ def fit_mmh_classifier(
         v_state, info = solve(key, feats, warm, epochs)
         return v_state, (term, weight, v_state.weights), last_primal_and_gap(info)
 
+    solver = (v_init, v_step)
     return _alternate(
-        rng_key, params, images, "classification", (v_init, v_step), model, schedule
+        rng_key, params, images, "classification", solver, model, schedule, mask
     )
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "check_features",
     "last_primal_and_gap",
     "standardized_start",
+    "masked_moments",
 ]
 
 
@@ -91,7 +92,9 @@ def classification_extra_loss(embed: Callable) -> Callable:
         :math:`C_1, C_2` reuses it.
     """
 
-    def extra(params, data):
+    def extra(params, data, mask=None):
+        # padded rows (``mask`` 0, :mod:`jaxannot.runtime.row_buckets`) carry the
+        # label -1 of an unlabelled image: the term's penalty leaves them out
         images, (term, weight, weights, center, scale) = data
         hidden = _hidden(embed, params, images, center, scale)
         index = jnp.arange(hidden.shape[0])
@@ -101,14 +104,18 @@ def classification_extra_loss(embed: Callable) -> Callable:
 
 
 def regression_extra_loss(embed: Callable) -> Callable:
-    """``extra_loss(params, (images, (beta, V, center, scale)))`` =
+    """``extra_loss(params, (images, (beta, V, center, scale)), mask=None)`` =
     :math:`-\\frac1D\\sum_d \\beta_d V^\\top f_d` with :math:`f_d = [(\\bar h_d -
-    \\text{center}) / \\text{scale}, 1]` (its gradient is eq. 11's extra term)."""
+    \\text{center}) / \\text{scale}, 1]` (its gradient is eq. 11's extra term); with
+    a row ``mask`` :math:`m_d` the sum runs over :math:`m_d \\beta_d` and
+    :math:`D = \\sum_d m_d`."""
 
-    def extra(params, data):
+    def extra(params, data, mask=None):
         images, (beta, weights, center, scale) = data
         feats = with_offset(_hidden(embed, params, images, center, scale))
-        return -jnp.mean(beta * (feats @ weights))
+        if mask is None:
+            return -jnp.mean(beta * (feats @ weights))
+        return -jnp.sum(mask * beta * (feats @ weights)) / jnp.sum(mask)
 
     return extra
 
@@ -120,17 +127,51 @@ def to_raw(weights: Array, center: Array, scale: Array) -> Array:
     return jnp.concatenate([lin, offset[..., None]], axis=-1)
 
 
+def masked_moments(values: Array, mask: Array | None = None) -> tuple[Array, Array]:
+    r"""Mean and standard deviation over the rows whose ``mask`` is 1.
+
+    .. math::
+
+        \mu = \frac{\sum_d m_d v_d}{\sum_d m_d}, \qquad
+        \sigma = \Big(\frac{\sum_d m_d (v_d - \mu)^2}{\sum_d m_d}\Big)^{1/2}
+
+    (``values.mean(0), values.std(0)`` when ``mask`` is None): the moments of the
+    real rows of an array padded to a row bucket
+    (:mod:`jaxannot.runtime.row_buckets`).
+
+    Parameters
+    ----------
+    values : [D, K] array
+        The rows.
+    mask : [D] array, optional
+        1 on the real rows, 0 on padded ones.
+
+    Returns
+    -------
+    (mean, std) : tuple of [K] arrays
+    """
+    if mask is None:
+        return values.mean(0), values.std(0)
+    weights = mask[:, None] / jnp.sum(mask)
+    mean = jnp.sum(weights * values, axis=0)
+    return mean, jnp.sqrt(jnp.sum(weights * (values - mean) ** 2, axis=0))
+
+
 @functools.partial(jax.jit, static_argnames=("embed", "standardize"))
 def embed_all(
     params: HarmoniumParams,
     images: ArrayTree,
     embed: Callable[[HarmoniumParams, ArrayTree], Array],
     standardize: bool,
+    mask: Array | None = None,
 ) -> tuple[Array, tuple[Array, Array]]:
-    """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image."""
+    """``([E_q0[h], 1]`` standardized or raw, ``(center, scale))`` of every image
+    (center and scale over the real ones, ``mask`` 1, of images padded to a row
+    bucket: :func:`masked_moments`)."""
     hidden = jax.vmap(embed, in_axes=(None, 0))(params, images)
     if standardize:
-        center, scale = hidden.mean(0), hidden.std(0) + 1e-6
+        center, std = masked_moments(hidden, mask)
+        scale = std + 1e-6
     else:
         center, scale = jnp.zeros_like(hidden[0]), jnp.ones_like(hidden[0])
     return with_offset((hidden - center) / scale), (center, scale)
@@ -153,7 +194,9 @@ def last_primal_and_gap(trace: ArrayTree) -> tuple[float, float]:
     return value, float(gap[ok][-1]) / max(1.0, abs(value))
 
 
-def standardized_start(feats: Array) -> Array:
-    """``[(F - m) / s, 1]`` of ``feats = [F, 1]`` (mean / std over the images)."""
+def standardized_start(feats: Array, mask: Array | None = None) -> Array:
+    """``[(F - m) / s, 1]`` of ``feats = [F, 1]`` (mean / std over the images, the
+    real ones of a ``mask``: :func:`masked_moments`)."""
     hidden = feats[:, :-1]
-    return with_offset((hidden - hidden.mean(0)) / (hidden.std(0) + 1e-6))
+    mean, std = masked_moments(hidden, mask)
+    return with_offset((hidden - mean) / (std + 1e-6))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import jax.numpy as jnp
+import jax
 
 from jaxannot.methods.harmoniums.params import ViewScaling
 
@@ -70,8 +70,8 @@ def encode(
         else:
             x = (x > 0).astype(np.float32)
             totals.append(np.ones(n, np.float32))
-        views.append(jnp.asarray(x))
-    return views, [jnp.asarray(t) for t in totals]
+        views.append(jax.device_put(x))  # jnp.asarray would compile per shape
+    return views, [jax.device_put(t) for t in totals]
 
 
 def labels_of(corpus: Corpus, method: str) -> tuple[np.ndarray, int]:
