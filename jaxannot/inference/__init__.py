@@ -23,13 +23,15 @@ is handed.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.lapvar_update` — LapVar1's update of one variable.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
+  :mod:`~jaxannot.inference.laplacian_elbo_enum` — the posteriors of a site
+  enumerated in the model under it.
 - :mod:`~jaxannot.inference.laplacian_elbo_lam` — its weight chosen or checked on
   held-out evidence (:func:`choose_lam`);
   :mod:`~jaxannot.inference.laplacian_elbo_fit` — a fit on it compiled once, its
   weight chosen first by default (:func:`fit_laplacian`), through the value-keyed
   SVI loops of :mod:`~jaxannot.inference.svi_program`.
 - :mod:`~jaxannot.inference.local_summary` — the posterior summary of a per-image
-  site that those penalties act on.
+  site that those penalties act on (:func:`compiled_summary`: compiled once).
 - :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
 
 Solvers shared by several methods are in :mod:`jaxannot.solvers`, the solvers of one

@@ -87,9 +87,18 @@ from jaxannot.graph import (
     laplacian_penalty,
     mean_degree,
 )
-from jaxannot.graph.neighbour_table import NeighbourTable, neighbour_table
+from jaxannot.graph.neighbour_table import neighbour_table
 from jaxannot.inference import lapvar
-from jaxannot.inference.local_summary import LocalSummary, local_summary
+from jaxannot.inference.laplacian_elbo_enum import (
+    regularized_gap,
+    regularized_posteriors,
+    solve_posteriors,
+)
+from jaxannot.inference.local_summary import (
+    LocalSummary,
+    compiled_summary,
+    local_summary,
+)
 from jaxannot.inference.svi_program import object_key
 from jaxannot.inference.vem.fit_warnings import warn_collapsed
 
@@ -218,69 +227,6 @@ def _enumerates(base: ELBO) -> bool:
             return True
         base = getattr(base, "base", None)
     return False
-
-
-def regularized_gap(
-    a: jax.Array, phi: jax.Array, table: NeighbourTable, lam_r: float | jax.Array
-) -> jax.Array:
-    r""":math:`\sum_i \mathrm{KL}(\phi_i\,\|\,\mathrm{softmax}(a_i)) + \lambda' R(\Phi)`
-    (module docstring) for log joints ``a`` and posteriors ``phi`` [N, K]: the loss
-    an enumerated site adds to ``TraceEnum_ELBO``'s, :math:`\sum_i
-    \mathrm{lse}(a_i) - Q(\Phi)`.
-
-    Parameters
-    ----------
-    a : jax.Array [N, K]
-        Log joints of the enumerated site's values.
-    phi : jax.Array [N, K]
-        Posteriors.
-    table : NeighbourTable
-        The graph.
-    lam_r : float or jax.Array
-        The weight :math:`\lambda'` of :math:`R`.
-
-    Returns
-    -------
-    jax.Array
-        The scalar gap.
-    """
-    lse = jax.nn.logsumexp(a, axis=-1).sum()
-    return lse - lapvar.regularized_objective(phi, a, table, lam_r)
-
-
-def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
-    """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a), in a
-    ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies).
-
-    Parameters
-    ----------
-    rng_key : PRNGKey
-        Orders of the sweeps.
-    a : jax.Array [N, K]
-        Log joints.
-    table : NeighbourTable
-        The graph.
-    lam_r : float or jax.Array
-        The weight of :math:`R`.
-    sweeps : int
-        LapVar1 sweeps.
-
-    Returns
-    -------
-    jax.Array [N, K]
-        The posteriors after the sweeps.
-    """
-
-    def sweep(phi, key):
-        return lapvar.lapvar1_sweep(key, phi, a, table, lam_r), None
-
-    keys = jax.random.split(rng_key, sweeps)
-    phi, _ = jax.lax.scan(sweep, jax.nn.softmax(a, axis=-1), keys)
-    return phi
-
-
-#: :func:`regularized_posteriors` compiled once, for calls outside a compiled loss
-_solve = jax.jit(regularized_posteriors, static_argnames=("sweeps",))
 
 
 class PenalizedELBO(ELBO):
@@ -600,11 +546,11 @@ class LaplacianELBO(PenalizedELBO):
         """
         if site not in self.lams:
             raise KeyError(f"site {site!r} is not penalized; sites: {list(self.lams)}")
-        summary = local_summary(rng_key, params, model, guide, site, *args, **kwargs)
+        summary = compiled_summary(rng_key, params, model, guide, site, *args, **kwargs)
         if summary.log_joint is None:
             return summary.q
         self._check_enumerated(summary, site)
-        phi = _solve(
+        phi = solve_posteriors(
             jax.random.fold_in(rng_key, 1),
             summary.log_joint,
             self._neighbour_table(),

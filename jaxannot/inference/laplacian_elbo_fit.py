@@ -27,7 +27,7 @@ from numpyro.optim import optax_to_numpyro
 
 from jaxannot.inference.laplacian_elbo import LaplacianELBO
 from jaxannot.inference.laplacian_elbo_lam import choose_lam
-from jaxannot.inference.local_summary import local_summary
+from jaxannot.inference.local_summary import compiled_summary
 from jaxannot.inference.svi_program import SVIProgram, run_steps
 from jaxannot.inference.vem.heldout import LamPath
 
@@ -150,5 +150,5 @@ def _checkable(loss, params, model, guide, args, kwargs) -> bool:
         return False
     site = next(iter(loss.lams))
     key = jax.random.key(0)  # the summary of an enumerated site is deterministic
-    summary = local_summary(key, params, model, guide, site, *args, **kwargs)
+    summary = compiled_summary(key, params, model, guide, site, *args, **kwargs)
     return summary.log_joint is not None

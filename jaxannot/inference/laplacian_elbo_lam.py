@@ -43,8 +43,9 @@ import jax
 import jax.numpy as jnp
 from numpyro.infer import SVI
 
-from jaxannot.inference.laplacian_elbo import LaplacianELBO, regularized_posteriors
-from jaxannot.inference.local_summary import local_summary
+from jaxannot.inference.laplacian_elbo import LaplacianELBO
+from jaxannot.inference.laplacian_elbo_enum import regularized_posteriors
+from jaxannot.inference.local_summary import compiled_summary, local_summary
 from jaxannot.inference.svi_program import SVIProgram
 from jaxannot.inference.vem.heldout import (
     FOLDS,
@@ -141,7 +142,7 @@ def choose_lam(
     start = SVI(model, guide, optimizer, loss.with_lam(0.0))
     params = start.get_params(start.init(rng_key, *args, **kwargs))
     if (
-        local_summary(rng_key, params, model, guide, site, *args, **kwargs).log_joint
+        compiled_summary(rng_key, params, model, guide, site, *args, **kwargs).log_joint
         is None
     ):
         raise ValueError(

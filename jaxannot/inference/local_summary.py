@@ -23,6 +23,11 @@ Where :math:`q_i` comes from (:func:`local_summary`):
   of its :math:`K` values (``vmap`` over ``k``). The penalized objective gives each
   image its own posterior :math:`q_i` instead (below).
 
+Outside a traced program, :func:`local_summary` runs the guide and the model op by
+op, every primitive a program of its own (66 compiles for one summary of issue 43's
+600-image weak Bernoulli mixture); :func:`compiled_summary` runs it as one program,
+compiled once per model, guide, site and static arguments, compared by value
+(:class:`~jaxannot.inference.svi_program.ArgsProgram`).
 
 References
 ----------
@@ -31,6 +36,8 @@ Seed 000: graph-regularized variational inference (the penalty on the free energ
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,14 +46,24 @@ import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro import handlers
-from numpyro.infer.autoguide import AutoContinuous
+from numpyro.infer.autoguide import AutoContinuous, AutoGuide
+from numpyro.primitives import _PYRO_STACK
+
+from jaxannot.inference.svi_program import ArgsProgram
+from jaxannot.runtime.static_key import value_key
 
 if TYPE_CHECKING:
     from numpyro.distributions import Distribution
 
     from jaxannot.types import PRNGKey
 
-__all__ = ["LocalSummary", "local_distribution", "local_summary", "summarize"]
+__all__ = [
+    "LocalSummary",
+    "compiled_summary",
+    "local_distribution",
+    "local_summary",
+    "summarize",
+]
 
 
 class LocalSummary(NamedTuple):
@@ -258,6 +275,74 @@ def local_summary(
         sample_sites = [k for k, v in trace.items() if v["type"] == "sample"]
         raise KeyError(f"guide has no site {site!r}; its sample sites: {sample_sites}")
     return _enumerated_posterior(model_key, param_map, model, trace, site, args, kwargs)
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """The static fields of a :class:`LocalSummary`, out of a compiled program."""
+
+    size: int
+    discrete: bool
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _summary_program(program, rng_key, param_map, dynamic):
+    """:func:`local_summary` of ``program``'s model, guide and site, compiled once
+    per ``program`` (:func:`compiled_summary`)."""
+    args, kwargs = program.join(dynamic)
+    s = local_summary(
+        rng_key, param_map, program.model, program.guide, program.site, *args, **kwargs
+    )
+    return (s.q, s.index, s.log_joint), _Static(s.size, s.discrete)
+
+
+def _compilable(guide, *trees) -> bool:
+    """Whether :func:`local_summary` can run as a program of its own here: no
+    numpyro handler active (it would see the program's tracers), concrete values
+    (else the caller's trace runs it), an autoguide already set up (its setup keeps
+    its values)."""
+    if _PYRO_STACK:
+        return False
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees)):
+        return False
+    guide = inspect.unwrap(guide)
+    return not (isinstance(guide, AutoGuide) and guide.prototype_trace is None)
+
+
+def compiled_summary(
+    rng_key: PRNGKey,
+    param_map: dict,
+    model: Callable | None,
+    guide: Callable,
+    site: str,
+    *args: Any,
+    **kwargs: Any,
+) -> LocalSummary:
+    """:func:`local_summary` as one compiled program (module docstring): the model,
+    the guide (a function by its code and closure, an autoguide by identity), the
+    site and the arguments' non-array values are its static part, the key, the
+    parameters and the array arguments its dynamic part. Inside a trace, under a
+    numpyro handler or with an autoguide not yet set up, it is
+    :func:`local_summary` itself.
+
+    Parameters
+    ----------
+    rng_key, param_map, model, guide, site, *args, **kwargs
+        As :func:`local_summary` takes them.
+
+    Returns
+    -------
+    LocalSummary
+    """
+    if not _compilable(guide, rng_key, param_map, args, kwargs):
+        return local_summary(rng_key, param_map, model, guide, site, *args, **kwargs)
+    program = ArgsProgram(args, kwargs, (value_key(model), value_key(guide), site))
+    program.model, program.guide, program.site = model, guide, site
+    (q, index, log_joint), static = _summary_program(
+        program, rng_key, param_map, program.dynamic(args, kwargs)
+    )
+    return LocalSummary(q, index, static.size, static.discrete, log_joint)
 
 
 def local_distribution(

@@ -35,7 +35,14 @@ if TYPE_CHECKING:
 
     from jaxannot.types import Array
 
-__all__ = ["SVIProgram", "loss_key", "object_key", "run_steps", "with_lams"]
+__all__ = [
+    "ArgsProgram",
+    "SVIProgram",
+    "loss_key",
+    "object_key",
+    "run_steps",
+    "with_lams",
+]
 
 
 def object_key(obj: object) -> Hashable:
@@ -113,43 +120,38 @@ def _is_array(leaf) -> bool:
     return isinstance(leaf, jax.Array | np.ndarray)
 
 
-class SVIProgram:
-    """The static argument of a compiled SVI loop (module docstring).
+class ArgsProgram:
+    """The static part of a compiled function of a model's arguments: their
+    structure and non-array leaves, and ``key`` (what else its code depends on),
+    compared by value; the arrays are its dynamic arguments (:meth:`dynamic`).
 
     Parameters
     ----------
-    svi : numpyro.infer.SVI
-        Initialized (``svi.init`` ran: its ``constrain_fn`` is set).
     args : tuple
         The model's positional arguments.
     kwargs : dict
         Its keyword arguments.
-    extra : Hashable
-        What else the loop's code depends on (a site name, a plate).
+    key : Hashable
+        The key of the rest of the static part (the model, the guide, a site).
     """
 
-    def __init__(self, svi: SVI, args: tuple, kwargs: dict, extra: Hashable = ()):
+    def __init__(self, args: tuple, kwargs: dict, key: Hashable = ()):
         leaves, self.treedef = jax.tree.flatten((tuple(args), dict(kwargs)))
         self.static = tuple(None if _is_array(leaf) else leaf for leaf in leaves)
-        self.svi = svi
         self.key = (
-            value_key(svi.model),
-            value_key(svi.guide),
-            object_key(svi.optim),
-            loss_key(svi.loss),
+            key,
             self.treedef,
             tuple(None if s is None else value_key(s) for s in self.static),
-            extra,
         )
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, SVIProgram) and self.key == other.key
+        return type(other) is type(self) and self.key == other.key
 
     def __hash__(self) -> int:
         return hash(self.key)
 
     def dynamic(self, args: tuple, kwargs: dict) -> list:
-        """The array leaves of ``(args, kwargs)``, the loop's dynamic arguments.
+        """The array leaves of ``(args, kwargs)``, the program's dynamic arguments.
 
         Parameters
         ----------
@@ -182,6 +184,33 @@ class SVIProgram:
         arrays = iter(dynamic)
         leaves = [next(arrays) if s is None else s for s in self.static]
         return jax.tree.unflatten(self.treedef, leaves)
+
+
+class SVIProgram(ArgsProgram):
+    """The static argument of a compiled SVI loop (module docstring).
+
+    Parameters
+    ----------
+    svi : numpyro.infer.SVI
+        Initialized (``svi.init`` ran: its ``constrain_fn`` is set).
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    extra : Hashable
+        What else the loop's code depends on (a site name, a plate).
+    """
+
+    def __init__(self, svi: SVI, args: tuple, kwargs: dict, extra: Hashable = ()):
+        key = (
+            value_key(svi.model),
+            value_key(svi.guide),
+            object_key(svi.optim),
+            loss_key(svi.loss),
+            extra,
+        )
+        super().__init__(args, kwargs, key)
+        self.svi = svi
 
     def svi_at(self, lams: Mapping) -> SVI:
         """The initialized ``SVI`` with its loss at the weights ``lams``.

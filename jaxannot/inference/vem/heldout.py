@@ -346,9 +346,17 @@ def neighbour_scores(
         observations under its neighbours' guess (:math:`s_i`) and under its prior
         alone (:math:`t_i`), in nats.
     """
-    senders, receivers = jnp.asarray(graph.senders), jnp.asarray(graph.receivers)
-    observed = jnp.asarray(keep, posteriors.dtype)[receivers]
-    weights = jnp.asarray(graph.weights) * observed
+    edges = (graph.senders, graph.receivers, graph.weights)
+    s, alone = _all_scores(a, b, posteriors, edges, keep)
+    return np.asarray(s, np.float64)[~keep], np.asarray(alone, np.float64)[~keep]
+
+
+@jax.jit
+def _all_scores(a, b, posteriors, edges, keep):
+    """:func:`neighbour_scores`' :math:`s_i`, :math:`t_i` of every image, compiled
+    once per shape (op by op, some 40 compiles per new shape)."""
+    senders, receivers, weights = edges
+    weights = weights * keep.astype(posteriors.dtype)[receivers]
     votes = jax.ops.segment_sum(
         weights[:, None] * posteriors[receivers], senders, a.shape[0]
     )
@@ -357,7 +365,7 @@ def neighbour_scores(
     guess = guess / guess.sum(-1, keepdims=True)
     s = jax.nn.logsumexp(jnp.log(guess) + a - b, axis=-1)
     alone = jax.nn.logsumexp(a, axis=-1) - jax.nn.logsumexp(b, axis=-1)
-    return np.asarray(s, np.float64)[~keep], np.asarray(alone, np.float64)[~keep]
+    return s, alone
 
 
 def _masked_vem(vem, estep):
