@@ -155,13 +155,3 @@ def test_no_module_over_the_code_line_limit():
     }
     offenders = {name: n for name, n in sizes.items() if n > MAX_CODE_LINES}
     assert not offenders, f"modules over {MAX_CODE_LINES} code lines: {offenders}"
-
-
-#: The most lines the README may hold (issue 45, point 6): details go to docs/.
-MAX_README_LINES = 250
-
-
-def test_the_readme_is_short_and_says_how_to_install_the_library():
-    readme = (PYPROJECT.parent / "README.md").read_text().splitlines()
-    assert len(readme) <= MAX_README_LINES, f"README.md has {len(readme)} lines"
-    assert any("as a library" in line and "pip install" in line for line in readme)
