@@ -26,6 +26,9 @@ under varying load; the speed comparisons are the benchmarks' own records.
 - ``emml_mbrm``: EMML against MBRM tuned by each metric (``emml_vs_mbrm.json``).
 - ``tomotopy``: Link-LDA by CVB0 against tomotopy's Gibbs sampler, the ratio of the
   times to tomotopy's perplexity (``link_lda_vs_peers_CORPUS[_allcores].json``).
+- ``time_to_target``: each system's mean time to tomotopy's perplexity against the
+  corpus size, every Link-LDA record (:func:`time_to_target_points`); ``--figure``
+  draws the same points, log-log, into ``docs/figures/link_lda_time_to_target.png``.
 - ``methods``: every registered method, the module that registers it and what it
   declares (:func:`methods_table`, docs/architecture.md).
 - ``scripts``: every script of ``benchmarks/``, the first paragraph of its docstring
@@ -33,6 +36,7 @@ under varying load; the speed comparisons are the benchmarks' own records.
 
     python benchmarks/results_tables.py            # rewrite the tables in place
     python benchmarks/results_tables.py --check    # exit 1 when a table is stale
+    python benchmarks/results_tables.py --figure   # also redraw the time-to-target plot
 """
 
 from __future__ import annotations
@@ -243,6 +247,148 @@ def tomotopy_table() -> str:
     return "\n".join(lines)
 
 
+#: The Link-LDA records of the time-to-target table and figure, by panel: the panel's
+#: name, the clock it reads (one thread: CPU seconds, the steadier measure on a shared
+#: machine; all cores or a GPU: wall seconds) and its records, smallest corpus first.
+TIME_TO_TARGET = (
+    (
+        "one thread",
+        "cpu_seconds",
+        (
+            "link_lda_vs_peers_corel5k.json",
+            "link_lda_vs_peers_synthetic.json",
+            "link_lda_vs_peers_synthetic_100k_3seeds.json",
+        ),
+    ),
+    (
+        "all cores or a GPU",
+        "seconds",
+        (
+            "link_lda_vs_peers_corel5k_allcores.json",
+            "link_lda_vs_peers_synthetic_allcores.json",
+            "link_lda_vs_peers_synthetic_100k_gpu.json",
+        ),
+    ),
+)
+FIGURE = DOCS / "figures" / "link_lda_time_to_target.png"
+
+
+def time_to_target_points(factor: float = 1.0) -> list[dict]:
+    """Each system's mean time to ``factor`` × tomotopy's perplexity, per record.
+
+    Parameters
+    ----------
+    factor : float
+        The target's factor (the records hold 0.99, 1.00 and 1.01).
+
+    Returns
+    -------
+    list of dict
+        One entry per record of :data:`TIME_TO_TARGET` and system (``jaxannot``,
+        ``tomotopy``): ``panel``, ``clock``, ``record``, ``corpus``, ``docs``,
+        ``tokens``, ``system``, ``where`` (device or workers), ``sweeps`` (of the
+        reference), ``reached`` and ``seeds`` (how many seeds reached the target),
+        and ``mean``, the mean of the clock over the seeds that reached it (None when
+        none did).
+    """
+    points = []
+    for panel, clock, names in TIME_TO_TARGET:
+        for name in names:
+            record = _load(name)
+            if record is None:
+                continue
+            (target,) = [
+                t for t in record["time_to_target"] if abs(t["factor"] - factor) < 1e-9
+            ]
+            sweeps = re.search(r"after (\d+) sweeps", record["reference_note"])
+            workers = record["threads"]["tomotopy_workers"]
+            for system in ("jaxannot", "tomotopy"):
+                times = [s[system][clock] for s in target["per_seed"] if s[system]]
+                if system == "jaxannot":
+                    where = record["device"]["device_kind"]
+                    where = "CPU" if where == "cpu" else where
+                else:
+                    where = f"{workers} worker{'s' if workers > 1 else ''}"
+                points.append(
+                    {
+                        "panel": panel,
+                        "clock": clock,
+                        "record": name,
+                        "corpus": record["corpus"]["name"],
+                        "docs": record["corpus"]["train_docs"],
+                        "tokens": record["corpus"]["train_tokens"],
+                        "system": system,
+                        "where": where,
+                        "sweeps": int(sweeps.group(1)) if sweeps else None,
+                        "reached": len(times),
+                        "seeds": len(record["seeds"]),
+                        "mean": sum(times) / len(times) if times else None,
+                    }
+                )
+    return points
+
+
+def time_to_target_table() -> str:
+    """The points of :func:`time_to_target_points` at f = 1.00, a row each."""
+    lines = [
+        "| clock | corpus | training documents | tokens | target: tomotopy after "
+        "| system | where | seeds that reached the target | mean seconds to it |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in time_to_target_points():
+        clock = "CPU s, one thread" if p["clock"] == "cpu_seconds" else "wall s"
+        lines.append(
+            f"| {clock} | {p['corpus']} | {p['docs']:,} | {p['tokens']:,.0f} "
+            f"| {p['sweeps']} sweeps | {p['system']} | {p['where']} "
+            f"| {p['reached']} of {p['seeds']} | {_cell(p['mean'], 2)} |"
+        )
+    return "\n".join(lines)
+
+
+def time_to_target_figure(path: Path = FIGURE) -> list[dict]:
+    """Draw :func:`time_to_target_points` at f = 1.00, log-log, one panel per clock.
+
+    Parameters
+    ----------
+    path : Path
+        The PNG to write (atomically: a temporary file renamed over it).
+
+    Returns
+    -------
+    list of dict
+        The points drawn (those with a mean).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = [p for p in time_to_target_points() if p["mean"] is not None]
+    fig, axes = plt.subplots(1, len(TIME_TO_TARGET), figsize=(10, 4), sharey=True)
+    for ax, (panel, clock, _) in zip(axes, TIME_TO_TARGET, strict=True):
+        for system, marker in (("jaxannot", "o"), ("tomotopy", "s")):
+            pts = [p for p in drawn if p["panel"] == panel and p["system"] == system]
+            pts.sort(key=lambda p: p["tokens"])
+            xs, ys = [p["tokens"] for p in pts], [p["mean"] for p in pts]
+            ax.plot(xs, ys, marker=marker, label=system)
+            for p in pts:
+                label = f"{p['corpus']}, {p['where']}"
+                ax.annotate(label, (p["tokens"], p["mean"]), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("training tokens")
+        ax.set_title(f"{panel} ({'CPU' if clock == 'cpu_seconds' else 'wall'} seconds)")
+        ax.legend()
+    axes[0].set_ylabel("mean seconds to tomotopy's perplexity")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    tmp.replace(path)
+    return drawn
+
+
 def emml_mbrm_table() -> str:
     """EMML at its defaults (tuned by MAP) against MBRM tuned by word F1@5 and by MAP
     (``emml_vs_mbrm.json``)."""
@@ -354,6 +500,8 @@ def table(name: str) -> str:
         return defaults_table()
     if name == "tomotopy":
         return tomotopy_table()
+    if name == "time_to_target":
+        return time_to_target_table()
     if name.startswith("field_") and name[len("field_") :] in DATASETS:
         return field_table(name[len("field_") :])
     raise KeyError(f"unknown table {name!r}")
@@ -374,7 +522,11 @@ def render(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stale tables")
+    parser.add_argument("--figure", action="store_true",
+                        help=f"also redraw {FIGURE.relative_to(ROOT)}")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.figure and not args.check:
+        time_to_target_figure()
     stale = []
     for path in DOCUMENTS:
         text = path.read_text()

@@ -121,3 +121,21 @@ def test_a_script_is_linked_to_the_pages_that_name_it(tables):
     # ale_scale.py names scale.py in its own name only
     scale_pages = rows["scale.py"]
     assert "[ale](ale.md)" not in scale_pages, scale_pages
+
+
+def test_the_time_to_target_figure_draws_the_table_points(tables, tmp_path):
+    # every record's point with a mean is drawn, the others (no seed reached) are not
+    points = tables.time_to_target_points()
+    assert {p["record"] for p in points} == {
+        name for _, _, names in tables.TIME_TO_TARGET for name in names
+    }
+    drawn = tables.time_to_target_figure(tmp_path / "f.png")
+    assert drawn == [p for p in points if p["mean"] is not None]
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a point's mean is the mean of its seeds' clock where the target was reached
+    one = points[0]
+    record = tables._load(one["record"])
+    (target,) = [t for t in record["time_to_target"] if t["factor"] == 1.0]
+    times = [s["jaxannot"][one["clock"]] for s in target["per_seed"] if s["jaxannot"]]
+    assert one["system"] == "jaxannot" and one["reached"] == len(times)
+    assert one["mean"] == sum(times) / len(times)
