@@ -26,7 +26,10 @@ _spec = importlib.util.spec_from_file_location(
 _toy_module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_toy_module)
 
-N, K, STEPS = 200, 4, 60
+#: 30 Adam steps a fit (60 before): at seed 0 the random graph's held-out gain stays
+#: -2.3 s.e. below zero (-0.087 at 60) and lam = 30 stays harmful (-20.38 vs -19.50
+#: nats held out); the auto path's 30 masked fits take half the time
+N, K, STEPS = 200, 4, 30
 
 
 def model(x, num_classes):

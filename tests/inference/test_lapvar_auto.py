@@ -30,7 +30,7 @@ bernoulli_m_step = _toy_module.bernoulli_m_step
 _TOY = dict(contrast=0.15, view_separation=0.8)
 
 
-def _fit(toy, estep, seed, steps=60):
+def _fit(toy, estep, seed, steps=30):
     vem = VEM(bernoulli_mixture, "z", estep=estep, m_step=bernoulli_m_step)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -45,33 +45,37 @@ def _fit(toy, estep, seed, steps=60):
     return result, float(ari), [w for w in caught if w.category is UserWarning]
 
 
-def _weak_fits(seeds) -> dict:
+def _weak_fits(seeds, steps) -> dict:
     """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture, with the
-    graph that carries the classes and a random one: ``{(graph, seed): (plain ARI,
-    auto ARI, auto result)}``."""
+    graph that carries the classes and a random one, ``steps`` EM iterations a fit:
+    ``{(graph, seed): (plain ARI, auto ARI, auto result)}``."""
     fits = {}
     for graph in ("classes", "random"):
         for seed in seeds:
             toy = weak_bernoulli(600, seed=seed, random_graph=graph == "random", **_TOY)
-            _, plain, _ = _fit(toy, None, seed)
-            result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed)
+            _, plain, _ = _fit(toy, None, seed, steps)
+            result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed, steps)
             fits[graph, seed] = plain, auto, result
     return fits
 
 
 @pytest.fixture(scope="module")
 def weak_fits():
-    """Seed 0 (the default run: an auto fit is 30 masked fits, some 11 s each)."""
-    return _weak_fits((0,))
+    """Seed 0 at 30 EM iterations a fit (the default run: an auto fit is 30 masked
+    fits; at 60 iterations they took twice the time): the ARIs 0.323 plain, 0.378
+    auto with the classes' graph (held-out gain +0.119 nats an image, s.e. 0.017),
+    0.323 for both with the random one (-0.027, s.e. 0.013)."""
+    return _weak_fits((0,), 30)
 
 
 @pytest.fixture(scope="module")
-def weak_fits_all(weak_fits):
-    """Seeds 0-2, the issue's claim (``-m slow``: about 70 s)."""
-    return {**weak_fits, **_weak_fits((1, 2))}
+def weak_fits_all():
+    """Seeds 0-2 at 60 EM iterations, the issue's claim (``-m slow``: about 90 s)."""
+    return _weak_fits((0, 1, 2), 60)
 
 
-# measured on seeds 0, 1, 2 (the last two under -m slow)
+# the default run: seed 0 at 30 iterations; -m slow: seeds 0, 1, 2 at 60 (the
+# figures measured in the tests below are theirs)
 _EITHER = pytest.mark.parametrize(
     "fits", ["weak_fits", pytest.param("weak_fits_all", marks=pytest.mark.slow)]
 )
