@@ -77,10 +77,7 @@ class _Whole(NamedTuple):
             a = dm.log_joint_chunk(setup, values, idx, args, kwargs)
             return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
 
-        if chunks.shape[0] == 1:  # no loop: one of a single step compiles slower
-            total, _ = body(jnp.float32(0.0), (chunks[0], valid[0], phi_p[0]))
-        else:
-            total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
+        total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
         return total + dm.log_prior(setup, values, args, kwargs)
 
     def constrain(self, phi):
