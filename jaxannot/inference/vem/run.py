@@ -233,7 +233,10 @@ def run_one(
 ) -> VEMResult:
     """One fit of ``vem.run``: from ``init_params`` (None: the default start) or
     ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault
-    raises with the iteration and the step that met it.
+    raises with the iteration and the step that met it. The step is
+    :func:`~jaxannot.inference.vem.fit.step_for`'s with ``defer``: where every
+    global site is conjugate, the closed form alone, and where it stopped on a
+    closed form not kept, the fit is run again from its start with the full step.
 
     Parameters
     ----------
