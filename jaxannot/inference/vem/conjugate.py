@@ -92,6 +92,8 @@ def conjugate_sites(
     def any_value(msg):  # no random draw: the trace is read for its distributions
         if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
             return None
+        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
+            return None  # an improper prior: _trace's init_to_uniform value
         shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
         return _first_value(msg["fn"], shape)
 
