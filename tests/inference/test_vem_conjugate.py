@@ -3,6 +3,8 @@
 conjugate updates written out in NumPy. Dawid–Skene's Dirichlet sites against a
 reference EM: ``test_vem_data_values.py``."""
 
+import importlib
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -91,6 +93,10 @@ def annotations(y, *, k):
             numpyro.sample("y", dist.Categorical(zeta[z]), obs=y)
 
 
+def _never_kept(*args):
+    return conjugate_update(*args)[0], jnp.bool_(False)
+
+
 def test_a_start_of_conjugate_sites_is_their_closed_form_or_lbfgs(monkeypatch):
     """Every global site conjugate: the default start's M-step is the closed form,
     at the optimum L-BFGS finds from the same posteriors (the start redone by L-BFGS
@@ -99,10 +105,7 @@ def test_a_start_of_conjugate_sites_is_their_closed_form_or_lbfgs(monkeypatch):
     key = jax.random.key(0)
     closed = VEM(annotations, "z", plate="item").init_params(key, y, k=3)
 
-    def never_kept(*args):
-        return conjugate_update(*args)[0], jnp.bool_(False)
-
-    monkeypatch.setattr(fit, "conjugate_update", never_kept)
+    monkeypatch.setattr(fit, "conjugate_update", _never_kept)
     vem = VEM(annotations, "z", plate="item", chunk_size=1000)  # compiled anew
     by_lbfgs = vem.init_params(key, y, k=3)
     state = vem.init(key, y, k=3)  # its start: from the first key init splits
@@ -111,3 +114,28 @@ def test_a_start_of_conjugate_sites_is_their_closed_form_or_lbfgs(monkeypatch):
         assert not np.array_equal(closed[site], by_lbfgs[site])
         np.testing.assert_allclose(closed[site], by_lbfgs[site], atol=1e-3)
         np.testing.assert_array_equal(state.params[site], again[site])
+
+
+def test_a_closed_form_not_kept_mid_fit_redoes_the_fit_with_the_full_step(
+    monkeypatch,
+):
+    """Every global site conjugate: the compiled loop has no optax M-step; an
+    iteration whose closed form is not kept (here: never) stops it, and the fit is
+    redone with the full step, the generic M-step's optax steps where needed. The
+    start, as in the test above (its programs)."""
+    y = np.random.default_rng(0).integers(0, 3, (30, 5)).astype(np.int32)
+    monkeypatch.setattr(fit, "conjugate_update", _never_kept)
+    loops = []
+    run_module = importlib.import_module("jaxannot.inference.vem.run")
+    run_steps = run_module.run_steps
+
+    def counted(step, *args, **kwargs):
+        loops.append(step)
+        return run_steps(step, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "run_steps", counted)
+    vem = VEM(annotations, "z", plate="item", chunk_size=1000)
+    result = vem.run(jax.random.key(0), 3, y, k=3, progress_bar=False)
+    assert len(loops) == 2 and loops[0] is not loops[1]  # conjugate-only, full
+    objective = -np.asarray(result.losses)
+    assert np.all(np.isfinite(objective)) and np.all(np.diff(objective) >= -1e-3)

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
+from numpyro import handlers
 
 from jaxannot.inference.vem.declaration import _trace
-from jaxannot.inference.vem.enumeration import _unwrap
+from jaxannot.inference.vem.enumeration import _first_value, _unwrap
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
@@ -65,7 +66,8 @@ def conjugate_sites(
 ) -> dict[str, str]:
     """``{site: "dirichlet" | "beta"}``: the global ``sample`` sites whose prior is
     a Dirichlet or a Beta (under ``expand``, ``to_event`` or ``mask``); empty when
-    ``vem.conjugate`` is False. Read from a trace of the model, at trace time.
+    ``vem.conjugate`` is False. Read from a trace of the model, at trace time, its
+    latent sites at any value (no random draw traced into the compiled program).
 
     Parameters
     ----------
@@ -85,7 +87,19 @@ def conjugate_sites(
         return {}
     dm = vem.declared
     args, kwargs = layout.join(dynamic)
-    trace = _trace(dm.model, dm.small_substitutions(layout.setup), args, kwargs)
+    subs = dm.small_substitutions(layout.setup)
+
+    def any_value(msg):  # no random draw: the trace is read for its distributions
+        if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
+            return None
+        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
+            return None  # an improper prior: _trace's init_to_uniform value
+        shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
+        return _first_value(msg["fn"], shape)
+
+    trace = _trace(
+        handlers.substitute(dm.model, substitute_fn=any_value), subs, args, kwargs
+    )
     kinds = {}
     for name in layout.setup.structure.globals_:
         site = trace[name]

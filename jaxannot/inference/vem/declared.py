@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
@@ -303,9 +304,11 @@ class DeclaredModel:
             The log joints.
         """
         chunks, _ = self.chunk_indices(setup)
-        out = lax.map(
-            lambda idx: self.log_joint_chunk(setup, values, idx, args, kwargs), chunks
-        )
+        chunk = functools.partial(self.log_joint_chunk, setup, values)
+        if chunks.shape[0] == 1:  # no loop: one of a single step compiles slower
+            out = chunk(chunks[0], args, kwargs)[None]
+        else:
+            out = lax.map(lambda idx: chunk(idx, args, kwargs), chunks)
         return out.reshape(-1, out.shape[-1])[: setup.structure.num_images]
 
     def log_prior(

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
+#: Not a fault: the conjugate-only step met a closed form it did not keep, and
+#: :func:`~jaxannot.inference.vem.run.run_one` redoes the fit with the full step
+#: (:func:`~jaxannot.inference.vem.fit.step_for`); never raised.
+DEFERRED = 5
 _WHAT = {
     _LOG_JOINT: (
         "E-step: the log joint a_ik = log p(x_i, z_i = k | theta) is NaN, or -inf "

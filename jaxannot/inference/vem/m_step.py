@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import _Shards, _Whole
     from jaxannot.types import Array, ArrayTree
 
-__all__ = ["m_step", "optax_steps"]
+__all__ = ["conjugate_only", "m_step", "optax_steps"]
 
 
 def m_step(
@@ -117,6 +117,36 @@ def m_step(
         carry = steps(carry)
     (unconstrained, term_params), opt_state = carry
     return constrain(unconstrained), opt_state, term_params
+
+
+def conjugate_only(
+    vem: Any, layout: _Whole | _Shards, values: dict[str, Array], dynamic: tuple
+) -> dict[str, str]:
+    """The conjugate sites (:func:`~jaxannot.inference.vem.conjugate.conjugate_sites`)
+    where they are every global site of a model with neither a closed form nor extra
+    terms, else ``{}``: the M-step of such a model is their closed-form update, and
+    :func:`m_step`'s optax steps run only where it is not kept. Read at trace time.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    layout : _Whole or _Shards
+        The fit's layout.
+    values : dict
+        Site -> current global value.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    dict
+        Site -> ``"dirichlet"`` or ``"beta"``, or empty.
+    """
+    if vem.closed_form is not None or vem.terms:
+        return {}
+    kinds = conjugate_sites(vem, layout, dynamic)
+    return kinds if kinds and len(kinds) == len(values) else {}
 
 
 def optax_steps(

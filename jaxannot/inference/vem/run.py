@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from jaxannot.inference.vem.checks import (
     check_tolerance,
     model_errors,
 )
-from jaxannot.inference.vem.faults import raise_fault
+from jaxannot.inference.vem.faults import DEFERRED, raise_fault
 from jaxannot.inference.vem.fit import step_for
 from jaxannot.inference.vem.fit_warnings import warn_empty
 from jaxannot.inference.vem.steps import VEMResult, VEMState
@@ -232,7 +233,10 @@ def run_one(
 ) -> VEMResult:
     """One fit of ``vem.run``: from ``init_params`` (None: the default start) or
     ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault
-    raises with the iteration and the step that met it.
+    raises with the iteration and the step that met it. The step is
+    :func:`~jaxannot.inference.vem.fit.step_for`'s with ``defer``: where every
+    global site is conjugate, the closed form alone, and where it stopped on a
+    closed form not kept, the fit is run again from its start with the full step.
 
     Parameters
     ----------
@@ -266,17 +270,20 @@ def run_one(
     else:
         check_state(setup.structure, init_state)
         state = layout.place(init_state, vem.estep.arrays)[0]
-    step = step_for(vem, layout, opts["tolerance"])
+    run = functools.partial(
+        run_steps,
+        data=(placed, vem.estep.arrays),
+        progress_bar=opts["progress_bar"],
+        desc="VEM",
+    )
     with model_errors(vem.plate, args, kwargs):
-        state, losses = run_steps(
-            step,
-            state,
-            num_steps,
-            data=(placed, vem.estep.arrays),
-            progress_bar=opts["progress_bar"],
-            desc="VEM",
-        )
-    fault = jax.device_get(state.fault)
+        start, step = state, step_for(vem, layout, opts["tolerance"], True)
+        state, losses = run(step, start, num_steps)
+        fault = jax.device_get(state.fault)
+        if fault[0] == DEFERRED:  # a closed form not kept: the full step's fit
+            step = step_for(vem, layout, opts["tolerance"])
+            state, losses = run(step, start, num_steps)
+            fault = jax.device_get(state.fault)
     if fault[0]:
         at = int(fault[1]) - (int(state.iteration) - num_steps)
         objective = -losses[at] if 0 <= at < num_steps else None
