@@ -6,6 +6,7 @@ import inspect
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from jaxannot.annotators import available_methods
@@ -220,6 +221,33 @@ def test_the_split_guard_fails_on_planted_faults(guard, splits):
     fails(_doctored(scene, n_labelled=[807, 807, 808]), "n_labelled [807")
     fails(_doctored(scene, split="test"), "split 'test'")
     fails(_doctored(scene, split_seed=1), "split seed 1")
+
+
+def test_the_split_guard_covers_the_ensembles_record(guard, splits):
+    """The ensemble's record (``benchmarks/ensemble_defaults_cv.py``, its base fits
+    shared between settings) names Corel5k's training split like any other; a test
+    image planted in its images fails it."""
+    run = _run_at("ensemble", "corel5k", "targets", 0)
+    assert guard.run_problems(run, splits) == []
+    assert run["command"].startswith("python benchmarks/ensemble_defaults_cv.py")
+    train, test = splits.dataset("corel5k")
+
+    def swap(tested, trained):
+        return np.concatenate([np.asarray(tested)[:1], np.asarray(trained)[1:]])
+
+    # the first training image replaced by the first test image
+    planted = dataclasses.replace(
+        train,
+        views={k: swap(test.views[k], v) for k, v in train.views.items()},
+        words=swap(test.words, train.words),
+        word_mask=swap(test.word_mask, train.word_mask),
+    )
+    problems = guard.run_problems(
+        _doctored(run, train_fingerprint=guard.corpus_fingerprint(planted)), splits
+    )
+    assert any("the fingerprint is not that" in p for p in problems), problems
+    problems = guard.run_problems(_doctored(run, n_images=4501), splits)
+    assert any("n_images 4501, but the training split has 4500" in p for p in problems)
 
 
 def test_the_guard_recomputes_the_split_jaxannot_evaluate_uses(guard, splits):

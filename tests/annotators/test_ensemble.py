@@ -276,3 +276,37 @@ def test_the_head_leads_each_image_and_keeps_the_orders_below_it():
             np.testing.assert_array_equal(
                 np.argsort(-got[below, w]), np.argsort(-ranking[below, w])
             )
+
+
+def test_the_defaults_record_with_shared_base_fits_equals_separate_fits(
+    task, benchmark_script
+):
+    """``benchmarks/ensemble_defaults_cv.py`` shares the base fits of the ``targets``
+    settings of a fold: the cross-validation is that of separate fits, and its
+    per-word curve at each fit's choice is what the cross-validation measured."""
+    from jaxannot.tuning import cross_validate
+
+    record = benchmark_script("ensemble_defaults_cv")
+
+    def run(*targets):
+        grid = {"targets": list(targets)}
+        return cross_validate("ensemble", task.train, grid, folds=2, fixed=CHEAP)
+
+    log: list = []
+    with record.shared_base_fits() as counts, record.kept_fits(log):
+        shared = run(*record.TARGET_SETTINGS)
+        curve = record.per_word_curve(log)
+    # per outer fold: the inner folds' and the final base fits, the out-of-fold set
+    # (the first setting), both taken by the second
+    assert counts == {"computed": 2 * (CHEAP["folds"] + 2), "reused": 2 * 2}
+    # the second setting, which took the first's fits, fitted on its own
+    separate = run(record.TARGET_SETTINGS[1]).results[0]
+    assert separate.params == shared.results[1].params
+    assert separate.folds == shared.results[1].folds
+    assert separate.fold_metrics == shared.results[1].fold_metrics
+    assert len(curve) == 2
+    for fold, row in enumerate(curve):
+        assert [r["per_word"] for r in row["held_out"]] == list(words.PER_WORD)
+        measured = shared.results[1].fold_metrics[fold]
+        at_choice = row["held_out"][row["chosen"]]["metrics"]
+        assert at_choice == pytest.approx({m: measured[m] for m in at_choice})
