@@ -216,7 +216,7 @@ def binary_hinge(
 ) -> tuple[linear_svm.SVMState, Array]:
     """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
     is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``.
+    ``stop.budget`` epochs; returns ``(SVMState, violation per epoch)``.
 
     Parameters
     ----------
@@ -247,10 +247,11 @@ def binary_hinge(
             jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
         )
     nan = jnp.full((stop.max_epochs,), jnp.nan, x.dtype)
+    budget = stop.budget
 
     def cond(carry):
         epoch, _, violation, _ = carry
-        return (epoch < stop.max_epochs) & (violation > stop.tol)
+        return (epoch < budget) & (violation > stop.tol)
 
     def body(carry):
         epoch, state, _, trace = carry
