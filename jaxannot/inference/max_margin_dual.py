@@ -69,8 +69,8 @@ def solve_dual(
     features_all : float array [N, dim]
         Features of every image of the fit.
     stop : multiclass_svm.DualStop
-        Epoch budget (static) and relative duality gap (the binary hinge:
-        projected-gradient spread) to stop at.
+        Epoch budget (``max_epochs`` static, ``epochs`` traced) and relative
+        duality gap (the binary hinge: projected-gradient spread) to stop at.
     init_state : optional
         Warm start: the solver's state of an earlier call (``CSState``,
         ``SVRState`` or ``linear_svm.SVMState`` on the ``[N, dim + 1]``

@@ -309,7 +309,8 @@ def fit_multiclass_svm(
     c : float or [n] array
         Cost ``C`` (seed 001: :math:`C_2 / C_1`), or one per example.
     stop : DualStop
-        Epoch budget (static) and relative duality gap to stop at (traced).
+        Epoch budget (``max_epochs`` static, ``epochs`` traced) and relative
+        duality gap to stop at (traced).
     init_state : CSState, optional
         Warm start (the alternating MMH fit passes the previous duals).
     shrink : float, optional
