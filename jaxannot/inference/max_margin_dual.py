@@ -69,8 +69,8 @@ def solve_dual(
     features_all : float array [N, dim]
         Features of every image of the fit.
     stop : multiclass_svm.DualStop
-        Epoch budget (static) and relative duality gap (the binary hinge:
-        projected-gradient spread) to stop at.
+        Epoch budget (``max_epochs`` static, ``epochs`` traced) and relative
+        duality gap (the binary hinge: projected-gradient spread) to stop at.
     init_state : optional
         Warm start: the solver's state of an earlier call (``CSState``,
         ``SVRState`` or ``linear_svm.SVMState`` on the ``[N, dim + 1]``
@@ -216,7 +216,7 @@ def binary_hinge(
 ) -> tuple[linear_svm.SVMState, Array]:
     """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
     is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.max_epochs`` epochs; returns ``(SVMState, violation per epoch)``.
+    ``stop.budget`` epochs; returns ``(SVMState, violation per epoch)``.
 
     Parameters
     ----------
@@ -247,10 +247,11 @@ def binary_hinge(
             jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
         )
     nan = jnp.full((stop.max_epochs,), jnp.nan, x.dtype)
+    budget = stop.budget
 
     def cond(carry):
         epoch, _, violation, _ = carry
-        return (epoch < stop.max_epochs) & (violation > stop.tol)
+        return (epoch < budget) & (violation > stop.tol)
 
     def body(carry):
         epoch, state, _, trace = carry

@@ -60,7 +60,9 @@ __all__ = [
 
 
 @partial(
-    jax.tree_util.register_dataclass, data_fields=["tol"], meta_fields=["max_epochs"]
+    jax.tree_util.register_dataclass,
+    data_fields=["tol", "epochs"],
+    meta_fields=["max_epochs"],
 )
 @dataclasses.dataclass(frozen=True)
 class DualStop:
@@ -74,20 +76,33 @@ class DualStop:
 
         P + D \le \mathrm{tol} \cdot \max(1, |P|),
 
-    or until ``max_epochs`` epochs have run. A pytree: ``max_epochs`` is static (it
-    fixes the length of the traces), ``tol`` is traced (a new value does not
-    recompile).
+    or until ``max_epochs`` epochs (``epochs`` when given) have run. A pytree:
+    ``max_epochs`` is static (it fixes the length of the traces), ``tol`` and
+    ``epochs`` are traced (a new value does not recompile): solves of several epoch
+    budgets (MMH's V-steps and its last one) run one compiled program when they
+    share ``max_epochs``, the largest budget.
 
     Attributes
     ----------
     max_epochs : int
-        Epoch budget.
+        Epoch budget, and the length of the traces.
     tol : float
         Relative duality gap to stop at.
+    epochs : int, optional
+        A smaller epoch budget (at most ``max_epochs``; None: ``max_epochs``).
     """
 
     max_epochs: int
     tol: float
+    epochs: int | None = None
+
+    @property
+    def budget(self) -> int | Array:
+        """The epochs a solve may run: ``max_epochs``, or ``epochs`` (traced) when
+        given, at most ``max_epochs``."""
+        if self.epochs is None:
+            return self.max_epochs
+        return jnp.minimum(self.epochs, self.max_epochs)
 
 
 #: Default of :func:`fit_multiclass_svm`.
@@ -294,7 +309,8 @@ def fit_multiclass_svm(
     c : float or [n] array
         Cost ``C`` (seed 001: :math:`C_2 / C_1`), or one per example.
     stop : DualStop
-        Epoch budget (static) and relative duality gap to stop at (traced).
+        Epoch budget (``max_epochs`` static, ``epochs`` traced) and relative
+        duality gap to stop at (traced).
     init_state : CSState, optional
         Warm start (the alternating MMH fit passes the previous duals).
     shrink : float, optional
@@ -357,15 +373,16 @@ def run_dual_epochs(
     -------
     (state, info)
         The final state and ``[stop.max_epochs]`` traces of ``info`` (NaN after the
-        stopping epoch).
+        stopping epoch, or after ``stop.epochs``).
     """
     max_epochs, tol = stop.max_epochs, stop.tol
+    budget = stop.budget
     nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
     trace = info_type(nan, nan, nan)
 
     def cond(carry):
         epoch, _, _, done = carry
-        return (epoch < max_epochs) & ~done
+        return (epoch < budget) & ~done
 
     def body(carry):
         epoch, s, tr, _ = carry

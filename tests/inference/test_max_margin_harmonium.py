@@ -12,7 +12,8 @@ from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh
 from jaxannot.methods.harmoniums import mmh_steps as steps
-from jaxannot.solvers import svr
+from jaxannot.runtime.row_buckets import pad_to_bucket
+from jaxannot.solvers import multiclass_svm, svr
 from jaxannot.solvers.margin_losses import crammer_singer_loss
 from jaxannot.solvers.multiclass_svm import DualStop
 
@@ -296,6 +297,51 @@ def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
     for got, want in zip(grads.weights, ref_grads.weights, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     assert float(value) > 0
+
+
+def test_pretraining_and_every_v_step_share_their_programs(rng_key, rng):
+    """The pre-training is the Θ-step at a hinge of weight 0 (one CD loop when it is
+    as long as a Θ-step); every V-step, the standardized start and the longer last
+    one included, runs one compiled Crammer–Singer solver."""
+    x, z, y = _toy(rng)
+    params = hm.initialize(rng_key, KINDS, (8, 4), 5, views=(x, z))  # K of its own
+    loops = cd.fit_cd._cache_size(), multiclass_svm.fit_multiclass_svm._cache_size()
+    schedule = mmh.Schedule(
+        iterations=2, inner_steps=6, pretrain_steps=6, svm_epochs=4, final_svm_epochs=9
+    )
+    res = mmh.fit_mmh_classifier(
+        rng_key, params, _images(x, z), y, 3, MODEL, schedule=schedule
+    )
+    assert cd.fit_cd._cache_size() - loops[0] == 1
+    assert multiclass_svm.fit_multiclass_svm._cache_size() - loops[1] == 1
+    # the budgets still hold: the V-steps' traces stop within them
+    assert res.trace["cd_gap"].shape == (6 + 2 * 6,)
+    assert np.all(np.isfinite(res.trace["svm_primal"]))
+
+
+def test_pretraining_is_plain_cd(rng_key, rng):
+    """The pre-training (the Θ-step with the hinge at weight 0) is plain CD: the
+    same CD gaps as plain CD's from the same start and key."""
+    x, z, y = _toy(rng)
+    params = hm.initialize(rng_key, KINDS, (8, 4), 4, views=(x, z))
+    schedule = mmh.Schedule(iterations=0, pretrain_steps=7, final_svm_epochs=3)
+    res = mmh.fit_mmh_classifier(
+        jax.random.key(5), params, _images(x, z), y, 3, MODEL, schedule=schedule
+    )
+    k_pre, _ = jax.random.split(jax.random.key(5))
+    plain = cd.build_kernel(
+        MODEL.optimizer, MODEL.phase_statistics, MODEL.expected_log_potential
+    )
+    images, mask = pad_to_bucket(_images(x, z))
+    _, info = cd.fit_cd(
+        k_pre,
+        cd.init(params, MODEL.optimizer),
+        (images, None),
+        step=plain,
+        num_steps=7,
+        mask=mask,
+    )
+    np.testing.assert_array_equal(res.trace["cd_gap"], np.asarray(info.cd_gap))
 
 
 def test_a_fit_on_other_labels_and_costs_compiles_nothing(rng_key, rng, count_compiles):

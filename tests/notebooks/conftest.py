@@ -27,7 +27,7 @@ CELL_TIMEOUT = 900
 PNG = b"\x89PNG\r\n\x1a\n"
 #: The kernel's XLA compiles with LLVM's cheap pipeline: the small modes are smoke
 #: runs whose time is mostly XLA compiling (the harmoniums notebook's about three
-#: quarters: 15 ``fit_cd`` and 14 SVM programs, each K and row count its own), and
+#: quarters: 8 ``fit_cd`` and 5 SVM programs, each K and model its own), and
 #: the checks are on their results, not their speed. The harmoniums notebook's run
 #: takes about a third less CPU; its small-mode figures move a little (MMH's test
 #: accuracy 0.700 -> 0.675, one of 40 images). The full mode is not run here.

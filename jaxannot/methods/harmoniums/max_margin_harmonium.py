@@ -172,6 +172,12 @@ class Schedule(NamedTuple):
     svm_step: str = "p1"
 
     @property
+    def longest_svm_epochs(self) -> int:
+        """The larger epoch budget: the static length of every V-step's solver
+        (each runs its own budget as a traced bound, so all share one program)."""
+        return max(self.svm_epochs, self.final_svm_epochs)
+
+    @property
     def standardized(self) -> bool:
         """``True`` for the standardized V-step; ``ValueError`` on an unknown
         ``svm_step``."""
@@ -203,31 +209,32 @@ class MMHResult(NamedTuple):
 
 
 @bounded_cache(32)
-def _theta_steps(model: MMHModel, task: str, batch_size: int | None):
-    """The plain CD step and the Θ-step (CD + the ``task``'s extra term), built once
-    per setting so that a second fit reuses :func:`cd.fit_cd`'s compiled loops."""
+def _theta_step(model: MMHModel, task: str, batch_size: int | None):
+    """The Θ-step (CD + the ``task``'s extra term), built once per setting so that a
+    second fit reuses :func:`cd.fit_cd`'s compiled loop."""
     extra_loss = (
         classification_extra_loss(model.embed)
         if task == "classification"
         else regression_extra_loss(model.embed)
     )
     pieces = (model.optimizer, model.phase_statistics, model.expected_log_potential)
-    plain = cd.build_kernel(*pieces, batch_size=batch_size)
-    step = cd.build_kernel(*pieces, extra_loss, batch_size)
-    return plain, step
+    return cd.build_kernel(*pieces, extra_loss, batch_size)
 
 
 def _alternate(rng_key, params, images, task, v_solver, model, schedule, mask=None):
     """The coordinate descent shared by P1 and P2.
 
-    ``v_solver = (v_init, v_step)`` is the task's V-step solver, ``v_init(key, feats,
-    epochs)`` and ``v_step(key, feats, v_state, epochs) -> (v_state, extra-loss data,
-    (primal, relative gap))``, with the epoch budgets of ``schedule``. ``mask``: the
-    real rows of ``images`` padded to a row bucket (the Θ-steps' and the
-    standardization's means run over them).
+    ``v_solver = (v_init, v_step, v_idle)`` is the task's V-step solver, ``v_init(key,
+    feats, epochs)`` and ``v_step(key, feats, v_state, epochs) -> (v_state,
+    extra-loss data, (primal, relative gap))``, with the epoch budgets of
+    ``schedule``, and ``v_idle(feats)``, extra-loss data that weigh nothing (the
+    extra term and its gradient exactly 0): the pre-training's plain CD runs as the
+    Θ-step with them, one compiled loop for both when ``pretrain_steps ==
+    inner_steps``. ``mask``: the real rows of ``images`` padded to a row bucket (the
+    Θ-steps' and the standardization's means run over them).
     """
-    v_init, v_step = v_solver
-    plain, step = _theta_steps(model, task, schedule.batch_size)
+    v_init, v_step, v_idle = v_solver
+    step = _theta_step(model, task, schedule.batch_size)
     standardize = schedule.standardized
 
     def features(p):
@@ -237,11 +244,12 @@ def _alternate(rng_key, params, images, task, v_solver, model, schedule, mask=No
     k_pre, k_alt = jax.random.split(rng_key)
     gaps = []
     if schedule.pretrain_steps > 0:
+        feats, standard = features(state.params)
         state, info = cd.fit_cd(
             k_pre,
             state,
-            (images, None),
-            step=plain,
+            (images, (*v_idle(feats), *standard)),
+            step=step,
             num_steps=schedule.pretrain_steps,
             mask=mask,
         )
@@ -342,15 +350,20 @@ def fit_mmh_classifier(
     term = MaxMargin(padded, c2 / c1, loss="crammer_singer", num_classes=num_classes)
     weight = jnp.float32(c1 / labels.shape[0])  # C1 / D: P1 averaged over images
 
+    longest = schedule.longest_svm_epochs
+
     def solve(key, feats, warm, epochs):
-        stop = dataclasses.replace(cs.DEFAULT_STOP, max_epochs=epochs)
+        # every V-step, whatever its epoch budget, runs one compiled solver
+        stop = dataclasses.replace(cs.DEFAULT_STOP, max_epochs=longest, epochs=epochs)
         # feats = [features, 1]: the term appends the unit column itself
         return term.solve_dual(key, feats[:, :-1], stop=stop, init_state=warm)
 
     def v_init(key, feats, epochs):
+        zero = cs.init(feats, num_classes)
         if standardize:
-            return cs.init(feats, num_classes)
-        start, _ = solve(key, standardized_start(feats, mask), None, epochs)
+            return zero
+        # from the zero duals, passed as a warm start: the later V-steps' program
+        start, _ = solve(key, standardized_start(feats, mask), zero, epochs)
         return cs.CSState(start.alpha, start.alpha.T @ feats)
 
     def v_step(key, feats, v_state, epochs):
@@ -358,7 +371,10 @@ def fit_mmh_classifier(
         v_state, info = solve(key, feats, warm, epochs)
         return v_state, (term, weight, v_state.weights), last_primal_and_gap(info)
 
-    solver = (v_init, v_step)
+    def v_idle(feats):  # the hinge at weight 0
+        return term, jnp.zeros_like(weight), cs.init(feats, num_classes).weights
+
+    solver = (v_init, v_step, v_idle)
     return _alternate(
         rng_key, params, images, "classification", solver, model, schedule, mask
     )
@@ -390,8 +406,12 @@ def fit_mmh_regressor(
     standardize = schedule.standardized
     targets = jnp.asarray(targets, jnp.float32)
 
+    longest = schedule.longest_svm_epochs
+
     def solve(key, feats, warm, epochs):
-        stop = dataclasses.replace(svr_mod.DEFAULT_STOP, max_epochs=epochs)
+        stop = dataclasses.replace(
+            svr_mod.DEFAULT_STOP, max_epochs=longest, epochs=epochs
+        )
         return svr_mod.fit_svr(
             key, feats, targets, c1, c2, epsilon, stop=stop, init_state=warm
         )
@@ -408,6 +428,8 @@ def fit_mmh_regressor(
         v_state, info = solve(key, feats, warm, epochs)
         return v_state, (v_state.beta, v_state.weights), last_primal_and_gap(info)
 
-    return _alternate(
-        rng_key, params, images, "regression", (v_init, v_step), model, schedule
-    )
+    def v_idle(feats):  # no multiplier: the Lagrangian term is 0
+        return jnp.zeros(feats.shape[0], feats.dtype), jnp.zeros(feats.shape[1])
+
+    solver = (v_init, v_step, v_idle)
+    return _alternate(rng_key, params, images, "regression", solver, model, schedule)
