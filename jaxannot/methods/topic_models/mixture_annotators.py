@@ -111,10 +111,11 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
         tolerance=1e-6 if vem.estep.keep_best else 0.0,
         **kwargs,
     )
+    # the globals are small: checked on the host (no per-shape op-by-op compiles)
     for site in ["pi"] + [f"beta_{v}" for v in range(len(data))]:
         check_support(
             f"mixture: {site}",
-            result.params[site],
+            np.asarray(result.params[site]),
             iteration=len(result.losses),
             simplex_axis=-1,
         )
