@@ -296,9 +296,15 @@ def test_the_defaults_record_with_shared_base_fits_equals_separate_fits(
     with record.shared_base_fits() as counts, record.kept_fits(log):
         shared = run(*record.TARGET_SETTINGS)
         curve = record.per_word_curve(log)
-    # per outer fold: the inner folds' and the final base fits, the out-of-fold set
-    # (the first setting), both taken by the second
-    assert counts == {"computed": 2 * (CHEAP["folds"] + 2), "reused": 2 * 2}
+    # per outer fold and base: the inner folds' and the final fits, the out-of-fold
+    # set (the first setting), both taken by the second; the fusion settings (three
+    # weightings of two bases, nine rules) of the first, taken by the second
+    assert counts == {
+        "computed": 2 * 2 * (CHEAP["folds"] + 2),
+        "reused": 2 * 2 * 2,
+        "settings_computed": 2 * 27,
+        "settings_reused": 2 * 27,
+    }
     # the second setting, which took the first's fits, fitted on its own
     separate = run(record.TARGET_SETTINGS[1]).results[0]
     assert separate.params == shared.results[1].params
@@ -310,3 +316,38 @@ def test_the_defaults_record_with_shared_base_fits_equals_separate_fits(
         measured = shared.results[1].fold_metrics[fold]
         at_choice = row["held_out"][row["chosen"]]["metrics"]
         assert at_choice == pytest.approx({m: measured[m] for m in at_choice})
+
+
+def test_a_grid_over_bases_and_step_shares_each_bases_fits(task, benchmark_script):
+    """Over ``bases`` (three bases and a pair of them) times ``step``, each base is
+    fitted once per outer fold and every fusion setting measured once (a pair's and
+    a coarser step's are among the three's finest): the cross-validation is that of
+    separate fits."""
+    from jaxannot.tuning import cross_validate
+
+    record = benchmark_script("ensemble_defaults_cv")
+    grid = {
+        "bases": ["knn:k=3,knn:k=12,knn:k=30", "knn:k=3,knn:k=30"],
+        "step": [0.5, 0.25],
+    }
+    fixed = {"folds": 2}
+
+    def run(grid):
+        return cross_validate("ensemble", task.train, grid, folds=2, fixed=fixed)
+
+    with record.shared_base_fits() as counts:
+        shared = run(grid)
+    # per outer fold: each of three bases' two inner fits, its final fit and its
+    # out-of-fold set once; the other settings take them (four settings: 6 + 4
+    # out-of-fold sets and final fits of which 3 + 3 computed)
+    assert counts["computed"] == 2 * 3 * (2 + 2)
+    assert counts["reused"] == 2 * (2 * 6 + 2 * 4 - 2 * 3)
+    # per outer fold: the 15 weightings of three bases at step 0.25, nine rules each
+    assert counts["settings_computed"] == 2 * 15 * 9
+    assert counts["settings_reused"] == 2 * (6 + 5 + 3) * 9
+    assert len(shared.results) == 4
+    for setting in shared.results:
+        separate = run({k: [v] for k, v in setting.params.items()}).results[0]
+        assert separate.params == setting.params
+        assert separate.folds == setting.folds
+        assert separate.fold_metrics == setting.fold_metrics

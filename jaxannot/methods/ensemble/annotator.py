@@ -97,10 +97,16 @@ def _applicable(bases, corpus: Corpus) -> tuple[dict, list[str]]:
     return kept, skipped
 
 
+def _fit_base(spec: str, base: tuple[str, dict], corpus: Corpus, rng_key) -> Fitted:
+    """The base ``spec`` (its method's name and overrides ``base``) fitted on
+    ``corpus``: the same fit as the base alone."""
+    name, hyper = base
+    return get_method(name).fit(corpus, rng_key=rng_key, **hyper)
+
+
 def _fit_bases(bases, corpus: Corpus, rng_key) -> dict[str, Fitted]:
     return {
-        spec: get_method(name).fit(corpus, rng_key=rng_key, **hyper)
-        for spec, (name, hyper) in bases.items()
+        spec: _fit_base(spec, base, corpus, rng_key) for spec, base in bases.items()
     }
 
 
@@ -115,21 +121,32 @@ def _parts_and_raws(fitted: dict[str, Fitted], corpus: Corpus):
     return parts, raws
 
 
-def _out_of_fold(bases, corpus: Corpus, folds: int, rng_key):
-    """Every base's out-of-fold distributions and raw scores on ``corpus``."""
+def _base_out_of_fold(
+    spec: str, base: tuple[str, dict], corpus: Corpus, folds: int, rng_key
+) -> tuple[np.ndarray, np.ndarray]:
+    """One base's out-of-fold distributions and raw scores on ``corpus``: fold
+    ``f``'s held-out images scored by the base fitted on the other folds with the
+    key ``fold_in(rng_key, f + 1)`` (whatever the other bases)."""
     n, w = corpus.num_images, corpus.num_words
-    parts = [np.zeros((n, w)) for _ in bases]
-    raws = [np.zeros((n, w)) for _ in bases]
+    part, raw = np.zeros((n, w)), np.zeros((n, w))
     for fold, rows in enumerate(kfold_rows(n, folds, seed=0)):
         held = np.zeros(n, dtype=bool)
         held[rows] = True
         key = None if rng_key is None else jax.random.fold_in(rng_key, fold + 1)
-        fitted = _fit_bases(bases, corpus.subset(~held), key)
-        got = _parts_and_raws(fitted, corpus.subset(held))
-        for store, new in zip((parts, raws), got, strict=True):
-            for whole, part in zip(store, new, strict=True):
-                whole[rows] = part
-    return parts, raws
+        fitted = _fit_base(spec, base, corpus.subset(~held), key)
+        (part[rows],), (raw[rows],) = _parts_and_raws(
+            {spec: fitted}, corpus.subset(held)
+        )
+    return part, raw
+
+
+def _out_of_fold(bases, corpus: Corpus, folds: int, rng_key):
+    """Every base's out-of-fold distributions and raw scores on ``corpus``."""
+    got = [
+        _base_out_of_fold(spec, base, corpus, folds, rng_key)
+        for spec, base in bases.items()
+    ]
+    return [part for part, _ in got], [raw for _, raw in got]
 
 
 @uses_defaults("ensemble")

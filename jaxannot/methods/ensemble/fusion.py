@@ -35,6 +35,7 @@ __all__ = [
     "choose",
     "fused_scores",
     "measure",
+    "setting_metrics",
 ]
 
 #: The annotation rules (module docstring).
@@ -152,6 +153,21 @@ def measure(scores: np.ndarray, truth: np.ndarray, targets: Sequence[str]) -> di
     return {m: float(out[m]) for m in targets}
 
 
+def setting_metrics(
+    parts: Sequence[np.ndarray],
+    setting: dict,
+    prior: np.ndarray,
+    truth: np.ndarray,
+    targets: Sequence[str],
+) -> dict:
+    """The target metrics of one setting of :func:`candidates` (its ``weights``,
+    ``rule`` and ``beta``): :func:`measure` of its :func:`fused_scores`."""
+    scores = fused_scores(
+        parts, setting["weights"], prior, setting["rule"], setting["beta"]
+    )
+    return measure(scores, truth, targets)
+
+
 def choose(
     parts: Sequence[np.ndarray],
     raws: Sequence[np.ndarray],
@@ -188,12 +204,7 @@ def choose(
     base_best = {m: max(max(b[m] for b in per_base), 1e-12) for m in targets}
     settings = []
     for setting in candidates(len(parts), step):
-        got = measure(
-            fused_scores(parts, setting["weights"], prior, setting["rule"],
-                         setting["beta"]),
-            truth,
-            targets,
-        )  # fmt: skip
+        got = setting_metrics(parts, setting, prior, truth, targets)
         score = min(got[m] / base_best[m] for m in targets)
         settings.append({**setting, "metrics": got, "score": score})
     chosen = int(np.argmax([s["score"] for s in settings]))
