@@ -69,12 +69,14 @@ from numpyro import handlers
 from numpyro.infer import SVI, TraceEnum_ELBO
 from numpyro.infer.autoguide import AutoNormal
 from numpyro.infer.initialization import init_to_value
+from numpyro.infer.svi import SVIRunResult
 
 from jaxannot import metrics
 from jaxannot.data.datasets import load_dataset
 from jaxannot.diagnostics import to_inference_data
 from jaxannot.graph import knn_graph
 from jaxannot.inference import VEM, LaplacianELBO, LapVar1, MaxMargin
+from jaxannot.inference.svi_program import SVIProgram, run_steps
 
 from _notebook import FIGURES, ROOT, script_argv
 
@@ -273,26 +275,34 @@ def main(argv=None):
     )
 
     # 4. SVI: AutoNormal on the globals (started at the plain VEM fit), the topic
-    #    enumerated by TraceEnum_ELBO, the Laplacian penalty; λ on validation rows
+    #    enumerated by TraceEnum_ELBO, the Laplacian penalty; λ on validation rows.
+    #    numpyro's SVI.run compiles its loop again at every call; run_steps compiles
+    #    it once for one SVI (model, guide, optimizer, graph), the weight λ dynamic
+    guide = AutoNormal(
+        handlers.block(scene_mixture, hide=["z"]),
+        init_loc_fn=init_to_value(values=start),
+    )
+    loss = LaplacianELBO(TraceEnum_ELBO(), "z", graph, lam=grid[0], sweeps=sweeps)
+    svi = SVI(scene_mixture, guide, numpyro.optim.optax_to_numpyro(adam), loss)
+    init = functools.partial(svi.init, **kw)
+    if args.small:
+        # SVI's set-up (the guide's prototype and parameters) runs op by op:
+        # about 350 tiny compiles, most of the small mode's SVI seconds; as one
+        # jit-compiled program it takes 8. The full mode (the committed
+        # outputs) sets up eagerly, as numpyro does.
+        init = jax.jit(init)
+    start_state = init(key, *data)  # every λ starts from the same state
+    program = SVIProgram(svi, data, kw)
     fits = []
     for lam in grid:
-        guide = AutoNormal(
-            handlers.block(scene_mixture, hide=["z"]),
-            init_loc_fn=init_to_value(values=start),
+        state, losses = run_steps(
+            program,
+            svi_steps,
+            start_state,
+            {"z": jnp.float32(lam)},
+            program.dynamic(data, kw),
         )
-        loss = LaplacianELBO(TraceEnum_ELBO(), "z", graph, lam=lam, sweeps=sweeps)
-        svi = SVI(scene_mixture, guide, numpyro.optim.optax_to_numpyro(adam), loss)
-        init = functools.partial(svi.init, **kw)
-        if args.small:
-            # SVI's set-up (the guide's prototype and parameters) runs op by op:
-            # about 350 tiny compiles, most of the small mode's SVI seconds; as one
-            # jit-compiled program it takes 8. The full mode (the committed
-            # outputs) sets up eagerly, as numpyro does.
-            init = jax.jit(init)
-        state = init(key, *data)
-        svi_result = svi.run(
-            key, svi_steps, *data, progress_bar=False, init_state=state, **kw
-        )
+        svi_result = SVIRunResult(svi.get_params(state), state, losses)
         median = guide.median(svi_result.params)
         phi = vem.posteriors_for(median, *data, **kw)
         fits.append((lam, (guide, svi_result, median, phi)))
