@@ -257,22 +257,14 @@ class PenalizedELBO(ELBO):
         pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
         return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
 
-    def loss(self, rng_key, param_map, model, guide, *args, **kwargs):
-        """The base ELBO's loss plus :meth:`penalty`.
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss`` takes them.
-
-        Returns
-        -------
-        jax.Array
-            The scalar loss.
-        """
-        return self.loss_with_mutable_state(
-            rng_key, param_map, model, guide, *args, **kwargs
-        )["loss"]
+    def _check_scorable(self, summary: LocalSummary, site: str) -> None:
+        """``ValueError`` when ``site`` is sampled discrete in the guide and the base
+        has no score-function term to differentiate through it."""
+        if summary.discrete and not self.can_infer_discrete:
+            raise ValueError(
+                f"site {site!r} is discrete in the guide; {type(self.base).__name__} "
+                "has no score-function term, use TraceGraph_ELBO or enumerate it"
+            )
 
 
 class LaplacianELBO(PenalizedELBO):
@@ -383,26 +375,6 @@ class LaplacianELBO(PenalizedELBO):
                 "*args), or call choose_lam(...) for the loss at the chosen lam"
             )
 
-    def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
-        """:meth:`PenalizedELBO.loss_with_mutable_state`, once the weights are chosen.
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss_with_mutable_state`` takes them.
-
-        Returns
-        -------
-        dict
-            ``{"loss": scalar, "mutable_state": dict or None}``.
-        """
-        self._check_chosen()
-        return super().loss_with_mutable_state(
-            rng_key, param_map, model, guide, *args, **kwargs
-        )
-
     def with_lam(self, lam: float | jax.Array) -> LaplacianELBO:
         """A copy with every site at weight ``lam`` (a number >= 0, or a traced
         scalar inside a compiled fit); the graph's tables are shared.
@@ -473,11 +445,7 @@ class LaplacianELBO(PenalizedELBO):
 
     def _site_penalty(self, summary: LocalSummary, site: str) -> jax.Array:
         self._check_size(summary, site)
-        if summary.discrete and not self.can_infer_discrete:
-            raise ValueError(
-                f"site {site!r} is discrete in the guide; {type(self.base).__name__} "
-                "has no score-function term, use TraceGraph_ELBO or enumerate it"
-            )
+        self._check_scorable(summary, site)
         batch = summary.q.shape[0]
         if batch == summary.size:
             return penalty(self.graph, summary.q, self.distance, summary.index)

@@ -88,7 +88,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.graph.laplacian import as_graph, mean_degree
+from jaxannot.graph.laplacian import Graph, as_graph, mean_degree
 from jaxannot.graph.neighbour_table import (
     NeighbourTable,
     laplacian_penalty,
@@ -299,6 +299,23 @@ class _Weighted:
     heldout_check: bool
     _unit: float
 
+    def _set_graph(
+        self,
+        graph: Any,
+        lam: float | str,
+        scale: str,
+        lam_path: Sequence[float],
+        heldout_check: bool,
+    ) -> Graph:
+        """Keep the graph (:func:`~jaxannot.graph.as_graph`), its size, its ``scale``
+        and the weight ``lam``; the graph, for the subclass's tables."""
+        graph = as_graph(graph)
+        self.graph = graph
+        self._unit = _unit(graph, scale)
+        self._set_lam(lam, lam_path, heldout_check)
+        self.num_nodes = int(graph.num_nodes)
+        return graph
+
     def _set_lam(self, lam, lam_path, heldout_check) -> float:
         self.lam = _check_lam(lam)
         self.lam_path = _check_path(lam_path)
@@ -391,11 +408,7 @@ class LapVar1(_Weighted):
     ):
         if int(sweeps) < 1 or int(newton_steps) < 1:
             raise ValueError("sweeps and newton_steps must be >= 1")
-        graph = as_graph(graph)
-        self.graph = graph
-        self._unit = _unit(graph, scale)
-        self._set_lam(lam, lam_path, heldout_check)
-        self.num_nodes = int(graph.num_nodes)
+        graph = self._set_graph(graph, lam, scale, lam_path, heldout_check)
         self.sweeps, self.newton_steps = int(sweeps), int(newton_steps)
         table = neighbour_table(graph, schedule=schedule, seed=seed)
         self.arrays = (table, jnp.float32(self.effective_lam))
@@ -491,11 +504,7 @@ class LapVar2(LapVar1):
     ):
         if not 0 < gamma <= 1 or int(smoothing) < 1:
             raise ValueError("gamma must be in (0, 1] and smoothing >= 1")
-        graph = as_graph(graph)
-        self.graph = graph
-        self._unit = _unit(graph, scale)
-        self._set_lam(lam, lam_path, heldout_check)
-        self.num_nodes = int(graph.num_nodes)
+        graph = self._set_graph(graph, lam, scale, lam_path, heldout_check)
         self.smoothing = int(smoothing)
         table = neighbour_table(graph, schedule="sequential", blocks=False)
         self.arrays = (table, jnp.float32(self.effective_lam), jnp.float32(gamma))

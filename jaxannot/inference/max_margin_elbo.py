@@ -235,12 +235,7 @@ class MaxMarginELBO(PenalizedELBO):
         summary: LocalSummary = self.features(
             rng_key, param_map, model, guide, *args, **kwargs
         )
-        if summary.discrete and not self.can_infer_discrete:
-            raise ValueError(
-                f"site {self.site!r} is discrete in the guide; "
-                f"{type(self.base).__name__} has no score-function term, use "
-                "TraceGraph_ELBO or enumerate it"
-            )
+        self._check_scorable(summary, self.site)
         params = self.params(param_map)
         scale = summary.size / summary.q.shape[0]
         loss = self.max_margin.penalty(params, summary.q, summary.index)
