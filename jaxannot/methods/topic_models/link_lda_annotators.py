@@ -46,6 +46,7 @@ from jaxannot.methods.topic_models import link_lda_svi as svi
 from jaxannot.methods.topic_models import link_lda_vb as llvb
 from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.link_lda_bags import padded_bags
+from jaxannot.methods.topic_models.mixture_graph import fit_graph
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
 
 __all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
@@ -179,7 +180,7 @@ def _lap_fit(
     views,
     bins,
 ) -> Fitted:
-    from jaxannot.graph import knn_search, neighbour_graph, pad_edges
+    from jaxannot.graph import pad_edges
 
     settings_of = functools.partial(
         svi.SVISettings,
@@ -193,12 +194,9 @@ def _lap_fit(
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     vis = vw.visual(corpus, names, edges)
     data = (vw.text(corpus),) + vis
-    feats = np.concatenate(vis, axis=1)
-    k = min(int(neighbors), corpus.num_images - 1)
-    idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
-    t = float(np.mean(np.asarray(dist))) or 1.0
-    graph = neighbour_graph(feats, idx, dist, weight=weight, t=t)
+    graph, _ = fit_graph(np.concatenate(vis, axis=1), neighbors, metric, weight)
     # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
+    k = min(int(neighbors), corpus.num_images - 1)
     graph = pad_edges(graph, 2 * k * corpus.num_images)
     ids, cnts = padded_bags(data)
     fit = svi.fit_svi(

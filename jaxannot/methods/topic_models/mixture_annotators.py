@@ -57,10 +57,10 @@ from jaxannot.methods.topic_models.mixture_data import (
 )
 from jaxannot.methods.topic_models.mixture_graph import (
     _check_lap,
-    _fit_graph,
     _graph_features,
     _lapvar1,
     _newton_batch,
+    fit_graph,
 )
 from jaxannot.methods.topic_models.params import LapMixUnigramParams, MixUnigramParams
 
@@ -221,7 +221,7 @@ def _lap_fit(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
     feats = _graph_features(vw.visual(corpus, names, edges))
-    graph, t = _fit_graph(feats, neighbors, metric, weight)
+    graph, t = fit_graph(feats, neighbors, metric, weight)
     if algorithm == "lapvar1":
         estep = _lapvar1(graph, lam, sweeps, newton_steps, schedule)
     else:

@@ -1,13 +1,15 @@
 """The graph pieces of ``lap-mix-unigram`` (:mod:`.mixture_annotators`).
 
 The k-NN graph of the fit images' visual words and its heat width
-(:func:`_fit_graph`), the check of the Laplacian E-step's settings
-(:func:`_check_lap`), LapVar1's E-step on the graph (:func:`_lapvar1`) and the
-batched Newton update that folds in new images linked to the graph
-(:func:`_newton_batch`).
+(:func:`fit_graph`, ``lap-link-lda``'s graph too), the check of the Laplacian
+E-step's settings (:func:`_check_lap`), LapVar1's E-step on the graph
+(:func:`_lapvar1`) and the batched Newton update that folds in new images linked to
+the graph (:func:`_newton_batch`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,14 +17,38 @@ import jax
 
 from jaxannot.inference import lapvar, lapvar_update
 
+if TYPE_CHECKING:
+    from jaxannot.graph import Graph
+
+__all__ = ["fit_graph"]
+
 
 def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(views, axis=1)
 
 
-def _fit_graph(feats: np.ndarray, neighbors: int, metric: str, weight: str):
+def fit_graph(
+    feats: np.ndarray, neighbors: int, metric: str, weight: str
+) -> tuple[Graph, float]:
     """The k-NN graph of the fit images' visual words (one search) and its heat
-    width ``t``, the mean neighbour distance (1 when it is 0)."""
+    width ``t``, the mean neighbour distance (1 when it is 0).
+
+    Parameters
+    ----------
+    feats : np.ndarray [images, dims]
+        The fit images' visual words, the views side by side.
+    neighbors : int
+        Neighbours per image (at most ``images - 1`` are taken).
+    metric : str
+        The search's distance (:func:`~jaxannot.graph.knn_search`).
+    weight : str
+        The edges' weight (:func:`~jaxannot.graph.neighbour_graph`).
+
+    Returns
+    -------
+    tuple of (Graph, float)
+        The symmetric graph and ``t``.
+    """
     from jaxannot.graph import knn_search, neighbour_graph
 
     k = min(int(neighbors), feats.shape[0] - 1)
