@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import numpy as np
 import scipy.io
@@ -83,25 +85,33 @@ def _v5_inflated_bytes(path: str, allowed: int) -> int:
     hold no compressed data). The file is read a tag and a chunk at a time:
     uncompressed elements are skipped over, never read. A malformed element list
     stops the count; scipy then reports the damage."""
+    total = 0
     with open(path, "rb") as fh:
-        head = fh.read(128)
-        order = {b"IM": "<", b"MI": ">"}.get(head[126:128])
-        if len(head) < 128 or order is None:
-            return 0
-        total = 0
-        while len(tag := fh.read(8)) == 8:
-            kind, size = struct.unpack(order + "II", tag)
-            if kind >> 16:  # a small element: its data sit in the tag
-                continue
-            start = fh.tell()
+        for _, kind, size in _v5_elements(fh):
             if kind == _MI_COMPRESSED:
                 total += _inflated_size(fh, size, allowed - total)
                 if total > allowed:
                     return total
-                fh.seek(start + size)
-            else:
-                fh.seek(start + size + (-size % 8))  # padded to 8 bytes
     return total
+
+
+def _v5_elements(fh: BinaryIO) -> Iterator[tuple[str, int, int]]:
+    """``(byte order, type, bytes)`` of each top-level element of the v5 MAT-file
+    open as ``fh`` (none without a v5 header), ``fh`` at the element's data; once
+    the caller is done with it, ``fh`` moves on to the next element (a compressed
+    element is not padded, the others are, to 8 bytes). Small elements (their data
+    sit in the tag) are passed over."""
+    head = fh.read(128)
+    order = {b"IM": "<", b"MI": ">"}.get(head[126:128])
+    if len(head) < 128 or order is None:
+        return
+    while len(tag := fh.read(8)) == 8:
+        kind, size = struct.unpack(order + "II", tag)
+        if kind >> 16:
+            continue
+        start = fh.tell()
+        yield order, kind, size
+        fh.seek(start + size + (0 if kind == _MI_COMPRESSED else -size % 8))
 
 
 class _V5Walk:
@@ -131,16 +141,9 @@ class _V5Walk:
 
     def run(self) -> None:
         with open(self.path, "rb") as fh:
-            head = fh.read(128)
-            order = {b"IM": "<", b"MI": ">"}.get(head[126:128])
-            if len(head) < 128 or order is None:
-                return  # a v4 file: no cells, no structs
-            self.order = order
-            while len(tag := fh.read(8)) == 8:
-                kind, size = struct.unpack(order + "II", tag)
-                if kind >> 16:  # a small element: its data sit in the tag
-                    continue
-                start = fh.tell()
+            # a v4 file has no element: no cells, no structs
+            for order, kind, size in _v5_elements(fh):
+                self.order = order
                 try:
                     if kind == _MI_COMPRESSED:
                         stream = _InflateStream(fh, size)
@@ -151,7 +154,6 @@ class _V5Walk:
                         self._matrix(_FileStream(fh, size), size, None, 0)
                 except _End:
                     return
-                fh.seek(start + size + (0 if kind == _MI_COMPRESSED else -size % 8))
 
     def _tag(self, stream) -> tuple[int, int, bytes | None]:
         """``(type, bytes, data)`` of the next element's tag; ``data`` is the

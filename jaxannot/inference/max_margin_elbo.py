@@ -267,9 +267,7 @@ class MaxMarginELBO(PenalizedELBO):
         jax.Array
             Scores [B, T] or [B].
         """
-        summary = local_summary(
-            jax.random.key(0), params, model, guide, self.site, *args, **kwargs
-        )
+        summary = self._folded_in(params, model, guide, args, kwargs)
         return self.max_margin.decision_function(self.params(params), summary.q)
 
     def predict(
@@ -305,11 +303,16 @@ class MaxMarginELBO(PenalizedELBO):
         jax.Array [B]
             The predictions.
         """
-        summary = local_summary(
-            jax.random.key(0), params, model, guide, self.site, *args, **kwargs
-        )
+        summary = self._folded_in(params, model, guide, args, kwargs)
         self._check_rows(summary.q.shape[0], model, guide, args, kwargs)
         return self.max_margin.predict(self.params(params), summary.q)
+
+    def _folded_in(self, params, model, guide, args, kwargs) -> LocalSummary:
+        """The summaries at ``site`` of the images the guide folds in, under a fixed
+        key (:meth:`predict`)."""
+        return local_summary(
+            jax.random.key(0), params, model, guide, self.site, *args, **kwargs
+        )
 
     def _check_rows(self, rows: int, model, guide, args, kwargs) -> None:
         """``ValueError`` when the data's plate at ``site`` has other than ``rows``
