@@ -6,7 +6,6 @@ loadfile`` spreads them over the workers), through the ``execute_notebook`` fixt
 
 import base64
 import importlib.util
-import os
 import pathlib
 import sys
 
@@ -25,25 +24,19 @@ _spec.loader.exec_module(nbexec)
 # JAX compilation on a loaded 2-core machine can take several
 CELL_TIMEOUT = 900
 PNG = b"\x89PNG\r\n\x1a\n"
-#: The kernel's XLA compiles with LLVM's cheap pipeline: the small modes are smoke
-#: runs whose time is mostly XLA compiling (the harmoniums notebook's about three
-#: quarters: 8 ``fit_cd`` and 5 SVM programs, each K and model its own), and
-#: the checks are on their results, not their speed. The harmoniums notebook's run
-#: takes about a third less CPU; its small-mode figures move a little (MMH's test
-#: accuracy 0.700 -> 0.675, one of 40 images). The full mode is not run here.
-FAST_COMPILE = (
-    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-)
 
 
 @pytest.fixture
-def execute_notebook(data_root):
+def execute_notebook(data_root, fast_compile_flags):
     """``run(name, args="--small") -> (notebook, pngs, text)``: executes
     ``notebooks/NAME.ipynb`` with nbclient in a fresh ``python3`` kernel on the real
     data (``JAXANNOT_DATA``) with ``JAXANNOT_NOTEBOOK_ARGS=args``. Every figure in the
     outputs is a PNG and no output names a machine path; ``text`` is every text
     output joined: the printed lines (what ``python NAME.py`` writes to stdout and
-    stderr) and the cells' results."""
+    stderr) and the cells' results. The kernel's XLA compiles cheaply
+    (``fast_compile_flags``): the small modes are smoke runs whose time is mostly
+    XLA compiling (the harmoniums notebook's 8 ``fit_cd`` and 5 SVM programs, each K
+    and model its own), and the checks are on their results, not their speed."""
 
     def run(name, args="--small"):
         nb = nbexec.execute(
@@ -53,7 +46,7 @@ def execute_notebook(data_root):
             env={
                 "JAXANNOT_DATA": str(data_root),
                 "OPENBLAS_NUM_THREADS": "1",
-                "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}",
+                "XLA_FLAGS": fast_compile_flags,
             },
         )
         pngs = [base64.b64decode(p) for p in nbexec.images(nb)]
