@@ -383,16 +383,18 @@ class VEM(Runs, FoldIn):
         if init_params is not None:
             values = checked_start(self, setup, init_params, args_kw)
         check_inputs(setup.structure, self.plate, values, self.terms)
+        # split here, not in the compiled start: compiled once for every shape
+        keys = jax.random.split(rng_key)
         with model_errors(self.plate, *args_kw):
             whole, default = _Whole(setup), values is None
             state, redo = initial_state(
-                self, whole, layout, rng_key, values, dynamic, placed
+                self, whole, layout, keys, values, dynamic, placed
             )
             if default and redo:  # the conjugate start was not kept: L-BFGS's
-                init_key = jax.random.split(rng_key)[0]
+                init_key = keys[0]
                 values = start_values_jit(self, whole, init_key, dynamic, True)
                 state, _ = initial_state(
-                    self, whole, layout, rng_key, values, dynamic, placed
+                    self, whole, layout, keys, values, dynamic, placed
                 )
         return layout.place(state, self.estep.arrays)[0]
 

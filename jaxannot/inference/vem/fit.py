@@ -183,13 +183,18 @@ def initial_state(
     vem: Any,
     whole: _Whole,
     layout: _Whole | _Shards,
-    rng_key: PRNGKey,
+    keys: PRNGKey,
     values: dict[str, Array] | None,
     dyn_whole: tuple,
     dyn_layout: tuple,
 ) -> VEMState:
     """The state a fit starts from: ``values`` (None: :func:`start_values`), each
     term's parameters, the optimizer's state and the fold-in posteriors.
+
+    The keys are split from the fit's key by the caller, outside: a key split is a
+    program of its own inlined in every compiled start (a threefry loop, about a
+    tenth of a second of lowering and compiling on 2 CPU cores, for every shape of
+    data), where the split on its own is compiled once per process.
 
     Parameters
     ----------
@@ -199,8 +204,9 @@ def initial_state(
         The one-device layout (static).
     layout : _Whole or _Shards
         The fit's layout (static).
-    rng_key : PRNGKey
-        Key of the start and of the loop.
+    keys : PRNGKey [2]
+        ``jax.random.split`` of the fit's key: the key of the start (and of the
+        terms' parameters), then the loop's.
     values : dict or None
         Site -> start value.
     dyn_whole, dyn_layout : tuple
@@ -213,14 +219,16 @@ def initial_state(
         ``start_values_jit`` finds (:func:`start_values`'s second output).
     """
     s = whole.setup.structure
-    init_key, loop_key = jax.random.split(rng_key)
+    init_key, loop_key = keys
     redo = jnp.bool_(False)
     if values is None:
         values, redo = start_values(vem, whole, init_key, dyn_whole)
-    term_keys = jax.random.split(init_key, max(1, len(vem.terms)))
-    term_params = tuple(
-        t.init(k, s.num_values) for t, k in zip(vem.terms, term_keys, strict=False)
-    )
+    term_params = ()
+    if vem.terms:
+        term_keys = jax.random.split(init_key, len(vem.terms))
+        term_params = tuple(
+            t.init(k, s.num_values) for t, k in zip(vem.terms, term_keys, strict=True)
+        )
     if vem.closed_form is not None:
         opt_state = vem.optimizer.init(term_params)
     else:
@@ -252,14 +260,13 @@ def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):
     ``a`` the local log joint under ``values``, ``new_phi`` the E-step transform's
     posteriors refined for the extra terms, ``objective`` :math:`\mathcal{L}` at
     them (the E-step's value, minus the terms, plus the log prior)."""
-    args, kwargs = layout.join(dynamic)
     a = layout.log_joint(vem.declared, values, dynamic)
     new_phi, q = layout.estep(vem.estep, e_arrays, rng_key, phi, a)
     new_phi = refine_for_terms(vem.terms, term_params, new_phi, a, vem.term_steps)
     if vem.terms:  # the refinement moved phi: re-evaluate
         q = vem.estep.objective(e_arrays, new_phi, a)
         q = q - terms_value(vem.terms, term_params, new_phi)
-    objective = q + vem.declared.log_prior(layout.setup, values, args, kwargs)
+    objective = q + layout.log_prior(vem.declared, values, dynamic)
     return a, new_phi, objective
 
 
@@ -320,6 +327,7 @@ def step_for(
     """
     setup = layout.setup
     keep_best = bool(vem.estep.keep_best)
+    draws = bool(getattr(vem.estep, "draws", True))
 
     def step(t, state: VEMState, data):
         del t
@@ -329,7 +337,9 @@ def step_for(
         kinds = conjugate_only(vem, layout, values, dynamic) if defer else {}
 
         def iterate(_):
-            rng2, sub = jax.random.split(state.rng_key)
+            rng2 = sub = state.rng_key  # an E-step that draws nothing: no split
+            if draws:
+                rng2, sub = jax.random.split(state.rng_key)
             a, new_phi, objective = _e_step(
                 vem, layout, e_arrays, sub, values, phi, term_params, dynamic
             )

@@ -45,6 +45,36 @@ __all__: list[str] = []
 _log = logging.getLogger(__name__)
 
 
+#: The model's densities, each traced once per set-up and shapes and inlined where
+#: it is called (``inline=True``: the program is the one the calls themselves
+#: would trace, so a fit's numbers do not move): a fit's programs call them many
+#: times (the E-step, each M-step evaluation under its derivatives, the start),
+#: and each call otherwise runs the numpyro model again in Python (about 1 s of
+#: the 2.4 s of tracing of a first fit on 2 CPU cores, issue 43).
+_traced = functools.partial(jax.jit, static_argnums=(0, 1), inline=True)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _chunk_log_joint(dm: DeclaredModel, setup: _Setup, values, idx, dynamic):
+    """:meth:`DeclaredModel.log_joint_chunk` on ``dynamic``, traced once."""
+    args, kwargs = _join_leaves(setup, dynamic)
+    return dm.log_joint_chunk(setup, values, idx, args, kwargs)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _log_joint(dm: DeclaredModel, setup: _Setup, values, dynamic):
+    """:meth:`DeclaredModel.log_joint` on ``dynamic``, traced once."""
+    args, kwargs = _join_leaves(setup, dynamic)
+    return dm.log_joint(setup, values, args, kwargs)
+
+
+@_traced
+def _log_prior(dm: DeclaredModel, setup: _Setup, values, dynamic):
+    """:meth:`DeclaredModel.log_prior` on ``dynamic``, traced once."""
+    args, kwargs = _join_leaves(setup, dynamic)
+    return dm.log_prior(setup, values, args, kwargs)
+
+
 class _Whole(NamedTuple):
     """Every image on one device, as given."""
 
@@ -54,8 +84,10 @@ class _Whole(NamedTuple):
         return _join_leaves(self.setup, dynamic)
 
     def log_joint(self, dm, values, dynamic):
-        args, kwargs = self.join(dynamic)
-        return dm.log_joint(self.setup, values, args, kwargs)
+        return _log_joint(dm, self.setup, values, dynamic)
+
+    def log_prior(self, dm, values, dynamic):
+        return _log_prior(dm, self.setup, values, dynamic)
 
     def estep(self, estep, arrays, rng_key, phi, a):
         return estep.apply(arrays, rng_key, phi, a)
@@ -66,7 +98,6 @@ class _Whole(NamedTuple):
 
     def expected(self, dm, values, phi, dynamic):
         """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk."""
-        args, kwargs = self.join(dynamic)
         setup = self.setup
         chunks, valid = dm.chunk_indices(setup)
         phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
@@ -74,11 +105,11 @@ class _Whole(NamedTuple):
 
         def body(total, xs):
             idx, ok, ph = xs
-            a = dm.log_joint_chunk(setup, values, idx, args, kwargs)
+            a = _chunk_log_joint(dm, setup, values, idx, dynamic)
             return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
 
         total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
-        return total + dm.log_prior(setup, values, args, kwargs)
+        return total + self.log_prior(dm, values, dynamic)
 
     def constrain(self, phi):
         return phi
@@ -145,12 +176,14 @@ class _Shards(NamedTuple):
         """Posteriors with the padded images' rows zeroed."""
         return phi * self.weights()[:, None]
 
+    def log_prior(self, dm, values, dynamic):
+        return _log_prior(dm, self.setup, values, dynamic)
+
     def expected(self, dm, values, phi, dynamic):
-        args, kwargs = self.join(dynamic)
         a = self.log_joint(dm, values, dynamic)
         ok = self.weights()[:, None] > 0
         total = jnp.where(ok, phi * a, 0.0).sum()
-        return total + dm.log_prior(self.setup, values, args, kwargs)
+        return total + self.log_prior(dm, values, dynamic)
 
     def place(self, state, e_arrays):
         """The loop's state and the E-step's arrays replicated, the posteriors
