@@ -139,8 +139,19 @@ def choose_lam(
         return loss, None
     if int(num_steps) < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    start = SVI(model, guide, optimizer, loss.with_lam(0.0))
-    params = start.get_params(start.init(rng_key, *args, **kwargs))
+    n = int(loss.graph.num_nodes)
+    fold_key = jax.random.fold_in(rng_key, 43)
+    if auto:
+        lams, masks = loss.lam_path, heldout_folds(fold_key, n, FOLDS)
+    else:
+        lams, masks = (0.0, lam), [heldout_mask(fold_key, n)]
+    base = loss.with_lam(0.0)
+    base._neighbour_table()  # built once, shared by the copies the fits make
+    svi = SVI(mask_observations(model, plate), _masked_guide(guide), optimizer, base)
+    # one set-up (op by op, as numpyro's) serves the check below and the masked
+    # fits' start
+    state0 = svi.init(rng_key, *args, heldout_keep=jnp.asarray(masks[0]), **kwargs)
+    params = svi.get_params(state0)
     if (
         compiled_summary(rng_key, params, model, guide, site, *args, **kwargs).log_joint
         is None
@@ -149,24 +160,12 @@ def choose_lam(
             f"choose_lam needs site {site!r} enumerated in the model "
             "(infer={'enumerate': 'parallel'}, TraceEnum_ELBO): give a fixed lam"
         )
-    n = int(loss.graph.num_nodes)
-    fold_key = jax.random.fold_in(rng_key, 43)
-    if auto:
-        lams, masks = loss.lam_path, heldout_folds(fold_key, n, FOLDS)
-    else:
-        lams, masks = (0.0, lam), [heldout_mask(fold_key, n)]
+    extra = ("choose_lam", site, value_key(model), value_key(guide))
+    program = SVIProgram(svi, args, kwargs, extra)
+    program.site, program.model, program.guide = site, model, guide
+    dynamic = program.dynamic(args, kwargs)
     scores, alone = _path(
-        loss,
-        rng_key,
-        model,
-        guide,
-        optimizer,
-        int(num_steps),
-        lams,
-        masks,
-        plate,
-        args,
-        kwargs,
+        program, int(num_steps), state0, dynamic, lams, masks, rng_key
     )
     held = scores.shape[1]
     if auto:
@@ -176,21 +175,12 @@ def choose_lam(
     return loss, warn_against(name, lam, scores, alone, held, stacklevel=3)
 
 
-def _path(
-    loss, rng_key, model, guide, optimizer, num_steps, lams, masks, plate, args, kwargs
-) -> tuple:
+def _path(program, num_steps, state0, dynamic, lams, masks, rng_key) -> tuple:
     """The held-out scores :math:`s` and :math:`t` [len(lams), held-out images] of
-    SVI fits of the masked model along ``lams`` on each fold of ``masks``."""
-    site = next(iter(loss.lams))
-    base = loss.with_lam(0.0)
-    base._neighbour_table()  # built once, shared by the copies the fits make
-    init = SVI(mask_observations(model, plate), _masked_guide(guide), optimizer, base)
-    state0 = init.init(rng_key, *args, heldout_keep=jnp.asarray(masks[0]), **kwargs)
-    extra = ("choose_lam", site, value_key(model), value_key(guide))
-    program = SVIProgram(init, args, kwargs, extra)
-    program.site, program.model, program.guide = site, model, guide
-    dynamic = program.dynamic(args, kwargs)
-    uparams = optimizer.get_params(state0.optim_state)
+    SVI fits of the masked model of ``program`` along ``lams`` on each fold of
+    ``masks``, each fold's first from ``state0``."""
+    graph = program.svi.loss.graph
+    uparams = program.svi.optim.get_params(state0.optim_state)
     scores, alone = [], []
     for keep in masks:
         start, fold_s, fold_t = uparams, [], []
@@ -205,7 +195,7 @@ def _path(
                 dynamic,
                 rng_key,
             )
-            s, t = neighbour_scores(a, b, phi, loss.graph, keep)
+            s, t = neighbour_scores(a, b, phi, graph, keep)
             fold_s.append(s)
             fold_t.append(t)
         scores.append(np.stack(fold_s))
