@@ -113,6 +113,7 @@ __all__ = [
     "FOLDS",
     "GATE",
     "HELD_OUT",
+    "HeldOutFits",
     "LamPath",
     "check_lam",
     "choose",
@@ -169,6 +170,37 @@ class LamPath(NamedTuple):
     held_out_images: int
     graph_gain: float = float("nan")
     graph_gain_se: float = float("nan")
+
+
+class HeldOutFits(NamedTuple):
+    """The fits a held-out choice or check of the weight runs: the run's own, on
+    the masked model.
+
+    Attributes
+    ----------
+    vem : Any
+        The :class:`~jaxannot.inference.vem.algorithm.VEM` being run, with a graph
+        E-step (``Any``: importing the class here would make an import cycle).
+    fit_one : Callable
+        ``fit_one(vem, rng_key, num_steps, args, kwargs, init_params, opts)``,
+        one fit returning a ``VEMResult`` (``vem.run.run_one``; passed in, as
+        ``run`` calls this module).
+    num_steps : int
+        EM iterations of each fit.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    opts : dict
+        The fits' options (``progress_bar``, ``tolerance``).
+    """
+
+    vem: Any
+    fit_one: Callable
+    num_steps: int
+    args: tuple
+    kwargs: dict
+    opts: dict
 
 
 class _MaskObserved(Messenger):
@@ -400,7 +432,7 @@ def _masked_m_step(m_step):
     return masked
 
 
-def _path(vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, folds=None):
+def _path(fits: HeldOutFits, rng_key, lams, folds=None):
     """Fits of the masked model along ``lams`` on each of ``folds`` folds (None:
     one fold of a ``HELD_OUT`` fraction), and the held-out scores of every image
     held out (once): the neighbours' guess's
@@ -408,6 +440,7 @@ def _path(vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, folds=None
     number of images scored. One masked model serves every fit, and each fold's
     arguments are set up (and the model traced for them) once, not at every fit
     (:func:`~jaxannot.inference.vem.declared.reusing_setups`)."""
+    vem, fit_one, num_steps, args, kwargs, opts = fits
     with reusing_setups():
         with model_errors(vem.plate, args, kwargs):
             n = vem.declared.setup(args, kwargs)[0].structure.num_images
@@ -454,37 +487,15 @@ def _graph_gain(scores: np.ndarray, alone: np.ndarray) -> tuple:
     return float(gain.mean()), float(se)
 
 
-def select_lam(
-    vem: Any,
-    fit_one: Callable,
-    rng_key: jax.Array,
-    num_steps: int,
-    args: tuple,
-    kwargs: dict,
-    opts: dict,
-) -> LamPath:
+def select_lam(fits: HeldOutFits, rng_key: jax.Array) -> LamPath:
     """Choose the E-step's weight on the held-out evidence (module docstring).
-    ``fit_one`` is the fit of one start (``vem.run.run_one``; passed in, as
-    ``run`` calls this module).
 
     Parameters
     ----------
-    vem : Any
-        The :class:`~jaxannot.inference.vem.algorithm.VEM` being run, with a graph
-        E-step (``Any``: importing the class here would make an import cycle).
-    fit_one : Callable
-        ``fit_one(vem, rng_key, num_steps, args, kwargs, init_params, opts)``,
-        one fit returning a ``VEMResult``.
+    fits : HeldOutFits
+        The run whose weight is chosen, with a graph E-step.
     rng_key : jax.Array
         The run's key (folds and fits).
-    num_steps : int
-        EM iterations of each fit.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
-    opts : dict
-        The fits' options (``progress_bar``, ``tolerance``).
 
     Returns
     -------
@@ -492,10 +503,8 @@ def select_lam(
         The E-step's ``lam_path``, its scores over ``FOLDS`` folds and the weight
         chosen.
     """
-    lams = tuple(float(x) for x in vem.estep.lam_path)
-    scores, alone, held = _path(
-        vem, fit_one, rng_key, num_steps, args, kwargs, opts, lams, FOLDS
-    )
+    lams = tuple(float(x) for x in fits.vem.estep.lam_path)
+    scores, alone, held = _path(fits, rng_key, lams, FOLDS)
     return choose(lams, scores, alone, held)
 
 
@@ -531,15 +540,7 @@ def choose(lams: tuple, scores: np.ndarray, alone: np.ndarray, held: int) -> Lam
     return LamPath(lams, means, ses, lams[chosen], held, gain, gain_se)
 
 
-def check_lam(
-    vem: Any,
-    fit_one: Callable,
-    rng_key: jax.Array,
-    num_steps: int,
-    args: tuple,
-    kwargs: dict,
-    opts: dict,
-) -> LamPath:
+def check_lam(fits: HeldOutFits, rng_key: jax.Array) -> LamPath:
     """Warn (``UserWarning``) when the evidence is against the E-step's given
     weight: at weight 0 the graph's neighbours' guess is worse than the prior's by
     more than a standard error, or the weight lowers the held-out evidence below
@@ -550,22 +551,10 @@ def check_lam(
 
     Parameters
     ----------
-    vem : Any
-        The :class:`~jaxannot.inference.vem.algorithm.VEM` being run, with a graph
-        E-step (``Any``: importing the class here would make an import cycle).
-    fit_one : Callable
-        ``fit_one(vem, rng_key, num_steps, args, kwargs, init_params, opts)``,
-        one fit returning a ``VEMResult``.
+    fits : HeldOutFits
+        The run whose weight is checked, with a graph E-step.
     rng_key : jax.Array
         The run's key (folds and fits).
-    num_steps : int
-        EM iterations of each fit.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
-    opts : dict
-        The fits' options (``progress_bar``, ``tolerance``).
 
     Returns
     -------
@@ -573,11 +562,9 @@ def check_lam(
         Weights 0 and the E-step's ``lam``, their scores on one fold of a
         ``HELD_OUT`` fraction of the images; ``chosen`` is the given weight.
     """
-    lam = float(vem.estep.lam)
-    scores, alone, held = _path(
-        vem, fit_one, rng_key, num_steps, args, kwargs, opts, (0.0, lam)
-    )
-    name = f"{type(vem.estep).__name__}(lam={lam:g})"
+    lam = float(fits.vem.estep.lam)
+    scores, alone, held = _path(fits, rng_key, (0.0, lam))
+    name = f"{type(fits.vem.estep).__name__}(lam={lam:g})"
     return warn_against(name, lam, scores, alone, held, stacklevel=5)
 
 

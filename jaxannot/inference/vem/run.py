@@ -135,6 +135,7 @@ class Runs:
             raise ValueError("pass init_params (a new fit) or init_state, not both")
         opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
         vem, lam, path = self, getattr(self.estep, "lam", None), None
+        held_out = heldout.HeldOutFits(self, run_one, num_steps, args, kwargs, opts)
         if lam == "auto":
             if init_state is not None:
                 raise ValueError(
@@ -142,17 +143,13 @@ class Runs:
                     "init_state use an E-step at the fit's weight: "
                     "estep.with_lam(result.lam)"
                 )
-            path = heldout.select_lam(
-                self, run_one, rng_key, num_steps, args, kwargs, opts
-            )
+            path = heldout.select_lam(held_out, rng_key)
             lam = path.chosen
             vem = copy.copy(self)
             vem.estep = self.estep.with_lam(lam)
         elif lam is not None and lam > 0 and self.estep.heldout_check:
             if init_state is None:
-                path = heldout.check_lam(
-                    self, run_one, rng_key, num_steps, args, kwargs, opts
-                )
+                path = heldout.check_lam(held_out, rng_key)
         if restarts == 1:
             result = run_one(
                 vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state
