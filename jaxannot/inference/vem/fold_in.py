@@ -10,7 +10,8 @@ a fit's posteriors imply (:meth:`~FoldIn.laplace_draws`, from
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -25,9 +26,13 @@ from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.steps import VEMResult
 
 if TYPE_CHECKING:
+    from jaxannot.inference.vem.declared import DeclaredModel
+    from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.types import Array
 
 __all__ = ["FoldIn"]
+
+T = TypeVar("T")
 
 
 class FoldIn:
@@ -123,11 +128,7 @@ class FoldIn:
         jax.Array [N, K]
             The log joints.
         """
-        with model_errors(self.plate, args, kwargs):
-            setup, dynamic = self.declared.setup(args, kwargs)
-        values = checked_start(self, setup, params, (args, kwargs), what="params")
-        with model_errors(self.plate, args, kwargs):
-            return log_joint_all(self.declared, _Whole(setup), values, dynamic)
+        return self._under(params, args, kwargs, _log_joints)
 
     def posteriors_for(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
         """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
@@ -149,11 +150,7 @@ class FoldIn:
         jax.Array [N, K]
             The posteriors.
         """
-        with model_errors(self.plate, args, kwargs):
-            setup, dynamic = self.declared.setup(args, kwargs)
-        values = checked_start(self, setup, params, (args, kwargs), what="params")
-        with model_errors(self.plate, args, kwargs):
-            return fold_in(self.declared, _Whole(setup), values, dynamic)
+        return self._under(params, args, kwargs, _posteriors)
 
     def marginals(self, params: dict, *args: Any, **kwargs: Any) -> dict:
         """Exact posterior marginals of every discrete site VEM enumerates, for the
@@ -180,13 +177,42 @@ class FoldIn:
             site's local MAP per value of the local site, ``[N, K, *its shape
             per item]`` (:mod:`~jaxannot.inference.vem.local_map`).
         """
+        return self._under(params, args, kwargs, _marginals)
+
+    def _under(
+        self,
+        params: dict,
+        args: tuple,
+        kwargs: dict,
+        compute: Callable[[DeclaredModel, _Setup, dict, tuple], T],
+    ) -> T:
+        """``compute(declared, setup, values, dynamic)`` for the images of ``args``
+        and ``kwargs`` under the global values ``params``, checked as
+        ``init_params`` is, with the model's shape and type errors explained
+        (:func:`~jaxannot.inference.vem.checks.model_errors`).
+
+        Parameters
+        ----------
+        params : dict
+            Site -> global value.
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+        compute : callable
+            What is computed from the declaration, the set-up, the checked values
+            and the array arguments.
+
+        Returns
+        -------
+        object
+            ``compute``'s answer.
+        """
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
         values = checked_start(self, setup, params, (args, kwargs), what="params")
         with model_errors(self.plate, args, kwargs):
-            if setup.structure.enumerated.continuous:
-                return local_maps(self.declared, setup, values, dynamic)
-            return marginals(self.declared, setup, values, dynamic)
+            return compute(self.declared, setup, values, dynamic)
 
     def predict(
         self, result: VEMResult, *args: Any, term: int = 0, **kwargs: Any
@@ -214,3 +240,25 @@ class FoldIn:
             raise ValueError(f"term must be in [0, {len(self.terms)}), got {term}")
         phi = self.posteriors_for(result.params, *args, **kwargs)
         return self.terms[term].predict(result.params["terms"][term], phi)
+
+
+def _log_joints(
+    dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple
+) -> Array:
+    """:func:`~jaxannot.inference.vem.layout.log_joint_all` on one device."""
+    return log_joint_all(dm, _Whole(setup), values, dynamic)
+
+
+def _posteriors(
+    dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple
+) -> Array:
+    """:func:`~jaxannot.inference.vem.layout.fold_in` on one device."""
+    return fold_in(dm, _Whole(setup), values, dynamic)
+
+
+def _marginals(dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple) -> dict:
+    """:meth:`FoldIn.marginals`: the local MAPs of a model with real-valued local
+    sites, else the enumerated sites' marginals."""
+    if setup.structure.enumerated.continuous:
+        return local_maps(dm, setup, values, dynamic)
+    return marginals(dm, setup, values, dynamic)
