@@ -340,7 +340,7 @@ def main(argv=None):
 #
 # Precision and recall of the top N (the paper's Figures 3–8: annotation, word query,
 # image retrieval) per dataset, and query time versus database size (the paper's
-# Figure 9) from the benchmark `benchmarks/query_time.py`
+# Figure 9) from the benchmark `benchmarks/scale/query_time.py`
 # (`benchmarks/results/query_time.json`: one query, synthetic database of 32-d
 # features, 100 VReps). In full mode each figure is also written to `docs/figures/`.
 

@@ -1,4 +1,4 @@
-"""``benchmarks/defaults_cv.py``: record runs from cross-validations and from
+"""``tools/defaults_cv.py``: record runs from cross-validations and from
 ``jaxannot tune --json`` outputs."""
 
 import json

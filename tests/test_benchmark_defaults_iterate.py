@@ -1,4 +1,4 @@
-"""``benchmarks/defaults_iterate.py``: which record runs are stale, the rules a
+"""``tools/defaults_iterate.py``: which record runs are stale, the rules a
 re-run's winner is read by, the grid past an edge winner, and a pass that moves a
 default and then re-runs what the move made stale (a fake cross-validation)."""
 

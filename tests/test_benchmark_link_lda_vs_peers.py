@@ -1,4 +1,4 @@
-"""``benchmarks/link_lda_vs_peers.py``: tomotopy's counts read back, one estimator for
+"""``benchmarks/peers/link_lda_vs_peers.py``: tomotopy's counts read back, one estimator for
 both systems, and time to target read off each curve."""
 
 import os

@@ -1,4 +1,4 @@
-"""``benchmarks/mmh_claim.py``: the variant specs, the run store and the table."""
+"""``benchmarks/claims/mmh_claim.py``: the variant specs, the run store and the table."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""``benchmarks/multilabel_peers.py``: ML-kNN against a brute-force Zhang & Zhou,
+"""``benchmarks/peers/multilabel_peers.py``: ML-kNN against a brute-force Zhang & Zhou,
 the grid that grows past an edge optimum, and a whole run on a tiny corpus."""
 
 import json

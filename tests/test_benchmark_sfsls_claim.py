@@ -1,4 +1,4 @@
-"""``benchmarks/sfsls_claim.py``: the selector's ridge against scikit-learn and
+"""``benchmarks/claims/sfsls_claim.py``: the selector's ridge against scikit-learn and
 ``fsnm``, a selector at equal fraction, and a whole (tiny) table and diagnosis run."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""``benchmarks/_device.py``: the ``--device`` argument of the benchmark scripts.
+"""``benchmarks/common/device.py``: the ``--device`` argument of the benchmark scripts.
 
 The platform choice is process-wide in JAX, so everything that selects one runs in a
 child process started in the benchmarks folder (as ``python benchmarks/NAME.py``
@@ -93,7 +93,7 @@ def test_unavailable_device_exits_with_a_clear_message():
 
 def test_benchmark_help_lists_device():
     proc = subprocess.run(
-        [sys.executable, "benchmarks/query_time.py", "--help"],
+        [sys.executable, "benchmarks/scale/query_time.py", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

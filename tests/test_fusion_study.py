@@ -1,4 +1,4 @@
-"""The fusion study's pieces (``benchmarks/fusion_study.py``) and its records: the
+"""The fusion study's pieces (``benchmarks/claims/fusion_study.py``) and its records: the
 simplex grid, the score rules, and a chosen setting that is the best of its own
 out-of-fold table."""
 

@@ -163,7 +163,7 @@ def test_mappings_stay_flat_over_200_configurations(budget, corpus):
     _check_flat(range(2, 202), corpus, 8, slack=300)
 
 
-# ------------------------------------------------- benchmarks/long_session.py
+# ------------------------------------------------- benchmarks/scale/long_session.py
 def test_the_long_session_benchmark_records_every_few_fits(benchmark_script, budget):
     bench = benchmark_script("long_session")
     first = list(itertools.islice(bench.configurations(), 8))

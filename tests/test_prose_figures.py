@@ -1,5 +1,5 @@
 """The figures typed in README.md and docs/*.md agree with their JSON records
-(``benchmarks/prose_figures.py``): a figure marked ``<!-- fig: FILE:PATH -->`` is
+(``tools/prose_figures.py``): a figure marked ``<!-- fig: FILE:PATH -->`` is
 checked at the decimals it shows."""
 
 import json

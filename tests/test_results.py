@@ -7,12 +7,12 @@ tests hold against whichever run is committed, and fail when a committed row no 
 comes out of the code.
 
 - ``defaults_vs_empirical_{scene,corel5k}.json``: ``jaxannot evaluate METHOD
-  --dataset D`` at the defaults, seed 0 (``benchmarks/defaults_vs_empirical.py``);
+  --dataset D`` at the defaults, seed 0 (``tools/defaults_vs_empirical.py``);
   here the same calls as ``cmd_evaluate`` (``load_dataset``, ``make_task``,
   ``evaluate``) in this process. The cheap rows only: the ``empirical`` and ``knn``
   baselines and the ``plsa-words`` topic model on scene.
 - ``subsample_figures.json``: the leading methods (tagprop, lap-mix-unigram, emml,
-  mbrm) at their defaults on a Corel5k subsample, ``benchmarks/subsample_figures.py``,
+  mbrm) at their defaults on a Corel5k subsample, ``tools/subsample_figures.py``,
   through its own functions, each at a tolerance measured across instruction sets
   and thread counts.
 """
@@ -145,7 +145,7 @@ def test_defaults_vs_empirical_row_reproduces(tasks, dataset, method, tolerance)
 
 
 #: Relative tolerance of each method's figures in ``subsample_figures.json``, against
-#: the spread that ``benchmarks/subsample_figures.py --spread`` measured (the
+#: the spread that ``tools/subsample_figures.py --spread`` measured (the
 #: record's ``spread``: how far each metric moved when XLA was limited to SSE4.2 or
 #: to AVX vectors, or ran on one thread and one core). Those variants change the order
 #: of float32 sums as another CPU does; an iterative fit carries the change into the

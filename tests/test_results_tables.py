@@ -1,5 +1,5 @@
 """The results tables of README.md and docs/results.md equal what their JSON records
-give (``benchmarks/results_tables.py``): no figure in them is typed by hand."""
+give (``tools/results_tables.py``): no figure in them is typed by hand."""
 
 import pathlib
 import re
@@ -19,7 +19,7 @@ def test_every_marked_table_is_what_its_records_give(tables):
         text = path.read_text()
         assert tables.MARKER.search(text), f"{path.name}: no generated table"
         assert tables.render(text) == text, (
-            f"{path.name} is stale: python benchmarks/results_tables.py"
+            f"{path.name} is stale: python -m tools.results_tables"
         )
 
 

@@ -37,7 +37,7 @@ Settings
 Gaussian mixture of 100,000 points (0.979) and on Corel5k, but not on Delicious's 500
 binary dims (0.78; 0.90 at efSearch 64); efConstruction 200 and efSearch 128 reach
 0.957 there and 0.9999 on the mixture, for 35.6 CPU seconds at n = 100,000 (1 thread;
-benchmarks/knn_index.py, docs/graphs.md).
+benchmarks/scale/knn_index.py, docs/graphs.md).
 
 Threshold of ``method="auto"``: the exact blocked search of the same 100,000 points
 took 77.6 CPU seconds (quadratic in n), and 4.3 against the index's 8.0 on Delicious's

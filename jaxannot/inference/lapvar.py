@@ -51,7 +51,7 @@ LapVar2
     iterations once :math:`\lambda` is large (smoothing then leaves VI far behind).
     Taking the last E-step's :math:`\Phi` as a candidate too makes :math:`Q`
     monotone but freezes the fit on it (ARI 0.38 instead of 0.75 at
-    :math:`\lambda = 2` on the toy of ``benchmarks/graph_regularization.py``), so
+    :math:`\lambda = 2` on the toy of ``benchmarks/claims/graph_regularization.py``), so
     the seed's rule is kept; LapVar2 helps at small :math:`\lambda` only (docs).
 
 **The scale of** :math:`\lambda`. :class:`LapVar1` and :class:`LapVar2` divide the
@@ -362,7 +362,7 @@ class LapVar1(_Weighted):
         transfers between models: on a 600-image mixture of unigrams whose 10-NN
         graph joins the true cluster 73 % of the time, 1 raises the ARI from 0.67
         (plain VEM) to 0.84; on issue 43's weak Bernoulli mixture it lowers it
-        (``benchmarks/graph_regularization.py``, ``docs/modelling.md``).
+        (``benchmarks/claims/graph_regularization.py``, ``docs/modelling.md``).
     lam_path : sequence of float
         The weights ``"auto"`` tries, from 0, increasing (default
         :data:`LAM_PATH`).

@@ -5,7 +5,7 @@ handful of XLA programs, seconds each on two cores). JAX can keep compiled progr
 on disk and load them in later processes; :func:`enable_compilation_cache` turns
 that on for library users in one call, and ``jaxannot`` (the CLI) calls it at
 start-up unless ``--no-compilation-cache`` or ``JAXANNOT_NO_COMPILATION_CACHE=1`` says
-otherwise. ``benchmarks/first_fit.py`` measures a first and a second process.
+otherwise. ``benchmarks/scale/first_fit.py`` measures a first and a second process.
 
 Where: ``JAXANNOT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/jaxannot/jax`` (by
 default ``~/.cache/jaxannot/jax``). Entries are keyed by JAX on the program, the

@@ -224,12 +224,12 @@ def test_the_split_guard_fails_on_planted_faults(guard, splits):
 
 
 def test_the_split_guard_covers_the_ensembles_record(guard, splits):
-    """The ensemble's record (``benchmarks/ensemble_defaults_cv.py``, its base fits
+    """The ensemble's record (``tools/ensemble_defaults_cv.py``, its base fits
     shared between settings) names Corel5k's training split like any other; a test
     image planted in its images fails it."""
     run = _run_at("ensemble", "corel5k", "targets", 0)
     assert guard.run_problems(run, splits) == []
-    assert run["command"].startswith("python benchmarks/ensemble_defaults_cv.py")
+    assert run["command"].startswith("python -m tools.ensemble_defaults_cv")
     train, test = splits.dataset("corel5k")
 
     def swap(tested, trained):

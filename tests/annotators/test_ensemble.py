@@ -281,7 +281,7 @@ def test_the_head_leads_each_image_and_keeps_the_orders_below_it():
 def test_the_defaults_record_with_shared_base_fits_equals_separate_fits(
     task, benchmark_script
 ):
-    """``benchmarks/ensemble_defaults_cv.py`` shares the base fits of the ``targets``
+    """``tools/ensemble_defaults_cv.py`` shares the base fits of the ``targets``
     settings of a fold: the cross-validation is that of separate fits, and its
     per-word curve at each fit's choice is what the cross-validation measured."""
     from jaxannot.tuning import cross_validate

@@ -1,5 +1,5 @@
 """A mixture of unigrams whose k-NN-like graph carries the cluster signal (test-only
-helper, also loaded by ``benchmarks/graph_regularization.py``).
+helper, also loaded by ``benchmarks/claims/graph_regularization.py``).
 
 Each item draws its cluster uniformly, then ``words`` words from its cluster's
 word distribution (Dirichlet(``concentration``) over ``vocabulary`` words), so plain

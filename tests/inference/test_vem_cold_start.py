@@ -22,20 +22,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: fitted posteriors, then those of a second fit of the same shapes.
 COLD_FIT = """
 import numpy as np
-import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+import jax
+from benchmarks.common.toys import bernoulli_covariate_model
 from jaxannot.inference import VEM
 
-def model(x, y, *, k):
-    pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
-    with numpyro.plate("component", k):
-        p = numpyro.sample("p", dist.Beta(1.0, 1.0).expand([x.shape[1]]).to_event(1))
-        m = numpyro.sample("m", dist.Normal(0.0, 5.0))
-    with numpyro.plate("item", x.shape[0]):
-        z = numpyro.sample("z", dist.Categorical(pi))
-        x_i = numpyro.subsample(x, event_dim=1)
-        y_i = numpyro.subsample(y, event_dim=0)
-        numpyro.sample("x", dist.Bernoulli(p[z]).to_event(1), obs=x_i)
-        numpyro.sample("y", dist.Normal(m[z], 1.0), obs=y_i)
+model = bernoulli_covariate_model()
 
 rng = np.random.default_rng(0)
 z = rng.integers(0, 3, 40)

@@ -6,10 +6,8 @@ step."""
 import numpy as np
 
 import jax
-import jax.numpy as jnp
-import numpyro
-import numpyro.distributions as dist
 
+from benchmarks.common.toys import bernoulli_covariate_model
 from jaxannot.inference import VEM
 from jaxannot.inference.vem.fit import one_update, step_for
 
@@ -33,23 +31,7 @@ def _counted_model():
     """Issue 43's first model (binary features and a Gaussian covariate per item),
     a new function object (nothing compiled for it yet), and its call counter."""
     calls = _Calls()
-
-    def model(x, y, *, k):
-        calls.n += 1
-        pi = numpyro.sample("pi", dist.Dirichlet(jnp.ones(k)))
-        with numpyro.plate("component", k):
-            p = numpyro.sample(
-                "p", dist.Beta(1.0, 1.0).expand([x.shape[1]]).to_event(1)
-            )
-            m = numpyro.sample("m", dist.Normal(0.0, 5.0))
-        with numpyro.plate("item", x.shape[0]):
-            z = numpyro.sample("z", dist.Categorical(pi))
-            x_i = numpyro.subsample(x, event_dim=1)
-            y_i = numpyro.subsample(y, event_dim=0)
-            numpyro.sample("x", dist.Bernoulli(p[z]).to_event(1), obs=x_i)
-            numpyro.sample("y", dist.Normal(m[z], 1.0), obs=y_i)
-
-    return model, calls
+    return bernoulli_covariate_model(calls), calls
 
 
 def test_a_first_fit_runs_the_model_once_per_density():

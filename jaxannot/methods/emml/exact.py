@@ -40,12 +40,12 @@ from jaxannot.types import Array
 
 #: VReps per blocked score update of :func:`fit_emml_exact`: the fastest of 1, 16,
 #: 64 and 256 at 2000 and 3000 VReps on two CPU cores
-#: (``benchmarks/emml_exact_blocks.py``).
+#: (``benchmarks/scale/emml_exact_blocks.py``).
 SCORE_BLOCK = 64
 #: KKT violation (loss units) at which :func:`fit_emml_exact` hands the projected
 #: gradient's point to the block sweeps (Corel5k, 3000 VReps: 818 gradient steps
 #: and 46 sweeps to 0.001, against 1707 gradient steps alone or over 3000 sweeps
-#: alone; ``benchmarks/emml_exact_solver.py`` and ``docs/emml.md``).
+#: alone; ``benchmarks/scale/emml_exact_solver.py`` and ``docs/emml.md``).
 HANDOFF = 0.02
 
 __all__ = [
@@ -395,7 +395,7 @@ def fit_emml_exact(
     rounding, while the :math:`O(N^2 W)` work per sweep runs as :math:`N/\text{block}`
     matrix products instead of :math:`N` memory-bound rank-one updates of all of
     :math:`F` (Corel5k, 3000 VReps, 374 words, two CPU cores: 110 ms per sweep at
-    ``block = 64``, 168 ms at ``block = 1``; ``benchmarks/emml_exact_blocks.py``).
+    ``block = 64``, 168 ms at ``block = 1``; ``benchmarks/scale/emml_exact_blocks.py``).
     The objective after each sweep is read off the carried :math:`F`.
 
     Parameters

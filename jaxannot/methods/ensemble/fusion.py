@@ -13,7 +13,7 @@ frequency plus :math:`1/N`:
 
 A setting is scored on out-of-fold scores by the worst ratio, over the target
 metrics, of its metric to the best base's (:func:`choose`): above 1 it leads every
-base on every target. The study behind it is ``benchmarks/fusion_study.py``.
+base on every target. The study behind it is ``benchmarks/claims/fusion_study.py``.
 """
 
 from __future__ import annotations

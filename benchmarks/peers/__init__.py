@@ -1,0 +1,4 @@
+"""jaxannot against other libraries.
+
+Run one as ``python -m benchmarks.peers.NAME --help`` from the repository root.
+"""
