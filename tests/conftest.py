@@ -170,18 +170,10 @@ def _release_compiled_programs():
 
 @pytest.fixture(scope="session")
 def benchmark_script():
-    """A loader of the scripts of ``benchmarks/`` by module name (each imports its
-    siblings, so the folder is on ``sys.path`` while it loads)."""
-    folder = str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks")
-
-    def load(name: str):
-        sys.path.insert(0, folder)
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(folder)
-
-    return load
+    """A loader of the benchmark scripts and tools by module name
+    (``benchmarks.claims.mmh_claim``, ``tools.results_tables``): the repository root
+    is on ``sys.path`` (pytest's ``pythonpath``)."""
+    return importlib.import_module
 
 
 def _without_clock(value):

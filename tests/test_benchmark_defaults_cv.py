@@ -10,7 +10,7 @@ from jaxannot.cli.app import main as cli
 
 @pytest.fixture(scope="module")
 def defaults_cv(benchmark_script):
-    return benchmark_script("defaults_cv")
+    return benchmark_script("tools.defaults_cv")
 
 
 def _tune(tmp_path, data_root, name, *grid_and_set):

@@ -17,7 +17,7 @@ view = { value = "", origin = "data" }
 
 @pytest.fixture(scope="module")
 def it(benchmark_script):
-    return benchmark_script("defaults_iterate")
+    return benchmark_script("tools.defaults_iterate")
 
 
 def _run(key, scores, defaults, higher=True, fixed=None, edge=None):

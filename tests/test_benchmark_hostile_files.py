@@ -1,4 +1,5 @@
-"""``benchmarks/reliability/hostile_files.py`` (issue 44): the committed record meets the
+"""``benchmarks/reliability/hostile_files.py`` (issue 44): the committed record meets
+the
 acceptance for the whole catalogue, and the runner that made it detects what it
 claims to (a changed input, a hang, a traceback)."""
 
@@ -14,12 +15,12 @@ RESULTS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 @pytest.fixture(scope="module")
 def bench(benchmark_script):
-    return benchmark_script("hostile_files")
+    return benchmark_script("benchmarks.reliability.hostile_files")
 
 
 @pytest.fixture(scope="module")
 def cases(benchmark_script):
-    return benchmark_script("_hostile_cases")
+    return benchmark_script("benchmarks.common.hostile_cases")
 
 
 @pytest.fixture(scope="module")

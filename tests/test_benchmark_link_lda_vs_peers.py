@@ -1,4 +1,5 @@
-"""``benchmarks/peers/link_lda_vs_peers.py``: tomotopy's counts read back, one estimator for
+"""``benchmarks/peers/link_lda_vs_peers.py``: tomotopy's counts read back, one
+estimator for
 both systems, and time to target read off each curve."""
 
 import os
@@ -10,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def bench(benchmark_script):
-    return benchmark_script("link_lda_vs_peers")
+    return benchmark_script("benchmarks.peers.link_lda_vs_peers")
 
 
 def _tomotopy():

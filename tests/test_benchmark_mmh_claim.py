@@ -1,4 +1,5 @@
-"""``benchmarks/claims/mmh_claim.py``: the variant specs, the run store and the table."""
+"""``benchmarks/claims/mmh_claim.py``: the variant specs, the run store and the
+table."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def claim(benchmark_script):
-    return benchmark_script("mmh_claim")
+    return benchmark_script("benchmarks.claims.mmh_claim")
 
 
 def test_variant_specs(claim):

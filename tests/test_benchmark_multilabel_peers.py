@@ -12,7 +12,7 @@ from jaxannot.data import Corpus, make_task
 
 @pytest.fixture(scope="module")
 def bench(benchmark_script):
-    return benchmark_script("multilabel_peers")
+    return benchmark_script("benchmarks.peers.multilabel_peers")
 
 
 def _brute_mlknn(x, y, x_test, k, s=1.0):

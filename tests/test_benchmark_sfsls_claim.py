@@ -15,7 +15,7 @@ from jaxannot.metrics import mean_average_precision
 
 @pytest.fixture(scope="module")
 def bench(benchmark_script):
-    return benchmark_script("sfsls_claim")
+    return benchmark_script("benchmarks.claims.sfsls_claim")
 
 
 def _pool(n=300, d=8, c=3, seed=0):

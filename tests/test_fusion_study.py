@@ -1,4 +1,5 @@
-"""The fusion study's pieces (``benchmarks/claims/fusion_study.py``) and its records: the
+"""The fusion study's pieces (``benchmarks/claims/fusion_study.py``) and its records:
+the
 simplex grid, the score rules, and a chosen setting that is the best of its own
 out-of-fold table."""
 
@@ -13,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def study(benchmark_script):
-    return benchmark_script("fusion_study")
+    return benchmark_script("benchmarks.claims.fusion_study")
 
 
 def test_the_simplex_grid_is_every_weight_vector_of_its_step(study):

@@ -501,7 +501,7 @@ def test_checkpoints(work, saved_checkpoint, data):
 def photo_folder(tmp_path_factory, benchmark_script):
     """A sound hand-made photo dataset (the hostile-files benchmark's builder)."""
     folder = tmp_path_factory.mktemp("photos") / "pd"
-    benchmark_script("_hostile_cases").photo_dataset(folder)
+    benchmark_script("benchmarks.common.hostile_cases").photo_dataset(folder)
     return folder
 
 

@@ -165,7 +165,7 @@ def test_mappings_stay_flat_over_200_configurations(budget, corpus):
 
 # ------------------------------------------------- benchmarks/scale/long_session.py
 def test_the_long_session_benchmark_records_every_few_fits(benchmark_script, budget):
-    bench = benchmark_script("long_session")
+    bench = benchmark_script("benchmarks.scale.long_session")
     first = list(itertools.islice(bench.configurations(), 8))
     assert [n for n, _ in first[:4]] == list(bench.METHODS)
     assert first[0][1]["topics"] != first[4][1]["topics"]  # a new shape each round

@@ -31,7 +31,7 @@ FLOORS = {
 
 @pytest.fixture(scope="module")
 def prose(benchmark_script):
-    return benchmark_script("prose_figures")
+    return benchmark_script("tools.prose_figures")
 
 
 def test_every_marked_figure_agrees_with_its_record(prose):

@@ -168,7 +168,7 @@ SUBSAMPLE_TOLERANCE = {
 
 @pytest.fixture(scope="module")
 def subsample_figures(benchmark_script):
-    return benchmark_script("subsample_figures")
+    return benchmark_script("tools.subsample_figures")
 
 
 @pytest.fixture(scope="module")

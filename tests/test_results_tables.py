@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def tables(benchmark_script):
-    return benchmark_script("results_tables")
+    return benchmark_script("tools.results_tables")
 
 
 def test_every_marked_table_is_what_its_records_give(tables):

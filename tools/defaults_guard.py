@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.records import RESULTS
 from jaxannot.annotators.hyper_spec import DEFAULTS
 from jaxannot.data.datasets import load_dataset
 from jaxannot.tuning.folds import (
@@ -45,7 +46,7 @@ from jaxannot.tuning.folds import (
 )
 from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
 
-RECORDS = Path(__file__).resolve().parent / "results" / "defaults_cv"
+RECORDS = RESULTS / "defaults_cv"
 
 #: The datasets without a split (``load_dataset`` returns no test corpus; checked
 #: against the loaders by the tests): ``jaxannot evaluate --seed S`` draws a random
@@ -55,7 +56,8 @@ NO_SPLIT = frozenset({"mfeat", "msrc", "3sources", "bbcsport"})
 #: The seeds at which the methods whose defaults are decided on a dataset without a
 #: split are evaluated on it, so that a default decided there has one
 #: cross-validation inside each of their training parts: 3sources' bag model (mmh,
-#: twh, dwh-svm) in ``benchmarks/claims/mmh_claim.py``, seeds 0-4; mmh-regression on mfeat
+#: twh, dwh-svm) in ``benchmarks/claims/mmh_claim.py``, seeds 0-4; mmh-regression on
+#: mfeat
 #: at seed 0 only (docs/harmoniums.md). Another dataset: seed 0.
 EVAL_SEEDS = {"3sources": (0, 1, 2, 3, 4), "mfeat": (0,)}
 

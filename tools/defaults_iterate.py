@@ -42,14 +42,14 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from defaults_guard import NO_SPLIT, decided_value, eval_seeds
-
+from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.records import RESULTS, ROOT, script_command
 from jaxannot.annotators.hyper_spec import spec_for
 from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
+from tools.defaults_guard import NO_SPLIT, decided_value, eval_seeds
 
-HERE = Path(__file__).resolve().parent
-TOML = HERE.parent / "jaxannot" / "annotators" / "hyper_defaults.toml"
-RECORDS = HERE / "results" / "defaults_cv"
+TOML = ROOT / "jaxannot" / "annotators" / "hyper_defaults.toml"
+RECORDS = RESULTS / "defaults_cv"
 
 #: Sizes whose fit cost grows with the value. A graph's neighbour count is not one:
 #: its small end is not a simpler model but a graph that falls apart (one neighbour
@@ -225,8 +225,9 @@ def write_default(method: str, key: str, value=None, rule=None, path: Path = TOM
 
 
 def run_defaults_cv(owner: str, dataset: str, run: dict, table: dict, data_dir) -> bool:
-    """Re-run ``run``'s grid at today's defaults through ``defaults_cv.py``."""
-    cmd = [sys.executable, str(HERE / "defaults_cv.py"), owner, "--dataset", dataset]
+    """Re-run ``run``'s grid at today's defaults through ``tools.defaults_cv``
+    (a child process started from the repository root, as this one was)."""
+    cmd = script_command("tools.defaults_cv", owner, "--dataset", dataset)
     for key, values in sorted(run["grid"].items()):
         shown = (str(v).lower() if isinstance(v, bool) else str(v) for v in values)
         cmd += ["--grid", f"{key}={','.join(shown)}"]
@@ -320,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=4)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--dry-run", action="store_true", help="list the stale runs")
+    add_device_argument(p)
     args = p.parse_args(argv)
+    os.environ.update(child_env(args.device))  # the re-runs
     table = read_table()
     unknown = [m for m in args.methods if m not in table]
     if unknown:

@@ -21,13 +21,11 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
-import time
 
-from _device import add_device_argument, child_device_record, child_env
-
+from benchmarks.common.device import add_device_argument, child_device_record
+from benchmarks.common.method_runs import run_one
+from benchmarks.common.records import write_json
 from jaxannot.annotators import available_methods, get_method
 
 
@@ -35,50 +33,6 @@ def annotation_methods() -> list[str]:
     return sorted(
         name for name in available_methods() if get_method(name).score_words is not None
     )
-
-
-def run_one(
-    method: str,
-    dataset: str,
-    timeout: float,
-    device: str = "auto",
-    settings: tuple[str, ...] = (),
-) -> dict:
-    """``jaxannot evaluate METHOD --dataset D [--set K=V ...]`` in a child process: its
-    ``--json`` result with ``wall_seconds``, or ``{"error": ...}``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "result.json")
-        cmd = [
-            sys.executable,
-            "-m",
-            "jaxannot.cli",
-            "evaluate",
-            method,
-            "--dataset",
-            dataset,
-            "--json",
-            out,
-            *(f"--set={kv}" for kv in settings),
-        ]
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                env=child_env(device),
-            )
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {timeout:.0f} s"}
-        wall = time.perf_counter() - start
-        if proc.returncode != 0 or not os.path.exists(out):
-            return {"error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
-        with open(out) as fh:
-            result = json.load(fh)
-    result["wall_seconds"] = wall
-    return result
 
 
 def main() -> None:
@@ -104,8 +58,7 @@ def main() -> None:
         "protocol": "inductive (the dataset's split), defaults, seed 0",
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "device": device,
-        "command": "python -m tools.defaults_vs_empirical --dataset "
-        f"{args.dataset}",
+        "command": f"python -m tools.defaults_vs_empirical --dataset {args.dataset}",
         "results": {},
     }
     if os.path.exists(args.json):
@@ -134,10 +87,7 @@ def main() -> None:
             keep["info"] = info
         report["results"][method] = keep
         print(json.dumps(keep.get("metrics", keep)), file=sys.stderr, flush=True)
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(report, fh, indent=1, sort_keys=True)
-        os.replace(tmp, args.json)
+        write_json(args.json, report, sort_keys=True)
     base = report["results"].get("empirical", {}).get("metrics", {})
     print(f"{'method':18s} {'word F1@5':>10s} {'MAP':>8s}  beats empirical")
     for method, row in sorted(report["results"].items()):

@@ -15,7 +15,7 @@ default):
 
 Nearly all of an ensemble fit's cost is its bases' fits, the inner folds' and the
 final ones. The record is made as every other method's
-(:func:`defaults_cv.run_record`: :func:`jaxannot.tuning.cross_validate` on the
+(:func:`defaults_record.run_record`: :func:`jaxannot.tuning.cross_validate` on the
 training images, the same fields for ``defaults_guard.py``) with each base's fits
 and out-of-fold scores memoized by (base specification, the images' fingerprint,
 folds, rng key), and each fusion setting's metrics by the distributions and weights
@@ -46,17 +46,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import defaults_cv
 import numpy as np
 
 import jax
 
+from benchmarks.common.device import add_device_argument, use_device
 from jaxannot.annotators.base import Fitted, get_method
 from jaxannot.methods.ensemble import annotator, fusion
 from jaxannot.methods.ensemble.fusion import TARGETS, measure
 from jaxannot.methods.ensemble.words import PER_WORD
 from jaxannot.tuning import scoring
 from jaxannot.tuning.folds import corpus_fingerprint
+from tools import defaults_record
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -229,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", help="key=value held fixed")
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", type=Path, default=defaults_cv.RESULTS)
+    p.add_argument("--out", type=Path, default=defaults_record.RESULTS)
+    add_device_argument(p)
     args = p.parse_args(argv)
+    use_device(args.device)
     argv = list(sys.argv[1:] if argv is None else argv)
     for local in ("--data-dir", "--out"):  # this machine's paths
         if local in argv:
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     args.metric, args.labelled_fraction, args.argv = None, None, argv
     start, log = time.perf_counter(), []
     with shared_base_fits() as counts, kept_fits(log):
-        run = defaults_cv.run_record(args)
+        run = defaults_record.run_record(args)
         curve = per_word_curve(log)
     run["command"] = "python -m tools.ensemble_defaults_cv " + " ".join(
         shlex.quote(a) for a in argv
@@ -249,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     run["shared_fits"] = counts
     if curve:
         run["per_word_curve"] = curve
-    path = defaults_cv.record_path("ensemble", args.dataset, args.out)
-    defaults_cv.save_run(path, "ensemble", args.dataset, run)
+    path = defaults_record.record_path("ensemble", args.dataset, args.out)
+    defaults_record.save_run(path, "ensemble", args.dataset, run)
     w = run["best"]
     print(
         f"ensemble {args.dataset}: winner {w['params']} {run['metric']} "

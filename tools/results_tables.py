@@ -31,8 +31,8 @@ under varying load; the speed comparisons are the benchmarks' own records.
   draws the same points, log-log, into ``docs/figures/link_lda_time_to_target.png``.
 - ``methods``: every registered method, the module that registers it and what it
   declares (:func:`methods_table`, docs/architecture.md).
-- ``scripts``: every script of ``benchmarks/``, the first paragraph of its docstring
-  and the pages that name it (:func:`scripts_table`, docs/benchmarks.md).
+- ``scripts``: every script of ``benchmarks/<purpose>/`` and ``tools/``, the first
+  paragraph of its docstring and the pages that name it (:func:`scripts_table`, docs/benchmarks.md).
 
     python -m tools.results_tables            # rewrite the tables in place
     python -m tools.results_tables --check    # exit 1 when a table is stale
@@ -454,24 +454,42 @@ def methods_table() -> str:
     return "\n".join(lines)
 
 
+def _is_script(path: Path) -> bool:
+    """Whether ``path`` runs as ``__main__`` (``if __name__ == "__main__":``)."""
+    for node in ast.parse(path.read_text()).body:
+        test = node.test if isinstance(node, ast.If) else None
+        if (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+        ):
+            return True
+    return False
+
+
 def benchmark_scripts() -> list[Path]:
-    """The scripts of ``benchmarks/`` (not the helpers, whose names start with
-    ``_``), by name."""
-    folder = ROOT / "benchmarks"
-    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    """The scripts of ``benchmarks/<purpose>/`` and ``tools/`` (not the shared
+    modules of ``benchmarks/common`` and ``tools``), by path."""
+    files = [*(ROOT / "benchmarks").glob("*/*.py"), *(ROOT / "tools").glob("*.py")]
+    return sorted(p for p in files if p.parent.name != "common" and _is_script(p))
 
 
 def _citing_pages(script: Path) -> list[Path]:
     """README.md and the pages of docs/ whose text, outside their generated tables,
-    names ``script``'s file."""
-    pattern = re.compile(rf"(?<![\w.]){re.escape(script.name)}")
+    names ``script``: its file (``scale.py``, ``benchmarks/scale/scale.py``) or its
+    module (``python -m benchmarks.scale.scale``)."""
+    module = ".".join(script.relative_to(ROOT).with_suffix("").parts)
+    pattern = re.compile(
+        rf"(?<![\w.]){re.escape(script.name)}|(?<![\w.]){re.escape(module)}(?!\w)"
+    )
     pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
     return [page for page in pages if pattern.search(MARKER.sub("", page.read_text()))]
 
 
 def scripts_table() -> str:
-    """Every script of ``benchmarks/``: what it does (its docstring's first
-    paragraph) and the pages that name it (linked from ``docs/``)."""
+    """Every script of ``benchmarks/<purpose>/`` and ``tools/``: what it does (its
+    docstring's first paragraph) and the pages that name it (linked from
+    ``docs/``)."""
     lines = ["| script | what it does | pages |", "|---|---|---|"]
     for script in benchmark_scripts():
         docstring = ast.get_docstring(ast.parse(script.read_text())) or ""
@@ -481,7 +499,8 @@ def scripts_table() -> str:
             for page in _citing_pages(script)
         ]
         lines.append(
-            f"| `{script.name}` | {_code(summary) or '—'} | {', '.join(links) or '—'} |"
+            f"| `{script.relative_to(ROOT)}` | {_code(summary) or '—'} "
+            f"| {', '.join(links) or '—'} |"
         )
     return "\n".join(lines)
 

@@ -32,12 +32,12 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import root_env, script_command, write_json
 from jaxannot.data import Task, make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
@@ -131,8 +131,7 @@ def _variant_metrics(args: argparse.Namespace, methods: list[str], name: str) ->
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "metrics.json")
         command = [
-            sys.executable,
-            __file__,
+            *script_command(__spec__.name),
             "--child",
             out,
             "--methods",
@@ -151,7 +150,7 @@ def _variant_metrics(args: argparse.Namespace, methods: list[str], name: str) ->
         cpus = variant.get("cpus")
         if cpus:  # util-linux's taskset: no fork of this (threaded) process
             command = ["taskset", "-c", ",".join(map(str, cpus)), *command]
-        subprocess.run(command, env=env, check=True)
+        subprocess.run(command, env=root_env(env), check=True)
         with open(out) as fh:
             return json.load(fh)
 
@@ -207,10 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             for m, r in results.items()
         },
     }
-    tmp = args.json + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(report, fh, indent=1, sort_keys=True)
-    os.replace(tmp, args.json)
+    write_json(args.json, report, sort_keys=True)
     for m, r in results.items():
         worst = max(
             (largest_relative_difference(r["metrics"], d) for d in spread[m].values()),

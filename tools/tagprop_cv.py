@@ -21,10 +21,11 @@ import platform
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 from jaxannot import metrics
 from jaxannot.annotators import get_method
 from jaxannot.data.datasets import load_dataset
@@ -112,8 +113,7 @@ def main() -> None:
         "jax": jax.__version__,
         "device": device_record(),
     }
-    with open(args.json, "w") as fh:
-        json.dump(out, fh, indent=2)
+    write_json(args.json, out, indent=2)
     print("chosen:", best["config"])
 
 

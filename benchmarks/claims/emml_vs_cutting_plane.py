@@ -35,11 +35,12 @@ import resource
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 from jaxannot.methods.emml import cutting_plane
 from jaxannot.methods.emml import working_set as emml
 from jaxannot.methods.emml.exact import fit_emml_exact
@@ -308,9 +309,7 @@ def main(argv=None):
         "jax": jax.__version__,
         "device": device_record(),
     }
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as fh:
-        json.dump(result, fh, indent=2)
+    write_json(a.out, result, indent=2)
     summary = {
         n: {k: v for k, v in s.items() if k != "trace"} for n, s in solvers.items()
     }

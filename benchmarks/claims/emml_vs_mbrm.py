@@ -15,14 +15,12 @@ so the comparison at matched tuning (both by MAP) stands beside the default one:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 
-from _device import add_device_argument, child_device_record
-from defaults_vs_empirical import run_one
-
-from jaxannot.data.atomic import atomic_write
+from benchmarks.common.device import add_device_argument, child_device_record
+from benchmarks.common.method_runs import run_one
+from benchmarks.common.records import write_json
 
 RUNS = (
     ("emml", ()),
@@ -55,8 +53,7 @@ def main() -> None:
             label = method + "".join(f" {kv}" for kv in settings)
             print(f"{label} on {dataset} ...", flush=True)
             rows[label] = run_one(method, dataset, args.timeout, args.device, settings)
-            text = json.dumps(report, indent=2) + "\n"
-            atomic_write(args.json, lambda fh, text=text: fh.write(text.encode()))
+            write_json(args.json, report, indent=2)
 
 
 if __name__ == "__main__":

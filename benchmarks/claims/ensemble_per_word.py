@@ -13,10 +13,11 @@ The fusion itself (weights, rule, beta) is chosen as ``ensemble`` chooses it
 out-of-fold scores), or given (``--weights W... --rule R --beta B``: the setting the
 registered ``ensemble`` chose, ``info.chosen`` of its row in
 ``defaults_vs_empirical_DATASET.json``, without the search's cost). The bases'
-scores come from ``benchmarks/claims/fusion_study.py``'s cache (made here when absent: same
-bases, folds and seed)::
+scores come from ``benchmarks/claims/fusion_study.py``'s cache (made here when
+absent: same bases, folds and seed)::
 
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.claims.ensemble_per_word --dataset corel5k \\
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.claims.ensemble_per_word \\
+        --dataset corel5k \\
         --bases tagprop tagprop:balance=none:boosting=false lap-mix-unigram knn \\
         --fuse tagprop:balance=none:boosting=false lap-mix-unigram knn \\
         --weights 0.25 0.5 0.25 --rule reweight --beta 0.25 --cache corel5k_bases.npz \\
@@ -36,8 +37,9 @@ import argparse
 import os
 
 import numpy as np
-from fusion_study import fit_bases, load_cache, parse_base, save_cache
 
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.fusion_bases import fit_bases, load_cache, parse_base, save_cache
 from jaxannot.cli.files import write_json
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.protocols import make_task
@@ -70,7 +72,9 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=0.0)
     parser.add_argument("--cache", default=None, help="fusion_study.py's --cache")
     parser.add_argument("--json", required=True)
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
     fuse = args.fuse or args.bases
     if not set(fuse) <= set(args.bases):
         parser.error(f"--fuse {fuse} must be among --bases {args.bases}")

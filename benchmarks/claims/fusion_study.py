@@ -42,30 +42,26 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import time
 
 import numpy as np
 
-import jax
-
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.fusion_bases import (
+    fit_bases,
+    load_cache,
+    measure,
+    parse_base,
+    save_cache,
+)
+from benchmarks.common.records import write_json
 from jaxannot import metrics
-from jaxannot.annotators.base import get_method
-from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.datasets import load_dataset
-from jaxannot.data.protocols import kfold_rows, make_task
-from jaxannot.methods.ensemble.fusion import as_distribution
-from jaxannot.tuning.folds import fold_tasks, training_images
+from jaxannot.data.protocols import make_task
+from jaxannot.tuning.folds import training_images
 
 RULES = ("reweight", "head")
 HEAD = 5
-
-
-def parse_base(spec: str) -> tuple[str, dict]:
-    """``name:key=value:...`` -> the method name and its typed overrides."""
-    name, *pairs = spec.split(":")
-    return name, dict(parse_hyper(get_method(name), pairs))
 
 
 def fused_scores(parts, weights, prior, rule: str, beta: float) -> np.ndarray:
@@ -86,34 +82,12 @@ def fused_scores(parts, weights, prior, rule: str, beta: float) -> np.ndarray:
     return out
 
 
-def measure(scores, truth, k: int) -> dict:
-    """Both metric families of ``jaxannot evaluate`` for one score matrix."""
-    out = metrics.annotation_report(scores, truth, n=5)
-    out.update(metrics.multilabel_report(scores, truth, k))
-    return {key: float(v) for key, v in out.items()}
-
-
 def simplex(n: int, step: float):
     """Weights on the simplex grid of ``step`` (each a multiple of it, sum 1)."""
     units = round(1 / step)
     for cut in itertools.product(range(units + 1), repeat=n - 1):
         if sum(cut) <= units:
             yield tuple(c / units for c in cut) + ((units - sum(cut)) / units,)
-
-
-def base_scores(bases, fit_corpus, score_corpus, seed: int):
-    """Each base fitted on ``fit_corpus``: its distributions and raw scores on
-    ``score_corpus``, and its fit-and-score CPU seconds."""
-    parts, raws, seconds = [], [], []
-    for name, hyper in bases:
-        method = get_method(name)
-        start = time.process_time()
-        fitted = method.fit(fit_corpus, rng_key=jax.random.key(seed), **hyper)
-        scores = np.asarray(method.score_words(fitted, score_corpus))
-        seconds.append(time.process_time() - start)
-        parts.append(as_distribution(scores, method.score_meaning is not None))
-        raws.append(scores)
-    return parts, raws, seconds
 
 
 def search(parts, raws, truth, prior, k, targets, step, betas):
@@ -139,65 +113,6 @@ def search(parts, raws, truth, prior, k, targets, step, betas):
                 )
     best = max(rows, key=lambda r: r["worst_ratio"])
     return rows, best, base_best
-
-
-def fit_bases(bases, corpus, task, folds: int, seed: int):
-    """Out-of-fold distributions and raw scores of every base on the training
-    images, the same on the test images after a fit on all training images, and the
-    CPU seconds of each fit."""
-    words = np.asarray(corpus.words)
-    held = kfold_rows(corpus.num_images, folds, seed=seed)
-    oof = [np.zeros(words.shape) for _ in bases]
-    oof_raw = [np.zeros(words.shape) for _ in bases]
-    fold_seconds = []
-    for rows, fold in zip(held, fold_tasks(corpus, held, seed=seed), strict=True):
-        parts, raws, seconds = base_scores(bases, fold.train, fold.test, seed)
-        for store, store_raw, p, r in zip(oof, oof_raw, parts, raws, strict=True):
-            store[rows] = p
-            store_raw[rows] = r
-        fold_seconds.append(seconds)
-        print(f"fold of {len(rows)} images: {[round(t, 1) for t in seconds]} s")
-    parts, raws, full_seconds = base_scores(bases, task.train, task.test, seed)
-    return oof, oof_raw, parts, raws, fold_seconds, full_seconds
-
-
-def save_cache(path, key: str, cached) -> None:
-    """Write :func:`fit_bases`'s result to ``path`` (an .npz, atomically)."""
-    if path is None:
-        return
-    oof, oof_raw, parts, raws, fold_seconds, full_seconds = cached
-    arrays = {
-        "key": np.array(key),
-        "fold_seconds": np.array(fold_seconds),
-        "full_seconds": np.array(full_seconds),
-    }
-    for name, group in (
-        ("oof", oof),
-        ("oof_raw", oof_raw),
-        ("parts", parts),
-        ("raws", raws),
-    ):
-        for i, a in enumerate(group):
-            arrays[f"{name}{i}"] = a
-    tmp = path + ".tmp.npz"
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def load_cache(path, key: str):
-    """:func:`fit_bases`'s result from ``path``, or None when absent or made for
-    other bases, folds or seed."""
-    if path is None or not os.path.exists(path):
-        return None
-    with np.load(path, allow_pickle=False) as z:
-        if str(z["key"]) != key:
-            return None
-        n = len(z["full_seconds"])
-        groups = [
-            [z[f"{name}{i}"] for i in range(n)]
-            for name in ("oof", "oof_raw", "parts", "raws")
-        ]
-        return (*groups, z["fold_seconds"].tolist(), z["full_seconds"].tolist())
 
 
 def main() -> None:
@@ -229,7 +144,9 @@ def main() -> None:
         "exists (same bases, folds and seed), written otherwise",
     )
     parser.add_argument("--json", required=True)
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
     if not set(args.also) <= set(args.targets):
         parser.error(f"--also {args.also} must be among --targets {args.targets}")
 
@@ -292,10 +209,7 @@ def main() -> None:
         "also": also,
         "cpu_seconds": {"folds": fold_seconds, "full_fit": full_seconds},
     }
-    tmp = args.json + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(report, fh, indent=1)
-    os.replace(tmp, args.json)
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Graph regularization on a toy whose graph carries the signal: ARI against lam.
 
-The mixture of unigrams of ``tests/inference/_graph_toy.py`` (4 clusters, 6 words an
+The mixture of unigrams of :mod:`benchmarks.common.graph_toy` (4 clusters, 6 words an
 item from 50, a graph of 10 picks an item, 65 % of them in the item's cluster, about
 73 % of the union's edges joining one cluster) fitted by
 
@@ -18,18 +18,19 @@ raised::
         --json benchmarks/results/graph_regularization.json
 
 ``--case weak-bernoulli`` runs issue 43's weak Bernoulli mixture instead
-(``_weak_bernoulli_case.py``: plain VEM, LapVar1 and LapVar2 at ``lam="auto"`` and
+(:mod:`benchmarks.common.weak_bernoulli`: plain VEM, LapVar1 and LapVar2 at
+``lam="auto"`` and
 fixed weights, ``LaplacianELBO`` on the enumerated site at ``"auto"``, through
 ``choose_lam``, and the same fixed weights; ARI and time per fit, seeds 0 to 2)::
 
-    python -m benchmarks.claims.graph_regularization --case weak-bernoulli --device cpu \\
+    python -m benchmarks.claims.graph_regularization --case weak-bernoulli \\
+        --device cpu \\
         --json benchmarks/results/graph_regularization_weak_bernoulli.json
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
@@ -38,16 +39,9 @@ import time
 import warnings
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
-_TOY = pathlib.Path(__file__).parents[1] / "tests" / "inference" / "_graph_toy.py"
-
-
-def _graph_toy():
-    spec = importlib.util.spec_from_file_location("_graph_toy", _TOY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.graph_toy
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 
 
 def _caught(fn):
@@ -214,7 +208,8 @@ def main(argv=None) -> dict:
         _write(result, args.json)
         return result
 
-    graph_toy = _graph_toy()
+    from benchmarks.common.graph_toy import graph_toy
+
     toy = graph_toy(args.n)
     svi_toy = graph_toy(args.svi_n)
     result = {
@@ -237,7 +232,7 @@ def main(argv=None) -> dict:
 
 
 def _weak_bernoulli(args, floats) -> dict:
-    import _weak_bernoulli_case as case
+    from benchmarks.common import weak_bernoulli as case
 
     lams = floats(args.wb_lams)
     load_start = os.getloadavg()[0]  # the times are wall times on a shared machine
@@ -271,9 +266,7 @@ def _weak_bernoulli(args, floats) -> dict:
 def _write(result: dict, path) -> None:
     text = json.dumps(result, indent=1, allow_nan=False) + "\n"
     if path is not None:
-        from jaxannot.data.atomic import atomic_write
-
-        atomic_write(path, lambda fh: fh.write(text.encode()))
+        write_json(path, result, allow_nan=False)
     print(text)
 
 

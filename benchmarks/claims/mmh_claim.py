@@ -21,8 +21,10 @@ grid can be run a dataset at a time. The table is mean ± sd over the seeds.
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.claims.mmh_claim \\
         --datasets wikipedia mfeat msrc 3sources bbcsport --seeds 0 1 2 3 4 \\
         --json benchmarks/results/mmh_claim.json
-    python -m benchmarks.claims.mmh_claim --json benchmarks/results/mmh_claim.json --table
-    python -m benchmarks.claims.mmh_claim --json benchmarks/results/mmh_claim.json --table \\
+    python -m benchmarks.claims.mmh_claim \\
+        --json benchmarks/results/mmh_claim.json --table
+    python -m benchmarks.claims.mmh_claim \\
+        --json benchmarks/results/mmh_claim.json --table \\
         --methods mmh mmh:c1=1e-6,c2=1e-6     # variants' columns
 """
 
@@ -36,9 +38,10 @@ import sys
 import time
 
 import numpy as np
-from defaults_guard import load_record, nested_keys, seed_choice
 
-from jaxannot.data.atomic import atomic_write
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.records import write_json
+from tools.defaults_guard import load_record, nested_keys, seed_choice
 
 METHODS = ("mmh", "twh", "dwh-svm", "svm")
 DATASETS = ("wikipedia", "mfeat", "msrc", "3sources", "bbcsport")
@@ -214,8 +217,7 @@ def load(path) -> dict:
 
 
 def save(path, report) -> None:
-    text = json.dumps(report, indent=1) + "\n"
-    atomic_write(path, lambda fh: fh.write(text.encode()))
+    write_json(path, report)
 
 
 def add_run(report: dict, run: dict) -> None:
@@ -245,12 +247,16 @@ def main(argv=None) -> int:
     parser.add_argument("--json", required=True)
     parser.add_argument("--table", action="store_true", help="only print the table")
     parser.add_argument("--note", default=None, help="recorded with the command")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
     for spec in args.methods:
         parse_variant(spec)  # a malformed variant stops here, before any fit
     report = load(args.json)
     if not args.table:
-        command = "python -m benchmarks.claims.mmh_claim " + shlex.join(argv or sys.argv[1:])
+        command = "python -m benchmarks.claims.mmh_claim " + shlex.join(
+            argv or sys.argv[1:]
+        )
         report["commands"].append({"command": command, "note": args.note})
         for dataset in args.datasets:
             for seed in args.seeds:

@@ -32,7 +32,8 @@ images alone; its ``--md`` reads them beside the table run's CV grids (p = ½ an
 r ∈ {1, 3}, every kept fraction of both rankings). ``--merge`` joins the JSONs of
 separate processes.
 
-    OPENBLAS_NUM_THREADS=1 JAXANNOT_DATA=DATA nice python -m benchmarks.claims.sfsls_claim \\
+    OPENBLAS_NUM_THREADS=1 JAXANNOT_DATA=DATA nice \\
+        python -m benchmarks.claims.sfsls_claim \\
         --out benchmarks/results/sfsls_claim.json --md benchmarks/results/sfsls_claim.md
 """
 
@@ -54,15 +55,14 @@ import numpy as np
 
 import jax
 
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.records import write_json
+from benchmarks.common.sfsls_pool import load_pool, split
 from jaxannot.annotators import get_method
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.preprocessing import standardize
 from jaxannot.data.protocols import make_task
 from jaxannot.metrics import mean_average_precision
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "notebooks"))
-from seed003_sfsls import load_pool, split  # noqa: E402
 
 FRACTION = 0.1  # labelled fraction of the training images
 FOLDS = 3
@@ -502,7 +502,9 @@ def main(argv=None):
     )
     ap.add_argument("--out", default="benchmarks/results/sfsls_claim.json")
     ap.add_argument("--md", default=None)
+    add_device_argument(ap)
     args = ap.parse_args(argv)
+    use_device(args.device)
     seeds = [int(s) for s in args.seeds.split(",")]
     mus = tuple(float(v) for v in args.mu.split(",") if v)
     results = {
@@ -593,13 +595,13 @@ def report(results, args):
 
 def write(results, args):
     """The JSON (``--out``) and, with ``--md``, the markdown (atomically)."""
-    for path, text in ((args.out, None), (args.md, "md")):
-        if path is None:
-            continue
-        path = pathlib.Path(path)
+    if args.out is not None:
+        write_json(args.out, results)
+    if args.md is not None:
+        path = pathlib.Path(args.md)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(results, indent=1) if text is None else report(results, args)
-        atomic_write(path, lambda f, data=data: f.write(data.encode()))
+        text = report(results, args)
+        atomic_write(path, lambda f: f.write(text.encode()))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ import json
 import os
 
 import numpy as np
-from fusion_study import measure
 
 import jax
 
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.fusion_bases import measure
+from benchmarks.common.records import write_json
 from jaxannot.annotators.base import get_method
 from jaxannot.data.datasets import load_dataset
 
@@ -50,7 +52,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument("--json", required=True)
+    add_device_argument(parser)
     args = parser.parse_args()
+    use_device(args.device)
 
     train, _ = load_dataset("corel5k", data_dir=args.data_dir)
     order = np.random.default_rng(args.seed).permutation(train.num_images)
@@ -84,10 +88,7 @@ def main() -> None:
         "seed": args.seed,
         "results": rows,
     }
-    tmp = args.json + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(report, fh, indent=1)
-    os.replace(tmp, args.json)
+    write_json(args.json, report)
 
 
 def _pick(got: dict) -> dict:

@@ -26,18 +26,18 @@ Writes ``benchmarks/results/vem_default_start.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import pathlib
 import sys
 import time
 from unittest import mock
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
-from first_fit import bernoulli_covariate_toy
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
+from benchmarks.common.toys import bernoulli_covariate_toy
+
+RESULTS = RESULTS
 
 
 def draw(seed: int):
@@ -83,7 +83,8 @@ def main(argv=None) -> int:
 
     model, _ = bernoulli_covariate_toy()
     record = {
-        "command": "python -m benchmarks.claims.vem_default_start " + " ".join(argv or [])
+        "command": "python -m benchmarks.claims.vem_default_start "
+        + " ".join(argv or [])
     }
 
     def old_start(vem, whole, uniforms, values, dynamic):
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
             print(" ", name, r["within_1_nat_of_best"], np.round(r["objective"], 1))
             print("    ari", np.round(r["ari"], 3), "s", np.round(r["seconds"], 1))
     record.update(device=device_record(), loadavg=os.getloadavg())
-    pathlib.Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_json(args.out, record)
     return 0
 
 

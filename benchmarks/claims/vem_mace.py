@@ -22,14 +22,15 @@ import argparse
 import itertools
 import json
 import os
-import pathlib
 import sys
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
+
+RESULTS = RESULTS
 POSITIONS = np.array([0, 0, 0, 1, 2, 3, 4])
 
 
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
             "objective": objective.tolist(),
         }
     record.update(device=device_record(), loadavg=os.getloadavg())
-    pathlib.Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_json(args.out, record)
     print(json.dumps({k: v for k, v in record.items() if not isinstance(v, dict)}))
     for name in fits:
         print(name, {k: v for k, v in record[name].items() if k != "objective"})

@@ -1,4 +1,5 @@
-"""The catalogue of hostile inputs of ``benchmarks/reliability/hostile_files.py`` (issue 44) and
+"""The catalogue of hostile inputs of ``benchmarks/reliability/hostile_files.py``
+(issue 44) and
 the runner that puts each through the real command line.
 
 Each :class:`Case` builds its files in a folder of its own and names the command a

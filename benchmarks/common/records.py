@@ -22,7 +22,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def write_json(
-    path: str | os.PathLike, record: object, *, indent: int = 1, sort_keys=False
+    path: str | os.PathLike,
+    record: object,
+    *,
+    indent: int = 1,
+    sort_keys: bool = False,
+    allow_nan: bool = True,
 ) -> None:
     """Write ``record`` as JSON (and a final newline) to ``path`` atomically.
 
@@ -36,8 +41,11 @@ def write_json(
         JSON indentation.
     sort_keys : bool
         Sort the keys of every object.
+    allow_nan : bool
+        Write NaN and infinities (not JSON); ``False`` raises ``ValueError``.
     """
-    text = json.dumps(record, indent=indent, sort_keys=sort_keys) + "\n"
+    text = json.dumps(record, indent=indent, sort_keys=sort_keys, allow_nan=allow_nan)
+    text += "\n"
     if str(path) == "-":
         sys.stdout.write(text)
         return

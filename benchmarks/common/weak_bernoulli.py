@@ -1,6 +1,6 @@
 """The weak-Bernoulli case of ``graph_regularization.py`` (issue 43, point 3).
 
-Issue 43's weak Bernoulli mixture (``tests/inference/_graph_toy.py``
+Issue 43's weak Bernoulli mixture (:mod:`benchmarks.common.graph_toy`
 ``weak_bernoulli``: 600 items, 4 classes, 30 features at 0.5 +- 0.15, a 10-NN graph
 from a second view at separation 0.8), seeds given, fitted by
 
@@ -23,8 +23,6 @@ the backend compiles of the row (``choose_lam`` and the fit).
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import time
 import warnings
 from typing import TYPE_CHECKING
@@ -34,15 +32,6 @@ import numpy as np
 if TYPE_CHECKING:
     import jax
     from numpyro.infer.autoguide import AutoDelta
-
-_TOY = pathlib.Path(__file__).parents[1] / "tests" / "inference" / "_graph_toy.py"
-
-
-def _toy_module():
-    spec = importlib.util.spec_from_file_location("_graph_toy", _TOY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _model(x, num_classes):
@@ -102,10 +91,10 @@ def weak_bernoulli_rows(seeds, lams, iterations, steps, lr, sweeps) -> list:
     import optax
     from numpyro.infer import TraceEnum_ELBO
 
+    from benchmarks.common import graph_toy as toys
     from jaxannot.inference import VEM, LaplacianELBO, LapVar1, LapVar2, fit_laplacian
     from jaxannot.inference.laplacian_elbo_lam import choose_lam
 
-    toys = _toy_module()
     rows = []
     compiles = [0]  # backend compiles so far (JAX's monitoring events)
 

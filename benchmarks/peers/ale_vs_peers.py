@@ -35,16 +35,13 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import time
 
 import numpy as np
 
 import jax
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _device import add_device_argument, device_record, use_device  # noqa: E402
-from ale_scale import (  # noqa: E402
+from benchmarks.common.ale_corpus import (
     ConceptGenerator,
     choose_c,
     fit_linearsvc,
@@ -52,9 +49,10 @@ from ale_scale import (  # noqa: E402
     measure,
     peak_rss_mb,
 )
-
-from jaxannot.annotators import get_method, parse_hyper  # noqa: E402
-from jaxannot.data.corpus import Corpus  # noqa: E402
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
+from jaxannot.annotators import get_method, parse_hyper
+from jaxannot.data.corpus import Corpus
 
 
 def corpus(x, y=None, n_words=10):
@@ -143,7 +141,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument(
         "--out",
-        default=str(pathlib.Path(__file__).parent / "results" / "ale_vs_peers.json"),
+        default=str(RESULTS / "ale_vs_peers.json"),
     )
     add_device_argument(parser)
     args = parser.parse_args(argv)
@@ -206,9 +204,7 @@ def main(argv=None):
         "peak_rss_mb": peak_rss_mb(),
         "device": device_record(),
     }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_json(args.out, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,11 @@ import time
 
 import numpy as np
 import scipy.linalg as sl
-from _device import add_device_argument, device_record, use_device
 
 import jax
+
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 
 jax.config.update("jax_enable_x64", True)  # float64 rows; float32 asked explicitly
 
@@ -271,9 +273,7 @@ def main(argv=None):
     results["ratios (time to the target)"] = ratios
     results["device"] = device_record()
     results["load_average_end"] = list(os.getloadavg())
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    write_json(args.out, results)
     print(json.dumps(ratios, indent=1))
 
 

@@ -14,24 +14,24 @@ a new image to its prediction / representation:
 
 Writes ``benchmarks/results/harmonium_speed.json`` with seconds per image and peak RSS.
 
-Example: ``python -m benchmarks.peers.harmonium_speed --images 2000 --dims 500 --topics 30``
+Example:
+``python -m benchmarks.peers.harmonium_speed --images 2000 --dims 500 --topics 30``
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
 import platform
 import resource
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 from sklearn.neural_network import BernoulliRBM
 
 import jax
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 from jaxannot.annotators import get_method
 from jaxannot.data import Corpus
 from jaxannot.data.synthetic import make_synthetic
@@ -158,9 +158,7 @@ def main(argv=None):
         f"TWH / MMH test time: {results['twh_over_mmh_test_time']:.1f}x; "
         f"peak RSS {results['peak_rss_mb']:.0f} MB"
     )
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1))
+    write_json(args.out, results)
 
 
 if __name__ == "__main__":

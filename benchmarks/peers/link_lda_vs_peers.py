@@ -70,12 +70,18 @@ import tempfile
 import time
 
 import numpy as np
-from _device import add_device_argument, child_env, device_record, use_device
-from link_lda_vs_sklearn import completion_perplexity, lda_corpus, split_halves
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.device import (
+    add_device_argument,
+    child_env,
+    device_record,
+    use_device,
+)
+from benchmarks.common.lda_corpus import completion_perplexity, lda_corpus, split_halves
+from benchmarks.common.records import ROOT, root_env, script_command, write_json
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_vb as llvb
@@ -400,12 +406,12 @@ def persistent_cache(args, argv, iterations):
     out = dict(iterations=iterations)
     with tempfile.TemporaryDirectory() as cache:
         for name in ("cold_process", "warm_process"):
-            command = [sys.executable, __file__, *argv]
+            command = script_command(__spec__.name, *argv)
             command += ["--first-call-child", str(iterations), "--cache-dir", cache]
             start = time.perf_counter()
             proc = subprocess.run(
                 command,
-                env=child_env(args.device),
+                env=child_env(args.device, root_env()),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -551,11 +557,10 @@ def main(argv=None):
             persistent_cache(args, argv, n) if args.persistent_cache else None
         ),
     )
-    command = ["python", "benchmarks/peers/link_lda_vs_peers.py"] + argv
+    command = ["python", "-m", "benchmarks.peers.link_lda_vs_peers", *argv]
     if args.json:  # no machine paths in the record
         rel = pathlib.Path(args.json).resolve()
-        root = pathlib.Path(__file__).resolve().parent.parent
-        name = str(rel.relative_to(root)) if rel.is_relative_to(root) else rel.name
+        name = str(rel.relative_to(ROOT)) if rel.is_relative_to(ROOT) else rel.name
         command = [name if c == args.json else c for c in command]
     out = dict(
         benchmark="link_lda_vs_peers",
@@ -630,11 +635,7 @@ def main(argv=None):
         command=" ".join(command),
     )
     if args.json:
-        path = pathlib.Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(out, indent=1))
-        tmp.replace(path)
+        write_json(args.json, out)
     print(json.dumps(dict(time_to_target=_brief(targets), one_off=one_off), indent=1))
     return out
 

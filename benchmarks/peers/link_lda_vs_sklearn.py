@@ -37,51 +37,28 @@ Corpora (``--corpus``):
   topics, Dirichlet(0.05) topic-word distributions, Dirichlet(0.1) proportions, Poisson
   lengths around ``--length``).
 
-    python -m benchmarks.peers.link_lda_vs_sklearn                      # Corel5k, ~1-2 min
-    python -m benchmarks.peers.link_lda_vs_sklearn --corpus synthetic   # ~3 min on 2 cores
+    python -m benchmarks.peers.link_lda_vs_sklearn                    # Corel5k, 1-2 min
+    python -m benchmarks.peers.link_lda_vs_sklearn --corpus synthetic # 3 min, 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import pathlib
 import resource
 import sys
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.lda_corpus import completion_perplexity, lda_corpus, split_halves
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_vb as llvb
-
-
-def lda_corpus(rng, docs, vocab, topics, mean_length):
-    beta = rng.dirichlet(np.full(vocab, 0.05), topics)
-    theta = rng.dirichlet(np.full(topics, 0.1), docs)
-    lengths = np.maximum(rng.poisson(mean_length, docs), 10)
-    counts = np.zeros((docs, vocab), np.float32)
-    for d in range(docs):
-        counts[d] = rng.multinomial(lengths[d], theta[d] @ beta)
-    return counts
-
-
-def split_halves(rng, counts):
-    a = np.zeros_like(counts)
-    for d in range(counts.shape[0]):
-        a[d] = rng.binomial(counts[d].astype(np.int64), 0.5)
-    return a, counts - a
-
-
-def completion_perplexity(theta, beta, held):
-    theta = theta / theta.sum(1, keepdims=True)
-    beta = beta / beta.sum(1, keepdims=True)
-    p = np.maximum(theta @ beta, 1e-30)
-    return float(np.exp(-(held * np.log(p)).sum() / held.sum()))
 
 
 def shared_perplexity(lam, obs, held, alpha):
@@ -310,21 +287,17 @@ def main(argv=None):
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         jax=jax.__version__,
         device=device_record(),
-        command=" ".join(["python -m benchmarks.peers.link_lda_vs_sklearn", *_public(argv)]),
+        command=" ".join(
+            ["python -m benchmarks.peers.link_lda_vs_sklearn", *_public(argv)]
+        ),
     )
     if "gensim" in results:
         out["speedup_vs_gensim"] = (
             results["gensim"]["cpu_seconds_per_iteration"]
             / ours["cpu_seconds_per_iteration"]
         )
-    path = args.out or str(
-        pathlib.Path(__file__).parent
-        / "results"
-        / f"link_lda_vs_sklearn_{args.corpus}.json"
-    )
-    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+    path = args.out or RESULTS / f"link_lda_vs_sklearn_{args.corpus}.json"
+    write_json(path, out)
     print(json.dumps({k: v for k, v in out.items() if k != "results"}, indent=1))
     return out
 

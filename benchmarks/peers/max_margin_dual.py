@@ -39,16 +39,14 @@ import time
 import warnings
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
 
-from jaxannot.data.atomic import atomic_write
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.max_margin_dual import DUAL_STOP
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def problem(images, components, classes, flip, move, seed=0):
@@ -110,9 +108,7 @@ def main(argv=None):
     ap.add_argument("--move", type=float, default=0.05)
     ap.add_argument("--c", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument(
-        "--out", default=os.path.join(HERE, "results", "max_margin_dual.json")
-    )
+    ap.add_argument("--out", default=os.path.join(RESULTS, "max_margin_dual.json"))
     add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
@@ -179,12 +175,12 @@ def main(argv=None):
         },
         "reference_liblinear_iterations": ref_iter,
         "repeats": args.repeats,
-        "command": "python -m benchmarks.peers.max_margin_dual " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.peers.max_margin_dual "
+        + " ".join(sys.argv[1:]),
     }
     result["load_average_1m"] = os.getloadavg()[0]  # a shared machine: context
     result["device"] = device_record()
-    text = json.dumps(result, indent=2).encode()
-    atomic_write(args.out, lambda f: f.write(text))
+    write_json(args.out, result, indent=2)
     print(json.dumps(result, indent=2))
 
 

@@ -42,14 +42,14 @@ rounded); ``native`` holds the bipartition metrics of each learner's own
 final fit, ``predict_seconds`` the scores and the native prediction of the test
 images, ``selection_seconds`` the cross-validation (or the out-of-bag fits).
 
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.peers.multilabel_peers --dataset scene \\
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.peers.multilabel_peers \\
+        --dataset scene \\
         --json benchmarks/results/multilabel_peers_scene.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -67,9 +67,10 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.records import write_json
 from jaxannot import metrics
 from jaxannot.data import make_task
-from jaxannot.data.atomic import atomic_write
 from jaxannot.data.datasets import load_dataset
 
 LEARNERS = ("br_logreg", "br_linear_svm", "classifier_chain", "ml_knn", "random_forest")
@@ -443,10 +444,6 @@ def run(task, args, log=print, save=None) -> dict:
     return out
 
 
-def write_json(path, payload) -> None:
-    atomic_write(path, lambda fh: fh.write(json.dumps(payload, indent=2).encode()))
-
-
 def _floats(text):
     return [float(v) for v in text.split(",")]
 
@@ -470,7 +467,11 @@ def parse_args(argv):
     ap.add_argument("--trees", type=int, default=100)
     ap.add_argument("--extend", type=int, default=2,
                     help="steps a grid may grow past an edge optimum")  # fmt: skip
+    add_device_argument(
+        ap, "jaxannot's learners run on it; the scikit-learn peers run on the CPU"
+    )
     args = ap.parse_args(argv)
+    use_device(args.device)
     unknown = [n for n in args.learners if n not in LEARNERS]
     if unknown:
         ap.error(f"unknown learners {unknown}; valid: {list(LEARNERS)}")
@@ -487,7 +488,7 @@ def main(argv=None):
         task,
         args,
         log=lambda s: print(s, file=sys.stderr, flush=True),
-        save=lambda out: write_json(args.json, {**out, "command": command}),
+        save=lambda out: write_json(args.json, {**out, "command": command}, indent=2),
     )
 
 

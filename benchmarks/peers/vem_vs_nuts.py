@@ -32,14 +32,15 @@ import argparse
 import itertools
 import json
 import os
-import pathlib
 import sys
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS
+
+RESULTS = RESULTS
 POSITIONS = np.array([0, 0, 0, 1, 2, 3, 4])
 ENUM = {"enumerate": "parallel"}
 

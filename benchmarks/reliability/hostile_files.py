@@ -8,8 +8,8 @@ guards cost, and every hostile input of issue 44 through the command line.
   numpy's reader (``np.load``, as unbounded as the archive reader was) against
   ``read_archive``, which refuses it from the sizes the zip directory declares.
   Each reader runs in a child process, whose peak resident memory is recorded.
-- ``cases``: the catalogue of ``benchmarks/common/hostile_cases.py`` -- malformed ARFF and
-  label XML, huge declared shapes, zip bombs, damaged MAT v5 and v7.3 files
+- ``cases``: the catalogue of ``benchmarks/common/hostile_cases.py`` -- malformed
+  ARFF and label XML, huge declared shapes, zip bombs, damaged MAT v5 and v7.3 files
   (external links and storage, deep groups, fan-out), photo folders with link
   loops, a FIFO and 1100 nested folders, hostile photo datasets, tags CSVs with
   escape and control characters, damaged checkpoints, outputs that are symbolic or
@@ -21,9 +21,10 @@ guards cost, and every hostile input of issue 44 through the command line.
   (0 tracebacks, 0 hangs, peak memory <= 1.5 GB for inputs under 20 MB, no input
   changed).
 
-Run ``python -m benchmarks.reliability.hostile_files`` (``--only NAME`` runs the cases whose
-name holds NAME, and writes nothing); writes ``benchmarks/results/hostile_files.json``
-atomically. CPU only (the CLI's children run with ``JAX_PLATFORMS=cpu``).
+Run ``python -m benchmarks.reliability.hostile_files`` (``--only NAME`` runs the
+cases whose name holds NAME, and writes nothing); writes
+``benchmarks/results/hostile_files.json`` atomically. CPU only (the CLI's children
+run with ``JAX_PLATFORMS=cpu``).
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ import zipfile
 
 import arff as liac_arff
 import numpy as np
-from _hostile_cases import CASES, KINDS, remove_tree, run_case
 
+from benchmarks.common.device import add_device_argument
+from benchmarks.common.hostile_cases import CASES, KINDS, remove_tree, run_case
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.data.arff import parse_arff
-from jaxannot.data.atomic import atomic_write
 from jaxannot.data.errors import DataFormatError
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "hostile_files.json"
+RESULTS = RESULTS / "hostile_files.json"
 
 
 def _nominal_without_brace(values: int) -> str:
@@ -179,6 +181,11 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=None, help="run only cases holding this")
+    add_device_argument(
+        parser,
+        "not honoured: the cases run the command line with JAX_PLATFORMS=cpu (the "
+        "limits are CPU figures) and the parser timings use no JAX",
+    )
     args = parser.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="jaxannot-hostile-"))
     try:
@@ -195,8 +202,7 @@ def main() -> None:
         }
     finally:
         remove_tree(tmp)  # a tree 1100 folders deep: not shutil.rmtree
-    text = json.dumps(result, indent=2) + "\n"
-    atomic_write(RESULTS, lambda fh: fh.write(text.encode()))
+    write_json(RESULTS, result, indent=2)
     print(json.dumps(result["summary"], indent=2))
 
 

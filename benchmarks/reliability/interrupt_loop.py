@@ -11,7 +11,8 @@ is status 130 with the one line ``jaxannot: interrupted``, or status 0 when the 
 already finished. Anything else (139 = ``SIGSEGV``, a traceback) is a failure; its
 stderr tail is kept.
 
-    JAXANNOT_DATA=... nice python -m benchmarks.reliability.interrupt_loop --runs 500 --workers 3
+    JAXANNOT_DATA=... nice python -m benchmarks.reliability.interrupt_loop \\
+        --runs 500 --workers 3
 
 (``--window-fraction 0.5``: delays in the first half of that window, so that every
 signal lands inside the fit rather than after it; ``--method dwh --set steps=1500``: a
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
-import json
 import os
 import platform
 import signal
@@ -39,8 +39,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "results", "interrupt_loop.json")
+from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.records import RESULTS, write_json
+
+OUT = os.path.join(RESULTS, "interrupt_loop.json")
 TRIGGER = "fitting on"
 
 
@@ -114,7 +116,9 @@ def main() -> None:
                         help="delays drawn in [0, fraction * window]: below 1, "
                         "every interrupt lands inside the fit")  # fmt: skip
     parser.add_argument("--out", default=OUT)
+    add_device_argument(parser)
     args = parser.parse_args()
+    os.environ.update(child_env(args.device))  # the commands run
     # a shell starts a background job with SIGINT ignored, and the commands would
     # inherit that: give them the default disposition (Ctrl-C ends them)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -179,12 +183,7 @@ def write(args, argv, window, calibration, runs) -> None:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, payload, indent=2)
 
 
 if __name__ == "__main__":

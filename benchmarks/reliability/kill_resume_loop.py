@@ -31,8 +31,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "results", "kill_resume_loop.json")
+from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.records import RESULTS, write_json
+
+OUT = os.path.join(RESULTS, "kill_resume_loop.json")
 ITERATIONS = 300
 EVERY = 3
 
@@ -85,7 +87,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=OUT)
+    add_device_argument(parser)
     args = parser.parse_args()
+    os.environ.update(child_env(args.device))  # the commands run
     rng = np.random.default_rng(args.seed)
     with tempfile.TemporaryDirectory() as folder:
         finish(command(folder, "reference", False))
@@ -144,12 +148,7 @@ def write(args, trials: list[dict]) -> None:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, payload, indent=2)
 
 
 if __name__ == "__main__":

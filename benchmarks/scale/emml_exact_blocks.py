@@ -22,40 +22,16 @@ Writes benchmarks/results/emml_exact_blocks.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
 import sys
 import time
 
-from _device import add_device_argument, device_record, use_device
-
-import jax
-
-from jaxannot.data.atomic import atomic_write
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.emml_problem import corel5k_problem
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.emml.exact import fit_emml_exact
-from jaxannot.methods.emml.structured_output import (
-    StructuredData,
-    default_gamma,
-    kernel_matrix,
-    random_vreps,
-)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def corel5k_problem(num_vreps: int, gamma_scale: float, data_dir: str | None):
-    """The annotator's kernel and VRep words on Corel5k's training images."""
-    from jaxannot.data.datasets import load_dataset
-
-    train, _ = load_dataset("corel5k", data_dir=data_dir)
-    x = train.features(train.primary_view)
-    vreps = random_vreps(jax.random.key(0), x, train.words, num_vreps)
-    gamma = gamma_scale * default_gamma(x)
-    kernel = kernel_matrix(vreps.features, vreps.features, "rbf", gamma)
-    return StructuredData(kernel, vreps.words)
-
 
 INF = float("inf")
 
@@ -109,9 +85,7 @@ def main(argv=None):
     ap.add_argument("--gamma-scale", type=float, default=2.0)
     ap.add_argument("--c", type=float, default=2.0)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument(
-        "--out", default=os.path.join(HERE, "results", "emml_exact_blocks.json")
-    )
+    ap.add_argument("--out", default=os.path.join(RESULTS, "emml_exact_blocks.json"))
     add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
@@ -134,8 +108,7 @@ def main(argv=None):
     result["command"] = "python -m benchmarks.scale.emml_exact_blocks " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    text = json.dumps(result, indent=2).encode()
-    atomic_write(args.out, lambda f: f.write(text))
+    write_json(args.out, result, indent=2)
     print(f"-> {args.out}")
     return result
 

@@ -24,13 +24,10 @@ import os
 import sys
 import time
 
-from _device import add_device_argument, device_record, use_device
-from emml_exact_blocks import corel5k_problem
-
-from jaxannot.data.atomic import atomic_write
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.emml_problem import corel5k_problem
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.emml.exact import fit_emml_exact
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def time_solver(data, c, tolerance, handoff, max_sweeps):
@@ -66,9 +63,7 @@ def main(argv=None):
     ap.add_argument("--gamma-scale", type=float, default=2.0)
     ap.add_argument("--c", type=float, default=2.0)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument(
-        "--out", default=os.path.join(HERE, "results", "emml_exact_solver.json")
-    )
+    ap.add_argument("--out", default=os.path.join(RESULTS, "emml_exact_solver.json"))
     add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
@@ -97,8 +92,7 @@ def main(argv=None):
 
 
 def _write(path, result):
-    text = json.dumps(result, indent=2).encode()
-    atomic_write(path, lambda f: f.write(text))
+    write_json(path, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ CPU time, which a loaded machine inflates less):
 
 Writes ``benchmarks/results/first_fit[_SUFFIX].json`` with the device record.
 
-    python -m benchmarks.scale.first_fit                 # CPU, about a minute on 2 cores
+    python -m benchmarks.scale.first_fit          # CPU, about a minute on 2 cores
     python -m benchmarks.scale.first_fit --device gpu --suffix gpu
 """
 
@@ -120,7 +120,11 @@ def _run_child(
     if cache:
         cmd += ["--cache", cache]
     out = subprocess.run(
-        cmd, env=child_env(device, root_env()), capture_output=True, text=True, check=True
+        cmd,
+        env=child_env(device, root_env()),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -29,7 +29,8 @@ components, anisotropic: a decaying spectrum under a random rotation per compone
 Corel5k blob features (4,500 + 500 images, 499 dims) and Delicious features
 (12,920 + 3,185, 500 binary dims) from ``$JAXANNOT_DATA``.
 
-    OPENBLAS_NUM_THREADS=1 python -m benchmarks.scale.knn_index --n 100000 --dims 64 --k 10
+    OPENBLAS_NUM_THREADS=1 python -m benchmarks.scale.knn_index \\
+        --n 100000 --dims 64 --k 10
 
 Writes benchmarks/results/knn_index.json.
 """
@@ -49,8 +50,10 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "results", "knn_index.json")
+from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.records import RESULTS, root_env, script_command, write_json
+
+OUT = os.path.join(RESULTS, "knn_index.json")
 
 SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
@@ -294,8 +297,8 @@ def bench_dataset(name, x, args, tmp, runs=None):
         with open(spec_path, "w") as f:
             json.dump(spec, f)
         proc = subprocess.run(
-            [sys.executable, __file__, "--worker", spec_path],
-            env=env,
+            script_command(__spec__.name, "--worker", spec_path),
+            env=root_env(env),
             capture_output=True,
             text=True,
             check=False,
@@ -355,7 +358,13 @@ def main(argv=None):
         help="also time the exact JAX graph up to this n",
     )
     p.add_argument("--out", default=OUT)
+    add_device_argument(
+        p,
+        "the exact search (jaxannot, JAX) runs on it; faiss and pynndescent "
+        "run on the CPU",
+    )
     args = p.parse_args(argv)
+    os.environ.update(child_env(args.device))  # the worker processes
     if args.worker:
         return worker(args.worker)
     results = []
@@ -386,10 +395,7 @@ def main(argv=None):
         "faiss_setting_for_all_datasets": chosen,
         "size_sweep": sweep,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
+    write_json(args.out, record, indent=2)
     print(f"wrote {args.out}")
 
 

@@ -26,7 +26,9 @@ import time
 import warnings
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
+
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 
 
 def main(argv=None) -> dict:
@@ -38,7 +40,6 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     use_device(args.device)
 
-    import _weak_bernoulli_case as case
     from sklearn.metrics import adjusted_rand_score
 
     import jax
@@ -46,6 +47,7 @@ def main(argv=None) -> dict:
     import optax
     from numpyro.infer import TraceEnum_ELBO
 
+    from benchmarks.common import weak_bernoulli as case
     from jaxannot.inference import VEM, LaplacianELBO, LapVar1, fit_laplacian
 
     compiles = [0]
@@ -55,7 +57,8 @@ def main(argv=None) -> dict:
             compiles[0] += 1
 
     jax.monitoring.register_event_duration_secs_listener(count)
-    toys = case._toy_module()
+    from benchmarks.common import graph_toy as toys
+
     toy = toys.weak_bernoulli(600, seed=args.seed, contrast=0.15, view_separation=0.8)
     x, key = jnp.asarray(toy.x), jax.random.key(args.seed)
 
@@ -104,8 +107,7 @@ def main(argv=None) -> dict:
         / rows["LapVar1"][1]["seconds"],
     }
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result, indent=2)
     print(json.dumps(result, indent=2))
     return result
 

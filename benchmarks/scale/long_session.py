@@ -29,7 +29,10 @@ import sys
 import time
 import warnings
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.records import RESULTS, write_json
+
+RESULTS = RESULTS
 
 
 def mappings() -> int:
@@ -184,13 +187,14 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--suffix", default="", help="results file suffix")
     parser.add_argument("--out", default=None, help="JSON path (default: results/)")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    use_device(args.device)
     methods = tuple(m for m in args.methods.split(",") if m)
     result = run(args.fits, args.every, args.images, not args.no_release, methods)
     suffix = f"_{args.suffix}" if args.suffix else ""
     out = pathlib.Path(args.out or RESULTS / f"long_session{suffix}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -19,15 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import sys
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
-from first_fit import gaussian_toy
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
+from benchmarks.common.toys import gaussian_toy
+
+RESULTS = RESULTS
 
 
 def main(argv=None) -> int:
@@ -84,7 +85,8 @@ def main(argv=None) -> int:
             ),
         }
     record = {
-        "command": "python -m benchmarks.scale.m_steps " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m benchmarks.scale.m_steps "
+        + " ".join(argv or sys.argv[1:]),
         "toy": "Gaussian mixture, 2000 images x 2 features, K = 6, adam(0.05)",
         "nats": args.nats,
         "best_final_objective": best,
@@ -93,7 +95,7 @@ def main(argv=None) -> int:
         "device": device_record(),
         "loadavg": os.getloadavg(),
     }
-    pathlib.Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_json(args.out, record)
     print(json.dumps({k: v for k, v in record.items() if k != "runs"}, indent=1))
     return 0
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import platform
 import resource
 import shlex
@@ -34,11 +33,12 @@ import sys
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import RESULTS, write_json
 from jaxannot.inference import VEM
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
@@ -80,9 +80,7 @@ def main(argv=None):
     p.add_argument("--note", default="", help="free text stored in the JSON")
     p.add_argument(
         "--out",
-        default=str(
-            pathlib.Path(__file__).parent / "results" / "mixture_of_unigrams_1m.json"
-        ),
+        default=str(RESULTS / "mixture_of_unigrams_1m.json"),
     )
     add_device_argument(p)
     args = p.parse_args(argv)
@@ -180,9 +178,7 @@ def main(argv=None):
             + (sys.argv[1:] if argv is None else list(argv))
         ),
     )
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
+    write_json(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k != "objective"}, indent=1))
     return result
 

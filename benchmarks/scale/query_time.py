@@ -26,11 +26,12 @@ import resource
 import time
 
 import numpy as np
-from _device import add_device_argument, device_record, use_device
 
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import write_json
 from jaxannot import retrieval
 from jaxannot.methods.emml.mbrm import fit_mbrm, mbrm_word_probabilities
 from jaxannot.methods.emml.structured_output import (
@@ -171,9 +172,7 @@ def main(argv=None):
         "jax": jax.__version__,
         "device": device_record(),
     }
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as fh:
-        json.dump(result, fh, indent=2)
+    write_json(a.out, result, indent=2)
     print("| images | " + " | ".join(f"{k} ms (ratio)" for k in KINDS) + " |")
     print("|---" * (len(KINDS) + 1) + "|")
     for r in rows:

@@ -15,15 +15,14 @@ the script starts P local processes joined by ``jax.distributed``
 (``jaxannot.runtime.sharding.join``); each splits the images over the devices of
 all of them, and the first writes the JSON (its own peak RSS).
 
-    python -m benchmarks.scale.scale --images 1000000 --json benchmarks/results/scale_1m.json
-    python -m benchmarks.scale.scale --images 20000 --json /dev/stdout     # a quick check
+    python -m benchmarks.scale.scale --images 1000000 \\
+        --json benchmarks/results/scale_1m.json
+    python -m benchmarks.scale.scale --images 20000 --json -     # a quick check
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
 import platform
 import resource
 import socket
@@ -31,7 +30,8 @@ import subprocess
 import sys
 import time
 
-from _device import add_device_argument, device_record, use_device
+from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.records import root_env, script_command, write_json
 
 
 def peak_rss_mb() -> float:
@@ -47,8 +47,9 @@ def _launch(args, argv) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, *argv, "--coordinator", address]
-            + ["--rank", str(rank)]
+            script_command(__spec__.name, *argv, "--coordinator", address)
+            + ["--rank", str(rank)],
+            env=root_env(),
         )
         for rank in range(args.processes)
     ]
@@ -126,11 +127,8 @@ def main(argv=None) -> None:
     }
     if args.rank != 0:
         return None  # every process holds the same fit; the first one writes it
-    text = json.dumps(out, indent=1)
-    if args.json == "/dev/stdout":
-        print(text)
-    else:
-        pathlib.Path(args.json).write_text(text + "\n")
+    write_json(args.json, out)
+    if args.json != "-":
         print(
             f"{args.images} images: {out['seconds']:.1f} s fit, "
             f"{out['peak_rss_mb']:.0f} MB peak RSS, objective {out['objective']:.6g}"

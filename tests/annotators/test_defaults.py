@@ -48,7 +48,7 @@ def test_every_default_has_the_type_of_its_spec():
 
 @pytest.fixture(scope="module")
 def guard(benchmark_script):
-    return benchmark_script("defaults_guard")
+    return benchmark_script("tools.defaults_guard")
 
 
 @pytest.fixture(scope="module")

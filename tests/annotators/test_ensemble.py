@@ -286,7 +286,7 @@ def test_the_defaults_record_with_shared_base_fits_equals_separate_fits(
     per-word curve at each fit's choice is what the cross-validation measured."""
     from jaxannot.tuning import cross_validate
 
-    record = benchmark_script("ensemble_defaults_cv")
+    record = benchmark_script("tools.ensemble_defaults_cv")
 
     def run(*targets):
         grid = {"targets": list(targets)}
@@ -325,7 +325,7 @@ def test_a_grid_over_bases_and_step_shares_each_bases_fits(task, benchmark_scrip
     separate fits."""
     from jaxannot.tuning import cross_validate
 
-    record = benchmark_script("ensemble_defaults_cv")
+    record = benchmark_script("tools.ensemble_defaults_cv")
     grid = {
         "bases": ["knn:k=3,knn:k=12,knn:k=30", "knn:k=3,knn:k=30"],
         "step": [0.5, 0.25],

@@ -1,0 +1,30 @@
+"""The LDA corpora and the completion perplexity of the Link-LDA benchmarks
+(``benchmarks.peers.link_lda_vs_sklearn``, ``benchmarks.peers.link_lda_vs_peers``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def lda_corpus(rng, docs, vocab, topics, mean_length):
+    beta = rng.dirichlet(np.full(vocab, 0.05), topics)
+    theta = rng.dirichlet(np.full(topics, 0.1), docs)
+    lengths = np.maximum(rng.poisson(mean_length, docs), 10)
+    counts = np.zeros((docs, vocab), np.float32)
+    for d in range(docs):
+        counts[d] = rng.multinomial(lengths[d], theta[d] @ beta)
+    return counts
+
+
+def split_halves(rng, counts):
+    a = np.zeros_like(counts)
+    for d in range(counts.shape[0]):
+        a[d] = rng.binomial(counts[d].astype(np.int64), 0.5)
+    return a, counts - a
+
+
+def completion_perplexity(theta, beta, held):
+    theta = theta / theta.sum(1, keepdims=True)
+    beta = beta / beta.sum(1, keepdims=True)
+    p = np.maximum(theta @ beta, 1e-30)
+    return float(np.exp(-(held * np.log(p)).sum() / held.sum()))
