@@ -30,13 +30,13 @@ test: $(VENV)/.installed-test
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check jaxannot tests benchmarks notebooks
-	$(BIN)/ruff format --check jaxannot tests benchmarks notebooks
+	$(BIN)/ruff check jaxannot tests benchmarks tools notebooks
+	$(BIN)/ruff format --check jaxannot tests benchmarks tools notebooks
 	$(BIN)/lint-imports
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m pip install -q -e ".[bench]"
-	@echo "run a benchmark: $(BIN)/python benchmarks/<name>.py --help"
+	@echo "run a benchmark: $(BIN)/python -m benchmarks.<purpose>.<name> --help"
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

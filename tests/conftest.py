@@ -4,7 +4,6 @@ import importlib
 import os
 import pathlib
 import shutil
-import sys
 import tempfile
 import time
 

@@ -1,14 +1,13 @@
 """``benchmarks/common/device.py``: the ``--device`` argument of the benchmark scripts.
 
 The platform choice is process-wide in JAX, so everything that selects one runs in a
-child process started in the benchmarks folder (as ``python benchmarks/NAME.py``
-would import ``_device``).
+child process started at the repository root (as ``python -m benchmarks.PURPOSE.NAME``
+runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -16,23 +15,13 @@ import sys
 
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-ROOT = BENCHMARKS.parent
-
-
-def _load_device_module():
-    spec = importlib.util.spec_from_file_location(
-        "_device_under_test", BENCHMARKS / "_device.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code],
-        cwd=BENCHMARKS,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -40,8 +29,8 @@ def _python(code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_add_device_argument_parses_the_choices():
-    device = _load_device_module()
+def test_add_device_argument_parses_the_choices(benchmark_script):
+    device = benchmark_script("benchmarks.common.device")
     parser = argparse.ArgumentParser()
     device.add_device_argument(parser)
     assert parser.parse_args([]).device == "auto"
@@ -52,8 +41,8 @@ def test_add_device_argument_parses_the_choices():
     assert "platform" in parser.format_help()
 
 
-def test_child_env_sets_jax_platforms():
-    device = _load_device_module()
+def test_child_env_sets_jax_platforms(benchmark_script):
+    device = benchmark_script("benchmarks.common.device")
     assert device.child_env("gpu", {"A": "1"}) == {"A": "1", "JAX_PLATFORMS": "gpu"}
     assert device.child_env("auto", {"JAX_PLATFORMS": "cpu"}) == {
         "JAX_PLATFORMS": "cpu"
@@ -64,7 +53,7 @@ def test_child_env_sets_jax_platforms():
 def test_use_device_cpu_records_the_cpu_backend():
     proc = _python(
         "import json\n"
-        "from _device import device_record, use_device\n"
+        "from benchmarks.common.device import device_record, use_device\n"
         "use_device('cpu')\n"
         "print(json.dumps(device_record()))\n"
     )
@@ -84,7 +73,9 @@ def test_use_device_cpu_records_the_cpu_backend():
 
 
 def test_unavailable_device_exits_with_a_clear_message():
-    proc = _python("from _device import use_device\nuse_device('tpu')\n")
+    proc = _python(
+        "from benchmarks.common.device import use_device\nuse_device('tpu')\n"
+    )
     if proc.returncode == 0:
         pytest.skip("this machine has a TPU")
     assert "--device tpu: no TPU backend (jax.devices() lists: cpu" in proc.stderr
@@ -93,7 +84,7 @@ def test_unavailable_device_exits_with_a_clear_message():
 
 def test_benchmark_help_lists_device():
     proc = subprocess.run(
-        [sys.executable, "benchmarks/scale/query_time.py", "--help"],
+        [sys.executable, "-m", "benchmarks.scale.query_time", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -32,7 +32,8 @@ under varying load; the speed comparisons are the benchmarks' own records.
 - ``methods``: every registered method, the module that registers it and what it
   declares (:func:`methods_table`, docs/architecture.md).
 - ``scripts``: every script of ``benchmarks/<purpose>/`` and ``tools/``, the first
-  paragraph of its docstring and the pages that name it (:func:`scripts_table`, docs/benchmarks.md).
+  paragraph of its docstring and the pages that name it (:func:`scripts_table`,
+  docs/benchmarks.md).
 
     python -m tools.results_tables            # rewrite the tables in place
     python -m tools.results_tables --check    # exit 1 when a table is stale

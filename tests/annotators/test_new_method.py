@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "word_centroid"
 
 #: What the package needs to run its tests: copied, then the toy method added.
-COPIED = ("jaxannot", "tests", "benchmarks", "pyproject.toml")
+COPIED = ("jaxannot", "tests", "benchmarks", "tools", "pyproject.toml")
 
 #: Each file of the fixture, the file of the copy it becomes, and whether it is
 #: appended to an existing file (else it is a new file).

@@ -10,8 +10,8 @@ responsibility in ``blocks`` blocks of images) or by batch variational Bayes
 (``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda_vb.fit_vb`,
 ``iterations`` passes of
 ``inner`` E-step updates). CVB0's schedule (24 updates, 16 blocks) is the one
-``benchmarks/peers/link_lda_vs_peers.py`` chose on the training split; it reaches a lower
-held-out perplexity than batch VB on Corel5k in a fraction of the time
+``benchmarks/peers/link_lda_vs_peers.py`` chose on the training split; it reaches a
+lower held-out perplexity than batch VB on Corel5k in a fraction of the time
 (``docs/topic_models.md``). Either fit yields the same pair ``λ^v = n^v_kw + η``,
 ``γ = n_dk + α``, so new images are folded in from their visual words by the same VB
 fold-in.
