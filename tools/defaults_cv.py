@@ -46,11 +46,11 @@ from benchmarks.common.device import add_device_argument, use_device
 from jaxannot.annotators import get_method
 from tools.defaults_record import (
     RESULTS,
-    _annotate,
-    _order,
+    annotate_run,
     record_path,
     run_record,
     save_run,
+    value_order,
 )
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -103,7 +103,8 @@ def import_runs(paths: list[Path], as_keys: list[str] | None = None) -> dict:
     ]
     fixed = {k: v for k, v in hypers[0].items() if all(h[k] == v for h in hypers)}
     grid = {
-        k: sorted({r["params"][k] for r in rows}, key=_order) for k in first["grid"]
+        k: sorted({r["params"][k] for r in rows}, key=value_order)
+        for k in first["grid"]
     }
     sign = 1.0 if first["higher_is_better"] else -1.0
     best = max(range(len(rows)), key=lambda i: _signed(rows[i]["mean"], sign))
@@ -117,7 +118,7 @@ def import_runs(paths: list[Path], as_keys: list[str] | None = None) -> dict:
         "platform": [t.get("platform") for t in tunes],
     }
     method = get_method(first["method"])
-    return _annotate(
+    return annotate_run(
         out,
         dict(method.hyper),
         imported_from=[Path(p).as_posix() for p in paths],

@@ -26,12 +26,14 @@ def record_path(method: str, dataset: str, root: Path = RESULTS) -> Path:
 def _with_defaults(grid: dict, defaults: dict) -> dict:
     """``grid`` with each key's current default added to its values when missing."""
     return {
-        k: v if defaults[k] in v else sorted([*v, defaults[k]], key=_order)
+        k: v if defaults[k] in v else sorted([*v, defaults[k]], key=value_order)
         for k, v in grid.items()
     }
 
 
-def _order(v):
+def value_order(v: object) -> tuple:
+    """The sort key of a grid's values: numbers first, by value, then the rest as
+    strings."""
     return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
 
 
@@ -49,7 +51,7 @@ def _edges(grid: dict, winner: dict) -> dict:
     return out
 
 
-def _annotate(out: dict, defaults: dict, **extra) -> dict:
+def annotate_run(out: dict, defaults: dict, **extra) -> dict:
     """A record run: the tune JSON ``out`` with the grid keys, the defaults when it
     ran, the default setting's row and the winner's edges."""
     default_params = {k: defaults[k] for k in out["grid"]}
@@ -86,7 +88,7 @@ def run_record(args) -> dict:
     command = "python -m tools.defaults_cv " + " ".join(
         shlex.quote(a) for a in args.argv
     )
-    return _annotate(result.as_json(), dict(method.hyper), command=command, **split)
+    return annotate_run(result.as_json(), dict(method.hyper), command=command, **split)
 
 
 def split_fields(train, test, corpus, args) -> dict:

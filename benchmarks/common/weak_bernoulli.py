@@ -55,7 +55,7 @@ def start_guide(toys, key: jax.Array, x: jax.Array) -> AutoDelta:
     Parameters
     ----------
     toys : module
-        The weak Bernoulli toy module (:func:`_toy_module`).
+        The toy module, :mod:`benchmarks.common.graph_toy`.
     key : jax.Array
         The start's random key.
     x : jax.Array

@@ -66,7 +66,7 @@ def main(argv=None) -> None:
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--warm-start", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", required=True)
+    parser.add_argument("--json", required=True, help="the record (- : stdout)")
     parser.add_argument("--coordinator", help=argparse.SUPPRESS)  # set for workers
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     add_device_argument(parser)
