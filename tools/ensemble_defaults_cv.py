@@ -28,8 +28,8 @@ targets scored on its held-out images at each ``per_word`` of 0 to 5 (word F1@5 
 N+@5 against MAP and LRAP on the training folds), with that fit's own inner table
 and choice. Each run adds ``shared_fits``, the memo's counts.
 
-    OPENBLAS_NUM_THREADS=1 nice -n 19 .venv/bin/python \\
-        tools/ensemble_defaults_cv.py --dataset corel5k --grid bases-step \\
+    OPENBLAS_NUM_THREADS=1 nice -n 19 .venv/bin/python -m \\
+        tools.ensemble_defaults_cv --dataset corel5k --grid bases-step \\
         --data-dir DATA
 """
 
