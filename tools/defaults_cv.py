@@ -35,14 +35,14 @@ seed, ``--seed S`` inside seed S's training part; the record keeps a run per see
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from jaxannot.annotators import get_method
 from tools.defaults_record import (
     RESULTS,
@@ -144,7 +144,7 @@ def _relabel(tune: dict, like: dict, keys: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = script_parser(__doc__)
     p.add_argument("method")
     p.add_argument("--dataset", required=True)
     p.add_argument("--grid", action="append", help="key=v1,v2,...")
@@ -174,7 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", type=Path, default=RESULTS)
-    add_device_argument(p)
     args = p.parse_args(argv)
     use_device(args.device)
     args.argv = list(sys.argv[1:] if argv is None else argv)

@@ -32,7 +32,6 @@ them. Notes in ``hyper_defaults.toml`` are not rewritten: say what moved by hand
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -42,7 +41,8 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_env
 from benchmarks.common.records import RESULTS, ROOT, script_command
 from jaxannot.annotators.hyper_spec import spec_for
 from jaxannot.tuning.selection import incumbent_within_one_se, smallest_within_one_se
@@ -316,12 +316,11 @@ def iterate(method: str, rerun: Callable, passes: int = 4, path=TOML, records=RE
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = script_parser(__doc__)
     p.add_argument("methods", nargs="+")
     p.add_argument("--passes", type=int, default=4)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--dry-run", action="store_true", help="list the stale runs")
-    add_device_argument(p)
     args = p.parse_args(argv)
     os.environ.update(child_env(args.device))  # the re-runs
     table = read_table()

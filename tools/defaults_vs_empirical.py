@@ -17,13 +17,13 @@ starts a JAX backend (the device record comes from a child too).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import sys
 
-from benchmarks.common.device import add_device_argument, child_device_record
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_device_record
 from benchmarks.common.method_runs import run_one
 from benchmarks.common.records import write_json
 from jaxannot.annotators import available_methods, get_method
@@ -36,7 +36,7 @@ def annotation_methods() -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--dataset", default="corel5k")
     parser.add_argument("--methods", nargs="*", default=None)
     parser.add_argument("--timeout", type=float, default=1800.0)
@@ -48,7 +48,6 @@ def main() -> None:
         help="keys of each fit's info kept in its row, where it has them (ensemble: "
         "chosen cv_seconds bases_seconds)",
     )
-    add_device_argument(parser)
     args = parser.parse_args()
     device = child_device_record(args.device)  # checks --device, in a child
 

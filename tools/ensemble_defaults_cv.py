@@ -35,7 +35,6 @@ and choice. Each run adds ``shared_fits``, the memo's counts.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import itertools
@@ -50,7 +49,8 @@ import numpy as np
 
 import jax
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from jaxannot.annotators.base import Fitted, get_method
 from jaxannot.methods.ensemble import annotator, fusion
 from jaxannot.methods.ensemble.fusion import TARGETS, measure
@@ -223,7 +223,7 @@ def per_word_curve(log: list) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = script_parser(__doc__)
     p.add_argument("--dataset", default="corel5k")
     p.add_argument("--grid", choices=("targets", "bases-step"), default="targets")
     p.add_argument("--folds", type=int, default=3)
@@ -231,7 +231,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", help="key=value held fixed")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", type=Path, default=defaults_record.RESULTS)
-    add_device_argument(p)
     args = p.parse_args(argv)
     use_device(args.device)
     argv = list(sys.argv[1:] if argv is None else argv)

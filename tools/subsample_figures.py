@@ -36,7 +36,8 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import root_env, script_command, write_json
 from jaxannot.data import Task, make_task
 from jaxannot.data.datasets import load_dataset
@@ -156,7 +157,7 @@ def _variant_metrics(args: argparse.Namespace, methods: list[str], name: str) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--dataset", default="corel5k")
     parser.add_argument("--train", type=int, default=400)
@@ -166,7 +167,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spread", action="store_true", help="measure VARIANTS")
     parser.add_argument("--json", help="where to write the record")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     methods = args.methods.split(",")

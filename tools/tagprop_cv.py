@@ -14,7 +14,6 @@ About 15 minutes on 2 shared CPU cores.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -24,7 +23,8 @@ import numpy as np
 
 import jax
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 from jaxannot import metrics
 from jaxannot.annotators import get_method
@@ -81,11 +81,10 @@ def cross_validate(train, config: dict, folds: list[np.ndarray]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument("--json", required=True, help="where to write the results")
     parser.add_argument("--folds", type=int, default=3)
-    add_device_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
 

@@ -27,7 +27,6 @@ Writes benchmarks/results/<name>.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -39,7 +38,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 from jaxannot.methods.emml import cutting_plane
 from jaxannot.methods.emml import working_set as emml
@@ -107,7 +107,7 @@ def first_time(trace, target):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = script_parser(__doc__)
     p.add_argument("--vreps", type=int, default=40)
     p.add_argument("--c", type=float, default=10.0)
     p.add_argument("--tolerance", type=float, default=1e-3)
@@ -124,7 +124,6 @@ def main(argv=None):
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/emml_vs_cutting_plane.json")
-    add_device_argument(p)
     a = p.parse_args(argv)
     use_device(a.device)
 

@@ -14,11 +14,11 @@ so the comparison at matched tuning (both by MAP) stands beside the default one:
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 
-from benchmarks.common.device import add_device_argument, child_device_record
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_device_record
 from benchmarks.common.method_runs import run_one
 from benchmarks.common.records import write_json
 
@@ -30,11 +30,10 @@ RUNS = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--datasets", nargs="+", default=["corel5k", "scene"])
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", required=True)
-    add_device_argument(parser)
     args = parser.parse_args()
     report = {
         "benchmark": "emml_vs_mbrm",

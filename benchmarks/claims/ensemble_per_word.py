@@ -33,12 +33,12 @@ Nothing is chosen on the test images: the test rows are measured for every
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.fusion_bases import fit_bases, load_cache, parse_base, save_cache
 from jaxannot.cli.files import write_json
 from jaxannot.data.datasets import load_dataset
@@ -59,7 +59,7 @@ def curve(ranking, ratios, truth) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--dataset", default="corel5k")
     parser.add_argument("--bases", nargs="+", required=True)
     parser.add_argument("--fuse", nargs="+", default=None, help="among --bases")
@@ -72,7 +72,6 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=0.0)
     parser.add_argument("--cache", default=None, help="fusion_study.py's --cache")
     parser.add_argument("--json", required=True)
-    add_device_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
     fuse = args.fuse or args.bases

@@ -40,13 +40,13 @@ fusion come from one run.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.fusion_bases import (
     fit_bases,
     load_cache,
@@ -116,7 +116,7 @@ def search(parts, raws, truth, prior, k, targets, step, betas):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--dataset", default="corel5k")
     parser.add_argument("--bases", nargs="+", required=True)
     parser.add_argument(
@@ -144,7 +144,6 @@ def main() -> None:
         "exists (same bases, folds and seed), written otherwise",
     )
     parser.add_argument("--json", required=True)
-    add_device_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
     if not set(args.also) <= set(args.targets):

@@ -30,7 +30,6 @@ fixed weights, ``LaplacianELBO`` on the enumerated site at ``"auto"``, through
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -40,7 +39,8 @@ import warnings
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 
 
@@ -180,7 +180,7 @@ def _svi_rows(toy, lams, steps):
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--n", type=int, default=600, help="items of the toy")
     parser.add_argument("--svi-n", type=int, default=300, help="items for the SVI rows")
     parser.add_argument("--lams", default="0.3,1,3,10,30")
@@ -196,7 +196,6 @@ def main(argv=None) -> dict:
     parser.add_argument("--wb-steps", type=int, default=100, help="SVI steps")
     parser.add_argument("--wb-lr", type=float, default=0.1, help="SVI Adam rate")
     parser.add_argument("--wb-sweeps", type=int, default=2, help="LapVar1 sweeps")
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
 

@@ -30,7 +30,6 @@ grid can be run a dataset at a time. The table is mean ± sd over the seeds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import shlex
@@ -39,7 +38,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.records import write_json
 from tools.defaults_guard import load_record, nested_keys, seed_choice
 
@@ -230,7 +230,7 @@ def add_run(report: dict, run: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument(
@@ -247,7 +247,6 @@ def main(argv=None) -> int:
     parser.add_argument("--json", required=True)
     parser.add_argument("--table", action="store_true", help="only print the table")
     parser.add_argument("--note", default=None, help="recorded with the command")
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     for spec in args.methods:

@@ -43,7 +43,6 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse
 import itertools
 import json
 import pathlib
@@ -55,7 +54,8 @@ import numpy as np
 
 import jax
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.records import write_json
 from benchmarks.common.sfsls_pool import load_pool, split
 from jaxannot.annotators import get_method
@@ -473,7 +473,7 @@ def _chosen_value(h):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--datasets", default="scene,yeast,mfeat,corel5k")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--data-dir", default=None)
@@ -502,7 +502,6 @@ def main(argv=None):
     )
     ap.add_argument("--out", default="benchmarks/results/sfsls_claim.json")
     ap.add_argument("--md", default=None)
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -14,7 +14,6 @@ whether the idea is worth a registered method, not a tuned result.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -22,7 +21,8 @@ import numpy as np
 
 import jax
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.fusion_bases import measure
 from benchmarks.common.records import write_json
 from jaxannot.annotators.base import get_method
@@ -46,13 +46,12 @@ def first_pass_scores(d: np.ndarray, y: np.ndarray, k1: int, sigma: float):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--k1", type=int, nargs="+", default=[2, 5, 10])
     parser.add_argument("--sigma", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=os.environ.get("JAXANNOT_DATA"))
     parser.add_argument("--json", required=True)
-    add_device_argument(parser)
     args = parser.parse_args()
     use_device(args.device)
 

@@ -25,7 +25,6 @@ Writes ``benchmarks/results/vem_default_start.json``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -33,7 +32,8 @@ from unittest import mock
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from benchmarks.common.toys import bernoulli_covariate_toy
 
@@ -68,12 +68,11 @@ def _fits(vem, seeds, iterations, x, y, z):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--data-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--out", default=str(RESULTS / "vem_default_start.json"))
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     import jax.numpy as jnp

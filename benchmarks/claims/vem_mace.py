@@ -18,7 +18,6 @@ Writes ``benchmarks/results/vem_mace.json``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -27,7 +26,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 
 RESULTS = RESULTS
@@ -75,10 +75,9 @@ def annotations(seed=0, num_items=45, num_classes=4):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--out", default=str(RESULTS / "vem_mace.json"))
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     import warnings

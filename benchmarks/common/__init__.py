@@ -1,5 +1,6 @@
 """What the benchmark scripts share; modules, never scripts.
 
+- :mod:`~benchmarks.common.cli`: every script's parser (``script_parser``);
 - :mod:`~benchmarks.common.device`: ``--device``, the record's machine block;
 - :mod:`~benchmarks.common.records`: where records live, atomic JSON, child
   processes of a script;

@@ -1,12 +1,13 @@
 """``--device`` for the benchmark scripts: pick JAX's platform, record it in the JSON.
 
-Every script under ``benchmarks/<purpose>/`` takes ``--device``; one that cannot honour
-it everywhere (a peer library that runs on the CPU) says so in its help through
-``add_device_argument(parser, note=...)``.
+Every script under ``benchmarks/<purpose>/`` takes ``--device``
+(:func:`benchmarks.common.cli.script_parser` adds it); one that cannot honour it
+everywhere (a peer library that runs on the CPU) says so in its help through the
+``note``.
 
     from benchmarks.common.device import add_device_argument, device_record, use_device
 
-    parser = argparse.ArgumentParser(...)
+    parser = argparse.ArgumentParser(...)  # a script: script_parser(__doc__)
     add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)  # before any JAX computation

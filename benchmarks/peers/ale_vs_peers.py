@@ -31,7 +31,6 @@ Run:  python -m benchmarks.peers.ale_vs_peers  →  benchmarks/results/ale_vs_pe
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -49,7 +48,8 @@ from benchmarks.common.ale_corpus import (
     measure,
     peak_rss_mb,
 )
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.annotators import get_method, parse_hyper
 from jaxannot.data.corpus import Corpus
@@ -130,7 +130,7 @@ def real_dataset(name, data_dir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--sizes", default="2000,5000,10000,20000")
     parser.add_argument("--dims", type=int, default=128)
     parser.add_argument("--test", type=int, default=5000)
@@ -143,7 +143,6 @@ def main(argv=None):
         "--out",
         default=str(RESULTS / "ale_vs_peers.json"),
     )
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     from sklearn.manifold import SpectralEmbedding

@@ -32,7 +32,6 @@ import os
 # single-threaded OpenBLAS, which is much faster on a shared, loaded machine.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse
 import json
 import pathlib
 import platform
@@ -47,7 +46,8 @@ import scipy.linalg as sl
 
 import jax
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 
 jax.config.update("jax_enable_x64", True)  # float64 rows; float32 asked explicitly
@@ -194,7 +194,7 @@ def first_at(trace, target, slack):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--n", type=int, default=1500)
     ap.add_argument("--d", type=int, default=100)
     ap.add_argument("--classes", type=int, default=6)
@@ -203,7 +203,6 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/fsnm_vs_skfeature_rfs.json")
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
 

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import platform
 import resource
 import time
@@ -30,7 +29,8 @@ from sklearn.neural_network import BernoulliRBM
 
 import jax
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 from jaxannot.annotators import get_method
 from jaxannot.data import Corpus
@@ -49,7 +49,7 @@ def _timed(fn, repeat=3):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = script_parser(__doc__)
     parser.add_argument("--images", type=int, default=2000, help="training images")
     parser.add_argument("--test-images", type=int, default=20000)
     parser.add_argument("--dims", type=int, default=500)
@@ -62,7 +62,6 @@ def main(argv=None):
         "--sweeps", type=int, default=10, help="TWH test-time mean-field sweeps"
     )
     parser.add_argument("--out", default="benchmarks/results/harmonium_speed.json")
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
 

@@ -74,8 +74,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from benchmarks.common.cli import script_parser
 from benchmarks.common.device import (
-    add_device_argument,
     child_env,
     device_record,
     use_device,
@@ -426,7 +426,7 @@ def _ints(text):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--corpus", choices=("corel5k", "synthetic"), default="corel5k")
     ap.add_argument("--json", default=None, help="output JSON (default: print only)")
     ap.add_argument("--data-dir", default=None)
@@ -479,7 +479,6 @@ def parse_args(argv):
         "--first-call-child", type=int, default=None, help=argparse.SUPPRESS
     )
     ap.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.error("--seeds must be >= 2 (means, standard deviations, bootstrap)")

@@ -43,7 +43,6 @@ Corpora (``--corpus``):
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -54,7 +53,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.lda_corpus import completion_perplexity, lda_corpus, split_halves
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.topic_models import link_lda as ll
@@ -104,7 +104,7 @@ def _public(argv) -> list[str]:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = script_parser(__doc__)
     ap.add_argument("--docs", type=int, default=3000)
     ap.add_argument("--test-docs", type=int, default=500)
     ap.add_argument("--vocab", type=int, default=2000)
@@ -124,7 +124,6 @@ def main(argv=None):
         default=None,
         help="default benchmarks/results/link_lda_vs_sklearn_<corpus>.json",
     )
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
     rng = np.random.default_rng(args.seed)

@@ -30,7 +30,6 @@ benchmarks/results/max_margin_dual.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -43,7 +42,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.max_margin_dual import DUAL_STOP
@@ -100,7 +100,7 @@ def liblinear(features, labels, c, tol, repeats):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--components", type=int, default=10)
     ap.add_argument("--classes", type=int, default=6)
@@ -109,7 +109,6 @@ def main(argv=None):
     ap.add_argument("--c", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(RESULTS, "max_margin_dual.json"))
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
     q, moved, labels = problem(

@@ -49,7 +49,6 @@ images, ``selection_seconds`` the cross-validation (or the out-of-bag fits).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
@@ -67,7 +66,8 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.records import write_json
 from jaxannot import metrics
 from jaxannot.data import make_task
@@ -453,7 +453,9 @@ def _ints(text):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(
+        __doc__, "jaxannot's learners run on it; the scikit-learn peers run on the CPU"
+    )
     ap.add_argument("--dataset", required=True, help="a jaxannot dataset name or dir")
     ap.add_argument("--data-dir", default=None, help="data root ($JAXANNOT_DATA)")
     ap.add_argument("--json", required=True, help="where to write the results")
@@ -467,9 +469,6 @@ def parse_args(argv):
     ap.add_argument("--trees", type=int, default=100)
     ap.add_argument("--extend", type=int, default=2,
                     help="steps a grid may grow past an edge optimum")  # fmt: skip
-    add_device_argument(
-        ap, "jaxannot's learners run on it; the scikit-learn peers run on the CPU"
-    )
     args = ap.parse_args(argv)
     use_device(args.device)
     unknown = [n for n in args.learners if n not in LEARNERS]

@@ -28,7 +28,6 @@ models it finished. Writes ``benchmarks/results/vem_vs_nuts.json``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -37,7 +36,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS
 
 RESULTS = RESULTS
@@ -246,7 +246,7 @@ def _compare(name, fit, samples, classes, truth):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--num-warmup", type=int, default=1000)
     parser.add_argument("--num-samples", type=int, default=1000)
@@ -257,7 +257,6 @@ def main(argv=None) -> int:
         action="store_true",
         help="keep the other models' entries of the record at --out",
     )
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     import warnings

@@ -29,7 +29,6 @@ run with ``JAX_PLATFORMS=cpu``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import platform
@@ -42,7 +41,7 @@ import zipfile
 import arff as liac_arff
 import numpy as np
 
-from benchmarks.common.device import add_device_argument
+from benchmarks.common.cli import script_parser
 from benchmarks.common.hostile_cases import CASES, KINDS, remove_tree, run_case
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.data.arff import parse_arff
@@ -179,13 +178,12 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=None, help="run only cases holding this")
-    add_device_argument(
-        parser,
+    parser = script_parser(
+        __doc__,
         "not honoured: the cases run the command line with JAX_PLATFORMS=cpu (the "
         "limits are CPU figures) and the parser timings use no JAX",
     )
+    parser.add_argument("--only", default=None, help="run only cases holding this")
     args = parser.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="jaxannot-hostile-"))
     try:

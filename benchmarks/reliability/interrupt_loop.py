@@ -26,7 +26,6 @@ stopped early still leaves its figures).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import concurrent.futures
 import os
@@ -39,7 +38,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_env
 from benchmarks.common.records import RESULTS, write_json
 
 OUT = os.path.join(RESULTS, "interrupt_loop.json")
@@ -103,7 +103,7 @@ def verdict(run: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--train", type=int, default=120)
     parser.add_argument("--test", type=int, default=60)
@@ -116,7 +116,6 @@ def main() -> None:
                         help="delays drawn in [0, fraction * window]: below 1, "
                         "every interrupt lands inside the fit")  # fmt: skip
     parser.add_argument("--out", default=OUT)
-    add_device_argument(parser)
     args = parser.parse_args()
     os.environ.update(child_env(args.device))  # the commands run
     # a shell starts a background job with SIGINT ignored, and the commands would

@@ -17,7 +17,6 @@ Writes benchmarks/results/kill_resume_loop.json.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -31,7 +30,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_env
 from benchmarks.common.records import RESULTS, write_json
 
 OUT = os.path.join(RESULTS, "kill_resume_loop.json")
@@ -83,11 +83,10 @@ def kill_inside(argv: list[str], state: str, target: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--trials", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=OUT)
-    add_device_argument(parser)
     args = parser.parse_args()
     os.environ.update(child_env(args.device))  # the commands run
     rng = np.random.default_rng(args.seed)

@@ -23,7 +23,6 @@ Run:  python -m benchmarks.scale.ale_scale   (the full 1.5M run, ~5 min on 2 cor
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -42,7 +41,8 @@ from benchmarks.common.ale_corpus import (
     measure,
     peak_rss_mb,
 )
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.ale import smooth_function
 from jaxannot.methods.ale.eigenfunctions import ale_embed, fit_ale
@@ -95,7 +95,7 @@ def predict_iale_sf(model, alpha, x, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--n", type=int, default=1_500_000)
     parser.add_argument("--dims", type=int, default=512)
     parser.add_argument("--concepts", type=int, default=10)
@@ -119,7 +119,6 @@ def main(argv=None):
         "--out",
         default=str(RESULTS / "ale_scale.json"),
     )
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
 

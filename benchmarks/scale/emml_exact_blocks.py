@@ -21,14 +21,14 @@ Writes benchmarks/results/emml_exact_blocks.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
 import sys
 import time
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.emml_problem import corel5k_problem
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.emml.exact import fit_emml_exact
@@ -77,7 +77,7 @@ def time_blocks(data, c, blocks, sweeps, repeats):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--vreps", type=int, nargs="+", default=[2000, 3000])
     ap.add_argument("--blocks", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--sweeps", type=int, default=10)
@@ -86,7 +86,6 @@ def main(argv=None):
     ap.add_argument("--c", type=float, default=2.0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default=os.path.join(RESULTS, "emml_exact_blocks.json"))
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
     result = {

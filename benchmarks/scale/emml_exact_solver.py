@@ -17,14 +17,14 @@ Writes benchmarks/results/emml_exact_solver.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 import time
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.emml_problem import corel5k_problem
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.methods.emml.exact import fit_emml_exact
@@ -55,7 +55,7 @@ def time_solver(data, c, tolerance, handoff, max_sweeps):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = script_parser(__doc__)
     ap.add_argument("--vreps", type=int, nargs="+", default=[500, 3000])
     ap.add_argument("--handoffs", type=float, nargs="+", default=[0.02, float("inf")])
     ap.add_argument("--max-sweeps", type=int, default=3000)
@@ -64,7 +64,6 @@ def main(argv=None):
     ap.add_argument("--c", type=float, default=2.0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default=os.path.join(RESULTS, "emml_exact_solver.json"))
-    add_device_argument(ap)
     args = ap.parse_args(argv)
     use_device(args.device)
     result = {

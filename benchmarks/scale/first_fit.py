@@ -40,8 +40,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks.common.cli import script_parser
 from benchmarks.common.device import (
-    add_device_argument,
     child_device_record,
     child_env,
 )
@@ -140,8 +140,7 @@ def _cli_seconds(device: str, cache: str) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_device_argument(parser)
+    parser = script_parser(__doc__)
     parser.add_argument("--steps", type=int, default=100, help="EM iterations")
     parser.add_argument("--suffix", default="", help="results file suffix")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI timing")

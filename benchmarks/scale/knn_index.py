@@ -50,7 +50,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, child_env
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import child_env
 from benchmarks.common.records import RESULTS, root_env, script_command, write_json
 
 OUT = os.path.join(RESULTS, "knn_index.json")
@@ -333,7 +334,11 @@ def bench_dataset(name, x, args, tmp, runs=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = script_parser(
+        __doc__,
+        "the exact search (jaxannot, JAX) runs on it; faiss and pynndescent "
+        "run on the CPU",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--dims", type=int, default=64)
@@ -358,11 +363,6 @@ def main(argv=None):
         help="also time the exact JAX graph up to this n",
     )
     p.add_argument("--out", default=OUT)
-    add_device_argument(
-        p,
-        "the exact search (jaxannot, JAX) runs on it; faiss and pynndescent "
-        "run on the CPU",
-    )
     args = p.parse_args(argv)
     os.environ.update(child_env(args.device))  # the worker processes
     if args.worker:

@@ -18,7 +18,6 @@ fits' seconds::
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -27,16 +26,16 @@ import warnings
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lam", type=float, default=0.3)
     parser.add_argument("--json", type=pathlib.Path)
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
 

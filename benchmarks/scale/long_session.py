@@ -20,7 +20,6 @@ Writes ``benchmarks/results/long_session[_SUFFIX].json``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import pathlib
@@ -29,7 +28,8 @@ import sys
 import time
 import warnings
 
-from benchmarks.common.device import add_device_argument, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import use_device
 from benchmarks.common.records import RESULTS, write_json
 
 RESULTS = RESULTS
@@ -173,7 +173,7 @@ def run(
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--fits", type=int, default=1000)
     parser.add_argument("--every", type=int, default=50)
     parser.add_argument("--images", type=int, default=40)
@@ -187,7 +187,6 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--suffix", default="", help="results file suffix")
     parser.add_argument("--out", default=None, help="JSON path (default: results/)")
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     methods = tuple(m for m in args.methods.split(",") if m)

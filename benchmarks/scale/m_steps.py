@@ -16,7 +16,6 @@ Writes ``benchmarks/results/m_steps.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from benchmarks.common.toys import gaussian_toy
 
@@ -32,13 +32,12 @@ RESULTS = RESULTS
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--m-steps", type=int, nargs="+", default=[1, 2, 5, 10])
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--nats", type=float, default=10.0)
     parser.add_argument("--out", default=str(RESULTS / "m_steps.json"))
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     use_device(args.device)
     import jax

@@ -23,7 +23,6 @@ the machine's load average (a shared machine slows every timing).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -37,7 +36,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import RESULTS, write_json
 from jaxannot.inference import VEM
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
@@ -67,7 +67,7 @@ def peak_rss_mb() -> float:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
+    p = script_parser(__doc__)
     p.add_argument("--images", type=int, default=1_000_000)
     p.add_argument("--vocab", type=int, default=1000)
     p.add_argument("--topics", type=int, default=20)
@@ -82,7 +82,6 @@ def main(argv=None):
         "--out",
         default=str(RESULTS / "mixture_of_unigrams_1m.json"),
     )
-    add_device_argument(p)
     args = p.parse_args(argv)
     use_device(args.device)
 

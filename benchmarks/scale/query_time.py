@@ -18,7 +18,6 @@ benchmarks/results/query_time.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -30,7 +29,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
 from jaxannot import retrieval
 from jaxannot.methods.emml.mbrm import fit_mbrm, mbrm_word_probabilities
@@ -114,7 +114,7 @@ KINDS = KINDS + [k + "_batch" for k in KINDS]
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = script_parser(__doc__)
     p.add_argument(
         "--sizes", type=int, nargs="+", default=[1000, 10000, 100000, 1000000]
     )
@@ -124,7 +124,6 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/query_time.json")
-    add_device_argument(p)
     a = p.parse_args(argv)
     use_device(a.device)
     rng = np.random.default_rng(a.seed)

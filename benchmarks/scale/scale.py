@@ -30,7 +30,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks.common.device import add_device_argument, device_record, use_device
+from benchmarks.common.cli import script_parser
+from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import root_env, script_command, write_json
 
 
@@ -59,7 +60,7 @@ def _launch(args, argv) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--images", type=int, default=1_000_000)
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--topics", type=int, default=20)
@@ -69,7 +70,6 @@ def main(argv=None) -> None:
     parser.add_argument("--json", required=True, help="the record (- : stdout)")
     parser.add_argument("--coordinator", help=argparse.SUPPRESS)  # set for workers
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    add_device_argument(parser)
     args = parser.parse_args(argv)
     if args.processes < 1:
         parser.error("--processes must be >= 1")
