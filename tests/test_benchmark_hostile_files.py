@@ -1,6 +1,5 @@
 """``benchmarks/reliability/hostile_files.py`` (issue 44): the committed record meets
-the
-acceptance for the whole catalogue, and the runner that made it detects what it
+the acceptance for the whole catalogue, and the runner that made it detects what it
 claims to (a changed input, a hang, a traceback)."""
 
 import json

@@ -1,6 +1,5 @@
 """``benchmarks/peers/link_lda_vs_peers.py``: tomotopy's counts read back, one
-estimator for
-both systems, and time to target read off each curve."""
+estimator for both systems, and time to target read off each curve."""
 
 import os
 import warnings

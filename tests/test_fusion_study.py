@@ -1,6 +1,5 @@
 """The fusion study's pieces (``benchmarks/claims/fusion_study.py``) and its records:
-the
-simplex grid, the score rules, and a chosen setting that is the best of its own
+the simplex grid, the score rules, and a chosen setting that is the best of its own
 out-of-fold table."""
 
 import json
@@ -8,6 +7,8 @@ import pathlib
 
 import numpy as np
 import pytest
+
+from jaxannot.methods.ensemble.fusion import as_distribution
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -29,12 +30,12 @@ def test_distributions_sum_to_one_and_keep_each_row_order(study):
     rng = np.random.default_rng(0)
     margins = rng.normal(size=(6, 9))
     for probabilities, scores in ((True, np.abs(margins)), (False, margins)):
-        p = study.as_distribution(scores, probabilities)
+        p = as_distribution(scores, probabilities)
         np.testing.assert_allclose(p.sum(1), 1.0)
         np.testing.assert_array_equal(
             np.argsort(-p, 1, kind="stable"), np.argsort(-scores, 1, kind="stable")
         )
-    zero = study.as_distribution(np.zeros((2, 4)), True)
+    zero = as_distribution(np.zeros((2, 4)), True)
     np.testing.assert_allclose(zero, 0.25)  # no mass: uniform
 
 
