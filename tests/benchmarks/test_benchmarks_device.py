@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 ROOT = BENCHMARKS.parent
 
 
