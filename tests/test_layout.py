@@ -155,3 +155,81 @@ def test_no_module_over_the_code_line_limit():
     }
     offenders = {name: n for name, n in sizes.items() if n > MAX_CODE_LINES}
     assert not offenders, f"modules over {MAX_CODE_LINES} code lines: {offenders}"
+
+
+#: The folders of tests/ that stand for no package folder of jaxannot: the notebooks'
+#: tests, the benchmark scripts' and their records', the docs' (README, prose figures,
+#: docstring examples, results tables), and the toy method's fixture.
+OTHER_TEST_FOLDERS = {"notebooks", "benchmarks", "docs", "fixtures"}
+
+#: The files at the top of tests/: the configuration and the package-wide checks.
+TOP_TEST_FILES = {
+    "conftest.py",
+    "test_layout.py",
+    "test_annotations.py",
+    "test_reproducible.py",
+}
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def package_folders() -> set[str]:
+    """The folders of ``jaxannot`` (``methods/<family>`` included), relative to it."""
+    root = pathlib.Path(jaxannot.__file__).resolve().parent
+    return {
+        path.parent.relative_to(root).as_posix()
+        for path in root.rglob("__init__.py")
+        if path.parent != root
+    }
+
+
+def layout_offenders(tests: pathlib.Path, packages: set[str]) -> list[str]:
+    """The folders and top-level files of ``tests`` outside the layout.
+
+    A folder is in the layout when it is a package folder of ``jaxannot`` (relative
+    to the package, ``packages``), a folder above one (``methods``) or one of
+    ``OTHER_TEST_FOLDERS`` or below one; a file at the top when it is one of
+    ``TOP_TEST_FILES``.
+    """
+    allowed = packages | {p.rpartition("/")[0] for p in packages} - {""}
+    offenders = []
+    for path in sorted(tests.rglob("*")):
+        relative = path.relative_to(tests)
+        if any(part.startswith((".", "__")) for part in relative.parts):
+            continue
+        if path.is_dir():
+            if relative.parts[0] not in OTHER_TEST_FOLDERS and (
+                relative.as_posix() not in allowed
+            ):
+                offenders.append(f"{relative.as_posix()}/")
+        elif len(relative.parts) == 1 and relative.name not in TOP_TEST_FILES:
+            offenders.append(relative.as_posix())
+    return offenders
+
+
+def test_tests_are_laid_out_like_the_package():
+    offenders = layout_offenders(TESTS, package_folders())
+    assert not offenders, (
+        f"outside the layout of tests/ (a package folder of jaxannot or one of "
+        f"{sorted(OTHER_TEST_FOLDERS)}; at the top, one of "
+        f"{sorted(TOP_TEST_FILES)}): {offenders}"
+    )
+
+
+def test_the_layout_check_finds_a_stray_file_and_folder(tmp_path):
+    # the check above on a copy of the layout with a planted file and folders: it
+    # must not pass vacuously
+    packages = package_folders()
+    assert {"inference", "methods/emml", "solvers"} <= packages
+    for folder in ("methods/emml", "inference", "notebooks"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "conftest.py").touch()
+    assert layout_offenders(tmp_path, packages) == []
+    (tmp_path / "test_stray.py").touch()
+    (tmp_path / "models").mkdir()
+    (tmp_path / "methods" / "lda").mkdir()
+    assert layout_offenders(tmp_path, packages) == [
+        "methods/lda/",
+        "models/",
+        "test_stray.py",
+    ]

@@ -3,12 +3,12 @@
 fresh processes with different hash seeds, is identical but for its clock readings.
 
 Within one process every registered method is checked by
-``tests/test_api_protocols.py`` (a third fit of the first corpus); here what a process
-could carry is varied: Python's string hashing (set and dict orders built from
-hashes), the state of the interpreter and of JAX. The second process loads the
-programs the first one compiled (JAX's persistent cache: the same executables) to
-save their compile time; that XLA compiles the same program the same way is not what
-is tested here."""
+``tests/annotators/test_api_protocols.py`` (a third fit of the first corpus); here what
+a process could carry is varied: Python's string hashing (set and dict orders built from
+hashes), the state of the interpreter and of JAX. The second process loads the programs
+the first one compiled (JAX's persistent cache: the same executables) to save their
+compile time; that XLA compiles the same program the same way is not what is tested
+here."""
 
 import json
 import os

@@ -20,8 +20,8 @@ training images, the same fields for ``defaults_guard.py``) with each base's fit
 and out-of-fold scores memoized by (base specification, the images' fingerprint,
 folds, rng key), and each fusion setting's metrics by the distributions and weights
 it sums (:func:`shared_base_fits`): a fold's other settings take them.
-``tests/annotators/test_ensemble.py`` checks on a small corpus that records so made
-equal those of separate fits.
+``tests/methods/ensemble/test_ensemble.py`` checks on a small corpus that records so
+made equal those of separate fits.
 
 A ``targets`` run adds ``per_word_curve``: every outer fold's fit with the per-word
 targets scored on its held-out images at each ``per_word`` of 0 to 5 (word F1@5 and

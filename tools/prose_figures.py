@@ -39,7 +39,7 @@ way): under a record of 11.6465, ``11.6×`` and ``11.65×`` pass, ``11.7×`` fai
 
 :func:`check` returns every disagreement and every marker that cannot be read (an
 unknown file or key, no number before it, an expression outside the grammar);
-``tests/test_prose_figures.py`` fails on any.
+``tests/docs/test_prose_figures.py`` fails on any.
 
     python -m tools.prose_figures            # list problems, exit 1 if any
     python -m tools.prose_figures --count    # markers per file

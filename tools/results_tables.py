@@ -6,7 +6,7 @@ Every table between a pair of markers ``<!-- table:NAME -->`` and
 ``<!-- /table:NAME -->`` in those files is generated here, from
 ``benchmarks/results/*.json``, the method registry or the scripts of ``benchmarks/``,
 so no figure or name in them is typed by hand and none can go stale:
-``tests/test_results_tables.py`` fails when a table differs from what its sources
+``tests/docs/test_results_tables.py`` fails when a table differs from what its sources
 give.
 
 - ``field_DATASET``: the registered methods at their defaults

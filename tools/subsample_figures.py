@@ -1,12 +1,12 @@
 """The leading methods at their defaults on a seeded subsample, and how far their
 figures move when the arithmetic's order changes.
 
-Figures small enough for ``tests/test_results.py`` to re-run (seconds each): each
-registered method of ``--methods`` at its default hyper-parameters, fitted on
+Figures small enough for ``tests/benchmarks/test_results.py`` to re-run (seconds each):
+each registered method of ``--methods`` at its default hyper-parameters, fitted on
 ``--train`` training images and measured on ``--test`` test images of ``--dataset``,
-both drawn without replacement by ``numpy.random.default_rng(--seed)`` and kept in
-their dataset order; the inductive protocol, seed ``--seed`` for the fit; the metrics
-of :func:`jaxannot.evaluation.evaluate`, the driver of ``jaxannot evaluate``.
+both drawn without replacement by ``numpy.random.default_rng(--seed)`` and kept in their
+dataset order; the inductive protocol, seed ``--seed`` for the fit; the metrics of
+:func:`jaxannot.evaluation.evaluate`, the driver of ``jaxannot evaluate``.
 
 A stored figure is the output of float32 optimisers and reductions, so another CPU
 can move it: XLA picks its vector width and threading from the processor, and a
@@ -15,8 +15,8 @@ carry into its last digits. ``--spread`` measures that on this machine: the same
 is repeated in a child process under each of :data:`VARIANTS` (XLA limited to older
 instruction sets, so narrower vectors and no FMA; XLA and BLAS on one thread and one
 core), and the record keeps, per method and variant, the absolute difference of each
-metric that moved. ``tests/test_results.py`` compares a re-run with the stored
-figures at a tolerance written beside the test, which must be at least the spread
+metric that moved. ``tests/benchmarks/test_results.py`` compares a re-run with the
+stored figures at a tolerance written beside the test, which must be at least the spread
 measured here.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python -m tools.subsample_figures --spread \\

@@ -11,8 +11,9 @@ stderr holds a traceback or a raw control character, whether its error line name
 the hostile file, and whether any input changed (bytes, inode, link target, kind of
 every entry under the folder, links never followed).
 
-The builders are shared with the tests (``tests/test_hostile_files_benchmark.py``
-loads this module through the ``benchmark_script`` fixture).
+The builders are shared with the tests
+(``tests/benchmarks/test_benchmark_hostile_files.py`` loads this module through the
+``benchmark_script`` fixture).
 """
 
 from __future__ import annotations

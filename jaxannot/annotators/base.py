@@ -136,7 +136,7 @@ class Method:
         never lets move the wrong way, at every setting: info key to
         ``"increases"`` (EM, VB: a bound that never decreases) or ``"decreases"``
         (a loss that never increases), up to float32 round-off
-        (``tests/test_objectives.py`` checks every declaration).
+        (``tests/annotators/test_objectives.py`` checks every declaration).
     estimator_name : str, optional
         The class name of its scikit-learn estimator (:mod:`jaxannot.sklearn`);
         default: the CamelCase of ``name`` (``"lap-mix-unigram"`` ->

@@ -6,23 +6,23 @@ from several keys (the key seeds the guide's random start, e.g. the autoguides'
 :func:`~jaxannot.diagnostics.to_inference_data` turns the fits into one chain each,
 whose draws are independent draws of that restart's fitted guide.
 
-Which params a restart reports: at a constant step size (Adam's usual use) SVI does
-not settle at its optimum but jitters around it (an Adam step moves a parameter by
-up to about the step size whatever the gradient's scale, and the ELBO's Monte Carlo
-noise keeps it moving). Where the guide is narrower than that jitter, the last
-iterates of restarts at one optimum differ by more than the guides' spread and
-R-hat reads them as different optima: three restarts of a normal mean whose
-posterior sd is 0.05, under Adam 0.1, give R-hat > 1.15 (1.34 in the run we looked
-at; ``tests/test_diagnostics.py``). :func:`svi_restarts` therefore reports, by
+Which params a restart reports: at a constant step size (Adam's usual use) SVI does not
+settle at its optimum but jitters around it (an Adam step moves a parameter by up to
+about the step size whatever the gradient's scale, and the ELBO's Monte Carlo noise
+keeps it moving). Where the guide is narrower than that jitter, the last iterates of
+restarts at one optimum differ by more than the guides' spread and R-hat reads them as
+different optima: three restarts of a normal mean whose posterior sd is 0.05, under Adam
+0.1, give R-hat > 1.15 (1.34 in the run we looked at;
+``tests/diagnostics/test_diagnostics.py``). :func:`svi_restarts` therefore reports, by
 default, the mean of each restart's iterates over the last half of its steps
 (Polyak-Ruppert averaging, in the optimizer's unconstrained coordinates, inside the
 compiled loop): the same restarts then give R-hat < 1.05 (1.00), while restarts at
-distinct optima still disagree (iterates around one optimum average to that
-optimum). The average is sound once the loss has levelled off before the averaged
-tail begins; a fit still descending there is averaged with where it was
-(``tail_average`` sets the fraction, 0 keeps the last iterate; a decaying step
-size, e.g. ``optax.exponential_decay``, settles the last iterate too). Results of
-``svi.run`` itself hold the last iterate.
+distinct optima still disagree (iterates around one optimum average to that optimum).
+The average is sound once the loss has levelled off before the averaged tail begins; a
+fit still descending there is averaged with where it was (``tail_average`` sets the
+fraction, 0 keeps the last iterate; a decaying step size, e.g.
+``optax.exponential_decay``, settles the last iterate too). Results of ``svi.run``
+itself hold the last iterate.
 
 What R-hat and ESS then mean: within a chain the draws are independent draws of one
 guide, so the within-chain spread is that guide's posterior spread and the

@@ -7,7 +7,7 @@ the repository in those four files alone, and in it the registry finds the metho
 the registry-wide tests pass with it (the module scan against the imports, the
 family layout, the self-description, the hyper-parameter specs and defaults, the
 protocol, save and load, cross-validation and compile-once checks of
-``tests/test_api_protocols.py``, the objectives' declarations), in a fresh
+``tests/annotators/test_api_protocols.py``, the objectives' declarations), in a fresh
 interpreter.
 """
 
@@ -30,7 +30,7 @@ TOUCHED = (
     ("word_centroid.py", "jaxannot/methods/baselines/word_centroid.py", False),
     ("params.py", "jaxannot/methods/baselines/params.py", True),
     ("hyper_defaults.toml", "jaxannot/annotators/hyper_defaults.toml", True),
-    ("check_word_centroid.py", "tests/annotators/test_word_centroid.py", False),
+    ("check_word_centroid.py", "tests/methods/baselines/test_word_centroid.py", False),
 )
 
 #: The registry-wide tests, each of the new method's cases where they have one
@@ -41,9 +41,9 @@ REGISTRY_WIDE = (
     "tests/annotators/test_self_description.py",
     "tests/annotators/test_hyper_spec.py",
     "tests/annotators/test_defaults.py",
-    "tests/test_api_protocols.py",
-    "tests/test_objectives.py::test_every_declaration_is_checked",
-    "tests/annotators/test_word_centroid.py",
+    "tests/annotators/test_api_protocols.py",
+    "tests/annotators/test_objectives.py::test_every_declaration_is_checked",
+    "tests/methods/baselines/test_word_centroid.py",
 )
 SELECTED = "word-centroid or not (test_api_protocols or query_asks)"
 
@@ -51,14 +51,14 @@ SELECTED = "word-centroid or not (test_api_protocols or query_asks)"
 NEW_METHOD_CASES = (
     "tests/annotators/test_self_description.py::"
     "test_every_method_declares_its_description[word-centroid]",
-    "tests/test_api_protocols.py::test_method_follows_the_protocol[word-centroid]",
-    "tests/test_api_protocols.py::test_tune_cross_validates_every_method[word-centroid]",
-    "tests/test_api_protocols.py::"
+    "tests/annotators/test_api_protocols.py::test_method_follows_the_protocol[word-centroid]",
+    "tests/annotators/test_api_protocols.py::test_tune_cross_validates_every_method[word-centroid]",
+    "tests/annotators/test_api_protocols.py::"
     "test_a_second_fit_on_other_data_compiles_nothing[word-centroid]",
     "tests/annotators/test_base.py::test_the_scan_finds_what_the_modules_register",
     "tests/test_layout.py::test_every_method_lives_in_its_family_folder",
-    "tests/annotators/test_word_centroid.py::test_the_registry_finds_the_new_method",
-    "tests/annotators/test_word_centroid.py::"
+    "tests/methods/baselines/test_word_centroid.py::test_the_registry_finds_the_new_method",
+    "tests/methods/baselines/test_word_centroid.py::"
     "test_scores_are_cosines_with_the_word_centroids",
 )
 

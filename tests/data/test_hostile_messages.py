@@ -1,7 +1,8 @@
 """Small hostile inputs that got the wrong message (issue 44): a symbolic link loop
 said "does not exist", an empty training split said "k must be in [1, 0]", a photo
 folder nested 1100 levels deep raised ``RecursionError`` from ``os.walk``, a photo
-table cut short was blamed on the features (found by ``tests/test_fuzz_files.py``)."""
+table cut short was blamed on the features (found by
+``tests/data/test_fuzz_files.py``)."""
 
 import json
 

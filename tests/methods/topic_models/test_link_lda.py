@@ -89,7 +89,8 @@ def fitted():
 
 
 def test_vb_elbo_improves(fitted):
-    # that it never decreases: tests/test_objectives.py (link-lda, inference=vb)
+    # that it never decreases: tests/annotators/test_objectives.py (link-lda,
+    # inference=vb)
     _, _, objective = fitted
     assert objective[-1] > objective[0]
 

@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-RESULTS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
 
 @pytest.fixture(scope="module")

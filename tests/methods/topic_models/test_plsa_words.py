@@ -44,7 +44,7 @@ def test_log_likelihood_matches_numpyro_declaration():
 
 
 def test_both_stages_improve():
-    # that they never decrease: tests/test_objectives.py (plsa-words)
+    # that they never decrease: tests/annotators/test_objectives.py (plsa-words)
     text, vis = _corpus()
     state, obj = pw.fit_plsa_words(jax.random.key(0), text, vis, 3, num_iterations=40)
     assert obj["text"][-1] > obj["text"][0] and obj["visual"][-1] > obj["visual"][0]

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: the fewest markers each page may carry: coverage cannot shrink unnoticed (raise a
 #: floor when you mark more figures; lower one only with the figures' removal)

@@ -10,7 +10,7 @@ import pytest
 
 from jaxannot.methods.ensemble.fusion import as_distribution
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

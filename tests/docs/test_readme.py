@@ -2,7 +2,7 @@
 
 import pathlib
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 #: The most lines the README may hold.
 MAX_README_LINES = 250

@@ -67,7 +67,7 @@ def weights(p=0.5, **hyper):
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
 def test_objective_decreases_to_a_solution(p):
-    # that it never increases: tests/test_objectives.py (sfsls, sfss)
+    # that it never increases: tests/annotators/test_objectives.py (sfsls, sfss)
     x, y, lab, graph, _ = make_problem()
     images = TrainingImages(x, y, lab, graph)
     state, hist, res = rl.fit_sfsls(

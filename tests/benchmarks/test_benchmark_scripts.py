@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PURPOSES = ("claims", "peers", "scale", "reliability")
 #: where a module of its own is looked for: ``import NAME`` of one of these files'
 #: stems is a script's folder on ``sys.path``, not a package import

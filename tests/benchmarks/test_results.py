@@ -28,7 +28,7 @@ from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 #: Tolerance of the ``empirical`` rows: bit-identical. Its scores are the training
