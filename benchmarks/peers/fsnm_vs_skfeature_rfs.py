@@ -45,16 +45,12 @@ import numpy as np
 import scipy.linalg as sl
 
 import jax
+import jax.numpy as jnp
 
 from benchmarks.common.cli import script_parser
 from benchmarks.common.device import device_record, use_device
 from benchmarks.common.records import write_json
-
-jax.config.update("jax_enable_x64", True)  # float64 rows; float32 asked explicitly
-
-import jax.numpy as jnp  # noqa: E402
-
-from jaxannot.methods.sfsls import fsnm  # noqa: E402
+from jaxannot.methods.sfsls import fsnm
 
 RFS_CHILD = textwrap.dedent(
     """
@@ -205,6 +201,7 @@ def main(argv=None):
     ap.add_argument("--out", default="benchmarks/results/fsnm_vs_skfeature_rfs.json")
     args = ap.parse_args(argv)
     use_device(args.device)
+    jax.config.update("jax_enable_x64", True)  # float64 rows; float32 asked explicitly
 
     x, labels = make_data(args.n, args.d, args.classes, args.seed)
     y = np.where(np.eye(args.classes)[labels] > 0, 1.0, -1.0)

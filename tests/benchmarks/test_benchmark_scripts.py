@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import jax
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PURPOSES = ("claims", "peers", "scale", "reliability")
 #: where a module of its own is looked for: ``import NAME`` of one of these files'
@@ -153,17 +155,25 @@ def test_the_import_guard_lets_the_shared_modules_through():
     )
 
 
+#: JAX settings a script may change only in its ``main``, after its arguments
+_SETTINGS = ("jax_enable_x64", "jax_platforms", "jax_default_matmul_precision")
+
+
 @pytest.mark.parametrize("path", _purpose_scripts(), ids=lambda p: p.stem)
 def test_every_script_answers_help_with_device(path, monkeypatch):
     """``python -m benchmarks.PURPOSE.NAME --help``, run as ``__main__`` in this
-    process (one JAX import for all): it exits 0 and lists ``--device``."""
+    process (one JAX import for all): it exits 0 and lists ``--device``, and
+    importing it changes none of JAX's settings (the tests after it in this process
+    run under them)."""
     module = _module(path)
+    before = {name: getattr(jax.config, name) for name in _SETTINGS}
     monkeypatch.setattr(sys, "argv", [module, "--help"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
         runpy.run_module(module, run_name="__main__", alter_sys=False)
     assert stop.value.code in (0, None)
     assert "--device {auto,cpu,gpu,tpu}" in out.getvalue()
+    assert {name: getattr(jax.config, name) for name in _SETTINGS} == before
 
 
 def _body(function: ast.FunctionDef) -> str:
