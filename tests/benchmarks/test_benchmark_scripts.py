@@ -167,6 +167,9 @@ def test_every_script_answers_help_with_device(path, monkeypatch):
     run under them)."""
     module = _module(path)
     before = {name: getattr(jax.config, name) for name in _SETTINGS}
+    # a test file before this one may have imported the script as a module: run a
+    # fresh copy as __main__ (runpy warns otherwise); the module comes back after
+    monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.setattr(sys, "argv", [module, "--help"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
