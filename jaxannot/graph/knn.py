@@ -99,7 +99,8 @@ def _block_distances(queries, database, metric: str):
 
 @functools.partial(jax.jit, static_argnames=("k", "metric", "exclude_self"))
 def _search_blocks(query_blocks, database, k: int, metric: str, exclude_self: bool):
-    """k-NN of every block; query_blocks [num_blocks, block, d]."""
+    """k-NN of every block; query_blocks [num_blocks, block, d] -> [num_blocks *
+    block, k] each."""
     block = query_blocks.shape[1]
     n = database.shape[0]
 
@@ -113,7 +114,8 @@ def _search_blocks(query_blocks, database, k: int, metric: str, exclude_self: bo
         return idx.astype(jnp.int32), -neg
 
     starts = jnp.arange(query_blocks.shape[0], dtype=jnp.int32) * block
-    return jax.lax.map(one_block, (starts, query_blocks))
+    idx, dist = jax.lax.map(one_block, (starts, query_blocks))
+    return idx.reshape(-1, k), dist.reshape(-1, k)
 
 
 def knn_search(
@@ -167,8 +169,10 @@ def knn_search(
     """
     _check_choice("metric", metric, KNN_METRICS)
     _check_choice("method", method, KNN_METHODS)
-    queries = jnp.asarray(queries, jnp.float32)
-    database = jnp.asarray(database, jnp.float32)
+    # checked and padded on the host: op by op on the device each step compiled a
+    # small program per new shape (some ten per search)
+    queries = np.asarray(queries, np.float32)
+    database = np.asarray(database, np.float32)
     if queries.ndim != 2 or database.ndim != 2:
         raise ValueError(
             f"queries and database must be 2-D [points, dims], got shapes "
@@ -190,9 +194,7 @@ def knn_search(
         raise ValueError(f"k must be in [1, {limit}] for {n} database points, got {k}")
     if int(block_size) < 1:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    if not (
-        bool(jnp.all(jnp.isfinite(queries))) and bool(jnp.all(jnp.isfinite(database)))
-    ):
+    if not (np.isfinite(queries).all() and np.isfinite(database).all()):
         raise ValueError("queries and database must be finite (found NaN or inf)")
     if method == "approx" or (method == "auto" and approx_knn.use_approx(q, n)):
         idx, dist = approx_knn.approx_knn_search(
@@ -201,11 +203,11 @@ def knn_search(
         return jnp.asarray(idx, jnp.int32), jnp.asarray(dist, jnp.float32)
     block = min(int(block_size), q)
     num_blocks = -(-q // block)
-    padded = jnp.pad(queries, ((0, num_blocks * block - q), (0, 0)))
+    padded = np.pad(queries, ((0, num_blocks * block - q), (0, 0)))
     idx, dist = _search_blocks(
         padded.reshape(num_blocks, block, -1), database, k, metric, exclude_self
     )
-    return idx.reshape(-1, k)[:q], dist.reshape(-1, k)[:q]
+    return (idx, dist) if num_blocks * block == q else (idx[:q], dist[:q])
 
 
 def _symmetrize_max(senders, receivers, weights, num_nodes: int) -> Graph:

@@ -126,6 +126,11 @@ def _latent_sites(
     trace = handlers.trace(
         handlers.substitute(seeded, substitute_fn=init_strategy)
     ).get_trace(*args, **kwargs)
+    return {name: site["value"] for name, site in _checked_latent(trace, plate).items()}
+
+
+def _checked_latent(trace: Mapping, plate: str | None) -> dict:
+    """The latent sample sites of a model's ``trace``; clear errors for bad models."""
     params = [name for name, site in trace.items() if site["type"] == "param"]
     if params:
         raise ValueError(
@@ -157,7 +162,34 @@ def _latent_sites(
             f"MAP needs continuous latent sites; {discrete} are discrete "
             "(marginalize them in the model, e.g. with logsumexp and numpyro.factor)"
         )
-    return {name: site["value"] for name, site in latent.items()}
+    return latent
+
+
+def _site_supports(
+    model: Callable, rng_key, init_strategy, plate: str | None, args, kwargs
+) -> dict:
+    """The latent sites' supports, in the model's order, from one abstract trace
+    (shapes only: nothing of the model runs op by op, nothing compiles); a support
+    that depends on a traced value (another site's, the data's) is None. The same
+    errors for bad models as :func:`_latent_sites`."""
+    arrays, key = _split_arguments(args, kwargs)
+    found: dict = {}
+
+    def trace_abstractly(*arrays):
+        model_args, model_kwargs = _join_arguments(list(arrays), key)
+        seeded = handlers.seed(model, rng_key)
+        trace = handlers.trace(
+            handlers.substitute(seeded, substitute_fn=init_strategy)
+        ).get_trace(*model_args, **model_kwargs)
+        for name, site in _checked_latent(trace, plate).items():
+            support = site["fn"].support
+            fixed = not any(
+                isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(support)
+            )
+            found[name] = support if fixed else None
+
+    jax.eval_shape(trace_abstractly, *arrays)
+    return found
 
 
 def _unconstrain(model: Callable, constrained: Mapping, args, kwargs) -> dict:
@@ -283,19 +315,42 @@ class MAP:
         MAPState
             Unconstrained values and the optimizer's state.
         """
+        return self._start(rng_key, args, kwargs, init_params)[0]
+
+    def _start(
+        self, rng_key: PRNGKey, args: tuple, kwargs: dict, init_params: Mapping | None
+    ) -> tuple[MAPState, dict | None]:
+        """:meth:`init`'s state and the latent sites' supports where every site
+        starts at a given value and has a fixed support (else None).
+
+        Then the init strategy's values would all be replaced: the model is traced
+        abstractly (its supports) instead of run op by op twice (the strategy's
+        values, the supports), which compiled each of its operations on the data's
+        shapes (some 50 small programs for TagProp). The start is the same.
+        """
         init_params = dict(init_params or {})
-        latent = _latent_sites(
+        supports = _site_supports(
             self.model, rng_key, self.init_strategy, self.plate, args, kwargs
         )
-        unknown = sorted(set(init_params) - set(latent))
+        unknown = sorted(set(init_params) - set(supports))
         if unknown:
             raise KeyError(
                 f"init_params has unknown sites {unknown}; "
-                f"latent sites: {sorted(latent)}"
+                f"latent sites: {sorted(supports)}"
             )
-        latent.update({k: jnp.asarray(v) for k, v in init_params.items()})
-        unconstrained = _unconstrain(self.model, latent, args, kwargs)
-        return MAPState(unconstrained, self.optimizer.init(unconstrained))
+        if set(init_params) == set(supports) and None not in supports.values():
+            unconstrained = {
+                name: biject_to(support).inv(jnp.asarray(init_params[name]))
+                for name, support in supports.items()
+            }
+        else:
+            supports = None
+            latent = _latent_sites(
+                self.model, rng_key, self.init_strategy, self.plate, args, kwargs
+            )
+            latent.update({k: jnp.asarray(v) for k, v in init_params.items()})
+            unconstrained = _unconstrain(self.model, latent, args, kwargs)
+        return MAPState(unconstrained, self.optimizer.init(unconstrained)), supports
 
     def run(
         self,
@@ -334,7 +389,7 @@ class MAP:
             site (see ``plate``), a discrete one or a ``numpyro.param``.
         """
         num_steps = check_count("num_steps", num_steps)  # before the model is traced
-        state = self.init(rng_key, *args, init_params=init_params, **kwargs)
+        state, supports = self._start(rng_key, args, kwargs, init_params)
         arrays, key = _split_arguments(args, kwargs)
         arrays = [jnp.asarray(a) for a in arrays]
         (state, _), losses = run_steps(
@@ -344,6 +399,12 @@ class MAP:
             progress_bar=progress_bar,
             desc="MAP",
         )
+        if supports is not None:  # the model's transforms, without running it
+            constrained = {
+                name: biject_to(supports[name])(u)
+                for name, u in state.unconstrained.items()
+            }
+            return MAPResult(constrained, losses, state)
         params = handlers.substitute(
             self.model, substitute_fn=_constrain(state.unconstrained)
         )

@@ -6,6 +6,7 @@ import numpyro
 import numpyro.distributions as dist
 import optax
 from numpyro.distributions import constraints
+from numpyro.infer import init_to_value
 
 from jaxannot.inference.map_estimate import MAP
 
@@ -138,3 +139,63 @@ def test_a_per_image_latent_site_is_refused_unless_the_check_is_off():
     mu = float(joint.params["mu"])
     assert mu == pytest.approx(y.sum() / (y.size + 2), abs=1e-4)
     np.testing.assert_allclose(joint.params["z"], (y + mu) / 2, atol=1e-4)
+
+
+#: whether each call of :func:`positive_and_simplex` saw its data as values (run op by
+#: op) or as a tracer (traced, compiled)
+CALLS: list = []
+
+
+def positive_and_simplex(y, upper):
+    CALLS.append(not isinstance(y, jax.core.Tracer))
+    scale = numpyro.sample("scale", dist.HalfNormal(2.0).expand([3]).to_event(1))
+    weights = numpyro.sample("weights", dist.Dirichlet(np.ones(3, np.float32)))
+    bound = numpyro.sample("bound", dist.Uniform(0.0, upper))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(weights @ scale * bound, 1.0), obs=y)
+
+
+def test_a_start_given_for_every_site_does_not_run_the_model_op_by_op():
+    """Every site given: the supports come from an abstract trace, and the start,
+    the losses and the result are bit for bit those of running the model (the way a
+    start that leaves a site to the init strategy still goes)."""
+    y = np.linspace(0.0, 2.0, 7).astype(np.float32)
+    given = {
+        "scale": np.array([0.5, 1.0, 2.0], np.float32),
+        "weights": np.array([0.2, 0.3, 0.5], np.float32),
+        "bound": np.float32(1.5),
+    }
+    CALLS.clear()
+    fast = MAP(positive_and_simplex, optax.adam(0.05)).run(
+        jax.random.key(0), 5, y, 4.0, init_params=given, progress_bar=False
+    )
+    assert CALLS and not any(CALLS)  # traced only
+    CALLS.clear()
+    eager = MAP(
+        positive_and_simplex,
+        optax.adam(0.05),
+        init_strategy=init_to_value(values=given),
+    ).run(jax.random.key(0), 5, y, 4.0, progress_bar=False)
+    assert any(CALLS)  # the strategy's start runs the model
+    for name in given:
+        np.testing.assert_array_equal(fast.params[name], eager.params[name])
+        np.testing.assert_array_equal(
+            fast.state.unconstrained[name], eager.state.unconstrained[name]
+        )
+    np.testing.assert_array_equal(fast.losses, eager.losses)
+
+
+def test_a_support_that_depends_on_a_site_runs_the_model():
+    def dependent(y):
+        top = numpyro.sample("top", dist.HalfNormal(1.0))
+        low = numpyro.sample("low", dist.Uniform(0.0, top))
+        numpyro.sample("y", dist.Normal(low, 1.0), obs=y)
+
+    given = {"top": np.float32(2.0), "low": np.float32(0.5)}
+    y = np.float32(0.3)
+    _, supports = MAP(dependent)._start(jax.random.key(0), (y,), {}, given)
+    assert supports is None  # the interval (0, top) is known by running the model
+    result = MAP(dependent).run(
+        jax.random.key(0), 3, y, init_params=given, progress_bar=False
+    )
+    assert 0.0 < float(result.params["low"]) < float(result.params["top"])
