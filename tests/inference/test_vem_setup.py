@@ -13,6 +13,7 @@ from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.inference.vem.declaration import _inspect
+from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
 
@@ -62,6 +63,5 @@ def test_the_log_prior_ignores_float32_rounding_off_the_simplex():
     beta = np.full((2, 300), 1 / 300, np.float32)
     beta[:, 0] += 3e-6  # rows sum to 1 + 3e-6, past numpyro's 1e-6 simplex check
     values = {"pi": jnp.array([0.5, 0.5]), "beta_0": jnp.asarray(beta)}
-    assert np.isfinite(
-        vem.declared.log_prior(setup, values, (counts,), {"num_topics": 2})
-    )
+    call = ModelCall(vem.declared, setup, (counts,), {"num_topics": 2})
+    assert np.isfinite(call.log_prior(values))

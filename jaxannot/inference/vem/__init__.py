@@ -5,9 +5,10 @@
   fold-in, predictions and Laplace draws from :mod:`~jaxannot.inference.vem.fold_in`.
 - :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState` and the E-steps.
 - :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`,
-  :mod:`~jaxannot.inference.vem.log_joint` — what the declaration's trace says
-  (sites, plates, supports), the bundle the helpers take, the log joint of a trace
-  and a call's leaves.
+  :mod:`~jaxannot.inference.vem.log_joint`, :mod:`~jaxannot.inference.vem.model_call`
+  — what the declaration's trace says (sites, plates, supports), the bundle the
+  helpers take, the log joint of a trace and a call's static set-up, and one call
+  (model, set-up, arguments) with the objective's pieces on it.
 - :mod:`~jaxannot.inference.vem.fit`, :mod:`~jaxannot.inference.vem.m_step`,
   :mod:`~jaxannot.inference.vem.layout`,
   :mod:`~jaxannot.inference.vem.global_sites`, :mod:`~jaxannot.inference.vem.checks`,

@@ -36,8 +36,8 @@ from jaxannot.inference.vem.fit_warnings import (
 )
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.declaration import _Structure
-    from jaxannot.inference.vem.log_joint import _Setup
+    from jaxannot.inference.vem.declaration import Structure
+    from jaxannot.inference.vem.log_joint import Setup
     from jaxannot.inference.vem.steps import Term, VEMState
     from jaxannot.types import ArrayLike
 
@@ -68,7 +68,7 @@ def _on_support(support, value) -> bool:
 
 def checked_start(
     vem: Any,
-    setup: _Setup,
+    setup: Setup,
     params: Mapping[str, ArrayLike],
     args_kw: tuple[tuple, dict],
     what: str = "init_params",
@@ -80,7 +80,7 @@ def checked_start(
     ----------
     vem : VEM
         The algorithm (its model's sites and supports).
-    setup : _Setup
+    setup : Setup
         The static set-up of the call.
     params : Mapping
         Site -> value, as the user gave them.
@@ -129,12 +129,12 @@ def checked_start(
     return values
 
 
-def check_state(structure: _Structure, state: VEMState) -> None:
+def check_state(structure: Structure, state: VEMState) -> None:
     """A :class:`VEMState` of this model's shapes, or a clear ValueError.
 
     Parameters
     ----------
-    structure : _Structure
+    structure : Structure
         The model's structure (images, values of the local site).
     state : VEMState
         The state to resume.
@@ -324,7 +324,7 @@ def check_optimizer(optimizer: object) -> None:
 
 
 def check_inputs(
-    structure: _Structure,
+    structure: Structure,
     plate: str,
     values: Mapping[str, ArrayLike] | None,
     terms: Sequence[Term],
@@ -334,7 +334,7 @@ def check_inputs(
 
     Parameters
     ----------
-    structure : _Structure
+    structure : Structure
         The model's structure.
     plate : str
         The image plate's name, for the message.
@@ -355,13 +355,13 @@ def check_inputs(
 
 
 def missing_globals(
-    structure: _Structure, params: Mapping[str, ArrayLike], what: str
+    structure: Structure, params: Mapping[str, ArrayLike], what: str
 ) -> None:
     """A ValueError naming the global sites ``params`` lacks.
 
     Parameters
     ----------
-    structure : _Structure
+    structure : Structure
         The model's structure (its global sites).
     params : Mapping
         Site -> value.

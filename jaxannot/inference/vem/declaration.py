@@ -41,24 +41,53 @@ from jaxannot.inference.vem.enumeration import (
 )
 from jaxannot.runtime.static_key import array_key
 
-__all__: list[str] = []
+__all__ = ["Structure"]
 
 
 # ----------------------------------------------------------- model inspection
 @dataclasses.dataclass(frozen=True)
-class _Structure:
-    """What a trace of the model tells VEM (all static)."""
+class Structure:
+    """What a trace of the model tells VEM (all static).
 
-    globals_: tuple[str, ...]  # latent sites outside the plate
+    Parameters
+    ----------
+    globals_ : tuple of str
+        The latent sites outside the plate.
+    num_images : int
+        The plate's size.
+    num_values : int
+        The local site's number of values.
+    image_dim : int
+        The plate's dim.
+    global_shapes : tuple of tuple of int
+        The shapes of ``globals_``, in order.
+    enumerated : _Enumerated
+        The other discrete (and real-valued) sites in the plate.
+    """
+
+    globals_: tuple[str, ...]
     num_images: int
     num_values: int
     image_dim: int
-    global_shapes: tuple[tuple[int, ...], ...] = ()  # of the globals_, in order
-    enumerated: _Enumerated = _Enumerated()  # the other discrete sites in the plate
+    global_shapes: tuple[tuple[int, ...], ...] = ()
+    enumerated: _Enumerated = _Enumerated()
 
-    def local_value(self, size: int, value=0) -> jax.Array:
+    def local_value(self, size: int, value: int = 0) -> np.ndarray:
         """``value`` as the local site's value on ``size`` images: the image axis
-        at the plate's dim (``[size, 1]`` for a plate at dim -2)."""
+        at the plate's dim (``[size, 1]`` for a plate at dim -2).
+
+        Parameters
+        ----------
+        size : int
+            The images.
+        value : int
+            The local site's value.
+
+        Returns
+        -------
+        numpy.ndarray
+            The value, int32.
+        """
         shape = (size,) + (1,) * (-self.image_dim - 1)
         return np.full(shape, value, np.int32)  # NumPy: no compile where eager
 
@@ -178,7 +207,7 @@ def _mark(args, kwargs, marked):
 
 
 def _read_by_value(model, local_site, plate, args, kwargs):
-    """``(structure, args, kwargs)``: the model's :class:`_Structure` and its
+    """``(structure, args, kwargs)``: the model's :class:`Structure` and its
     arguments with the array leaves it needs by value marked :class:`_Concrete`.
 
     The model is traced on its arrays' shapes; if it needs some values (its sizes
@@ -263,14 +292,14 @@ def _support(site):
     return site["fn"].support
 
 
-def _inspect(model, local_site, plate, args, kwargs, eager=True) -> _Structure:
-    """The model's :class:`_Structure`, from a trace on shapes only."""
+def _inspect(model, local_site, plate, args, kwargs, eager=True) -> Structure:
+    """The model's :class:`Structure`, from a trace on shapes only."""
     return _abstract_trace(
         model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate), eager
     )
 
 
-def _read_structure(trace, local_site, plate) -> _Structure:
+def _read_structure(trace, local_site, plate) -> Structure:
     if plate not in trace or trace[plate]["type"] != "plate":
         plates = [k for k, v in trace.items() if v["type"] == "plate"]
         raise DeclarationError(
@@ -311,7 +340,7 @@ def _read_structure(trace, local_site, plate) -> _Structure:
     shapes = tuple(
         tuple(int(d) for d in jnp.shape(trace[k]["value"])) for k in globals_
     )
-    return _Structure(
+    return Structure(
         globals_, int(frame.size), num_values, frame.dim, shapes, enumerated
     )
 

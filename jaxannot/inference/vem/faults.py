@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import _in_plate, _trace
-from jaxannot.inference.vem.log_joint import _join_leaves
+from jaxannot.inference.vem.model_call import ModelCall
 
 if TYPE_CHECKING:
     from jaxannot.types import Array, ArrayLike, ArrayTree
@@ -225,7 +225,7 @@ def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
     setup, dynamic = vem.declared.setup(args, kwargs)
     s = setup.structure
     if s.enumerated:
-        a = vem.declared.log_joint(setup, values, *_join_leaves(setup, dynamic))
+        a = ModelCall.join(vem.declared, setup, dynamic).log_joint(values)
         images = np.flatnonzero(~np.any(np.isfinite(np.asarray(a)), axis=1))
         where = ""
     else:

@@ -35,6 +35,7 @@ from jaxannot.inference.vem.faults import (
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import _Whole
 from jaxannot.inference.vem.m_step import conjugate_only, m_step
+from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.start import num_uniforms, start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
@@ -232,8 +233,7 @@ def initial_state(
     if vem.closed_form is not None:
         opt_state = vem.optimizer.init(term_params)
     else:
-        args, kwargs = layout.join(dyn_layout)
-        transforms = vem.declared.transforms(layout.setup, args, kwargs)
+        transforms = ModelCall.join(vem.declared, layout.setup, dyn_layout).transforms()
         unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
         opt_state = vem.optimizer.init((unconstrained, term_params))
     a = layout.log_joint(vem.declared, values, dyn_layout)
@@ -352,11 +352,10 @@ def step_for(
                 }
                 new_opt, new_tp = state.opt_state, term_params
             else:
-                args, kwargs = layout.join(dynamic)
                 new_values, new_opt, new_tp = m_step(
                     vem,
                     layout,
-                    vem.declared.transforms(setup, args, kwargs),
+                    ModelCall.join(vem.declared, setup, dynamic).transforms(),
                     values,
                     state.opt_state,
                     term_params,

@@ -9,6 +9,7 @@ a fit's posteriors imply (:meth:`~FoldIn.laplace_draws`, from
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,11 +24,12 @@ from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
 from jaxannot.inference.vem.joint_enumeration import marginals
 from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_joint_all
 from jaxannot.inference.vem.local_map import local_maps
+from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import VEMResult
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
-    from jaxannot.inference.vem.log_joint import _Setup
+    from jaxannot.inference.vem.log_joint import Setup
     from jaxannot.types import Array
 
 __all__ = ["FoldIn"]
@@ -184,7 +186,7 @@ class FoldIn:
         params: dict,
         args: tuple,
         kwargs: dict,
-        compute: Callable[[DeclaredModel, _Setup, dict, tuple], T],
+        compute: Callable[[DeclaredModel, Setup, dict, tuple], T],
     ) -> T:
         """``compute(declared, setup, values, dynamic)`` for the images of ``args``
         and ``kwargs`` under the global values ``params``, checked as
@@ -242,23 +244,21 @@ class FoldIn:
         return self.terms[term].predict(result.params["terms"][term], phi)
 
 
-def _log_joints(
-    dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple
-) -> Array:
+def _log_joints(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
     """:func:`~jaxannot.inference.vem.layout.log_joint_all` on one device."""
     return log_joint_all(dm, _Whole(setup), values, dynamic)
 
 
-def _posteriors(
-    dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple
-) -> Array:
+def _posteriors(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
     """:func:`~jaxannot.inference.vem.layout.fold_in` on one device."""
     return fold_in(dm, _Whole(setup), values, dynamic)
 
 
-def _marginals(dm: DeclaredModel, setup: _Setup, values: dict, dynamic: tuple) -> dict:
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _marginals(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> dict:
     """:meth:`FoldIn.marginals`: the local MAPs of a model with real-valued local
     sites, else the enumerated sites' marginals."""
+    call = ModelCall.join(dm, setup, dynamic)
     if setup.structure.enumerated.continuous:
-        return local_maps(dm, setup, values, dynamic)
-    return marginals(dm, setup, values, dynamic)
+        return local_maps(call, values)
+    return marginals(call, values)

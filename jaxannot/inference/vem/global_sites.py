@@ -41,6 +41,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from jaxannot.inference.vem import lbfgs
+from jaxannot.inference.vem.model_call import ModelCall
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
@@ -52,11 +53,6 @@ __all__: list[str] = []  # private: VEM's start and Laplace draws
 #: Largest number of unconstrained coordinates :func:`laplace_draws` accepts: its
 #: Hessian is dense (``D**2`` floats, 64 MiB at this size in float32).
 MAX_LAPLACE_DIM = 4096
-
-
-def _transforms(dm, layout, dynamic):
-    args, kwargs = layout.join(dynamic)
-    return dm.transforms(layout.setup, args, kwargs)
 
 
 def random_posteriors(rng_key: PRNGKey, num_images: int, num_values: int) -> Array:
@@ -112,7 +108,7 @@ def maximize_expected(
     dict
         Site -> new value.
     """
-    transforms = _transforms(dm, layout, dynamic)
+    transforms = ModelCall.join(dm, layout.setup, dynamic).transforms()
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)
 
@@ -161,7 +157,7 @@ def laplace_draws(
     tuple of (dict, jax.Array)
         Site -> draws [num_draws, ...], and the smallest eigenvalue of :math:`H`.
     """
-    transforms = _transforms(dm, layout, dynamic)
+    transforms = ModelCall.join(dm, layout.setup, dynamic).transforms()
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)
 

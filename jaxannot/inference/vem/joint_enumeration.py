@@ -22,7 +22,6 @@ site's exact posterior marginals.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +30,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
-from jaxannot.inference.vem.declaration import _in_plate, _trace
-from jaxannot.inference.vem.log_joint import _join_leaves, _site_log_prob
+from jaxannot.inference.vem.declaration import _in_plate
+from jaxannot.inference.vem.log_joint import _site_log_prob
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.types import Array
 
 __all__: list[str] = []
@@ -74,21 +72,21 @@ def _digits(flat, sizes):
     return out[::-1]
 
 
-def _terms(dm, setup, values, idx, args, kwargs):
+def _terms(call: Any, values, idx):
     """``(log_w [K, E, chunk], nested [K, E, S, chunk, P])`` of the items ``idx``
     (the module docstring's :math:`\\log w` and per-element nested terms)."""
-    s = setup.structure
+    dm, s = call.declared, call.setup.structure
     e = s.enumerated
-    sites = [dm.local_site, *(k for k, _ in e.item_sites + e.nested_sites)]
+    sites = [k for k, _ in e.item_sites + e.nested_sites]
     sizes = (s.num_values, *(n for _, n in e.item_sites + e.nested_sites))
     rescale = idx.shape[0] / s.num_images
 
     def at(flat):
-        subs = dict(values)
-        subs[dm.plate] = idx
-        for name, v in zip(sites, _digits(flat, sizes), strict=True):
+        local, *others = _digits(flat, sizes)
+        subs = call.substitutions(values, idx, local)
+        for name, v in zip(sites, others, strict=True):
             subs[name] = v  # a scalar: broadcast over the site's plates
-        trace = _trace(dm.model, subs, args, kwargs)
+        trace = call.trace(subs)
         return _split_terms(
             trace, dm.plate, s.image_dim, e.nested_plates, rescale, idx.shape[0]
         )
@@ -100,44 +98,31 @@ def _terms(dm, setup, values, idx, args, kwargs):
     return item + logsumexp(nested, axis=2).sum(-1), nested
 
 
-def collapsed_log_joint(
-    dm: Any,
-    setup: _Setup,
-    values: dict[str, Array],
-    idx: Array,
-    args: tuple,
-    kwargs: dict,
-) -> jax.Array:
+def collapsed_log_joint(call: Any, values: dict[str, Array], idx: Array) -> jax.Array:
     """:math:`a_{ik}` with the other enumerated sites summed out, [chunk, K].
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model.
-    setup : _Setup
-        The static set-up.
+    call : ModelCall
+        The model and its arguments.
     values : dict
         Site -> global value.
     idx : jax.Array [chunk]
         The images.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
 
     Returns
     -------
     jax.Array [chunk, K]
         The log joints.
     """
-    log_w, _ = _terms(dm, setup, values, idx, args, kwargs)
+    log_w, _ = _terms(call, values, idx)
     return logsumexp(log_w, axis=1).T
 
 
-def _marginals_chunk(dm, setup, values, idx, args, kwargs) -> dict:
-    s = setup.structure
+def _marginals_chunk(call: Any, values, idx) -> dict:
+    dm, s = call.declared, call.setup.structure
     e = s.enumerated
-    log_w, nested = _terms(dm, setup, values, idx, args, kwargs)
+    log_w, nested = _terms(call, values, idx)
     joint = jnp.exp(log_w - logsumexp(log_w, axis=(0, 1)))  # [K, E, chunk]
     item_sizes = tuple(n for _, n in e.item_sites)
     joint_sites = joint.reshape((s.num_values, *item_sizes, -1))
@@ -161,31 +146,23 @@ def _marginals_chunk(dm, setup, values, idx, args, kwargs) -> dict:
     return out
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def marginals(dm: Any, setup: _Setup, values: dict[str, Array], dynamic: tuple) -> dict:
+def marginals(call: Any, values: dict[str, Array]) -> dict:
     """Each enumerated site's exact posterior marginals under the global
     ``values``, for every item (chunked with ``lax.map``).
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model (static).
-    setup : _Setup
-        The static set-up (static).
+    call : ModelCall
+        The model and its arguments.
     values : dict
         Site -> global value.
-    dynamic : tuple
-        The model's array arguments.
 
     Returns
     -------
     dict
         Site -> marginals [N, values of the site].
     """
-    args, kwargs = _join_leaves(setup, dynamic)
-    chunks, _ = dm.chunk_indices(setup)
-    out = lax.map(
-        lambda idx: _marginals_chunk(dm, setup, values, idx, args, kwargs), chunks
-    )
-    n = setup.structure.num_images
+    chunks, _ = call.declared.chunk_indices(call.setup)
+    out = lax.map(lambda idx: _marginals_chunk(call, values, idx), chunks)
+    n = call.setup.structure.num_images
     return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}

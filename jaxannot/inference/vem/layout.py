@@ -32,7 +32,8 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxannot.inference.vem.declaration import _inspect, _subsamples
-from jaxannot.inference.vem.log_joint import _join_leaves, _Setup, _split_leaves
+from jaxannot.inference.vem.log_joint import Setup, _split_leaves
+from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import ExactEStep
 from jaxannot.runtime import sharding
 
@@ -55,33 +56,30 @@ _traced = functools.partial(jax.jit, static_argnums=(0, 1), inline=True)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _chunk_log_joint(dm: DeclaredModel, setup: _Setup, values, idx, dynamic):
-    """:meth:`DeclaredModel.log_joint_chunk` on ``dynamic``, traced once."""
-    args, kwargs = _join_leaves(setup, dynamic)
-    return dm.log_joint_chunk(setup, values, idx, args, kwargs)
+def _chunk_log_joint(dm: DeclaredModel, setup: Setup, values, idx, dynamic):
+    """:meth:`ModelCall.log_joint_chunk` on ``dynamic``, traced once."""
+    return ModelCall.join(dm, setup, dynamic).log_joint_chunk(values, idx)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _log_joint(dm: DeclaredModel, setup: _Setup, values, dynamic):
-    """:meth:`DeclaredModel.log_joint` on ``dynamic``, traced once."""
-    args, kwargs = _join_leaves(setup, dynamic)
-    return dm.log_joint(setup, values, args, kwargs)
+def _log_joint(dm: DeclaredModel, setup: Setup, values, dynamic):
+    """:meth:`ModelCall.log_joint` on ``dynamic``, traced once."""
+    return ModelCall.join(dm, setup, dynamic).log_joint(values)
 
 
 @_traced
-def _log_prior(dm: DeclaredModel, setup: _Setup, values, dynamic):
-    """:meth:`DeclaredModel.log_prior` on ``dynamic``, traced once."""
-    args, kwargs = _join_leaves(setup, dynamic)
-    return dm.log_prior(setup, values, args, kwargs)
+def _log_prior(dm: DeclaredModel, setup: Setup, values, dynamic):
+    """:meth:`ModelCall.log_prior` on ``dynamic``, traced once."""
+    return ModelCall.join(dm, setup, dynamic).log_prior(values)
 
 
 class _Whole(NamedTuple):
     """Every image on one device, as given."""
 
-    setup: _Setup
+    setup: Setup
 
     def join(self, dynamic):
-        return _join_leaves(self.setup, dynamic)
+        return self.setup.join(dynamic)
 
     def log_joint(self, dm, values, dynamic):
         return _log_joint(dm, self.setup, values, dynamic)
@@ -124,8 +122,8 @@ class _Whole(NamedTuple):
 class _Shards(NamedTuple):
     """The image axis padded and split over ``mesh`` (see the module docstring)."""
 
-    setup: _Setup  # the padded whole: plate size num_padded
-    local: _Setup  # one device's block: plate size num_padded // devices
+    setup: Setup  # the padded whole: plate size num_padded
+    local: Setup  # one device's block: plate size num_padded // devices
     mesh: Mesh
     num_real: int
     per_image: tuple[bool, ...]  # which dynamic leaves have the image axis first
@@ -135,7 +133,7 @@ class _Shards(NamedTuple):
         return self.setup.structure.num_images
 
     def join(self, dynamic):
-        return _join_leaves(self.setup, dynamic)
+        return self.setup.join(dynamic)
 
     def weights(self):
         return (jnp.arange(self.num_padded) < self.num_real).astype(jnp.float32)
@@ -148,8 +146,7 @@ class _Shards(NamedTuple):
 
     def log_joint(self, dm, values, dynamic):
         def local(values, *leaves):
-            args, kwargs = _join_leaves(self.local, leaves)
-            return dm.log_joint(self.local, values, args, kwargs)
+            return ModelCall.join(dm, self.local, leaves).log_joint(values)
 
         a = jax.shard_map(
             local,
@@ -293,7 +290,7 @@ def fold_in_all(
 
 
 def plan(
-    vem: Any, setup: _Setup, args: tuple, kwargs: dict, dynamic: tuple
+    vem: Any, setup: Setup, args: tuple, kwargs: dict, dynamic: tuple
 ) -> tuple[_Whole | _Shards, tuple]:
     """The layout of a fit and its dynamic leaves placed for it.
 
@@ -306,7 +303,7 @@ def plan(
     ----------
     vem : VEM
         The algorithm (its devices and terms).
-    setup : _Setup
+    setup : Setup
         The static set-up.
     args : tuple
         The model's positional arguments.
@@ -358,10 +355,10 @@ def plan(
     return layout, placed
 
 
-def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
+def _layout_setup(vem, setup: Setup, block) -> Setup | None:
     """The setup of one device's block of images, or None if the model cannot be
     traced on it."""
-    args, kwargs = _join_leaves(setup, tuple(map(jnp.asarray, block)), unwrap=False)
+    args, kwargs = setup.join(tuple(map(jnp.asarray, block)), unwrap=False)
     dm = vem.declared
     try:
         structure = _inspect(dm.model, dm.local_site, dm.plate, args, kwargs)
@@ -375,6 +372,6 @@ def _layout_setup(vem, setup: _Setup, block) -> _Setup | None:
     if chunk < n and not subsamples:
         chunk = n  # the block in one piece, as a model read without the plate needs
     treedef, static, is_dynamic, _ = _split_leaves(args, kwargs)
-    return _Setup(
+    return Setup(
         structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
     )

@@ -28,7 +28,6 @@ kept between evaluations: each E-step and M-step evaluation starts from 0.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -36,11 +35,9 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
-from jaxannot.inference.vem.declaration import _trace
-from jaxannot.inference.vem.log_joint import _join_leaves, _per_image
+from jaxannot.inference.vem.log_joint import _per_image
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.log_joint import _Setup
     from jaxannot.types import Array
 
 __all__ = ["NEWTON_STEPS"]
@@ -53,13 +50,10 @@ _STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0)
 _SLACK = 1e-6  # relative: a few float32 ulps of the log density
 
 
-def _layout(dm, setup, values, idx, args, kwargs):
+def _layout(call: Any, values, idx):
     """Per real site: ``(name, value shape, item axis)`` for the chunk ``idx``."""
-    s = setup.structure
-    subs = dict(values)
-    subs[dm.plate] = idx
-    subs[dm.local_site] = 0
-    trace = _trace(dm.model, subs, args, kwargs)
+    s = call.setup.structure
+    trace = call.trace(call.substitutions(values, idx, 0))
     out = []
     for name in s.enumerated.continuous:
         site = trace[name]
@@ -146,20 +140,18 @@ def _laplace(f, u_hat, values):
     return f(u_hat, values) + half + log_det(u_hat, values) + zero
 
 
-def _profile_chunk(dm, setup, values, idx, args, kwargs):
+def _profile_chunk(call: Any, values, idx):
     """``(a [chunk, K], u_hat [K, chunk, D], layout)`` for the items ``idx``."""
-    s = setup.structure
-    layout = _layout(dm, setup, values, idx, args, kwargs)
+    dm, s = call.declared, call.setup.structure
+    layout = _layout(call, values, idx)
     rescale = idx.shape[0] / s.num_images
     fixed = jax.lax.stop_gradient(values)
 
     def at(k):
         def f(u, vals):
-            subs = dict(vals)
-            subs[dm.plate] = idx
-            subs[dm.local_site] = k
+            subs = call.substitutions(vals, idx, k)
             subs.update(_unflatten(layout, u))
-            trace = _trace(dm.model, subs, args, kwargs)
+            trace = call.trace(subs)
             return _per_image(trace, dm.plate, s.image_dim, rescale, idx.shape[0])
 
         start = jnp.zeros((idx.shape[0], _dim(layout)))
@@ -170,74 +162,55 @@ def _profile_chunk(dm, setup, values, idx, args, kwargs):
     return a.T, u_hat, layout
 
 
-def profile_log_joint(
-    dm: Any,
-    setup: _Setup,
-    values: dict[str, Array],
-    idx: Array,
-    args: tuple,
-    kwargs: dict,
-) -> jax.Array:
+def profile_log_joint(call: Any, values: dict[str, Array], idx: Array) -> jax.Array:
     """:math:`a_{ik}` at the local MAP of the real-valued sites, [chunk, K].
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model.
-    setup : _Setup
-        The static set-up.
+    call : ModelCall
+        The model and its arguments.
     values : dict
         Site -> global value.
     idx : jax.Array [chunk]
         The images.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
 
     Returns
     -------
     jax.Array [chunk, K]
         The log joints.
     """
-    return _profile_chunk(dm, setup, values, idx, args, kwargs)[0]
+    return _profile_chunk(call, values, idx)[0]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def local_maps(
-    dm: Any, setup: _Setup, values: dict[str, Array], dynamic: tuple
-) -> dict:
+def local_maps(call: Any, values: dict[str, Array]) -> dict:
     """The local site's posteriors and each real-valued site's local MAP per
     value of the local site, for every item: ``{c: [N, K], u: [N, K, *shape]}``
     (a site's shape per item: its value's without the item axis).
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model (static).
-    setup : _Setup
-        The static set-up (static).
+    call : ModelCall
+        The model and its arguments.
     values : dict
         Site -> global value.
-    dynamic : tuple
-        The model's array arguments.
 
     Returns
     -------
     dict
         Site -> values, as above.
     """
-    args, kwargs = _join_leaves(setup, dynamic)
 
     def chunk(idx):
-        a, u_hat, layout = _profile_chunk(dm, setup, values, idx, args, kwargs)
-        out = {dm.local_site: jnp.exp(a - logsumexp(a, axis=1, keepdims=True))}
+        a, u_hat, layout = _profile_chunk(call, values, idx)
+        out = {
+            call.declared.local_site: jnp.exp(a - logsumexp(a, axis=1, keepdims=True))
+        }
         per_class = jax.vmap(lambda u: _unflatten(layout, u))(u_hat)  # [K, ...]
         for name, _, axis in layout:  # the item axis first, then K
             out[name] = jnp.moveaxis(per_class[name], axis + 1, 0)
         return out
 
-    chunks, _ = dm.chunk_indices(setup)
+    chunks, _ = call.declared.chunk_indices(call.setup)
     out = lax.map(chunk, chunks)
-    n = setup.structure.num_images
+    n = call.setup.structure.num_images
     return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}

@@ -1,9 +1,9 @@
 """The log joint of a declaration's trace, and a VEM call's array and static leaves.
 
 :func:`_per_image` and :func:`_out_of_plate` sum a trace's log densities per image and
-outside the plate; :func:`_split_leaves` / :func:`_join_leaves` separate a call's
+outside the plate; :func:`_split_leaves` / :meth:`Setup.join` separate a call's
 array arguments (traced) from the rest (static, part of the compile key), which
-:class:`_Setup` keeps with the run's structure and chunks.
+:class:`Setup` keeps with the run's structure and chunks.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import (
+    Structure,
     _in_plate,
     _is_array,
-    _Structure,
     _unwrap_leaf,
 )
+
+__all__ = ["Setup"]
 
 
 def _site_log_prob(site, rescale) -> jax.Array:
@@ -60,16 +62,59 @@ def _out_of_plate(trace, plate) -> jax.Array:
     return total
 
 
-class _Setup(NamedTuple):
-    """Static per-shape configuration of one VEM run."""
+class Setup(NamedTuple):
+    """Static per-shape configuration of one VEM run (hashable: part of the
+    compile key; equal for calls of equal structure and static arguments).
 
-    structure: _Structure
-    subsamples: bool  # the model reads its data through the plate's indices
+    Parameters
+    ----------
+    structure : Structure
+        What a trace of the model tells VEM.
+    subsamples : bool
+        Whether the model reads its data through the plate's indices.
+    chunk : int
+        Images per chunk of the log joint.
+    num_chunks : int
+        Chunks that cover the images.
+    treedef : PyTreeDef
+        The structure of the call's ``(args, kwargs)``.
+    static_leaves : tuple
+        Its leaves, None in place of the array ones.
+    is_dynamic : tuple of bool
+        Which leaves are arrays (traced).
+    """
+
+    structure: Structure
+    subsamples: bool
     chunk: int
     num_chunks: int
     treedef: Any
     static_leaves: tuple
     is_dynamic: tuple
+
+    def join(self, dynamic: tuple, unwrap: bool = True) -> tuple[tuple, dict]:
+        """The call's ``(args, kwargs)`` from its static and ``dynamic`` leaves.
+
+        Parameters
+        ----------
+        dynamic : tuple
+            The array leaves, in order.
+        unwrap : bool
+            The arrays the model reads by value as given (True), or as
+            :class:`~jaxannot.inference.vem.declaration._Concrete` (False: to set
+            up another call on them).
+
+        Returns
+        -------
+        tuple of (tuple, dict)
+            The model's positional and keyword arguments.
+        """
+        it = iter(dynamic)
+        leaves = [
+            next(it) if d else (_unwrap_leaf(s) if unwrap else s)
+            for s, d in zip(self.static_leaves, self.is_dynamic, strict=True)
+        ]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 
 def _on_device(x) -> jax.Array:
@@ -84,15 +129,3 @@ def _split_leaves(args, kwargs):
     static = tuple(None if d else x for x, d in zip(leaves, is_dynamic, strict=True))
     dynamic = tuple(_on_device(x) for x, d in zip(leaves, is_dynamic, strict=True) if d)
     return treedef, static, is_dynamic, dynamic
-
-
-def _join_leaves(setup: _Setup, dynamic, unwrap: bool = True):
-    """The call's ``(args, kwargs)`` from its static and ``dynamic`` leaves; the
-    arrays the model reads by value as given (``unwrap=False``: as
-    :class:`_Concrete`, to set up another call on them)."""
-    it = iter(dynamic)
-    leaves = [
-        next(it) if d else (_unwrap_leaf(s) if unwrap else s)
-        for s, d in zip(setup.static_leaves, setup.is_dynamic, strict=True)
-    ]
-    return jax.tree_util.tree_unflatten(setup.treedef, leaves)
