@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pathlib
+import platform
 import resource
 import sys
 import time
@@ -31,9 +33,6 @@ import warnings
 from benchmarks.common.cli import script_parser
 from benchmarks.common.device import use_device
 from benchmarks.common.records import RESULTS, write_json
-
-RESULTS = RESULTS
-
 
 def mappings() -> int:
     """Lines of ``/proc/self/maps`` (0 where there is none)."""
@@ -162,6 +161,7 @@ def run(
             )
             print(json.dumps(records[-1]), flush=True)
     return {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "fits": fits,
         "every": every,
         "images": images,
@@ -191,6 +191,8 @@ def main(argv=None) -> int:
     use_device(args.device)
     methods = tuple(m for m in args.methods.split(",") if m)
     result = run(args.fits, args.every, args.images, not args.no_release, methods)
+    given = " ".join(sys.argv[1:] if argv is None else argv)
+    result["command"] = f"python -m benchmarks.scale.long_session {given}".strip()
     suffix = f"_{args.suffix}" if args.suffix else ""
     out = pathlib.Path(args.out or RESULTS / f"long_session{suffix}.json")
     write_json(out, result)
