@@ -34,6 +34,7 @@ from benchmarks.common.cli import script_parser
 from benchmarks.common.device import use_device
 from benchmarks.common.records import RESULTS, write_json
 
+
 def mappings() -> int:
     """Lines of ``/proc/self/maps`` (0 where there is none)."""
     try:
