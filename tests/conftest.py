@@ -70,6 +70,13 @@ FAST_COMPILE = (
 
 
 @pytest.fixture
+def fast_compile() -> str:
+    """``FAST_COMPILE`` alone: ``XLA_FLAGS`` for a process a test starts with a
+    device count of its own (XLA's default, one)."""
+    return FAST_COMPILE
+
+
+@pytest.fixture
 def fast_compile_flags() -> str:
     """``XLA_FLAGS`` for a process a test starts: this process's flags (the device
     count) and ``FAST_COMPILE``."""
