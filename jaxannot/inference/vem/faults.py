@@ -152,7 +152,7 @@ def _nan_arguments(args, kwargs) -> list[str]:
         if isinstance(x, jax.Array | np.ndarray) and jnp.issubdtype(
             jnp.result_type(x), jnp.inexact
         ):
-            count = int(jnp.isnan(jnp.asarray(x)).sum())
+            count = int(np.isnan(np.asarray(x)).sum())  # on the host: no compile
             if count:
                 bad.append(f"{name} ({count} NaN of {np.size(x)})")
     return bad
@@ -225,11 +225,16 @@ def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
     setup, dynamic = vem.declared.setup(args, kwargs)
     s = setup.structure
     if s.enumerated:
-        a = ModelCall.join(vem.declared, setup, dynamic).log_joint(values)
+        # compiled as one program (run eagerly, each of the model's operations
+        # compiled on its own: some 90 programs on a small model)
+        log_joint = jax.jit(
+            lambda v, d: ModelCall.join(vem.declared, setup, d).log_joint(v)
+        )
+        a = log_joint(dict(values), dynamic)
         images = np.flatnonzero(~np.any(np.isfinite(np.asarray(a)), axis=1))
         where = ""
     else:
-        images, where = _impossible_by_site(vem, s, values, args, kwargs)
+        images, where = _impossible_by_site(vem, setup, dynamic, values)
     if not images.size:
         return ""
     more = f" and {images.size - shown} more" if images.size > shown else ""
@@ -239,10 +244,29 @@ def _impossible(vem, values, args, kwargs, shown: int = 5) -> str:
     )
 
 
-def _impossible_by_site(vem, s, values, args, kwargs):
+def _impossible_by_site(vem, setup, dynamic, values):
     """The impossible images and ``": sites [...]"``, site by site for each value
-    of the lone local site."""
+    of the lone local site (one compiled program: run eagerly, each of the model's
+    operations compiled on its own)."""
+    found = jax.jit(lambda v, d: _bad_by_site(vem, setup, v, d))
+    bad_by_k = [
+        {name: np.asarray(bad) for name, bad in b.items()}
+        for b in found(dict(values), dynamic)
+    ]
+    images = np.flatnonzero(
+        np.all([np.any(list(b.values()), axis=0) for b in bad_by_k], axis=0)
+    )
+    sites = sorted({k for b in bad_by_k for k, v in b.items() if v[images].any()})
+    return images, f": sites {sites}"
+
+
+def _bad_by_site(vem, setup, values, dynamic) -> list[dict[str, Array]]:
+    """For each value of the local site: sample site in the image plate ->
+    whether its density is not finite at each image ([N] bool), the model called
+    on the arguments ``dynamic`` and ``setup`` stand for."""
+    s = setup.structure
     n, bad_by_k = s.num_images, []
+    args, kwargs = setup.join(dynamic)
     for k in range(s.num_values):
         subs = dict(values)
         subs.update({vem.plate: jnp.arange(n), vem.local_site: s.local_value(n, k)})
@@ -256,10 +280,6 @@ def _impossible_by_site(vem, s, values, args, kwargs):
                 lp, jnp.broadcast_shapes(lp.shape, site["fn"].batch_shape)
             )
             lp = jnp.moveaxis(lp, lp.ndim + s.image_dim, 0).reshape(n, -1)
-            bad[name] = np.asarray(~jnp.all(jnp.isfinite(lp), axis=1))
+            bad[name] = ~jnp.all(jnp.isfinite(lp), axis=1)
         bad_by_k.append(bad)
-    images = np.flatnonzero(
-        np.all([np.any(list(b.values()), axis=0) for b in bad_by_k], axis=0)
-    )
-    sites = sorted({k for b in bad_by_k for k, v in b.items() if v[images].any()})
-    return images, f": sites {sites}"
+    return bad_by_k
