@@ -23,7 +23,14 @@ import numpy as np
 
 from jaxannot.data.corpus import Corpus
 
-__all__ = ["Task", "PROTOCOLS", "make_task", "concatenate", "kfold_rows"]
+__all__ = [
+    "Task",
+    "PROTOCOLS",
+    "make_task",
+    "concatenate",
+    "kfold_rows",
+    "random_subset",
+]
 
 PROTOCOLS = ("inductive", "transductive")
 
@@ -81,8 +88,24 @@ def concatenate(a: Corpus, b: Corpus) -> Corpus:
     )
 
 
-def _random_subset(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Boolean mask with round(fraction * n) (at least 1 when fraction > 0) True."""
+def random_subset(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A random subset of ``n`` items as a mask: ``round(fraction * n)`` of them (at
+    least 1 when ``fraction > 0``), drawn without replacement.
+
+    Parameters
+    ----------
+    n : int
+        The items.
+    fraction : float
+        The share drawn, in ``[0, 1]``.
+    rng : numpy.random.Generator
+        The generator.
+
+    Returns
+    -------
+    numpy.ndarray [n]
+        Boolean, True for the drawn items.
+    """
     count = int(round(fraction * n))
     if fraction > 0:
         count = max(count, 1)
@@ -131,7 +154,7 @@ def make_task(
         full = train if test is None else concatenate(train, test)
         if labelled_fraction >= 1.0:
             raise ValueError("the transductive protocol needs a labelled fraction < 1")
-        observed = _random_subset(full.num_images, labelled_fraction, rng)
+        observed = random_subset(full.num_images, labelled_fraction, rng)
         corpus = full.with_hidden(~observed)
         rows = np.flatnonzero(~observed)
         return Task(
@@ -146,7 +169,7 @@ def make_task(
         )
 
     if test is None:
-        is_test = _random_subset(train.num_images, test_fraction, rng)
+        is_test = random_subset(train.num_images, test_fraction, rng)
         train, test = train.subset(~is_test), train.subset(is_test)
     for part, corpus in (("training", train), ("test", test)):
         if corpus.num_images == 0:
@@ -155,7 +178,7 @@ def make_task(
                 f"{'fit on' if part == 'training' else 'score'} (give a dataset "
                 "with images in both splits)"
             )
-    observed = _random_subset(train.num_images, labelled_fraction, rng)
+    observed = random_subset(train.num_images, labelled_fraction, rng)
     fit_corpus = train.with_hidden(~observed) if labelled_fraction < 1.0 else train
     rows = np.arange(test.num_images)
     return Task(

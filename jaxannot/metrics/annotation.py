@@ -46,13 +46,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jaxannot.metrics.per_image import _accuracy, _complete_length, _image_prf
+from jaxannot.metrics.per_image import (
+    accuracy_of_ranks,
+    complete_length_of_ranks,
+    image_prf_of_ranks,
+)
 from jaxannot.metrics.per_word import (
-    _word_prf,
     mean_average_precision,
     mean_interpolated_average_precision,
+    word_prf_of_ranks,
 )
-from jaxannot.metrics.ranking import _check_pair, _rank_positions
+from jaxannot.metrics.ranking import check_pair, rank_positions
 
 if TYPE_CHECKING:
     from jaxannot.types import ArrayLike
@@ -176,13 +180,13 @@ def annotation_report(scores: ArrayLike, truth: ArrayLike, n: int = 5) -> dict:
     ``word_precision@n``, ``word_recall@n``, ``word_f1@n``, ``n_plus@n``
     (:func:`word_prf_at_n`), ``map`` (images ranked per word), ``miap``.
     """
-    scores, truth = _check_pair(scores, truth)
-    ranks = _rank_positions(scores)  # one ranking of the words, shared
-    p, r, f1 = _image_prf(ranks, truth, n)
-    words = _word_prf(ranks, truth, n)
+    scores, truth = check_pair(scores, truth)
+    ranks = rank_positions(scores)  # one ranking of the words, shared
+    p, r, f1 = image_prf_of_ranks(ranks, truth, n)
+    words = word_prf_of_ranks(ranks, truth, n)
     return {
-        "accuracy": _accuracy(ranks, truth),
-        "complete_length": _complete_length(ranks, truth),
+        "accuracy": accuracy_of_ranks(ranks, truth),
+        "complete_length": complete_length_of_ranks(ranks, truth),
         f"f1@{n}": f1,
         f"precision@{n}": p,
         f"recall@{n}": r,

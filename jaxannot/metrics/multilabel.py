@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jaxannot.metrics.ranking import _check_pair, _rank_positions, _tie_groups
+from jaxannot.metrics.ranking import check_pair, rank_positions, tie_groups
 
 if TYPE_CHECKING:
     from jaxannot.types import ArrayLike
@@ -85,7 +85,7 @@ MULTILABEL_METRICS = RANKING_METRICS + BIPARTITION_METRICS
 def _row_groups(scores, truth):
     """:func:`~jaxannot.metrics.ranking._tie_groups` of the words of each image
     (arrays ``[words, images]``, the words of each image by decreasing score)."""
-    return _tie_groups(scores.T, truth.T)
+    return tie_groups(scores.T, truth.T)
 
 
 def _lrap(g, n_words):
@@ -126,7 +126,7 @@ def label_ranking_average_precision(scores: ArrayLike, truth: ArrayLike) -> floa
     >>> label_ranking_average_precision([[0.9, 0.5, 0.1]], [[0, 1, 1]])
     0.5833333333333333
     """
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     return float(_lrap(_row_groups(scores, truth), scores.shape[1]).mean())
 
 
@@ -145,7 +145,7 @@ def ranking_loss(scores: ArrayLike, truth: ArrayLike) -> float:
     >>> ranking_loss([[0.9, 0.5, 0.5]], [[0, 1, 0]])  # 0.9 > 0.5 and a tie: 2 of 2
     1.0
     """
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     return float(_ranking_loss(_row_groups(scores, truth), scores.shape[1]).mean())
 
 
@@ -164,7 +164,7 @@ def coverage(scores: ArrayLike, truth: ArrayLike) -> float:
     >>> coverage([[0.9, 0.5, 0.1], [0.2, 0.2, 0.3]], [[0, 1, 0], [1, 0, 0]])
     2.5
     """
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     return float(_coverage(_row_groups(scores, truth)).mean())
 
 
@@ -183,13 +183,13 @@ def one_error(scores: ArrayLike, truth: ArrayLike) -> float:
     >>> one_error([[0.9, 0.5], [0.5, 0.5], [0.1, 0.2]], [[0, 1], [1, 0], [0, 0]])
     0.3333333333333333
     """
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     return float(_one_error(scores, truth).mean())
 
 
 def ranking_report(scores: ArrayLike, truth: ArrayLike) -> dict:
     """The four ranking metrics (keys :data:`RANKING_METRICS`), one sort shared."""
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     g = _row_groups(scores, truth)
     n_words = scores.shape[1]
     return {
@@ -234,7 +234,7 @@ def top_k_bipartition(scores: ArrayLike, k: int) -> np.ndarray:
             f"k must be an integer in [1, {scores.shape[1]}] (number of words), "
             f"got {k!r}"
         )
-    return _rank_positions(scores) < k
+    return rank_positions(scores) < k
 
 
 def threshold_bipartition(scores: ArrayLike, threshold: float) -> np.ndarray:
@@ -270,7 +270,7 @@ def prf(pred: ArrayLike, truth: ArrayLike, average: str) -> tuple[float, float, 
     -------
     (precision, recall, f1) : tuple of float
     """
-    pred, truth = _check_pair(pred, truth)
+    pred, truth = check_pair(pred, truth)
     pred = pred > 0
     axes = {"micro": None, "macro": 0, "example": 1}
     if average not in axes:
@@ -283,7 +283,7 @@ def prf(pred: ArrayLike, truth: ArrayLike, average: str) -> tuple[float, float, 
 def hamming_loss(pred: ArrayLike, truth: ArrayLike) -> float:
     """Fraction of (image, word) cells predicted wrongly (``sklearn.metrics.
     hamming_loss``). Lower is better."""
-    pred, truth = _check_pair(pred, truth)
+    pred, truth = check_pair(pred, truth)
     return float(np.mean((pred > 0) != truth))
 
 
@@ -305,7 +305,7 @@ def multilabel_report(scores: ArrayLike, truth: ArrayLike, k: int) -> dict:
     :func:`top_k_bipartition` with ``k`` words per image (keys
     :data:`MULTILABEL_METRICS`; ``k`` from :func:`bipartition_k` of the training
     words in :func:`jaxannot.evaluation.evaluate`)."""
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     return {
         **ranking_report(scores, truth),
         **bipartition_report(top_k_bipartition(scores, k), truth),

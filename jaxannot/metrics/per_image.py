@@ -26,20 +26,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxannot.metrics.ranking import (
-    _check_pair,
-    _checked_ranks,
-    _rank_positions,
-    _rows_with_truth,
-    _top_n,
+    check_pair,
+    checked_ranks,
+    rank_positions,
+    rows_with_truth,
+    top_n,
 )
 
 if TYPE_CHECKING:
     from jaxannot.types import ArrayLike
 
 __all__ = [
+    "accuracy_of_ranks",
     "annotation_accuracy",
     "complete_length",
+    "complete_length_of_ranks",
     "image_prf_at_n",
+    "image_prf_of_ranks",
     "topn_precision_recall",
 ]
 
@@ -68,11 +71,25 @@ def annotation_accuracy(scores: ArrayLike, truth: ArrayLike) -> float:
     >>> annotation_accuracy([[3.0, 2.0, 1.0]], [[1, 0, 1]])
     0.5
     """
-    return _accuracy(*_checked_ranks(scores, truth))
+    return accuracy_of_ranks(*checked_ranks(scores, truth))
 
 
-def _accuracy(ranks, truth):
-    r, keep = _rows_with_truth(truth)
+def accuracy_of_ranks(ranks: np.ndarray, truth: np.ndarray) -> float:
+    """:func:`annotation_accuracy` on checked ranks (for reports that rank once).
+
+    Parameters
+    ----------
+    ranks : numpy.ndarray [images, words]
+        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
+    truth : numpy.ndarray [images, words]
+        The boolean ground truth.
+
+    Returns
+    -------
+    float
+        The accuracy.
+    """
+    r, keep = rows_with_truth(truth)
     correct = np.sum(truth & (ranks < r[:, None]), axis=1)
     return float(np.mean(correct[keep] / r[keep]))
 
@@ -91,11 +108,25 @@ def complete_length(scores: ArrayLike, truth: ArrayLike) -> float:
     >>> complete_length([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0]], [[1, 0, 1], [0, 1, 0]])
     2.5
     """
-    return _complete_length(*_checked_ranks(scores, truth))
+    return complete_length_of_ranks(*checked_ranks(scores, truth))
 
 
-def _complete_length(ranks, truth):
-    _, keep = _rows_with_truth(truth)
+def complete_length_of_ranks(ranks: np.ndarray, truth: np.ndarray) -> float:
+    """:func:`complete_length` on checked ranks (for reports that rank once).
+
+    Parameters
+    ----------
+    ranks : numpy.ndarray [images, words]
+        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
+    truth : numpy.ndarray [images, words]
+        The boolean ground truth.
+
+    Returns
+    -------
+    float
+        The complete length.
+    """
+    _, keep = rows_with_truth(truth)
     worst = np.max(np.where(truth, ranks + 1, 0), axis=1)
     return float(np.mean(worst[keep]))
 
@@ -115,12 +146,29 @@ def image_prf_at_n(
     -------
     (precision, recall, f1) : tuple of float
     """
-    return _image_prf(*_checked_ranks(scores, truth), n)
+    return image_prf_of_ranks(*checked_ranks(scores, truth), n)
 
 
-def _image_prf(ranks, truth, n):
-    r, keep = _rows_with_truth(truth)
-    c = np.sum(_top_n(ranks, n) & truth, axis=1).astype(np.float64)
+def image_prf_of_ranks(
+    ranks: np.ndarray, truth: np.ndarray, n: int
+) -> tuple[float, float, float]:
+    """:func:`image_prf_at_n` on checked ranks (for reports that rank once).
+
+    Parameters
+    ----------
+    ranks : numpy.ndarray [images, words]
+        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
+    truth : numpy.ndarray [images, words]
+        The boolean ground truth.
+    n : int
+        The words annotated per image.
+
+    Returns
+    -------
+    (precision, recall, f1) : tuple of float
+    """
+    r, keep = rows_with_truth(truth)
+    c = np.sum(top_n(ranks, n) & truth, axis=1).astype(np.float64)
     p = c / n
     rec = c / np.maximum(r, 1)
     f1 = np.where(c > 0, 2 * p * rec / np.where(c > 0, p + rec, 1.0), 0.0)
@@ -140,9 +188,9 @@ def topn_precision_recall(
     precision, recall : float arrays [len(ns)]
     """
     ns = [int(n) for n in ns]
-    scores, truth = _check_pair(scores, truth)
-    r, keep = _rows_with_truth(truth)
-    ranks = _rank_positions(scores)
+    scores, truth = check_pair(scores, truth)
+    r, keep = rows_with_truth(truth)
+    ranks = rank_positions(scores)
     hit_rank = np.where(truth, ranks, scores.shape[1])  # rank of each true word
     p, rec = [], []
     for n in ns:

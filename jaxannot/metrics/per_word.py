@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jaxannot.metrics.ranking import (
-    _check_pair,
-    _check_vector_pair,
-    _checked_ranks,
-    _precision_recall_curves,
-    _ranked_columns,
-    _tie_groups,
-    _top_n,
+    check_pair,
+    check_vector_pair,
+    checked_ranks,
+    precision_recall_curves,
+    ranked_columns,
+    tie_groups,
+    top_n,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "word_prf_at_n",
+    "word_prf_of_ranks",
     "average_precision",
     "mean_average_precision",
     "interpolated_average_precision",
@@ -72,11 +73,27 @@ def word_prf_at_n(scores: ArrayLike, truth: ArrayLike, n: int) -> dict:
     -------
     dict with keys ``precision``, ``recall``, ``f1`` (float) and ``n_plus`` (int)
     """
-    return _word_prf(*_checked_ranks(scores, truth), n)
+    return word_prf_of_ranks(*checked_ranks(scores, truth), n)
 
 
-def _word_prf(ranks, truth, n):
-    pred = _top_n(ranks, n)
+def word_prf_of_ranks(ranks: np.ndarray, truth: np.ndarray, n: int) -> dict:
+    """:func:`word_prf_at_n` on checked ranks (for reports that rank once).
+
+    Parameters
+    ----------
+    ranks : numpy.ndarray [images, words]
+        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
+    truth : numpy.ndarray [images, words]
+        The boolean ground truth.
+    n : int
+        The words annotated per image.
+
+    Returns
+    -------
+    dict
+        ``precision``, ``recall``, ``f1`` and ``n_plus``.
+    """
+    pred = top_n(ranks, n)
     correct = np.sum(pred & truth, axis=0).astype(np.float64)
     npred = pred.sum(axis=0)
     ntrue = truth.sum(axis=0)
@@ -98,7 +115,7 @@ def _word_prf(ranks, truth, n):
 def _ap_columns(scores, truth):
     """Expected AP of every column over the orders of its tied scores (and the
     positives per column)."""
-    rel, hits, start, end, npos = _tie_groups(scores, truth)
+    rel, hits, start, end, npos = tie_groups(scores, truth)
     rank = np.arange(len(rel))[:, None]
     before = np.take_along_axis(hits - rel, start, axis=0)  # positives above the group
     p = np.take_along_axis(hits, end, axis=0) - before  # positives in the group
@@ -142,8 +159,8 @@ def average_precision(s: ArrayLike, y: ArrayLike) -> float:
     >>> average_precision([1.0, 1.0], [1, 0])  # orders +- (AP 1) and -+ (AP 1/2)
     0.75
     """
-    s, y = _check_vector_pair(s, y)
-    scores, truth = _check_pair(s, y)
+    s, y = check_vector_pair(s, y)
+    scores, truth = check_pair(s, y)
     if not truth.any():
         raise ValueError("average precision needs at least one positive label")
     return float(_ap_columns(scores, truth)[0][0])
@@ -155,7 +172,7 @@ def mean_average_precision(scores: ArrayLike, truth: ArrayLike) -> float:
     For word ``w`` the images are ranked by ``scores[:, w]`` (tied images: the mean
     over their orders); words without a positive image are skipped.
     """
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     ap, npos = _ap_columns(scores, truth)
     if not np.any(npos > 0):
         raise ValueError("no word column has a positive image; MAP is undefined")
@@ -163,7 +180,7 @@ def mean_average_precision(scores: ArrayLike, truth: ArrayLike) -> float:
 
 
 def _iap_columns(scores, truth, origin: bool):
-    at_end, precision, recall, npos = _precision_recall_curves(scores, truth)
+    at_end, precision, recall, npos = precision_recall_curves(scores, truth)
     if origin:  # vl_pr's rank-0 point: recall 0, precision 1 by convention
         precision = np.vstack([np.ones((1, precision.shape[1])), precision])
         recall = np.vstack([np.zeros((1, recall.shape[1])), recall])
@@ -203,8 +220,8 @@ def interpolated_average_precision(
         (seed 002 computes MiAP with ``vl_pr``); this only sets the level-0 term to 1.
         Default False: the ranks 1..n only (TREC ``trec_eval``).
     """
-    s, y = _check_vector_pair(s, y)
-    scores, truth = _check_pair(s, y)
+    s, y = check_vector_pair(s, y)
+    scores, truth = check_pair(s, y)
     if not truth.any():
         raise ValueError("interpolated AP needs at least one positive label")
     return float(_iap_columns(scores, truth, origin)[0][0])
@@ -215,7 +232,7 @@ def mean_interpolated_average_precision(
 ) -> float:
     """MiAP: mean of :func:`interpolated_average_precision` (same ``origin``) over the
     concept columns with a positive image (seed 002); images ranked per concept."""
-    scores, truth = _check_pair(scores, truth)
+    scores, truth = check_pair(scores, truth)
     iap, npos = _iap_columns(scores, truth, origin)
     if not np.any(npos > 0):
         raise ValueError("no concept column has a positive image; MiAP is undefined")
@@ -225,8 +242,8 @@ def mean_interpolated_average_precision(
 def precision_at_k(s: ArrayLike, y: ArrayLike, k: int) -> float:
     """Fraction of positives among the ``k`` top-scored items (ties: lower index
     first, like the per-image @N metrics)."""
-    s, y = _check_vector_pair(s, y)
-    scores, truth = _check_pair(s, y)
+    s, y = check_vector_pair(s, y)
+    scores, truth = check_pair(s, y)
     if not 1 <= k <= len(scores):
         raise ValueError(f"k must be in [1, {len(scores)}], got {k}")
-    return float(_ranked_columns(scores, truth)[:k, 0].mean())
+    return float(ranked_columns(scores, truth)[:k, 0].mean())

@@ -21,7 +21,7 @@ from jaxannot.tuning.grid import parse_grid, resolve_fixed
 from jaxannot.tuning.results import SettingResult, TuneResult
 from jaxannot.tuning.scoring import LOWER_IS_BETTER, resolve_metric, score_fold
 
-__all__ = ["cross_validate"]
+__all__ = ["best_mean_index", "cross_validate", "fold_plan", "run_fields"]
 
 
 def cross_validate(
@@ -99,7 +99,7 @@ def cross_validate(
     grid = parse_grid(method, grid)
     fixed = resolve_fixed(method, grid, fixed)
     metric = resolve_metric(method, corpus, metric)
-    held_out, tasks = _fold_plan(
+    held_out, tasks = fold_plan(
         corpus, folds, seed, protocol, labelled_fraction, unlabelled
     )
     settings = _Settings(grid.settings(fixed), list(grid))
@@ -111,19 +111,19 @@ def cross_validate(
                 check_applicable(method, task)
             settings.score_fold(method, task, (f, folds), metric, seed, bar.update)
     results = settings.results()
-    run = _run_fields(
+    run = run_fields(
         method, corpus, metric, held_out, fixed, protocol, labelled_fraction, seed
     )
     return TuneResult(
         **run,
         grid=grid,
         results=results,
-        best_index=_best_index([r.mean for r in results], run["higher_is_better"]),
+        best_index=best_mean_index([r.mean for r in results], run["higher_is_better"]),
         seconds=time.perf_counter() - start,
     )
 
 
-def _fold_plan(
+def fold_plan(
     corpus: Corpus,
     folds: int,
     seed: int,
@@ -133,7 +133,30 @@ def _fold_plan(
 ) -> tuple[list[np.ndarray], Iterator[Task]]:
     """The held-out rows of each fold (:func:`~jaxannot.data.protocols.kfold_rows`)
     and the lazy iterator of the folds' tasks (:func:`~jaxannot.tuning.fold_tasks`),
-    shared by :func:`cross_validate` and :func:`~jaxannot.tuning.search`."""
+    shared by :func:`cross_validate` and :func:`~jaxannot.tuning.search`.
+
+    Parameters
+    ----------
+    corpus : Corpus
+        The corpus cross-validated.
+    folds : int
+        The number of folds.
+    seed : int
+        The seed of the folds and of each fold's protocol.
+    protocol : str
+        ``"inductive"`` or ``"transductive"``.
+    labelled_fraction : float or None
+        The share of images with observed words (see :func:`cross_validate`; None:
+        the protocol's default).
+    unlabelled : Corpus or None
+        Transductive only: the dataset's images outside ``corpus``, fitted on with
+        their words hidden.
+
+    Returns
+    -------
+    tuple of (list of numpy.ndarray, iterator of Task)
+        The held-out rows of each fold and the folds' tasks, built one at a time.
+    """
     held_out = kfold_rows(corpus.num_images, folds, seed)
     tasks = fold_tasks(
         corpus,
@@ -146,7 +169,7 @@ def _fold_plan(
     return held_out, tasks
 
 
-def _run_fields(
+def run_fields(
     method: Method,
     corpus: Corpus,
     metric: str,
@@ -158,7 +181,32 @@ def _run_fields(
 ) -> dict[str, Any]:
     """The fields of a :class:`TuneResult` or a :class:`SearchResult` that say what
     was cross-validated and how: the method, data, folds, metric, the fixed
-    hyper-parameters, the protocol and the seed."""
+    hyper-parameters, the protocol and the seed.
+
+    Parameters
+    ----------
+    method : Method
+        The method.
+    corpus : Corpus
+        The corpus.
+    metric : str
+        The metric the settings are ranked by.
+    held_out : list of numpy.ndarray
+        The held-out rows of each fold.
+    fixed : Hyper
+        The hyper-parameters held fixed (those given are recorded).
+    protocol : str
+        The protocol of the folds.
+    labelled_fraction : float or None
+        The share of images with observed words.
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    dict
+        Field name -> value.
+    """
     return {
         "method": method.name,
         "dataset": corpus.name,
@@ -223,8 +271,21 @@ class _Settings:
         ]
 
 
-def _best_index(means: Sequence[float], higher_is_better: bool) -> int:
-    """Index of the best mean (the first among equals; NaN is never best)."""
+def best_mean_index(means: Sequence[float], higher_is_better: bool) -> int:
+    """Index of the best mean (the first among equals; NaN is never best).
+
+    Parameters
+    ----------
+    means : sequence of float
+        The settings' mean scores.
+    higher_is_better : bool
+        Whether the metric is maximized.
+
+    Returns
+    -------
+    int
+        The index of the best.
+    """
     sign = 1.0 if higher_is_better else -1.0
     keyed = [sign * m if not math.isnan(m) else -math.inf for m in means]
     return int(np.argmax(keyed))

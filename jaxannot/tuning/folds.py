@@ -12,10 +12,10 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import (
     PROTOCOLS,
     Task,
-    _random_subset,
     concatenate,
     kfold_rows,
     make_task,
+    random_subset,
 )
 
 __all__ = [
@@ -52,7 +52,7 @@ def training_rows(
     """
     if test is not None:
         return None
-    is_test = _random_subset(train.num_images, 0.3, np.random.default_rng(seed))
+    is_test = random_subset(train.num_images, 0.3, np.random.default_rng(seed))
     return np.flatnonzero(~is_test)
 
 

@@ -52,7 +52,7 @@ from jaxannot.annotators.hyper_values import Hyper, check_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import Task
 from jaxannot.evaluation import check_applicable
-from jaxannot.tuning.cross_validation import _best_index, _fold_plan, _run_fields
+from jaxannot.tuning.cross_validation import best_mean_index, fold_plan, run_fields
 from jaxannot.tuning.grid import resolve_fixed
 from jaxannot.tuning.results import SearchBudget, SearchResult, TrialResult
 from jaxannot.tuning.scoring import (
@@ -170,12 +170,12 @@ def search(
     fixed = resolve_fixed(method, space, fixed, flag="--space")
     metric = resolve_metric(method, corpus, metric)
     check_budget(trials, timeout)
-    held_out, tasks = _fold_plan(
+    held_out, tasks = fold_plan(
         corpus, folds, seed, protocol, labelled_fraction, unlabelled
     )
     tasks = list(tasks)  # every trial visits every fold: the tasks are built once
     check_applicable(method, tasks[0])
-    result = _run_fields(
+    result = run_fields(
         method, corpus, metric, held_out, fixed, protocol, labelled_fraction, seed
     )
     higher = result["higher_is_better"]
@@ -343,7 +343,7 @@ def _best_complete(done: Sequence[TrialResult], higher: bool) -> int | None:
     means = [t.mean if t.state == "complete" else math.nan for t in done]
     if all(math.isnan(m) for m in means):
         return None
-    return _best_index(means, higher)
+    return best_mean_index(means, higher)
 
 
 def _log_trial(record, done, trials: int, metric: str, higher: bool) -> None:

@@ -130,9 +130,9 @@ def test_auto_gains_the_issues_005_on_every_seed(weak_fits_all):
 def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back(monkeypatch):
     toy = weak_bernoulli(600, seed=0, **_TOY)
     setups = []  # the model's set-ups (each traces it): one per argument objects
-    real = declared._read_by_value
+    real = declared.read_by_value
     monkeypatch.setattr(
-        declared, "_read_by_value", lambda *a: setups.append(1) or real(*a)
+        declared, "read_by_value", lambda *a: setups.append(1) or real(*a)
     )
     result, _, caught = _fit(toy, LapVar1(toy.graph, 3.0), 0)
     # the whole data, the masked fold (shared by both masked fits and their

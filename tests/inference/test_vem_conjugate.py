@@ -17,7 +17,7 @@ import numpyro.distributions as dist
 from jaxannot.inference import VEM
 from jaxannot.inference.vem import fit
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
-from jaxannot.inference.vem.layout import _Whole
+from jaxannot.inference.vem.layout import Whole
 
 ALPHA, BETA = 2.0, 3.0  # the Beta prior of p: alpha > 1, so the prior counts too
 
@@ -60,7 +60,7 @@ def test_the_dirichlet_and_beta_sites_get_their_map_given_the_posteriors(data):
     x, y, start = data
     vem = VEM(model, "z", plate="item")
     setup, dynamic = vem.declared.setup((x, y), {"k": 3})
-    whole = _Whole(setup)
+    whole = Whole(setup)
     assert (
         conjugate_sites(VEM(model, "z", plate="item", conjugate=False), whole, ()) == {}
     )

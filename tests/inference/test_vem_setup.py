@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem.algorithm import VEM
-from jaxannot.inference.vem.declaration import _inspect
+from jaxannot.inference.vem.declaration import inspect_model
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
@@ -48,7 +48,9 @@ def test_no_model_call_evaluates_the_full_data():
 
 def test_inspect_reads_the_structure_without_values():
     counts = _counts(n=11)
-    s = _inspect(mu.mixture_of_unigrams, "z", "image", (counts,), {"num_topics": 4})
+    s = inspect_model(
+        mu.mixture_of_unigrams, "z", "image", (counts,), {"num_topics": 4}
+    )
     assert (s.globals_, s.num_images, s.num_values) == (
         ("pi", "beta_0", "beta_1"),
         11,

@@ -16,7 +16,7 @@ from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.data.synthetic import make_synthetic
 from jaxannot.evaluation import evaluate
-from jaxannot.tuning.cross_validation import _best_index
+from jaxannot.tuning.cross_validation import best_mean_index
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +221,8 @@ def test_complete_length_is_minimised(synthetic):
     mp = tuning.cross_validate("knn", synthetic, grid, folds=3, metric="map")
     assert mp.higher_is_better
     assert mp.best_index == int(np.argmax([r.mean for r in mp.results]))
-    assert _best_index([np.nan, 2.0, 1.0], False) == 2
-    assert _best_index([1.0, 1.0, np.nan], True) == 0  # first among equals
+    assert best_mean_index([np.nan, 2.0, 1.0], False) == 2
+    assert best_mean_index([1.0, 1.0, np.nan], True) == 0  # first among equals
 
 
 def test_default_metric_and_unknown_metric(synthetic):

@@ -84,7 +84,7 @@ from jaxannot.inference.vem.fit import (
 )
 from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning
 from jaxannot.inference.vem.fold_in import FoldIn
-from jaxannot.inference.vem.layout import _Whole, plan
+from jaxannot.inference.vem.layout import Whole, plan
 from jaxannot.inference.vem.run import Runs
 from jaxannot.inference.vem.steps import (
     EStep,
@@ -348,7 +348,7 @@ class VEM(Runs, FoldIn):
         check_key(rng_key)
         with model_errors(self.plate, args, kwargs):
             setup, dynamic = self.declared.setup(args, kwargs)
-            return start_values_jit(self, _Whole(setup), rng_key, dynamic)
+            return start_values_jit(self, Whole(setup), rng_key, dynamic)
 
     def init(
         self,
@@ -386,7 +386,7 @@ class VEM(Runs, FoldIn):
         # split here, not in the compiled start: compiled once for every shape
         keys = jax.random.split(rng_key)
         with model_errors(self.plate, *args_kw):
-            whole, default = _Whole(setup), values is None
+            whole, default = Whole(setup), values is None
             state, redo = initial_state(
                 self, whole, layout, keys, values, dynamic, placed
             )

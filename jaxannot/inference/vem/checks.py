@@ -24,11 +24,11 @@ from numpyro.distributions import constraints
 
 from jaxannot.inference.vem.declaration import (
     DeclarationError,
-    _abstract_trace,
-    _support,
+    abstract_trace,
+    site_support,
 )
 from jaxannot.inference.vem.declared import reused
-from jaxannot.inference.vem.faults import _argument_names
+from jaxannot.inference.vem.faults import argument_names
 from jaxannot.inference.vem.fit_warnings import (
     CollapsedFitWarning,
     EmptyComponentWarning,
@@ -49,11 +49,11 @@ def _supports(vem, setup, args_kw) -> dict:
     names = setup.structure.globals_
 
     def supports():
-        return _abstract_trace(
+        return abstract_trace(
             vem.model,
             vem.declared.small_substitutions(setup),
             *args_kw,
-            lambda t: {k: _support(t[k]) for k in names},
+            lambda t: {k: site_support(t[k]) for k in names},
         )
 
     return reused(("supports", vem.declared, setup), *args_kw, supports)
@@ -194,7 +194,7 @@ def model_errors(plate: str, args: tuple, kwargs: dict) -> Iterator[None]:
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         shapes = [
             f"{name} {list(np.shape(x))}"
-            for name, x in zip(_argument_names(args, kwargs), leaves, strict=True)
+            for name, x in zip(argument_names(args, kwargs), leaves, strict=True)
             if isinstance(x, jax.Array | np.ndarray)
         ]
         message = (
@@ -220,7 +220,7 @@ def _integer_scalars(args, kwargs) -> list[str]:
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     return [
         name
-        for name, x in zip(_argument_names(args, kwargs), leaves, strict=True)
+        for name, x in zip(argument_names(args, kwargs), leaves, strict=True)
         if isinstance(x, jax.Array | np.ndarray)
         and np.ndim(x) == 0
         and jnp.issubdtype(x.dtype, jnp.integer)
@@ -232,7 +232,7 @@ def _empty_plate_error(error: AssertionError, args, kwargs) -> ValueError:
     arguments that may have given it: arrays with no rows, counts below 1."""
     leaves = jax.tree_util.tree_leaves((args, kwargs))
     suspects = []
-    for name, x in zip(_argument_names(args, kwargs), leaves, strict=True):
+    for name, x in zip(argument_names(args, kwargs), leaves, strict=True):
         if isinstance(x, jax.Array | np.ndarray) and np.ndim(x) >= 1:
             if np.shape(x)[0] == 0:
                 suspects.append(f"{name} has shape {list(np.shape(x))}")

@@ -1,7 +1,7 @@
 r"""Closed-form M-step updates of the conjugate global sites of a VEM fit.
 
 A global site :math:`\theta` with a Dirichlet prior whose expected complete log
-joint (:func:`~jaxannot.inference.vem.layout._Whole.expected`, prior included) is,
+joint (:func:`~jaxannot.inference.vem.layout.Whole.expected`, prior included) is,
 as a function of :math:`\theta`, :math:`E(\theta) = \sum_j w_j \log\theta_j` +
 terms free of :math:`\theta` (Dirichlet–Categorical: :math:`w = c + \alpha - 1`,
 with :math:`c` the posteriors' expected counts) has
@@ -42,12 +42,12 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro import handlers
 
-from jaxannot.inference.vem.declaration import _trace
-from jaxannot.inference.vem.enumeration import _first_value, _unwrap
+from jaxannot.inference.vem.declaration import trace_model
+from jaxannot.inference.vem.enumeration import base_distribution, first_value_of
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
-    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.inference.vem.layout import Shards, Whole
     from jaxannot.types import Array
 
 __all__ = ["conjugate_sites", "conjugate_update"]
@@ -61,9 +61,7 @@ EDGE = 1e-6
 ROUND_OFF = 1e-6
 
 
-def conjugate_sites(
-    vem: Any, layout: _Whole | _Shards, dynamic: tuple
-) -> dict[str, str]:
+def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[str, str]:
     """``{site: "dirichlet" | "beta"}``: the global ``sample`` sites whose prior is
     a Dirichlet or a Beta (under ``expand``, ``to_event`` or ``mask``); empty when
     ``vem.conjugate`` is False. Read from a trace of the model, at trace time, its
@@ -73,7 +71,7 @@ def conjugate_sites(
     ----------
     vem : VEM
         The algorithm.
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout.
     dynamic : tuple
         The model's array arguments.
@@ -92,12 +90,12 @@ def conjugate_sites(
     def any_value(msg):  # no random draw: the trace is read for its distributions
         if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
             return None
-        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
-            return None  # an improper prior: _trace's init_to_uniform value
+        if type(base_distribution(msg["fn"])).sample is dist.Distribution.sample:
+            return None  # an improper prior: trace_model's init_to_uniform value
         shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
-        return _first_value(msg["fn"], shape)
+        return first_value_of(msg["fn"], shape)
 
-    trace = _trace(
+    trace = trace_model(
         handlers.substitute(dm.model, substitute_fn=any_value), subs, args, kwargs
     )
     kinds = {}
@@ -105,7 +103,7 @@ def conjugate_sites(
         site = trace[name]
         if site["type"] != "sample":
             continue
-        base = _unwrap(site["fn"])
+        base = base_distribution(site["fn"])
         if isinstance(base, dist.Dirichlet):
             kinds[name] = "dirichlet"
         elif isinstance(base, dist.Beta):
@@ -133,7 +131,7 @@ def _interval(p, d1, d2):
 
 def conjugate_update(
     dm: DeclaredModel,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     values: dict[str, Array],
     phi: Array,
     dynamic: tuple,
@@ -148,7 +146,7 @@ def conjugate_update(
     ----------
     dm : DeclaredModel
         The model.
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout.
     values : dict
         Site -> current global value.

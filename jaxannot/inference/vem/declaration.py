@@ -2,13 +2,13 @@
 
 A trace of the model gives its global latent sites, the plate of images, its
 discrete per-image site and the other discrete sites enumerated with it
-(:func:`_inspect`, :mod:`~jaxannot.inference.vem.enumeration`; clear errors for
+(:func:`inspect_model`, :mod:`~jaxannot.inference.vem.enumeration`; clear errors for
 declarations VEM cannot fit). The set-up traces run on shapes only
-(:func:`_abstract_trace`: the model is traced under ``jax.eval_shape`` and only
+(:func:`abstract_trace`: the model is traced under ``jax.eval_shape`` and only
 static facts leave it), so setting up a fit costs the same on ten images as on a
 million. A model that needs some of its data's values
 (``int(np.max(annotations)) + 1``, Python control flow on its data) gets those arrays
-by value (:func:`_read_by_value`, :class:`_Concrete`: static leaves keyed on their
+by value (:func:`read_by_value`, :class:`_Concrete`: static leaves keyed on their
 content); a value no data can give is a :class:`DeclarationError` naming the line.
 The log joint a trace gives and a call's leaves are in
 :mod:`~jaxannot.inference.vem.log_joint`.
@@ -20,6 +20,7 @@ import dataclasses
 import os
 import traceback
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -33,15 +34,25 @@ from numpyro.infer import init_to_uniform
 from jaxannot.inference.vem.enumeration import (
     ENUMERABLE,
     DeclarationError,
-    _Enumerated,
-    _enumerated,
-    _in_plate,
-    _num_values,
-    _unwrap,
+    Enumerated,
+    base_distribution,
+    enumerated_sites,
+    num_values_of,
+    site_in_plate,
 )
 from jaxannot.runtime.static_key import array_key
 
-__all__ = ["Structure"]
+__all__ = [
+    "Structure",
+    "abstract_trace",
+    "inspect_model",
+    "is_array_leaf",
+    "read_by_value",
+    "read_subsamples",
+    "site_support",
+    "trace_model",
+    "unwrap_leaf",
+]
 
 
 # ----------------------------------------------------------- model inspection
@@ -61,7 +72,7 @@ class Structure:
         The plate's dim.
     global_shapes : tuple of tuple of int
         The shapes of ``globals_``, in order.
-    enumerated : _Enumerated
+    enumerated : Enumerated
         The other discrete (and real-valued) sites in the plate.
     """
 
@@ -70,7 +81,7 @@ class Structure:
     num_values: int
     image_dim: int
     global_shapes: tuple[tuple[int, ...], ...] = ()
-    enumerated: _Enumerated = _Enumerated()
+    enumerated: Enumerated = Enumerated()
 
     def local_value(self, size: int, value: int = 0) -> np.ndarray:
         """``value`` as the local site's value on ``size`` images: the image axis
@@ -92,15 +103,40 @@ class Structure:
         return np.full(shape, value, np.int32)  # NumPy: no compile where eager
 
 
-def _trace(model, substitutions, args, kwargs, seed=0):
+def trace_model(
+    model: Callable,
+    substitutions: dict,
+    args: tuple,
+    kwargs: dict,
+    seed: int = 0,
+) -> dict:
     """A trace of the model with ``substitutions``; latent sites whose distribution
     cannot be sampled (an improper prior such as ``ImproperUniform``) and that are
-    not substituted get numpyro's ``init_to_uniform`` value."""
+    not substituted get numpyro's ``init_to_uniform`` value.
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    substitutions : dict
+        Site -> value given to the trace (NumPy values made JAX arrays).
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    seed : int
+        The seed of the sites left to sample.
+
+    Returns
+    -------
+    dict
+        The trace, site name -> site.
+    """
 
     def unsampleable(msg):
         if msg["name"] in substitutions or msg["type"] != "sample":
             return None
-        if type(_unwrap(msg["fn"])).sample is dist.Distribution.sample:
+        if type(base_distribution(msg["fn"])).sample is dist.Distribution.sample:
             return init_to_uniform(msg)
         return None
 
@@ -157,15 +193,47 @@ class _Concrete:
         return f"_Concrete({self.key[:3]})"
 
 
-def _unwrap_leaf(x):
+def unwrap_leaf(x: object) -> object:
+    """A call's leaf as the model gets it: the array of a :class:`_Concrete`.
+
+    Parameters
+    ----------
+    x : object
+        A leaf of ``(args, kwargs)``.
+
+    Returns
+    -------
+    object
+        ``x.value`` for a :class:`_Concrete`, ``x`` otherwise.
+    """
     return x.value if isinstance(x, _Concrete) else x
 
 
-def _is_array(x) -> bool:
+def is_array_leaf(x: object) -> bool:
+    """Whether a call's leaf is an array (a JAX or NumPy one), traced in a fit.
+
+    Parameters
+    ----------
+    x : object
+        A leaf of ``(args, kwargs)``.
+
+    Returns
+    -------
+    bool
+        True for an array; False for a Python number, a string, a
+        :class:`_Concrete`, ...
+    """
     return isinstance(x, jax.Array | np.ndarray)
 
 
-def _abstract_trace(model, substitutions, args, kwargs, read: Callable, eager=True):
+def abstract_trace(
+    model: Callable,
+    substitutions: dict,
+    args: tuple,
+    kwargs: dict,
+    read: Callable,
+    eager: bool = True,
+) -> Any:
     """``read(trace)`` of a trace of the model on the *shapes* of its array arguments.
 
     The model runs under ``jax.eval_shape``: nothing of the data's size is computed,
@@ -173,28 +241,48 @@ def _abstract_trace(model, substitutions, args, kwargs, read: Callable, eager=Tr
     types), never arrays of the trace. Leaves marked :class:`_Concrete` are given as
     they are. A model that needs concrete values falls back to an eager trace
     (``eager=False``: the JAX error is raised instead).
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    substitutions : dict
+        Site -> value given to the trace.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    read : callable
+        Trace -> static values.
+    eager : bool
+        Whether to trace on the values when the shapes are not enough.
+
+    Returns
+    -------
+    object
+        What ``read`` returns.
     """
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    is_array = [_is_array(x) for x in leaves]
+    is_array = [is_array_leaf(x) for x in leaves]
     shapes = [_shape_of(x) for x, a in zip(leaves, is_array, strict=True) if a]
     out = []
 
     def run(arrays):
         it = iter(arrays)
         full = [
-            next(it) if a else _unwrap_leaf(x)
+            next(it) if a else unwrap_leaf(x)
             for x, a in zip(leaves, is_array, strict=True)
         ]
         a, kw = jax.tree_util.tree_unflatten(treedef, full)
-        out.append(read(_trace(model, substitutions, a, kw)))
+        out.append(read(trace_model(model, substitutions, a, kw)))
 
     try:
         jax.eval_shape(run, shapes)
     except _NEEDS_VALUES:
         if not eager:
             raise
-        a, kw = jax.tree_util.tree_unflatten(treedef, [_unwrap_leaf(x) for x in leaves])
-        return read(_trace(model, substitutions, a, kw))
+        a, kw = jax.tree_util.tree_unflatten(treedef, [unwrap_leaf(x) for x in leaves])
+        return read(trace_model(model, substitutions, a, kw))
     return out[0]
 
 
@@ -206,7 +294,9 @@ def _mark(args, kwargs, marked):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def _read_by_value(model, local_site, plate, args, kwargs):
+def read_by_value(
+    model: Callable, local_site: str, plate: str, args: tuple, kwargs: dict
+) -> tuple[Structure, tuple, dict]:
     """``(structure, args, kwargs)``: the model's :class:`Structure` and its
     arguments with the array leaves it needs by value marked :class:`_Concrete`.
 
@@ -218,19 +308,37 @@ def _read_by_value(model, local_site, plate, args, kwargs):
     every array given, it reads one of a latent site, of the local site or of the
     plate's indices, which no data can give: a :class:`DeclarationError` names the
     line and the fix.
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    local_site : str
+        Its local site.
+    plate : str
+        Its item plate.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple of (Structure, tuple, dict)
+        The structure and the marked ``args`` and ``kwargs``.
     """
     try:
         return (
-            _inspect(model, local_site, plate, args, kwargs, eager=False),
+            inspect_model(model, local_site, plate, args, kwargs, eager=False),
             args,
             kwargs,
         )
     except _NEEDS_VALUES:
         pass
     leaves = jax.tree_util.tree_leaves((args, kwargs))
-    marked = {i for i, x in enumerate(leaves) if _is_array(x)}
+    marked = {i for i, x in enumerate(leaves) if is_array_leaf(x)}
     try:
-        structure = _inspect(
+        structure = inspect_model(
             model, local_site, plate, *_mark(args, kwargs, marked), eager=False
         )
     except _NEEDS_VALUES as error:
@@ -238,7 +346,7 @@ def _read_by_value(model, local_site, plate, args, kwargs):
     for i in sorted(marked):
         fewer = marked - {i}
         try:
-            s = _inspect(
+            s = inspect_model(
                 model, local_site, plate, *_mark(args, kwargs, fewer), eager=False
             )
         except _NEEDS_VALUES:
@@ -285,16 +393,56 @@ def _untraceable(error: BaseException, local_site, plate) -> DeclarationError:
     )
 
 
-def _support(site):
-    """A global site's support: its distribution's, or a ``param``'s constraint."""
+def site_support(site: dict) -> dist.constraints.Constraint:
+    """A global site's support: its distribution's, or a ``param``'s constraint.
+
+    Parameters
+    ----------
+    site : dict
+        A sample or param site of a numpyro trace.
+
+    Returns
+    -------
+    numpyro.distributions.constraints.Constraint
+        The support (``real`` for a param declared without a constraint).
+    """
     if site["type"] == "param":
         return site["kwargs"].get("constraint", dist.constraints.real)
     return site["fn"].support
 
 
-def _inspect(model, local_site, plate, args, kwargs, eager=True) -> Structure:
-    """The model's :class:`Structure`, from a trace on shapes only."""
-    return _abstract_trace(
+def inspect_model(
+    model: Callable,
+    local_site: str,
+    plate: str,
+    args: tuple,
+    kwargs: dict,
+    eager: bool = True,
+) -> Structure:
+    """The model's :class:`Structure`, from a trace on shapes only.
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    local_site : str
+        Its local site.
+    plate : str
+        Its item plate.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    eager : bool
+        Whether to trace on the values when the shapes are not enough (see
+        :func:`abstract_trace`).
+
+    Returns
+    -------
+    Structure
+        Its global sites, plate and enumerated sites.
+    """
+    return abstract_trace(
         model, {}, args, kwargs, lambda t: _read_structure(t, local_site, plate), eager
     )
 
@@ -311,19 +459,20 @@ def _read_structure(trace, local_site, plate) -> Structure:
             f"the model has no site {local_site!r}; its sample sites: {latent}"
         )
     site = trace[local_site]
-    if not _in_plate(site, plate) or site["is_observed"]:
+    if not site_in_plate(site, plate) or site["is_observed"]:
         raise DeclarationError(
             f"site {local_site!r} must be a latent site inside plate {plate!r}"
         )
-    num_values = _num_values(site)
+    num_values = num_values_of(site)
     if num_values is None:
         raise DeclarationError(
             f"site {local_site!r} must be Categorical or another distribution VEM "
-            f"enumerates ({ENUMERABLE}), got {type(_unwrap(site['fn'])).__name__}"
+            f"enumerates ({ENUMERABLE}), "
+            f"got {type(base_distribution(site['fn'])).__name__}"
         )
-    enumerated = _enumerated(trace, plate, local_site, num_values)
+    enumerated = enumerated_sites(trace, plate, local_site, num_values)
     params_in_plate = [
-        k for k, v in trace.items() if v["type"] == "param" and _in_plate(v, plate)
+        k for k, v in trace.items() if v["type"] == "param" and site_in_plate(v, plate)
     ]
     if params_in_plate:
         raise DeclarationError(
@@ -334,7 +483,7 @@ def _read_structure(trace, local_site, plate) -> Structure:
         k
         for k, v in trace.items()
         if (v["type"] == "sample" and not v["is_observed"] or v["type"] == "param")
-        and not _in_plate(v, plate)
+        and not site_in_plate(v, plate)
     )
     frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
     shapes = tuple(
@@ -345,16 +494,45 @@ def _read_structure(trace, local_site, plate) -> Structure:
     )
 
 
-def _subsamples(model, plate, local_site, structure, args, kwargs):
-    """Whether the model's observed in-plate sites follow the plate's indices, and
-    the error a trace on two images' indices raised (None if it ran)."""
+def read_subsamples(
+    model: Callable,
+    plate: str,
+    local_site: str,
+    structure: Structure,
+    args: tuple,
+    kwargs: dict,
+) -> tuple[bool, Exception | None]:
+    """Whether the model's observed in-plate sites follow the plate's indices (the
+    model reads its data through them, so a chunk of images can be traced alone).
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    plate : str
+        Its item plate.
+    local_site : str
+        Its local site.
+    structure : Structure
+        Its structure.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple of (bool, Exception or None)
+        Whether they do, and the error a trace on two images' indices raised
+        (None if it ran).
+    """
     dim = structure.image_dim
 
     def read(trace):
         observed = [
             v
             for v in trace.values()
-            if v["type"] == "sample" and v["is_observed"] and _in_plate(v, plate)
+            if v["type"] == "sample" and v["is_observed"] and site_in_plate(v, plate)
         ]
         return all(
             jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2 for v in observed
@@ -365,6 +543,6 @@ def _subsamples(model, plate, local_site, structure, args, kwargs):
             plate: np.arange(2, dtype=np.int32),
             local_site: structure.local_value(2),
         }
-        return _abstract_trace(model, substitutions, args, kwargs, read), None
+        return abstract_trace(model, substitutions, args, kwargs, read), None
     except (ValueError, TypeError, IndexError) as error:
         return False, error

@@ -31,10 +31,10 @@ import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import (
     DeclarationError,
-    _read_by_value,
-    _subsamples,
+    read_by_value,
+    read_subsamples,
 )
-from jaxannot.inference.vem.log_joint import Setup, _split_leaves
+from jaxannot.inference.vem.log_joint import Setup, split_leaves
 from jaxannot.runtime.static_key import value_key
 
 if TYPE_CHECKING:
@@ -152,13 +152,13 @@ class DeclaredModel:
         return reused(("setup", self), args, kwargs, lambda: self._setup(args, kwargs))
 
     def _setup(self, args: tuple, kwargs: dict) -> tuple[Setup, tuple]:
-        structure, args, kwargs = _read_by_value(
+        structure, args, kwargs = read_by_value(
             self.model, self.local_site, self.plate, args, kwargs
         )
-        treedef, static, is_dynamic, dynamic = _split_leaves(args, kwargs)
+        treedef, static, is_dynamic, dynamic = split_leaves(args, kwargs)
         n = structure.num_images
         chunk = min(self.chunk_size, n)
-        subsamples, error = _subsamples(
+        subsamples, error = read_subsamples(
             self.model, self.plate, self.local_site, structure, args, kwargs
         )
         if chunk < n and not subsamples:

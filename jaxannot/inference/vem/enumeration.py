@@ -11,7 +11,7 @@ more discrete latent sites inside the item plate, as numpyro's enumerated models
   is independent of the others (the plates' meaning), so their values are summed
   element by element, never as a product over the elements.
 
-:func:`_enumerated` reads them from a trace (:class:`_Enumerated`, static) and
+:func:`enumerated_sites` reads them from a trace (:class:`Enumerated`, static) and
 refuses what VEM cannot enumerate exactly, with a :class:`DeclarationError` naming
 the sites and the fix. The sums are in
 :mod:`~jaxannot.inference.vem.joint_enumeration`.
@@ -32,7 +32,16 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-__all__ = ["MAX_ENUMERATED"]
+__all__ = [
+    "MAX_ENUMERATED",
+    "DeclarationError",
+    "Enumerated",
+    "base_distribution",
+    "enumerated_sites",
+    "first_value_of",
+    "num_values_of",
+    "site_in_plate",
+]
 
 #: The most joint values (local site x item-level sites x nested sites, each a model
 #: evaluation per chunk of items) VEM enumerates when a model has several discrete
@@ -48,11 +57,39 @@ class DeclarationError(ValueError):
     """A declaration VEM cannot fit, or cannot fit as asked (named and explained)."""
 
 
-def _in_plate(site, plate: str) -> bool:
+def site_in_plate(site: dict, plate: str) -> bool:
+    """Whether a trace's site lies inside ``plate`` (one of its conditional
+    independence frames is that plate).
+
+    Parameters
+    ----------
+    site : dict
+        A site of a numpyro trace.
+    plate : str
+        The plate's name.
+
+    Returns
+    -------
+    bool
+        True when the site is in the plate.
+    """
     return any(f.name == plate for f in site.get("cond_indep_stack", ()))
 
 
-def _unwrap(fn):
+def base_distribution(fn: dist.Distribution) -> dist.Distribution:
+    """The distribution under numpyro's wrappers (``Independent``, ``expand``,
+    ``mask``), whose type says how VEM enumerates, starts or updates a site.
+
+    Parameters
+    ----------
+    fn : numpyro.distributions.Distribution
+        A site's distribution.
+
+    Returns
+    -------
+    numpyro.distributions.Distribution
+        The innermost one, ``fn`` itself when it is not wrapped.
+    """
     while isinstance(
         fn, dist.Independent | dist.ExpandedDistribution | dist.MaskedDistribution
     ):
@@ -61,8 +98,21 @@ def _unwrap(fn):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Enumerated:
-    """The discrete sites enumerated beside the local site (all static)."""
+class Enumerated:
+    """The discrete sites enumerated beside the local site (all static).
+
+    Parameters
+    ----------
+    item_sites : tuple of (str, int)
+        The item-level sites and their numbers of values.
+    nested_sites : tuple of (str, int)
+        The nested sites and their numbers of values.
+    nested_plates : tuple of (str, int, int)
+        The plates the nested sites share besides the item plate (name, dim,
+        size), by dim.
+    continuous : tuple of str
+        The real-valued item-level sites (a local MAP each).
+    """
 
     item_sites: tuple[tuple[str, int], ...] = ()  # (name, number of values)
     nested_sites: tuple[tuple[str, int], ...] = ()
@@ -88,9 +138,21 @@ class _Enumerated:
         return math.prod(n for _, _, n in self.nested_plates)
 
 
-def _num_values(site) -> int | None:
-    """The support size of an enumerable site (None if VEM cannot enumerate it)."""
-    fn = _unwrap(site["fn"])
+def num_values_of(site: dict) -> int | None:
+    """The support size of an enumerable site.
+
+    Parameters
+    ----------
+    site : dict
+        A sample site of a numpyro trace.
+
+    Returns
+    -------
+    int or None
+        ``K`` for a Categorical of ``K`` values, 2 for a Bernoulli, ``high + 1`` for
+        a ``DiscreteUniform(0, high)``; None where VEM cannot enumerate the site.
+    """
+    fn = base_distribution(site["fn"])
     if isinstance(fn, dist.CategoricalProbs | dist.CategoricalLogits):
         return int(fn.probs.shape[-1])
     if isinstance(fn, dist.BernoulliProbs | dist.BernoulliLogits):
@@ -104,9 +166,22 @@ def _num_values(site) -> int | None:
     return None
 
 
-def _first_value(fn, shape) -> jax.Array:
+def first_value_of(fn: dist.Distribution, shape: tuple[int, ...]) -> jax.Array:
     """A value of ``shape`` for a site VEM does not read there: the first of an
-    enumerable support, 0 for a real-valued site."""
+    enumerable support, 0 for a real-valued site.
+
+    Parameters
+    ----------
+    fn : numpyro.distributions.Distribution
+        The site's distribution.
+    shape : tuple of int
+        The value's shape.
+
+    Returns
+    -------
+    jax.Array
+        The value, broadcast to ``shape``.
+    """
     if fn.has_enumerate_support:
         return jnp.broadcast_to(fn.enumerate_support(expand=False)[0], shape)
     return jnp.zeros(shape)
@@ -120,16 +195,41 @@ def _is_real(fn) -> bool:
     return support is constraints.real
 
 
-def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumerated:
+def enumerated_sites(
+    trace: dict, plate: str, local_site: str, num_values: int
+) -> Enumerated:
     """The latent sites of ``trace`` inside ``plate`` besides ``local_site``,
-    classified, or a :class:`DeclarationError` for those VEM cannot enumerate."""
+    classified.
+
+    Parameters
+    ----------
+    trace : dict
+        A numpyro trace of the model.
+    plate : str
+        The item plate.
+    local_site : str
+        The local site.
+    num_values : int
+        The local site's number of values.
+
+    Returns
+    -------
+    Enumerated
+        The item-level, nested and real-valued sites.
+
+    Raises
+    ------
+    DeclarationError
+        For sites VEM cannot enumerate exactly, or more than
+        :data:`MAX_ENUMERATED` joint values.
+    """
     item, nested, frames, other, real = [], [], {}, {}, []
     for name, site in trace.items():
         if site["type"] != "sample" or site["is_observed"] or name == local_site:
             continue
-        if not _in_plate(site, plate):
+        if not site_in_plate(site, plate):
             continue
-        size = _num_values(site)
+        size = num_values_of(site)
         own = sorted(
             ((f.name, f.dim, f.size) for f in site["cond_indep_stack"]),
             key=lambda f: f[1],
@@ -139,7 +239,7 @@ def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumera
             real.append(name)
             continue
         if size is None:
-            other[name] = type(_unwrap(site["fn"])).__name__
+            other[name] = type(base_distribution(site["fn"])).__name__
             continue
         (nested if own else item).append((name, size))
         if own:
@@ -160,7 +260,7 @@ def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumera
             "or move them out of the plate"
         )
     if real:
-        return _Enumerated(continuous=tuple(real))
+        return Enumerated(continuous=tuple(real))
     if len(set(frames.values())) > 1:
         where = "; ".join(f"{k!r} in {[f[0] for f in v]}" for k, v in frames.items())
         raise DeclarationError(
@@ -168,7 +268,7 @@ def _enumerated(trace, plate: str, local_site: str, num_values: int) -> _Enumera
             f"share their plates; here {where}: put them in the same plates, or "
             "observe some of them"
         )
-    found = _Enumerated(tuple(item), tuple(nested), next(iter(frames.values()), ()))
+    found = Enumerated(tuple(item), tuple(nested), next(iter(frames.values()), ()))
     total = num_values * found.item_values * found.nested_values
     if found and total > MAX_ENUMERATED:
         sizes = " x ".join(

@@ -18,11 +18,22 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.inference.vem.declaration import _in_plate, _trace
+from jaxannot.inference.vem.declaration import trace_model
+from jaxannot.inference.vem.enumeration import site_in_plate
 from jaxannot.inference.vem.model_call import ModelCall
 
 if TYPE_CHECKING:
     from jaxannot.types import Array, ArrayLike, ArrayTree
+
+__all__ = [
+    "DEFERRED",
+    "argument_names",
+    "fault_code",
+    "keeps_old_values",
+    "no_fault",
+    "raise_fault",
+    "record_fault",
+]
 
 # fault codes, in the order the step meets them; 0 = no fault
 _LOG_JOINT, _POSTERIORS, _OBJECTIVE, _GLOBALS = 1, 2, 3, 4
@@ -129,8 +140,23 @@ def record_fault(fault: Array, code: Array, t: Array) -> Array:
     return jnp.where((fault[0] == 0) & (code > 0), jnp.stack([code, t]), fault)
 
 
-def _argument_names(args, kwargs) -> list[str]:
-    """A readable name for every leaf of ``(args, kwargs)``, in flatten order."""
+def argument_names(args: tuple, kwargs: dict) -> list[str]:
+    """A readable name for every leaf of ``(args, kwargs)``, in flatten order, for
+    the errors that name a data argument.
+
+    Parameters
+    ----------
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    list of str
+        ``"positional argument 0"``, ``"argument 'counts'"``, with the path inside
+        a nested argument (``"argument 'data'['x']"``).
+    """
     named, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
     names = []
     for path, _ in named:
@@ -146,7 +172,7 @@ def _argument_names(args, kwargs) -> list[str]:
 
 def _nan_arguments(args, kwargs) -> list[str]:
     leaves = jax.tree_util.tree_leaves((args, kwargs))
-    names = _argument_names(args, kwargs)
+    names = argument_names(args, kwargs)
     bad = []
     for name, x in zip(names, leaves, strict=True):
         if isinstance(x, jax.Array | np.ndarray) and jnp.issubdtype(
@@ -270,10 +296,10 @@ def _bad_by_site(vem, setup, values, dynamic) -> list[dict[str, Array]]:
     for k in range(s.num_values):
         subs = dict(values)
         subs.update({vem.plate: jnp.arange(n), vem.local_site: s.local_value(n, k)})
-        trace = _trace(vem.model, subs, args, kwargs)
+        trace = trace_model(vem.model, subs, args, kwargs)
         bad = {}
         for name, site in trace.items():
-            if site["type"] != "sample" or not _in_plate(site, vem.plate):
+            if site["type"] != "sample" or not site_in_plate(site, vem.plate):
                 continue
             lp = jnp.asarray(site["fn"].log_prob(site["value"]))
             lp = jnp.broadcast_to(

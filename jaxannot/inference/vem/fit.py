@@ -24,7 +24,7 @@ from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
-from jaxannot.inference.vem.enumeration import _first_value
+from jaxannot.inference.vem.enumeration import first_value_of
 from jaxannot.inference.vem.faults import (
     DEFERRED,
     fault_code,
@@ -33,7 +33,7 @@ from jaxannot.inference.vem.faults import (
     record_fault,
 )
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
-from jaxannot.inference.vem.layout import _Whole
+from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.m_step import conjugate_only, m_step
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.start import num_uniforms, start_posteriors
@@ -46,14 +46,20 @@ from jaxannot.inference.vem.steps import (
 from jaxannot.runtime.programs import bounded_cache
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.layout import _Shards
+    from jaxannot.inference.vem.layout import Shards
     from jaxannot.types import Array, PRNGKey
 
-__all__: list[str] = []
+__all__ = [
+    "initial_state",
+    "one_update",
+    "start_values",
+    "start_values_jit",
+    "step_for",
+]
 
 
 def start_values(
-    vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
+    vem: Any, whole: Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
 ) -> tuple[dict, Array]:
     """The default start's global values (:meth:`VEM.init_params`) and whether they
     are to be found again with ``lbfgs=True`` (a scalar bool).
@@ -73,7 +79,7 @@ def start_values(
     ----------
     vem : VEM
         The algorithm.
-    whole : _Whole
+    whole : Whole
         The one-device layout.
     rng_key : PRNGKey
         The start's key.
@@ -107,7 +113,7 @@ def start_values(
     return values, jnp.bool_(False)
 
 
-def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
+def _uniform_start(vem, whole: Whole, points, dynamic) -> dict:
     """The global values at ``points`` (unconstrained coordinates, consumed site
     by site in the model's order); a ``param`` site at its declared value. Another
     discrete site of the item plate (enumerated with the local one) takes the first
@@ -130,7 +136,7 @@ def _uniform_start(vem, whole: _Whole, points, dynamic) -> dict:
             return None
         sample_shape = tuple(msg["kwargs"].get("sample_shape") or ())
         if msg["name"] not in globals_:
-            return _first_value(msg["fn"], sample_shape + msg["fn"].shape())
+            return first_value_of(msg["fn"], sample_shape + msg["fn"].shape())
         transform = biject_to(msg["fn"].support)
         shape = transform.inverse_shape(sample_shape + msg["fn"].shape())
         size = math.prod(shape)
@@ -150,7 +156,7 @@ def _start_values_jit(vem, whole, rng_key, dynamic, lbfgs):
 
 
 def start_values_jit(
-    vem: Any, whole: _Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
+    vem: Any, whole: Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
 ) -> dict:
     """:func:`start_values`, compiled once per algorithm and set-up (redone by
     L-BFGS where the conjugate sites' closed form was not kept).
@@ -159,7 +165,7 @@ def start_values_jit(
     ----------
     vem : VEM
         The algorithm.
-    whole : _Whole
+    whole : Whole
         The one-device layout.
     rng_key : PRNGKey
         The start's key.
@@ -182,8 +188,8 @@ def start_values_jit(
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def initial_state(
     vem: Any,
-    whole: _Whole,
-    layout: _Whole | _Shards,
+    whole: Whole,
+    layout: Whole | Shards,
     keys: PRNGKey,
     values: dict[str, Array] | None,
     dyn_whole: tuple,
@@ -201,9 +207,9 @@ def initial_state(
     ----------
     vem : VEM
         The algorithm (static).
-    whole : _Whole
+    whole : Whole
         The one-device layout (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout (static).
     keys : PRNGKey [2]
         ``jax.random.split`` of the fit's key: the key of the start (and of the
@@ -292,7 +298,7 @@ def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance
 
 @bounded_cache(64)
 def step_for(
-    vem: Any, layout: _Whole | _Shards, tolerance: float, defer: bool = False
+    vem: Any, layout: Whole | Shards, tolerance: float, defer: bool = False
 ) -> Callable[[Array, VEMState, tuple], tuple[VEMState, Array]]:
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).
@@ -312,7 +318,7 @@ def step_for(
     ----------
     vem : VEM
         The algorithm.
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout.
     tolerance : float
         Relative improvement below which the fit stops.

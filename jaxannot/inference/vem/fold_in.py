@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxannot.inference.vem.checks import checked_start, missing_globals, model_errors
 from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
 from jaxannot.inference.vem.joint_enumeration import marginals
-from jaxannot.inference.vem.layout import _Whole, fold_in, fold_in_all, log_joint_all
+from jaxannot.inference.vem.layout import Whole, fold_in, fold_in_all, log_joint_all
 from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import VEMResult
@@ -93,7 +93,7 @@ class FoldIn:
                 f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
             )
         values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
-        layout = _Whole(setup)
+        layout = Whole(setup)
         draws, smallest = laplace_draws(
             self.declared,
             layout,
@@ -246,12 +246,12 @@ class FoldIn:
 
 def _log_joints(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
     """:func:`~jaxannot.inference.vem.layout.log_joint_all` on one device."""
-    return log_joint_all(dm, _Whole(setup), values, dynamic)
+    return log_joint_all(dm, Whole(setup), values, dynamic)
 
 
 def _posteriors(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
     """:func:`~jaxannot.inference.vem.layout.fold_in` on one device."""
-    return fold_in(dm, _Whole(setup), values, dynamic)
+    return fold_in(dm, Whole(setup), values, dynamic)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))

@@ -45,10 +45,15 @@ from jaxannot.inference.vem.model_call import ModelCall
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
-    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.inference.vem.layout import Shards, Whole
     from jaxannot.types import Array, PRNGKey
 
-__all__: list[str] = []  # private: VEM's start and Laplace draws
+__all__ = [
+    "MAX_LAPLACE_DIM",
+    "laplace_draws",
+    "maximize_expected",
+    "random_posteriors",
+]
 
 #: Largest number of unconstrained coordinates :func:`laplace_draws` accepts: its
 #: Hessian is dense (``D**2`` floats, 64 MiB at this size in float32).
@@ -77,7 +82,7 @@ def random_posteriors(rng_key: PRNGKey, num_images: int, num_values: int) -> Arr
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def maximize_expected(
     dm: DeclaredModel,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     num_steps: int,
     values: dict[str, Array],
     phi: Array,
@@ -92,7 +97,7 @@ def maximize_expected(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout (static).
     num_steps : int
         L-BFGS steps (static).
@@ -123,7 +128,7 @@ def maximize_expected(
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def laplace_draws(
     dm: DeclaredModel,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     num_draws: int,
     rng_key: PRNGKey,
     values: dict[str, Array],
@@ -139,7 +144,7 @@ def laplace_draws(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout (static).
     num_draws : int
         Draws (static).

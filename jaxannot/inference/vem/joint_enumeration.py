@@ -30,13 +30,13 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
-from jaxannot.inference.vem.declaration import _in_plate
-from jaxannot.inference.vem.log_joint import _site_log_prob
+from jaxannot.inference.vem.enumeration import site_in_plate
+from jaxannot.inference.vem.log_joint import site_log_prob
 
 if TYPE_CHECKING:
     from jaxannot.types import Array
 
-__all__: list[str] = []
+__all__ = ["collapsed_log_joint", "marginals"]
 
 
 def _split_terms(trace, plate, image_dim, nested_plates, rescale, size):
@@ -49,9 +49,9 @@ def _split_terms(trace, plate, image_dim, nested_plates, rescale, size):
     elements = math.prod(n for _, _, n in nested_plates)
     item, nested = jnp.zeros(size), jnp.zeros((size, elements))
     for site in trace.values():
-        if site["type"] != "sample" or not _in_plate(site, plate):
+        if site["type"] != "sample" or not site_in_plate(site, plate):
             continue
-        lp = _site_log_prob(site, rescale)
+        lp = site_log_prob(site, rescale)
         own = {f.name for f in site["cond_indep_stack"]}
         axis = lp.ndim + image_dim
         if names and names <= own:

@@ -3,8 +3,8 @@
 A *layout* is the static part of a fit that says how the image axis is laid out;
 the compiled EM step asks it for the pieces that touch that axis:
 
-- :class:`_Whole`: one device, the arrays as given (the reference path).
-- :class:`_Shards`: the image axis padded to a multiple of the device count and split
+- :class:`Whole`: one device, the arrays as given (the reference path).
+- :class:`Shards`: the image axis padded to a multiple of the device count and split
   over a one-axis mesh (:mod:`jaxannot.runtime.sharding`). The local log joint
   :math:`a` is computed by ``shard_map`` on each device's block of images (the
   model is traced on the block, so its plate has the block's size); the sums over
@@ -31,17 +31,18 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from jaxannot.inference.vem.declaration import _inspect, _subsamples
-from jaxannot.inference.vem.log_joint import Setup, _split_leaves
+from jaxannot.inference.vem.declaration import inspect_model, read_subsamples
+from jaxannot.inference.vem.log_joint import Setup, split_leaves
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import ExactEStep
 from jaxannot.runtime import sharding
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
-    from jaxannot.types import Array
+    from jaxannot.inference.vem.steps import EStep, VEMState
+    from jaxannot.types import Array, PRNGKey
 
-__all__: list[str] = []
+__all__ = ["Shards", "Whole", "fold_in", "fold_in_all", "log_joint_all", "plan"]
 
 _log = logging.getLogger(__name__)
 
@@ -73,29 +74,135 @@ def _log_prior(dm: DeclaredModel, setup: Setup, values, dynamic):
     return ModelCall.join(dm, setup, dynamic).log_prior(values)
 
 
-class _Whole(NamedTuple):
-    """Every image on one device, as given."""
+class Whole(NamedTuple):
+    """Every image on one device, as given.
+
+    Parameters
+    ----------
+    setup : Setup
+        The static set-up of the call.
+    """
 
     setup: Setup
 
-    def join(self, dynamic):
+    def join(self, dynamic: tuple) -> tuple[tuple, dict]:
+        """The call's ``(args, kwargs)`` from its array leaves (:meth:`Setup.join`).
+
+        Parameters
+        ----------
+        dynamic : tuple
+            The array leaves, in order.
+
+        Returns
+        -------
+        tuple of (tuple, dict)
+            The model's positional and keyword arguments.
+        """
         return self.setup.join(dynamic)
 
-    def log_joint(self, dm, values, dynamic):
+    def log_joint(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        """The log joint :math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)`.
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value :math:`\\theta`.
+        dynamic : tuple
+            The model's array arguments.
+
+        Returns
+        -------
+        jax.Array [images, K]
+            The log joints.
+        """
         return _log_joint(dm, self.setup, values, dynamic)
 
-    def log_prior(self, dm, values, dynamic):
+    def log_prior(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        """The log density of the sites outside the plate, :math:`\\log p(\\theta)`.
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value.
+        dynamic : tuple
+            The model's array arguments.
+
+        Returns
+        -------
+        jax.Array
+            The log prior, a scalar.
+        """
         return _log_prior(dm, self.setup, values, dynamic)
 
-    def estep(self, estep, arrays, rng_key, phi, a):
+    def estep(
+        self, estep: EStep, arrays: Any, rng_key: PRNGKey, phi: Array, a: Array
+    ) -> tuple[Array, Array]:
+        """The E-step transform on every image (:meth:`EStep.apply`).
+
+        Parameters
+        ----------
+        estep : EStep
+            The transform.
+        arrays : pytree
+            Its arrays.
+        rng_key : PRNGKey
+            Its key.
+        phi : jax.Array [images, K]
+            The previous posteriors.
+        a : jax.Array [images, K]
+            The log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The new posteriors and the E-step's objective.
+        """
         return estep.apply(arrays, rng_key, phi, a)
 
-    def statistics(self, phi):
-        """The posteriors the M-step sums over (all of them)."""
+    def statistics(self, phi: Array) -> Array:
+        """The posteriors the M-step sums over (all of them).
+
+        Parameters
+        ----------
+        phi : jax.Array [images, K]
+            The posteriors.
+
+        Returns
+        -------
+        jax.Array [images, K]
+            ``phi``.
+        """
         return phi
 
-    def expected(self, dm, values, phi, dynamic):
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk."""
+    def expected(
+        self, dm: DeclaredModel, values: dict[str, Array], phi: Array, dynamic: tuple
+    ) -> Array:
+        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk.
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value :math:`\\theta`.
+        phi : jax.Array [images, K]
+            The posteriors.
+        dynamic : tuple
+            The model's array arguments.
+
+        Returns
+        -------
+        jax.Array
+            The expected complete log joint, a scalar.
+        """
         setup = self.setup
         chunks, valid = dm.chunk_indices(setup)
         phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
@@ -109,18 +216,70 @@ class _Whole(NamedTuple):
         total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
         return total + self.log_prior(dm, values, dynamic)
 
-    def constrain(self, phi):
+    def constrain(self, phi: Array) -> Array:
+        """Per-image values placed as the layout keeps them (as they are here).
+
+        Parameters
+        ----------
+        phi : jax.Array [images, ...]
+            Values with the image axis first.
+
+        Returns
+        -------
+        jax.Array [images, ...]
+            ``phi``.
+        """
         return phi
 
-    def place(self, state, e_arrays):
+    def place(self, state: VEMState, e_arrays: Any) -> tuple[VEMState, Any]:
+        """The loop's state and the E-step's arrays placed for the loop (as given).
+
+        Parameters
+        ----------
+        state : VEMState
+            The loop's state.
+        e_arrays : pytree
+            The E-step's arrays.
+
+        Returns
+        -------
+        tuple of (VEMState, pytree)
+            ``(state, e_arrays)``.
+        """
         return state, e_arrays
 
-    def real(self, phi):
+    def real(self, phi: Array) -> Array:
+        """The rows of the real images (all of them).
+
+        Parameters
+        ----------
+        phi : jax.Array [images, K]
+            The posteriors.
+
+        Returns
+        -------
+        jax.Array [images, K]
+            ``phi``.
+        """
         return phi
 
 
-class _Shards(NamedTuple):
-    """The image axis padded and split over ``mesh`` (see the module docstring)."""
+class Shards(NamedTuple):
+    """The image axis padded and split over ``mesh`` (see the module docstring).
+
+    Parameters
+    ----------
+    setup : Setup
+        The padded whole: plate size ``num_padded``.
+    local : Setup
+        One device's block: plate size ``num_padded // devices``.
+    mesh : jax.sharding.Mesh
+        The one-axis mesh of the devices.
+    num_real : int
+        The images before padding.
+    per_image : tuple of bool
+        Which array arguments have the image axis first.
+    """
 
     setup: Setup  # the padded whole: plate size num_padded
     local: Setup  # one device's block: plate size num_padded // devices
@@ -130,21 +289,73 @@ class _Shards(NamedTuple):
 
     @property
     def num_padded(self) -> int:
+        """The images after padding (a multiple of the device count)."""
         return self.setup.structure.num_images
 
-    def join(self, dynamic):
+    def join(self, dynamic: tuple) -> tuple[tuple, dict]:
+        """The call's ``(args, kwargs)`` from its array leaves (:meth:`Setup.join`).
+
+        Parameters
+        ----------
+        dynamic : tuple
+            The array leaves, in order.
+
+        Returns
+        -------
+        tuple of (tuple, dict)
+            The model's positional and keyword arguments.
+        """
         return self.setup.join(dynamic)
 
-    def weights(self):
+    def weights(self) -> Array:
+        """1 for a real image, 0 for a padded one.
+
+        Returns
+        -------
+        jax.Array [num_padded]
+            The weights, float32.
+        """
         return (jnp.arange(self.num_padded) < self.num_real).astype(jnp.float32)
 
-    def constrain(self, phi):
+    def constrain(self, phi: Array) -> Array:
+        """Per-image values split over the devices by their image axis.
+
+        Parameters
+        ----------
+        phi : jax.Array [num_padded, ...]
+            Values with the image axis first.
+
+        Returns
+        -------
+        jax.Array [num_padded, ...]
+            ``phi`` under that sharding constraint.
+        """
         return lax.with_sharding_constraint(phi, sharding.image_sharding(self.mesh))
 
     def _specs(self):
         return tuple(P(sharding.AXIS) if p else P() for p in self.per_image)
 
-    def log_joint(self, dm, values, dynamic):
+    def log_joint(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        """The log joint :math:`a_{ik}`, each device's block traced and computed
+        there (``shard_map``).
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value (replicated).
+        dynamic : tuple
+            The model's array arguments, placed by :func:`plan`.
+
+        Returns
+        -------
+        jax.Array [num_padded, K]
+            The log joints, split over the devices.
+        """
+
         def local(values, *leaves):
             return ModelCall.join(dm, self.local, leaves).log_joint(values)
 
@@ -159,7 +370,31 @@ class _Shards(NamedTuple):
         )(values, *dynamic)
         return self.constrain(a)
 
-    def estep(self, estep, arrays, rng_key, phi, a):
+    def estep(
+        self, estep: EStep, arrays: Any, rng_key: PRNGKey, phi: Array, a: Array
+    ) -> tuple[Array, Array]:
+        """The E-step transform: the exact one per image on each device, one that
+        couples images (a graph) on the real images, replicated.
+
+        Parameters
+        ----------
+        estep : EStep
+            The transform.
+        arrays : pytree
+            Its arrays.
+        rng_key : PRNGKey
+            Its key.
+        phi : jax.Array [num_padded, K]
+            The previous posteriors.
+        a : jax.Array [num_padded, K]
+            The log joints.
+
+        Returns
+        -------
+        tuple of (jax.Array, jax.Array)
+            The new posteriors (split over the devices) and the E-step's objective
+            over the real images.
+        """
         if type(estep) is ExactEStep:  # per image: stays on each device
             q = jnp.where(self.weights() > 0, jax.nn.logsumexp(a, axis=-1), 0.0)
             return self.constrain(jax.nn.softmax(a, axis=-1)), q.sum()
@@ -169,22 +404,85 @@ class _Shards(NamedTuple):
         rest = jax.nn.softmax(a[n:], axis=-1)
         return self.constrain(jnp.concatenate([phi_r, rest])), q
 
-    def statistics(self, phi):
-        """Posteriors with the padded images' rows zeroed."""
+    def statistics(self, phi: Array) -> Array:
+        """Posteriors with the padded images' rows zeroed.
+
+        Parameters
+        ----------
+        phi : jax.Array [num_padded, K]
+            The posteriors.
+
+        Returns
+        -------
+        jax.Array [num_padded, K]
+            The posteriors the M-step sums over.
+        """
         return phi * self.weights()[:, None]
 
-    def log_prior(self, dm, values, dynamic):
+    def log_prior(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        """The log density of the sites outside the plate, :math:`\\log p(\\theta)`.
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value.
+        dynamic : tuple
+            The model's array arguments.
+
+        Returns
+        -------
+        jax.Array
+            The log prior, a scalar.
+        """
         return _log_prior(dm, self.setup, values, dynamic)
 
-    def expected(self, dm, values, phi, dynamic):
+    def expected(
+        self, dm: DeclaredModel, values: dict[str, Array], phi: Array, dynamic: tuple
+    ) -> Array:
+        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)` over the real
+        images.
+
+        Parameters
+        ----------
+        dm : DeclaredModel
+            The model.
+        values : dict
+            Site -> global value :math:`\\theta`.
+        phi : jax.Array [num_padded, K]
+            The posteriors.
+        dynamic : tuple
+            The model's array arguments.
+
+        Returns
+        -------
+        jax.Array
+            The expected complete log joint, a scalar.
+        """
         a = self.log_joint(dm, values, dynamic)
         ok = self.weights()[:, None] > 0
         total = jnp.where(ok, phi * a, 0.0).sum()
         return total + self.log_prior(dm, values, dynamic)
 
-    def place(self, state, e_arrays):
+    def place(self, state: VEMState, e_arrays: Any) -> tuple[VEMState, Any]:
         """The loop's state and the E-step's arrays replicated, the posteriors
-        (current and, if kept, best) split over the devices."""
+        (current and, if kept, best) split over the devices.
+
+        Parameters
+        ----------
+        state : VEMState
+            The loop's state.
+        e_arrays : pytree
+            The E-step's arrays.
+
+        Returns
+        -------
+        tuple of (VEMState, pytree)
+            Both, placed.
+        """
         state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
@@ -197,7 +495,19 @@ class _Shards(NamedTuple):
         )
         return state, e_arrays
 
-    def real(self, phi):
+    def real(self, phi: Array) -> Array:
+        """The rows of the real images, gathered on one device.
+
+        Parameters
+        ----------
+        phi : jax.Array [num_padded, K]
+            The posteriors.
+
+        Returns
+        -------
+        jax.Array [num_real, K]
+            Their first ``num_real`` rows.
+        """
         return sharding.gather(_first_rows(phi, self.num_real))
 
 
@@ -209,7 +519,7 @@ def _first_rows(x, n):
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def log_joint_all(
     dm: DeclaredModel,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     values: dict[str, Array],
     dynamic: tuple,
 ) -> Array:
@@ -219,7 +529,7 @@ def log_joint_all(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The layout (static).
     values : dict
         Site -> global value.
@@ -237,7 +547,7 @@ def log_joint_all(
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def fold_in(
     dm: DeclaredModel,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     values: dict[str, Array],
     dynamic: tuple,
 ) -> Array:
@@ -247,7 +557,7 @@ def fold_in(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The layout (static).
     values : dict
         Site -> global value.
@@ -265,7 +575,7 @@ def fold_in(
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def fold_in_all(
-    dm: DeclaredModel, layout: _Whole | _Shards, draws: dict[str, Array], dynamic: tuple
+    dm: DeclaredModel, layout: Whole | Shards, draws: dict[str, Array], dynamic: tuple
 ) -> Array:
     """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
     [draws, images, K], one draw at a time.
@@ -274,7 +584,7 @@ def fold_in_all(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The layout (static).
     draws : dict
         Site -> draws [draws, ...].
@@ -291,7 +601,7 @@ def fold_in_all(
 
 def plan(
     vem: Any, setup: Setup, args: tuple, kwargs: dict, dynamic: tuple
-) -> tuple[_Whole | _Shards, tuple]:
+) -> tuple[Whole | Shards, tuple]:
     """The layout of a fit and its dynamic leaves placed for it.
 
     Shards when more than one device is to be used (``vem.devices``), the fit has
@@ -314,14 +624,14 @@ def plan(
 
     Returns
     -------
-    tuple of (_Whole or _Shards, tuple)
+    tuple of (Whole or Shards, tuple)
         The layout and the array arguments placed for it.
     """
     devices = () if vem.devices is None else tuple(vem.devices)
     n = setup.structure.num_images
     per_image = tuple(np.ndim(x) >= 1 and np.shape(x)[0] == n for x in dynamic)
     if len(devices) < 2 or vem.terms or not any(per_image):
-        return _Whole(setup), dynamic
+        return Whole(setup), dynamic
     mesh = sharding.image_mesh(devices)
     n_pad = sharding.pad_images(n, mesh.size)
     n_local = n_pad // mesh.size
@@ -339,12 +649,12 @@ def plan(
             "from the per-image arrays",
             vem.plate,
         )
-        return _Whole(setup), dynamic
+        return Whole(setup), dynamic
     whole = setup._replace(
         structure=dataclasses.replace(setup.structure, num_images=n_pad),
         subsamples=local.subsamples,
     )
-    layout = _Shards(whole, local, mesh, n, per_image)
+    layout = Shards(whole, local, mesh, n, per_image)
     placed = tuple(
         sharding.put(
             x,
@@ -361,17 +671,17 @@ def _layout_setup(vem, setup: Setup, block) -> Setup | None:
     args, kwargs = setup.join(tuple(map(jnp.asarray, block)), unwrap=False)
     dm = vem.declared
     try:
-        structure = _inspect(dm.model, dm.local_site, dm.plate, args, kwargs)
+        structure = inspect_model(dm.model, dm.local_site, dm.plate, args, kwargs)
     except (ValueError, TypeError, IndexError):
         return None
     n = structure.num_images
-    subsamples, _ = _subsamples(
+    subsamples, _ = read_subsamples(
         dm.model, dm.plate, dm.local_site, structure, args, kwargs
     )
     chunk = min(dm.chunk_size, n)
     if chunk < n and not subsamples:
         chunk = n  # the block in one piece, as a model read without the plate needs
-    treedef, static, is_dynamic, _ = _split_leaves(args, kwargs)
+    treedef, static, is_dynamic, _ = split_leaves(args, kwargs)
     return Setup(
         structure, subsamples, chunk, -(-n // chunk), treedef, static, is_dynamic
     )

@@ -35,12 +35,12 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
-from jaxannot.inference.vem.log_joint import _per_image
+from jaxannot.inference.vem.log_joint import per_image_log_density
 
 if TYPE_CHECKING:
     from jaxannot.types import Array
 
-__all__ = ["NEWTON_STEPS"]
+__all__ = ["NEWTON_STEPS", "local_maps", "profile_log_joint"]
 
 #: Damped Newton steps of each local maximization (from 0; quadratic convergence
 #: near the maximum, so 16 reach float32 accuracy on the annotation models).
@@ -152,7 +152,9 @@ def _profile_chunk(call: Any, values, idx):
             subs = call.substitutions(vals, idx, k)
             subs.update(_unflatten(layout, u))
             trace = call.trace(subs)
-            return _per_image(trace, dm.plate, s.image_dim, rescale, idx.shape[0])
+            return per_image_log_density(
+                trace, dm.plate, s.image_dim, rescale, idx.shape[0]
+            )
 
         start = jnp.zeros((idx.shape[0], _dim(layout)))
         u_hat = lax.stop_gradient(_maximize(lambda u: f(u, fixed), start))

@@ -22,7 +22,7 @@ from jaxannot.inference.vem.steps import terms_value
 if TYPE_CHECKING:
     from numpyro.distributions.transforms import Transform
 
-    from jaxannot.inference.vem.layout import _Shards, _Whole
+    from jaxannot.inference.vem.layout import Shards, Whole
     from jaxannot.types import Array, ArrayTree
 
 __all__ = ["conjugate_only", "m_step", "optax_steps"]
@@ -30,7 +30,7 @@ __all__ = ["conjugate_only", "m_step", "optax_steps"]
 
 def m_step(
     vem: Any,
-    layout: _Whole | _Shards,
+    layout: Whole | Shards,
     transforms: dict[str, Transform],
     values: dict[str, Array],
     opt_state: ArrayTree,
@@ -55,7 +55,7 @@ def m_step(
     ----------
     vem : VEM
         The algorithm.
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout.
     transforms : dict
         Site -> transform onto its support.
@@ -120,7 +120,7 @@ def m_step(
 
 
 def conjugate_only(
-    vem: Any, layout: _Whole | _Shards, values: dict[str, Array], dynamic: tuple
+    vem: Any, layout: Whole | Shards, values: dict[str, Array], dynamic: tuple
 ) -> dict[str, str]:
     """The conjugate sites (:func:`~jaxannot.inference.vem.conjugate.conjugate_sites`)
     where they are every global site of a model with neither a closed form nor extra
@@ -131,7 +131,7 @@ def conjugate_only(
     ----------
     vem : VEM
         The algorithm.
-    layout : _Whole or _Shards
+    layout : Whole or Shards
         The fit's layout.
     values : dict
         Site -> current global value.

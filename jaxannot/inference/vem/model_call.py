@@ -23,13 +23,13 @@ import numpyro
 from jax import lax
 from numpyro.distributions.transforms import biject_to
 
-from jaxannot.inference.vem.declaration import _support, _trace
+from jaxannot.inference.vem.declaration import site_support, trace_model
 from jaxannot.inference.vem.joint_enumeration import collapsed_log_joint
 from jaxannot.inference.vem.local_map import profile_log_joint
 from jaxannot.inference.vem.log_joint import (
     Setup,
-    _out_of_plate,
-    _per_image,
+    out_of_plate_log_density,
+    per_image_log_density,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class ModelCall(NamedTuple):
         dict
             numpyro's trace.
         """
-        return _trace(self.declared.model, substitutions, self.args, self.kwargs)
+        return trace_model(self.declared.model, substitutions, self.args, self.kwargs)
 
     def substitutions(
         self, values: dict[str, Array], idx: Array, local: Any
@@ -148,7 +148,9 @@ class ModelCall(NamedTuple):
 
         def at(k):  # k: a scalar, broadcast over the plate
             trace = self.trace(self.substitutions(values, idx, k))
-            return _per_image(trace, plate, s.image_dim, rescale, idx.shape[0])
+            return per_image_log_density(
+                trace, plate, s.image_dim, rescale, idx.shape[0]
+            )
 
         return jax.vmap(at, out_axes=1)(jnp.arange(s.num_values))
 
@@ -194,7 +196,7 @@ class ModelCall(NamedTuple):
         subs = dict(values)
         subs.update(self.declared.small_substitutions(self.setup))
         with numpyro.validation_enabled(False):
-            return _out_of_plate(self.trace(subs), self.declared.plate)
+            return out_of_plate_log_density(self.trace(subs), self.declared.plate)
 
     def transforms(self) -> dict[str, Transform]:
         """The transform from unconstrained coordinates onto each global site's
@@ -206,4 +208,6 @@ class ModelCall(NamedTuple):
             Site -> ``biject_to`` of its support.
         """
         trace = self.trace(self.declared.small_substitutions(self.setup))
-        return {k: biject_to(_support(trace[k])) for k in self.setup.structure.globals_}
+        return {
+            k: biject_to(site_support(trace[k])) for k in self.setup.structure.globals_
+        }

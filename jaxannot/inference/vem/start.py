@@ -35,14 +35,18 @@ import numpyro.distributions as dist
 from jax import lax
 from numpyro import handlers
 
-from jaxannot.inference.vem.declaration import _trace
-from jaxannot.inference.vem.enumeration import _first_value, _in_plate, _unwrap
+from jaxannot.inference.vem.declaration import trace_model
+from jaxannot.inference.vem.enumeration import (
+    base_distribution,
+    first_value_of,
+    site_in_plate,
+)
 
 if TYPE_CHECKING:
-    from jaxannot.inference.vem.layout import _Whole
+    from jaxannot.inference.vem.layout import Whole
     from jaxannot.types import Array
 
-__all__: list[str] = []
+__all__ = ["num_uniforms", "start_posteriors"]
 
 #: Weight of the Dirichlet(1) rows mixed into the data-driven posteriors.
 NOISE = 0.1
@@ -70,7 +74,7 @@ def num_uniforms(num_images: int, num_values: int) -> int:
 
 
 def start_posteriors(
-    vem: Any, whole: _Whole, uniforms: Array, values: dict[str, Array], dynamic: tuple
+    vem: Any, whole: Whole, uniforms: Array, values: dict[str, Array], dynamic: tuple
 ) -> jax.Array:
     """The default start's posteriors ``[images, K]`` (module docstring), with the
     global sites at ``values`` in the model's trace.
@@ -83,7 +87,7 @@ def start_posteriors(
     ----------
     vem : VEM
         The algorithm.
-    whole : _Whole
+    whole : Whole
         The one-device layout.
     uniforms : jax.Array [num_uniforms(images, K)]
         Uniform draws on [0, 1) of the noise and of k-means.
@@ -115,7 +119,7 @@ def start_posteriors(
 
 
 def _num_categories(fn) -> int | None:
-    base = _unwrap(fn)
+    base = base_distribution(fn)
     if isinstance(base, dist.CategoricalProbs):
         return base.probs.shape[-1]
     if isinstance(base, dist.CategoricalLogits):
@@ -137,16 +141,16 @@ def _observed(vem, whole, values, dynamic):
         if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
             return None
         shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
-        return _first_value(msg["fn"], shape)
+        return first_value_of(msg["fn"], shape)
 
     args, kwargs = whole.join(dynamic)
     model = handlers.substitute(dm.model, substitute_fn=first_value)
-    trace = _trace(model, subs, args, kwargs)
+    trace = trace_model(model, subs, args, kwargs)
     votes, features = [], []
     for site in trace.values():
         if not (site["type"] == "sample" and site["is_observed"]):
             continue
-        if not _in_plate(site, dm.plate):
+        if not site_in_plate(site, dm.plate):
             continue
         value = jnp.asarray(site["value"])
         event = len(site["fn"].event_shape)
