@@ -5,11 +5,8 @@ Each paper notebook is executed once, by its own test file (so that ``--dist
 loadfile`` spreads them over the workers), through the ``execute_notebook`` fixture."""
 
 import base64
-import functools
 import importlib.util
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -27,49 +24,19 @@ _spec.loader.exec_module(nbexec)
 # JAX compilation on a loaded 2-core machine can take several
 CELL_TIMEOUT = 900
 PNG = b"\x89PNG\r\n\x1a\n"
-#: On top of ``fast_compile_flags``: XLA's CPU backend emits the loop fusions with its
-#: older LLVM IR emitter, not the MLIR fusion emitters (the default of recent jaxlibs).
-#: The small modes' programs compile in about half the CPU (the harmoniums notebook's
-#: ``fit_cd``, the modelling notebook's VEM and SVI loops); results move in the last
-#: digits, as with ``FAST_COMPILE`` (the modelling notebook's LapVar1 test tag MAP
-#: 0.401688 -> 0.401691), and the checks are on what the runs compute.
-EMITTER_FLAG = "--xla_cpu_use_fusion_emitters=false"
-
-
-@functools.cache
-def _knows(flag: str) -> bool:
-    """Whether this jaxlib accepts the XLA flag (XLA aborts a process on an unknown
-    one): a start of JAX with it, once per test process."""
-    probe = subprocess.run(
-        [sys.executable, "-c", "import jax; jax.numpy.zeros(1).block_until_ready()"],
-        env={**os.environ, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-    )
-    return probe.returncode == 0
 
 
 @pytest.fixture
-def kernel_xla_flags(fast_compile_flags):
-    """``XLA_FLAGS`` of the notebooks' kernels: ``fast_compile_flags`` and
-    ``EMITTER_FLAG`` where this jaxlib knows it (older jaxlibs have no fusion
-    emitters to turn off)."""
-    if not _knows(EMITTER_FLAG):
-        return fast_compile_flags
-    return f"{fast_compile_flags} {EMITTER_FLAG}"
-
-
-@pytest.fixture
-def execute_notebook(data_root, kernel_xla_flags):
+def execute_notebook(data_root, fast_compile_flags):
     """``run(name, args="--small") -> (notebook, pngs, text)``: executes
     ``notebooks/NAME.ipynb`` with nbclient in a fresh ``python3`` kernel on the real
     data (``JAXANNOT_DATA``) with ``JAXANNOT_NOTEBOOK_ARGS=args``. Every figure in the
     outputs is a PNG and no output names a machine path; ``text`` is every text
     output joined: the printed lines (what ``python NAME.py`` writes to stdout and
     stderr) and the cells' results. The kernel's XLA compiles cheaply
-    (``kernel_xla_flags``): the small modes are smoke runs whose time is mostly
+    (``fast_compile_flags``): the small modes are smoke runs whose time is mostly
     XLA compiling (the harmoniums notebook's 8 ``fit_cd`` and 5 SVM programs, each K
-    and model its own), and the checks are on their results, not their speed; its
-    loop fusions are emitted by XLA's older, cheaper emitter."""
+    and model its own), and the checks are on their results, not their speed."""
 
     def run(name, args="--small"):
         nb = nbexec.execute(
@@ -79,7 +46,7 @@ def execute_notebook(data_root, kernel_xla_flags):
             env={
                 "JAXANNOT_DATA": str(data_root),
                 "OPENBLAS_NUM_THREADS": "1",
-                "XLA_FLAGS": kernel_xla_flags,
+                "XLA_FLAGS": fast_compile_flags,
             },
         )
         pngs = [base64.b64decode(p) for p in nbexec.images(nb)]
