@@ -31,16 +31,18 @@ import jax.numpy as jnp
 
 from jaxannot.inference.vem.declaration import (
     DeclarationError,
+    Structure,
+    abstract_trace,
     read_by_value,
-    read_subsamples,
 )
+from jaxannot.inference.vem.enumeration import site_in_plate
 from jaxannot.inference.vem.log_joint import Setup, split_leaves
 from jaxannot.runtime.static_key import value_key
 
 if TYPE_CHECKING:
     from jaxannot.types import Array
 
-__all__ = ["DeclaredModel", "reused", "reusing_setups"]
+__all__ = ["DeclaredModel", "read_subsamples", "reused", "reusing_setups"]
 
 T = TypeVar("T")
 
@@ -218,3 +220,57 @@ class DeclaredModel:
         return jnp.asarray(np.where(valid, idx, 0).reshape(-1, chunk)), jnp.asarray(
             valid.reshape(-1, chunk)
         )
+
+
+def read_subsamples(
+    model: Callable,
+    plate: str,
+    local_site: str,
+    structure: Structure,
+    args: tuple,
+    kwargs: dict,
+) -> tuple[bool, Exception | None]:
+    """Whether the model's observed in-plate sites follow the plate's indices (the
+    model reads its data through them, so a chunk of images can be traced alone).
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    plate : str
+        Its item plate.
+    local_site : str
+        Its local site.
+    structure : Structure
+        Its structure.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple of (bool, Exception or None)
+        Whether they do, and the error a trace on two images' indices raised
+        (None if it ran).
+    """
+    dim = structure.image_dim
+
+    def read(trace):
+        observed = [
+            v
+            for v in trace.values()
+            if v["type"] == "sample" and v["is_observed"] and site_in_plate(v, plate)
+        ]
+        return all(
+            jnp.shape(v["value"])[dim - len(v["fn"].event_shape)] == 2 for v in observed
+        )
+
+    try:
+        substitutions = {
+            plate: np.arange(2, dtype=np.int32),
+            local_site: structure.local_value(2),
+        }
+        return abstract_trace(model, substitutions, args, kwargs, read), None
+    except (ValueError, TypeError, IndexError) as error:
+        return False, error

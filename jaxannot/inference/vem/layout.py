@@ -31,7 +31,8 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from jaxannot.inference.vem.declaration import inspect_model, read_subsamples
+from jaxannot.inference.vem.declaration import inspect_model
+from jaxannot.inference.vem.declared import read_subsamples
 from jaxannot.inference.vem.log_joint import Setup, split_leaves
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import ExactEStep
