@@ -42,12 +42,14 @@ import numpyro
 import numpyro.distributions as dist
 from jax import lax
 from jax.scipy.special import logsumexp
+from numpyro.distributions.util import validate_sample
 
 if TYPE_CHECKING:
     from jaxannot.types import Array
 
 __all__ = [
     "BagOfWords",
+    "TokenCategorical",
     "MixtureParams",
     "mixture_of_unigrams",
     "closed_form_m_step",
@@ -96,6 +98,27 @@ class BagOfWords(dist.MultinomialProbs):
         if all(d == 1 for d in log_p.shape[:-1]):
             return value @ log_p.reshape(-1)
         return (value * log_p).sum(-1)
+
+
+class TokenCategorical(dist.CategoricalProbs):
+    r"""``Categorical(probs)`` whose log mass at one probability vector is a lookup.
+
+    When every token shares one probability vector ``probs`` [V] (as when
+    :class:`~jaxannot.inference.VEM` evaluates the model at one topic value for a
+    chunk of images) :math:`\log p_{x}` is read from the vector of logs by the
+    token ids, one element per token; ``vmap`` over the topic values makes it one
+    gather of a row of :math:`\log\beta^\top` per token. numpyro's
+    ``Categorical`` broadcasts the vector to every token first, which makes the
+    same gather slower on CPU (issue 46). With a batch of probability vectors
+    it is numpyro's ``Categorical``. Ids must lie in ``[0, V)``; an id outside
+    is clipped.
+    """
+
+    @validate_sample
+    def log_prob(self, value: Array) -> Array:
+        if jnp.ndim(self.probs) > 1:
+            return super().log_prob(value)
+        return self.logits.at[value].get(mode="clip")
 
 
 # ---------------------------------------------------------------- declaration
@@ -246,7 +269,8 @@ def mixture_of_unigrams_tokens(
     The generative process of :func:`mixture_of_unigrams` with every token declared:
     inside ``plate("image")`` (dim -2) the topic ``"z"``, then per view ``v`` a
     ``plate("token_v")`` (dim -1) over the image's token slots and the observed
-    ``Categorical(beta_v[z])`` site ``"tokens_v"``, masked where the id is ``-1``
+    ``Categorical(beta_v[z])`` site ``"tokens_v"`` (a :class:`TokenCategorical`,
+    whose log mass is a lookup), masked where the id is ``-1``
     (padding). The ids are read through the image plate
     (``numpyro.subsample``), so :class:`~jaxannot.inference.VEM` streams the images
     in chunks; its closed-form M-step is :func:`closed_form_m_step_tokens`
@@ -277,23 +301,25 @@ def mixture_of_unigrams_tokens(
             with numpyro.plate(f"token_{v}", ids.shape[-1], dim=-1):
                 numpyro.sample(
                     f"tokens_{v}",
-                    dist.Categorical(beta[z]).mask(ids >= 0),
+                    TokenCategorical(beta[z]).mask(ids >= 0),
                     obs=jnp.maximum(ids, 0),
                 )
 
 
 #: Images per block of :func:`token_statistics` (a block's work: block x tokens x
-#: topics floats, 8 MB at 25 tokens and 20 topics).
-STATISTICS_BLOCK = 4096
+#: topics floats, 2 MB at 25 tokens and 20 topics: it stays in cache).
+STATISTICS_BLOCK = 1024
 
 
 def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.Array:
     r"""Expected topic-word counts :math:`\sum_d \phi_{dk} n_{dw}` from token ids.
 
     A ``fori_loop`` over blocks of :data:`STATISTICS_BLOCK` images, each a
-    ``segment_sum`` of its tokens' posteriors: the posteriors are read once and the
-    work memory is one block's, whatever the number of images. The last block is
-    shifted back to end at the last image, its rows already counted masked out.
+    scatter-add of its tokens' posteriors into the rows of their words: the
+    posteriors are read once and the work memory is one block's, whatever the
+    number of images. Padding (and the rows of the last block already counted: it
+    is shifted back to end at the last image) goes to an extra row, dropped at
+    the end, so no token's weight is multiplied by a mask.
 
     Parameters
     ----------
@@ -313,16 +339,13 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
         start = jnp.minimum(i * size, n - size)
         ids = lax.dynamic_slice_in_dim(tokens, start, size)
         fresh = start + jnp.arange(size) >= i * size
-        weights = jnp.where(
-            fresh[:, None], lax.dynamic_slice_in_dim(phi, start, size), 0
-        )
-        per_token = weights[:, None, :] * (ids >= 0)[:, :, None]
-        return stats + jax.ops.segment_sum(
-            per_token.reshape(-1, topics), jnp.maximum(ids, 0).reshape(-1), vocab_size
-        )
+        rows = jnp.where((ids >= 0) & fresh[:, None], ids, vocab_size).reshape(-1)
+        weights = lax.dynamic_slice_in_dim(phi, start, size)
+        per_token = jnp.broadcast_to(weights[:, None, :], ids.shape + (topics,))
+        return stats.at[rows].add(per_token.reshape(-1, topics), mode="drop")
 
-    stats = jnp.zeros((vocab_size, topics), phi.dtype)
-    return lax.fori_loop(0, -(-n // size), block, stats).T
+    stats = jnp.zeros((vocab_size + 1, topics), phi.dtype)
+    return lax.fori_loop(0, -(-n // size), block, stats)[:vocab_size].T
 
 
 def closed_form_m_step_tokens(

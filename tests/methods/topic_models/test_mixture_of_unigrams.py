@@ -383,3 +383,28 @@ def test_token_statistics_keep_large_counts_exact_and_non_negative():
     assert want.max() > 2e4 and want.min() < 1e1
     assert stats.min() >= 0.0
     np.testing.assert_allclose(stats, want, rtol=5e-4)
+
+
+def test_token_categorical_is_numpyro_categorical():
+    # issue 46: the tokens' sites look their log mass up; it is numpyro's
+    # Categorical at one vector, at a batch of vectors, and under vmap over the
+    # topics (how VEM evaluates a chunk), where it is a gather of log beta's rows
+    rng = np.random.default_rng(0)
+    beta = jnp.asarray(rng.dirichlet(np.ones(11), 4).astype(np.float32))
+    tokens, _ = _tokens(seed=9, images=6)
+    ids = jnp.maximum(jnp.asarray(tokens), 0)
+    for probs, value in [(beta[2], ids), (beta[jnp.arange(6) % 4][:, None], ids)]:
+        np.testing.assert_allclose(
+            mu.TokenCategorical(probs).log_prob(value),
+            dist.Categorical(probs).log_prob(value),
+            rtol=1e-6,
+        )
+
+    def per_topic(d):
+        return jax.vmap(lambda k: d(beta[k]).log_prob(ids))(jnp.arange(4))
+
+    got, want = per_topic(mu.TokenCategorical), per_topic(dist.Categorical)
+    assert got.shape == (4,) + ids.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    dense = np.log(np.asarray(beta))[:, np.asarray(ids)]  # [topics, images, slots]
+    np.testing.assert_allclose(got, dense, rtol=1e-6)
