@@ -318,8 +318,9 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
     scatter-add of its tokens' posteriors into the rows of their words: the
     posteriors are read once and the work memory is one block's, whatever the
     number of images. Padding (and the rows of the last block already counted: it
-    is shifted back to end at the last image) goes to an extra row, dropped at
-    the end, so no token's weight is multiplied by a mask.
+    is shifted back to end at the last image) is sent to the row ``vocab_size``,
+    past the end, and dropped by the scatter, so no token's weight is multiplied
+    by a mask.
 
     Parameters
     ----------
@@ -344,8 +345,8 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
         per_token = jnp.broadcast_to(weights[:, None, :], ids.shape + (topics,))
         return stats.at[rows].add(per_token.reshape(-1, topics), mode="drop")
 
-    stats = jnp.zeros((vocab_size + 1, topics), phi.dtype)
-    return lax.fori_loop(0, -(-n // size), block, stats)[:vocab_size].T
+    stats = jnp.zeros((vocab_size, topics), phi.dtype)
+    return lax.fori_loop(0, -(-n // size), block, stats).T
 
 
 def closed_form_m_step_tokens(
