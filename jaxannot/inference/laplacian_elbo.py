@@ -243,7 +243,7 @@ class PenalizedELBO(ELBO):
         Parameters
         ----------
         rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss_with_mutable_state`` takes them.
+            As :func:`base_loss_with_mutable_state` takes them after ``base``.
 
         Returns
         -------
@@ -256,6 +256,21 @@ class PenalizedELBO(ELBO):
         )
         pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
         return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
+
+    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
+        """The penalty added to the base's loss (each subclass defines it).
+
+        Parameters
+        ----------
+        rng_key, param_map, model, guide, *args, **kwargs
+            As numpyro's ``ELBO.loss`` takes them.
+
+        Returns
+        -------
+        jax.Array
+            The scalar penalty.
+        """
+        raise NotImplementedError
 
     def _check_scorable(self, summary: LocalSummary, site: str) -> None:
         """``ValueError`` when ``site`` is sampled discrete in the guide and the base
@@ -456,18 +471,8 @@ class LaplacianELBO(PenalizedELBO):
 
     def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
         r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
-        (for an enumerated site, its per-image term of the module docstring).
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss`` takes them.
-
-        Returns
-        -------
-        jax.Array
-            The scalar penalty.
-        """
+        (for an enumerated site, its per-image term of the module docstring;
+        :meth:`PenalizedELBO.penalty`)."""
         self._check_chosen()
         keys = jax.random.split(rng_key, len(self.lams))
         total = 0.0
@@ -499,7 +504,7 @@ class LaplacianELBO(PenalizedELBO):
         site : str
             A penalized site.
         *args, **kwargs
-            The data, as the model takes it.
+            The data, as the model and the guide take it.
 
         Returns
         -------

@@ -194,7 +194,7 @@ class MaxMarginELBO(PenalizedELBO):
         Parameters
         ----------
         rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss`` takes them.
+            As :meth:`PenalizedELBO.penalty` takes them.
 
         Returns
         -------
@@ -220,18 +220,8 @@ class MaxMarginELBO(PenalizedELBO):
         *args: Any,
         **kwargs: Any,
     ) -> Array:
-        """Regularizer plus the rescaled batch loss at the current values.
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss`` takes them.
-
-        Returns
-        -------
-        jax.Array
-            The scalar penalty.
-        """
+        """Regularizer plus the rescaled batch loss at the current values
+        (:meth:`PenalizedELBO.penalty`)."""
         summary: LocalSummary = self.features(
             rng_key, param_map, model, guide, *args, **kwargs
         )

@@ -43,7 +43,15 @@ if TYPE_CHECKING:
     from jaxannot.inference.vem.steps import EStep, VEMState
     from jaxannot.types import Array, PRNGKey
 
-__all__ = ["Shards", "Whole", "fold_in", "fold_in_all", "log_joint_all", "plan"]
+__all__ = [
+    "Layout",
+    "Shards",
+    "Whole",
+    "fold_in",
+    "fold_in_all",
+    "log_joint_all",
+    "plan",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -75,15 +83,12 @@ def _log_prior(dm: DeclaredModel, setup: Setup, values, dynamic):
     return ModelCall.join(dm, setup, dynamic).log_prior(values)
 
 
-class Whole(NamedTuple):
-    """Every image on one device, as given.
-
-    Parameters
-    ----------
-    setup : Setup
-        The static set-up of the call.
+class Layout:
+    """The protocol of a layout (module docstring): what :class:`Whole` and
+    :class:`Shards` both answer; their methods are documented here once.
     """
 
+    __slots__ = ()
     setup: Setup
 
     def join(self, dynamic: tuple) -> tuple[tuple, dict]:
@@ -101,27 +106,6 @@ class Whole(NamedTuple):
         """
         return self.setup.join(dynamic)
 
-    def log_joint(
-        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
-    ) -> Array:
-        """The log joint :math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)`.
-
-        Parameters
-        ----------
-        dm : DeclaredModel
-            The model.
-        values : dict
-            Site -> global value :math:`\\theta`.
-        dynamic : tuple
-            The model's array arguments.
-
-        Returns
-        -------
-        jax.Array [images, K]
-            The log joints.
-        """
-        return _log_joint(dm, self.setup, values, dynamic)
-
     def log_prior(
         self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
     ) -> Array:
@@ -132,9 +116,9 @@ class Whole(NamedTuple):
         dm : DeclaredModel
             The model.
         values : dict
-            Site -> global value.
+            Site -> global value :math:`\\theta` (replicated on every device).
         dynamic : tuple
-            The model's array arguments.
+            The model's array arguments, placed by :func:`plan`.
 
         Returns
         -------
@@ -143,10 +127,28 @@ class Whole(NamedTuple):
         """
         return _log_prior(dm, self.setup, values, dynamic)
 
+    def log_joint(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        """The log joint :math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` of
+        every image of the layout (padded ones included).
+
+        Parameters
+        ----------
+        dm, values, dynamic
+            As :meth:`log_prior` takes them.
+
+        Returns
+        -------
+        jax.Array [images, K]
+            The log joints, laid out as :meth:`constrain` places them.
+        """
+        raise NotImplementedError
+
     def estep(
         self, estep: EStep, arrays: Any, rng_key: PRNGKey, phi: Array, a: Array
     ) -> tuple[Array, Array]:
-        """The E-step transform on every image (:meth:`EStep.apply`).
+        """The E-step transform (:meth:`EStep.apply`) on the layout's images.
 
         Parameters
         ----------
@@ -164,12 +166,12 @@ class Whole(NamedTuple):
         Returns
         -------
         tuple of (jax.Array, jax.Array)
-            The new posteriors and the E-step's objective.
+            The new posteriors and the E-step's objective over the real images.
         """
-        return estep.apply(arrays, rng_key, phi, a)
+        raise NotImplementedError
 
     def statistics(self, phi: Array) -> Array:
-        """The posteriors the M-step sums over (all of them).
+        """The posteriors the M-step sums over (a padded image's row zeroed).
 
         Parameters
         ----------
@@ -179,31 +181,111 @@ class Whole(NamedTuple):
         Returns
         -------
         jax.Array [images, K]
-            ``phi``.
+            The posteriors the M-step sums over.
         """
-        return phi
+        raise NotImplementedError
 
     def expected(
         self, dm: DeclaredModel, values: dict[str, Array], phi: Array, dynamic: tuple
     ) -> Array:
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)`, chunk by chunk.
+        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)` over the real
+        images.
 
         Parameters
         ----------
-        dm : DeclaredModel
-            The model.
-        values : dict
-            Site -> global value :math:`\\theta`.
+        dm, values, dynamic
+            As :meth:`log_prior` takes them.
         phi : jax.Array [images, K]
             The posteriors.
-        dynamic : tuple
-            The model's array arguments.
 
         Returns
         -------
         jax.Array
             The expected complete log joint, a scalar.
         """
+        raise NotImplementedError
+
+    def constrain(self, phi: Array) -> Array:
+        """Per-image values placed as the layout keeps them.
+
+        Parameters
+        ----------
+        phi : jax.Array [images, ...]
+            Values with the image axis first.
+
+        Returns
+        -------
+        jax.Array [images, ...]
+            ``phi``, placed.
+        """
+        raise NotImplementedError
+
+    def place(self, state: VEMState, e_arrays: Any) -> tuple[VEMState, Any]:
+        """The loop's state and the E-step's arrays placed for the loop.
+
+        Parameters
+        ----------
+        state : VEMState
+            The loop's state.
+        e_arrays : pytree
+            The E-step's arrays.
+
+        Returns
+        -------
+        tuple of (VEMState, pytree)
+            ``(state, e_arrays)``, placed.
+        """
+        raise NotImplementedError
+
+    def real(self, phi: Array) -> Array:
+        """The rows of the real images, on one device.
+
+        Parameters
+        ----------
+        phi : jax.Array [images, K]
+            The posteriors, a padded image's row included.
+
+        Returns
+        -------
+        jax.Array [real images, K]
+            Their rows.
+        """
+        raise NotImplementedError
+
+
+class _WholeFields(NamedTuple):
+    setup: Setup
+
+
+class Whole(_WholeFields, Layout):
+    """Every image on one device, as given: :meth:`statistics`, :meth:`constrain`,
+    :meth:`place` and :meth:`real` return their argument(s) unchanged, and
+    :meth:`expected` sums the log joints chunk by chunk.
+
+    Parameters
+    ----------
+    setup : Setup
+        The static set-up of the call.
+    """
+
+    __slots__ = ()
+
+    def log_joint(
+        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
+    ) -> Array:
+        return _log_joint(dm, self.setup, values, dynamic)
+
+    def estep(
+        self, estep: EStep, arrays: Any, rng_key: PRNGKey, phi: Array, a: Array
+    ) -> tuple[Array, Array]:
+        return estep.apply(arrays, rng_key, phi, a)
+
+    def statistics(self, phi: Array) -> Array:
+        return phi
+
+    def expected(
+        self, dm: DeclaredModel, values: dict[str, Array], phi: Array, dynamic: tuple
+    ) -> Array:
         setup = self.setup
         chunks, valid = dm.chunk_indices(setup)
         phi_p = jnp.zeros((chunks.size, phi.shape[1]), phi.dtype)
@@ -218,55 +300,31 @@ class Whole(NamedTuple):
         return total + self.log_prior(dm, values, dynamic)
 
     def constrain(self, phi: Array) -> Array:
-        """Per-image values placed as the layout keeps them (as they are here).
-
-        Parameters
-        ----------
-        phi : jax.Array [images, ...]
-            Values with the image axis first.
-
-        Returns
-        -------
-        jax.Array [images, ...]
-            ``phi``.
-        """
         return phi
 
     def place(self, state: VEMState, e_arrays: Any) -> tuple[VEMState, Any]:
-        """The loop's state and the E-step's arrays placed for the loop (as given).
-
-        Parameters
-        ----------
-        state : VEMState
-            The loop's state.
-        e_arrays : pytree
-            The E-step's arrays.
-
-        Returns
-        -------
-        tuple of (VEMState, pytree)
-            ``(state, e_arrays)``.
-        """
         return state, e_arrays
 
     def real(self, phi: Array) -> Array:
-        """The rows of the real images (all of them).
-
-        Parameters
-        ----------
-        phi : jax.Array [images, K]
-            The posteriors.
-
-        Returns
-        -------
-        jax.Array [images, K]
-            ``phi``.
-        """
         return phi
 
 
-class Shards(NamedTuple):
+class _ShardsFields(NamedTuple):
+    setup: Setup  # the padded whole: plate size num_padded
+    local: Setup  # one device's block: plate size num_padded // devices
+    mesh: Mesh
+    num_real: int
+    per_image: tuple[bool, ...]  # which dynamic leaves have the image axis first
+
+
+class Shards(_ShardsFields, Layout):
     """The image axis padded and split over ``mesh`` (see the module docstring).
+
+    :meth:`log_joint` traces and computes each device's block there
+    (``shard_map``); :meth:`estep` runs the exact transform per image on each
+    device and one that couples images (a graph) on the real images, replicated;
+    :meth:`place` replicates the state but splits the posteriors (current and, if
+    kept, best) over the devices; :meth:`real` gathers the real rows.
 
     Parameters
     ----------
@@ -282,31 +340,12 @@ class Shards(NamedTuple):
         Which array arguments have the image axis first.
     """
 
-    setup: Setup  # the padded whole: plate size num_padded
-    local: Setup  # one device's block: plate size num_padded // devices
-    mesh: Mesh
-    num_real: int
-    per_image: tuple[bool, ...]  # which dynamic leaves have the image axis first
+    __slots__ = ()
 
     @property
     def num_padded(self) -> int:
         """The images after padding (a multiple of the device count)."""
         return self.setup.structure.num_images
-
-    def join(self, dynamic: tuple) -> tuple[tuple, dict]:
-        """The call's ``(args, kwargs)`` from its array leaves (:meth:`Setup.join`).
-
-        Parameters
-        ----------
-        dynamic : tuple
-            The array leaves, in order.
-
-        Returns
-        -------
-        tuple of (tuple, dict)
-            The model's positional and keyword arguments.
-        """
-        return self.setup.join(dynamic)
 
     def weights(self) -> Array:
         """1 for a real image, 0 for a padded one.
@@ -319,18 +358,6 @@ class Shards(NamedTuple):
         return (jnp.arange(self.num_padded) < self.num_real).astype(jnp.float32)
 
     def constrain(self, phi: Array) -> Array:
-        """Per-image values split over the devices by their image axis.
-
-        Parameters
-        ----------
-        phi : jax.Array [num_padded, ...]
-            Values with the image axis first.
-
-        Returns
-        -------
-        jax.Array [num_padded, ...]
-            ``phi`` under that sharding constraint.
-        """
         return lax.with_sharding_constraint(phi, sharding.image_sharding(self.mesh))
 
     def _specs(self):
@@ -339,24 +366,6 @@ class Shards(NamedTuple):
     def log_joint(
         self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
     ) -> Array:
-        """The log joint :math:`a_{ik}`, each device's block traced and computed
-        there (``shard_map``).
-
-        Parameters
-        ----------
-        dm : DeclaredModel
-            The model.
-        values : dict
-            Site -> global value (replicated).
-        dynamic : tuple
-            The model's array arguments, placed by :func:`plan`.
-
-        Returns
-        -------
-        jax.Array [num_padded, K]
-            The log joints, split over the devices.
-        """
-
         def local(values, *leaves):
             return ModelCall.join(dm, self.local, leaves).log_joint(values)
 
@@ -374,28 +383,6 @@ class Shards(NamedTuple):
     def estep(
         self, estep: EStep, arrays: Any, rng_key: PRNGKey, phi: Array, a: Array
     ) -> tuple[Array, Array]:
-        """The E-step transform: the exact one per image on each device, one that
-        couples images (a graph) on the real images, replicated.
-
-        Parameters
-        ----------
-        estep : EStep
-            The transform.
-        arrays : pytree
-            Its arrays.
-        rng_key : PRNGKey
-            Its key.
-        phi : jax.Array [num_padded, K]
-            The previous posteriors.
-        a : jax.Array [num_padded, K]
-            The log joints.
-
-        Returns
-        -------
-        tuple of (jax.Array, jax.Array)
-            The new posteriors (split over the devices) and the E-step's objective
-            over the real images.
-        """
         if type(estep) is ExactEStep:  # per image: stays on each device
             q = jnp.where(self.weights() > 0, jax.nn.logsumexp(a, axis=-1), 0.0)
             return self.constrain(jax.nn.softmax(a, axis=-1)), q.sum()
@@ -406,84 +393,17 @@ class Shards(NamedTuple):
         return self.constrain(jnp.concatenate([phi_r, rest])), q
 
     def statistics(self, phi: Array) -> Array:
-        """Posteriors with the padded images' rows zeroed.
-
-        Parameters
-        ----------
-        phi : jax.Array [num_padded, K]
-            The posteriors.
-
-        Returns
-        -------
-        jax.Array [num_padded, K]
-            The posteriors the M-step sums over.
-        """
         return phi * self.weights()[:, None]
-
-    def log_prior(
-        self, dm: DeclaredModel, values: dict[str, Array], dynamic: tuple
-    ) -> Array:
-        """The log density of the sites outside the plate, :math:`\\log p(\\theta)`.
-
-        Parameters
-        ----------
-        dm : DeclaredModel
-            The model.
-        values : dict
-            Site -> global value.
-        dynamic : tuple
-            The model's array arguments.
-
-        Returns
-        -------
-        jax.Array
-            The log prior, a scalar.
-        """
-        return _log_prior(dm, self.setup, values, dynamic)
 
     def expected(
         self, dm: DeclaredModel, values: dict[str, Array], phi: Array, dynamic: tuple
     ) -> Array:
-        """:math:`\\sum_{ik}\\phi_{ik}a_{ik} + \\log p(\\theta)` over the real
-        images.
-
-        Parameters
-        ----------
-        dm : DeclaredModel
-            The model.
-        values : dict
-            Site -> global value :math:`\\theta`.
-        phi : jax.Array [num_padded, K]
-            The posteriors.
-        dynamic : tuple
-            The model's array arguments.
-
-        Returns
-        -------
-        jax.Array
-            The expected complete log joint, a scalar.
-        """
         a = self.log_joint(dm, values, dynamic)
         ok = self.weights()[:, None] > 0
         total = jnp.where(ok, phi * a, 0.0).sum()
         return total + self.log_prior(dm, values, dynamic)
 
     def place(self, state: VEMState, e_arrays: Any) -> tuple[VEMState, Any]:
-        """The loop's state and the E-step's arrays replicated, the posteriors
-        (current and, if kept, best) split over the devices.
-
-        Parameters
-        ----------
-        state : VEMState
-            The loop's state.
-        e_arrays : pytree
-            The E-step's arrays.
-
-        Returns
-        -------
-        tuple of (VEMState, pytree)
-            Both, placed.
-        """
         state, e_arrays = sharding.put(
             (state, e_arrays), sharding.replicated(self.mesh)
         )
@@ -497,18 +417,6 @@ class Shards(NamedTuple):
         return state, e_arrays
 
     def real(self, phi: Array) -> Array:
-        """The rows of the real images, gathered on one device.
-
-        Parameters
-        ----------
-        phi : jax.Array [num_padded, K]
-            The posteriors.
-
-        Returns
-        -------
-        jax.Array [num_real, K]
-            Their first ``num_real`` rows.
-        """
         return sharding.gather(_first_rows(phi, self.num_real))
 
 
@@ -519,10 +427,7 @@ def _first_rows(x, n):
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def log_joint_all(
-    dm: DeclaredModel,
-    layout: Whole | Shards,
-    values: dict[str, Array],
-    dynamic: tuple,
+    dm: DeclaredModel, layout: Layout, values: dict[str, Array], dynamic: tuple
 ) -> Array:
     """:math:`a` for every image of the layout, [images, K].
 
@@ -530,10 +435,10 @@ def log_joint_all(
     ----------
     dm : DeclaredModel
         The model (static).
-    layout : Whole or Shards
-        The layout (static).
+    layout : Layout
+        The layout (static): :class:`Whole` or :class:`Shards`.
     values : dict
-        Site -> global value.
+        Site -> global value :math:`\\theta`.
     dynamic : tuple
         The model's array arguments.
 
@@ -547,23 +452,14 @@ def log_joint_all(
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def fold_in(
-    dm: DeclaredModel,
-    layout: Whole | Shards,
-    values: dict[str, Array],
-    dynamic: tuple,
+    dm: DeclaredModel, layout: Layout, values: dict[str, Array], dynamic: tuple
 ) -> Array:
     """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K].
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model (static).
-    layout : Whole or Shards
-        The layout (static).
-    values : dict
-        Site -> global value.
-    dynamic : tuple
-        The model's array arguments.
+    dm, layout, values, dynamic
+        As :func:`log_joint_all` takes them.
 
     Returns
     -------
@@ -576,21 +472,17 @@ def fold_in(
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def fold_in_all(
-    dm: DeclaredModel, layout: Whole | Shards, draws: dict[str, Array], dynamic: tuple
+    dm: DeclaredModel, layout: Layout, draws: dict[str, Array], dynamic: tuple
 ) -> Array:
     """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
     [draws, images, K], one draw at a time.
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model (static).
-    layout : Whole or Shards
-        The layout (static).
+    dm, layout, dynamic
+        As :func:`log_joint_all` takes them.
     draws : dict
         Site -> draws [draws, ...].
-    dynamic : tuple
-        The model's array arguments.
 
     Returns
     -------
