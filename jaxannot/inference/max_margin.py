@@ -54,9 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.inference import max_margin_dual
-from jaxannot.inference.max_margin_dual import DUAL_STOP
 from jaxannot.runtime.static_key import array_key, value_key
-from jaxannot.solvers import multiclass_svm
 from jaxannot.solvers.margin_losses import (
     crammer_singer_loss,
     epsilon_insensitive_loss,
@@ -282,15 +280,13 @@ class MaxMargin:
 
         Parameters
         ----------
-        params : dict
-            ``{"weights": [T, dim], "bias": [T]}``.
-        features : jax.Array [B, dim]
-            Features of the images.
+        params, features
+            As :meth:`decision_function` takes them.
 
         Returns
         -------
         jax.Array [B]
-            The predictions.
+            The predictions, one per image.
         """
         scores = self.decision_function(params, features)
         if self.loss == "crammer_singer":
@@ -304,10 +300,8 @@ class MaxMargin:
 
         Parameters
         ----------
-        params : dict
-            ``{"weights": [T, dim], "bias": [T]}``.
-        features : jax.Array [B, dim]
-            Features of the batch.
+        params, features
+            As :meth:`decision_function` takes them (``features`` of a batch).
         index : jax.Array [B]
             Rows of ``labels`` of the batch's images.
 
@@ -352,7 +346,7 @@ class MaxMargin:
         Parameters
         ----------
         params : dict
-            ``{"weights": [T, dim], "bias": [T]}``.
+            As :meth:`decision_function` takes it.
         features_all : jax.Array [N, dim]
             Features of every image.
 
@@ -364,72 +358,12 @@ class MaxMargin:
         index = jnp.arange(features_all.shape[0])
         return self.regularizer(params) + self.penalty(params, features_all, index)
 
-    def solve_dual(
-        self,
-        rng_key: PRNGKey,
-        features_all: Array,
-        *,
-        stop: multiclass_svm.DualStop = DUAL_STOP,
-        init_state: tuple | None = None,
-    ) -> tuple[tuple, tuple | Array]:
-        """Minimize :meth:`objective` in the weights by the loss's dual solver:
-        :func:`~jaxannot.inference.max_margin_dual.solve_dual`.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            The visiting orders' key.
-        features_all : jax.Array [N, dim]
-            Features of every image.
-        stop : multiclass_svm.DualStop
-            Epoch budget and tolerance.
-        init_state : tuple, optional
-            Warm start: the solver's state of an earlier call.
-
-        Returns
-        -------
-        tuple
-            The solver's state and its per-epoch trace.
-        """
-        return max_margin_dual.solve_dual(
-            self, rng_key, features_all, stop=stop, init_state=init_state
-        )
-
-    def dual_update(self, features_all: Array, params: ArrayTree) -> dict[str, Array]:
-        """Minimizer of :meth:`objective` in the weights, by a dual solver:
-        :func:`~jaxannot.inference.max_margin_dual.dual_update`.
-
-        Parameters
-        ----------
-        features_all : jax.Array [N, dim]
-            Features of every image.
-        params : dict
-            The current weights (and duals).
-
-        Returns
-        -------
-        dict
-            The new weights (and duals).
-        """
-        return max_margin_dual.dual_update(self, features_all, params)
-
-    def warm_state(self, features_all: Array, duals: Array) -> tuple:
-        """The dual solver's state from earlier duals on new features:
-        :func:`~jaxannot.inference.max_margin_dual.warm_state`.
-
-        Parameters
-        ----------
-        features_all : jax.Array [N, dim]
-            Features of every image.
-        duals : jax.Array [N, num_outputs]
-            Earlier duals.
-
-        Returns
-        -------
-        tuple
-            The solver's state (``CSState``, ``SVRState`` or ``SVMState``).
-        """
-        return max_margin_dual.warm_state(self, features_all, duals)
+    # The dual solvers of :mod:`~jaxannot.inference.max_margin_dual`, as methods
+    # (their ``term`` is ``self``): minimize :meth:`objective` in the weights, the
+    # minimizer as new parameters, and the solver's state from earlier duals.
+    solve_dual = max_margin_dual.solve_dual
+    dual_update = max_margin_dual.dual_update
+    warm_state = max_margin_dual.warm_state
 
 
 def _num_classes(known, num_classes: int | None) -> int:

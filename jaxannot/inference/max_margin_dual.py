@@ -45,6 +45,16 @@ DUAL_STOP = multiclass_svm.DualStop(max_epochs=1000, tol=1e-4)
 SHRINK = 0.01
 
 
+def _with_bias_column(term: Any, features_all: Array) -> tuple[Array, Array]:
+    """The features with a unit column (the bias is its weight), and the term's
+    labelled-image mask in their dtype."""
+    x = jnp.concatenate(
+        [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
+        axis=1,
+    )
+    return x, term._mask.astype(x.dtype)
+
+
 def solve_dual(
     term: Any,
     rng_key: PRNGKey,
@@ -83,11 +93,7 @@ def solve_dual(
         Crammer–Singer, ``[dim + 1]`` for the ε-SVR; ``state.w`` ``[1, dim +
         1]`` for the binary hinge) and its per-epoch info.
     """
-    x = jnp.concatenate(
-        [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
-        axis=1,
-    )
-    mask = term._mask.astype(x.dtype)
+    x, mask = _with_bias_column(term, features_all)
     if term.loss == "crammer_singer":
         return multiclass_svm.fit_multiclass_svm(
             rng_key,
@@ -180,11 +186,7 @@ def warm_state(term: Any, features_all: Array, duals: Array) -> tuple:
     tuple
         The solver's state (``CSState``, ``SVRState`` or ``SVMState``).
     """
-    x = jnp.concatenate(
-        [features_all, jnp.ones((features_all.shape[0], 1), features_all.dtype)],
-        axis=1,
-    )
-    mask = term._mask.astype(x.dtype)
+    x, mask = _with_bias_column(term, features_all)
     cost = term.c * mask
     duals = jnp.asarray(duals, x.dtype)
     if term.loss == "crammer_singer":

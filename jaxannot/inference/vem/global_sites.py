@@ -104,7 +104,7 @@ def maximize_expected(
     values : dict
         Site -> start value.
     phi : jax.Array [images, K]
-        Posteriors.
+        The posteriors the expectation is taken under.
     dynamic : tuple
         The model's array arguments.
 
@@ -113,16 +113,28 @@ def maximize_expected(
     dict
         Site -> new value.
     """
+    expected, flat, constrain = _in_unconstrained(dm, layout, values, phi, dynamic)
+
+    def loss(x):
+        return -expected(x)
+
+    return constrain(lbfgs.minimize(jax.value_and_grad(loss), flat, num_steps))
+
+
+def _in_unconstrained(dm, layout, values, phi, dynamic):
+    """:math:`E(T(u))` as a function of the flat unconstrained coordinates ``x``,
+    the coordinates of ``values``, and the map from coordinates to global values."""
     transforms = ModelCall.join(dm, layout.setup, dynamic).transforms()
     start = {k: transforms[k].inv(v) for k, v in values.items()}
     flat, unravel = ravel_pytree(start)
 
-    def loss(x):
-        vals = {k: transforms[k](v) for k, v in unravel(x).items()}
-        return -layout.expected(dm, vals, phi, dynamic)
+    def constrain(x):
+        return {k: transforms[k](v) for k, v in unravel(x).items()}
 
-    u = unravel(lbfgs.minimize(jax.value_and_grad(loss), flat, num_steps))
-    return {k: transforms[k](x) for k, x in u.items()}
+    def expected(x):
+        return layout.expected(dm, constrain(x), phi, dynamic)
+
+    return expected, flat, constrain
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
@@ -142,34 +154,23 @@ def laplace_draws(
 
     Parameters
     ----------
-    dm : DeclaredModel
-        The model (static).
-    layout : Whole or Shards
-        The fit's layout (static).
+    dm, layout
+        As :func:`maximize_expected` takes them (static).
     num_draws : int
         Draws (static).
     rng_key : PRNGKey
         The draws' key.
     values : dict
         Site -> value at the mode.
-    phi : jax.Array [images, K]
-        Posteriors.
-    dynamic : tuple
-        The model's array arguments.
+    phi, dynamic
+        As :func:`maximize_expected` takes them.
 
     Returns
     -------
     tuple of (dict, jax.Array)
         Site -> draws [num_draws, ...], and the smallest eigenvalue of :math:`H`.
     """
-    transforms = ModelCall.join(dm, layout.setup, dynamic).transforms()
-    start = {k: transforms[k].inv(v) for k, v in values.items()}
-    flat, unravel = ravel_pytree(start)
-
-    def log_density(x):
-        vals = {k: transforms[k](v) for k, v in unravel(x).items()}
-        return layout.expected(dm, vals, phi, dynamic)
-
+    log_density, flat, constrain = _in_unconstrained(dm, layout, values, phi, dynamic)
     grad = jax.grad(log_density)
 
     def hessian_column(e):
@@ -183,8 +184,4 @@ def laplace_draws(
     precision = jnp.where(eigenvalues > 0, eigenvalues, 1.0)
     noise = jax.random.normal(rng_key, (num_draws, flat.size), flat.dtype)
     draws = flat + (noise / jnp.sqrt(precision)) @ vectors.T
-
-    def constrain(x):
-        return {k: transforms[k](v) for k, v in unravel(x).items()}
-
     return jax.vmap(constrain)(draws), eigenvalues[0]
