@@ -172,7 +172,7 @@ def laplacian_diagonal(g: Graph) -> jax.Array:
     Parameters
     ----------
     g : Graph
-        The graph.
+        The graph, self-loops allowed.
 
     Returns
     -------
@@ -244,15 +244,13 @@ def laplacian_matvec(g: Graph, f: ArrayLike) -> jax.Array:
 
     Parameters
     ----------
-    g : Graph
-        The graph.
-    f : array_like [n] or [n, m]
-        Node values.
+    g, f
+        As :func:`adjacency_matvec` takes them.
 
     Returns
     -------
     jax.Array
-        :math:`L f`, the shape of ``f``.
+        :math:`L f`, shaped as ``f``.
     """
     f = jnp.asarray(f)
     d = degree(g).reshape((-1,) + (1,) * (f.ndim - 1))
@@ -268,7 +266,7 @@ def normalized_laplacian_matvec(g: Graph, f: ArrayLike) -> jax.Array:
     Parameters
     ----------
     g : Graph
-        The graph.
+        The graph; its isolated nodes get a zero row and column.
     f : array_like [n] or [n, m]
         Node values.
 
@@ -339,7 +337,7 @@ def to_scipy(g: Graph) -> scipy.sparse.csr_matrix:
     Parameters
     ----------
     g : Graph
-        The graph.
+        The graph to convert.
 
     Returns
     -------

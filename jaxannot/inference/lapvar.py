@@ -218,12 +218,8 @@ def lapvar2_estep(
 
     Parameters
     ----------
-    a : jax.Array [nodes, K]
-        Log joints.
-    table : NeighbourTable
-        The graph.
-    lam : float or jax.Array
-        The weight of the Laplacian penalty.
+    a, table, lam
+        As :func:`regularized_objective` takes them.
     gamma : float or jax.Array
         The smoothing step's mixing weight.
     num_smoothing : int
@@ -430,7 +426,7 @@ class LapVar1(_Weighted):
         rng_key : PRNGKey
             Orders of the sweeps.
         phi : jax.Array [nodes, K]
-            Previous posteriors.
+            Previous posteriors, the sweeps' start.
         a : jax.Array [nodes, K]
             Log joints.
 
@@ -464,7 +460,7 @@ class LapVar1(_Weighted):
         Returns
         -------
         jax.Array
-            The scalar objective.
+            The scalar :math:`Q` (:func:`regularized_objective`).
         """
         table, lam = arrays
         return regularized_objective(phi, a, table, lam)
@@ -523,17 +519,15 @@ class LapVar2(LapVar1):
         ----------
         arrays : tuple of (NeighbourTable, jax.Array, jax.Array)
             The table, :math:`\lambda` and the smoothing weight.
-        rng_key : PRNGKey
-            Not used.
-        phi : jax.Array [nodes, K]
-            Not used.
+        rng_key, phi
+            Not used (LapVar2 starts from the log joints).
         a : jax.Array [nodes, K]
             Log joints.
 
         Returns
         -------
         tuple of (jax.Array, jax.Array)
-            The new posteriors [nodes, K] and their objective.
+            The best iterate's posteriors [nodes, K] and its objective.
         """
         del rng_key, phi
         table, lam, gamma = arrays
@@ -547,13 +541,13 @@ class LapVar2(LapVar1):
         Parameters
         ----------
         arrays : tuple of (NeighbourTable, jax.Array, jax.Array)
-            The table, :math:`\lambda` and the smoothing weight.
-        phi, a : jax.Array [nodes, K]
-            Posteriors and log joints.
+            The table, :math:`\lambda` and the smoothing weight (not read here).
+        phi, a
+            As :meth:`LapVar1.objective` takes them.
 
         Returns
         -------
         jax.Array
-            The scalar objective.
+            The scalar :math:`Q`, as :meth:`LapVar1.objective` gives it.
         """
         return regularized_objective(phi, a, arrays[0], arrays[1])

@@ -111,12 +111,8 @@ def newton_update(
 
     Parameters
     ----------
-    phi_i, a_i, m_i : jax.Array [K]
-        The variable's posterior, log joint and neighbour sum.
-    d_i : jax.Array
-        Its degree.
-    lam : float or jax.Array
-        The weight of the Laplacian penalty.
+    phi_i, a_i, m_i, d_i, lam
+        As :func:`local_objective` takes them.
     num_steps : int
         Newton steps.
 

@@ -128,7 +128,7 @@ class ArgsProgram:
     Parameters
     ----------
     args : tuple
-        The model's positional arguments.
+        The positional arguments the program is compiled for.
     kwargs : dict
         Its keyword arguments.
     key : Hashable

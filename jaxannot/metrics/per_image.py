@@ -79,10 +79,9 @@ def accuracy_of_ranks(ranks: np.ndarray, truth: np.ndarray) -> float:
 
     Parameters
     ----------
-    ranks : numpy.ndarray [images, words]
-        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
-    truth : numpy.ndarray [images, words]
-        The boolean ground truth.
+    ranks, truth : numpy.ndarray [images, words]
+        What :func:`~jaxannot.metrics.ranking.checked_ranks` returns: the 0-based
+        per-image ranks and the boolean ground truth.
 
     Returns
     -------
@@ -112,14 +111,12 @@ def complete_length(scores: ArrayLike, truth: ArrayLike) -> float:
 
 
 def complete_length_of_ranks(ranks: np.ndarray, truth: np.ndarray) -> float:
-    """:func:`complete_length` on checked ranks (for reports that rank once).
+    """:func:`complete_length` from the ranks of one check.
 
     Parameters
     ----------
-    ranks : numpy.ndarray [images, words]
-        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
-    truth : numpy.ndarray [images, words]
-        The boolean ground truth.
+    ranks, truth
+        As :func:`accuracy_of_ranks` takes them.
 
     Returns
     -------
@@ -152,14 +149,12 @@ def image_prf_at_n(
 def image_prf_of_ranks(
     ranks: np.ndarray, truth: np.ndarray, n: int
 ) -> tuple[float, float, float]:
-    """:func:`image_prf_at_n` on checked ranks (for reports that rank once).
+    """:func:`image_prf_at_n` on checked ranks, for a report that ranks once.
 
     Parameters
     ----------
-    ranks : numpy.ndarray [images, words]
-        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
-    truth : numpy.ndarray [images, words]
-        The boolean ground truth.
+    ranks, truth
+        As :func:`accuracy_of_ranks` takes them.
     n : int
         The words annotated per image.
 

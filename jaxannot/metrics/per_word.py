@@ -81,12 +81,10 @@ def word_prf_of_ranks(ranks: np.ndarray, truth: np.ndarray, n: int) -> dict:
 
     Parameters
     ----------
-    ranks : numpy.ndarray [images, words]
-        0-based per-image ranks (:func:`~jaxannot.metrics.ranking.checked_ranks`).
-    truth : numpy.ndarray [images, words]
-        The boolean ground truth.
+    ranks, truth
+        As :func:`~jaxannot.metrics.per_image.accuracy_of_ranks` takes them.
     n : int
-        The words annotated per image.
+        The words annotated per image (the ``n`` best-ranked).
 
     Returns
     -------

@@ -249,10 +249,8 @@ def tie_groups(scores: np.ndarray, truth: np.ndarray) -> TieGroups:
 
     Parameters
     ----------
-    scores : numpy.ndarray [items, columns]
-        The scores.
-    truth : numpy.ndarray [items, columns]
-        The ground truth.
+    scores, truth
+        As :func:`ranked_columns` takes them.
 
     Returns
     -------
@@ -280,10 +278,8 @@ def precision_recall_curves(
 
     Parameters
     ----------
-    scores : numpy.ndarray [images, words]
-        The scores.
-    truth : numpy.ndarray [images, words]
-        The ground truth.
+    scores, truth : numpy.ndarray [images, words]
+        The scores and the ground truth.
 
     Returns
     -------

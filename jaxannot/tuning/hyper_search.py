@@ -106,10 +106,8 @@ def search(
 
     Parameters
     ----------
-    method : str or Method
-        A registered method or its name.
-    corpus : Corpus
-        The training images only (:func:`~jaxannot.tuning.training_images`).
+    method, corpus
+        As :func:`~jaxannot.tuning.cross_validate` takes them.
     space : Space, mapping or list of str
         ``"KEY=LO:HI"``, ``"KEY=LO:HI:log"`` or ``"KEY=V1,V2,..."`` per key, or a
         mapping ``{key: Range or [values]}`` (:func:`~jaxannot.tuning.parse_space`);

@@ -158,7 +158,7 @@ def model_errors(plate: str, args: tuple, kwargs: dict) -> Iterator[None]:
     plate : str
         The image plate's name.
     args : tuple
-        The model's positional arguments.
+        The positional arguments of the call under the check.
     kwargs : dict
         Its keyword arguments.
 

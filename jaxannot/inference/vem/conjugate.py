@@ -70,7 +70,7 @@ def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[st
     Parameters
     ----------
     vem : VEM
-        The algorithm.
+        The algorithm (``vem.conjugate``, its model).
     layout : Whole or Shards
         The fit's layout.
     dynamic : tuple

@@ -214,7 +214,7 @@ def is_array_leaf(x: object) -> bool:
     Parameters
     ----------
     x : object
-        A leaf of ``(args, kwargs)``.
+        A leaf of ``(args, kwargs)``, as :func:`unwrap_leaf` takes it.
 
     Returns
     -------
@@ -317,7 +317,7 @@ def read_by_value(
     plate : str
         Its item plate.
     args : tuple
-        The model's positional arguments.
+        The positional arguments the model is traced on.
     kwargs : dict
         Its keyword arguments.
 
@@ -422,16 +422,8 @@ def inspect_model(
 
     Parameters
     ----------
-    model : callable
-        The numpyro model.
-    local_site : str
-        Its local site.
-    plate : str
-        Its item plate.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
+    model, local_site, plate, args, kwargs
+        As :func:`read_by_value` takes them.
     eager : bool
         Whether to trace on the values when the shapes are not enough (see
         :func:`abstract_trace`).

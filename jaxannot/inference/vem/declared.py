@@ -142,7 +142,7 @@ class DeclaredModel:
         Parameters
         ----------
         args : tuple
-            The model's positional arguments.
+            The call's positional arguments (data and sizes).
         kwargs : dict
             Its keyword arguments.
 
@@ -244,7 +244,7 @@ def read_subsamples(
     structure : Structure
         Its structure.
     args : tuple
-        The model's positional arguments.
+        The positional arguments of the trial trace (on two images).
     kwargs : dict
         Its keyword arguments.
 

@@ -206,7 +206,7 @@ def enumerated_sites(
     trace : dict
         A numpyro trace of the model.
     plate : str
-        The item plate.
+        The item plate, whose sites are classified.
     local_site : str
         The local site.
     num_values : int

@@ -147,7 +147,7 @@ def argument_names(args: tuple, kwargs: dict) -> list[str]:
     Parameters
     ----------
     args : tuple
-        The model's positional arguments.
+        The positional arguments to name.
     kwargs : dict
         Its keyword arguments.
 

@@ -80,7 +80,7 @@ def start_values(
     vem : VEM
         The algorithm.
     whole : Whole
-        The one-device layout.
+        The one-device layout the start runs on.
     rng_key : PRNGKey
         The start's key.
     dynamic : tuple
@@ -163,16 +163,8 @@ def start_values_jit(
 
     Parameters
     ----------
-    vem : VEM
-        The algorithm.
-    whole : Whole
-        The one-device layout.
-    rng_key : PRNGKey
-        The start's key.
-    dynamic : tuple
-        The model's array arguments.
-    lbfgs : bool
-        L-BFGS for the M-step even where every site is conjugate.
+    vem, whole, rng_key, dynamic, lbfgs
+        As :func:`start_values` takes them.
 
     Returns
     -------
@@ -317,7 +309,7 @@ def step_for(
     Parameters
     ----------
     vem : VEM
-        The algorithm.
+        The algorithm whose step is built.
     layout : Whole or Shards
         The fit's layout.
     tolerance : float

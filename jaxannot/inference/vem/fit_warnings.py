@@ -106,10 +106,8 @@ def warn_empty(posteriors: ArrayLike, label: str = "the fit") -> None:
 
     Parameters
     ----------
-    posteriors : array_like [N, K]
-        Posteriors.
-    label : str
-        The fit's name, for the message.
+    posteriors, label
+        As :func:`warn_collapsed` takes them.
     """
     if warn_collapsed(posteriors, label, stacklevel=4):
         return

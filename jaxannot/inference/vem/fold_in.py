@@ -142,10 +142,8 @@ class FoldIn:
 
         Parameters
         ----------
-        params : dict
-            Site -> global value.
-        *args, **kwargs
-            The images' data, as the model takes it.
+        params, *args, **kwargs
+            As :meth:`local_log_joint` takes them.
 
         Returns
         -------

@@ -282,10 +282,8 @@ def heldout_folds(rng_key: jax.Array, num_images: int, folds: int) -> list[np.nd
 
     Parameters
     ----------
-    rng_key : jax.Array
-        The key of the random partition.
-    num_images : int
-        N, the number of images.
+    rng_key, num_images
+        As :func:`heldout_mask` takes them (the key of the partition).
     folds : int
         How many folds; clipped to ``[1, num_images]``.
 
@@ -551,10 +549,8 @@ def check_lam(fits: HeldOutFits, rng_key: jax.Array) -> LamPath:
 
     Parameters
     ----------
-    fits : HeldOutFits
-        The run whose weight is checked, with a graph E-step.
-    rng_key : jax.Array
-        The run's key (folds and fits).
+    fits, rng_key
+        As :func:`select_lam` takes them: the run whose weight is checked.
 
     Returns
     -------

@@ -105,15 +105,13 @@ def collapsed_log_joint(call: Any, values: dict[str, Array], idx: Array) -> jax.
     ----------
     call : ModelCall
         The model and its arguments.
-    values : dict
-        Site -> global value.
-    idx : jax.Array [chunk]
-        The images.
+    values, idx
+        As :meth:`ModelCall.log_joint_chunk` takes them.
 
     Returns
     -------
     jax.Array [chunk, K]
-        The log joints.
+        The log joints, the other enumerated sites summed out.
     """
     log_w, _ = _terms(call, values, idx)
     return logsumexp(log_w, axis=1).T

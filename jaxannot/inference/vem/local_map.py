@@ -169,17 +169,14 @@ def profile_log_joint(call: Any, values: dict[str, Array], idx: Array) -> jax.Ar
 
     Parameters
     ----------
-    call : ModelCall
-        The model and its arguments.
-    values : dict
-        Site -> global value.
-    idx : jax.Array [chunk]
-        The images.
+    call, values, idx
+        As :func:`~jaxannot.inference.vem.joint_enumeration.collapsed_log_joint`
+        takes them.
 
     Returns
     -------
     jax.Array [chunk, K]
-        The log joints.
+        The log joints at the local MAP.
     """
     return _profile_chunk(call, values, idx)[0]
 
@@ -191,10 +188,8 @@ def local_maps(call: Any, values: dict[str, Array]) -> dict:
 
     Parameters
     ----------
-    call : ModelCall
-        The model and its arguments.
-    values : dict
-        Site -> global value.
+    call, values
+        As :func:`profile_log_joint` takes them.
 
     Returns
     -------

@@ -184,7 +184,7 @@ def split_leaves(args: tuple, kwargs: dict) -> tuple[Any, tuple, tuple, tuple]:
     Parameters
     ----------
     args : tuple
-        The model's positional arguments.
+        The positional arguments whose leaves are split.
     kwargs : dict
         Its keyword arguments.
 

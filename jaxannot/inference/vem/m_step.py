@@ -54,7 +54,7 @@ def m_step(
     Parameters
     ----------
     vem : VEM
-        The algorithm.
+        The algorithm (its optimizer, sites and terms).
     layout : Whole or Shards
         The fit's layout.
     transforms : dict
@@ -130,7 +130,7 @@ def conjugate_only(
     Parameters
     ----------
     vem : VEM
-        The algorithm.
+        The algorithm (its conjugate sites and terms).
     layout : Whole or Shards
         The fit's layout.
     values : dict

@@ -131,7 +131,7 @@ class ModelCall(NamedTuple):
         values : dict
             Site -> global value.
         idx : jax.Array [chunk]
-            The images.
+            The images of the chunk.
 
         Returns
         -------
@@ -186,7 +186,7 @@ class ModelCall(NamedTuple):
         Parameters
         ----------
         values : dict
-            Site -> global value.
+            Site -> global value (those of the sites outside the plate are read).
 
         Returns
         -------

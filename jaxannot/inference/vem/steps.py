@@ -256,10 +256,8 @@ class Term(Protocol):
 
         Parameters
         ----------
-        params : pytree
-            The term's parameters.
-        features : jax.Array [B, K]
-            The images' posteriors.
+        params, features
+            As :meth:`penalty` takes them.
 
         Returns
         -------
@@ -298,10 +296,8 @@ class ExactEStep:
         ----------
         arrays : tuple
             Empty.
-        rng_key : PRNGKey
-            Not used.
-        phi : jax.Array [images, K]
-            Not used.
+        rng_key, phi
+            Not used: the exact posteriors depend on ``a`` alone.
         a : jax.Array [images, K]
             Log joints.
 
@@ -326,7 +322,7 @@ class ExactEStep:
         Returns
         -------
         jax.Array
-            The scalar objective.
+            The scalar :math:`\\sum_{ik}\\phi_{ik}(a_{ik} - \\log\\phi_{ik})`.
         """
         del arrays
         return (phi * a).sum() - xlogy(phi, phi).sum()
@@ -372,12 +368,8 @@ def refine_for_terms(
 
     Parameters
     ----------
-    terms : sequence of Term
-        The extra terms.
-    term_params : sequence of pytree
-        Their parameters.
-    phi : jax.Array [images, K]
-        Posteriors.
+    terms, term_params, phi
+        As :func:`terms_value` takes them.
     a : jax.Array [images, K]
         Log joints.
     steps : int
@@ -424,12 +416,8 @@ def dual_updates(
 
     Parameters
     ----------
-    terms : sequence of Term
-        The extra terms.
-    term_params : sequence of pytree
-        Their parameters.
-    phi : jax.Array [images, K]
-        Posteriors.
+    terms, term_params, phi
+        As :func:`terms_value` takes them.
 
     Returns
     -------
