@@ -34,31 +34,36 @@ os.environ.setdefault(
 )  # two virtual devices for sharding tests
 
 #: The suite's XLA (this process's and, through ``XLA_FLAGS``, the processes tests
-#: start) emits loop fusions with XLA's older LLVM IR emitter, not the MLIR fusion
-#: emitters that recent jaxlibs use by default: the suite is mostly XLA compiling, and
-#: the same programs compile in about half the CPU (the harmoniums notebook's
+#: start) compiles cheaply: it emits loop fusions with XLA's older LLVM IR emitter, not
+#: the MLIR fusion emitters that recent jaxlibs use by default, and runs LLVM's
+#: ``-O1`` pipeline instead of ``-O2``. The suite is mostly XLA compiling: the older
+#: emitter compiles the same programs in about half the CPU (the harmoniums notebook's
 #: ``fit_cd`` programs 64.5 -> 20.6 s, the modelling notebook's VEM loops 48.7 ->
-#: 23.5 s). Figures move in their last digits, as on another CPU; the stored-figure
-#: tests' measured tolerances cover it. A jaxlib without the flag (XLA aborts a process
-#: on an unknown flag) keeps its default: :func:`_jaxlib_knows` probes it once per run.
-EMITTER_FLAG = "--xla_cpu_use_fusion_emitters=false"
-_EMITTER_VARIABLE = "JAXANNOT_TEST_FUSION_EMITTER_FLAG"
+#: 23.5 s), and ``-O1`` takes another 15-25 % off files that fit many small models
+#: (``test_objectives.py`` with ``test_vem.py``: 156 / 141 -> 113 / 124 CPU s, two
+#: runs each way). Figures move in their last digits, as on another CPU; the
+#: stored-figure tests' measured tolerances cover it. A jaxlib that does not know a
+#: flag (XLA aborts a process on an unknown flag) keeps its defaults:
+#: :func:`_jaxlib_knows` probes them once per run.
+COMPILE_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1"
+_COMPILE_VARIABLE = "JAXANNOT_TEST_COMPILE_FLAGS"
 
 
-def _jaxlib_knows(flag: str) -> bool:
-    """Whether this jaxlib starts with the XLA flag ``flag`` (a child process)."""
+def _jaxlib_knows(flags: str) -> bool:
+    """Whether this jaxlib starts with the XLA flags ``flags`` (a child process)."""
     probe = subprocess.run(
         [sys.executable, "-c", "import jax; jax.numpy.zeros(1).block_until_ready()"],
-        env={**os.environ, "XLA_FLAGS": flag, "JAX_PLATFORMS": "cpu"},
+        env={**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"},
         capture_output=True,
     )
     return probe.returncode == 0
 
 
-if _EMITTER_VARIABLE not in os.environ:  # the first process; workers inherit it
-    os.environ[_EMITTER_VARIABLE] = EMITTER_FLAG if _jaxlib_knows(EMITTER_FLAG) else ""
-if os.environ[_EMITTER_VARIABLE] not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += f" {os.environ[_EMITTER_VARIABLE]}"
+if _COMPILE_VARIABLE not in os.environ:  # the first process; workers inherit it
+    known = _jaxlib_knows(COMPILE_FLAGS)
+    os.environ[_COMPILE_VARIABLE] = COMPILE_FLAGS if known else ""
+if os.environ[_COMPILE_VARIABLE] not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += f" {os.environ[_COMPILE_VARIABLE]}"
 
 import jax  # noqa: E402  (after the environment it reads)
 
@@ -108,7 +113,7 @@ def fast_compile() -> str:
 @pytest.fixture
 def fast_compile_flags() -> str:
     """``XLA_FLAGS`` for a process a test starts: this process's flags (the device
-    count, ``EMITTER_FLAG``) and ``FAST_COMPILE``."""
+    count, ``COMPILE_FLAGS``) and ``FAST_COMPILE``."""
     return f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}"
 
 
