@@ -38,7 +38,7 @@ from typing import BinaryIO
 from jaxannot.data.write_targets import (
     InputSet,
     OverwritesInput,
-    _checked_target,
+    checked_target,
     protect,
     protecting,
     resolve_target,
@@ -196,7 +196,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     OverwritesInput
         ``path`` is an input registered by :func:`protect` (or lies inside one).
     """
-    path = _checked_target(path)
+    path = checked_target(path)
     remove_stale_temp(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_prefix(), suffix=_SUFFIX)
     try:
@@ -243,7 +243,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[pathlib.Path]:
     OverwritesInput
         ``path`` is an input registered by :func:`protect` (or lies inside one).
     """
-    path = _checked_target(path)  # resolved: "." has no parent to rename it in
+    path = checked_target(path)  # resolved: "." has no parent to rename it in
     remove_stale_temp(path.parent)
     tmp = pathlib.Path(
         tempfile.mkdtemp(dir=path.parent, prefix=_prefix(), suffix=_SUFFIX)

@@ -48,6 +48,7 @@ __all__ = [
     "assign",
     "fit_codebook",
     "VIEW_KINDS",
+    "gabor_bank",
 ]
 
 VIEW_KINDS = {"colour": "real", "texture": "real", "visual_words": "bag"}
@@ -182,7 +183,20 @@ def _colour_histogram(rgb: np.ndarray, s: ExtractorSettings) -> np.ndarray:
     return counts / counts.sum()
 
 
-def _gabor_bank(s: ExtractorSettings) -> list[np.ndarray]:
+def gabor_bank(s: ExtractorSettings) -> list[np.ndarray]:
+    """The Gabor kernels of the texture features: one per frequency and orientation.
+
+    Parameters
+    ----------
+    s : ExtractorSettings
+        The extractor's settings (``gabor_frequencies``, ``gabor_orientations``).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Complex kernels, frequency-major, the orientations evenly spaced over
+        half a turn.
+    """
     from skimage.filters import gabor_kernel
 
     return [
@@ -234,7 +248,7 @@ def describe(
     from skimage.color import rgb2gray
 
     grey = rgb2gray(rgb)
-    bank = _gabor_bank(s) if bank is None else bank
+    bank = gabor_bank(s) if bank is None else bank
     return _colour_histogram(rgb, s), _texture(grey, s, bank), _descriptors(grey, s)
 
 

@@ -1,11 +1,11 @@
 """MAT-file v5: the sizes its headers declare, bounded before scipy reads the file.
 
-:func:`_check_v5_declared` bounds what every variable declares (from
-:func:`scipy.io.whosmat`), :func:`_v5_inflated_bytes` what its compressed elements
-inflate to (counted in chunks), and :class:`_V5Walk` what every cell and struct
+:func:`check_v5_declared` bounds what every variable declares (from
+:func:`scipy.io.whosmat`), :func:`v5_inflated_bytes` what its compressed elements
+inflate to (counted in chunks), and :class:`V5Walk` what every cell and struct
 field nested in a variable declares (a walk of the element headers, within
 :data:`~jaxannot.data.mat_common.MAX_NODES` and
-:data:`~jaxannot.data.mat_common.MAX_DEPTH`); :func:`_v5_text` normalizes the text
+:data:`~jaxannot.data.mat_common.MAX_DEPTH`); :func:`v5_text` normalizes the text
 scipy read.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.io
@@ -24,16 +24,16 @@ from jaxannot.data.errors import DataFormatError
 from jaxannot.data.mat_common import (
     MAX_DEPTH,
     MAX_NODES,
-    _cell_text,
-    _rows_text,
-    _unreadable,
+    cell_text,
+    rows_text,
+    unreadable_error,
 )
 from jaxannot.data.mat_v5_streams import (
-    _CHUNK,
-    _End,
-    _FileStream,
-    _inflated_size,
-    _InflateStream,
+    INFLATE_CHUNK,
+    FileStream,
+    InflateStream,
+    StreamEnd,
+    inflated_size,
 )
 
 _MI_COMPRESSED = 15  # v5 data type of a zlib-compressed element
@@ -53,16 +53,31 @@ _V5_CLASS = {
 }  # fmt: skip
 
 
-def _check_v5_declared(path: str, size: int, allowed: int) -> None:
+def check_v5_declared(path: str, size: int, allowed: int) -> None:
     """Refuse a v5 (or v4) MAT-file whose variables declare, in their headers, more
     than ``allowed`` bytes (one variable, or all up to it), before scipy reads one:
     :func:`scipy.io.whosmat` reads the name, shape and class of each variable
     without its data. Nested cells and struct fields are not listed by it:
-    :class:`_V5Walk` bounds them."""
+    :class:`V5Walk` bounds them.
+
+    Parameters
+    ----------
+    path : str
+        The MAT-file.
+    size : int
+        Its size in bytes, for the message's limit.
+    allowed : int
+        The most bytes its variables may declare in all.
+
+    Raises
+    ------
+    DataFormatError
+        scipy cannot list the variables, or they declare more than ``allowed``.
+    """
     try:
         variables = scipy.io.whosmat(path, chars_as_strings=False)
     except Exception as e:  # scipy raises many types on bad input
-        raise _unreadable(path, e) from None
+        raise unreadable_error(path, e) from None
     total = 0
     for name, shape, kind in variables:
         if kind == "sparse":
@@ -79,17 +94,30 @@ def _check_v5_declared(path: str, size: int, allowed: int) -> None:
             )
 
 
-def _v5_inflated_bytes(path: str, allowed: int) -> int:
+def v5_inflated_bytes(path: str, allowed: int) -> int:
     """Bytes the compressed elements of a v5 MAT-file inflate to, counted in chunks
     and given up once over ``allowed`` (0 for a file without a v5 header: v4 files
     hold no compressed data). The file is read a tag and a chunk at a time:
     uncompressed elements are skipped over, never read. A malformed element list
-    stops the count; scipy then reports the damage."""
+    stops the count; scipy then reports the damage.
+
+    Parameters
+    ----------
+    path : str
+        The MAT-file.
+    allowed : int
+        The count stops once past this many bytes.
+
+    Returns
+    -------
+    int
+        The inflated bytes counted (over ``allowed`` when the count gave up).
+    """
     total = 0
     with open(path, "rb") as fh:
         for _, kind, size in _v5_elements(fh):
             if kind == _MI_COMPRESSED:
-                total += _inflated_size(fh, size, allowed - total)
+                total += inflated_size(fh, size, allowed - total)
                 if total > allowed:
                     return total
     return total
@@ -114,7 +142,7 @@ def _v5_elements(fh: BinaryIO) -> Iterator[tuple[str, int, int]]:
         fh.seek(start + size + (0 if kind == _MI_COMPRESSED else -size % 8))
 
 
-class _V5Walk:
+class V5Walk:
     """The headers of every array in a v5 MAT-file -- each variable and, nested in
     it, each cell and each struct field's value -- read before scipy reads any,
     without their data (skipped over, or inflated and dropped for a compressed
@@ -146,13 +174,13 @@ class _V5Walk:
                 self.order = order
                 try:
                     if kind == _MI_COMPRESSED:
-                        stream = _InflateStream(fh, size)
+                        stream = InflateStream(fh, size)
                         inner, length = self._tag(stream)[:2]
                         if inner == _MI_MATRIX:
                             self._matrix(stream, length, None, 0)
                     elif kind == _MI_MATRIX:
-                        self._matrix(_FileStream(fh, size), size, None, 0)
-                except _End:
+                        self._matrix(FileStream(fh, size), size, None, 0)
+                except StreamEnd:
                     return
 
     def _tag(self, stream) -> tuple[int, int, bytes | None]:
@@ -162,20 +190,21 @@ class _V5Walk:
         kind, size = struct.unpack(self.order + "II", raw)
         if kind >> 16:
             if kind >> 16 > 4:
-                raise _End
+                raise StreamEnd
             return kind & 0xFFFF, kind >> 16, raw[4 : 4 + (kind >> 16)]
         return kind, size, None
 
     def _field(self, stream, name: str) -> bytes:
-        """The data of the next (header) element, at most :data:`_CHUNK` bytes."""
+        """The data of the next (header) element, at most :data:`INFLATE_CHUNK`
+        bytes."""
         _, size, data = self._tag(stream)
         if data is not None:
             return data
-        if size > _CHUNK:
+        if size > INFLATE_CHUNK:
             raise DataFormatError(
                 self.path,
                 f"not a usable MAT-file: variable {name} has a {size}-byte header "
-                f"element, over the {_CHUNK} a header may hold",
+                f"element, over the {INFLATE_CHUNK} a header may hold",
             )
         data = stream.read(size)
         stream.skip(-size % 8)
@@ -213,7 +242,7 @@ class _V5Walk:
         label = self._field(stream, name or "?").decode("latin-1")
         name = label if name is None else name
         if any(d < 0 for d in shape) or not shape:
-            raise _End
+            raise StreamEnd
         self._visit(name, depth)
         count = math.prod(shape)
         if kind == "object":
@@ -243,13 +272,13 @@ class _V5Walk:
             )
         rest = length - (stream.pos - start)
         if rest < 0:
-            raise _End
+            raise StreamEnd
         stream.skip(rest)
 
     def _child(self, stream, name: str, depth: int) -> None:
         kind, length, data = self._tag(stream)
         if kind != _MI_MATRIX or data is not None:
-            raise _End
+            raise StreamEnd
         self._matrix(stream, length, name, depth + 1)
         stream.skip(-length % 8)
 
@@ -269,16 +298,29 @@ class _V5Walk:
             )
 
 
-def _v5_text(value, depth: int = 0):
+def v5_text(value: Any, depth: int = 0) -> Any:
     """A value scipy read from a v5 file with its char arrays (arrays of strings,
-    one a row) as :func:`_rows_text` and cell arrays of strings as
-    :func:`_cell_text`, in cells nested up to :data:`MAX_DEPTH` deep (deeper ones
-    are left as scipy read them)."""
+    one a row) as :func:`rows_text` and cell arrays of strings as
+    :func:`cell_text`, in cells nested up to :data:`MAX_DEPTH` deep (deeper ones
+    are left as scipy read them).
+
+    Parameters
+    ----------
+    value : Any
+        A variable as :func:`scipy.io.loadmat` returned it.
+    depth : int, optional
+        How deep in cells ``value`` is (0 for a variable).
+
+    Returns
+    -------
+    Any
+        ``value`` with its text as ``str`` and lists of ``str``.
+    """
     if isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim <= 1:
-        return _rows_text([str(r) for r in value])
+        return rows_text([str(r) for r in value])
     if isinstance(value, np.ndarray) and value.dtype == object and depth < MAX_DEPTH:
         out = np.empty(value.shape, dtype=object)
         for idx in np.ndindex(value.shape):
-            out[idx] = _v5_text(value[idx], depth + 1)
-        return _cell_text(out)
+            out[idx] = v5_text(value[idx], depth + 1)
+        return cell_text(out)
     return value

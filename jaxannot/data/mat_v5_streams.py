@@ -1,74 +1,119 @@
 """The bytes of a v5 MAT-file element, read or inflated a chunk at a time.
 
-:class:`_FileStream` reads an uncompressed element a few bytes at a time and skips
-over the rest; :class:`_InflateStream` inflates a compressed one as far as it is
-read, :data:`_CHUNK` bytes at a time; :func:`_inflated_size` counts what a
+:class:`FileStream` reads an uncompressed element a few bytes at a time and skips
+over the rest; :class:`InflateStream` inflates a compressed one as far as it is
+read, :data:`INFLATE_CHUNK` bytes at a time; :func:`inflated_size` counts what a
 compressed element inflates to up to a budget. A stream that ends early or is
-damaged raises :class:`_End`.
+damaged raises :class:`StreamEnd`.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from typing import BinaryIO
 
-_CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
+INFLATE_CHUNK = 2**20  # bytes inflated at a time while counting a compressed element
 
 
-def _inflated_size(fh, length: int, budget: int) -> int:
+def inflated_size(fh: BinaryIO, length: int, budget: int) -> int:
     """Length of the next ``length`` bytes of ``fh`` inflated, read and inflated
-    ``_CHUNK`` bytes at a time; stops as soon as it passes ``budget`` (or the
-    stream is damaged or ends)."""
+    ``INFLATE_CHUNK`` bytes at a time; stops as soon as it passes ``budget`` (or the
+    stream is damaged or ends).
+
+    Parameters
+    ----------
+    fh : BinaryIO
+        The file, at the compressed data.
+    length : int
+        The compressed bytes.
+    budget : int
+        The count stops once past this many inflated bytes.
+
+    Returns
+    -------
+    int
+        The inflated bytes counted.
+    """
     inflater = zlib.decompressobj()
     total = 0
     try:
         while length > 0 and total <= budget and not inflater.eof:
-            pending = fh.read(min(_CHUNK, length))
+            pending = fh.read(min(INFLATE_CHUNK, length))
             if not pending:
                 break
             length -= len(pending)
             while pending and total <= budget:
-                total += len(inflater.decompress(pending, _CHUNK))
+                total += len(inflater.decompress(pending, INFLATE_CHUNK))
                 pending = inflater.unconsumed_tail
     except zlib.error:
         pass
     return total
 
 
-class _End(Exception):
+class StreamEnd(Exception):
     """A v5 element list that ends early or is malformed: the walk stops there
     (scipy then reports the damage)."""
 
 
-class _FileStream:
+class FileStream:
     """The ``length`` bytes of an uncompressed v5 element, from the file ``fh``
     positioned at their start: read a few at a time, skipped over by seeks."""
 
-    def __init__(self, fh, length: int) -> None:
+    def __init__(self, fh: BinaryIO, length: int) -> None:
         self.fh, self.left, self.pos = fh, length, 0
 
     def read(self, n: int) -> bytes:
+        """The next ``n`` bytes.
+
+        Parameters
+        ----------
+        n : int
+            How many.
+
+        Returns
+        -------
+        bytes
+            Exactly ``n`` bytes.
+
+        Raises
+        ------
+        StreamEnd
+            Fewer than ``n`` bytes are left.
+        """
         data = self.fh.read(n) if n <= self.left else b""
         if len(data) < n:
-            raise _End
+            raise StreamEnd
         self.left -= n
         self.pos += n
         return data
 
     def skip(self, n: int) -> None:
+        """Seek past the next ``n`` bytes without reading them.
+
+        Parameters
+        ----------
+        n : int
+            How many.
+
+        Raises
+        ------
+        StreamEnd
+            ``n`` is negative or more than are left.
+        """
         if not 0 <= n <= self.left:
-            raise _End
+            raise StreamEnd
         self.fh.seek(n, os.SEEK_CUR)
         self.left -= n
         self.pos += n
 
 
-class _InflateStream:
+class InflateStream:
     """The inflated bytes of a compressed v5 element (``length`` bytes of ``fh``),
-    inflated as far as they are read or skipped, :data:`_CHUNK` bytes at a time
+    inflated as far as they are read or skipped, :data:`INFLATE_CHUNK` bytes at a time
     (the file read a chunk at a time too)."""
 
-    def __init__(self, fh, length: int) -> None:
+    def __init__(self, fh: BinaryIO, length: int) -> None:
         self.fh, self.left, self.pos = fh, length, 0
         self.inflater = zlib.decompressobj()
         self.buffer = bytearray()
@@ -77,17 +122,34 @@ class _InflateStream:
         pending = self.inflater.unconsumed_tail
         if not pending:
             if self.inflater.eof or self.left <= 0:
-                raise _End
-            pending = self.fh.read(min(_CHUNK, self.left))
+                raise StreamEnd
+            pending = self.fh.read(min(INFLATE_CHUNK, self.left))
             if not pending:
-                raise _End
+                raise StreamEnd
             self.left -= len(pending)
         try:
-            self.buffer += self.inflater.decompress(pending, _CHUNK)
+            self.buffer += self.inflater.decompress(pending, INFLATE_CHUNK)
         except zlib.error:
-            raise _End from None
+            raise StreamEnd from None
 
     def read(self, n: int) -> bytes:
+        """The next ``n`` inflated bytes.
+
+        Parameters
+        ----------
+        n : int
+            How many.
+
+        Returns
+        -------
+        bytes
+            Exactly ``n`` bytes.
+
+        Raises
+        ------
+        StreamEnd
+            The element inflates to fewer, or its data is damaged.
+        """
         while len(self.buffer) < n:
             self._more()
         data = bytes(self.buffer[:n])
@@ -96,8 +158,20 @@ class _InflateStream:
         return data
 
     def skip(self, n: int) -> None:
+        """Inflate and drop the next ``n`` bytes.
+
+        Parameters
+        ----------
+        n : int
+            How many.
+
+        Raises
+        ------
+        StreamEnd
+            ``n`` is negative, the element inflates to fewer, or it is damaged.
+        """
         if n < 0:
-            raise _End
+            raise StreamEnd
         self.pos += n
         while n > 0:
             if not self.buffer:

@@ -1,7 +1,7 @@
 """MAT-file v7.3 (HDF5): its variables read through h5py within the file's bound.
 
-:func:`_h5_declared_bytes` sums what the datasets declare (external links and
-storage refused) before any is read; :class:`_H5Walk` reads the variables, with
+:func:`h5_declared_bytes` sums what the datasets declare (external links and
+storage refused) before any is read; :class:`H5Walk` reads the variables, with
 cell references dereferenced, sparse matrices rebuilt and char arrays as text
 (:func:`_h5_text`), bounded in depth, in nodes visited and in bytes read.
 """
@@ -9,6 +9,7 @@ cell references dereferenced, sparse matrices rebuilt and char arrays as text
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import h5py
 import numpy as np
@@ -18,18 +19,34 @@ from jaxannot.data.errors import DataFormatError
 from jaxannot.data.mat_common import (
     MAX_DEPTH,
     MAX_NODES,
-    _cell_text,
-    _rows_text,
-    _too_big,
+    cell_text,
+    rows_text,
+    too_big_error,
 )
 
 
-def _h5_declared_bytes(f: h5py.File) -> int:
+def h5_declared_bytes(f: h5py.File) -> int:
     """Bytes the datasets of an HDF5 file declare (their shapes times item sizes).
 
     Every link is looked at first: an external link (to another file), a dataset
     stored in external files or a virtual dataset is refused, since its bytes lie
-    outside this file and outside its bound."""
+    outside this file and outside its bound.
+
+    Parameters
+    ----------
+    f : h5py.File
+        The open v7.3 MAT-file.
+
+    Returns
+    -------
+    int
+        The declared bytes of all its datasets.
+
+    Raises
+    ------
+    DataFormatError
+        Some link or dataset keeps its data outside the file.
+    """
     external: list[tuple[str, str]] = []
     elsewhere: list[str] = []
     total = 0
@@ -81,10 +98,10 @@ def _h5_text(codes: np.ndarray) -> str | list[str]:
         codes = codes.reshape(1, -1)
     codes = codes.reshape(codes.shape[0], math.prod(codes.shape[1:]))
     rows = [row.astype("<u2").tobytes().decode("utf-16-le", "replace") for row in codes]
-    return _rows_text(rows)
+    return rows_text(rows)
 
 
-class _H5Walk:
+class H5Walk:
     """The values of a v7.3 file's variables, bounded in depth
     (:data:`MAX_DEPTH`), in the number of groups, datasets and references visited
     (:data:`MAX_NODES`) and in the bytes read (``allowed``): hard links and
@@ -114,9 +131,31 @@ class _H5Walk:
     def _count(self, nbytes: int) -> None:
         self.read += nbytes
         if self.read > self.allowed:
-            raise _too_big(self.f.filename, "the values it references", self.read)
+            raise too_big_error(self.f.filename, "the values it references", self.read)
 
-    def value(self, node, depth: int):
+    def value(self, node: h5py.Group | h5py.Dataset, depth: int) -> Any:
+        """The value of ``node`` as the reader returns it, its bytes counted.
+
+        Parameters
+        ----------
+        node : h5py.Group or h5py.Dataset
+            A variable, a struct field or a referenced cell.
+        depth : int
+            How deep in cells and structs it is (0 for a variable).
+
+        Returns
+        -------
+        Any
+            A dict for a struct, a CSC matrix for a sparse array, text as
+            ``str`` / lists of ``str``, cells as lists or object arrays, other
+            arrays transposed to MATLAB's order.
+
+        Raises
+        ------
+        DataFormatError
+            Cells nest deeper than :data:`MAX_DEPTH`, over :data:`MAX_NODES` values
+            are reached, or their bytes pass the bound.
+        """
         self._visit(depth)
         if isinstance(node, h5py.Group):
             if {"data", "ir", "jc"} <= set(node.keys()):
@@ -138,7 +177,7 @@ class _H5Walk:
             out = np.empty(arr.shape, dtype=object)
             for idx in np.ndindex(arr.shape):
                 out[idx] = self.value(self.f[arr[idx]], depth + 1)
-            return _cell_text(out.T)
+            return cell_text(out.T)
         if text:
             return _h5_text(np.asarray(arr).T)
         return np.asarray(arr).T

@@ -58,14 +58,19 @@ from jaxannot.data.bounded import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
-from jaxannot.data.mat_common import MAX_DEPTH, MAX_NODES, _too_big, _unreadable
-from jaxannot.data.mat_v5 import (
-    _check_v5_declared,
-    _v5_inflated_bytes,
-    _v5_text,
-    _V5Walk,
+from jaxannot.data.mat_common import (
+    MAX_DEPTH,
+    MAX_NODES,
+    too_big_error,
+    unreadable_error,
 )
-from jaxannot.data.mat_v73 import _h5_declared_bytes, _H5Walk
+from jaxannot.data.mat_v5 import (
+    V5Walk,
+    check_v5_declared,
+    v5_inflated_bytes,
+    v5_text,
+)
+from jaxannot.data.mat_v73 import H5Walk, h5_declared_bytes
 
 __all__ = [
     "MAX_DEPTH",
@@ -106,26 +111,26 @@ def read_mat(path: str | os.PathLike) -> dict:
     if is_mat_v73(path):
         try:
             with h5py.File(path, "r") as f:
-                declared = _h5_declared_bytes(f)
+                declared = h5_declared_bytes(f)
                 if declared <= allowed:
-                    walk = _H5Walk(f, allowed)
+                    walk = H5Walk(f, allowed)
                     names = [k for k in f.keys() if not k.startswith("#")]
                     return {k: walk.value(f[k], 0) for k in names}
         except DataFormatError:
             raise
         except Exception as e:  # h5py raises many types on corrupt input
             raise DataFormatError(path, f"unreadable v7.3 MAT-file ({e})") from None
-        raise _too_big(path, "its datasets", declared)
-    inflated = _v5_inflated_bytes(path, allowed)
+        raise too_big_error(path, "its datasets", declared)
+    inflated = v5_inflated_bytes(path, allowed)
     if inflated > allowed:
-        raise _too_big(path, "its compressed variables", inflated)
-    _check_v5_declared(path, size, allowed)
-    _V5Walk(path, size, allowed).run()
+        raise too_big_error(path, "its compressed variables", inflated)
+    check_v5_declared(path, size, allowed)
+    V5Walk(path, size, allowed).run()
     try:
         raw = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (even IndexError) on bad input
-        raise _unreadable(path, e) from None
-    return {k: _v5_text(v) for k, v in raw.items() if not k.startswith("__")}
+        raise unreadable_error(path, e) from None
+    return {k: v5_text(v) for k, v in raw.items() if not k.startswith("__")}
 
 
 def _densify(x, path: str, what: str) -> np.ndarray:
@@ -134,7 +139,9 @@ def _densify(x, path: str, what: str) -> np.ndarray:
     if scipy.sparse.issparse(x):
         size = int(np.prod(x.shape, dtype=np.float64)) * 4
         if size > allowed_bytes(_file_size(path)):
-            raise _too_big(path, f"{what} (a sparse {x.shape[0]} x {x.shape[1]})", size)
+            raise too_big_error(
+                path, f"{what} (a sparse {x.shape[0]} x {x.shape[1]})", size
+            )
         x = x.toarray()
     return np.asarray(x)
 

@@ -36,7 +36,12 @@ from jaxannot.data.image_features import (
 )
 from jaxannot.data.photo_extractor import PhotoExtractor
 from jaxannot.data.photo_tags import list_photos, tags_by_file
-from jaxannot.data.photos import _FORMAT, _VERSION, MANIFEST, is_photo_dataset
+from jaxannot.data.photos import (
+    MANIFEST,
+    PHOTOS_FORMAT,
+    PHOTOS_VERSION,
+    is_photo_dataset,
+)
 
 __all__ = ["PhotoDatasetReport", "build_photo_dataset"]
 
@@ -205,8 +210,8 @@ def _featurize(photos_dir: pathlib.Path, files, settings, progress: bool, on_ski
 def _manifest(name, vocabulary, num_photos, test_fraction, seed, skipped) -> dict:
     """The content of ``photos.json`` (:mod:`jaxannot.data.photos`)."""
     return {
-        "format": _FORMAT,
-        "version": _VERSION,
+        "format": PHOTOS_FORMAT,
+        "version": PHOTOS_VERSION,
         "name": name,
         "views": VIEW_KINDS,
         "tags": vocabulary,

@@ -27,9 +27,9 @@ from jaxannot.data.extractor_settings import ExtractorSettings
 from jaxannot.data.image_features import (
     VIEW_KINDS,
     UnreadableImage,
-    _gabor_bank,
     assign,
     describe,
+    gabor_bank,
     read_image,
 )
 
@@ -117,7 +117,7 @@ class PhotoExtractor:
         """
         from tqdm.auto import tqdm
 
-        bank = _gabor_bank(self.settings)
+        bank = gabor_bank(self.settings)
         colour, texture, desc, kept = [], [], [], []
         for i, path in enumerate(tqdm(paths, desc="photos", disable=not progress)):
             try:

@@ -13,12 +13,18 @@ import io
 import logging
 import os
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from jaxannot.data.bounded import MAX_TEXT_BYTES, read_limited
 from jaxannot.data.errors import DataFormatError, printable
 
-__all__ = ["list_photos", "read_tags", "tags_by_file"]
+__all__ = [
+    "list_photos",
+    "read_tags",
+    "tags_by_file",
+    "read_checked_text",
+    "csv_errors",
+]
 
 log = logging.getLogger("jaxannot.data.photos")  # the photo datasets' one logger
 
@@ -115,8 +121,8 @@ def read_tags(path: str | os.PathLike) -> dict[str, list[str]]:
 
 def _tag_rows(path) -> list[tuple[str, int, list[str]]]:
     """``(file as written, line, tags)`` of each row of the tags CSV ``path``."""
-    reader = csv.DictReader(io.StringIO(_read_text(path, "utf-8-sig")))
-    with _csv_errors(path, reader):
+    reader = csv.DictReader(io.StringIO(read_checked_text(path, "utf-8-sig")))
+    with csv_errors(path, reader):
         return _raw_tag_rows(path, reader)
 
 
@@ -134,10 +140,32 @@ def _keyed_tags(path, rows, photos=frozenset()) -> dict[str, list[str]]:
     return out
 
 
-def _read_text(path, encoding: str = "utf-8", what: str = "CSV file") -> str:
+def read_checked_text(
+    path: str | os.PathLike, encoding: str = "utf-8", what: str = "CSV file"
+) -> str:
     """The text of the regular file ``path``, its size checked before it is read
     (:func:`~jaxannot.data.bounded.read_limited`); DataFormatError when it is not
-    UTF-8."""
+    UTF-8.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    encoding : str, optional
+        Its text encoding.
+    what : str, optional
+        What the file is, for the messages.
+
+    Returns
+    -------
+    str
+        Its text, line ends as ``"\\n"``.
+
+    Raises
+    ------
+    DataFormatError
+        The file is too big, not a regular file, or not text in ``encoding``.
+    """
     raw = read_limited(path, what, MAX_TEXT_BYTES, "a CSV file is read whole")
     try:
         text = raw.decode(encoding)
@@ -150,9 +178,27 @@ def _read_text(path, encoding: str = "utf-8", what: str = "CSV file") -> str:
 
 
 @contextlib.contextmanager
-def _csv_errors(path, reader):
+def csv_errors(path: str | os.PathLike, reader: csv.DictReader) -> Iterator[None]:
     """A ``csv.Error`` (a field over the csv module's 131,072 characters, a NUL
-    byte, ...) as a DataFormatError naming the file and the line."""
+    byte, ...) as a DataFormatError naming the file and the line.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, for the message.
+    reader : csv.DictReader
+        The reader of its rows, for the line number.
+
+    Yields
+    ------
+    None
+        Around the reading of the rows.
+
+    Raises
+    ------
+    DataFormatError
+        The reader raised ``csv.Error``.
+    """
     try:
         yield
     except csv.Error as err:  # raised before the reader counts the failing line

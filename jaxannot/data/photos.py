@@ -43,7 +43,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.data.errors import DataFormatError
 from jaxannot.data.image_features import VIEW_KINDS
 from jaxannot.data.photo_extractor import PhotoExtractor
-from jaxannot.data.photo_tags import _csv_errors, _read_text
+from jaxannot.data.photo_tags import csv_errors, read_checked_text
 
 __all__ = [
     "MANIFEST",
@@ -51,11 +51,13 @@ __all__ = [
     "load_photo_dir",
     "photo_corpus",
     "read_manifest",
+    "PHOTOS_FORMAT",
+    "PHOTOS_VERSION",
 ]
 
 MANIFEST = "photos.json"
-_FORMAT = "jaxannot.photos"
-_VERSION = 1
+PHOTOS_FORMAT = "jaxannot.photos"
+PHOTOS_VERSION = 1
 _SPLITS = ("train", "test", "unlabelled")
 _OUTPUTS = (MANIFEST, "photos.csv", "features.npz", "extractor.json", "extractor.npz")
 
@@ -76,8 +78,11 @@ def read_manifest(folder: str | os.PathLike) -> dict:
             f"`jaxannot features PHOTOS_DIR --out DIR`)"
         )
     manifest = read_json_object(path, "photo dataset manifest")
-    if manifest.get("format") != _FORMAT or manifest.get("version") != _VERSION:
-        raise DataFormatError(path, f"not a {_FORMAT} v{_VERSION} manifest")
+    if (
+        manifest.get("format") != PHOTOS_FORMAT
+        or manifest.get("version") != PHOTOS_VERSION
+    ):
+        raise DataFormatError(path, f"not a {PHOTOS_FORMAT} v{PHOTOS_VERSION} manifest")
     views, tags = manifest.get("views"), manifest.get("tags")
     if views != VIEW_KINDS:
         raise DataFormatError(path, f"its views must be {VIEW_KINDS}, got {views!r}")
@@ -90,8 +95,8 @@ def _read_table(folder: pathlib.Path) -> list[tuple[str, str, list[str]]]:
     path = folder / "photos.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no photos.csv")
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
-    with _csv_errors(path, reader):
+    reader = csv.DictReader(io.StringIO(read_checked_text(path)))
+    with csv_errors(path, reader):
         if reader.fieldnames != ["file", "split", "tags"]:
             raise DataFormatError(path, "header must be file,split,tags", line=1)
         rows = []

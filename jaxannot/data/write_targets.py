@@ -5,7 +5,7 @@ followed); inside a :func:`protecting` block, the inputs registered with
 :func:`protect` (an :class:`InputSet`: real paths, and the ``(st_dev, st_ino)`` of
 every regular file among them) are refused as targets by
 :func:`~jaxannot.data.atomic.atomic_write` and
-:func:`~jaxannot.data.atomic.atomic_folder` (:func:`_checked_target` raises
+:func:`~jaxannot.data.atomic.atomic_folder` (:func:`checked_target` raises
 :class:`OverwritesInput`).
 """
 
@@ -28,6 +28,7 @@ __all__ = [
     "protect",
     "protecting",
     "resolve_target",
+    "checked_target",
 ]
 
 # the logger of jaxannot.data.atomic, where these were first
@@ -243,9 +244,25 @@ def protect(source: str, paths: Iterable[str | os.PathLike]) -> None:
             inputs.add(source, path)
 
 
-def _checked_target(path: str | os.PathLike) -> pathlib.Path:
+def checked_target(path: str | os.PathLike) -> pathlib.Path:
     """:func:`resolve_target` of ``path``; :class:`OverwritesInput` when a
-    protected input would be written over."""
+    protected input would be written over.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Where an output is to be written.
+
+    Returns
+    -------
+    pathlib.Path
+        The file to write.
+
+    Raises
+    ------
+    OverwritesInput
+        Writing it would overwrite an input in use.
+    """
     for inputs in _PROTECTED:
         found = inputs.conflict(path)
         if found is not None:

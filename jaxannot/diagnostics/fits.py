@@ -11,7 +11,7 @@ import numpy as np
 
 import jax
 
-from jaxannot.diagnostics.restarts import _permute_topics, match_topics
+from jaxannot.diagnostics.restarts import match_topics, permute_topics
 from jaxannot.diagnostics.svi import nan_padded, svi_to_inference_data
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def _vem_to_inference_data(results, topic_axes, local_site):
         posterior[probs] = np.stack(phis)
         dims[probs] = ["image", "topic"]
         topic_axes[probs] = 1
-    posterior = _permute_topics(posterior, topic_axes, perms)
+    posterior = permute_topics(posterior, topic_axes, perms)
 
     trace = nan_padded([res.losses for res in results])
     final = np.full((len(results), 1), np.nan)

@@ -35,6 +35,7 @@ __all__ = [
     "summary",
     "topic_word_matrix",
     "diagnose_restarts",
+    "permute_topics",
 ]
 
 
@@ -89,12 +90,31 @@ def align_topics(
     axis = topic_axes[reference_site]
     means = np.moveaxis(ref.mean(axis=1), axis + 1, 1)  # [chains, topics, ...]
     perms = np.stack([match_topics(means[0], means[c]) for c in range(ref.shape[0])])
-    return _permute_topics(samples, topic_axes, perms), perms
+    return permute_topics(samples, topic_axes, perms), perms
 
 
-def _permute_topics(samples, topic_axes, perms) -> dict:
+def permute_topics(
+    samples: Mapping[str, Any],
+    topic_axes: Mapping[str, int],
+    perms: Sequence[np.ndarray],
+) -> dict:
     """Take ``perms[c]`` along every topic axis of chain ``c`` (sites [chains,
-    draws, ...]; ``topic_axes`` counts within one draw); other sites as they are."""
+    draws, ...]; ``topic_axes`` counts within one draw); other sites as they are.
+
+    Parameters
+    ----------
+    samples : Mapping
+        Site -> array ``[chains, draws, ...]``.
+    topic_axes : Mapping
+        Site -> its topic axis within one draw, for the sites that have one.
+    perms : sequence of numpy.ndarray
+        One permutation of the topics per chain.
+
+    Returns
+    -------
+    dict
+        Site -> numpy array, topics permuted chain by chain.
+    """
     out = {}
     for name, value in samples.items():
         value = np.asarray(value)

@@ -8,12 +8,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
-from jaxannot.sklearn._shared import _Shared
+from jaxannot.sklearn._shared import SharedBase
 
 __all__ = ["ClassifierEstimator"]
 
 
-class ClassifierEstimator(_Shared, ClassifierMixin, BaseEstimator):
+class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
     """Base of the classifiers (methods with ``predict_labels``).
 
     ``fit(X, y)`` learns from features ``X`` and a vector of class labels ``y`` (any

@@ -17,13 +17,13 @@ from sklearn.base import BaseEstimator, MultiOutputMixin
 from sklearn.utils.metaestimators import available_if
 
 from jaxannot import metrics
-from jaxannot.sklearn._shared import _Shared
+from jaxannot.sklearn._shared import SharedBase
 
 __all__ = ["AnnotatorEstimator"]
 
 
 # ================================================================ annotators
-class AnnotatorEstimator(_Shared, MultiOutputMixin, BaseEstimator):
+class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
     """Base of the multi-label annotation estimators (methods with ``score_words``).
 
     ``fit(X, y)`` learns from features ``X`` and an ``[images, words]`` matrix ``y``

@@ -1,7 +1,8 @@
 """What the estimators of :mod:`jaxannot.sklearn` share.
 
-:class:`_Shared` (the base of :class:`~jaxannot.sklearn._estimators.AnnotatorEstimator`
-and :class:`~jaxannot.sklearn._classifier.ClassifierEstimator`) turns the estimator's
+:class:`SharedBase` (the base of
+:class:`~jaxannot.sklearn._estimators.AnnotatorEstimator` and
+:class:`~jaxannot.sklearn._classifier.ClassifierEstimator`) turns the estimator's
 parameters into the method's hyper-parameters, ``X`` into the views of a
 :class:`~jaxannot.data.Corpus`, the ``random_state`` into a key, and runs the fit;
 :data:`RENAMED`, :func:`sklearn_hyper` and :func:`default_view_kind` map a method's
@@ -32,11 +33,7 @@ from jaxannot.annotators.base import Method, get_method
 from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.corpus import VIEW_KINDS, Corpus
 
-__all__ = [
-    "RENAMED",
-    "default_view_kind",
-    "sklearn_hyper",
-]
+__all__ = ["RENAMED", "default_view_kind", "sklearn_hyper", "SharedBase"]
 
 _SINGLE_VIEW = "features"  # the view name an array X becomes
 
@@ -64,7 +61,7 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-class _Shared:
+class SharedBase:
     """What annotators and classifiers share: parameters -> hyper-parameters, ``X`` ->
     views, the random key, the fit itself. Not an estimator by itself."""
 

@@ -247,7 +247,7 @@ def test_nested_v5_cells_and_structs_are_walked_and_still_load(tmp_path, compres
     path = tmp_path / "ok.mat"
     scipy.io.savemat(path, variables, do_compression=compressed)
     size = path.stat().st_size
-    walk = mat_v5._V5Walk(str(path), size, bounded.allowed_bytes(size))
+    walk = mat_v5.V5Walk(str(path), size, bounded.allowed_bytes(size))
     walk.run()
     # X, its 3 cells, the 2 of inner; s, its 2 fields, b's cell; Y
     assert walk.nodes == 11
@@ -284,7 +284,7 @@ def test_a_v5_file_is_not_read_whole_to_count_its_compressed_bytes(tmp_path):
     assert path.stat().st_size > 20_000_000
     tracemalloc.start()
     try:
-        assert mat_v5._v5_inflated_bytes(str(path), 2**30) == 0
+        assert mat_v5.v5_inflated_bytes(str(path), 2**30) == 0
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

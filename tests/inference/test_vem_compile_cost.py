@@ -63,7 +63,7 @@ def test_the_step_of_an_exact_e_step_splits_no_key():
     model, _ = _counted_model()
     x, y = _data()
     vem = VEM(model, "z", plate="item")
-    setup, _, layout, placed = vem._prepare((x, y), {"k": 3})
+    setup, _, layout, placed = vem.prepare_call((x, y), {"k": 3})
     state = vem.init(jax.random.key(0), x, y, k=3)
     step = step_for(vem, layout, 0.0)
     text = one_update.lower(step, state, (placed, vem.estep.arrays)).as_text()

@@ -295,8 +295,31 @@ class VEM(Runs, FoldIn):
         return hash(self._key())
 
     # ---------------------------------------------------------------- API
-    def _prepare(self, args, kwargs):
-        """Set-up, layout and placed data of a call on ``args``."""
+    def prepare_call(self, args: tuple, kwargs: dict) -> tuple:
+        """The set-up, layout and placed data of a call on ``args``, checked.
+
+        Shared by :meth:`init`, :meth:`update` and :meth:`run`: each call on the
+        model's data goes through it once.
+
+        Parameters
+        ----------
+        args : tuple
+            The model's positional arguments.
+        kwargs : dict
+            Its keyword arguments.
+
+        Returns
+        -------
+        tuple of (Setup, tuple, Whole or Shards, tuple)
+            ``(setup, dynamic, layout, placed)``: the static set-up, the model's
+            array arguments, the fit's layout and those arrays placed for it.
+
+        Raises
+        ------
+        ValueError
+            The E-step's weight is ``'auto'`` (only :meth:`run` chooses it), or its
+            graph's node count is not the plate's image count.
+        """
         if getattr(self.estep, "lam", None) == "auto":
             raise ValueError(
                 f"{type(self.estep).__name__}(lam='auto') has its weight chosen by "
@@ -374,11 +397,50 @@ class VEM(Runs, FoldIn):
         VEMState
         """
         check_key(rng_key)
-        setup, dynamic, layout, placed = self._prepare(args, kwargs)
+        setup, dynamic, layout, placed = self.prepare_call(args, kwargs)
         args_kw = (args, kwargs)
-        return self._init(setup, layout, rng_key, init_params, dynamic, placed, args_kw)
+        return self.init_prepared(
+            setup, layout, rng_key, init_params, dynamic, placed, args_kw
+        )
 
-    def _init(self, setup, layout, rng_key, init_params, dynamic, placed, args_kw):
+    def init_prepared(
+        self,
+        setup: Any,
+        layout: Any,
+        rng_key: PRNGKey,
+        init_params: dict | None,
+        dynamic: tuple,
+        placed: tuple,
+        args_kw: tuple[tuple, dict],
+    ) -> VEMState:
+        """The :class:`VEMState` a fit starts from, on a call already prepared.
+
+        :meth:`init` once :meth:`prepare_call` has run; :meth:`run` calls it with
+        the preparation it reuses for the loop.
+
+        Parameters
+        ----------
+        setup : Setup
+            The call's static set-up.
+        layout : Whole or Shards
+            The fit's layout.
+        rng_key : PRNGKey
+            Split into an initialization key and the loop key.
+        init_params : dict or None
+            Constrained starting values of the global sites (checked), or None for
+            the default start (:meth:`init_params`).
+        dynamic : tuple
+            The model's array arguments.
+        placed : tuple
+            Those arrays placed for the layout.
+        args_kw : tuple of (tuple, dict)
+            The model's positional and keyword arguments, for the error messages.
+
+        Returns
+        -------
+        VEMState
+            The start, placed for the layout.
+        """
         values = None
         if init_params is not None:
             values = checked_start(self, setup, init_params, args_kw)
@@ -422,7 +484,7 @@ class VEM(Runs, FoldIn):
         FloatingPointError, ValueError
             The iteration met a non-finite quantity (as :meth:`run`).
         """
-        setup, _, layout, placed = self._prepare(args, kwargs)
+        setup, _, layout, placed = self.prepare_call(args, kwargs)
         check_state(setup.structure, state)
         state, e_arrays = layout.place(state, self.estep.arrays)
         step = step_for(self, layout, 0.0)

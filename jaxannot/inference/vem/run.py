@@ -47,7 +47,7 @@ EARLY_STOP = 3
 class Runs:
     """:meth:`run` and :meth:`run_restarts` of
     :class:`~jaxannot.inference.vem.algorithm.VEM` (a base class of it: the methods
-    use its ``_prepare``, ``_init``, ``estep`` and ``laplace_draws``)."""
+    use its ``prepare_call``, ``init_prepared``, ``estep`` and ``laplace_draws``)."""
 
     def run(
         self,
@@ -259,9 +259,9 @@ def run_one(
     VEMResult
         The fit.
     """
-    setup, dynamic, layout, placed = vem._prepare(args, kwargs)
+    setup, dynamic, layout, placed = vem.prepare_call(args, kwargs)
     if init_state is None:
-        state = vem._init(
+        state = vem.init_prepared(
             setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
         )
     else:

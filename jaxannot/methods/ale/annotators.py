@@ -46,19 +46,19 @@ from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.data.preprocessing import standardize
 from jaxannot.methods.ale.detectors import (
     DETECTORS,
-    _check_detector,
-    _detector_scores,
-    _key_data,
-    _last_iteration,
-    _train_detector,
+    check_detector,
     concept_targets,
+    detector_scores,
+    last_iteration,
+    raw_key_data,
+    train_detector,
 )
 from jaxannot.methods.ale.eigenfunctions import PCAModel, ale_embed
 from jaxannot.methods.ale.fitted_model import (
-    _ale_from_params,
-    _ale_to_params,
-    _fit_ale_model,
+    ale_from_params,
+    ale_to_params,
     check_fitted_support,
+    fit_ale_model,
 )
 from jaxannot.methods.ale.params import (
     AleParams,
@@ -89,30 +89,30 @@ def fit_iale(
     corpus: Corpus, *, rng_key: PRNGKey, detector: str = "svm", **hyper: Any
 ) -> Fitted:
     """Eigenfunctions from every image of ``corpus``; detectors on its labelled ones."""
-    _check_detector(detector)
+    check_detector(detector)
     hyper = {**method_defaults(f"iale-{detector}"), **hyper}
     y, labelled = concept_targets(corpus)
     x = corpus.features()
-    model = _fit_ale_model(x, hyper)
+    model = fit_ale_model(x, hyper)
     u = ale_embed(model, x, batch_size=int(hyper["batch_size"]))
-    det, info = _train_detector(
+    det, info = train_detector(
         u, y, labelled, model.eigenfunctions.eigenvalues, hyper, rng_key, detector
     )
-    params = IaleParams(_ale_to_params(model), det, _detector_scores(u, det))
+    params = IaleParams(ale_to_params(model), det, detector_scores(u, det))
     info.update(num_eigenvectors=int(u.shape[1]), num_labelled=int(labelled.sum()))
-    check_fitted_support(f"iale-{detector}", params, _last_iteration(info))
+    check_fitted_support(f"iale-{detector}", params, last_iteration(info))
     return Fitted(f"iale-{detector}", params, hyper, info)
 
 
 def _iale_embed(fitted: Fitted, corpus) -> np.ndarray:
-    model = _ale_from_params(fitted.params.ale)
+    model = ale_from_params(fitted.params.ale)
     return ale_embed(
         model, corpus.features(), batch_size=int(fitted.hyper["batch_size"])
     )
 
 
 def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
-    return _detector_scores(_iale_embed(fitted, corpus), fitted.params.detector)
+    return detector_scores(_iale_embed(fitted, corpus), fitted.params.detector)
 
 
 def fit_ale_transductive(
@@ -120,16 +120,16 @@ def fit_ale_transductive(
 ) -> Fitted:
     """As :func:`fit_iale`, keeping the fit images' PCA coordinates and labels so that
     scoring can recompute the eigenfunctions over fit + scored images."""
-    _check_detector(detector)
+    check_detector(detector)
     hyper = {**method_defaults(f"ale-{detector}"), **hyper}
     fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
-    model = _ale_from_params(fitted.params.ale)
+    model = ale_from_params(fitted.params.ale)
     x = corpus.features()
     y, labelled = concept_targets(corpus)
     coords = (x - model.pca.mean) @ model.pca.components
-    train = AleTrain(coords.astype(np.float32), y, labelled, _key_data(rng_key))
+    train = AleTrain(coords.astype(np.float32), y, labelled, raw_key_data(rng_key))
     params = AleParams(*fitted.params, train=train)
-    check_fitted_support(f"ale-{detector}", params, _last_iteration(fitted.info))
+    check_fitted_support(f"ale-{detector}", params, last_iteration(fitted.info))
     return Fitted(f"ale-{detector}", params, fitted.hyper, fitted.info)
 
 
@@ -137,7 +137,7 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
     """Recompute histograms / eigenfunctions on fit + scored images, retrain, score."""
     hyper = fitted.hyper
     detector = fitted.method.split("-", 1)[1]
-    stored = _ale_from_params(fitted.params.ale)
+    stored = ale_from_params(fitted.params.ale)
     train = fitted.params.train
     new = (corpus.features() - stored.pca.mean) @ stored.pca.components
     coords = np.concatenate([np.asarray(train.coords), new]).astype(np.float32)
@@ -148,7 +148,7 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
         np.asarray(stored.pca.variances),
         coords.shape[0],
     )
-    model = _fit_ale_model(coords, hyper, pca=identity)
+    model = fit_ale_model(coords, hyper, pca=identity)
     u = ale_embed(model, coords, batch_size=int(hyper["batch_size"]))
     y = np.concatenate(
         [
@@ -160,10 +160,10 @@ def _ale_scores(fitted: Fitted, corpus) -> np.ndarray:
         [np.asarray(train.labelled, bool), np.zeros(len(new), bool)]
     )
     key = jax.random.wrap_key_data(jnp.asarray(train.rng_key))
-    det, _ = _train_detector(
+    det, _ = train_detector(
         u, y, labelled, model.eigenfunctions.eigenvalues, hyper, key, detector
     )
-    return _detector_scores(u[n_train:], det)
+    return detector_scores(u[n_train:], det)
 
 
 def _fit_scores(fitted: Fitted) -> np.ndarray:
@@ -177,16 +177,16 @@ def fit_bsvm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
-    det, info = _train_detector(z, y, labelled, None, hyper, rng_key, "svm")
-    params = BsvmParams(mean, scale, det, _detector_scores(z, det))
-    check_fitted_support("bsvm", params, _last_iteration(info))
+    det, info = train_detector(z, y, labelled, None, hyper, rng_key, "svm")
+    params = BsvmParams(mean, scale, det, detector_scores(z, det))
+    check_fitted_support("bsvm", params, last_iteration(info))
     return Fitted("bsvm", params, hyper, info)
 
 
 def _bsvm_scores(fitted: Fitted, corpus) -> np.ndarray:
     p = fitted.params
     z = (corpus.features() - np.asarray(p.mean)) / np.asarray(p.scale)
-    return _detector_scores(z, p.detector)
+    return detector_scores(z, p.detector)
 
 
 # -------------------------------------------------------------------------- GSF
@@ -225,7 +225,7 @@ def fit_gsf(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
-    params = GsfParams(mean, scale, GsfTrain(z, y, labelled, _key_data(rng_key)))
+    params = GsfParams(mean, scale, GsfTrain(z, y, labelled, raw_key_data(rng_key)))
     check_fitted_support("gsf", params, "standardization")
     return Fitted("gsf", params, hyper, {})
 
@@ -244,8 +244,8 @@ def _gsf_scores_of(fitted: Fitted, z_new: np.ndarray) -> np.ndarray:
     n_train = len(z_train)
     y, labelled = np.asarray(train.targets), np.asarray(train.labelled, bool)
     key = jax.random.wrap_key_data(jnp.asarray(train.rng_key))
-    det, _ = _train_detector(u[:n_train], y, labelled, None, hyper, key, "svm")
-    return _detector_scores(u[n_train:] if len(z_new) else u, det)
+    det, _ = train_detector(u[:n_train], y, labelled, None, hyper, key, "svm")
+    return detector_scores(u[n_train:] if len(z_new) else u, det)
 
 
 def _gsf_fit_scores(fitted: Fitted) -> np.ndarray:

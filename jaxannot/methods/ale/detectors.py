@@ -1,14 +1,15 @@
 """The concept detectors of the ALE-family methods (:mod:`.annotators`).
 
 The targets they learn (:func:`concept_targets`: the observed words, or one-hot
-class labels), their training on an embedding (:func:`_train_detector`: the linear
+class labels), their training on an embedding (:func:`train_detector`: the linear
 SVM or the smooth function of eq. 7), their scores and the detector names
 (:data:`DETECTORS`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +23,15 @@ from jaxannot.solvers import linear_svm
 if TYPE_CHECKING:
     from jaxannot.data.corpus import Corpus
 
-__all__ = ["DETECTORS", "concept_targets"]
+__all__ = [
+    "DETECTORS",
+    "concept_targets",
+    "raw_key_data",
+    "check_detector",
+    "train_detector",
+    "last_iteration",
+    "detector_scores",
+]
 
 DETECTORS = ("svm", "sf")
 
@@ -45,19 +54,76 @@ def concept_targets(corpus: Corpus) -> tuple[np.ndarray, np.ndarray]:
     return y, labelled
 
 
-def _key_data(rng_key) -> np.ndarray:
+def raw_key_data(rng_key: jax.Array) -> np.ndarray:
+    """The raw data of a key, typed (``jax.random.key``) or legacy ``uint32``.
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        A random key.
+
+    Returns
+    -------
+    numpy.ndarray
+        Its ``uint32`` words, on the host.
+    """
     if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         return np.asarray(jax.random.key_data(rng_key))
     return np.asarray(rng_key)
 
 
-def _check_detector(detector: str) -> None:
+def check_detector(detector: str) -> None:
+    """Refuse a detector name other than those of :data:`DETECTORS`.
+
+    Parameters
+    ----------
+    detector : str
+        The ``detector`` hyper-parameter.
+
+    Raises
+    ------
+    ValueError
+        ``detector`` is not in :data:`DETECTORS`.
+    """
     if detector not in DETECTORS:
         raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
 
 
-def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
-    """Detectors on ``u`` (SVM ``coef, intercept`` or SF ``alpha``) and info."""
+def train_detector(
+    u: np.ndarray,
+    y: np.ndarray,
+    labelled: np.ndarray,
+    eigenvalues: np.ndarray,
+    hyper: Mapping[str, Any],
+    rng_key: jax.Array,
+    detector: str,
+) -> tuple[Detector, dict]:
+    """Detectors on ``u`` (SVM ``coef, intercept`` or SF ``alpha``) and info.
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        The images' embedding ``[n, d]`` (the eigenfunctions' values).
+    y : numpy.ndarray
+        The concept targets ``[n, K]`` in {0, 1} (:func:`concept_targets`).
+    labelled : numpy.ndarray
+        Bool ``[n]``: the images whose targets are known.
+    eigenvalues : numpy.ndarray
+        The eigenvalues ``[d]`` of the embedding's eigenfunctions (the smooth
+        function's penalty).
+    hyper : Mapping
+        The method's hyper-parameters (``lam`` for the smooth function; ``c``,
+        ``loss``, ``tol``, ``max_epochs`` for the SVM).
+    rng_key : jax.Array
+        The SVM's key.
+    detector : str
+        ``"sf"`` or ``"svm"``.
+
+    Returns
+    -------
+    tuple of (Detector, dict)
+        The detectors and the info (``svm_epochs`` for the SVM).
+    """
     if detector == "sf":
         # U's columns have mean square 1 (not unit norm), so fᵀ L f = n αᵀ Σ α for
         # f = U α over the n images the eigenfunctions describe: eq. (7) with n Σ
@@ -79,15 +145,40 @@ def _train_detector(u, y, labelled, eigenvalues, hyper, rng_key, detector):
     return detector, {"svm_epochs": info["epochs"]}
 
 
-def _last_iteration(info: dict) -> str:
+def last_iteration(info: dict) -> str:
     """What ended the fit, for a support error: the SVM's epochs or the closed form
-    (the smooth function)."""
+    (the smooth function).
+
+    Parameters
+    ----------
+    info : dict
+        The fit's info (:func:`train_detector`'s).
+
+    Returns
+    -------
+    str
+        The iteration to name in the error.
+    """
     if "svm_epochs" in info:
         return f"{info['svm_epochs']} (svm epochs)"
     return "closed form"
 
 
-def _detector_scores(u, detector: Detector) -> np.ndarray:
+def detector_scores(u: np.ndarray, detector: Detector) -> np.ndarray:
+    """The concept scores of the images embedded as ``u``.
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        The images' embedding ``[n, d]``.
+    detector : Detector
+        Trained by :func:`train_detector` (smooth function or SVM).
+
+    Returns
+    -------
+    numpy.ndarray
+        Scores ``[n, K]``, higher for a likelier concept.
+    """
     if detector.alpha is not None:
         return np.asarray(smooth_function.smooth_scores(u, detector.alpha))
     return np.asarray(

@@ -1,13 +1,14 @@
 """The ALE model of the ALE-family methods as fitted, saved and checked.
 
-:func:`_fit_ale_model` fits it from a method's hyper-parameters,
-:func:`_ale_to_params` and :func:`_ale_from_params` turn it into its saved form and
+:func:`fit_ale_model` fits it from a method's hyper-parameters,
+:func:`ale_to_params` and :func:`ale_from_params` turn it into its saved form and
 back, and :func:`check_fitted_support` checks a method's fitted params.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from jaxannot.methods.ale.eigenproblem import Eigenfunctions
 if TYPE_CHECKING:
     from jaxannot.types import ArrayTree
 
-__all__ = ["check_fitted_support"]
+__all__ = ["check_fitted_support", "ale_to_params", "ale_from_params", "fit_ale_model"]
 
 #: The least positive float32: widths and scales must be at least this.
 _TINY = float(np.finfo(np.float32).tiny)
@@ -62,8 +63,19 @@ def check_fitted_support(
         check_support(f"{name}: scale", scale, iteration=iteration, lower=_TINY)
 
 
-def _ale_to_params(model: ALEModel) -> ALEModel:
-    """``model`` as saved: numpy arrays, the count and width 0-d arrays."""
+def ale_to_params(model: ALEModel) -> ALEModel:
+    """``model`` as saved: numpy arrays, the count and width 0-d arrays.
+
+    Parameters
+    ----------
+    model : ALEModel
+        A fitted ALE model.
+
+    Returns
+    -------
+    ALEModel
+        The same model with array leaves only.
+    """
     return ALEModel(
         PCAModel(*map(np.asarray, model.pca)),
         Eigenfunctions(*map(np.asarray, model.eigenfunctions)),
@@ -71,8 +83,20 @@ def _ale_to_params(model: ALEModel) -> ALEModel:
     )
 
 
-def _ale_from_params(saved: ALEModel) -> ALEModel:
-    """Inverse of :func:`_ale_to_params`."""
+def ale_from_params(saved: ALEModel) -> ALEModel:
+    """Inverse of :func:`ale_to_params`.
+
+    Parameters
+    ----------
+    saved : ALEModel
+        A model as saved (array leaves).
+
+    Returns
+    -------
+    ALEModel
+        The model to compute with: the PCA's count an ``int``, the kernel width a
+        ``float``, the eigenfunctions JAX arrays.
+    """
     p = saved.pca
     pca = PCAModel(
         np.asarray(p.mean),
@@ -84,7 +108,25 @@ def _ale_from_params(saved: ALEModel) -> ALEModel:
     return ALEModel(pca, eig, float(saved.kernel_width))
 
 
-def _fit_ale_model(x, hyper, pca=None):
+def fit_ale_model(
+    x: np.ndarray, hyper: Mapping[str, Any], pca: PCAModel | None = None
+) -> ALEModel:
+    """The ALE embedding of ``x`` with the method's hyper-parameters.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The images' features ``[n, f]``.
+    hyper : Mapping
+        ``pca``, ``bins``, ``eigenvectors``, ``bandwidth`` and ``clip``.
+    pca : PCAModel, optional
+        A PCA already fitted to reuse (default: fitted on ``x``).
+
+    Returns
+    -------
+    ALEModel
+        The PCA, the eigenfunctions and the kernel width (:func:`fit_ale`).
+    """
     return fit_ale(
         x,
         n_components=int(hyper["pca"]),

@@ -29,14 +29,14 @@ from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
 from jaxannot.methods.emml.dual_solves import (
-    _solve_mixtures,
-    _solve_working_set,
-    _warn_unconverged,
+    solve_mixtures,
+    solve_working_set,
+    warn_unconverged,
 )
 from jaxannot.methods.emml.fit_checks import (
-    _check_kernel_memory,
-    _check_settings,
     check_emml_support,
+    check_kernel_memory,
+    check_settings,
 )
 from jaxannot.methods.emml.mbrm import (
     MBRMParams,
@@ -139,30 +139,30 @@ def fit_emml_annotator(
     the kernel say how far its point is from the optimum (no warning).
     """
     positive = (c, tolerance, vreps, capacity, exact_sweeps)
-    _check_settings(vrep_method, kernel, solver, positive)
+    check_settings(vrep_method, kernel, solver, positive)
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]
-    _check_kernel_memory(min(vreps, x_obs.shape[0]))
+    check_kernel_memory(min(vreps, x_obs.shape[0]))
     v = _vreps(rng_key, x_obs, words, vreps, vrep_method, word_rule)
     g = float(gamma) if gamma > 0 else gamma_scale * default_gamma(x_obs)
     k = kernel_matrix(v.features, v.features, kernel, g)
     data = StructuredData(k, v.words)
     if solver in ("exact", "none"):
-        state, converged, solver_info = _solve_mixtures(
+        state, converged, solver_info = solve_mixtures(
             data, solver, c, tolerance, exact_sweeps
         )
     else:
         settings = WorkingSetSettings(
             capacity, max_iterations, max_sweeps, violators_per_vrep
         )
-        state, converged, solver_info = _solve_working_set(
+        state, converged, solver_info = solve_working_set(
             data, c, tolerance, jax.random.fold_in(rng_key, 1), settings
         )
     if solver == "none":
         solver_info["kkt_holds"], converged = converged, None
     elif not converged:
-        _warn_unconverged(solver, tolerance, solver_info)
+        warn_unconverged(solver, tolerance, solver_info)
     params = EmmlParams(
         vrep_features=np.asarray(v.features),
         vrep_words=np.asarray(v.words),

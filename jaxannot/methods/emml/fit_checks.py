@@ -1,12 +1,14 @@
 """EMML's checks (:mod:`.annotators`): its settings, its memory, its fitted params.
 
-:func:`_check_settings` names the first invalid choice (VRep method, kernel,
-solver) or non-positive setting, :func:`_check_kernel_memory` refuses a VRep count
+:func:`check_settings` names the first invalid choice (VRep method, kernel,
+solver) or non-positive setting, :func:`check_kernel_memory` refuses a VRep count
 whose kernel cannot fit (:data:`KERNEL_COPIES`), and :func:`check_emml_support`
 checks the fitted params' support (within :data:`SUPPORT_TOLERANCE`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -15,7 +17,13 @@ from jaxannot.methods.emml.params import EmmlParams
 from jaxannot.methods.emml.structured_output import KERNELS
 from jaxannot.runtime.memory import check_square_fits
 
-__all__ = ["KERNEL_COPIES", "SUPPORT_TOLERANCE", "check_emml_support"]
+__all__ = [
+    "KERNEL_COPIES",
+    "SUPPORT_TOLERANCE",
+    "check_emml_support",
+    "check_settings",
+    "check_kernel_memory",
+]
 
 #: The least positive float32: the kernel width must be at least this.
 _TINY = float(np.finfo(np.float32).tiny)
@@ -68,10 +76,29 @@ def check_emml_support(params: EmmlParams, c: float, iteration: int | str) -> No
         )
 
 
-def _check_settings(vrep_method, kernel, solver, positive):
+def check_settings(
+    vrep_method: str, kernel: str, solver: str, positive: Sequence[float]
+) -> None:
     """``ValueError`` naming the first of EMML's choices that is invalid, or the
     settings that must be positive when one of ``positive`` (``c, tolerance, vreps,
-    capacity, exact_sweeps``) is not."""
+    capacity, exact_sweeps``) is not.
+
+    Parameters
+    ----------
+    vrep_method : str
+        How VReps are chosen.
+    kernel : str
+        The kernel's name (one of ``KERNELS``).
+    solver : str
+        The dual's solver.
+    positive : sequence of float
+        ``c, tolerance, vreps, capacity, exact_sweeps``.
+
+    Raises
+    ------
+    ValueError
+        A choice is unknown or a value of ``positive`` is not above 0.
+    """
     if vrep_method not in _VREP_METHODS:
         raise ValueError(
             f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
@@ -91,8 +118,20 @@ def _check_settings(vrep_method, kernel, solver, positive):
 KERNEL_COPIES = 4
 
 
-def _check_kernel_memory(num_vreps: int) -> None:
+def check_kernel_memory(num_vreps: int) -> None:
     """Refuse a VRep count whose kernel and dual (``KERNEL_COPIES`` float32 arrays
     of V x V) cannot fit: XLA's CPU client hangs on a failed allocation rather
-    than raising."""
+    than raising.
+
+    Parameters
+    ----------
+    num_vreps : int
+        The VReps of the fit.
+
+    Raises
+    ------
+    ValueError
+        The arrays would not fit in memory
+        (:func:`~jaxannot.runtime.memory.check_square_fits`).
+    """
     check_square_fits(num_vreps, KERNEL_COPIES * 4, "vreps", " VReps")

@@ -49,23 +49,23 @@ from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
 from jaxannot.methods.harmoniums import mmh_steps
 from jaxannot.methods.harmoniums.cd_training import (
-    _init_and_train,
+    init_and_train,
 )
 from jaxannot.methods.harmoniums.dwh_annotators import (
-    _check_trained,
-    _clamped_hidden,
-    _fit_harmonium,
-    _fitted,
-    _harmonium_views,
-    _infer_free_view,
-    _model,
-    _scaling,
+    build_fitted,
     check_fitted_support,
+    check_trained,
+    clamped_hidden,
     embed_harmonium,
+    fit_harmonium,
+    harmonium_of,
+    harmonium_views,
+    infer_free_view,
     predict_labels,
     score_classes,
+    view_scaling,
 )
-from jaxannot.methods.harmoniums.mmh_training import _alternation
+from jaxannot.methods.harmoniums.mmh_training import mmh_alternation
 from jaxannot.methods.harmoniums.params import (
     ClassifierParams,
     DwhParams,
@@ -123,20 +123,20 @@ def fit_dwh_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     hyper = {**method_defaults("dwh-svm"), **hyper}
     labels, num_classes = labels_of(corpus, "dwh-svm")
     train = corpus.subset(labels >= 0)
-    names, kinds, scaling, views, totals = _harmonium_views(train, hyper)
+    names, kinds, scaling, views, totals = harmonium_views(train, hyper)
     k_init, k_fit, k_svm = jax.random.split(rng_key, 3)
-    params, gaps = _init_and_train(k_init, k_fit, kinds, views, totals, hyper)
-    _check_trained("dwh-svm", hyper, {"harmonium": params})
+    params, gaps = init_and_train(k_init, k_fit, kinds, views, totals, hyper)
+    check_trained("dwh-svm", hyper, {"harmonium": params})
     # the rows padded to their bucket: one program per bucket, not per row count
     padded, mask = pad_to_bucket(tuple(views))
-    hidden = _clamped_hidden(params, tuple(kinds), padded)
+    hidden = clamped_hidden(params, tuple(kinds), padded)
     # a two-stage baseline: the SVM sees standardized E_q0[h], folded back into V
     center, std = mmh_steps.masked_moments(hidden, mask)
     scale = std + 1e-6
     feats = mmh_steps.with_offset((hidden - center) / scale) * mask[:, None]
     svm = _labels_svm(k_svm, feats, train, num_classes, hyper)
     svm = svm._replace(weights=mmh_steps.to_raw(svm.weights, center, scale))
-    return _fitted(
+    return build_fitted(
         "dwh-svm",
         params,
         hyper,
@@ -179,12 +179,12 @@ def fit_mmh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
         labels=jnp.asarray(labels, jnp.int32),
         num_classes=num_classes,
     )
-    return _fit_harmonium(
+    return fit_harmonium(
         "mmh",
         rng_key,
         hyper,
-        _harmonium_views(train, hyper, wing),
-        _alternation(solve, hyper, "svm", skip_last=words_wing),
+        harmonium_views(train, hyper, wing),
+        mmh_alternation(solve, hyper, "svm", skip_last=words_wing),
         num_classes=num_classes,
         words_wing=words_wing,
     )
@@ -199,14 +199,14 @@ def score_words_mmh(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """
     if not fitted.info.get("words_wing", False):
         return score_classes(fitted, corpus)
-    params, kinds, names = _model(fitted)
-    views, totals = encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
+    params, kinds, names = harmonium_of(fitted)
+    views, totals = encode(corpus, names[:-1], kinds[:-1], view_scaling(fitted))
     n = corpus.num_images
     views = [*views, jnp.zeros((n, params.weights[-1].shape[0]))]
     totals = [*totals, jnp.ones(n)]
     free = len(kinds) - 1
     sweeps = int(fitted.hyper["annotate_sweeps"])
-    return _infer_free_view(params, kinds, tuple(views), tuple(totals), free, sweeps)[0]
+    return infer_free_view(params, kinds, tuple(views), tuple(totals), free, sweeps)[0]
 
 
 def fit_mmh_regression(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
@@ -224,12 +224,12 @@ def fit_mmh_regression(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fit
         targets=jnp.asarray((target - mean) / std),
         epsilon=hyper["epsilon"],
     )
-    return _fit_harmonium(
+    return fit_harmonium(
         "mmh-regression",
         rng_key,
         hyper,
-        _harmonium_views(train, hyper),
-        _alternation(solve, hyper, "svr"),
+        harmonium_views(train, hyper),
+        mmh_alternation(solve, hyper, "svr"),
         target_mean=mean,
         target_std=std,
     )
@@ -244,8 +244,8 @@ def fit_twh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
         np.eye(num_classes, dtype=np.float32)[np.asarray(train.labels)]
     )
     wing = ("__labels__", "softmax", onehot)
-    encoded = _harmonium_views(train, hyper, wing)
-    return _fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
+    encoded = harmonium_views(train, hyper, wing)
+    return fit_harmonium("twh", rng_key, hyper, encoded, num_classes=num_classes)
 
 
 def fit_svm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:

@@ -23,6 +23,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from jaxannot.annotators.hyper_spec import method_defaults
 from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import mmh_steps
-from jaxannot.methods.harmoniums.cd_training import _init, _train_cd
+from jaxannot.methods.harmoniums.cd_training import init_harmonium, train_cd
 from jaxannot.methods.harmoniums.params import DwhParams
 from jaxannot.methods.harmoniums.views import encode, view_setup
 from jaxannot.runtime.row_buckets import pad_to_bucket
@@ -44,7 +45,8 @@ from jaxannot.solvers import multiclass_svm as cs
 
 if TYPE_CHECKING:
     from jaxannot.data.corpus import Corpus
-    from jaxannot.types import ArrayTree, PRNGKey
+    from jaxannot.methods.harmoniums.params import ViewScaling
+    from jaxannot.types import Array, ArrayTree, PRNGKey
 
 __all__ = [
     "check_fitted_support",
@@ -53,6 +55,14 @@ __all__ = [
     "embed_harmonium",
     "predict_labels",
     "score_classes",
+    "harmonium_views",
+    "fit_harmonium",
+    "check_trained",
+    "build_fitted",
+    "view_scaling",
+    "harmonium_of",
+    "clamped_hidden",
+    "infer_free_view",
 ]
 
 
@@ -61,10 +71,33 @@ _TINY = float(np.finfo(np.float32).tiny)
 
 
 # ----------------------------------------------------------------- corpus -> wings
-def _harmonium_views(train, hyper, wing=None, first: bool = False):
+def harmonium_views(
+    train: Corpus,
+    hyper: Mapping[str, Any],
+    wing: tuple[str, str, Array] | None = None,
+    first: bool = False,
+) -> tuple[list[str], list[str], dict[str, ViewScaling], list, list]:
     """``(names, kinds, scaling, views, totals)``: the encoded feature views of
     ``train`` plus an optional extra ``wing = (name, kind, values)`` (total 1 per
-    image), in front when ``first`` else at the back."""
+    image), in front when ``first`` else at the back.
+
+    Parameters
+    ----------
+    train : Corpus
+        The training images.
+    hyper : Mapping
+        The method's hyper-parameters (``bag_model``).
+    wing : tuple of (str, str, Array), optional
+        An extra wing's name, kind and values ``[n, d]`` (the words, the labels).
+    first : bool, optional
+        Put ``wing`` before the feature views.
+
+    Returns
+    -------
+    tuple
+        The wings' names and kinds, the real views' scaling by name, and the
+        encoded views and their per-image totals (device arrays).
+    """
     names, kinds, scaling = view_setup(train, hyper["bag_model"])
     views, totals = encode(train, names, kinds, scaling)
     if wing is not None:
@@ -78,35 +111,86 @@ def _harmonium_views(train, hyper, wing=None, first: bool = False):
     return names, kinds, scaling, views, totals
 
 
-def _fit_harmonium(name, rng_key, hyper, encoded, train=None, **info) -> Fitted:
-    """Initialize a harmonium on ``encoded`` (:func:`_harmonium_views`' output), train
+def fit_harmonium(
+    name: str,
+    rng_key: PRNGKey,
+    hyper: Mapping[str, Any],
+    encoded: tuple,
+    train: Callable | None = None,
+    **info: Any,
+) -> Fitted:
+    """Initialize a harmonium on ``encoded`` (:func:`harmonium_views`' output), train
     it and pack it as method ``name``'s :class:`Fitted`.
 
     ``train(rng_key, params, kinds, images) -> (params, extra_params, info)`` trains
     the initialized harmonium on ``images = (views, totals)``; the default is CD
     (``hyper["steps"]`` steps), whose info is the last ten CD gaps ``cd_gap``. The
     keywords ``info`` come first in the fitted info, ``train``'s after them.
+
+    Parameters
+    ----------
+    name : str
+        The registered method.
+    rng_key : PRNGKey
+        Split into the initialization's and the training's keys.
+    hyper : Mapping
+        The method's hyper-parameters.
+    encoded : tuple
+        ``(names, kinds, scaling, views, totals)`` of :func:`harmonium_views`.
+    train : Callable, optional
+        The training (default: CD).
+    **info : Any
+        Entries of the fitted info.
+
+    Returns
+    -------
+    Fitted
+        The method's fitted model (:func:`build_fitted`).
+
+    Raises
+    ------
+    FloatingPointError
+        Training diverged (a :class:`~jaxannot.inference.support.SupportError`
+        when a trained parameter is not finite).
     """
     names, kinds, scaling, views, totals = encoded
     k_init, k_fit = jax.random.split(rng_key)
-    params = _init(k_init, kinds, views, hyper)
+    params = init_harmonium(k_init, kinds, views, hyper)
     images = (tuple(views), tuple(totals))
     try:
         if train is None:
-            params, gaps = _train_cd(k_fit, params, kinds, images, hyper)
+            params, gaps = train_cd(k_fit, params, kinds, images, hyper)
             extra, trained = None, {"cd_gap": gaps[-10:].tolist()}
         else:
             params, extra, trained = train(k_fit, params, kinds, images)
     except FloatingPointError as err:
         raise FloatingPointError(_diverged(name, hyper, str(err))) from None
-    _check_trained(name, hyper, {"harmonium": params, **(extra or {})})
-    return _fitted(name, params, hyper, names, kinds, scaling, extra, **info, **trained)
+    check_trained(name, hyper, {"harmonium": params, **(extra or {})})
+    return build_fitted(
+        name, params, hyper, names, kinds, scaling, extra, **info, **trained
+    )
 
 
-def _check_trained(name: str, hyper, tree) -> None:
+def check_trained(name: str, hyper: Mapping[str, Any], tree: ArrayTree) -> None:
     """Raise :class:`~jaxannot.inference.support.SupportError` (a
     ``FloatingPointError``) naming the first trained parameter that is not finite:
-    the step size sent training off to inf/NaN, and every score would be NaN."""
+    the step size sent training off to inf/NaN, and every score would be NaN.
+
+    Parameters
+    ----------
+    name : str
+        The method, for the message.
+    hyper : Mapping
+        Its hyper-parameters (the last iteration and the optimizer, for the
+        message).
+    tree : ArrayTree
+        The trained parameters.
+
+    Raises
+    ------
+    SupportError
+        Some array of ``tree`` is not finite.
+    """
     try:
         check_finite_tree(name, tree, iteration=_last_iteration(hyper))
     except SupportError as err:
@@ -156,9 +240,48 @@ def _diverged(name: str, hyper, reason: str) -> str:
     )
 
 
-def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **info):
+def build_fitted(
+    name: str,
+    params: hm.HarmoniumParams,
+    hyper: Mapping[str, Any],
+    names: Sequence[str],
+    kinds: Sequence[str],
+    scaling: Mapping[str, ViewScaling] | None,
+    extra_params: Mapping[str, Any] | None = None,
+    **info: Any,
+) -> Fitted:
     """The fitted model of method ``name``: its declared params type holding the
-    harmonium ``params``, the views' ``scaling`` and ``extra_params``."""
+    harmonium ``params``, the views' ``scaling`` and ``extra_params``.
+
+    Parameters
+    ----------
+    name : str
+        The registered method.
+    params : HarmoniumParams
+        The trained harmonium.
+    hyper : Mapping
+        The hyper-parameters it was fitted with.
+    names : sequence of str
+        The wings' view names.
+    kinds : sequence of str
+        The wings' kinds.
+    scaling : Mapping or None
+        The real views' scaling by name.
+    extra_params : Mapping, optional
+        Further fields of the params type (a read-out).
+    **info : Any
+        Entries of the fitted info, after the view names and kinds.
+
+    Returns
+    -------
+    Fitted
+        The fitted model.
+
+    Raises
+    ------
+    SupportError
+        A fitted array is off its support (:func:`check_fitted_support`).
+    """
     out = get_method(name).params(
         harmonium=params, scaling=scaling or None, **(extra_params or {})
     )
@@ -171,12 +294,35 @@ def _fitted(name, params, hyper, names, kinds, scaling, extra_params=None, **inf
     )
 
 
-def _scaling(fitted: Fitted) -> dict:
-    """The fitted views' scaling by view name (empty when none is real-valued)."""
+def view_scaling(fitted: Fitted) -> dict:
+    """The fitted views' scaling by view name (empty when none is real-valued).
+
+    Parameters
+    ----------
+    fitted : Fitted
+        A harmonium method's fitted model.
+
+    Returns
+    -------
+    dict
+        View name -> its scaling.
+    """
     return fitted.params.scaling or {}
 
 
-def _model(fitted: Fitted):
+def harmonium_of(fitted: Fitted) -> tuple[hm.HarmoniumParams, tuple, list]:
+    """The harmonium of a fitted model, ready to compute with.
+
+    Parameters
+    ----------
+    fitted : Fitted
+        A harmonium method's fitted model.
+
+    Returns
+    -------
+    tuple of (HarmoniumParams, tuple, list)
+        The parameters as JAX arrays, the wings' kinds and their view names.
+    """
     params = jax.tree.map(jnp.asarray, fitted.params.harmonium)
     return params, tuple(fitted.info["harmonium_kinds"]), fitted.info["view_names"]
 
@@ -199,15 +345,60 @@ def _bucketed(kernel):
 
 @_bucketed
 @partial(jax.jit, static_argnames=("kinds",))
-def _clamped_hidden(params, kinds, views):
-    """E_q0[h] of every image (all views clamped): the single linear pass."""
+def clamped_hidden(
+    params: hm.HarmoniumParams, kinds: tuple, views: Sequence[Array]
+) -> Array:
+    """E_q0[h] of every image (all views clamped): the single linear pass.
+
+    Parameters
+    ----------
+    params : HarmoniumParams
+        The harmonium.
+    kinds : tuple of str
+        The wings' kinds (static).
+    views : sequence of Array
+        The encoded views, ``[n, d_v]`` each.
+
+    Returns
+    -------
+    Array
+        The hidden means ``[n, K]``.
+    """
     return jax.vmap(lambda v: hm.hidden_mean(params, v))(tuple(views))
 
 
 @_bucketed
 @partial(jax.jit, static_argnames=("kinds", "free", "sweeps"))
-def _infer_free_view(params, kinds, views, totals, free: int, sweeps: int):
-    """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored."""
+def infer_free_view(
+    params: hm.HarmoniumParams,
+    kinds: tuple,
+    views: Sequence[Array],
+    totals: Sequence[Array],
+    free: int,
+    sweeps: int,
+) -> tuple[Array, Array]:
+    """Mean field with every view but ``free`` clamped; ``views[free]`` is ignored.
+
+    Parameters
+    ----------
+    params : HarmoniumParams
+        The harmonium.
+    kinds : tuple of str
+        The wings' kinds (static).
+    views : sequence of Array
+        The encoded views, ``[n, d_v]`` each.
+    totals : sequence of Array
+        Their per-image totals.
+    free : int
+        The view to infer (static).
+    sweeps : int
+        Mean-field sweeps (static).
+
+    Returns
+    -------
+    tuple of (Array, Array)
+        The free view's means ``[n, d_free]`` and the hidden means ``[n, K]``.
+    """
     clamp = tuple(v != free for v in range(len(kinds)))
 
     def one(vs, ts):
@@ -232,17 +423,17 @@ def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
     train = corpus.observed()
     words = jax.device_put((np.asarray(train.words) > 0).astype(np.float32))
     wing = ("__words__", "bernoulli", words)
-    encoded = _harmonium_views(train, hyper, wing, first=True)
-    return _fit_harmonium("dwh", rng_key, hyper, encoded)
+    encoded = harmonium_views(train, hyper, wing, first=True)
+    return fit_harmonium("dwh", rng_key, hyper, encoded)
 
 
 def _dwh_infer(fitted, corpus):
-    params, kinds, names = _model(fitted)
-    views, totals = encode(corpus, names[1:], kinds[1:], _scaling(fitted))
+    params, kinds, names = harmonium_of(fitted)
+    views, totals = encode(corpus, names[1:], kinds[1:], view_scaling(fitted))
     n = corpus.num_images
     views = [jnp.zeros((n, params.weights[0].shape[0])), *views]
     totals = [jnp.ones(n), *totals]
-    return _infer_free_view(
+    return infer_free_view(
         params,
         kinds,
         tuple(views),
@@ -263,12 +454,12 @@ def _embed_dwh(fitted, corpus):
 
 # ----------------------------------------------------------------- shared outputs
 def _twh_infer(fitted, corpus):
-    params, kinds, names = _model(fitted)
-    views, totals = encode(corpus, names[:-1], kinds[:-1], _scaling(fitted))
+    params, kinds, names = harmonium_of(fitted)
+    views, totals = encode(corpus, names[:-1], kinds[:-1], view_scaling(fitted))
     n, t = corpus.num_images, int(fitted.info["num_classes"])
     views = [*views, jnp.zeros((n, t))]
     totals = [*totals, jnp.ones(n)]
-    return _infer_free_view(
+    return infer_free_view(
         params,
         kinds,
         tuple(views),
@@ -288,11 +479,11 @@ def embed_harmonium(fitted: Fitted, corpus: Corpus) -> jax.Array:
         return _twh_infer(fitted, corpus)[1]
     if fitted.method == "svm":
         raise ValueError("the flat 'svm' has no latent space to embed into")
-    params, kinds, names = _model(fitted)
+    params, kinds, names = harmonium_of(fitted)
     if fitted.info.get("words_wing", False):  # mmh's words wing (last) is not clamped
         kinds, names = kinds[:-1], names[:-1]
-    views, _ = encode(corpus, names, kinds, _scaling(fitted))
-    return _clamped_hidden(params, kinds, tuple(views))
+    views, _ = encode(corpus, names, kinds, view_scaling(fitted))
+    return clamped_hidden(params, kinds, tuple(views))
 
 
 def score_classes(fitted: Fitted, corpus: Corpus) -> jax.Array:
@@ -301,7 +492,7 @@ def score_classes(fitted: Fitted, corpus: Corpus) -> jax.Array:
         return _twh_infer(fitted, corpus)[0]
     if fitted.method == "svm":
         names, kinds = fitted.info["view_names"], fitted.info["harmonium_kinds"]
-        views, _ = encode(corpus, names, kinds, _scaling(fitted))
+        views, _ = encode(corpus, names, kinds, view_scaling(fitted))
         feats = mmh_steps.with_offset(jnp.concatenate(views, axis=1))
     else:
         feats = mmh_steps.with_offset(embed_harmonium(fitted, corpus))

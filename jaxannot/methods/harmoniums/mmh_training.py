@@ -1,7 +1,7 @@
 """An MMH fit as the ``train`` of a harmonium fit, shared by ``mmh`` and
 ``mmh-regression``.
 
-:func:`_alternation` wraps the max-margin alternation of
+:func:`mmh_alternation` wraps the max-margin alternation of
 :mod:`~jaxannot.methods.harmoniums.max_margin_harmonium` (its model built from the CD
 pieces of :mod:`~jaxannot.methods.harmoniums.cd_training` by
 :func:`_alternation_args`, the hinge's embedding by :func:`_feature_embed`) and
@@ -10,9 +10,16 @@ returns its parameters, predictor and V-step trace.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import max_margin_harmonium as mmh_inf
-from jaxannot.methods.harmoniums.cd_training import _elp, _optimizer, _phase_statistics
+from jaxannot.methods.harmoniums.cd_training import (
+    cached_phase_statistics,
+    cd_optimizer,
+    elp_function,
+)
 from jaxannot.runtime.programs import bounded_cache
 
 
@@ -35,10 +42,10 @@ def _alternation_args(hyper, kinds, num_features: int) -> dict:
     :class:`~jaxannot.methods.harmoniums.max_margin_harmonium.Schedule`."""
     kinds_t = tuple(kinds)
     model = mmh_inf.MMHModel(
-        phase_statistics=_phase_statistics(kinds_t, int(hyper["sweeps"])),
-        expected_log_potential=_elp(kinds_t),
+        phase_statistics=cached_phase_statistics(kinds_t, int(hyper["sweeps"])),
+        expected_log_potential=elp_function(kinds_t),
         embed=_feature_embed(num_features),
-        optimizer=_optimizer(hyper, len(kinds_t)),
+        optimizer=cd_optimizer(hyper, len(kinds_t)),
     )
     schedule = mmh_inf.Schedule(
         iterations=hyper["iterations"],
@@ -52,8 +59,13 @@ def _alternation_args(hyper, kinds, num_features: int) -> dict:
     return dict(model=model, c1=hyper["c1"], c2=hyper["c2"], schedule=schedule)
 
 
-def _alternation(solve, hyper, trace: str, skip_last: bool = False):
-    """The ``train`` of :func:`.dwh_annotators._fit_harmonium` for an MMH fit.
+def mmh_alternation(
+    solve: Callable,
+    hyper: Mapping[str, Any],
+    trace: str,
+    skip_last: bool = False,
+) -> Callable:
+    """The ``train`` of :func:`.dwh_annotators.fit_harmonium` for an MMH fit.
 
     ``solve(rng_key, params, images, model=, c1=, c2=, schedule=)`` is
     :func:`~jaxannot.methods.harmoniums.max_margin_harmonium.fit_mmh_classifier` or
@@ -61,6 +73,24 @@ def _alternation(solve, hyper, trace: str, skip_last: bool = False):
     :math:`E_{q_0}[h]` runs over every wing but, with ``skip_last``, the last one
     (``mmh``'s words wing). The V-steps' primal objectives and relative gaps become
     the info ``{trace}_primal`` and ``{trace}_gap``.
+
+    Parameters
+    ----------
+    solve : Callable
+        The MMH fit (classifier or regressor).
+    hyper : Mapping
+        The method's hyper-parameters (the CD and alternation settings, ``c1``,
+        ``c2``).
+    trace : str
+        The info keys' prefix (``"svm"``, ``"svr"``).
+    skip_last : bool, optional
+        Leave the last wing out of the response's features.
+
+    Returns
+    -------
+    Callable
+        ``train(rng_key, params, kinds, images) -> (params, extra_params, info)``
+        with the predictor as ``extra_params``.
     """
 
     def train(rng_key, params, kinds, images):

@@ -36,7 +36,7 @@ import numpyro
 import numpyro.distributions as dist
 
 if TYPE_CHECKING:
-    from jaxannot.types import Array
+    from jaxannot.types import Array, ArrayLike
 
 __all__ = [
     "LDAPrior",
@@ -45,6 +45,8 @@ __all__ = [
     "token_log_likelihood",
     "to_padded",
     "topic_word",
+    "padded_views",
+    "check_counts",
 ]
 
 _TINY = 1e-30
@@ -165,9 +167,23 @@ def to_padded(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids, vals
 
 
-def _padded_views(counts_by_view):
+def padded_views(
+    counts_by_view: Sequence[np.ndarray],
+) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
     """The views as padded bags, each width padded to a power of two (more empty
-    slots) so that corpora of the same size share the compiled fit."""
+    slots) so that corpora of the same size share the compiled fit.
+
+    Parameters
+    ----------
+    counts_by_view : sequence of numpy.ndarray
+        Each view's counts ``[images, vocab]``.
+
+    Returns
+    -------
+    tuple of (tuple of jax.Array, tuple of jax.Array)
+        Per view, the word ids and the counts of each image's bag
+        (:func:`to_padded`), ``[images, width]``, the empty slots id 0, count 0.
+    """
     pairs = []
     for ids, cnts in map(to_padded, counts_by_view):
         pad = ((0, 0), (0, (1 << (ids.shape[1] - 1).bit_length()) - ids.shape[1]))
@@ -178,8 +194,25 @@ def _padded_views(counts_by_view):
     )
 
 
-def _check_counts(counts_by_view) -> list[np.ndarray]:
-    """The views as arrays; ``ValueError`` naming the view for a bad one."""
+def check_counts(counts_by_view: Sequence[ArrayLike]) -> list[np.ndarray]:
+    """The views as arrays; ``ValueError`` naming the view for a bad one.
+
+    Parameters
+    ----------
+    counts_by_view : sequence of array-like
+        Each view's counts ``[images, vocab]``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The views as numpy arrays.
+
+    Raises
+    ------
+    ValueError
+        No view, a view not 2-D, not finite or with a negative count, or views
+        with different image counts.
+    """
     arrays = [np.asarray(c) for c in counts_by_view]
     if not arrays:
         raise ValueError("counts_by_view must hold at least one view")

@@ -81,8 +81,8 @@ from jax import lax
 from jaxannot.inference.support import SupportError, check_support, first_failing
 from jaxannot.methods.topic_models.link_lda import (
     LDAPrior,
-    _check_counts,
-    _padded_views,
+    check_counts,
+    padded_views,
 )
 
 if TYPE_CHECKING:
@@ -337,8 +337,8 @@ def fit_cvb0(
     prior.check()
     if num_iterations < 1 or num_blocks < 1:
         raise ValueError("num_iterations and num_blocks must be >= 1")
-    arrays = _check_counts(counts_by_view)
-    ids, cnts = _padded_views(arrays)
+    arrays = check_counts(counts_by_view)
+    ids, cnts = padded_views(arrays)
     if state is None:
         resp = _init_resp(rng_key, ids, num_topics)
     else:

@@ -43,8 +43,8 @@ from jaxannot.inference.em import run_em
 from jaxannot.methods.topic_models.link_lda import (
     LDAPrior,
     LinkLDAState,
-    _check_counts,
-    _padded_views,
+    check_counts,
+    padded_views,
 )
 from jaxannot.runtime.programs import bounded_cache
 
@@ -291,8 +291,8 @@ def fit_vb(
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
     prior.check()
-    arrays = _check_counts(counts_by_view)
-    ids, cnts = _padded_views(arrays)
+    arrays = check_counts(counts_by_view)
+    ids, cnts = padded_views(arrays)
     init_key, run_key = jax.random.split(rng_key)
     sizes = tuple(a.shape[1] for a in arrays)
     alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
@@ -332,7 +332,7 @@ def fold_in(
     is not convex for ``α < 1``, so different starts may reach different fixed
     points. Returns Float[Array, "images topics"].
     """
-    ids, cnts = _padded_views([np.asarray(c) for c in counts_by_view])
+    ids, cnts = padded_views([np.asarray(c) for c in counts_by_view])
     num_topics = lambdas[0].shape[0]
     alpha = jnp.float32(alpha)
     start = (

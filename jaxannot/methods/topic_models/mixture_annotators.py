@@ -49,18 +49,18 @@ from jaxannot.inference.vem.fit_warnings import warn_collapsed
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.mixture_data import (
-    _fitted_values,
-    _fold_in_args,
-    _mix_params,
-    _mix_setup,
-    _to_mixture_params,
+    fitted_values,
+    fold_in_args,
+    mix_params,
+    mix_setup,
+    to_mixture_params,
 )
 from jaxannot.methods.topic_models.mixture_graph import (
-    _check_lap,
-    _graph_features,
-    _lapvar1,
-    _newton_batch,
+    check_lap,
     fit_graph,
+    joined_features,
+    lapvar1_estep,
+    newton_batch,
 )
 from jaxannot.methods.topic_models.params import LapMixUnigramParams, MixUnigramParams
 
@@ -71,8 +71,8 @@ __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 def _mix_visual_phi(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """Exact posterior of each image from its visual words alone (the declaration's
     fold-in, :meth:`VEM.posteriors_for`)."""
-    args, kwargs = _fold_in_args(fitted, corpus)
-    return _vem().posteriors_for(_fitted_values(fitted), *args, **kwargs)
+    args, kwargs = fold_in_args(fitted, corpus)
+    return _vem().posteriors_for(fitted_values(fitted), *args, **kwargs)
 
 
 def _devices():
@@ -119,7 +119,7 @@ def _run_mixture(rng_key, data, kwargs, iterations, estep=None, init=None):
             iteration=len(result.losses),
             simplex_axis=-1,
         )
-    return result, _to_mixture_params(result.params, len(data))
+    return result, to_mixture_params(result.params, len(data))
 
 
 @uses_defaults("mix-unigram")
@@ -135,13 +135,13 @@ def _mix_fit(
     views,
     bins,
 ) -> Fitted:
-    names, edges, views_hyper, data, kwargs = _mix_setup(
+    names, edges, views_hyper, data, kwargs = mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
     result, params = _run_mixture(rng_key, data, kwargs, iterations)
     phi = _vem().posteriors_for(result.params, data, **kwargs)  # under the final M
     objective = (-x for x in result.losses)
-    fit = _mix_params(params, phi, edges)
+    fit = mix_params(params, phi, edges)
     return vw.fitted_with_objective("mix-unigram", fit, views_hyper, objective)
 
 
@@ -216,14 +216,14 @@ def _lap_fit(
 ) -> Fitted:
     from jaxannot.graph import mean_degree
 
-    _check_lap(algorithm, lam)
-    names, edges, views_hyper, data, kwargs = _mix_setup(
+    check_lap(algorithm, lam)
+    names, edges, views_hyper, data, kwargs = mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )
-    feats = _graph_features(vw.visual(corpus, names, edges))
+    feats = joined_features(vw.visual(corpus, names, edges))
     graph, t = fit_graph(feats, neighbors, metric, weight)
     if algorithm == "lapvar1":
-        estep = _lapvar1(graph, lam, sweeps, newton_steps, schedule)
+        estep = lapvar1_estep(graph, lam, sweeps, newton_steps, schedule)
     else:
         estep = lapvar.LapVar2(
             graph,
@@ -240,7 +240,7 @@ def _lap_fit(
     result, params = _run_mixture(run_key, data, kwargs, iterations, estep, init)
     warn_collapsed(result.posteriors, "lap-mix-unigram's fit")
     objective = -result.losses[~np.isnan(result.losses)]
-    fit = _mix_params(params, result.posteriors, edges)
+    fit = mix_params(params, result.posteriors, edges)
     lap_params = LapMixUnigramParams(
         *fit[:4],
         graph_features=feats,
@@ -261,11 +261,11 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
 
     h, p = fitted.hyper, fitted.params
     vis_np = vw.fitted_visual(fitted, corpus)
-    args, kwargs = _fold_in_args(fitted, corpus)
-    a = _vem().local_log_joint(_fitted_values(fitted), *args, **kwargs)
+    args, kwargs = fold_in_args(fitted, corpus)
+    a = _vem().local_log_joint(fitted_values(fitted), *args, **kwargs)
     train = np.asarray(p.graph_features)
     k = min(int(h["neighbors"]), train.shape[0])
-    q = _graph_features(vis_np)
+    q = joined_features(vis_np)
     idx, dist = knn_search(q, train, k, metric=h["metric"])
     w = edge_weights(q, train, idx, dist, weight=h["weight"], t=float(p.heat_width))
     w = jnp.asarray(w, jnp.float32)
@@ -275,7 +275,7 @@ def _lap_phi_new(fitted: Fitted, corpus: Corpus) -> jax.Array:
     # fits saved before lam was scaled by the mean degree lack it (raw lam)
     degree = 1.0 if p.graph_mean_degree is None else float(p.graph_mean_degree)
     lam = float(h["lam"]) / degree
-    return _newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
+    return newton_batch(jax.nn.softmax(a, -1), a, m, d, jnp.float32(lam))
 
 
 LAP_MIX_UNIGRAM = _register_mixture(

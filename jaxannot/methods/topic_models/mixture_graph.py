@@ -2,9 +2,9 @@
 
 The k-NN graph of the fit images' visual words and its heat width
 (:func:`fit_graph`, ``lap-link-lda``'s graph too), the check of the Laplacian
-E-step's settings (:func:`_check_lap`), LapVar1's E-step on the graph
-(:func:`_lapvar1`) and the batched Newton update that folds in new images linked to
-the graph (:func:`_newton_batch`).
+E-step's settings (:func:`check_lap`), LapVar1's E-step on the graph
+(:func:`lapvar1_estep`) and the batched Newton update that folds in new images
+linked to the graph (:func:`newton_batch`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,24 @@ from jaxannot.inference import lapvar, lapvar_update
 
 if TYPE_CHECKING:
     from jaxannot.graph import Graph
+    from jaxannot.types import Array
 
-__all__ = ["fit_graph"]
+__all__ = ["fit_graph", "joined_features", "check_lap", "lapvar1_estep", "newton_batch"]
 
 
-def _graph_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
+def joined_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The images' visual words, the views side by side (what the graph is built on).
+
+    Parameters
+    ----------
+    views : tuple of numpy.ndarray
+        The visual views ``[images, dims_v]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[images, sum of dims_v]``.
+    """
     return np.concatenate(views, axis=1)
 
 
@@ -57,7 +70,21 @@ def fit_graph(
     return neighbour_graph(feats, idx, dist, weight=weight, t=t), t
 
 
-def _check_lap(algorithm: str, lam: float) -> None:
+def check_lap(algorithm: str, lam: float) -> None:
+    """Refuse a Laplacian E-step's settings that are not valid.
+
+    Parameters
+    ----------
+    algorithm : str
+        The E-step (one of :data:`~jaxannot.inference.lapvar.ALGORITHMS`).
+    lam : float
+        The Laplacian penalty's weight.
+
+    Raises
+    ------
+    ValueError
+        ``algorithm`` is unknown or ``lam`` is negative.
+    """
     if algorithm not in lapvar.ALGORITHMS:
         raise ValueError(
             f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
@@ -66,10 +93,31 @@ def _check_lap(algorithm: str, lam: float) -> None:
         raise ValueError(f"lam must be >= 0, got {lam}")
 
 
-def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
+def lapvar1_estep(
+    graph: Graph, lam: float, sweeps: int, newton_steps: int, schedule: str
+) -> lapvar.LapVar1:
     """LapVar1's E-step on ``graph``. The colour classes of a graph are fixed
     (colouring seed 0), so a refit with another key reuses the compiled fit; sweeps
-    visit them in a random order."""
+    visit them in a random order.
+
+    Parameters
+    ----------
+    graph : Graph
+        The fit images' graph.
+    lam : float
+        The Laplacian penalty's weight.
+    sweeps : int
+        Sweeps over the images per E-step.
+    newton_steps : int
+        Newton steps per image update.
+    schedule : str
+        ``"colouring"`` or ``"sequential"``.
+
+    Returns
+    -------
+    LapVar1
+        The E-step (no held-out check of ``lam``: it is a hyper-parameter here).
+    """
     return lapvar.LapVar1(
         graph,
         lam,
@@ -81,7 +129,27 @@ def _lapvar1(graph, lam, sweeps, newton_steps, schedule) -> lapvar.LapVar1:
 
 
 @jax.jit
-def _newton_batch(phi0, a, m, d, lam):
+def newton_batch(phi0: Array, a: Array, m: Array, d: Array, lam: Array) -> Array:
+    """:func:`~jaxannot.inference.lapvar_update.newton_update` of every image at once.
+
+    Parameters
+    ----------
+    phi0 : Array
+        The images' start posteriors ``[n, K]``.
+    a : Array
+        Their log joints ``[n, K]``.
+    m : Array
+        Their neighbour sums ``[n, K]``.
+    d : Array
+        Their degrees ``[n]``.
+    lam : Array
+        The Laplacian penalty's weight (a scalar).
+
+    Returns
+    -------
+    Array
+        The updated posteriors ``[n, K]``.
+    """
     return jax.vmap(lapvar_update.newton_update, in_axes=(0, 0, 0, 0, None))(
         phi0, a, m, d, lam
     )

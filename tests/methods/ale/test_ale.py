@@ -182,13 +182,13 @@ def test_a_detector_off_its_support_is_an_error_naming_it(corpora, monkeypatch):
     """A linear SVM that ends with a NaN weight (planted) is refused at the end of the
     fit, naming the array, instead of scoring every image NaN."""
     train = corpora[0]
-    real = ale_annotators._train_detector
+    real = ale_annotators.train_detector
 
     def nan_detector(*args, **kwargs):
         detector, info = real(*args, **kwargs)
         return detector._replace(coef=np.full_like(detector.coef, np.nan)), info
 
-    monkeypatch.setattr(ale_annotators, "_train_detector", nan_detector)
+    monkeypatch.setattr(ale_annotators, "train_detector", nan_detector)
     for name in ("iale-svm", "bsvm"):
         method = get_method(name)
         hyper = {k: v for k, v in SMALL.items() if k in method.hyper}

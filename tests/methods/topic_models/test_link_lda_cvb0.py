@@ -64,7 +64,7 @@ def test_one_update_matches_numpy_reference():
     counts, _ = _corpus(images=8, length=6)
     counts[0][0, 3] = 2.5  # a fractional count > 1 and one < 1
     counts[1][1, 2] = 0.5
-    ids, cnts = ll._padded_views(counts)
+    ids, cnts = ll.padded_views(counts)
     sizes = tuple(c.shape[1] for c in counts)
     resp = cv._init_resp(jax.random.key(3), ids, 3)
     n_dk, n_kw = cv.cvb0_counts(resp, ids, cnts, sizes)
@@ -89,7 +89,7 @@ def test_one_blocked_sweep_matches_numpy_reference_block_by_block():
     # so far (the earlier blocks' new ones), float64 and recounted from scratch
     counts, _ = _corpus(images=8, length=6)
     counts[0][4, 3] = 2.5
-    ids, cnts = ll._padded_views(counts)
+    ids, cnts = ll.padded_views(counts)
     sizes = tuple(c.shape[1] for c in counts)
     resp = [np.asarray(r, np.float64) for r in cv._init_resp(jax.random.key(3), ids, 3)]
     start = [r.copy() for r in resp]
