@@ -239,12 +239,8 @@ class Classifier(_ByName, ClassifierEstimator):
     method : str
         A registered method with ``predict_labels`` (``mmh``, ``twh``, ``dwh-svm``,
         ``svm``).
-    view_kind : str or dict or None, default=None
-        ``"real"``, ``"bag"`` or ``"binary"`` (a dict per view for dict ``X``).
-    random_state : int, RandomState or None, default=None
-        Seed of the fit's JAX key.
-    **hyper
-        The method's hyper-parameters (its defaults where not given).
+    view_kind, random_state, **hyper
+        As :class:`Annotator` takes them.
     """
 
     def __init__(

@@ -28,6 +28,7 @@ by the VB update with the fitted β̂.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -115,17 +116,29 @@ def _lda_fit(
     return vw.fitted_with_objective("link-lda", params, views_hyper, objective)
 
 
-def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
-    p = fitted.params
-    vis = vw.fitted_visual(fitted, corpus)
-    lambdas = tuple(map(jnp.asarray, (p.lambda_text, *p.lambda_visual)))
-    text = np.zeros((corpus.num_images, lambdas[0].shape[1]), np.float32)
-    return llvb.fold_in(
-        lambdas,
-        (text,) + vis,
+def _fold_in_new(
+    fitted: Fitted,
+    corpus: Corpus,
+    fold_in: Callable[..., jax.Array],
+    words: Sequence[np.ndarray],
+) -> jax.Array:
+    """γ of new images from their visual words alone (an empty text bag) by
+    ``fold_in`` (:func:`.link_lda_vb.fold_in` or :func:`.link_lda_svi.fold_in`) under
+    the fitted topic-word parameters ``words`` (text first), with the fit's ``alpha``
+    and ``fold_in_inner``."""
+    words = tuple(map(jnp.asarray, words))
+    text = np.zeros((corpus.num_images, words[0].shape[1]), np.float32)
+    return fold_in(
+        words,
+        (text,) + vw.fitted_visual(fitted, corpus),
         jnp.float32(fitted.hyper["alpha"]),
         num_inner=int(fitted.hyper["fold_in_inner"]),
     )
+
+
+def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    p = fitted.params
+    return _fold_in_new(fitted, corpus, llvb.fold_in, (p.lambda_text, *p.lambda_visual))
 
 
 def _lda_words(gamma, lambda_text) -> np.ndarray:
@@ -225,15 +238,7 @@ def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """θ of new images by the VB fold-in of their visual words under the fitted
     β̂ (per image: a batch of one gives the same rows)."""
     p = fitted.params
-    vis = vw.fitted_visual(fitted, corpus)
-    betas = tuple(map(jnp.asarray, (p.beta_text, *p.beta_visual)))
-    text = jnp.zeros((corpus.num_images, betas[0].shape[1]), jnp.float32)
-    gamma = svi.fold_in(
-        betas,
-        (text,) + tuple(map(jnp.asarray, vis)),
-        jnp.float32(fitted.hyper["alpha"]),
-        int(fitted.hyper["fold_in_inner"]),
-    )
+    gamma = _fold_in_new(fitted, corpus, svi.fold_in, (p.beta_text, *p.beta_visual))
     return gamma / gamma.sum(-1, keepdims=True)
 
 
