@@ -475,16 +475,27 @@ def benchmark_scripts() -> list[Path]:
     return sorted(p for p in files if p.parent.name != "common" and _is_script(p))
 
 
-def _citing_pages(script: Path) -> list[Path]:
-    """README.md and the pages of docs/ whose text, outside their generated tables,
-    names ``script``: its file (``scale.py``, ``benchmarks/scale/scale.py``) or its
-    module (``python -m benchmarks.scale.scale``)."""
+def _page_texts() -> dict[Path, str]:
+    """README.md and the pages of docs/, each without its generated tables."""
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    return {page: MARKER.sub("", page.read_text()) for page in pages}
+
+
+def _citing_pages(script: Path, texts: dict[Path, str]) -> list[Path]:
+    """The pages of ``texts`` (:func:`_page_texts`) that name ``script``: its file
+    (``scale.py``, ``benchmarks/scale/scale.py``) or its module
+    (``python -m benchmarks.scale.scale``)."""
     module = ".".join(script.relative_to(ROOT).with_suffix("").parts)
     pattern = re.compile(
         rf"(?<![\w.]){re.escape(script.name)}|(?<![\w.]){re.escape(module)}(?!\w)"
     )
-    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
-    return [page for page in pages if pattern.search(MARKER.sub("", page.read_text()))]
+    # the pattern starts with a look-behind, which re tries at every position of a
+    # page: only pages that hold the name at all are searched
+    return [
+        page
+        for page, text in texts.items()
+        if (script.name in text or module in text) and pattern.search(text)
+    ]
 
 
 def scripts_table() -> str:
@@ -492,12 +503,13 @@ def scripts_table() -> str:
     docstring's first paragraph) and the pages that name it (linked from
     ``docs/``)."""
     lines = ["| script | what it does | pages |", "|---|---|---|"]
+    texts = _page_texts()
     for script in benchmark_scripts():
         docstring = ast.get_docstring(ast.parse(script.read_text())) or ""
         summary = " ".join(docstring.split("\n\n")[0].split())
         links = [
             f"[{page.stem}]({'../' if page.parent == ROOT else ''}{page.name})"
-            for page in _citing_pages(script)
+            for page in _citing_pages(script, texts)
         ]
         lines.append(
             f"| `{script.relative_to(ROOT)}` | {_code(summary) or '—'} "
