@@ -140,23 +140,31 @@ def test_average_precision_matches_sklearn(problem):
     assert M.mean_average_precision(scores, truth) == pytest.approx(np.mean(aps))
 
 
-def _ap_of_order(y, order):
-    rel = np.asarray(y)[list(order)]
-    prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
-    return float(np.sum(prec * rel) / rel.sum())
+def _ap_of_order(y, orders):
+    """AP of the ranking ``orders`` (item indices, best first), or of each row of a
+    2-D array of rankings."""
+    rel = np.asarray(y)[np.asarray(orders)]
+    prec = np.cumsum(rel, -1) / np.arange(1, rel.shape[-1] + 1)
+    return np.sum(prec * rel, -1) / rel.sum(-1)
 
 
-def _iap_of_order(y, order, origin=False):
-    rel = np.asarray(y)[list(order)]
-    prec = np.cumsum(rel) / np.arange(1, len(rel) + 1)
-    rec = np.cumsum(rel) / rel.sum()
+def _iap_of_order(y, orders, origin=False):
+    """11-point interpolated AP of the ranking ``orders``, or of each row of a 2-D
+    array of rankings."""
+    rel = np.asarray(y)[np.asarray(orders)]
+    prec = np.cumsum(rel, -1) / np.arange(1, rel.shape[-1] + 1)
+    rec = np.cumsum(rel, -1) / rel.sum(-1, keepdims=True)
     if origin:
-        prec, rec = np.r_[1.0, prec], np.r_[0.0, rec]
-    total = 0.0
-    for level in [i / 10 for i in range(11)]:
-        ok = [prec[k] for k in range(len(prec)) if rec[k] >= level - 1e-12]
-        total += max(ok, default=0.0)
-    return total / 11
+        ones = np.ones(rel.shape[:-1] + (1,))
+        prec, rec = (
+            np.concatenate([ones, prec], -1),
+            np.concatenate([0 * ones, rec], -1),
+        )
+    # at each of the 11 recall levels: the highest precision at a recall >= it (0
+    # where none is)
+    levels = np.arange(11)[:, None] / 10
+    reached = np.where(rec[..., None, :] >= levels - 1e-12, prec[..., None, :], 0.0)
+    return reached.max(-1).sum(-1) / 11
 
 
 def _brute_iap(s, y, origin=False):
@@ -164,13 +172,12 @@ def _brute_iap(s, y, origin=False):
 
 
 def _tie_orders(s):
-    """Every ranking of the items by decreasing ``s`` (all orders of the ties)."""
+    """Every ranking of the items by decreasing ``s`` (all orders of the ties), one
+    per row."""
     s = np.asarray(s)
-    return [
-        p
-        for p in itertools.permutations(range(len(s)))
-        if np.all(np.diff(s[list(p)]) <= 0)
-    ]
+    groups = [np.flatnonzero(s == v).tolist() for v in np.unique(s)[::-1]]
+    within = [itertools.permutations(g) for g in groups]  # each tie's orders
+    return np.array([list(itertools.chain(*p)) for p in itertools.product(*within)])
 
 
 @settings(max_examples=60, deadline=None)
@@ -182,10 +189,10 @@ def test_ap_is_the_mean_over_tie_orders_and_iap_the_worst(s, data):
     y = data.draw(hnp.arrays(np.bool_, s.shape))
     y[data.draw(st.integers(0, len(s) - 1))] = True  # at least one positive
     orders = _tie_orders(s)
-    aps = [_ap_of_order(y, o) for o in orders]
+    aps = _ap_of_order(y, orders)
     assert M.average_precision(s, y) == pytest.approx(np.mean(aps), abs=TOL)
     for origin in (False, True):
-        iaps = [_iap_of_order(y, o, origin) for o in orders]
+        iaps = _iap_of_order(y, orders, origin)
         got = M.interpolated_average_precision(s, y, origin=origin)
         assert got == pytest.approx(min(iaps), abs=TOL)
     # the column versions agree with the vector ones
