@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
 from jaxannot.sklearn._shared import SharedBase
+from jaxannot.types import ArrayLike
 
 __all__ = ["ClassifierEstimator"]
 
@@ -51,18 +54,39 @@ class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
         self.fitted_ = self._fit_method(corpus)
         return self
 
-    def predict(self, X):
-        """Class labels (of ``classes_``) ``(n_images,)`` of ``X`` as in :meth:`fit`."""
+    def predict(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
+        """Class labels of the images ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as :meth:`fit` took them.
+
+        Returns
+        -------
+        ndarray of shape (n_images,)
+            Labels of ``classes_``.
+        """
         corpus = self._query(X)  # checks it is fitted first
         labels = self._registered().predict_labels(self.fitted_, corpus)
         return self.classes_[np.asarray(labels)]
 
     @available_if(lambda self: self._has_protocol("class_scores"))
-    def decision_function(self, X):
-        """Class scores (higher = more likely; the method's
-        :attr:`~jaxannot.annotators.Method.class_scores`): ``(n_images, n_classes)``,
-        or for two classes the score difference ``classes_[1]`` minus ``classes_[0]``
-        as ``(n_images,)``, as sklearn's classifiers return; ``X`` as in :meth:`fit`."""
+    def decision_function(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
+        """Class scores of the images ``X`` (higher = more likely; the method's
+        :attr:`~jaxannot.annotators.Method.class_scores`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as :meth:`fit` took them.
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_classes), or (n_images,) for two classes
+            The scores; for two classes the score difference ``classes_[1]`` minus
+            ``classes_[0]``, as sklearn's classifiers return.
+        """
         corpus = self._query(X)  # checks it is fitted first
         scores = np.asarray(self._registered().class_scores(self.fitted_, corpus))
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores

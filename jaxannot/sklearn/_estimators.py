@@ -11,6 +11,7 @@ registered method's protocol functions and keep what it learned in ``fitted_``
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin
@@ -18,6 +19,7 @@ from sklearn.utils.metaestimators import available_if
 
 from jaxannot import metrics
 from jaxannot.sklearn._shared import SharedBase
+from jaxannot.types import ArrayLike
 
 __all__ = ["AnnotatorEstimator"]
 
@@ -92,24 +94,55 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
         self.fitted_ = self._fit_method(corpus)
         return self
 
-    def decision_function(self, X):
-        """Word scores, higher = more relevant: ``(n_images, n_words)``, of ``X`` as in
-        :meth:`fit`."""
+    def decision_function(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
+        """Word scores of the images ``X``, higher = more relevant.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as :meth:`fit` took them.
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_words)
+            The method's :attr:`~jaxannot.annotators.Method.score_words`.
+        """
         corpus = self._query(X)
         scores = self._registered().score_words(self.fitted_, corpus)
         return np.asarray(scores)
 
     @available_if(lambda self: self._has_protocol("score_meaning"))
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """The word scores of methods whose scores are probabilities in [0, 1]
         (the method's :attr:`~jaxannot.annotators.Method.score_meaning` says what
-        they mean); the same array as :meth:`decision_function`."""
+        they mean).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as :meth:`fit` took them.
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_words)
+            The same array as :meth:`decision_function`.
+        """
         return self.decision_function(X)
 
-    def predict(self, X):
-        """The ``n_words`` best-scored words of each image as a 0/1 matrix (ties go
-        to the lower word index, as in :mod:`jaxannot.metrics`): an int array
-        ``(n_images, n_words)``, of ``X`` as in :meth:`fit`."""
+    def predict(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
+        """The ``n_words`` best-scored words of each image (ties go to the lower word
+        index, as in :mod:`jaxannot.metrics`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as :meth:`fit` took them.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_images, n_words)
+            1 for each image's annotated words, 0 elsewhere.
+        """
         n = self.n_words
         if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n_words must be a positive integer, got {n!r}")

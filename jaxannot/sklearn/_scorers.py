@@ -30,8 +30,18 @@ _LOWER_IS_BETTER = frozenset({"complete_length"})
 
 
 def scorer_names(n: int = 5) -> list[str]:
-    """The names :func:`scorer` accepts (the ``@n`` ones shown with ``n``; any
-    positive ``n`` works)."""
+    """The names :func:`scorer` accepts.
+
+    Parameters
+    ----------
+    n : int
+        The cut-off shown in the ``@n`` names (any positive ``n`` works).
+
+    Returns
+    -------
+    list of str
+        The plain names, then the ``@n`` ones.
+    """
     at_n = [f"{m}@{n}" for m in (*_IMAGE_AT_N, *_WORD_AT_N)]
     return [*_PLAIN, *at_n]
 

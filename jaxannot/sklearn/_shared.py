@@ -32,6 +32,7 @@ import jax
 from jaxannot.annotators.base import Method, get_method
 from jaxannot.annotators.hyper_values import parse_hyper
 from jaxannot.data.corpus import VIEW_KINDS, Corpus
+from jaxannot.types import ArrayLike
 
 __all__ = ["RENAMED", "default_view_kind", "sklearn_hyper", "SharedBase"]
 
@@ -44,15 +45,36 @@ RENAMED = {"warm_start": "warm_start_iterations"}
 
 
 def sklearn_hyper(method: Method) -> dict:
-    """The method's hyper-parameter defaults under their estimator names
-    (:data:`RENAMED`)."""
+    """The method's hyper-parameter defaults under their estimator names.
+
+    Parameters
+    ----------
+    method : Method
+        A registered method.
+
+    Returns
+    -------
+    dict
+        Estimator parameter name (:data:`RENAMED` where the method's name is taken)
+        -> default value.
+    """
     return {RENAMED.get(k, k): v for k, v in method.hyper.items()}
 
 
 def default_view_kind(method: str) -> str:
-    """How an estimator of the method named ``method`` reads ``X`` unless told: its
-    :attr:`~jaxannot.annotators.Method.input_kind` (``"bag"``, non-negative counts,
-    for the topic models; ``"real"`` otherwise)."""
+    """How an estimator of the method named ``method`` reads ``X`` unless told.
+
+    Parameters
+    ----------
+    method : str
+        A registered method's name.
+
+    Returns
+    -------
+    str
+        Its :attr:`~jaxannot.annotators.Method.input_kind`: ``"bag"`` (non-negative
+        counts) for the topic models, ``"real"`` otherwise.
+    """
     return get_method(method).input_kind
 
 
@@ -246,9 +268,19 @@ class SharedBase:
         return method.fit(corpus, rng_key=self._random_key(), **self._hyper())
 
     @available_if(lambda self: self._has_protocol("embed"))
-    def embed(self, X):
+    def embed(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """The method's latent representation of each image (topic proportions,
-        hidden units, ...), where it has one: ``(n_images, n_dims)``, of ``X`` as in
-        ``fit``."""
+        hidden units, ...), where it has one.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            Image features, as ``fit`` took them.
+
+        Returns
+        -------
+        ndarray of shape (n_images, n_dims)
+            The method's :attr:`~jaxannot.annotators.Method.embed`.
+        """
         corpus = self._query(X)  # checks it is fitted first
         return np.asarray(self._registered().embed(self.fitted_, corpus))
