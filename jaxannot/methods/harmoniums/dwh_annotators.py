@@ -381,12 +381,8 @@ def infer_free_view(
 
     Parameters
     ----------
-    params : HarmoniumParams
-        The harmonium.
-    kinds : tuple of str
-        The wings' kinds (static).
-    views : sequence of Array
-        The encoded views, ``[n, d_v]`` each.
+    params, kinds, views
+        As :func:`clamped_hidden` takes them.
     totals : sequence of Array
         Their per-image totals.
     free : int
