@@ -189,3 +189,7 @@ def test_an_override_takes_its_base_docstring():
     elbo = ast.parse("class LaplacianELBO: ...").body[0]
     doc = inherited_doc("inference/laplacian_elbo.py", elbo, "penalty")
     assert "Parameters\n" in doc and "Returns\n" in doc
+    # FileStream.read takes the sections of the stream protocol's ElementStream.read
+    stream = ast.parse("class FileStream: ...").body[0]
+    doc = inherited_doc("data/mat_v5_streams.py", stream, "read")
+    assert "Parameters\n" in doc and "Returns\n" in doc

@@ -30,6 +30,7 @@ from jaxannot.data.mat_common import (
 )
 from jaxannot.data.mat_v5_streams import (
     INFLATE_CHUNK,
+    ElementStream,
     FileStream,
     InflateStream,
     StreamEnd,
@@ -183,7 +184,7 @@ class V5Walk:
                 except StreamEnd:
                     return
 
-    def _tag(self, stream) -> tuple[int, int, bytes | None]:
+    def _tag(self, stream: ElementStream) -> tuple[int, int, bytes | None]:
         """``(type, bytes, data)`` of the next element's tag; ``data`` is the
         element's own bytes for a small element (packed in the tag), else None."""
         raw = stream.read(8)
@@ -194,7 +195,7 @@ class V5Walk:
             return kind & 0xFFFF, kind >> 16, raw[4 : 4 + (kind >> 16)]
         return kind, size, None
 
-    def _field(self, stream, name: str) -> bytes:
+    def _field(self, stream: ElementStream, name: str) -> bytes:
         """The data of the next (header) element, at most :data:`INFLATE_CHUNK`
         bytes."""
         _, size, data = self._tag(stream)
@@ -226,7 +227,9 @@ class V5Walk:
                 f"{limit_text(self.size)}",
             )
 
-    def _matrix(self, stream, length: int, name: str | None, depth: int) -> None:
+    def _matrix(
+        self, stream: ElementStream, length: int, name: str | None, depth: int
+    ) -> None:
         """Walk the array whose ``length`` bytes (after its tag) come next in
         ``stream``; ``name`` is its path (None for a variable: its own name)."""
         start = stream.pos
@@ -275,7 +278,7 @@ class V5Walk:
             raise StreamEnd
         stream.skip(rest)
 
-    def _child(self, stream, name: str, depth: int) -> None:
+    def _child(self, stream: ElementStream, name: str, depth: int) -> None:
         kind, length, data = self._tag(stream)
         if kind != _MI_MATRIX or data is not None:
             raise StreamEnd

@@ -1,5 +1,6 @@
 """The bytes of a v5 MAT-file element, read or inflated a chunk at a time.
 
+An :class:`ElementStream` gives an element's bytes in order (``read``, ``skip``):
 :class:`FileStream` reads an uncompressed element a few bytes at a time and skips
 over the rest; :class:`InflateStream` inflates a compressed one as far as it is
 read, :data:`INFLATE_CHUNK` bytes at a time; :func:`inflated_size` counts what a
@@ -56,9 +57,23 @@ class StreamEnd(Exception):
     (scipy then reports the damage)."""
 
 
-class FileStream:
-    """The ``length`` bytes of an uncompressed v5 element, from the file ``fh``
-    positioned at their start: read a few at a time, skipped over by seeks."""
+class ElementStream:
+    """The protocol of a stream (module docstring): the bytes of one v5 element,
+    read in order, as :class:`FileStream` and :class:`InflateStream` both give them;
+    their methods are documented here once.
+
+    Parameters
+    ----------
+    fh : BinaryIO
+        The file, positioned at the element's data.
+    length : int
+        The element's bytes in the file.
+
+    Attributes
+    ----------
+    pos : int
+        Bytes read or skipped so far (of the inflated data, for a compressed one).
+    """
 
     def __init__(self, fh: BinaryIO, length: int) -> None:
         self.fh, self.left, self.pos = fh, length, 0
@@ -79,17 +94,13 @@ class FileStream:
         Raises
         ------
         StreamEnd
-            Fewer than ``n`` bytes are left.
+            Fewer than ``n`` bytes are left, or (a compressed element) its data is
+            damaged.
         """
-        data = self.fh.read(n) if n <= self.left else b""
-        if len(data) < n:
-            raise StreamEnd
-        self.left -= n
-        self.pos += n
-        return data
+        raise NotImplementedError
 
     def skip(self, n: int) -> None:
-        """Seek past the next ``n`` bytes without reading them.
+        """Move past the next ``n`` bytes without returning them.
 
         Parameters
         ----------
@@ -99,8 +110,25 @@ class FileStream:
         Raises
         ------
         StreamEnd
-            ``n`` is negative or more than are left.
+            ``n`` is negative or more than are left, or (a compressed element) its
+            data is damaged.
         """
+        raise NotImplementedError
+
+
+class FileStream(ElementStream):
+    """The ``length`` bytes of an uncompressed v5 element, from the file ``fh``
+    positioned at their start: read a few at a time, skipped over by seeks."""
+
+    def read(self, n: int) -> bytes:
+        data = self.fh.read(n) if n <= self.left else b""
+        if len(data) < n:
+            raise StreamEnd
+        self.left -= n
+        self.pos += n
+        return data
+
+    def skip(self, n: int) -> None:
         if not 0 <= n <= self.left:
             raise StreamEnd
         self.fh.seek(n, os.SEEK_CUR)
@@ -108,13 +136,13 @@ class FileStream:
         self.pos += n
 
 
-class InflateStream:
+class InflateStream(ElementStream):
     """The inflated bytes of a compressed v5 element (``length`` bytes of ``fh``),
     inflated as far as they are read or skipped, :data:`INFLATE_CHUNK` bytes at a time
     (the file read a chunk at a time too)."""
 
     def __init__(self, fh: BinaryIO, length: int) -> None:
-        self.fh, self.left, self.pos = fh, length, 0
+        super().__init__(fh, length)
         self.inflater = zlib.decompressobj()
         self.buffer = bytearray()
 
@@ -133,23 +161,6 @@ class InflateStream:
             raise StreamEnd from None
 
     def read(self, n: int) -> bytes:
-        """The next ``n`` inflated bytes.
-
-        Parameters
-        ----------
-        n : int
-            How many.
-
-        Returns
-        -------
-        bytes
-            Exactly ``n`` bytes.
-
-        Raises
-        ------
-        StreamEnd
-            The element inflates to fewer, or its data is damaged.
-        """
         while len(self.buffer) < n:
             self._more()
         data = bytes(self.buffer[:n])
@@ -158,18 +169,6 @@ class InflateStream:
         return data
 
     def skip(self, n: int) -> None:
-        """Inflate and drop the next ``n`` bytes.
-
-        Parameters
-        ----------
-        n : int
-            How many.
-
-        Raises
-        ------
-        StreamEnd
-            ``n`` is negative, the element inflates to fewer, or it is damaged.
-        """
         if n < 0:
             raise StreamEnd
         self.pos += n

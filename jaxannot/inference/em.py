@@ -3,9 +3,14 @@
 A model supplies a pure ``step(rng_key, state, data) -> (state, info)`` (the kernel
 shape of STYLE.md) whose ``info`` has a scalar field ``objective`` — the quantity EM
 never decreases (log joint for MAP-EM, the ELBO for variational EM), evaluated at the
-state that *entered* the step. The drivers here run that step in a ``lax`` loop inside
-one ``jax.jit``; the step is a static argument, so a model's kernel built once (e.g.
-through a cached ``build_kernel``) is traced and compiled once per data shape.
+state that *entered* the step. :func:`run_em` runs that step a fixed number of times
+through the library's runner, :func:`~jaxannot.runtime.progress.run_steps` (one
+compiled loop, checkpointed inside a
+:func:`~jaxannot.runtime.checkpoint.checkpointing` block);
+:func:`run_em_until_converged` in a ``lax.while_loop`` inside one ``jax.jit`` (the
+stopping rule is part of the loop). The step is a static argument, so a model's kernel
+built once (e.g. through a cached ``build_kernel``) is traced and compiled once per
+data shape.
 
 References
 ----------
@@ -25,16 +30,18 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jaxannot.runtime.progress import run_steps
+
 __all__ = ["EMTrace", "run_em", "run_em_until_converged", "run_until_small_change"]
 
 
 class EMTrace(NamedTuple):
-    """Per-iteration diagnostics of :func:`run_em_until_converged`.
+    """Per-iteration diagnostics of :func:`run_em` and :func:`run_em_until_converged`.
 
     Attributes
     ----------
     objective : Float[Array, "max_iterations"]
-        The objective of each iteration; NaN after the last one run.
+        The objective of each iteration (float32); NaN after the last one run.
     num_iterations : Int[Array, ""]
         How many iterations ran.
     """
@@ -43,7 +50,23 @@ class EMTrace(NamedTuple):
     num_iterations: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("step", "num_iterations"))
+@functools.cache
+def _keyed(step: Callable, num_iterations: int) -> Callable:
+    """``step`` as :func:`run_steps` runs it: iteration ``t`` takes the ``t``-th of
+    ``num_iterations`` keys split from the key in the carry (the keys a scan over
+    ``jax.random.split(rng_key, num_iterations)`` gives), and its loss is
+    ``info.objective``. Built once per step and count, so a second run compiles
+    nothing."""
+
+    def keyed(t: jax.Array, carry: tuple, data: Any = None) -> tuple[tuple, jax.Array]:
+        rng_key, state = carry
+        key = jax.random.split(rng_key, num_iterations)[t]
+        state, info = step(key, state, data)
+        return (rng_key, state), info.objective
+
+    return keyed
+
+
 def run_em(
     rng_key: jax.Array,
     state: Any,
@@ -51,8 +74,8 @@ def run_em(
     *,
     step: Callable,
     num_iterations: int,
-) -> tuple[Any, Any]:
-    """Run ``num_iterations`` EM steps with ``lax.scan``.
+) -> tuple[Any, EMTrace]:
+    """Run ``num_iterations`` EM steps through the library's runner (:func:`run_steps`).
 
     Parameters
     ----------
@@ -63,23 +86,33 @@ def run_em(
     data : pytree
         Passed unchanged to every step (arrays and dynamic hyper-parameters).
     step : callable
-        ``step(rng_key, state, data) -> (state, info)``; static (hashable).
+        ``step(rng_key, state, data) -> (state, info)`` with ``info.objective``;
+        static (hashable).
     num_iterations : int
-        Static number of iterations.
+        At least 1 (:func:`~jaxannot.runtime.progress.check_count`).
 
     Returns
     -------
     state : pytree
         The state after the last step.
-    infos : pytree
-        The step infos stacked along a leading iteration axis.
+    trace : EMTrace
+        ``objective``: each iteration's ``info.objective`` (a float32 NumPy array);
+        ``num_iterations``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_iterations`` is not an integer >= 1.
     """
-    keys = jax.random.split(rng_key, num_iterations)
-
-    def body(carry, key):
-        return step(key, carry, data)
-
-    return lax.scan(body, state, keys)
+    (_, state), objective = run_steps(
+        _keyed(step, num_iterations),
+        (rng_key, state),
+        num_iterations,
+        progress_bar=False,
+        desc="EM",
+        data=data,
+    )
+    return state, EMTrace(objective, num_iterations)
 
 
 @functools.partial(

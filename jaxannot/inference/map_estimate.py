@@ -21,6 +21,10 @@ gradient of :math:`-\log p(\theta, y)`, run by
 :func:`~jaxannot.runtime.progress.run_steps` in one jit-compiled loop. The step is
 built once per :class:`MAP` instance (per layout of the non-array model arguments),
 so a second :meth:`MAP.run` on arrays of the same shapes compiles nothing.
+:meth:`MAP.init` and :meth:`MAP.update` take the steps one at a time (as numpyro's
+``SVI.init`` and ``SVI.update``) through the same compiled loop
+(:func:`~jaxannot.runtime.progress.run_step`): ``n`` updates from :meth:`MAP.init`
+give bit for bit the state of :meth:`MAP.run` for ``n`` steps.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_median
 from numpyro.infer.util import log_density
 
-from jaxannot.runtime.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count, run_step, run_steps
 
 if TYPE_CHECKING:
     from jaxannot.types import PRNGKey
@@ -63,7 +67,8 @@ class MAPResult(NamedTuple):
     losses : np.ndarray [num_steps]
         :math:`-\\log p(\\theta_t, y)` at the values entering step ``t``.
     state : MAPState
-        The final optimizer state (to continue with ``init_params=result.params``).
+        The final optimizer state (to continue with :meth:`MAP.update`, or a new
+        :meth:`MAP.run` with ``init_params=result.params``).
     """
 
     params: dict
@@ -292,6 +297,12 @@ class MAP:
             self._steps[key] = step
         return self._steps[key]
 
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[Callable, list]:
+        """The step for the model arguments' layout and their arrays (the part of
+        the carry that no step changes)."""
+        arrays, key = _split_arguments(args, kwargs)
+        return self._step(key), [jnp.asarray(a) for a in arrays]
+
     def init(
         self,
         rng_key: PRNGKey,
@@ -316,6 +327,35 @@ class MAP:
             Unconstrained values and the optimizer's state.
         """
         return self._start(rng_key, args, kwargs, init_params)[0]
+
+    def update(
+        self, state: MAPState, *args: Any, **kwargs: Any
+    ) -> tuple[MAPState, np.float32]:
+        """One optimizer step from ``state``, as ``numpyro.infer.SVI.update``.
+
+        The step is :meth:`run`'s, run in its compiled loop: ``n`` updates from
+        :meth:`init` give bit for bit the state of ``run`` for ``n`` steps from the
+        same key, and an update after a run (or a run after updates) on arrays of the
+        same shapes compiles nothing.
+
+        Parameters
+        ----------
+        state : MAPState
+            From :meth:`init`, a previous :meth:`update` or :attr:`MAPResult.state`.
+        *args, **kwargs
+            The model's data, as in :meth:`run` (array arguments traced, the others
+            static).
+
+        Returns
+        -------
+        state : MAPState
+            The state after the step.
+        loss : np.float32
+            :math:`-\\log p(\\theta, y)` at the values entering the step.
+        """
+        step, arrays = self._bind(args, kwargs)
+        (state, _), loss = run_step(step, (state, arrays))
+        return state, loss
 
     def _start(
         self, rng_key: PRNGKey, args: tuple, kwargs: dict, init_params: Mapping | None
@@ -390,10 +430,9 @@ class MAP:
         """
         num_steps = check_count("num_steps", num_steps)  # before the model is traced
         state, supports = self._start(rng_key, args, kwargs, init_params)
-        arrays, key = _split_arguments(args, kwargs)
-        arrays = [jnp.asarray(a) for a in arrays]
+        step, arrays = self._bind(args, kwargs)
         (state, _), losses = run_steps(
-            self._step(key),
+            step,
             (state, arrays),
             num_steps,
             progress_bar=progress_bar,

@@ -11,6 +11,10 @@ compiled program serves any slice of the steps and any number of steps:
   when the run lasts longer than ``delay`` seconds, as ``numpyro.infer.SVI.run`` shows
   its bar) with the current loss, without a second compile.
 
+:func:`run_step` takes one step through the same compiled loop (an object's
+``update``, as ``numpyro.infer.SVI.update``), so stepping by hand after a run, or a run
+after stepping by hand, compiles no second program of the step.
+
 The step is a static argument: pass the *same* function object on every run (build it
 once, e.g. in an object's ``__init__`` or a cached builder) and a second run on arrays
 of the same shapes compiles nothing.
@@ -37,7 +41,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.runtime import checkpoint, sharding
 
-__all__ = ["check_count", "run_steps"]
+__all__ = ["check_count", "run_step", "run_steps"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -144,6 +148,44 @@ def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
         if isinstance(sharding, NamedSharding) and sharding.mesh.size > 1:
             return NamedSharding(sharding.mesh, PartitionSpec())
     return None
+
+
+def run_step(
+    step: Callable[[jax.Array, Any], tuple[Any, jax.Array]],
+    carry: Any,
+    t: int = 0,
+    *,
+    data: Any = None,
+) -> tuple[Any, np.float32]:
+    """Run ``carry, loss = step(t, carry)`` once, through :func:`run_steps`'s loop.
+
+    The step runs in the compiled loop that :func:`run_steps` runs it in (a loop of
+    one step), so the carry is bit for bit the one of the same steps run there, and
+    neither compiles the step again after the other. Not checkpointed.
+
+    Parameters
+    ----------
+    step : callable
+        As in :func:`run_steps` (the same function object reuses its program).
+    carry : pytree
+        The state entering the step.
+    t : int
+        The step's index.
+    data : pytree, optional
+        As in :func:`run_steps`.
+
+    Returns
+    -------
+    carry : pytree
+        The state after the step.
+    loss : np.float32
+        The step's loss, as :func:`run_steps` records it (read on the host, as
+        :func:`run_steps` reads each slice's: indexing the device's loss buffer
+        would compile two small programs).
+    """
+    replicated = _replicated_on_carry_mesh(carry)
+    carry, losses = _advance(step, carry, t, 1, data=data, replicated=replicated)
+    return carry, np.asarray(sharding.gather(losses))[0]
 
 
 def run_steps(

@@ -46,6 +46,29 @@ def test_run_em_scans_and_compiles_once():
     assert len(TRACES) == 1
 
 
+def noisy_step(rng_key, x, target):
+    """The halving step plus a draw from its key."""
+    x = (x + target) / 2 + 0.01 * jax.random.normal(rng_key, x.shape)
+    return x, Info(-((x - target) ** 2).sum())
+
+
+def test_run_em_is_the_scan_over_split_keys_bit_for_bit():
+    """Step ``t`` takes the ``t``-th key of ``split(rng_key, n)``, past the runner's
+    first slice of steps too."""
+    key, target = jax.random.key(3), jnp.ones(3)
+
+    @jax.jit
+    def scanned(x):
+        keys = jax.random.split(key, 100)
+        return jax.lax.scan(lambda c, k: noisy_step(k, c, target), x, keys)
+
+    x, info = run_em(key, jnp.zeros(3), target, step=noisy_step, num_iterations=100)
+    ref_x, ref_info = scanned(jnp.zeros(3))
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(ref_x))
+    np.testing.assert_array_equal(info.objective, np.asarray(ref_info.objective))
+    assert info.num_iterations == 100
+
+
 def offset_step(rng_key, x, target):
     """Same update; objective -(x - target)^2 - 1 converges to -1 (relative steps
     shrink by 4 each iteration)."""

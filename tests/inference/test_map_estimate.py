@@ -65,6 +65,42 @@ def test_a_second_run_compiles_nothing(count_compiles):
     assert np.isfinite(second.losses).all()
 
 
+def test_updates_from_init_are_bit_for_bit_the_run():
+    y = np.random.default_rng(1).normal(1.0, 1.0, size=9).astype(np.float32)
+    fitter = MAP(flat_normal, optax.adam(0.05))
+    result = fitter.run(jax.random.key(0), 7, y, progress_bar=False)
+    state = fitter.init(jax.random.key(0), y)
+    losses = []
+    for _ in range(7):
+        state, loss = fitter.update(state, y)
+        losses.append(loss)
+    np.testing.assert_array_equal(np.stack(losses), result.losses)
+    for name in ("mu", "sigma"):
+        np.testing.assert_array_equal(
+            state.unconstrained[name], result.state.unconstrained[name]
+        )
+    stepped, ran = (jax.tree.leaves(s.opt_state) for s in (state, result.state))
+    assert len(stepped) == len(ran) == 5  # adam: count, two moments of two sites
+    for a, b in zip(stepped, ran, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_update_after_a_run_compiles_nothing(count_compiles):
+    """The update runs the run's compiled loop, and a run after updates too."""
+    rng = np.random.default_rng(2)
+    fitter = MAP(normal_mean, optax.adam(0.1))
+    y1, y2 = (rng.normal(size=6).astype(np.float32) for _ in range(2))
+    result = fitter.run(jax.random.key(0), 5, y1, 0.0, 1.0, progress_bar=False)
+    with count_compiles() as c:
+        state, loss = fitter.update(result.state, y2, 0.0, 1.0)
+        state, loss = fitter.update(state, y2, 0.0, 1.0)
+    assert c.count == 0
+    assert np.isfinite(loss)
+    with count_compiles() as c:
+        fitter.run(jax.random.key(1), 5, y2, 0.0, 1.0, progress_bar=False)
+    assert c.count == 0
+
+
 def test_bad_models_and_init_params_raise_clear_errors():
     def all_observed(y):
         numpyro.sample("y", dist.Normal(0.0, 1.0), obs=y)

@@ -1,11 +1,11 @@
-"""progress.check_count: counts are integers >= a minimum, never truncated."""
+"""progress: counts are integers >= a minimum, never truncated; the step runner."""
 
 import numpy as np
 import pytest
 
 import jax.numpy as jnp
 
-from jaxannot.runtime.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count, run_step, run_steps
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.array(3), jnp.asarray(3)])
@@ -63,3 +63,18 @@ def test_another_number_of_steps_compiles_nothing(count_compiles):
         run_steps(step, jnp.float32(1), 37, progress_bar=False)
         run_steps(step, jnp.float32(1), 200, progress_bar=True)
     assert counter.count == 0
+
+
+def test_run_step_is_a_step_of_the_run_and_compiles_nothing_after_it(count_compiles):
+    def step(t, carry):
+        return carry * 0.75 + jnp.sin(carry) + t, carry
+
+    ran, losses = run_steps(step, jnp.float32(0.3), 5, progress_bar=False)
+    with count_compiles() as counter:
+        carry, stepped = jnp.float32(0.3), []
+        for t in range(5):
+            carry, loss = run_step(step, carry, t)
+            stepped.append(loss)
+    assert counter.count == 0
+    np.testing.assert_array_equal(np.asarray(carry), np.asarray(ran))
+    np.testing.assert_array_equal(np.array(stepped), losses)

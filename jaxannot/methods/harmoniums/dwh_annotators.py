@@ -24,7 +24,7 @@ for Multiview Data Analysis. IEEE TPAMI 34(12), 2012.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import partial, wraps
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -332,8 +332,10 @@ def _bucketed(kernel):
     """``kernel`` (per-image, jitted) run on the images padded to their row bucket
     (:mod:`jaxannot.runtime.row_buckets`, copies of the last image): one program
     for every image count of a bucket; the padded rows of its output are dropped
-    on the host (a slice, or ``jnp.asarray``, of a new shape would compile)."""
+    on the host (a slice, or ``jnp.asarray``, of a new shape would compile). It
+    keeps the kernel's name and docstring."""
 
+    @wraps(kernel)
     def run(params, kinds, views, *args, **kwargs):
         n = views[0].shape[0]
         padded = [pad_to_bucket(tuple(a))[0] for a in (views, *args[:1])]
@@ -381,12 +383,8 @@ def infer_free_view(
 
     Parameters
     ----------
-    params : HarmoniumParams
-        The harmonium.
-    kinds : tuple of str
-        The wings' kinds (static).
-    views : sequence of Array
-        The encoded views, ``[n, d_v]`` each.
+    params, kinds, views
+        As :func:`clamped_hidden` takes them.
     totals : sequence of Array
         Their per-image totals.
     free : int

@@ -264,7 +264,7 @@ def fit_vb(
     num_inner: int = 5,
     state: LinkLDAState | None = None,
 ) -> tuple[LinkLDAState, np.ndarray]:
-    """Fit Link-LDA by batch variational Bayes (one compiled ``lax.scan``).
+    """Fit Link-LDA by batch variational Bayes (one compiled loop, ``run_em``).
 
     Parameters
     ----------

@@ -215,11 +215,12 @@ def fit_plsa_words(
     text = jnp.asarray(text_counts, jnp.float32)
     vis = jnp.asarray(visual_counts, jnp.float32)
     k1, k2, k3, k4 = jax.random.split(rng_key, 4)
+    # float32, not weak-typed (see fold_in)
     state = PLSAState(
         _random_simplex(k1, (text.shape[0], num_topics)),
         (
             _random_simplex(k2, (num_topics, text.shape[1])),
-            jnp.full((num_topics, vis.shape[1]), 1.0 / vis.shape[1]),
+            jnp.full((num_topics, vis.shape[1]), 1.0 / vis.shape[1], jnp.float32),
         ),
     )
     state, obj_text = fit_stage(
@@ -264,7 +265,10 @@ def fold_in(
     """
     vis = jnp.asarray(visual_counts, jnp.float32)
     k = beta_visual.shape[0]
-    state = PLSAState(jnp.full((vis.shape[0], k), 1.0 / k), (jnp.asarray(beta_visual),))
+    # float32, not weak-typed (as run_em's loop returns it): a carry whose type
+    # changes between the loop's slices compiles the loop again
+    theta = jnp.full((vis.shape[0], k), 1.0 / k, jnp.float32)
+    state = PLSAState(theta, (jnp.asarray(beta_visual),))
     state, obj = fit_stage(
         jax.random.key(0),
         state,
