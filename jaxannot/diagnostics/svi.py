@@ -229,19 +229,27 @@ def _forget_start(guide) -> None:
 
 
 def _global_sites(model, plate, args, kwargs) -> set[str]:
-    """The model's latent sample sites outside ``plate`` (all of them if None)."""
+    """The model's latent sample sites outside ``plate`` (all of them if None).
+
+    The model is traced abstractly (``jax.eval_shape``): only the sites' names and
+    plates are read, and an eager run compiles each of its operations (the
+    modelling notebook's scene mixture: 44 programs, about 3 CPU seconds)."""
     from numpyro import handlers
 
-    trace = handlers.trace(handlers.seed(model, jax.random.key(0))).get_trace(
-        *args, **kwargs
-    )
-    return {
-        name
-        for name, site in trace.items()
-        if site["type"] == "sample"
-        and not site["is_observed"]
-        and not any(f.name == plate for f in site.get("cond_indep_stack", ()))
-    }
+    names: set[str] = set()
+
+    def collect(rng_key):
+        trace = handlers.trace(handlers.seed(model, rng_key)).get_trace(*args, **kwargs)
+        names.update(
+            name
+            for name, site in trace.items()
+            if site["type"] == "sample"
+            and not site["is_observed"]
+            and not any(f.name == plate for f in site.get("cond_indep_stack", ()))
+        )
+
+    jax.eval_shape(collect, jax.random.key(0))
+    return names
 
 
 def _draw_keys(rng_key, num_fits: int):
