@@ -36,6 +36,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 ENV_ARGS = "JAXANNOT_NOTEBOOK_ARGS"
 MACHINE_PATH = re.compile(r"(?<![\w.])/(work|tmp|home|root|opt|usr)/")
+#: What XLA's slow-compile alarm suggests (``Very slow compile? If you want to file a
+#: bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo``), printed on a kernel's
+#: stderr when one compile takes long, as on a loaded machine: a placeholder, not a
+#: path of the machine.
+XLA_ALARM_HINT = "--xla_dump_to=/tmp/foo"
 
 
 def from_script(script: pathlib.Path) -> nbformat.NotebookNode:
@@ -162,7 +167,8 @@ def images(nb) -> list[str]:
 
 
 def machine_paths(nb) -> list[str]:
-    return MACHINE_PATH.findall(texts(nb))
+    """The machine paths named in the text outputs (not XLA's placeholder)."""
+    return MACHINE_PATH.findall(texts(nb).replace(XLA_ALARM_HINT, ""))
 
 
 def main(argv=None) -> int:

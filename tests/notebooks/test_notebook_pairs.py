@@ -47,3 +47,17 @@ def test_a_changed_cell_is_detected(tmp_path):
     copy.write_text(script.read_text().replace("NS = (2, 3, 5,", "NS = (2, 4, 5,"))
     problems = nbexec.out_of_sync(copy, script.with_suffix(".ipynb"))
     assert len(problems) == 1 and problems[0].startswith("cell "), problems
+
+
+def test_a_machine_path_is_found_but_not_xlas_slow_compile_hint():
+    def notebook(text):
+        out = {"output_type": "stream", "name": "stderr", "text": text}
+        return nbexec.nbformat.from_dict({"cells": [{"outputs": [out]}]})
+
+    alarm = (
+        "E0000 slow_operation_alarm.cc:73] Very slow compile? If you want to file a "
+        "bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results."
+    )
+    assert nbexec.machine_paths(notebook(alarm)) == []
+    assert nbexec.machine_paths(notebook(alarm + " reading /tmp/foo/data.npz")) != []
+    assert nbexec.machine_paths(notebook("saved to /home/me/x.json")) != []
