@@ -249,11 +249,12 @@ def test_exact_solver_matches_the_enumerated_qp(case):
 def test_capped_simplex_projection_is_the_euclidean_projection():
     cp = pytest.importorskip("cvxpy")
     rng = np.random.default_rng(0)
+    project = jax.jit(project_capped_simplex)  # one program for the four pairs
     for total, cap in [(1.0, 1.0), (4.0, 1.0), (7.5, 2.5), (0.3, 0.1)]:
         v = rng.normal(size=40) * 2.0
         v[:5] = v[0]  # ties
         with jax.enable_x64(True):
-            got = np.asarray(project_capped_simplex(jnp.asarray(v), total, cap))
+            got = np.asarray(project(jnp.asarray(v), total, cap))
         u = cp.Variable(40)
         cp.Problem(
             cp.Minimize(cp.sum_squares(u - v)), [u >= 0, u <= cap, cp.sum(u) == total]
@@ -299,6 +300,13 @@ def test_independent_vreps_match_the_closed_form_at_corel5k_size(c):
     assert np.all((state.mixtures > 0) | (y > 0))
 
 
+@jax.jit
+def _uncoupled_point(data, c, diagonal):
+    """:func:`mixture_state` (tolerance 1e-6) of :func:`uncoupled_mixtures`: one
+    compiled program, not one per primitive of two eager calls."""
+    return mixture_state(data, uncoupled_mixtures(data.words, c, diagonal), c, 1e-6)
+
+
 @pytest.mark.parametrize("c", [1.0, 0.01])
 def test_uncoupled_mixtures_are_the_exact_optimum_of_a_diagonal_kernel(c):
     # the library's no-solve point equals what the exact solver converges to
@@ -307,8 +315,8 @@ def test_uncoupled_mixtures_are_the_exact_optimum_of_a_diagonal_kernel(c):
     with jax.enable_x64(True):
         data = StructuredData(jnp.asarray(np.diag(diag)), jnp.asarray(y))
         solved, _ = fit_emml_exact(data, c, 1e-9)
-        u = uncoupled_mixtures(data.words, c, jnp.asarray(diag))
-        point = mixture_state(data, u, c, 1e-6)
+        point = _uncoupled_point(data, c, jnp.asarray(diag))
+        u = point.mixtures
     np.testing.assert_allclose(np.asarray(u), np.asarray(solved.mixtures), atol=1e-8)
     assert bool(point.converged) and int(point.sweeps) == 0
     assert float(point.duality_gap) <= 1e-6
@@ -316,7 +324,7 @@ def test_uncoupled_mixtures_are_the_exact_optimum_of_a_diagonal_kernel(c):
     if c == 1.0:  # an RBF kernel's unit diagonal: s* = C, B = Y - r/(W - r) (1 - Y)
         with jax.enable_x64(True):
             ones = jnp.ones(len(y))
-            u = uncoupled_mixtures(jnp.asarray(y), c, ones)
+            u = jax.jit(uncoupled_mixtures)(jnp.asarray(y), c, ones)
         r = y.sum(1, keepdims=True)
         expected = y - r / (y.shape[1] - r) * (1 - y)
         np.testing.assert_allclose(c * y - np.asarray(u), expected, atol=1e-12)
@@ -329,9 +337,7 @@ def test_uncoupled_mixtures_are_feasible_but_not_optimal_under_a_coupled_kernel(
     with jax.enable_x64(True):
         k = kernel_matrix(jnp.asarray(x), jnp.asarray(x), "rbf", 0.3)
         data = StructuredData(k, jnp.asarray(y))
-        point = mixture_state(
-            data, uncoupled_mixtures(data.words, 1.0, jnp.diag(k)), 1.0, 1e-6
-        )
+        point = _uncoupled_point(data, 1.0, jnp.diag(k))
         solved, _ = fit_emml_exact(data, 1.0, 1e-9)
     u = np.asarray(point.mixtures)
     assert np.all(u >= -1e-12) and np.all(u <= 1.0 + 1e-12)
@@ -435,10 +441,14 @@ def test_gradient_then_sweeps_reach_the_sweeps_only_optimum():
 
 
 def test_projected_gradient_alone_reaches_the_optimum():
+    @jax.jit  # one compiled program, not one per primitive of eager calls
+    def gradient_alone(data):
+        u, steps, trace = projected_gradient(data, 1.0, 1e-8, 5000)
+        return u, steps, trace, mixture_state(data, u, 1.0, 1e-8)
+
     with jax.enable_x64(True):
         data = _wide_rbf_problem(seed=6)
-        u, steps, trace = projected_gradient(data, 1.0, 1e-8, 5000)
-        state = mixture_state(data, u, 1.0, 1e-8)
+        u, steps, trace, state = gradient_alone(data)
         swept, _ = fit_emml_exact(data, 1.0, 1e-8, max_sweeps=20000, handoff=np.inf)
         u, steps, trace = np.asarray(u), int(steps), np.asarray(trace)
     k, y = np.asarray(data.kernel), np.asarray(data.words)
@@ -493,14 +503,12 @@ def test_working_set_solver_overflows_where_the_exact_one_converges():
 
 
 def test_ties_among_wrong_words_are_broken_at_random():
+    argmax = jax.jit(loss_augmented_argmax)  # one program with a key, one without
     y = jnp.zeros(50).at[7].set(1.0)
     f = jnp.zeros(50)  # every wrong word ties
-    assert int(jnp.argmax(loss_augmented_argmax(f, y))) == 0  # by index without key
-    picks = {
-        int(jnp.argmax(loss_augmented_argmax(f, y, jax.random.key(s))))
-        for s in range(20)
-    }
+    assert int(jnp.argmax(argmax(f, y))) == 0  # by index without key
+    picks = {int(jnp.argmax(argmax(f, y, jax.random.key(s)))) for s in range(20)}
     assert len(picks) > 5 and 7 not in picks
     # a strictly better word still wins whatever the key
-    best = loss_augmented_argmax(f.at[30].set(0.1), y, jax.random.key(3))
+    best = argmax(f.at[30].set(0.1), y, jax.random.key(3))
     assert int(jnp.argmax(best)) == 30

@@ -1,5 +1,6 @@
 """Max-margin harmonium: the hinge subgradient against seed 001's formula, the
-Θ-step terms against the generic MaxMargin term, and fits."""
+Θ-step terms against the generic MaxMargin term, and fits. Gradients are taken in
+one compiled program each (``jax.jit``), not one per primitive of an eager call."""
 
 import numpy as np
 import pytest
@@ -46,7 +47,7 @@ def test_hinge_gradient_is_seed001_subgradient(rng_key, rng):
     extra = steps.classification_extra_loss(_embed)
     term = MaxMargin(y, c2 / c1, num_classes=3)
     aux = (term, c1 / len(y), v, jnp.zeros(3), jnp.ones(3))
-    grads = jax.grad(extra)(params, (_images(x, z), aux))
+    grads = jax.jit(jax.grad(lambda p: extra(p, (_images(x, z), aux))))(params)
     feats = np.asarray(
         steps.with_offset(jax.vmap(_embed, (None, 0))(params, _images(x, z)))
     )
@@ -88,9 +89,9 @@ def test_standardized_theta_step_is_p1_hinge_at_folded_v(rng_key, rng):
         true = jnp.take_along_axis(scores, jnp.asarray(y)[:, None], axis=1)
         return c2 * jnp.mean(jnp.max(margin + scores - true, axis=1))
 
-    value, grads = jax.value_and_grad(extra)(params, data)
+    value, grads = jax.jit(jax.value_and_grad(lambda p: extra(p, data)))(params)
     for reference in (p1_hinge, generic):
-        ref_value, ref_grads = jax.value_and_grad(reference)(params)
+        ref_value, ref_grads = jax.jit(jax.value_and_grad(reference))(params)
         np.testing.assert_allclose(value, ref_value, rtol=1e-5)
         for got, want in zip(grads.weights, ref_grads.weights, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -102,9 +103,9 @@ def test_regression_gradient_is_eq11(rng_key, rng):
     params = hm.initialize(rng_key, KINDS, (8, 4), 3, weight_scale=0.5, views=(x, z))
     v = jnp.asarray(rng.normal(size=4), jnp.float32)
     beta = jnp.asarray(rng.uniform(-1, 1, 10), jnp.float32)  # mu - mu*
-    grads = jax.grad(steps.regression_extra_loss(_embed))(
-        params, (_images(x, z), (beta, v, jnp.zeros(3), jnp.ones(3)))
-    )
+    extra = steps.regression_extra_loss(_embed)
+    data = (_images(x, z), (beta, v, jnp.zeros(3), jnp.ones(3)))
+    grads = jax.jit(jax.grad(lambda p: extra(p, data)))(params)
     expect = -np.outer(x.T @ np.asarray(beta), np.asarray(v)[:3]) / 10
     np.testing.assert_allclose(grads.weights[0], expect, rtol=1e-4, atol=1e-6)
 
@@ -132,16 +133,16 @@ def test_eq11_gradient_is_epsilon_insensitive_gradient_at_the_v_step(rng_key, rn
 
     rows = np.flatnonzero(off)
     images = jax.tree.map(lambda a: a[rows], _images(x, z))
-    grads = jax.grad(steps.regression_extra_loss(_embed))(
-        params, (images, (jnp.asarray(beta[rows]), v, jnp.zeros(3), jnp.ones(3)))
-    )
+    extra = steps.regression_extra_loss(_embed)
+    data = (images, (jnp.asarray(beta[rows]), v, jnp.zeros(3), jnp.ones(3)))
+    grads = jax.jit(jax.grad(lambda p: extra(p, data)))(params)
     term = MaxMargin(target, c2 / c1, loss="epsilon_insensitive", epsilon=eps)
 
     def penalty(p):
         feats = jax.vmap(_embed, (None, 0))(p, images)
         return c1 / len(rows) * term.penalty(steps.term_params(v[None]), feats, rows)
 
-    want = jax.grad(penalty)(params)
+    want = jax.jit(jax.grad(penalty))(params)
     for got, ref in zip(grads.weights, want.weights, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
     assert np.abs(np.asarray(want.weights[0])).max() > 1e-3
@@ -291,8 +292,8 @@ def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
         scores = feats @ v.T
         return c2 / len(y) * jnp.sum(crammer_singer_loss(scores, jnp.asarray(y)))
 
-    value, grads = jax.value_and_grad(new)(params, data)
-    ref_value, ref_grads = jax.value_and_grad(old)(params)
+    value, grads = jax.jit(jax.value_and_grad(lambda p: new(p, data)))(params)
+    ref_value, ref_grads = jax.jit(jax.value_and_grad(old))(params)
     np.testing.assert_allclose(value, ref_value, rtol=1e-6)
     for got, want in zip(grads.weights, ref_grads.weights, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

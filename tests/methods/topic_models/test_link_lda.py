@@ -34,16 +34,21 @@ def test_token_likelihood_matches_numpyro_and_brute_force_over_token_topics():
     theta = rng.dirichlet(np.ones(3), 6).astype(np.float32)
     betas = [rng.dirichlet(np.ones(c.shape[1]), 3).astype(np.float32) for c in counts]
     values = {"theta": theta, "beta_0": betas[0], "beta_1": betas[1]}
-    ref, _ = log_density(
-        ll.link_lda,
-        (counts,),
-        dict(num_topics=3, vocab_sizes=(12, 7), alpha=0.5, eta=0.3),
-        values,
-    )
-    prior = dist.Dirichlet(jnp.full(3, 0.5)).log_prob(theta).sum() + sum(
-        dist.Dirichlet(jnp.full(b.shape[1], 0.3)).log_prob(b).sum() for b in betas
-    )
-    fast = ll.token_log_likelihood(theta, betas, counts).sum()
+
+    @jax.jit  # one compiled program, not one per primitive of eager calls
+    def densities(values, theta, betas):
+        ref, _ = log_density(
+            ll.link_lda,
+            (counts,),
+            dict(num_topics=3, vocab_sizes=(12, 7), alpha=0.5, eta=0.3),
+            values,
+        )
+        prior = dist.Dirichlet(jnp.full(3, 0.5)).log_prob(theta).sum() + sum(
+            dist.Dirichlet(jnp.full(b.shape[1], 0.3)).log_prob(b).sum() for b in betas
+        )
+        return ref, prior, ll.token_log_likelihood(theta, betas, counts).sum()
+
+    ref, prior, fast = densities(values, theta, betas)
     np.testing.assert_allclose(float(ref - prior), float(fast), rtol=1e-5)
     # brute force: each token's topic summed out explicitly, float64
     brute = 0.0
@@ -58,14 +63,18 @@ def test_token_likelihood_matches_numpyro_and_brute_force_over_token_topics():
 
 def test_generative_declaration():
     given = {"beta_0": jnp.full((1, 2, 4), 0.25), "theta": jnp.full((1, 3, 2), 0.5)}
-    out = Predictive(ll.link_lda, posterior_samples=given)(
-        jax.random.key(0),
-        num_topics=2,
-        vocab_sizes=(4,),
-        num_images=3,
-        lengths_by_view=(jnp.full(3, 5),),
-        max_length=5,
-    )
+    pred = Predictive(ll.link_lda, posterior_samples=given)
+    # one compiled program, not one per primitive of an eager call
+    out = jax.jit(
+        lambda key: pred(
+            key,
+            num_topics=2,
+            vocab_sizes=(4,),
+            num_images=3,
+            lengths_by_view=(jnp.full(3, 5),),
+            max_length=5,
+        )
+    )(jax.random.key(0))
     np.testing.assert_array_equal(np.asarray(out["counts_0"][0]).sum(1), 5)
     assert out["counts_0"].shape == (1, 3, 4)
 

@@ -67,10 +67,15 @@ def test_one_update_matches_numpy_reference():
     ids, cnts = ll.padded_views(counts)
     sizes = tuple(c.shape[1] for c in counts)
     resp = cv._init_resp(jax.random.key(3), ids, 3)
-    n_dk, n_kw = cv.cvb0_counts(resp, ids, cnts, sizes)
-    new, _ = cv.cvb0_update(
-        resp, ids, cnts, n_dk, n_kw, jnp.float32(0.3), jnp.float32(0.05)
-    )
+
+    @jax.jit  # one compiled program, not one per primitive of eager calls
+    def update(resp):
+        n_dk, n_kw = cv.cvb0_counts(resp, ids, cnts, sizes)
+        return cv.cvb0_update(
+            resp, ids, cnts, n_dk, n_kw, jnp.float32(0.3), jnp.float32(0.05)
+        )
+
+    new, _ = update(resp)
     ref = _reference_update(resp, ids, cnts, 0.3, 0.05, sizes)
     for a, b, c in zip(new, ref, cnts, strict=True):
         live = np.asarray(c) > 0  # padding slots weigh nothing

@@ -55,9 +55,15 @@ def test_padded_declaration_has_the_dense_declarations_log_density():
         "beta_1": rng.dirichlet(np.ones(6), 3).astype(np.float32),
     }
     kwargs = dict(num_topics=3, vocab_sizes=(9, 6), alpha=0.5, eta=1.3)
-    dense, _ = log_density(ll.link_lda, (counts,), kwargs, values)
     ids, cnts = bags.padded_bags(counts)
-    padded, _ = log_density(bags.link_lda_bags, (ids, cnts), kwargs, values)
+
+    @jax.jit  # one compiled program, not one per primitive of two eager calls
+    def both(values):
+        dense, _ = log_density(ll.link_lda, (counts,), kwargs, values)
+        padded, _ = log_density(bags.link_lda_bags, (ids, cnts), kwargs, values)
+        return dense, padded
+
+    dense, padded = both(values)
     np.testing.assert_allclose(float(padded), float(dense), rtol=1e-5)
 
 
@@ -175,13 +181,20 @@ def test_log_space_stick_breaking_jacobian_matches_autodiff_and_numpyro(rng):
 
     x = jnp.asarray(rng.normal(scale=2.0, size=(3, 5)), jnp.float32)
     t = st.LogSpaceStickBreaking()
-    y = t(x)
-    ours = np.asarray(t.log_abs_det_jacobian(x, y))
-    np.testing.assert_allclose(
-        ours, np.asarray(StickBreakingTransform().log_abs_det_jacobian(x, y)), rtol=1e-5
-    )
+
+    @jax.jit  # one compiled program, not one per primitive of eager calls
+    def both(x):
+        y = t(x)
+        return (
+            t.log_abs_det_jacobian(x, y),
+            StickBreakingTransform().log_abs_det_jacobian(x, y),
+        )
+
+    ours, numpyros = (np.asarray(a) for a in both(x))
+    np.testing.assert_allclose(ours, numpyros, rtol=1e-5)
+    jacobian = jax.jit(jax.jacobian(lambda v: t(v)[:-1]))  # one program, 3 rows
     for row in range(3):
-        jac = jax.jacobian(lambda v: t(v)[:-1])(x[row])
+        jac = jacobian(x[row])
         np.testing.assert_allclose(
             ours[row], np.linalg.slogdet(np.asarray(jac, np.float64))[1], rtol=1e-4
         )
@@ -210,13 +223,19 @@ def test_simplex_floor_is_a_bijection_with_the_stated_jacobian(rng):
     floor = st.SimplexFloor(1e-3)  # large enough for float32 to see it
     x = jnp.asarray(rng.dirichlet(np.full(4, 0.2), size=3), jnp.float32)
     x = x.at[0, 1].set(0.0).at[0].divide(x[0].sum())
-    y = floor(x)
+
+    @jax.jit  # one compiled program, not one per primitive of eager calls
+    def checks(x):
+        y = floor(x)
+        free = jax.jacobian(lambda v: floor(jnp.append(v, 1.0 - v.sum()))[:-1])
+        return y, floor.inv(y), free(x[1, :-1]), floor.log_abs_det_jacobian(x[1], y[1])
+
+    y, back, jac, log_det = checks(x)
     np.testing.assert_allclose(np.asarray(y.sum(-1)), 1.0, rtol=1e-6)
     assert float(y.min()) >= 1e-3 / (1 + 4e-3) * (1 - 1e-6)
-    np.testing.assert_allclose(np.asarray(floor.inv(y)), np.asarray(x), atol=1e-6)
-    jac = jax.jacobian(lambda v: floor(jnp.append(v, 1.0 - v.sum()))[:-1])(x[1, :-1])
+    np.testing.assert_allclose(np.asarray(back), np.asarray(x), atol=1e-6)
     np.testing.assert_allclose(
-        float(floor.log_abs_det_jacobian(x[1], y[1])),
+        float(log_det),
         np.linalg.slogdet(np.asarray(jac, np.float64))[1],
         rtol=1e-5,
     )

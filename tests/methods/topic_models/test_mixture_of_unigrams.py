@@ -82,14 +82,17 @@ def test_generative_declaration_samples_counts():
         "beta_1": jnp.full((1, 2, 5), 0.2),
     }
     pred = Predictive(mu.mixture_of_unigrams, posterior_samples=given)
-    out = pred(
-        jax.random.key(0),
-        num_topics=2,
-        vocab_sizes=(6, 5),
-        num_images=4,
-        lengths_by_view=(jnp.full(4, 7), jnp.full(4, 3)),
-        max_length=7,
-    )
+    # one compiled program, not one per primitive of an eager call
+    out = jax.jit(
+        lambda key: pred(
+            key,
+            num_topics=2,
+            vocab_sizes=(6, 5),
+            num_images=4,
+            lengths_by_view=(jnp.full(4, 7), jnp.full(4, 3)),
+            max_length=7,
+        )
+    )(jax.random.key(0))
     assert out["counts_0"].shape == (1, 4, 6) and out["counts_1"].shape == (1, 4, 5)
     np.testing.assert_array_equal(np.asarray(out["counts_0"][0]).sum(1), 7)
     np.testing.assert_array_equal(np.asarray(out["counts_1"][0]).sum(1), 3)
@@ -101,9 +104,11 @@ def test_marginal_declaration_and_vem_objective_are_the_log_joint():
     vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step)
     values = vem.init_params(jax.random.key(1), counts, **kwargs)
     ref = _np_log_joint(values, counts, 1.5, 1.1)
-    marginal, _ = log_density(
-        mu.mixture_of_unigrams, (counts,), dict(kwargs, marginalize=True), values
-    )
+    marginal = jax.jit(  # one compiled program, not one per primitive
+        lambda v: log_density(
+            mu.mixture_of_unigrams, (counts,), dict(kwargs, marginalize=True), v
+        )[0]
+    )(values)
     # float32 sums of ~1e3 magnitude: relative 1e-5
     np.testing.assert_allclose(float(marginal), ref, rtol=1e-5)
     # VEM's objective at its first E-step (exact posteriors) is the same log joint
@@ -283,7 +288,11 @@ def test_svi_on_declaration_reaches_em_optimum():
         numpyro.optim.optax_to_numpyro(optax.adam(0.05)),
         Trace_ELBO(),
     )
-    result = svi.run(jax.random.key(0), 1500, counts, progress_bar=False, **kwargs)
+    # SVI's start in one compiled program, not one per primitive of an eager init
+    start = jax.jit(lambda key: svi.init(key, counts, **kwargs))(jax.random.key(0))
+    result = svi.run(
+        jax.random.key(0), 1500, counts, progress_bar=False, init_state=start, **kwargs
+    )
     med = {
         "pi": result.params["pi_map"],
         "beta_0": result.params["beta_0_map"],
@@ -393,17 +402,23 @@ def test_token_categorical_is_numpyro_categorical():
     beta = jnp.asarray(rng.dirichlet(np.ones(11), 4).astype(np.float32))
     tokens, _ = _tokens(seed=9, images=6)
     ids = jnp.maximum(jnp.asarray(tokens), 0)
-    for probs, value in [(beta[2], ids), (beta[jnp.arange(6) % 4][:, None], ids)]:
-        np.testing.assert_allclose(
+
+    @jax.jit  # each comparison one compiled program, not one per primitive
+    def both(probs, value):
+        return (
             mu.TokenCategorical(probs).log_prob(value),
             dist.Categorical(probs).log_prob(value),
-            rtol=1e-6,
         )
+
+    for probs, value in [(beta[2], ids), (beta[jnp.arange(6) % 4][:, None], ids)]:
+        np.testing.assert_allclose(*both(probs, value), rtol=1e-6)
 
     def per_topic(d):
         return jax.vmap(lambda k: d(beta[k]).log_prob(ids))(jnp.arange(4))
 
-    got, want = per_topic(mu.TokenCategorical), per_topic(dist.Categorical)
+    got, want = jax.jit(
+        lambda: (per_topic(mu.TokenCategorical), per_topic(dist.Categorical))
+    )()
     assert got.shape == (4,) + ids.shape
     np.testing.assert_allclose(got, want, rtol=1e-6)
     dense = np.log(np.asarray(beta))[:, np.asarray(ids)]  # [topics, images, slots]
