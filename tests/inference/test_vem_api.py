@@ -41,6 +41,11 @@ def param_mixture(x, *, k):
         numpyro.sample("x", dist.Normal(mu[z], 1.0).to_event(1), obs=x_i)
 
 
+#: images of the tests that fit ``VEM(gauss_mixture, "z")`` on a few images: one size,
+#: so that one compiled fit (the images are a compiled shape) serves them all
+FEW = 60
+
+
 def _data(n=300, k=3, seed=0):
     rng = np.random.default_rng(seed)
     centers = np.array([[-6.0, 0.0], [0.0, 6.0], [6.0, 0.0]])[:k]
@@ -79,7 +84,7 @@ def test_a_param_with_a_constraint_stays_on_it():
 
 
 def test_init_params_are_checked_by_name_shape_and_support():
-    x, _ = _data(n=40)
+    x, _ = _data(n=FEW)
     vem = VEM(gauss_mixture, "z")
     good = {
         "pi": jnp.ones(3) / 3,
@@ -115,7 +120,7 @@ def test_an_estep_without_the_protocol_is_refused():
 
 
 def test_update_is_one_step_of_run_and_a_state_resumes_a_fit():
-    x, _ = _data(n=60)
+    x, _ = _data(n=FEW)
     vem = VEM(gauss_mixture, "z")
     whole = vem.run(jax.random.key(0), 9, x, k=3, progress_bar=False)
     state = vem.init(jax.random.key(0), x, k=3)
@@ -133,7 +138,7 @@ def test_update_is_one_step_of_run_and_a_state_resumes_a_fit():
     )
     assert int(rest.state.iteration) == 9
     with pytest.raises(ValueError, match="init_state's posteriors have shape"):
-        vem.run(jax.random.key(0), 2, x[:30], k=3, init_state=state)
+        vem.run(jax.random.key(0), 2, x[: FEW // 2], k=3, init_state=state)
 
 
 def test_first_fit_compiles_few_programs_and_another_length_none(count_compiles):
@@ -157,7 +162,7 @@ def test_equal_vems_share_their_compiled_fit():
 
 
 def test_data_of_another_feature_count_is_named():
-    x, _ = _data(n=30)
+    x, _ = _data(n=FEW)
     vem = VEM(gauss_mixture, "z")
     fit = vem.run(jax.random.key(0), 3, x, k=3, progress_bar=False)
     wide = jnp.concatenate([x, x], axis=1)
