@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.runtime.progress import run_steps
+from jaxannot.runtime.programs import bounded_cache
+from jaxannot.runtime.progress import check_count, run_steps
 
 __all__ = ["EMTrace", "run_em", "run_em_until_converged", "run_until_small_change"]
 
@@ -50,19 +51,18 @@ class EMTrace(NamedTuple):
     num_iterations: jax.Array
 
 
-@functools.cache
-def _keyed(step: Callable, num_iterations: int) -> Callable:
-    """``step`` as :func:`run_steps` runs it: iteration ``t`` takes the ``t``-th of
-    ``num_iterations`` keys split from the key in the carry (the keys a scan over
-    ``jax.random.split(rng_key, num_iterations)`` gives), and its loss is
-    ``info.objective``. Built once per step and count, so a second run compiles
-    nothing."""
+@bounded_cache()
+def _keyed(step: Callable) -> Callable:
+    """``step`` as :func:`run_steps` runs it: iteration ``t`` takes the ``t``-th key
+    of the keys passed beside the data (``jax.random.split(rng_key, num_iterations)``,
+    the keys a scan over them gives), and its loss is ``info.objective``. Built once
+    per step (a bounded cache, emptied with the compiled programs), so a second run
+    compiles nothing."""
 
-    def keyed(t: jax.Array, carry: tuple, data: Any = None) -> tuple[tuple, jax.Array]:
-        rng_key, state = carry
-        key = jax.random.split(rng_key, num_iterations)[t]
-        state, info = step(key, state, data)
-        return (rng_key, state), info.objective
+    def keyed(t: jax.Array, state: Any, data: tuple) -> tuple[Any, jax.Array]:
+        keys, inner = data
+        state, info = step(keys[t], state, inner)
+        return state, info.objective
 
     return keyed
 
@@ -104,13 +104,15 @@ def run_em(
     TypeError, ValueError
         ``num_iterations`` is not an integer >= 1.
     """
-    (_, state), objective = run_steps(
-        _keyed(step, num_iterations),
-        (rng_key, state),
+    num_iterations = check_count("num_iterations", num_iterations)
+    keys = jax.random.split(rng_key, num_iterations)
+    state, objective = run_steps(
+        _keyed(step),
+        state,
         num_iterations,
         progress_bar=False,
         desc="EM",
-        data=data,
+        data=(keys, data),
     )
     return state, EMTrace(objective, num_iterations)
 
