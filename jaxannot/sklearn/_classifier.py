@@ -46,13 +46,11 @@ class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} needs samples of at least 2 classes; got "
                 f"one class: {self.classes_[0]!r}"
             )
-        corpus = self._corpus(
+        return self._fit_views(
             views,
             labels=encoded.astype(np.int32),
             class_names=tuple(str(c) for c in self.classes_),
         )
-        self.fitted_ = self._fit_method(corpus)
-        return self
 
     def predict(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """Class labels of the images ``X``.
@@ -67,9 +65,8 @@ class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_images,)
             Labels of ``classes_``.
         """
-        corpus = self._query(X)  # checks it is fitted first
-        labels = self._registered().predict_labels(self.fitted_, corpus)
-        return self.classes_[np.asarray(labels)]
+        labels = self._apply("predict_labels", X)  # checks it is fitted first
+        return self.classes_[labels]
 
     @available_if(lambda self: self._has_protocol("class_scores"))
     def decision_function(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
@@ -87,6 +84,5 @@ class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
             The scores; for two classes the score difference ``classes_[1]`` minus
             ``classes_[0]``, as sklearn's classifiers return.
         """
-        corpus = self._query(X)  # checks it is fitted first
-        scores = np.asarray(self._registered().class_scores(self.fitted_, corpus))
+        scores = self._apply("class_scores", X)
         return scores[:, 1] - scores[:, 0] if scores.shape[1] == 2 else scores

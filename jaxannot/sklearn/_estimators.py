@@ -90,9 +90,7 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
         )
         self.n_outputs_ = int(Y.shape[1])
         word_names = tuple(str(c) for c in self.classes_)
-        corpus = self._corpus(views, words=Y, word_names=word_names)
-        self.fitted_ = self._fit_method(corpus)
-        return self
+        return self._fit_views(views, words=Y, word_names=word_names)
 
     def decision_function(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """Word scores of the images ``X``, higher = more relevant.
@@ -107,9 +105,7 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
         ndarray of shape (n_images, n_words)
             The method's :attr:`~jaxannot.annotators.Method.score_words`.
         """
-        corpus = self._query(X)
-        scores = self._registered().score_words(self.fitted_, corpus)
-        return np.asarray(scores)
+        return self._apply("score_words", X)
 
     @available_if(lambda self: self._has_protocol("score_meaning"))
     def predict_proba(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:

@@ -252,20 +252,27 @@ class SharedBase:
                 )
         return views, y
 
-    def _query(self, X) -> Corpus:
-        """``X`` as a corpus of query images (checks the estimator is fitted)."""
+    def _apply(self, protocol: str, X) -> np.ndarray:
+        """The method's ``protocol`` function (``score_words``, ``embed``, ...) on
+        ``fitted_`` and the query images ``X`` (checks the estimator is fitted)."""
         check_is_fitted(self)
         views, _ = self._views(X, fit=False)
-        return self._corpus(views)
+        corpus = self._corpus(views)
+        return np.asarray(getattr(self._registered(), protocol)(self.fitted_, corpus))
 
     def _corpus(self, views, **fields) -> Corpus:
         return Corpus.from_arrays(
             views, view_kinds=self._kinds(list(views)), name="sklearn", **fields
         )
 
-    def _fit_method(self, corpus: Corpus):
+    def _fit_views(self, views, **fields):
+        """Fit the method on ``views`` and the targets ``fields`` (words or labels, as
+        :meth:`~jaxannot.data.Corpus.from_arrays` takes them) into ``fitted_``; returns
+        ``self``."""
+        corpus = self._corpus(views, **fields)
         method = self._registered()
-        return method.fit(corpus, rng_key=self._random_key(), **self._hyper())
+        self.fitted_ = method.fit(corpus, rng_key=self._random_key(), **self._hyper())
+        return self
 
     @available_if(lambda self: self._has_protocol("embed"))
     def embed(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
@@ -282,5 +289,4 @@ class SharedBase:
         ndarray of shape (n_images, n_dims)
             The method's :attr:`~jaxannot.annotators.Method.embed`.
         """
-        corpus = self._query(X)  # checks it is fitted first
-        return np.asarray(self._registered().embed(self.fitted_, corpus))
+        return self._apply("embed", X)
