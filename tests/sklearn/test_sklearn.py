@@ -390,7 +390,7 @@ def test_classifier_predicts_the_given_labels(scene):
         js.SVM().fit(X, np.zeros(len(X)))
 
 
-# sklearn's own checks: tests/sklearn/test_sklearn_checks.py
+# sklearn's own checks: tests/sklearn/test_checks_<family>.py (conftest.py)
 
 
 # ------------------------------------------------------------ optional import
