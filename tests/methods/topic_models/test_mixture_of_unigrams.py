@@ -394,32 +394,46 @@ def test_token_statistics_keep_large_counts_exact_and_non_negative():
     np.testing.assert_allclose(stats, want, rtol=5e-4)
 
 
-def test_token_categorical_is_numpyro_categorical():
-    # issue 46: the tokens' sites look their log mass up; it is numpyro's
-    # Categorical at one vector, at a batch of vectors, and under vmap over the
-    # topics (how VEM evaluates a chunk), where it is a gather of log beta's rows
+@pytest.mark.parametrize("unrolled", [64, 3])  # 3: the bags of 8 slots gathered whole
+def test_token_bag_is_the_sum_of_numpyro_categoricals(unrolled, monkeypatch):
+    # issue 46: a bag's log mass is numpyro's Categorical summed over its filled
+    # slots, at one vector, at a batch of vectors and under vmap over the topics
+    # (how VEM evaluates a chunk: its own batching rule, rows of log beta's
+    # transpose), whose derivative is the plain lookup's
+    monkeypatch.setattr(mu, "UNROLLED_SLOTS", unrolled)
     rng = np.random.default_rng(0)
     beta = jnp.asarray(rng.dirichlet(np.ones(11), 4).astype(np.float32))
-    tokens, _ = _tokens(seed=9, images=6)
-    ids = jnp.maximum(jnp.asarray(tokens), 0)
+    tokens, counts = _tokens(seed=9, images=6)
+    ids = jnp.asarray(tokens)
+
+    def categorical(probs):  # [..., 11] -> the bags' sums, padding dropped
+        per_slot = dist.Categorical(probs[..., None, :]).log_prob(jnp.maximum(ids, 0))
+        return jnp.where(ids >= 0, per_slot, 0.0).sum(-1)
 
     @jax.jit  # each comparison one compiled program, not one per primitive
-    def both(probs, value):
-        return (
-            mu.TokenCategorical(probs).log_prob(value),
-            dist.Categorical(probs).log_prob(value),
+    def both(probs):
+        return mu.TokenBag(probs, 8).log_prob(ids), categorical(probs)
+
+    for probs in (beta[2], beta[jnp.arange(6) % 4]):
+        np.testing.assert_allclose(*both(probs), rtol=1e-6)
+
+    def per_topic(log_mass, log_beta):
+        return jax.vmap(lambda row: log_mass(row, ids), out_axes=1)(log_beta)
+
+    def plain(row, ids):  # numpyro's Categorical, under an ordinary vmap
+        return categorical(jnp.exp(row))
+
+    log_beta = jnp.log(beta)
+    got, want, grad = jax.jit(
+        lambda lb: (
+            per_topic(mu.bag_log_mass, lb),
+            per_topic(plain, lb),
+            jax.grad(lambda x: (per_topic(mu.bag_log_mass, x) ** 2).sum())(lb),
         )
-
-    for probs, value in [(beta[2], ids), (beta[jnp.arange(6) % 4][:, None], ids)]:
-        np.testing.assert_allclose(*both(probs, value), rtol=1e-6)
-
-    def per_topic(d):
-        return jax.vmap(lambda k: d(beta[k]).log_prob(ids))(jnp.arange(4))
-
-    got, want = jax.jit(
-        lambda: (per_topic(mu.TokenCategorical), per_topic(dist.Categorical))
-    )()
-    assert got.shape == (4,) + ids.shape
+    )(log_beta)
+    assert got.shape == (6, 4)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    dense = np.log(np.asarray(beta))[:, np.asarray(ids)]  # [topics, images, slots]
-    np.testing.assert_allclose(got, dense, rtol=1e-6)
+    dense = np.asarray(counts) @ np.asarray(log_beta).T  # [images, topics]
+    np.testing.assert_allclose(got, dense, rtol=1e-5)
+    # d/d log_beta of sum_dk a_dk^2 = 2 sum_d a_dk n_dw
+    np.testing.assert_allclose(grad, 2 * (dense.T @ np.asarray(counts)), rtol=1e-5)
