@@ -1,8 +1,9 @@
 """Variational EM for any numpyro model with one discrete per-image site.
 
-- :mod:`~jaxannot.inference.vem.algorithm` — :class:`VEM` (``init`` / ``update``),
-  with ``run`` / ``run_restarts`` from :mod:`~jaxannot.inference.vem.run` and
-  fold-in, predictions and Laplace draws from :mod:`~jaxannot.inference.vem.fold_in`.
+- :mod:`~jaxannot.inference.vem.algorithm` — :class:`VEM`, one class whose
+  ``run`` / ``run_restarts`` delegate to the functions of
+  :mod:`~jaxannot.inference.vem.run` and whose fold-in, predictions and Laplace
+  draws delegate to those of :mod:`~jaxannot.inference.vem.fold_in`.
 - :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState` and the E-steps.
 - :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`,
   :mod:`~jaxannot.inference.vem.log_joint`, :mod:`~jaxannot.inference.vem.model_call`

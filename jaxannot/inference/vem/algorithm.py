@@ -66,26 +66,23 @@ from typing import TYPE_CHECKING, Any
 import jax
 import optax
 
+from jaxannot.inference.vem import fold_in
+from jaxannot.inference.vem import run as runs
 from jaxannot.inference.vem.checks import (
-    check_inputs,
     check_key,
     check_optimizer,
     check_state,
-    checked_start,
     model_errors,
 )
 from jaxannot.inference.vem.declared import DeclaredModel
 from jaxannot.inference.vem.faults import raise_fault
 from jaxannot.inference.vem.fit import (
-    initial_state,
     one_update,
     start_values_jit,
     step_for,
 )
 from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning
-from jaxannot.inference.vem.fold_in import FoldIn
 from jaxannot.inference.vem.layout import Whole, plan
-from jaxannot.inference.vem.run import Runs
 from jaxannot.inference.vem.steps import (
     EStep,
     ExactEStep,
@@ -113,14 +110,22 @@ __all__ = [
 DEFAULT_OPTIMIZER = optax.adam(0.05)
 
 
-class VEM(Runs, FoldIn):
+class VEM:
     """Variational EM for a numpyro model with a discrete per-image local site.
 
     Shaped like ``numpyro.infer.SVI``: :meth:`init` gives a :class:`VEMState`,
     :meth:`update` advances it by one EM iteration, :meth:`run` is a compiled loop
-    over :meth:`update` whose result's ``state`` resumes the fit
-    (:class:`~jaxannot.inference.vem.run.Runs`); fold-in, predictions and Laplace
-    draws are :class:`~jaxannot.inference.vem.fold_in.FoldIn`'s. A second run on
+    over :meth:`update` whose result's ``state`` resumes the fit. One class, no
+    base classes: its methods hand the work to public functions that take the VEM
+    as their first argument and read only its public attributes (the
+    configuration below; ``declared``, the model's declaration; ``closed_form``,
+    the ``m_step``) and public methods. :meth:`run` and :meth:`run_restarts` go to
+    :mod:`~jaxannot.inference.vem.run` (one fit:
+    :func:`~jaxannot.inference.vem.run.run_one`, the compiled step run by
+    :func:`~jaxannot.runtime.progress.run_steps`); fold-in, predictions and
+    Laplace draws to :mod:`~jaxannot.inference.vem.fold_in`; the start
+    (:func:`~jaxannot.inference.vem.run.start_state`) and the compiled step to
+    :mod:`~jaxannot.inference.vem.fit`. A second run on
     data of the same shapes compiles nothing, and neither does a run of another
     length, nor a new ``VEM`` equal to this one: build one per fit freely. Equal
     means the same configuration compared by value, not identity
@@ -415,8 +420,9 @@ class VEM(Runs, FoldIn):
     ) -> VEMState:
         """The :class:`VEMState` a fit starts from, on a call already prepared.
 
-        :meth:`init` once :meth:`prepare_call` has run; :meth:`run` calls it with
-        the preparation it reuses for the loop.
+        :meth:`init` once :meth:`prepare_call` has run
+        (:func:`~jaxannot.inference.vem.run.start_state`, which :meth:`run` calls
+        with the preparation it reuses for the loop).
 
         Parameters
         ----------
@@ -441,24 +447,9 @@ class VEM(Runs, FoldIn):
         VEMState
             The start, placed for the layout.
         """
-        values = None
-        if init_params is not None:
-            values = checked_start(self, setup, init_params, args_kw)
-        check_inputs(setup.structure, self.plate, values, self.terms)
-        # split here, not in the compiled start: compiled once for every shape
-        keys = jax.random.split(rng_key)
-        with model_errors(self.plate, *args_kw):
-            whole, default = Whole(setup), values is None
-            state, redo = initial_state(
-                self, whole, layout, keys, values, dynamic, placed
-            )
-            if default and redo:  # the conjugate start was not kept: L-BFGS's
-                init_key = keys[0]
-                values = start_values_jit(self, whole, init_key, dynamic, True)
-                state, _ = initial_state(
-                    self, whole, layout, keys, values, dynamic, placed
-                )
-        return layout.place(state, self.estep.arrays)[0]
+        return runs.start_state(
+            self, setup, layout, rng_key, init_params, dynamic, placed, args_kw
+        )
 
     def update(
         self, state: VEMState, *args: Any, **kwargs: Any
@@ -493,3 +484,265 @@ class VEM(Runs, FoldIn):
         if fault[0]:
             raise_fault(fault, state.params, args, kwargs, -float(loss))
         return state, loss
+
+    # ------------------------------------------- fits (inference/vem/run.py)
+    def run(
+        self,
+        rng_key: jax.Array,
+        num_steps: int,
+        *args: Any,
+        init_params: dict | None = None,
+        init_state: VEMState | None = None,
+        progress_bar: bool = True,
+        tolerance: float = 0.0,
+        restarts: int = 1,
+        **kwargs: Any,
+    ) -> VEMResult:
+        """Run ``num_steps`` EM iterations (from ``restarts`` starts).
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Split into an initialization key and the loop key (E-step transforms
+            that sweep in random order draw from the loop key).
+        num_steps : int
+            EM iterations (the maximum when ``tolerance > 0``), an int >= 1. Not a
+            compiled shape: runs of any length share one compiled loop.
+        *args, **kwargs
+            The model's arguments. Arrays are traced (a new corpus of the same shape
+            reuses the compiled fit); other values are static, and so are arrays
+            the model reads by value (``int(np.max(x)) + 1``): given as NumPy
+            arrays, keyed on their content (new values compile again).
+        init_params : dict, optional
+            Constrained starting values of the global sites, checked by name, shape
+            and support (default: :meth:`init_params`, random soft assignments then
+            an M-step).
+        init_state : VEMState, optional
+            Go on from this state (a previous result's ``state``) instead of
+            starting anew; ``rng_key`` is then unused.
+        progress_bar : bool
+            A tqdm bar with the loss when the run lasts over ~2 s.
+        tolerance : float
+            Stop when the objective fails to improve by this relative amount
+            (E-steps that keep their best iterate, as LapVar2, always stop then).
+        restarts : int
+            Fits from this many default starts (keys split from ``rng_key``, one
+            compiled fit); the one with the highest final objective (the last
+            finite ``-losses``) is returned. :meth:`run_restarts` returns them all.
+
+        Returns
+        -------
+        VEMResult
+            With ``state``, the final :class:`VEMState`.
+
+        Raises
+        ------
+        TypeError
+            ``num_steps`` or ``restarts`` not an int, ``rng_key`` not a PRNG key,
+            ``tolerance`` not a number, a 0-d integer array where the model needs
+            a static value (a shape or a plate size: pass a Python int).
+        ValueError
+            ``num_steps < 1``, ``tolerance`` negative or not finite, a plate of
+            size 0 (no images, ``num_topics=0``), ``init_params`` with an unknown
+            or missing site, of the wrong shape or off its support, a term with one
+            label per image of another plate size, NaN in the data reaching the
+            log joint, an observation outside its distribution's support (the
+            images and sites are named).
+        FloatingPointError
+            A non-finite log joint, posterior, objective or global value arose
+            mid-fit; the message names the EM iteration and the step.
+
+        Warns
+        -----
+        EmptyComponentWarning
+            The returned fit leaves a value of the local site with less than half
+            an image of posterior mass (unless ``warn_empty=False``).
+        """
+        return runs.run(
+            self,
+            rng_key,
+            num_steps,
+            args,
+            kwargs,
+            init_params=init_params,
+            init_state=init_state,
+            progress_bar=progress_bar,
+            tolerance=tolerance,
+            restarts=restarts,
+        )
+
+    def run_restarts(
+        self,
+        rng_key: jax.Array,
+        restarts: int,
+        num_steps: int,
+        *args: Any,
+        num_draws: int = 0,
+        progress_bar: bool = True,
+        tolerance: float = 0.0,
+        **kwargs: Any,
+    ) -> list[VEMResult]:
+        """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+            Split into one key per restart (as ``run(..., restarts=...)``) and, with
+            ``num_draws``, the draws' key.
+        restarts, num_steps : int
+        *args, **kwargs, progress_bar, tolerance
+            As :meth:`run`.
+        num_draws : int
+            With ``num_draws > 0``, each fit carries that many draws of the global
+            posterior its local posteriors imply (:meth:`laplace_draws`), which
+            :func:`~jaxannot.diagnostics.to_inference_data` turns into draws of
+            each chain.
+
+        Returns
+        -------
+        list of VEMResult
+            One per restart, in key order; each warns
+            (:class:`EmptyComponentWarning`) if it left a component empty.
+        """
+        return runs.run_restarts(
+            self,
+            rng_key,
+            restarts,
+            num_steps,
+            args,
+            kwargs,
+            num_draws=num_draws,
+            progress_bar=progress_bar,
+            tolerance=tolerance,
+        )
+
+    # -------------------------------------- fold-in (inference/vem/fold_in.py)
+    def laplace_draws(
+        self,
+        rng_key: jax.Array,
+        result: VEMResult,
+        num_draws: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> VEMResult:
+        r"""``result`` with draws of the global posterior its posteriors imply.
+
+        The draws come from the Laplace approximation of
+        :math:`q(\theta) \propto \exp(\sum_{ik}\phi_{ik} a_{ik}(\theta) + \log
+        p(\theta))` at ``result.params``, in the sites' unconstrained coordinates
+        (the factor of :math:`\theta` that mean-field variational Bayes pairs with
+        the posteriors :math:`\phi`; :mod:`~jaxannot.inference.vem.global_sites`). Each
+        draw's own fold-in posteriors come along. The Hessian is dense: at most
+        ``MAX_LAPLACE_DIM`` (4096) coordinates.
+
+        Parameters
+        ----------
+        rng_key : PRNGKey
+        result : VEMResult
+            A fit of this VEM on ``args``.
+        num_draws : int
+        *args, **kwargs
+            The model's arguments, as given to :meth:`run`.
+
+        Returns
+        -------
+        VEMResult
+            ``result`` with ``draws`` ``{site: [num_draws, ...]}`` and
+            ``draw_posteriors`` ``[num_draws, images, K]``.
+
+        Warns
+        -----
+        UserWarning
+            ``result.params`` is not a maximum of the expected complete log joint
+            (a direction of non-positive curvature, drawn with unit precision).
+        """
+        return fold_in.with_laplace_draws(
+            self, rng_key, result, num_draws, args, kwargs
+        )
+
+    def local_log_joint(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
+        """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
+        ``args`` and value ``k`` under the global values ``params``, [N, K].
+
+        Parameters
+        ----------
+        params : dict
+            Site -> global value.
+        *args, **kwargs
+            The images' data, as the model takes it.
+
+        Returns
+        -------
+        jax.Array [N, K]
+            The log joints.
+        """
+        return fold_in.log_joints(self, params, args, kwargs)
+
+    def posteriors_for(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
+        """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
+        the images in ``args`` under ``params`` (fold-in of new images), [N, K].
+
+        ``params`` is checked as ``init_params`` is (names, shapes, supports);
+        data whose shapes do not fit the globals' (another feature count) get an
+        error naming the arguments and their shapes.
+
+        Parameters
+        ----------
+        params, *args, **kwargs
+            As :meth:`local_log_joint` takes them.
+
+        Returns
+        -------
+        jax.Array [N, K]
+            The posteriors.
+        """
+        return fold_in.posteriors(self, params, args, kwargs)
+
+    def marginals(self, params: dict, *args: Any, **kwargs: Any) -> dict:
+        """Exact posterior marginals of every discrete site VEM enumerates, for the
+        items in ``args`` under the global values ``params`` (as numpyro's
+        ``TraceEnum_ELBO.compute_marginals``, as probabilities).
+
+        Parameters
+        ----------
+        params : dict
+            Constrained global values (``result.params``), checked as
+            ``init_params`` is.
+        *args, **kwargs
+            The model's arguments.
+
+        Returns
+        -------
+        dict
+            ``{site: probabilities}``: the local site's ``[N, K]`` (equal to
+            :meth:`posteriors_for`), another item-level site's ``[N, K_d]``, their
+            joint under the key ``"c,d"`` (the names joined by commas)
+            ``[N, K, K_d]``, and a nested site's ``[N, *its plates' sizes, K_s]``
+            (MACE's ``s``: ``[items, positions, 2]``). With real-valued sites in
+            the item plate: the local site's ``[N, K]`` and each real-valued
+            site's local MAP per value of the local site, ``[N, K, *its shape
+            per item]`` (:mod:`~jaxannot.inference.vem.local_map`).
+        """
+        return fold_in.marginals(self, params, args, kwargs)
+
+    def predict(
+        self, result: VEMResult, *args: Any, term: int = 0, **kwargs: Any
+    ) -> Array:
+        """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
+        in ``args``, from their fold-in posteriors.
+
+        Parameters
+        ----------
+        result : VEMResult
+            A fit with extra terms.
+        *args, **kwargs
+            The images' data, as the model takes it.
+        term : int
+            Which extra term predicts.
+
+        Returns
+        -------
+        jax.Array [N]
+            The predictions.
+        """
+        return fold_in.predict(self, result, args, kwargs, term)

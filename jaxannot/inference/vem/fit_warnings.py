@@ -99,7 +99,9 @@ def warn_collapsed(
     return True
 
 
-def warn_empty(posteriors: ArrayLike, label: str = "the fit") -> None:
+def warn_empty(
+    posteriors: ArrayLike, label: str = "the fit", stacklevel: int = 3
+) -> None:
     """Warn when some value of the local site has posterior mass < ``EMPTY_MASS``,
     or, instead (one warning a fit; it is an :class:`EmptyComponentWarning` too),
     when the posteriors of all images are alike (:func:`warn_collapsed`).
@@ -108,8 +110,10 @@ def warn_empty(posteriors: ArrayLike, label: str = "the fit") -> None:
     ----------
     posteriors, label
         As :func:`warn_collapsed` takes them.
+    stacklevel : int
+        ``warnings.warn``'s stacklevel, pointing at the user's call.
     """
-    if warn_collapsed(posteriors, label, stacklevel=4):
+    if warn_collapsed(posteriors, label, stacklevel=stacklevel + 1):
         return
     mass = np.asarray(jax.device_get(posteriors)).sum(0)
     empty = np.flatnonzero(mass < EMPTY_MASS)
@@ -123,5 +127,5 @@ def warn_empty(posteriors: ArrayLike, label: str = "the fit") -> None:
             f"{EMPTY_MASS} images of posterior mass: [{shown}{more}]. Try "
             "restarts=..., fewer components, or another start (init_params=...)",
             EmptyComponentWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )

@@ -1,10 +1,16 @@
 """What a :class:`~jaxannot.inference.vem.algorithm.VEM` fit says about images.
 
-:class:`FoldIn`, a base class of :class:`~jaxannot.inference.vem.algorithm.VEM`:
-the local log joint and exact posteriors of (new) images under fitted global values
-(fold-in), the extra terms' predictions from them, and draws of the global posterior
-a fit's posteriors imply (:meth:`~FoldIn.laplace_draws`, from
-:mod:`~jaxannot.inference.vem.global_sites`).
+Functions of a VEM and the model's arguments, which VEM's methods of the same
+names delegate to (they read only its public attributes ``declared``, ``plate``
+and ``terms``, and its public methods):
+
+- :func:`log_joints` and :func:`posteriors`: the local log joint and exact
+  posteriors of (new) images under fitted global values (fold-in);
+  :func:`marginals`: every enumerated discrete site's posteriors; all three through
+  :func:`under`, which checks the global values;
+- :func:`predict`: the extra terms' predictions from the fold-in posteriors;
+- :func:`with_laplace_draws`: draws of the global posterior a fit's posteriors imply
+  (:mod:`~jaxannot.inference.vem.global_sites`).
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from jaxannot.inference.vem import joint_enumeration
 from jaxannot.inference.vem.checks import checked_start, missing_globals, model_errors
 from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
-from jaxannot.inference.vem.joint_enumeration import marginals
 from jaxannot.inference.vem.layout import Whole, fold_in, fold_in_all, log_joint_all
 from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.model_call import ModelCall
@@ -32,214 +38,218 @@ if TYPE_CHECKING:
     from jaxannot.inference.vem.log_joint import Setup
     from jaxannot.types import Array
 
-__all__ = ["FoldIn"]
+__all__ = [
+    "log_joints",
+    "marginals",
+    "posteriors",
+    "predict",
+    "under",
+    "with_laplace_draws",
+]
 
 T = TypeVar("T")
 
 
-class FoldIn:
-    """Fold-in, predictions and Laplace draws of
-    :class:`~jaxannot.inference.vem.algorithm.VEM` (a base class of it: the methods
-    use its ``declared``, ``plate`` and ``terms``)."""
+def with_laplace_draws(
+    vem: Any,
+    rng_key: jax.Array,
+    result: VEMResult,
+    num_draws: int,
+    args: tuple,
+    kwargs: dict,
+) -> VEMResult:
+    """:meth:`VEM.laplace_draws <jaxannot.inference.vem.algorithm.VEM.laplace_draws>`:
+    ``result`` with ``num_draws`` draws of the global posterior its posteriors
+    imply, and each draw's fold-in posteriors.
 
-    def laplace_draws(
-        self,
-        rng_key: jax.Array,
-        result: VEMResult,
-        num_draws: int,
-        *args: Any,
-        **kwargs: Any,
-    ) -> VEMResult:
-        r"""``result`` with draws of the global posterior its posteriors imply.
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm that fitted ``result`` (its ``declared``).
+    rng_key : PRNGKey
+        The draws' key.
+    result : VEMResult
+        A fit of ``vem`` on ``args``.
+    num_draws : int
+        How many draws.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
 
-        The draws come from the Laplace approximation of
-        :math:`q(\theta) \propto \exp(\sum_{ik}\phi_{ik} a_{ik}(\theta) + \log
-        p(\theta))` at ``result.params``, in the sites' unconstrained coordinates
-        (the factor of :math:`\theta` that mean-field variational Bayes pairs with
-        the posteriors :math:`\phi`; :mod:`~jaxannot.inference.vem.global_sites`). Each
-        draw's own fold-in posteriors come along. The Hessian is dense: at most
-        ``MAX_LAPLACE_DIM`` (4096) coordinates.
+    Returns
+    -------
+    VEMResult
+        ``result`` with ``draws`` and ``draw_posteriors``.
 
-        Parameters
-        ----------
-        rng_key : PRNGKey
-        result : VEMResult
-            A fit of this VEM on ``args``.
-        num_draws : int
-        *args, **kwargs
-            The model's arguments, as given to :meth:`run`.
-
-        Returns
-        -------
-        VEMResult
-            ``result`` with ``draws`` ``{site: [num_draws, ...]}`` and
-            ``draw_posteriors`` ``[num_draws, images, K]``.
-
-        Warns
-        -----
-        UserWarning
-            ``result.params`` is not a maximum of the expected complete log joint
-            (a direction of non-positive curvature, drawn with unit precision).
-        """
-        setup, dynamic = self.declared.setup(args, kwargs)
-        s = setup.structure
-        missing_globals(s, result.params, "result.params")
-        if int(num_draws) < 1:
-            raise ValueError(f"num_draws must be >= 1, got {num_draws}")
-        dim = sum(int(np.prod(shape)) for shape in s.global_shapes)
-        if dim > MAX_LAPLACE_DIM:
-            raise ValueError(
-                f"the global sites have {dim} coordinates; Laplace draws need a dense "
-                f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
-            )
-        values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
-        layout = Whole(setup)
-        draws, smallest = laplace_draws(
-            self.declared,
-            layout,
-            int(num_draws),
-            rng_key,
-            values,
-            result.posteriors,
-            dynamic,
+    Warns
+    -----
+    UserWarning
+        ``result.params`` is not a maximum of the expected complete log joint.
+    """
+    setup, dynamic = vem.declared.setup(args, kwargs)
+    s = setup.structure
+    missing_globals(s, result.params, "result.params")
+    if int(num_draws) < 1:
+        raise ValueError(f"num_draws must be >= 1, got {num_draws}")
+    dim = sum(int(np.prod(shape)) for shape in s.global_shapes)
+    if dim > MAX_LAPLACE_DIM:
+        raise ValueError(
+            f"the global sites have {dim} coordinates; Laplace draws need a dense "
+            f"Hessian, at most {MAX_LAPLACE_DIM} coordinates"
         )
-        if float(smallest) <= 0:
-            warnings.warn(
-                "the fit's global values are not a maximum of the expected complete "
-                f"log joint (Hessian eigenvalue {float(smallest):.3g}); draws along "
-                "such directions use unit precision: fit longer (num_steps, m_steps)",
-                UserWarning,
-                stacklevel=2,
-            )
-        phis = fold_in_all(self.declared, layout, draws, dynamic)
-        return result._replace(draws=draws, draw_posteriors=phis)
+    values = {k: jnp.asarray(result.params[k]) for k in s.globals_}
+    layout = Whole(setup)
+    draws, smallest = laplace_draws(
+        vem.declared,
+        layout,
+        int(num_draws),
+        rng_key,
+        values,
+        result.posteriors,
+        dynamic,
+    )
+    if float(smallest) <= 0:
+        warnings.warn(
+            "the fit's global values are not a maximum of the expected complete "
+            f"log joint (Hessian eigenvalue {float(smallest):.3g}); draws along "
+            "such directions use unit precision: fit longer (num_steps, m_steps)",
+            UserWarning,
+            stacklevel=3,  # the caller of VEM.laplace_draws
+        )
+    phis = fold_in_all(vem.declared, layout, draws, dynamic)
+    return result._replace(draws=draws, draw_posteriors=phis)
 
-    def local_log_joint(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
-        """:math:`a_{ik} = \\log p(x_i, z_i = k \\mid \\theta)` for every image of
-        ``args`` and value ``k`` under the global values ``params``, [N, K].
 
-        Parameters
-        ----------
-        params : dict
-            Site -> global value.
-        *args, **kwargs
-            The images' data, as the model takes it.
+def under(
+    vem: Any,
+    params: dict,
+    args: tuple,
+    kwargs: dict,
+    compute: Callable[[DeclaredModel, Setup, dict, tuple], T],
+) -> T:
+    """``compute(declared, setup, values, dynamic)`` for the images of ``args``
+    and ``kwargs`` under the global values ``params``, checked as
+    ``init_params`` is, with the model's shape and type errors explained
+    (:func:`~jaxannot.inference.vem.checks.model_errors`).
 
-        Returns
-        -------
-        jax.Array [N, K]
-            The log joints.
-        """
-        return self._under(params, args, kwargs, _log_joints)
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its ``declared`` and ``plate``).
+    params : dict
+        Site -> global value.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    compute : callable
+        What is computed from the declaration, the set-up, the checked values
+        and the array arguments.
 
-    def posteriors_for(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
-        """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
-        the images in ``args`` under ``params`` (fold-in of new images), [N, K].
+    Returns
+    -------
+    object
+        ``compute``'s answer.
+    """
+    with model_errors(vem.plate, args, kwargs):
+        setup, dynamic = vem.declared.setup(args, kwargs)
+    values = checked_start(vem, setup, params, (args, kwargs), what="params")
+    with model_errors(vem.plate, args, kwargs):
+        return compute(vem.declared, setup, values, dynamic)
 
-        ``params`` is checked as ``init_params`` is (names, shapes, supports);
-        data whose shapes do not fit the globals' (another feature count) get an
-        error naming the arguments and their shapes.
 
-        Parameters
-        ----------
-        params, *args, **kwargs
-            As :meth:`local_log_joint` takes them.
+def log_joints(vem: Any, params: dict, args: tuple, kwargs: dict) -> Array:
+    """:meth:`VEM.local_log_joint
+    <jaxannot.inference.vem.algorithm.VEM.local_log_joint>`: the local log joint
+    of every image and value of the local site, [N, K].
 
-        Returns
-        -------
-        jax.Array [N, K]
-            The posteriors.
-        """
-        return self._under(params, args, kwargs, _posteriors)
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    params : dict
+        Site -> global value.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
 
-    def marginals(self, params: dict, *args: Any, **kwargs: Any) -> dict:
-        """Exact posterior marginals of every discrete site VEM enumerates, for the
-        items in ``args`` under the global values ``params`` (as numpyro's
-        ``TraceEnum_ELBO.compute_marginals``, as probabilities).
+    Returns
+    -------
+    jax.Array [N, K]
+        The log joints.
+    """
+    return under(vem, params, args, kwargs, _log_joints)
 
-        Parameters
-        ----------
-        params : dict
-            Constrained global values (``result.params``), checked as
-            ``init_params`` is.
-        *args, **kwargs
-            The model's arguments.
 
-        Returns
-        -------
-        dict
-            ``{site: probabilities}``: the local site's ``[N, K]`` (equal to
-            :meth:`posteriors_for`), another item-level site's ``[N, K_d]``, their
-            joint under the key ``"c,d"`` (the names joined by commas)
-            ``[N, K, K_d]``, and a nested site's ``[N, *its plates' sizes, K_s]``
-            (MACE's ``s``: ``[items, positions, 2]``). With real-valued sites in
-            the item plate: the local site's ``[N, K]`` and each real-valued
-            site's local MAP per value of the local site, ``[N, K, *its shape
-            per item]`` (:mod:`~jaxannot.inference.vem.local_map`).
-        """
-        return self._under(params, args, kwargs, _marginals)
+def posteriors(vem: Any, params: dict, args: tuple, kwargs: dict) -> Array:
+    """:meth:`VEM.posteriors_for
+    <jaxannot.inference.vem.algorithm.VEM.posteriors_for>`: the exact local
+    posteriors of the images of ``args`` (fold-in), [N, K].
 
-    def _under(
-        self,
-        params: dict,
-        args: tuple,
-        kwargs: dict,
-        compute: Callable[[DeclaredModel, Setup, dict, tuple], T],
-    ) -> T:
-        """``compute(declared, setup, values, dynamic)`` for the images of ``args``
-        and ``kwargs`` under the global values ``params``, checked as
-        ``init_params`` is, with the model's shape and type errors explained
-        (:func:`~jaxannot.inference.vem.checks.model_errors`).
+    Parameters
+    ----------
+    vem, params, args, kwargs
+        As :func:`log_joints` takes them.
 
-        Parameters
-        ----------
-        params : dict
-            Site -> global value.
-        args : tuple
-            The model's positional arguments.
-        kwargs : dict
-            Its keyword arguments.
-        compute : callable
-            What is computed from the declaration, the set-up, the checked values
-            and the array arguments.
+    Returns
+    -------
+    jax.Array [N, K]
+        The posteriors.
+    """
+    return under(vem, params, args, kwargs, _posteriors)
 
-        Returns
-        -------
-        object
-            ``compute``'s answer.
-        """
-        with model_errors(self.plate, args, kwargs):
-            setup, dynamic = self.declared.setup(args, kwargs)
-        values = checked_start(self, setup, params, (args, kwargs), what="params")
-        with model_errors(self.plate, args, kwargs):
-            return compute(self.declared, setup, values, dynamic)
 
-    def predict(
-        self, result: VEMResult, *args: Any, term: int = 0, **kwargs: Any
-    ) -> Array:
-        """Predictions of extra term ``term`` (e.g. :class:`MaxMargin`) for the images
-        in ``args``, from their fold-in posteriors.
+def marginals(vem: Any, params: dict, args: tuple, kwargs: dict) -> dict:
+    """:meth:`VEM.marginals <jaxannot.inference.vem.algorithm.VEM.marginals>`:
+    the exact posterior marginals of every discrete site VEM enumerates (or the
+    local MAPs of the real-valued local sites).
 
-        Parameters
-        ----------
-        result : VEMResult
-            A fit with extra terms.
-        *args, **kwargs
-            The images' data, as the model takes it.
-        term : int
-            Which extra term predicts.
+    Parameters
+    ----------
+    vem, params, args, kwargs
+        As :func:`log_joints` takes them.
 
-        Returns
-        -------
-        jax.Array [N]
-            The predictions.
-        """
-        if not self.terms:
-            raise ValueError("this VEM has no extra terms to predict with")
-        if not 0 <= int(term) < len(self.terms):
-            raise ValueError(f"term must be in [0, {len(self.terms)}), got {term}")
-        phi = self.posteriors_for(result.params, *args, **kwargs)
-        return self.terms[term].predict(result.params["terms"][term], phi)
+    Returns
+    -------
+    dict
+        Site -> probabilities (or local MAPs).
+    """
+    return under(vem, params, args, kwargs, _marginals)
+
+
+def predict(
+    vem: Any, result: VEMResult, args: tuple, kwargs: dict, term: int = 0
+) -> Array:
+    """:meth:`VEM.predict <jaxannot.inference.vem.algorithm.VEM.predict>`: extra
+    term ``term``'s predictions for the images of ``args``, from their fold-in
+    posteriors.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its ``terms`` and ``posteriors_for``).
+    result : VEMResult
+        A fit with extra terms.
+    args : tuple
+        The images' positional arguments.
+    kwargs : dict
+        Their keyword arguments.
+    term : int
+        Which extra term predicts.
+
+    Returns
+    -------
+    jax.Array [N]
+        The predictions.
+    """
+    if not vem.terms:
+        raise ValueError("this VEM has no extra terms to predict with")
+    if not 0 <= int(term) < len(vem.terms):
+        raise ValueError(f"term must be in [0, {len(vem.terms)}), got {term}")
+    phi = vem.posteriors_for(result.params, *args, **kwargs)
+    return vem.terms[term].predict(result.params["terms"][term], phi)
 
 
 def _log_joints(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
@@ -254,9 +264,9 @@ def _posteriors(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _marginals(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> dict:
-    """:meth:`FoldIn.marginals`: the local MAPs of a model with real-valued local
-    sites, else the enumerated sites' marginals."""
+    """:func:`marginals`: the local MAPs of a model with real-valued local sites,
+    else the enumerated sites' marginals."""
     call = ModelCall.join(dm, setup, dynamic)
     if setup.structure.enumerated.continuous:
         return local_maps(call, values)
-    return marginals(call, values)
+    return joint_enumeration.marginals(call, values)

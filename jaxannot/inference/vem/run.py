@@ -1,8 +1,12 @@
 """How a :class:`~jaxannot.inference.vem.algorithm.VEM` runs a fit.
 
-- :class:`Runs`: :meth:`~Runs.run` (the compiled loop, from one start or the best of
-  several) and :meth:`~Runs.run_restarts` (every start's fit, e.g. as arviz chains),
-  the half of :class:`~jaxannot.inference.vem.algorithm.VEM` that drives fits.
+- :func:`run` (the compiled loop, from one start or the best of several) and
+  :func:`run_restarts` (every start's fit, e.g. as arviz chains): what
+  :meth:`VEM.run <jaxannot.inference.vem.algorithm.VEM.run>` and
+  :meth:`VEM.run_restarts <jaxannot.inference.vem.algorithm.VEM.run_restarts>`
+  delegate to, reading only the VEM's public attributes and methods.
+- :func:`start_state`: the state a fit starts from (``VEM.init`` /
+  ``VEM.init_prepared``).
 - :func:`run_one`: one fit, from a start or a state, through
   :func:`~jaxannot.runtime.progress.run_steps`.
 - :func:`final_objective`: the last finite objective of a fit, which picks the best
@@ -23,199 +27,247 @@ import jax
 
 from jaxannot.inference.vem import heldout
 from jaxannot.inference.vem.checks import (
+    check_inputs,
     check_key,
     check_state,
     check_tolerance,
+    checked_start,
     model_errors,
 )
 from jaxannot.inference.vem.faults import DEFERRED, raise_fault
-from jaxannot.inference.vem.fit import step_for
+from jaxannot.inference.vem.fit import initial_state, start_values_jit, step_for
 from jaxannot.inference.vem.fit_warnings import warn_empty
+from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.steps import VEMResult, VEMState
 from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps
 
 if TYPE_CHECKING:
+    from jaxannot.inference.vem.layout import Shards
+    from jaxannot.inference.vem.log_joint import Setup
     from jaxannot.types import ArrayLike, PRNGKey
 
-__all__ = ["EARLY_STOP", "Runs", "final_objective", "run_one", "warn_early_stop"]
+__all__ = [
+    "EARLY_STOP",
+    "final_objective",
+    "run",
+    "run_one",
+    "run_restarts",
+    "start_state",
+    "warn_early_stop",
+]
 
 #: A fit that keeps its best iterate and stops within this many EM iterations warns.
 EARLY_STOP = 3
 
 
-class Runs:
-    """:meth:`run` and :meth:`run_restarts` of
-    :class:`~jaxannot.inference.vem.algorithm.VEM` (a base class of it: the methods
-    use its ``prepare_call``, ``init_prepared``, ``estep`` and ``laplace_draws``)."""
+def run(
+    vem: Any,
+    rng_key: jax.Array,
+    num_steps: int,
+    args: tuple,
+    kwargs: dict,
+    *,
+    init_params: dict | None = None,
+    init_state: VEMState | None = None,
+    progress_bar: bool = True,
+    tolerance: float = 0.0,
+    restarts: int = 1,
+) -> VEMResult:
+    """:meth:`VEM.run <jaxannot.inference.vem.algorithm.VEM.run>`: ``num_steps``
+    EM iterations (from ``restarts`` starts), the weight of a graph E-step chosen
+    or checked first (:mod:`~jaxannot.inference.vem.heldout`).
 
-    def run(
-        self,
-        rng_key: jax.Array,
-        num_steps: int,
-        *args: Any,
-        init_params: dict | None = None,
-        init_state: VEMState | None = None,
-        progress_bar: bool = True,
-        tolerance: float = 0.0,
-        restarts: int = 1,
-        **kwargs: Any,
-    ) -> VEMResult:
-        """Run ``num_steps`` EM iterations (from ``restarts`` starts).
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its ``estep``, ``warn_empty`` and the ``prepare_call`` /
+        ``init_prepared`` :func:`run_one` uses).
+    rng_key : PRNGKey
+        The fit's key.
+    num_steps : int
+        EM iterations.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    init_params : dict, optional
+        Constrained starting values of the global sites.
+    init_state : VEMState, optional
+        A state to go on from.
+    progress_bar : bool
+        A tqdm bar with the loss.
+    tolerance : float
+        Relative improvement under which the fit stops.
+    restarts : int
+        Fits from this many default starts; the best is returned.
 
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            Split into an initialization key and the loop key (E-step transforms
-            that sweep in random order draw from the loop key).
-        num_steps : int
-            EM iterations (the maximum when ``tolerance > 0``), an int >= 1. Not a
-            compiled shape: runs of any length share one compiled loop.
-        *args, **kwargs
-            The model's arguments. Arrays are traced (a new corpus of the same shape
-            reuses the compiled fit); other values are static, and so are arrays
-            the model reads by value (``int(np.max(x)) + 1``): given as NumPy
-            arrays, keyed on their content (new values compile again).
-        init_params : dict, optional
-            Constrained starting values of the global sites, checked by name, shape
-            and support (default: :meth:`init_params`, random soft assignments then
-            an M-step).
-        init_state : VEMState, optional
-            Go on from this state (a previous result's ``state``) instead of
-            starting anew; ``rng_key`` is then unused.
-        progress_bar : bool
-            A tqdm bar with the loss when the run lasts over ~2 s.
-        tolerance : float
-            Stop when the objective fails to improve by this relative amount
-            (E-steps that keep their best iterate, as LapVar2, always stop then).
-        restarts : int
-            Fits from this many default starts (keys split from ``rng_key``, one
-            compiled fit); the one with the highest final objective (the last
-            finite ``-losses``) is returned. :meth:`run_restarts` returns them all.
-
-        Returns
-        -------
-        VEMResult
-            With ``state``, the final :class:`VEMState`.
-
-        Raises
-        ------
-        TypeError
-            ``num_steps`` or ``restarts`` not an int, ``rng_key`` not a PRNG key,
-            ``tolerance`` not a number, a 0-d integer array where the model needs
-            a static value (a shape or a plate size: pass a Python int).
-        ValueError
-            ``num_steps < 1``, ``tolerance`` negative or not finite, a plate of
-            size 0 (no images, ``num_topics=0``), ``init_params`` with an unknown
-            or missing site, of the wrong shape or off its support, a term with one
-            label per image of another plate size, NaN in the data reaching the
-            log joint, an observation outside its distribution's support (the
-            images and sites are named).
-        FloatingPointError
-            A non-finite log joint, posterior, objective or global value arose
-            mid-fit; the message names the EM iteration and the step.
-
-        Warns
-        -----
-        EmptyComponentWarning
-            The returned fit leaves a value of the local site with less than half
-            an image of posterior mass (unless ``warn_empty=False``).
-        """
-        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
-        restarts = check_count("restarts", restarts)
-        tolerance = check_tolerance(tolerance)
-        if init_state is None:
-            check_key(rng_key)
-        if restarts > 1 and (init_params is not None or init_state is not None):
-            raise ValueError(
-                "restarts > 1 draws its own starts; pass init_params or init_state, "
-                "or restarts"
-            )
-        if init_params is not None and init_state is not None:
-            raise ValueError("pass init_params (a new fit) or init_state, not both")
-        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
-        vem, lam, path = self, getattr(self.estep, "lam", None), None
-        held_out = heldout.HeldOutFits(self, run_one, num_steps, args, kwargs, opts)
-        if lam == "auto":
-            if init_state is not None:
-                raise ValueError(
-                    "lam='auto' chooses its weight for a new fit; to go on from "
-                    "init_state use an E-step at the fit's weight: "
-                    "estep.with_lam(result.lam)"
-                )
-            path = heldout.select_lam(held_out, rng_key)
-            lam = path.chosen
-            vem = copy.copy(self)
-            vem.estep = self.estep.with_lam(lam)
-        elif lam is not None and lam > 0 and self.estep.heldout_check:
-            if init_state is None:
-                path = heldout.check_lam(held_out, rng_key)
-        if restarts == 1:
-            result = run_one(
-                vem, rng_key, num_steps, args, kwargs, init_params, opts, init_state
-            )
-        else:
-            fits = [
-                run_one(vem, key, num_steps, args, kwargs, None, opts)
-                for key in jax.random.split(rng_key, restarts)
-            ]
-            result = max(fits, key=final_objective)
-        if vem.estep.keep_best and init_state is None:
-            warn_early_stop(result, num_steps, type(vem.estep).__name__)
-        if self.warn_empty:
-            warn_empty(result.posteriors)
-        return result._replace(lam=lam, lam_path=path)
-
-    def run_restarts(
-        self,
-        rng_key: jax.Array,
-        restarts: int,
-        num_steps: int,
-        *args: Any,
-        num_draws: int = 0,
-        progress_bar: bool = True,
-        tolerance: float = 0.0,
-        **kwargs: Any,
-    ) -> list[VEMResult]:
-        """Every fit of :meth:`run` with ``restarts`` starts, e.g. as arviz chains.
-
-        Parameters
-        ----------
-        rng_key : PRNGKey
-            Split into one key per restart (as ``run(..., restarts=...)``) and, with
-            ``num_draws``, the draws' key.
-        restarts, num_steps : int
-        *args, **kwargs, progress_bar, tolerance
-            As :meth:`run`.
-        num_draws : int
-            With ``num_draws > 0``, each fit carries that many draws of the global
-            posterior its local posteriors imply (:meth:`laplace_draws`), which
-            :func:`~jaxannot.diagnostics.to_inference_data` turns into draws of
-            each chain.
-
-        Returns
-        -------
-        list of VEMResult
-            One per restart, in key order; each warns
-            (:class:`EmptyComponentWarning`) if it left a component empty.
-        """
-        restarts = check_count("restarts", restarts)
-        num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
-        num_draws = check_count("num_draws", num_draws, 0)
-        tolerance = check_tolerance(tolerance)
+    Returns
+    -------
+    VEMResult
+        The fit, with ``lam`` and ``lam_path``.
+    """
+    num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+    restarts = check_count("restarts", restarts)
+    tolerance = check_tolerance(tolerance)
+    if init_state is None:
         check_key(rng_key)
-        keys = jax.random.split(rng_key, restarts)
-        opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
-        fits = []
-        for r, key in enumerate(keys):
-            fit = run_one(self, key, num_steps, args, kwargs, None, opts)
-            if self.warn_empty:
-                warn_empty(fit.posteriors, f"restart {r}")
-            if num_draws:  # a key apart from the two the fit split its key into
-                key = jax.random.fold_in(key, 1)
-                fit = self.laplace_draws(key, fit, num_draws, *args, **kwargs)
-            fits.append(fit)
-        return fits
+    if restarts > 1 and (init_params is not None or init_state is not None):
+        raise ValueError(
+            "restarts > 1 draws its own starts; pass init_params or init_state, "
+            "or restarts"
+        )
+    if init_params is not None and init_state is not None:
+        raise ValueError("pass init_params (a new fit) or init_state, not both")
+    opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
+    fitted, lam, path = vem, getattr(vem.estep, "lam", None), None
+    held_out = heldout.HeldOutFits(vem, run_one, num_steps, args, kwargs, opts)
+    if lam == "auto":
+        if init_state is not None:
+            raise ValueError(
+                "lam='auto' chooses its weight for a new fit; to go on from "
+                "init_state use an E-step at the fit's weight: "
+                "estep.with_lam(result.lam)"
+            )
+        path = heldout.select_lam(held_out, rng_key)
+        lam = path.chosen
+        fitted = copy.copy(vem)
+        fitted.estep = vem.estep.with_lam(lam)
+    elif lam is not None and lam > 0 and vem.estep.heldout_check:
+        if init_state is None:
+            path = heldout.check_lam(held_out, rng_key)
+    if restarts == 1:
+        result = run_one(
+            fitted, rng_key, num_steps, args, kwargs, init_params, opts, init_state
+        )
+    else:
+        fits = [
+            run_one(fitted, key, num_steps, args, kwargs, None, opts)
+            for key in jax.random.split(rng_key, restarts)
+        ]
+        result = max(fits, key=final_objective)
+    if fitted.estep.keep_best and init_state is None:
+        warn_early_stop(result, num_steps, type(fitted.estep).__name__, stacklevel=4)
+    if vem.warn_empty:
+        warn_empty(result.posteriors, stacklevel=4)
+    return result._replace(lam=lam, lam_path=path)
+
+
+def run_restarts(
+    vem: Any,
+    rng_key: jax.Array,
+    restarts: int,
+    num_steps: int,
+    args: tuple,
+    kwargs: dict,
+    *,
+    num_draws: int = 0,
+    progress_bar: bool = True,
+    tolerance: float = 0.0,
+) -> list[VEMResult]:
+    """:meth:`VEM.run_restarts <jaxannot.inference.vem.algorithm.VEM.run_restarts>`:
+    every fit of :func:`run` with ``restarts`` starts, each with ``num_draws``
+    Laplace draws (``vem.laplace_draws``) where ``num_draws > 0``.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    rng_key : PRNGKey
+        Split into one key per restart.
+    restarts : int
+        How many fits.
+    num_steps : int
+        EM iterations of each.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+    num_draws : int
+        Draws of the global posterior per fit (0: none).
+    progress_bar : bool
+        A tqdm bar with the loss.
+    tolerance : float
+        Relative improvement under which a fit stops.
+
+    Returns
+    -------
+    list of VEMResult
+        One per restart, in key order.
+    """
+    restarts = check_count("restarts", restarts)
+    num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+    num_draws = check_count("num_draws", num_draws, 0)
+    tolerance = check_tolerance(tolerance)
+    check_key(rng_key)
+    keys = jax.random.split(rng_key, restarts)
+    opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
+    fits = []
+    for r, key in enumerate(keys):
+        fit = run_one(vem, key, num_steps, args, kwargs, None, opts)
+        if vem.warn_empty:
+            warn_empty(fit.posteriors, f"restart {r}", stacklevel=4)
+        if num_draws:  # a key apart from the two the fit split its key into
+            key = jax.random.fold_in(key, 1)
+            fit = vem.laplace_draws(key, fit, num_draws, *args, **kwargs)
+        fits.append(fit)
+    return fits
+
+
+def start_state(
+    vem: Any,
+    setup: Setup,
+    layout: Whole | Shards,
+    rng_key: PRNGKey,
+    init_params: Mapping[str, ArrayLike] | None,
+    dynamic: tuple,
+    placed: tuple,
+    args_kw: tuple[tuple, dict],
+) -> VEMState:
+    """:meth:`VEM.init_prepared
+    <jaxannot.inference.vem.algorithm.VEM.init_prepared>`: the state a fit starts
+    from, on a call already prepared (``vem.prepare_call``): ``init_params``
+    checked, or the default start, redone by L-BFGS where the conjugate sites'
+    closed form was not kept.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    setup : Setup
+        The call's static set-up.
+    layout : Whole or Shards
+        The fit's layout.
+    rng_key : PRNGKey
+        Split into an initialization key and the loop key.
+    init_params : Mapping or None
+        Constrained starting values of the global sites, or None.
+    dynamic : tuple
+        The model's array arguments.
+    placed : tuple
+        Those arrays placed for the layout.
+    args_kw : tuple of (tuple, dict)
+        The model's positional and keyword arguments, for the error messages.
+
+    Returns
+    -------
+    VEMState
+        The start, placed for the layout.
+    """
+    values = None
+    if init_params is not None:
+        values = checked_start(vem, setup, init_params, args_kw)
+    check_inputs(setup.structure, vem.plate, values, vem.terms)
+    # split here, not in the compiled start: compiled once for every shape
+    keys = jax.random.split(rng_key)
+    with model_errors(vem.plate, *args_kw):
+        whole, default = Whole(setup), values is None
+        state, redo = initial_state(vem, whole, layout, keys, values, dynamic, placed)
+        if default and redo:  # the conjugate start was not kept: L-BFGS's
+            init_key = keys[0]
+            values = start_values_jit(vem, whole, init_key, dynamic, True)
+            state, _ = initial_state(vem, whole, layout, keys, values, dynamic, placed)
+    return layout.place(state, vem.estep.arrays)[0]
 
 
 def run_one(
@@ -261,8 +313,8 @@ def run_one(
     """
     setup, dynamic, layout, placed = vem.prepare_call(args, kwargs)
     if init_state is None:
-        state = vem.init_prepared(
-            setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
+        state = start_state(
+            vem, setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
         )
     else:
         check_state(setup.structure, init_state)
@@ -312,7 +364,9 @@ def final_objective(result: VEMResult) -> float:
     return float(finite[-1]) if finite.size else -np.inf
 
 
-def warn_early_stop(result: VEMResult, num_steps: int, name: str) -> bool:
+def warn_early_stop(
+    result: VEMResult, num_steps: int, name: str, stacklevel: int = 3
+) -> bool:
     """Warn (``UserWarning``) when a fit that keeps its best iterate (LapVar2)
     stopped within ``EARLY_STOP`` EM iterations of ``num_steps > EARLY_STOP``: it
     then sits near its start (issue 43: ARI 0.02 to 0.04 where the same fit run on
@@ -327,6 +381,8 @@ def warn_early_stop(result: VEMResult, num_steps: int, name: str) -> bool:
         The EM iterations asked for.
     name : str
         The E-step's name, for the message.
+    stacklevel : int
+        ``warnings.warn``'s stacklevel, pointing at the user's call.
 
     Returns
     -------
@@ -341,6 +397,6 @@ def warn_early_stop(result: VEMResult, num_steps: int, name: str) -> bool:
         "near its random start. Use LapVar1, lam='auto' or a smaller lam, or "
         "another rng_key",
         UserWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return True
