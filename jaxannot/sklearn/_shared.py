@@ -30,7 +30,7 @@ from sklearn.utils.validation import (
 import jax
 
 from jaxannot.annotators.base import Method, get_method
-from jaxannot.annotators.hyper_values import parse_hyper
+from jaxannot.annotators.hyper_values import fit_parsed, parse_hyper
 from jaxannot.data.corpus import VIEW_KINDS, Corpus
 from jaxannot.types import ArrayLike
 
@@ -265,7 +265,9 @@ class SharedBase:
 
     def _fit_method(self, corpus: Corpus):
         method = self._registered()
-        return method.fit(corpus, rng_key=self._random_key(), **self._hyper())
+        return fit_parsed(
+            method, corpus, rng_key=self._random_key(), hyper=self._hyper()
+        )
 
     @available_if(lambda self: self._has_protocol("embed"))
     def embed(self, X: ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
