@@ -91,6 +91,12 @@ def test_a_direct_fit_checks_the_values_it_is_given_once(emotions, checks):
     knn = get_method("knn")
     knn.fit(emotions.train, rng_key=None, k=3, metric="euclidean")
     assert dict(checks) == {("knn", "k", "3"): 1, ("knn", "metric", "'euclidean'"): 1}
+    # fit_parsed takes parse_hyper's values for this method only
+    with pytest.raises(TypeError, match="takes a Hyper"):
+        hyper_values.fit_parsed(knn, emotions.train, rng_key=None, hyper={"k": 3})
+    other = parse_hyper(get_method("tagprop"), [])
+    with pytest.raises(ValueError, match="given to method 'knn'"):
+        hyper_values.fit_parsed(knn, emotions.train, rng_key=None, hyper=other)
 
 
 def test_cross_validate_takes_a_parsed_grid_and_fixed_values_as_they_are(
