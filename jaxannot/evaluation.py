@@ -31,7 +31,7 @@ import jax
 
 from jaxannot import metrics
 from jaxannot.annotators.base import Fitted, Method, get_method
-from jaxannot.annotators.hyper_values import Hyper, parse_hyper
+from jaxannot.annotators.hyper_values import Hyper, fit_parsed, parse_hyper
 from jaxannot.data.protocols import Task
 from jaxannot.metrics.tables import (
     TABLE_METRICS,
@@ -248,7 +248,9 @@ def _fit(method: Method, task: Task, params: Hyper, seed, checkpoint, every):
     log.debug("fitting %s on %d images: %s", method.name, task.train.num_images, params)
     start = time.perf_counter()
     with _checkpoints(checkpoint, every, method, task, params, seed):
-        fitted = method.fit(task.train, rng_key=jax.random.key(seed), **params)
+        fitted = fit_parsed(
+            method, task.train, rng_key=jax.random.key(seed), hyper=params
+        )
         _block(fitted.params)
     fit_seconds = time.perf_counter() - start
     log.debug("fitted %s in %.2f s", method.name, fit_seconds)

@@ -4,7 +4,10 @@
 Every method of the library — the baselines included — is a :class:`Method`:
 
 ``fit(corpus, *, rng_key, **hyper) -> Fitted``
-    Learn from a :class:`~jaxannot.data.Corpus` (its observed words / labels only).
+    Learn from a :class:`~jaxannot.data.Corpus` (its observed words / labels only);
+    the hyper-parameters are keyword-only, with their defaults in the signature
+    (a library fit is declared by
+    :func:`~jaxannot.annotators.hyper_spec.uses_defaults`).
 ``score_words(fitted, corpus) -> Float[Array, "images words"]``
     Relevance of every vocabulary word to every image of ``corpus`` (higher = more
     relevant), computed from the feature views alone.

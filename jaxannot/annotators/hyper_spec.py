@@ -19,18 +19,24 @@ automatically" is allowed and said so in the help. This module registers no meth
 
 The defaults are data too, in ``hyper_defaults.toml``: a value and its origin
 (cross-validation record, paper, solver setting, data rule, or untuned) per
-``(method, name)`` (:func:`method_defaults`, :func:`default_of`). A fit function
-lists its hyper-parameters as keyword-only arguments without defaults and takes them
-from the table through :func:`uses_defaults`, which also writes the values of each
-call into its ``Fitted.hyper``; so a default is written once.
+``(method, name)`` (:func:`method_defaults`, :func:`default_of`). Every fit of the
+library is declared by :func:`uses_defaults`: its signature lists the table's names
+with the table's defaults (an unknown keyword is a ``TypeError`` naming it), a value
+given to it is checked against its spec (:func:`check_hyper`) unless it comes from
+:func:`jaxannot.annotators.parse_hyper`, which checked it
+(:func:`jaxannot.annotators.hyper_values.fit_parsed`), and the values of each call
+go into its ``Fitted.hyper``; so a default is written once and a value checked once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from jaxannot.annotators._hyper_types import ORIGINS, RULES, Default, HyperSpec
 from jaxannot.annotators.hyper_tables import DEFAULTS, SHARED, SPECIFIC
@@ -47,6 +53,8 @@ __all__ = [
     "method_defaults",
     "default_of",
     "fit_defaults",
+    "check_hyper",
+    "checked_values",
     "uses_defaults",
 ]
 
@@ -94,17 +102,93 @@ def fit_defaults(fit: Callable) -> dict:
     }
 
 
-def uses_defaults(method: str) -> Callable[[Callable], Callable]:
-    """Decorator: ``fit`` takes the defaults of ``method`` from the table.
+def check_hyper(method: str, key: str, value: Any) -> None:
+    """``ValueError`` unless ``value`` is valid for hyper-parameter ``key`` of
+    ``method`` (a hyper-parameter without a spec is not checked).
 
-    ``fit``'s keyword-only arguments other than ``rng_key`` must be exactly the
-    table's names, none with a default of its own (``TypeError`` at import
-    otherwise). The returned function has the table's defaults in its signature
-    (:func:`fit_defaults` reads them), fills the ones a call leaves out, and its
-    ``Fitted.hyper`` holds the values of the call, updated by what ``fit`` itself
-    records (a value it resolved, e.g. ``"auto"``, or an extra entry).
+    Parameters
+    ----------
+    method : str
+        Method name.
+    key : str
+        Hyper-parameter name.
+    value : object
+        Its value, already parsed.
+    """
+    spec = spec_for(method, key)
+    if spec is None:
+        return
+    problem = spec.problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"method {method!r}: hyper-parameter {key}={value!r} is invalid "
+            f"({problem}); valid: {spec.valid()}"
+        )
+
+
+#: The method whose fit the current call hands values already checked
+#: (:func:`checked_values`); ``None`` outside.
+_CHECKED: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "jaxannot_checked_values", default=None
+)
+
+
+@contextlib.contextmanager
+def checked_values(method: str) -> Iterator[None]:
+    """Within it, the fit of ``method`` (one declared by :func:`uses_defaults`) takes
+    the values it is given as checked: for a caller that holds them from
+    :func:`jaxannot.annotators.parse_hyper`
+    (:func:`jaxannot.annotators.hyper_values.fit_parsed`), so that they are not
+    checked twice. The fits that fit calls in turn check theirs.
+
+    Parameters
+    ----------
+    method : str
+        The method whose values were checked.
+    """
+    token = _CHECKED.set(method)
+    try:
+        yield
+    finally:
+        _CHECKED.reset(token)
+
+
+def uses_defaults(method: str, **fixed: Any) -> Callable[[Callable], Callable]:
+    """Decorator: ``fit`` is the fit of ``method``, with the table's hyper-parameters.
+
+    ``fit`` takes them in one of two ways (``TypeError`` at import otherwise):
+
+    - by name: its keyword-only arguments other than ``rng_key`` are exactly the
+      table's names (and those of ``fixed``), none with a default of its own;
+    - as a whole: one keyword-only argument ``hyper``, a fresh ``dict`` of every
+      value of the call (and of ``fixed``), for a fit that hands them on to
+      helpers that also read a fitted model's ``Fitted.hyper``.
+
+    The returned function has the table's names in its signature, keyword-only with
+    the table's defaults (:func:`fit_defaults` reads them; ``fixed`` is not in it),
+    so that an unknown keyword is a ``TypeError`` naming it. A call fills the values
+    it leaves out from the table, checks those it gives against their specs
+    (:func:`check_hyper`: ``ValueError``) unless they come checked
+    (:func:`checked_values`), and its ``Fitted.hyper`` holds ``fixed`` and the values
+    of the call, updated by what ``fit`` itself records (a value it resolved, e.g.
+    ``"auto"``, or an extra entry).
+
+    Parameters
+    ----------
+    method : str
+        The method, with a table in ``hyper_defaults.toml``.
+    **fixed
+        Hyper-parameters ``fit`` takes that ``method`` holds at one value, outside
+        its table (``sfss`` is ``sfsls`` at ``p = 1``).
+
+    Returns
+    -------
+    callable
+        The decorator.
     """
     defaults = method_defaults(method)
+    if set(fixed) & set(defaults):
+        raise TypeError(f"{method!r}: fixed {sorted(fixed)} are in its table")
 
     def decorate(fit):
         signature = inspect.signature(fit)
@@ -113,26 +197,58 @@ def uses_defaults(method: str) -> Callable[[Callable], Callable]:
             for n, p in signature.parameters.items()
             if p.kind is p.KEYWORD_ONLY and n != "rng_key"
         }
+        whole = set(keyword) == {"hyper"}
         own = [n for n, p in keyword.items() if p.default is not p.empty]
-        if set(keyword) != set(defaults) or own:
+        if (not whole and set(keyword) != set(defaults) | set(fixed)) or own:
             raise TypeError(
                 f"{fit.__qualname__}: keyword-only arguments {sorted(keyword)} must be "
-                f"the hyper_defaults.toml names of {method!r} {sorted(defaults)}, "
+                f"the hyper_defaults.toml names of {method!r} {sorted(defaults)} "
+                f"(and the fixed {sorted(fixed)}), or one argument 'hyper', "
                 f"without defaults of their own (these have one: {own})"
             )
+        others = [p for n, p in signature.parameters.items() if n not in keyword]
+        positional = [p.name for p in others if p.kind is not p.KEYWORD_ONLY]
+        typed = {  # the fit's annotation, else the spec's type
+            n: keyword[n].annotation
+            if n in keyword
+            else getattr(spec_for(method, n), "type", inspect.Parameter.empty)
+            for n in defaults
+        }
         signature = signature.replace(
             parameters=[
-                p.replace(default=defaults[n]) if n in defaults else p
-                for n, p in signature.parameters.items()
+                *others,
+                *(
+                    inspect.Parameter(
+                        n,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=v,
+                        annotation=typed[n],
+                    )
+                    for n, v in defaults.items()
+                ),
             ]
         )
 
         @functools.wraps(fit)
         def wrapped(*args, **kwargs):
             call = signature.bind(*args, **kwargs)
+            if _CHECKED.get() != method:
+                for name, value in call.arguments.items():
+                    if name in defaults:
+                        check_hyper(method, name, value)
             call.apply_defaults()
-            fitted = fit(*call.args, **call.kwargs)
-            hyper = {name: call.arguments[name] for name in defaults}
+            values = call.arguments
+            hyper = {**fixed, **{name: values[name] for name in defaults}}
+            given = [values[n] for n in positional]
+            rest = {p.name: values[p.name] for p in others if p.name not in positional}
+            token = _CHECKED.set(None)  # the fits it calls check their own values
+            try:
+                if whole:
+                    fitted = fit(*given, **rest, hyper=dict(hyper))
+                else:
+                    fitted = fit(*given, **rest, **hyper)
+            finally:
+                _CHECKED.reset(token)
             return dataclasses.replace(fitted, hyper={**hyper, **fitted.hyper})
 
         wrapped.__signature__ = signature

@@ -6,21 +6,28 @@ receives them (:func:`jaxannot.annotators.parse_hyper`: the CLI, the sklearn
 wrappers, a library call of :func:`jaxannot.evaluation.evaluate`). What comes out is
 a :class:`Hyper`, read-only, which the later layers (evaluation, cross-validation,
 the method's ``fit``) take as it is: ``parse_hyper`` returns a :class:`Hyper` of the
-same method unchanged, without parsing or checking it again.
+same method unchanged, without parsing or checking it again, and :func:`fit_parsed`
+hands it to the method's fit, which checks the values it is given only when called
+directly (:func:`jaxannot.annotators.hyper_spec.uses_defaults`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from jaxannot.annotators.hyper_spec import spec_for
+from jaxannot.annotators.hyper_spec import check_hyper, checked_values
+
+if TYPE_CHECKING:
+    from jaxannot.annotators.base import Fitted, Method
+    from jaxannot.data.corpus import Corpus
 
 __all__ = [
     "Checked",
     "Hyper",
     "check_hyper",
     "check_key",
+    "fit_parsed",
     "parse_hyper",
     "parse_value",
 ]
@@ -160,28 +167,36 @@ def check_key(method: Described, key: str) -> None:
         )
 
 
-def check_hyper(method: str, key: str, value: Any) -> None:
-    """``ValueError`` unless ``value`` is valid for hyper-parameter ``key`` of
-    ``method`` (a hyper-parameter without a spec is not checked).
+def fit_parsed(method: Method, corpus: Corpus, *, rng_key: Any, hyper: Hyper) -> Fitted:
+    """``method.fit(corpus, rng_key=rng_key, **hyper)`` with values
+    :func:`parse_hyper` made for ``method``, which its fit takes as they are
+    (:func:`~jaxannot.annotators.hyper_spec.checked_values`): not checked again.
 
     Parameters
     ----------
-    method : str
-        Method name.
-    key : str
-        Hyper-parameter name.
-    value : object
-        Its value, already parsed.
+    method : Method
+        The registered method.
+    corpus : Corpus
+        What it learns from.
+    rng_key : PRNGKey or None
+        Its key.
+    hyper : Hyper
+        Its hyper-parameters, parsed for it (``ValueError`` for another method's;
+        ``TypeError`` for values not parsed).
+
+    Returns
+    -------
+    Fitted
+        What the fit returns.
     """
-    spec = spec_for(method, key)
-    if spec is None:
-        return
-    problem = spec.problem(value)
-    if problem is not None:
-        raise ValueError(
-            f"method {method!r}: hyper-parameter {key}={value!r} is invalid "
-            f"({problem}); valid: {spec.valid()}"
+    if not isinstance(hyper, Hyper):
+        raise TypeError(
+            f"fit_parsed takes a Hyper (jaxannot.annotators.parse_hyper), got "
+            f"{type(hyper).__name__}"
         )
+    parse_hyper(method, hyper)  # refuses another method's
+    with checked_values(method.name):
+        return method.fit(corpus, rng_key=rng_key, **hyper)
 
 
 def _split_assignment(text: str) -> tuple[str, str]:

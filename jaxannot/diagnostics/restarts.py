@@ -299,13 +299,14 @@ def diagnose_restarts(
     (arviz.InferenceData).
     """
     from jaxannot.annotators import get_method, parse_hyper
+    from jaxannot.annotators.hyper_values import fit_parsed
 
     if restarts < 2:
         raise ValueError(f"restarts must be >= 2 to compare, got {restarts}")
     m = get_method(method)
     params = parse_hyper(m, hyper or {})
     fits = [
-        m.fit(corpus, rng_key=jax.random.key(seed + r), **params)
+        fit_parsed(m, corpus, rng_key=jax.random.key(seed + r), hyper=params)
         for r in range(restarts)
     ]
     mats = [topic_word_matrix(f) for f in fits]

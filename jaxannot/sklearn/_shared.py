@@ -30,7 +30,7 @@ from sklearn.utils.validation import (
 import jax
 
 from jaxannot.annotators.base import Method, get_method
-from jaxannot.annotators.hyper_values import parse_hyper
+from jaxannot.annotators.hyper_values import fit_parsed, parse_hyper
 from jaxannot.data.corpus import VIEW_KINDS, Corpus
 from jaxannot.types import ArrayLike
 
@@ -271,7 +271,9 @@ class SharedBase:
         ``self``."""
         corpus = self._corpus(views, **fields)
         method = self._registered()
-        self.fitted_ = method.fit(corpus, rng_key=self._random_key(), **self._hyper())
+        self.fitted_ = fit_parsed(
+            method, corpus, rng_key=self._random_key(), hyper=self._hyper()
+        )
         return self
 
     @available_if(lambda self: self._has_protocol("embed"))

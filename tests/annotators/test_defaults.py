@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from jaxannot.annotators import available_methods
+from jaxannot.annotators import available_methods, hyper_spec
 from jaxannot.annotators.base import Fitted
 from jaxannot.annotators.hyper_spec import (
     DEFAULTS,
@@ -354,6 +354,128 @@ def test_fit_signatures_show_the_table_defaults():
     assert (
         sig.parameters["gamma_scale"].default == method_defaults("emml")["gamma_scale"]
     )
+
+
+def test_every_fit_lists_its_hyper_parameters_and_refuses_an_unknown_one():
+    """Issue 45, point 2: every registered fit's signature is its table's names with
+    their defaults (keyword-only), and an unknown keyword is a TypeError naming it,
+    before anything is fitted (``corpus=None``)."""
+    for name, method in METHODS.items():
+        params = inspect.signature(method.fit).parameters
+        hyper = {
+            n: p.default
+            for n, p in params.items()
+            if p.kind is p.KEYWORD_ONLY and n != "rng_key"
+        }
+        assert list(hyper.items()) == list(method.hyper.items()), name
+        assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), name
+        with pytest.raises(TypeError, match="'no_such_setting'"):
+            method.fit(None, rng_key=None, no_such_setting=1)
+    # sfss is sfsls at p = 1: p is not one of its settings
+    with pytest.raises(TypeError, match="'p'"):
+        METHODS["sfss"].fit(None, rng_key=None, p=0.5)
+
+
+@pytest.mark.parametrize(
+    ("method", "key", "value"),
+    [  # one per check a fit made by hand before its spec did it for every path
+        ("knn", "k", 0),
+        ("knn", "metric", "manhattan"),
+        ("sfss", "neighbors", 0),
+        ("fsnm", "selected", 1.5),
+        ("mmh", "words_wing", "maybe"),
+        ("iale-sf", "lam", 0.0),
+        ("lap-mix-unigram", "lam", -1.0),
+        ("lap-mix-unigram", "algorithm", "lapvar3"),
+        ("mix-unigram", "pi_concentration", 0.5),
+        ("link-lda", "inference", "gibbs"),
+        ("emml", "solver", "cplex"),
+        ("tagprop", "balance", True),
+        ("tagprop", "distances", "cosine,"),
+        ("ensemble", "targets", "map,auc"),
+        ("ensemble", "step", 0.0),
+    ],
+)
+def test_a_direct_fit_checks_what_it_is_given(method, key, value):
+    """``get_method(name).fit(...)`` called directly refuses an invalid value with
+    the spec's message (the same as ``--set``'s), before anything is fitted."""
+    with pytest.raises(ValueError, match=f"method '{method}': hyper-parameter {key}="):
+        METHODS[method].fit(None, rng_key=None, **{key: value})
+
+
+def _toy(monkeypatch):
+    table = load_defaults(
+        '[toy]\ntopics = { value = 2, origin = "solver" }\n'
+        'view = { value = "", origin = "data" }\n'
+    )
+    monkeypatch.setitem(DEFAULTS, "toy", table["toy"])
+
+
+def test_uses_defaults_hands_over_the_values_as_a_whole_and_fixed_ones(monkeypatch):
+    _toy(monkeypatch)
+    seen = []
+
+    @uses_defaults("toy", p=1.0)
+    def whole(corpus, *, rng_key, hyper):
+        seen.append(hyper)
+        return Fitted("toy", {}, {"extra": 1})
+
+    assert list(inspect.signature(whole).parameters) == [
+        "corpus",
+        "rng_key",
+        "topics",
+        "view",
+    ]
+    fitted = whole(None, rng_key=None, view="all")
+    assert seen == [{"p": 1.0, "topics": 2, "view": "all"}]
+    assert fitted.hyper == {"p": 1.0, "topics": 2, "view": "all", "extra": 1}
+    with pytest.raises(ValueError, match=r"hyper-parameter topics=0 is invalid"):
+        whole(None, rng_key=None, topics=0)
+    assert len(seen) == 1  # refused before the fit ran
+
+    @uses_defaults("toy", p=1.0)
+    def named(corpus, *, rng_key, p, topics, view):
+        return Fitted("toy", {}, {"seen": [p, topics, view]})
+
+    assert fit_defaults(named) == {"topics": 2, "view": ""}
+    assert named(None, rng_key=None).hyper["seen"] == [1.0, 2, ""]
+    with pytest.raises(TypeError, match="'p'"):
+        named(None, rng_key=None, p=0.5)
+    with pytest.raises(TypeError, match="fixed"):
+        uses_defaults("toy", topics=3)
+
+
+def test_checked_values_are_not_checked_again_but_inner_fits_check_theirs(
+    monkeypatch,
+):
+    _toy(monkeypatch)
+    checked = []
+    real = hyper_spec.check_hyper
+    monkeypatch.setattr(
+        hyper_spec,
+        "check_hyper",
+        lambda method, key, value: checked.append(key) or real(method, key, value),
+    )
+
+    @uses_defaults("toy")
+    def inner(corpus, *, rng_key, topics, view):
+        return Fitted("toy", {}, {})
+
+    @uses_defaults("toy")
+    def outer(corpus, *, rng_key, topics, view):
+        inner(None, rng_key=None, topics=topics + 1)
+        return Fitted("toy", {}, {})
+
+    outer(None, rng_key=None, topics=3)
+    assert checked == ["topics", "topics"]  # outer's value, then inner's
+    checked.clear()
+    with hyper_spec.checked_values("toy"):
+        outer(None, rng_key=None, topics=3, view="all")
+    assert checked == ["topics"]  # inner's only
+    checked.clear()
+    with hyper_spec.checked_values("another"):
+        outer(None, rng_key=None, topics=3)
+    assert checked == ["topics", "topics"]
 
 
 def test_uses_defaults_fills_records_and_refuses_a_second_default(monkeypatch):

@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from jaxannot import tuning
-from jaxannot.annotators import Hyper, get_method, hyper_values, parse_hyper
+from jaxannot.annotators import (
+    Hyper,
+    get_method,
+    hyper_spec,
+    hyper_values,
+    parse_hyper,
+)
 from jaxannot.cli.app import main
 from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
@@ -20,7 +26,8 @@ from jaxannot.evaluation import evaluate
 
 @pytest.fixture
 def checks(monkeypatch):
-    """Every (method, key, value) that ``check_hyper`` is asked about, counted."""
+    """Every (method, key, value) that ``check_hyper`` is asked about, counted:
+    by the parse and by a fit (its decorator checks what it is given directly)."""
     seen = collections.Counter()
     real = hyper_values.check_hyper
 
@@ -29,6 +36,7 @@ def checks(monkeypatch):
         return real(method, key, value)
 
     monkeypatch.setattr(hyper_values, "check_hyper", counting)
+    monkeypatch.setattr(hyper_spec, "check_hyper", counting)
     return seen
 
 
@@ -77,6 +85,18 @@ def test_evaluate_takes_parsed_values_as_they_are(emotions, checks):
     # a plain mapping from a library call is parsed there, once
     evaluate(knn, emotions, hyper={"k": 3})
     assert set(checks.values()) == {1} and len(checks) == len(knn.hyper)
+
+
+def test_a_direct_fit_checks_the_values_it_is_given_once(emotions, checks):
+    knn = get_method("knn")
+    knn.fit(emotions.train, rng_key=None, k=3, metric="euclidean")
+    assert dict(checks) == {("knn", "k", "3"): 1, ("knn", "metric", "'euclidean'"): 1}
+    # fit_parsed takes parse_hyper's values for this method only
+    with pytest.raises(TypeError, match="takes a Hyper"):
+        hyper_values.fit_parsed(knn, emotions.train, rng_key=None, hyper={"k": 3})
+    other = parse_hyper(get_method("tagprop"), [])
+    with pytest.raises(ValueError, match="given to method 'knn'"):
+        hyper_values.fit_parsed(knn, emotions.train, rng_key=None, hyper=other)
 
 
 def test_cross_validate_takes_a_parsed_grid_and_fixed_values_as_they_are(

@@ -34,7 +34,8 @@ Approximate Laplacian Eigenmaps in large-scale and online settings", IJMIR 2015.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,11 +43,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, register_words_method
-from jaxannot.annotators.hyper_spec import method_defaults
+from jaxannot.annotators.hyper_spec import uses_defaults
 from jaxannot.data.preprocessing import standardize
 from jaxannot.methods.ale.detectors import (
     DETECTORS,
-    check_detector,
     concept_targets,
     detector_scores,
     last_iteration,
@@ -85,12 +85,10 @@ __all__ = [
 
 
 # ------------------------------------------------------------------- IALE / ALE
-def fit_iale(
-    corpus: Corpus, *, rng_key: PRNGKey, detector: str = "svm", **hyper: Any
-) -> Fitted:
-    """Eigenfunctions from every image of ``corpus``; detectors on its labelled ones."""
-    check_detector(detector)
-    hyper = {**method_defaults(f"iale-{detector}"), **hyper}
+def fit_iale(corpus: Corpus, rng_key: PRNGKey, detector: str, hyper: dict) -> Fitted:
+    """Eigenfunctions from every image of ``corpus``; detectors (``"svm"`` or
+    ``"sf"``) on its labelled ones, with the hyper-parameters ``hyper`` of
+    ``iale-DETECTOR``."""
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     model = fit_ale_model(x, hyper)
@@ -116,13 +114,11 @@ def _iale_scores(fitted: Fitted, corpus) -> np.ndarray:
 
 
 def fit_ale_transductive(
-    corpus: Corpus, *, rng_key: PRNGKey, detector: str = "svm", **hyper: Any
+    corpus: Corpus, rng_key: PRNGKey, detector: str, hyper: dict
 ) -> Fitted:
     """As :func:`fit_iale`, keeping the fit images' PCA coordinates and labels so that
     scoring can recompute the eigenfunctions over fit + scored images."""
-    check_detector(detector)
-    hyper = {**method_defaults(f"ale-{detector}"), **hyper}
-    fitted = fit_iale(corpus, rng_key=rng_key, detector=detector, **hyper)
+    fitted = fit_iale(corpus, rng_key, detector, hyper)
     model = ale_from_params(fitted.params.ale)
     x = corpus.features()
     y, labelled = concept_targets(corpus)
@@ -171,9 +167,9 @@ def _fit_scores(fitted: Fitted) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- BSVM
-def fit_bsvm(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
+@uses_defaults("bsvm")
+def fit_bsvm(corpus: Corpus, *, rng_key: PRNGKey, hyper: dict) -> Fitted:
     """Linear SVM (dual CD) on the standardized raw features of the labelled images."""
-    hyper = {**method_defaults("bsvm"), **hyper}
     y, labelled = concept_targets(corpus)
     x = corpus.features()
     z, mean, scale = standardize(x)
@@ -213,9 +209,9 @@ def laplacian_eigenmaps(x: np.ndarray, num_eigenvectors: int, k: int) -> np.ndar
     return (u / np.sqrt((u**2).mean(0, keepdims=True))).astype(np.float32)
 
 
-def fit_gsf(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
+@uses_defaults("gsf")
+def fit_gsf(corpus: Corpus, *, rng_key: PRNGKey, hyper: dict) -> Fitted:
     """Keep the standardized fit images; the eigenmaps are computed when scoring."""
-    hyper = {**method_defaults("gsf"), **hyper}
     if corpus.num_images > int(hyper["max_images"]):
         raise ValueError(
             f"gsf computes exact Laplacian eigenmaps (dense O(n^3)) and is limited to "
@@ -261,11 +257,18 @@ def _gsf_scores(fitted: Fitted, corpus) -> np.ndarray:
 
 
 # --------------------------------------------------------------------- registry
-def _make_fit(fit, **fixed):
-    def _fit(corpus, *, rng_key, **hyper):
-        return fit(corpus, rng_key=rng_key, **fixed, **hyper)
+def _ale_fit(name: str, fit: Callable[..., Fitted]) -> Callable[..., Fitted]:
+    """The fit of ALE or IALE method ``name``: ``fit`` (:func:`fit_iale` or
+    :func:`fit_ale_transductive`) with the detector ``name`` ends with and the
+    hyper-parameters of ``name``'s table."""
+    detector = name.split("-")[1]
 
-    return _fit
+    @uses_defaults(name)
+    def fit_method(corpus: Corpus, *, rng_key: PRNGKey, hyper: dict) -> Fitted:
+        """``fit`` with the method's detector and hyper-parameters."""
+        return fit(corpus, rng_key, detector, hyper)
+
+    return fit_method
 
 
 def _register_ale(name: str, fit, scores, params: type, summary: str) -> None:
@@ -274,7 +277,7 @@ def _register_ale(name: str, fit, scores, params: type, summary: str) -> None:
     prefix, detector = name.split("-")
     register_words_method(
         name,
-        _make_fit(fit, detector=detector),
+        _ale_fit(name, fit),
         summary,
         params=params,
         score_words=scores,

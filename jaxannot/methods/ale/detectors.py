@@ -27,7 +27,6 @@ __all__ = [
     "DETECTORS",
     "concept_targets",
     "raw_key_data",
-    "check_detector",
     "train_detector",
     "last_iteration",
     "detector_scores",
@@ -70,23 +69,6 @@ def raw_key_data(rng_key: jax.Array) -> np.ndarray:
     if jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         return np.asarray(jax.random.key_data(rng_key))
     return np.asarray(rng_key)
-
-
-def check_detector(detector: str) -> None:
-    """Refuse a detector name other than those of :data:`DETECTORS`.
-
-    Parameters
-    ----------
-    detector : str
-        The ``detector`` hyper-parameter.
-
-    Raises
-    ------
-    ValueError
-        ``detector`` is not in :data:`DETECTORS`.
-    """
-    if detector not in DETECTORS:
-        raise ValueError(f"unknown detector {detector!r}; valid: {list(DETECTORS)}")
 
 
 def train_detector(

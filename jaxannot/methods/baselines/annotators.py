@@ -130,12 +130,6 @@ def _knn_fit(
     weight: str,
 ) -> Fitted:
     del rng_key  # deterministic
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if weight not in ("heat", "uniform"):
-        raise ValueError(f"unknown weight {weight!r}; valid: ['heat', 'uniform']")
-    if metric not in ("cosine", "euclidean"):
-        raise ValueError(f"unknown metric {metric!r}; valid: ['cosine', 'euclidean']")
     rows, words = _observed_words(corpus)
     features = corpus.features(view)[rows]
     width = None

@@ -46,13 +46,10 @@ from jaxannot.annotators.hyper_spec import (
 )
 from jaxannot.data.corpus import Corpus
 from jaxannot.graph import knn_search
-from jaxannot.graph.knn import KNN_METRICS
 from jaxannot.inference.map_estimate import MAP
 from jaxannot.inference.support import check_finite_tree, check_support
 from jaxannot.methods.baselines.params import TagPropLatent, TagPropParams
 from jaxannot.methods.baselines.tagprop import (
-    BALANCE,
-    VARIANTS,
     class_weights,
     neighbor_vote,
     neighbor_weights,
@@ -68,18 +65,9 @@ BASE_DISTANCES = ("cosine", "sqeuclidean", "jaccard", "idf")
 _BLOCK = 256  # query images whose neighbour features are gathered at a time
 
 
-def _check(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; valid: {list(choices)}")
-
-
 def _distance_names(distances: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in distances.split(",") if n.strip())
-    if not names:
-        raise ValueError(f"distances must name at least one of {list(BASE_DISTANCES)}")
-    for name in names:
-        _check("base distance", name, BASE_DISTANCES)
-    return names
+    """The base distances a ``distances`` setting names (checked by its spec)."""
+    return tuple(n.strip() for n in distances.split(","))
 
 
 def _one_distance(name: str, q, neighbors, idf):
@@ -161,14 +149,6 @@ def _map(learning_rate: float) -> MAP:
     return MAP(tagprop, optax.adam(learning_rate))
 
 
-def _check_settings(variant, balance, metric, distances) -> tuple[str, ...]:
-    """``ValueError`` for an unknown choice; the base distances' names."""
-    _check("variant", variant, VARIANTS)
-    _check("balance", balance, BALANCE)
-    _check("metric", metric, KNN_METRICS)
-    return _distance_names(distances)
-
-
 def _scaled_pair_distances(features, idx, names, idf):
     """The training neighbour pairs' base distances, each divided by its standard
     deviation over the pairs, and those deviations."""
@@ -192,14 +172,7 @@ def _tagprop_fit(
     learning_rate: float,
     view: str,
 ) -> Fitted:
-    if isinstance(balance, bool):  # older saved settings: true/false
-        balance = "global" if balance else "none"
-    names = _check_settings(variant, balance, metric, distances)
-    if neighbors < 1 or steps < 0 or not learning_rate > 0:
-        raise ValueError(
-            f"need neighbors >= 1, steps >= 0, learning_rate > 0; got {neighbors}, "
-            f"{steps}, {learning_rate}"
-        )
+    names = _distance_names(distances)
     rows, words = _training_words(corpus)
     features = corpus.features(view)[rows]
     if names != ("cosine",) and (features < 0).any() and variant == "distance":

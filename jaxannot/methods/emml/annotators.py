@@ -36,7 +36,6 @@ from jaxannot.methods.emml.dual_solves import (
 from jaxannot.methods.emml.fit_checks import (
     check_emml_support,
     check_kernel_memory,
-    check_settings,
 )
 from jaxannot.methods.emml.mbrm import (
     MBRMParams,
@@ -138,8 +137,6 @@ def fit_emml_annotator(
     ``None``, and ``info["kkt_holds"]`` with its KKT violation and duality gap under
     the kernel say how far its point is from the optimum (no warning).
     """
-    positive = (c, tolerance, vreps, capacity, exact_sweeps)
-    check_settings(vrep_method, kernel, solver, positive)
     x = corpus.features(view or corpus.primary_view)
     mask, words = _observed_words(corpus)
     x_obs = x[mask]

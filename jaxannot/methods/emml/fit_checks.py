@@ -1,27 +1,23 @@
-"""EMML's checks (:mod:`.annotators`): its settings, its memory, its fitted params.
+"""EMML's checks (:mod:`.annotators`): its memory and its fitted params (its
+settings are checked by their specs, :mod:`jaxannot.annotators.hyper_spec`).
 
-:func:`check_settings` names the first invalid choice (VRep method, kernel,
-solver) or non-positive setting, :func:`check_kernel_memory` refuses a VRep count
-whose kernel cannot fit (:data:`KERNEL_COPIES`), and :func:`check_emml_support`
-checks the fitted params' support (within :data:`SUPPORT_TOLERANCE`).
+:func:`check_kernel_memory` refuses a VRep count whose kernel cannot fit
+(:data:`KERNEL_COPIES`), and :func:`check_emml_support` checks the fitted params'
+support (within :data:`SUPPORT_TOLERANCE`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 
 from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.emml.params import EmmlParams
-from jaxannot.methods.emml.structured_output import KERNELS
 from jaxannot.runtime.memory import check_square_fits
 
 __all__ = [
     "KERNEL_COPIES",
     "SUPPORT_TOLERANCE",
     "check_emml_support",
-    "check_settings",
     "check_kernel_memory",
 ]
 
@@ -30,9 +26,6 @@ _TINY = float(np.finfo(np.float32).tiny)
 #: Tolerance of the coefficients' bounds and row sums, in units of ``C`` (float32
 #: projections onto the capped simplex are exact to about 1e-6 of ``C``).
 SUPPORT_TOLERANCE = 1e-3
-
-_VREP_METHODS = ("kmeans", "random")
-_SOLVERS = ("exact", "working_set", "none")
 
 
 def check_emml_support(params: EmmlParams, c: float, iteration: int | str) -> None:
@@ -73,43 +66,6 @@ def check_emml_support(params: EmmlParams, c: float, iteration: int | str) -> No
             f"emml: coefficients left their support at iteration {iteration}: a "
             f"VRep's row sums to {float(off.max()):.3g} times its word count, not 0 "
             f"(tolerance {tol:.3g})"
-        )
-
-
-def check_settings(
-    vrep_method: str, kernel: str, solver: str, positive: Sequence[float]
-) -> None:
-    """``ValueError`` naming the first of EMML's choices that is invalid, or the
-    settings that must be positive when one of ``positive`` (``c, tolerance, vreps,
-    capacity, exact_sweeps``) is not.
-
-    Parameters
-    ----------
-    vrep_method : str
-        How VReps are chosen.
-    kernel : str
-        The kernel's name (one of ``KERNELS``).
-    solver : str
-        The dual's solver.
-    positive : sequence of float
-        ``c, tolerance, vreps, capacity, exact_sweeps``.
-
-    Raises
-    ------
-    ValueError
-        A choice is unknown or a value of ``positive`` is not above 0.
-    """
-    if vrep_method not in _VREP_METHODS:
-        raise ValueError(
-            f"unknown vrep_method {vrep_method!r}; valid: {', '.join(_VREP_METHODS)}"
-        )
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if solver not in _SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; valid: {', '.join(_SOLVERS)}")
-    if any(value <= 0 for value in positive):
-        raise ValueError(
-            "c, tolerance, vreps, capacity and exact_sweeps must be positive"
         )
 
 

@@ -43,11 +43,11 @@ import jax
 
 from jaxannot.annotators.base import Fitted, get_method, register_words_method
 from jaxannot.annotators.hyper_spec import uses_defaults
-from jaxannot.annotators.hyper_values import parse_hyper
+from jaxannot.annotators.hyper_values import Hyper, fit_parsed, parse_hyper
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.protocols import kfold_rows
 from jaxannot.methods.ensemble import words
-from jaxannot.methods.ensemble.fusion import TARGETS, as_distribution, choose, measure
+from jaxannot.methods.ensemble.fusion import as_distribution, choose, measure
 from jaxannot.methods.ensemble.fusion import fused_scores as _fused
 from jaxannot.methods.ensemble.params import EnsembleParams
 from jaxannot.runtime.programs import keep_programs
@@ -55,9 +55,9 @@ from jaxannot.runtime.programs import keep_programs
 __all__ = ["ENSEMBLE", "parse_bases"]
 
 
-def parse_bases(bases: str) -> dict[str, tuple[str, dict]]:
+def parse_bases(bases: str) -> dict[str, tuple[str, Hyper]]:
     """The base specifications of ``bases`` (comma-separated ``name`` or
-    ``name:key=value:...``), each as its method's name and typed overrides.
+    ``name:key=value:...``), each as its method's name and its parsed values.
 
     Raises
     ------
@@ -78,7 +78,7 @@ def parse_bases(bases: str) -> dict[str, tuple[str, dict]]:
             raise ValueError(
                 f"bases: {name!r} is not a word-scoring method; name others"
             )
-        out[spec] = (name, dict(parse_hyper(method, pairs)))
+        out[spec] = (name, parse_hyper(method, pairs))
     return out
 
 
@@ -97,11 +97,11 @@ def _applicable(bases, corpus: Corpus) -> tuple[dict, list[str]]:
     return kept, skipped
 
 
-def _fit_base(spec: str, base: tuple[str, dict], corpus: Corpus, rng_key) -> Fitted:
-    """The base ``spec`` (its method's name and overrides ``base``) fitted on
+def _fit_base(spec: str, base: tuple[str, Hyper], corpus: Corpus, rng_key) -> Fitted:
+    """The base ``spec`` (its method's name and values ``base``) fitted on
     ``corpus``: the same fit as the base alone."""
     name, hyper = base
-    return get_method(name).fit(corpus, rng_key=rng_key, **hyper)
+    return fit_parsed(get_method(name), corpus, rng_key=rng_key, hyper=hyper)
 
 
 def _fit_bases(bases, corpus: Corpus, rng_key) -> dict[str, Fitted]:
@@ -122,7 +122,7 @@ def _parts_and_raws(fitted: dict[str, Fitted], corpus: Corpus):
 
 
 def _base_out_of_fold(
-    spec: str, base: tuple[str, dict], corpus: Corpus, folds: int, rng_key
+    spec: str, base: tuple[str, Hyper], corpus: Corpus, folds: int, rng_key
 ) -> tuple[np.ndarray, np.ndarray]:
     """One base's out-of-fold distributions and raw scores on ``corpus``: fold
     ``f``'s held-out images scored by the base fitted on the other folds with the
@@ -163,10 +163,8 @@ def _fit_kept(
     corpus: Corpus, rng_key, bases: str, folds: int, step: float, targets: str
 ) -> Fitted:
     parsed, skipped = _applicable(parse_bases(bases), corpus)
-    chosen_targets = [t.strip() for t in targets.split(",") if t.strip()]
-    if not chosen_targets or not set(chosen_targets) <= set(TARGETS):
-        raise ValueError(f"targets {targets!r}: choose among {list(TARGETS)}")
-    if not 0 < step <= 1 or abs(round(1 / step) * step - 1) > 1e-9:
+    chosen_targets = [t.strip() for t in targets.split(",")]  # checked by its spec
+    if abs(round(1 / step) * step - 1) > 1e-9:  # its spec: in (0, 1]
         raise ValueError(f"step must divide 1 (0.5, 0.25, 0.2, ...), got {step}")
     labelled = corpus.observed()
     truth = (np.asarray(labelled.words) > 0).astype(np.float64)

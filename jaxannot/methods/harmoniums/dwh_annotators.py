@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, get_method, register
-from jaxannot.annotators.hyper_spec import method_defaults
+from jaxannot.annotators.hyper_spec import method_defaults, uses_defaults
 from jaxannot.inference.support import SupportError, check_finite_tree, check_support
 from jaxannot.methods.harmoniums import harmonium as hm
 from jaxannot.methods.harmoniums import mmh_steps
@@ -410,9 +410,9 @@ def infer_free_view(
 
 
 # ----------------------------------------------------------------- dwh (annotation)
-def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, **hyper: Any) -> Fitted:
+@uses_defaults("dwh")
+def fit_dwh(corpus: Corpus, *, rng_key: PRNGKey, hyper: dict) -> Fitted:
     """DWH with the words as a Bernoulli wing next to the feature views."""
-    hyper = {**method_defaults("dwh"), **hyper}
     if corpus.words is None:
         raise ValueError(
             f"method 'dwh' needs words to annotate; corpus {corpus.name!r} "

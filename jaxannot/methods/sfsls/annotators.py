@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,10 +34,7 @@ import numpy as np
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted, Method, register_words_method
-from jaxannot.annotators.hyper_spec import (
-    method_defaults,
-    uses_defaults,
-)
+from jaxannot.annotators.hyper_spec import uses_defaults
 from jaxannot.data.corpus import Corpus
 from jaxannot.data.preprocessing import standardize
 from jaxannot.graph import Graph, knn_graph, pad_edges
@@ -121,60 +119,65 @@ def _knn_graph(z: np.ndarray, k: int) -> Graph:
     return graph
 
 
-# The defaults were chosen by 3-fold cross-validation on training images (scene at
-# 10% and 100% labelled, Corel5k): see docs/sfsls.md, "Defaults".
-@uses_defaults("sfsls")
-def _sfsls_fit(
-    corpus: Corpus,
-    name: str = "sfsls",
-    *,
-    rng_key=None,
-    p: float,
-    alpha: float,
-    lam: float,
-    mu: float,
-    subspace: int,
-    neighbors: int,
-    iterations: int,
-    tol: float,
-    eps: float,
-    use_unlabelled: bool,
-    view: str,
-) -> Fitted:
-    del rng_key  # deterministic (ridge start)
-    if neighbors < 1:
-        raise ValueError(f"neighbors must be >= 1, got {neighbors}")
-    y, labelled = _targets(corpus)
-    x = corpus.features(view)
-    if not use_unlabelled:
-        x, y, labelled = x[labelled], y[labelled], labelled[labelled]
-    z, mean, std = standardize(x, eps=1e-8)
-    c = y.shape[1]
-    r = subspace if subspace > 0 else max(1, min(c - 1, z.shape[1]))
-    k = min(neighbors, z.shape[0] - 1)
-    images = TrainingImages(z, y, labelled, _knn_graph(z, max(k, 1)))
-    weights = SFSLSWeights(alpha=alpha, lam=lam, mu=mu, p=p, eps=eps)
-    state, history, cg_residual = fit_sfsls(
-        images, weights, subspace=r, max_iter=iterations, tol=tol
-    )
-    g = np.asarray(state.params.g)
-    offset = (y[labelled] - z[labelled] @ g).mean(axis=0)
-    history = np.asarray(history)
-    params = SfslsParams(
-        g=g,
-        u=np.asarray(state.params.u),
-        offset=offset.astype(np.float32),
-        mean=mean,
-        std=std,
-        ranking=feature_ranking(g).astype(np.int32),
-    )
-    info = {
-        "objective": [float(v) for v in history[np.isfinite(history)]],
-        "iterations": int(state.iteration),
-        "cg_residual": float(cg_residual),
-    }
-    check_fitted_support(name, params, info["iterations"])
-    return Fitted(name, params, {}, info)
+def _subspace_fit(name: str, **fixed: float) -> Callable[..., Fitted]:
+    """The fit of ``name``, ``sfsls`` or its case ``sfss`` (``fixed``: ``p = 1``), by
+    Algorithm 1 with the hyper-parameters of ``name``'s table.
+
+    The defaults were chosen by 3-fold cross-validation on training images (scene at
+    10% and 100% labelled, Corel5k): see docs/sfsls.md, "Defaults".
+    """
+
+    @uses_defaults(name, **fixed)
+    def fit(
+        corpus: Corpus,
+        *,
+        rng_key=None,
+        p: float,
+        alpha: float,
+        lam: float,
+        mu: float,
+        subspace: int,
+        neighbors: int,
+        iterations: int,
+        tol: float,
+        eps: float,
+        use_unlabelled: bool,
+        view: str,
+    ) -> Fitted:
+        del rng_key  # deterministic (ridge start)
+        y, labelled = _targets(corpus)
+        x = corpus.features(view)
+        if not use_unlabelled:
+            x, y, labelled = x[labelled], y[labelled], labelled[labelled]
+        z, mean, std = standardize(x, eps=1e-8)
+        c = y.shape[1]
+        r = subspace if subspace > 0 else max(1, min(c - 1, z.shape[1]))
+        k = min(neighbors, z.shape[0] - 1)
+        images = TrainingImages(z, y, labelled, _knn_graph(z, max(k, 1)))
+        weights = SFSLSWeights(alpha=alpha, lam=lam, mu=mu, p=p, eps=eps)
+        state, history, cg_residual = fit_sfsls(
+            images, weights, subspace=r, max_iter=iterations, tol=tol
+        )
+        g = np.asarray(state.params.g)
+        offset = (y[labelled] - z[labelled] @ g).mean(axis=0)
+        history = np.asarray(history)
+        params = SfslsParams(
+            g=g,
+            u=np.asarray(state.params.u),
+            offset=offset.astype(np.float32),
+            mean=mean,
+            std=std,
+            ranking=feature_ranking(g).astype(np.int32),
+        )
+        info = {
+            "objective": [float(v) for v in history[np.isfinite(history)]],
+            "iterations": int(state.iteration),
+            "cg_residual": float(cg_residual),
+        }
+        check_fitted_support(name, params, info["iterations"])
+        return Fitted(name, params, {}, info)
+
+    return fit
 
 
 #: The least positive float32: a feature's ``std`` must be at least this.
@@ -221,7 +224,8 @@ def _embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
 
 def _register_subspace(name: str, fit, summary: str, estimator_name: str) -> Method:
     """Register a method fitted by Algorithm 1 (``sfsls`` or its ``p = 1`` case
-    ``sfss``): its parameters, scores and embedding are those of :func:`_sfsls_fit`."""
+    ``sfss``): its parameters, scores and embedding are those of
+    :func:`_subspace_fit`."""
     return register_words_method(
         name,
         fit,
@@ -236,22 +240,15 @@ def _register_subspace(name: str, fit, summary: str, estimator_name: str) -> Met
 
 SFSLS = _register_subspace(
     "sfsls",
-    _sfsls_fit,
+    _subspace_fit("sfsls"),
     "semi-supervised l2,p sparse feature selection + shared subspace (Shi & Ruan 2015)",
     "SFSLS",
 )
 
 
-def _sfss_fit(corpus, *, rng_key=None, **hyper):
-    if "p" in hyper and hyper["p"] != 1.0:
-        raise ValueError("sfss is the p = 1 case; use sfsls for other p")
-    hyper = {**method_defaults("sfss"), **hyper, "p": 1.0}
-    return _sfsls_fit(corpus, "sfss", rng_key=rng_key, **hyper)
-
-
 SFSS = _register_subspace(
     "sfss",
-    _sfss_fit,
+    _subspace_fit("sfss", p=1.0),
     "semi-supervised l2,1 sparse feature selection + shared subspace "
     "(SFSS, Ma et al. 2012)",
     "SFSS",
@@ -272,10 +269,6 @@ def _fsnm_fit(
     view: str,
 ) -> Fitted:
     del rng_key  # deterministic
-    if not 0.0 < selected <= 1.0:
-        raise ValueError(
-            f"selected (fraction of features kept) must be in (0, 1], got {selected}"
-        )
     y, labelled = _targets(corpus)
     x = corpus.features(view)[labelled]
     y = y[labelled]

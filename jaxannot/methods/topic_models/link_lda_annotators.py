@@ -72,10 +72,6 @@ def _lda_fit(
     views,
     bins,
 ) -> Fitted:
-    if inference not in INFERENCE:
-        raise ValueError(
-            f"unknown inference {inference!r}; valid: {', '.join(INFERENCE)}"
-        )
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
     prior = ll.LDAPrior(alpha=alpha, eta=eta)

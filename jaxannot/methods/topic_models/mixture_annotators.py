@@ -56,7 +56,6 @@ from jaxannot.methods.topic_models.mixture_data import (
     to_mixture_params,
 )
 from jaxannot.methods.topic_models.mixture_graph import (
-    check_lap,
     fit_graph,
     joined_features,
     lapvar1_estep,
@@ -216,7 +215,6 @@ def _lap_fit(
 ) -> Fitted:
     from jaxannot.graph import mean_degree
 
-    check_lap(algorithm, lam)
     names, edges, views_hyper, data, kwargs = mix_setup(
         corpus, topics, pi_concentration, beta_concentration, text_weight, views, bins
     )

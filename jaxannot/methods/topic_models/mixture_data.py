@@ -137,7 +137,6 @@ def mix_setup(
         The visual views' names, their bin edges, their hyper-parameter entry,
         the bags (text first, as JAX arrays) and the model's keyword arguments.
     """
-    mu.check_priors(pi_concentration, beta_concentration)
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     vis = vw.visual(corpus, names, edges)
     text = jnp.asarray(vw.text(corpus) * text_weight)

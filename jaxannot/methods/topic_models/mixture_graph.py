@@ -1,8 +1,7 @@
 """The graph pieces of ``lap-mix-unigram`` (:mod:`.mixture_annotators`).
 
 The k-NN graph of the fit images' visual words and its heat width
-(:func:`fit_graph`, ``lap-link-lda``'s graph too), the check of the Laplacian
-E-step's settings (:func:`check_lap`), LapVar1's E-step on the graph
+(:func:`fit_graph`, ``lap-link-lda``'s graph too), LapVar1's E-step on the graph
 (:func:`lapvar1_estep`) and the batched Newton update that folds in new images
 linked to the graph (:func:`newton_batch`).
 """
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from jaxannot.graph import Graph
     from jaxannot.types import Array
 
-__all__ = ["fit_graph", "joined_features", "check_lap", "lapvar1_estep", "newton_batch"]
+__all__ = ["fit_graph", "joined_features", "lapvar1_estep", "newton_batch"]
 
 
 def joined_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -68,29 +67,6 @@ def fit_graph(
     idx, dist = knn_search(feats, feats, k, metric=metric, exclude_self=True)
     t = float(np.mean(np.asarray(dist))) or 1.0
     return neighbour_graph(feats, idx, dist, weight=weight, t=t), t
-
-
-def check_lap(algorithm: str, lam: float) -> None:
-    """Refuse a Laplacian E-step's settings that are not valid.
-
-    Parameters
-    ----------
-    algorithm : str
-        The E-step (one of :data:`~jaxannot.inference.lapvar.ALGORITHMS`).
-    lam : float
-        The Laplacian penalty's weight.
-
-    Raises
-    ------
-    ValueError
-        ``algorithm`` is unknown or ``lam`` is negative.
-    """
-    if algorithm not in lapvar.ALGORITHMS:
-        raise ValueError(
-            f"unknown algorithm {algorithm!r}; valid: {list(lapvar.ALGORITHMS)}"
-        )
-    if lam < 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
 
 
 def lapvar1_estep(

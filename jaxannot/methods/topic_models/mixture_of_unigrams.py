@@ -60,7 +60,6 @@ __all__ = [
     "closed_form_m_step_tokens",
     "token_statistics",
     "STATISTICS_BLOCK",
-    "check_priors",
     "predict_words",
 ]
 
@@ -473,17 +472,6 @@ def closed_form_m_step_tokens(
         for tokens, size in zip(tokens_by_view, vocab_sizes, strict=True)
     ]
     return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
-
-
-def check_priors(pi_concentration: float, beta_concentration: float) -> None:
-    """Raise ``ValueError`` unless the priors give a finite MAP (a >= 1, b > 1)."""
-    if pi_concentration < 1.0:
-        raise ValueError(f"pi_concentration must be >= 1 (MAP), got {pi_concentration}")
-    if beta_concentration <= 1.0:
-        raise ValueError(
-            f"beta_concentration must be > 1 (keeps log β finite), got "
-            f"{beta_concentration}"
-        )
 
 
 def predict_words(phi: jax.Array, log_beta_text: jax.Array) -> jax.Array:

@@ -47,11 +47,14 @@ def test_save_load_gives_identical_scores(tmp_path, hyper):
 
 def test_bad_hyper_parameters_list_the_valid_choices():
     m = get_method("tagprop")
-    with pytest.raises(ValueError, match="valid: \\['distance', 'rank'\\]"):
+    with pytest.raises(ValueError, match="valid: one of distance, rank$"):
         m.fit(_corpus(), rng_key=jax.random.key(0), variant="metric")
-    with pytest.raises(ValueError, match="valid: \\['cosine', 'sqeuclidean'"):
+    with pytest.raises(
+        ValueError,
+        match="'manhattan' is not a valid choice.*list of cosine, sqeuclidean",
+    ):
         m.fit(_corpus(), rng_key=jax.random.key(0), distances="cosine,manhattan")
-    with pytest.raises(ValueError, match="valid: \\['none', 'global', 'word'\\]"):
+    with pytest.raises(ValueError, match="valid: one of none, global, word$"):
         m.fit(_corpus(), rng_key=jax.random.key(0), balance="image")
     fitted = m.fit(_corpus(), rng_key=jax.random.key(0), **SMALL, **BOOSTED)
     with pytest.raises(ValueError, match="3 feature dimensions"):

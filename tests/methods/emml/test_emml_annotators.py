@@ -188,11 +188,11 @@ def test_a_vrep_count_whose_kernel_cannot_fit_is_refused(corpora, monkeypatch):
 def test_bad_hyper_parameters_are_rejected(corpora):
     train, _ = corpora
     method = get_method("emml")
-    with pytest.raises(ValueError, match="unknown vrep_method 'spectral'"):
+    with pytest.raises(ValueError, match="vrep_method='spectral' is invalid"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, vrep_method="spectral")
-    with pytest.raises(ValueError, match="unknown solver 'smo'"):
+    with pytest.raises(ValueError, match="solver='smo' is invalid"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, solver="smo")
-    with pytest.raises(ValueError, match="unknown kernel 'poly'"):
+    with pytest.raises(ValueError, match="kernel='poly' is invalid"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, kernel="poly")
     with pytest.raises(KeyError, match="unknown view 'pixels'"):
         method.fit(train, rng_key=jax.random.key(0), vreps=5, view="pixels")

@@ -132,7 +132,9 @@ def test_bad_hyper_raises(task):
         get_method("dwh").fit(
             task.train, rng_key=jax.random.key(0), bag_model="poisson"
         )
-    with pytest.raises(ValueError, match="valid optimizers"):
+    with pytest.raises(
+        ValueError, match="optimizer='rprop' is invalid.*one of adam, sgd, lbfgs"
+    ):
         get_method("dwh").fit(task.train, rng_key=jax.random.key(0), optimizer="rprop")
 
 

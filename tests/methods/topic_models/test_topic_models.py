@@ -129,7 +129,9 @@ def test_bad_hyper_parameters(tasks):
         _fit("link-lda", task, topics=0)
     with pytest.raises(KeyError, match="blobs"):
         _fit("plsa-words", task, views="nope")
-    with pytest.raises(ValueError, match="lam must be >= 0"):
+    with pytest.raises(
+        ValueError, match=r"lam=-1.0 is invalid \(out of range\); valid: float >= 0"
+    ):
         _fit("lap-link-lda", task, lam=-1.0)
 
 
