@@ -77,6 +77,7 @@ from jaxannot.inference.vem.checks import (
 from jaxannot.inference.vem.declared import DeclaredModel
 from jaxannot.inference.vem.faults import raise_fault
 from jaxannot.inference.vem.fit import (
+    fast_compile,
     initial_state,
     one_update,
     start_values_jit,
@@ -93,6 +94,7 @@ from jaxannot.inference.vem.steps import (
     VEMResult,
     VEMState,
 )
+from jaxannot.runtime.compile_options import check_compile
 from jaxannot.runtime.progress import check_count
 from jaxannot.runtime.static_key import value_key
 
@@ -201,6 +203,15 @@ class VEM(Runs, FoldIn):
         the real images with the posteriors gathered on every device (the graph
         replicated); the log joint and the M-step stay split. Only :meth:`run` is
         split; fold-in (:meth:`posteriors_for`) runs on one device.
+    compile : {"auto", "fast", "optimized"}
+        How XLA compiles the fit's start and EM loop
+        (:mod:`~jaxannot.runtime.compile_options`): ``"fast"`` with its cheaper
+        options on CPU (about half the compile, programs that may run slower),
+        ``"optimized"`` with its defaults, ``"auto"`` fast where the model's
+        arrays and the posteriors hold at most
+        :data:`~jaxannot.runtime.compile_options.FAST_SIZE` elements (a small
+        fit is mostly compiling). Read from shapes: a second fit of the same
+        shapes compiles nothing.
 
     Examples
     --------
@@ -231,6 +242,7 @@ class VEM(Runs, FoldIn):
         plate: str = "image",
         chunk_size: int = 1024,
         devices: Sequence[jax.Device] | None = None,
+        compile: str = "auto",
     ):
         if m_step is not None and not callable(m_step):
             raise TypeError(
@@ -271,6 +283,7 @@ class VEM(Runs, FoldIn):
         self.warn_empty = bool(warn_empty)
         self.terms = tuple(terms)
         self.devices = None if devices is None else tuple(devices)
+        self.compile = check_compile(compile)
 
     def _key(self) -> tuple:
         """What the compiled code depends on (the E-step's arrays are data)."""
@@ -284,6 +297,7 @@ class VEM(Runs, FoldIn):
             value_key(self.optimizer),
             self.terms,
             self.devices,
+            self.compile,
             tuple(self.estep.static_key),
             bool(self.estep.keep_best),
         )
@@ -484,11 +498,12 @@ class VEM(Runs, FoldIn):
         FloatingPointError, ValueError
             The iteration met a non-finite quantity (as :meth:`run`).
         """
-        setup, _, layout, placed = self.prepare_call(args, kwargs)
+        setup, dynamic, layout, placed = self.prepare_call(args, kwargs)
         check_state(setup.structure, state)
         state, e_arrays = layout.place(state, self.estep.arrays)
         step = step_for(self, layout, 0.0)
-        state, loss = one_update(step, state, (placed, e_arrays))
+        fast = fast_compile(self, Whole(setup), dynamic)
+        state, loss = one_update(step, state, (placed, e_arrays), fast)
         fault = jax.device_get(state.fault)
         if fault[0]:
             raise_fault(fault, state.params, args, kwargs, -float(loss))

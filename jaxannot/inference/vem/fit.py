@@ -2,17 +2,19 @@
 
 - :func:`start_values`: the default start (posteriors, then an M-step).
 - :func:`initial_state`: the :class:`~jaxannot.inference.vem.steps.VEMState` a fit
-  starts from, built in one compiled call (start, terms, optimizer, fold-in).
+  starts from, built in one compiled call of :func:`start_state` (start, terms,
+  optimizer, fold-in).
 - :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
   per static configuration: :class:`VEM` objects that compare equal (same model,
   E-step configuration, optimizer, M-step and terms) share it and its compiled loop,
   so a fresh ``VEM`` for each fit compiles nothing new.
 - :func:`one_update`: one compiled step (:meth:`VEM.update`).
+- :func:`fast_compile`: whether a fit's programs compile with XLA's cheaper
+  options (:mod:`~jaxannot.runtime.compile_options`: small fits on CPU).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,7 @@ from jaxannot.inference.vem.steps import (
     refine_for_terms,
     terms_value,
 )
+from jaxannot.runtime.compile_options import jit_variants, use_fast
 from jaxannot.runtime.programs import bounded_cache
 
 if TYPE_CHECKING:
@@ -50,8 +53,10 @@ if TYPE_CHECKING:
     from jaxannot.types import Array, PRNGKey
 
 __all__ = [
+    "fast_compile",
     "initial_state",
     "one_update",
+    "start_state",
     "start_values",
     "start_values_jit",
     "step_for",
@@ -150,16 +155,41 @@ def _uniform_start(vem, whole: Whole, points, dynamic) -> dict:
     return {k: trace[k]["value"] for k in whole.setup.structure.globals_}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 4))
-def _start_values_jit(vem, whole, rng_key, dynamic, lbfgs):
-    return start_values(vem, whole, rng_key, dynamic, lbfgs)
+_START_VALUES = jit_variants(start_values, static_argnums=(0, 1, 4))
+
+
+def fast_compile(vem: Any, whole: Whole, dynamic: tuple) -> bool:
+    """Whether the fit's programs compile with XLA's cheaper options:
+    ``vem.compile`` by :func:`~jaxannot.runtime.compile_options.use_fast`, on the
+    model's arrays and the posteriors, on the fit's backend (static: read from
+    shapes).
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm (its ``compile`` and ``devices``).
+    whole : Whole
+        The one-device layout.
+    dynamic : tuple
+        The model's array arguments.
+
+    Returns
+    -------
+    bool
+    """
+    s = whole.setup.structure
+    platform = vem.devices[0].platform if vem.devices else jax.default_backend()
+    posteriors = jax.ShapeDtypeStruct((s.num_images, s.num_values), jnp.float32)
+    arrays = [*jax.tree.leaves(dynamic), posteriors]
+    return use_fast(vem.compile, arrays, platform)
 
 
 def start_values_jit(
     vem: Any, whole: Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
 ) -> dict:
-    """:func:`start_values`, compiled once per algorithm and set-up (redone by
-    L-BFGS where the conjugate sites' closed form was not kept).
+    """:func:`start_values`, compiled once per algorithm and set-up (cheaply where
+    :func:`fast_compile` says so; redone by L-BFGS where the conjugate sites'
+    closed form was not kept).
 
     Parameters
     ----------
@@ -171,14 +201,40 @@ def start_values_jit(
     dict
         Site -> start value.
     """
-    values, redo = _start_values_jit(vem, whole, rng_key, dynamic, lbfgs)
+    jitted = _START_VALUES[fast_compile(vem, whole, dynamic)]
+    values, redo = jitted(vem, whole, rng_key, dynamic, lbfgs)
     if redo:
-        values, _ = _start_values_jit(vem, whole, rng_key, dynamic, True)
+        values, _ = jitted(vem, whole, rng_key, dynamic, True)
     return values
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def initial_state(
+    vem: Any,
+    whole: Whole,
+    layout: Whole | Shards,
+    keys: PRNGKey,
+    values: dict[str, Array] | None,
+    dyn_whole: tuple,
+    dyn_layout: tuple,
+) -> VEMState:
+    """:func:`start_state`, compiled once per algorithm and layouts (cheaply where
+    :func:`fast_compile` says so).
+
+    Parameters
+    ----------
+    vem, whole, layout, keys, values, dyn_whole, dyn_layout
+        As :func:`start_state` takes them.
+
+    Returns
+    -------
+    tuple of (VEMState, jax.Array)
+        As :func:`start_state` returns them.
+    """
+    jitted = _START_STATE[fast_compile(vem, whole, dyn_whole)]
+    return jitted(vem, whole, layout, keys, values, dyn_whole, dyn_layout)
+
+
+def start_state(
     vem: Any,
     whole: Whole,
     layout: Whole | Shards,
@@ -250,6 +306,9 @@ def initial_state(
         jnp.int32(0),
     )
     return state, redo
+
+
+_START_STATE = jit_variants(start_state, static_argnums=(0, 1, 2))
 
 
 def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):
@@ -404,13 +463,13 @@ def step_for(
     return step
 
 
-@functools.partial(jax.jit, static_argnums=0)
 def one_update(
     step: Callable[[Array, VEMState, tuple], tuple[VEMState, Array]],
     state: VEMState,
     data: tuple,
+    fast: bool = False,
 ) -> tuple[VEMState, Array]:
-    """``step`` once: ``(state, loss)``.
+    """``step`` once, compiled: ``(state, loss)``.
 
     Parameters
     ----------
@@ -420,10 +479,19 @@ def one_update(
         The state to go on from.
     data : tuple
         The model's and the E-step's arrays.
+    fast : bool
+        Compile with XLA's cheaper options (:func:`fast_compile`).
 
     Returns
     -------
     tuple of (VEMState, jax.Array)
         The new state and the scalar loss.
     """
+    return _ONE_UPDATE[fast](step, state, data)
+
+
+def _one_update(step, state, data):
     return step(state.iteration, state, data)
+
+
+_ONE_UPDATE = jit_variants(_one_update, static_argnums=0)
