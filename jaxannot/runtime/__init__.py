@@ -6,6 +6,8 @@
 - :mod:`~jaxannot.runtime.sharding` — spreading per-image arrays over devices.
 - :mod:`~jaxannot.runtime.memory` — device-memory budgets for chunked work.
 - :mod:`~jaxannot.runtime.compilation_cache` — JAX's persistent compilation cache.
+- :mod:`~jaxannot.runtime.compile_options` — XLA's cheaper compile for small fits,
+  chosen per program.
 - :mod:`~jaxannot.runtime.programs` — the bound on compiled programs a long session
   keeps alive (released between fits past a budget).
 - :mod:`~jaxannot.runtime.row_buckets` — rows padded to a bucket with a mask, so that

@@ -40,6 +40,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxannot.runtime import checkpoint, sharding
+from jaxannot.runtime.compile_options import jit_variants
 
 __all__ = ["check_count", "run_step", "run_steps"]
 
@@ -52,7 +53,6 @@ _SLICES = 50
 BUFFER = 64
 
 
-@functools.partial(jax.jit, static_argnames=("step", "replicated"))
 def _advance(step: Callable, carry: Any, offset, count, data, replicated=None):
     """Steps ``offset .. offset + count - 1`` (``count <= BUFFER``) and their losses
     in a buffer of ``BUFFER`` entries (NaN past ``count``)."""
@@ -67,6 +67,17 @@ def _advance(step: Callable, carry: Any, offset, count, data, replicated=None):
     if replicated is not None:  # keep the trace's layout from slice to slice
         losses = lax.with_sharding_constraint(losses, replicated)
     return lax.fori_loop(0, count, body, (carry, losses))
+
+
+#: :func:`_advance` compiled with XLA's defaults and cheaply
+#: (:mod:`~jaxannot.runtime.compile_options`), by ``fast_compile``.
+_ADVANCE = dict(
+    zip(
+        (False, True),
+        jit_variants(_advance, static_argnames=("step", "replicated")),
+        strict=True,
+    )
+)
 
 
 def _slices(start: int, stop: int, size: int, every: int | None):
@@ -156,6 +167,7 @@ def run_step(
     t: int = 0,
     *,
     data: Any = None,
+    fast_compile: bool = False,
 ) -> tuple[Any, np.float32]:
     """Run ``carry, loss = step(t, carry)`` once, through :func:`run_steps`'s loop.
 
@@ -173,6 +185,8 @@ def run_step(
         The step's index.
     data : pytree, optional
         As in :func:`run_steps`.
+    fast_compile : bool
+        As in :func:`run_steps`.
 
     Returns
     -------
@@ -184,7 +198,8 @@ def run_step(
         would compile two small programs).
     """
     replicated = _replicated_on_carry_mesh(carry)
-    carry, losses = _advance(step, carry, t, 1, data=data, replicated=replicated)
+    advance = _ADVANCE[bool(fast_compile)]
+    carry, losses = advance(step, carry, t, 1, data=data, replicated=replicated)
     return carry, np.asarray(sharding.gather(losses))[0]
 
 
@@ -197,6 +212,7 @@ def run_steps(
     desc: str = "fit",
     delay: float = 2.0,
     data: Any = None,
+    fast_compile: bool = False,
 ) -> tuple[Any, np.ndarray]:
     """Run ``carry, loss = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
 
@@ -219,6 +235,10 @@ def run_steps(
         Arrays every step reads and none changes (a corpus): with them the step is
         ``step(t, carry, data)``. They are arguments of the compiled loop, not part
         of its carry, so the loop does not copy them into its output.
+    fast_compile : bool
+        Compile the loop with XLA's cheaper options
+        (:data:`~jaxannot.runtime.compile_options.FAST_OPTIONS`, a program of its
+        own): for small fits, whose time is mostly compiling.
 
     Returns
     -------
@@ -234,7 +254,9 @@ def run_steps(
     num_steps = check_count("num_steps", num_steps)
     losses = np.full((num_steps,), np.nan, np.float32)
     replicated = _replicated_on_carry_mesh(carry)
-    advance = functools.partial(_advance, step, data=data, replicated=replicated)
+    advance = functools.partial(
+        _ADVANCE[bool(fast_compile)], step, data=data, replicated=replicated
+    )
     session = checkpoint.active_session()
     start, every, save = 0, None, None
     size = BUFFER

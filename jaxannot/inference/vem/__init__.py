@@ -10,8 +10,8 @@
   — what the declaration's trace says (sites, plates, supports), the bundle the
   helpers take, the log joint of a trace and a call's static set-up, and one call
   (model, set-up, arguments) with the objective's pieces on it.
-- :mod:`~jaxannot.inference.vem.fit`, :mod:`~jaxannot.inference.vem.m_step`,
-  :mod:`~jaxannot.inference.vem.layout`,
+- :mod:`~jaxannot.inference.vem.initial`, :mod:`~jaxannot.inference.vem.fit`,
+  :mod:`~jaxannot.inference.vem.m_step`, :mod:`~jaxannot.inference.vem.layout`,
   :mod:`~jaxannot.inference.vem.global_sites`, :mod:`~jaxannot.inference.vem.checks`,
   :mod:`~jaxannot.inference.vem.faults`, :mod:`~jaxannot.inference.vem.fit_warnings`
   — start values and compiled updates, the M-step, array layouts, global sites,

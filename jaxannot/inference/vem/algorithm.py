@@ -76,20 +76,12 @@ from jaxannot.inference.vem.checks import (
 )
 from jaxannot.inference.vem.declared import DeclaredModel
 from jaxannot.inference.vem.faults import raise_fault
-from jaxannot.inference.vem.fit import (
-    one_update,
-    start_values_jit,
-    step_for,
-)
+from jaxannot.inference.vem.fit import one_update, step_for
 from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning
+from jaxannot.inference.vem.initial import fast_compile, start_values_jit
 from jaxannot.inference.vem.layout import Whole, plan
-from jaxannot.inference.vem.steps import (
-    EStep,
-    ExactEStep,
-    Term,
-    VEMResult,
-    VEMState,
-)
+from jaxannot.inference.vem.steps import EStep, ExactEStep, Term, VEMResult, VEMState
+from jaxannot.runtime.compile_options import check_compile
 from jaxannot.runtime.progress import check_count
 from jaxannot.runtime.static_key import value_key
 
@@ -124,7 +116,8 @@ class VEM:
     :func:`~jaxannot.inference.vem.run.run_one`, the compiled step run by
     :func:`~jaxannot.runtime.progress.run_steps`); fold-in, predictions and
     Laplace draws to :mod:`~jaxannot.inference.vem.fold_in`; the start
-    (:func:`~jaxannot.inference.vem.run.start_state`) and the compiled step to
+    (:func:`~jaxannot.inference.vem.run.start_state`,
+    :mod:`~jaxannot.inference.vem.initial`) and the compiled step to
     :mod:`~jaxannot.inference.vem.fit`. A second run on
     data of the same shapes compiles nothing, and neither does a run of another
     length, nor a new ``VEM`` equal to this one: build one per fit freely. Equal
@@ -206,6 +199,15 @@ class VEM:
         the real images with the posteriors gathered on every device (the graph
         replicated); the log joint and the M-step stay split. Only :meth:`run` is
         split; fold-in (:meth:`posteriors_for`) runs on one device.
+    compile : {"auto", "fast", "optimized"}
+        How XLA compiles the fit's start and EM loop
+        (:mod:`~jaxannot.runtime.compile_options`): ``"fast"`` with its cheaper
+        options on CPU (about half the compile, programs that may run slower),
+        ``"optimized"`` with its defaults, ``"auto"`` fast where the model's
+        arrays and the posteriors hold at most
+        :data:`~jaxannot.runtime.compile_options.FAST_SIZE` elements (a small
+        fit is mostly compiling). Read from shapes: a second fit of the same
+        shapes compiles nothing.
 
     Examples
     --------
@@ -236,6 +238,7 @@ class VEM:
         plate: str = "image",
         chunk_size: int = 1024,
         devices: Sequence[jax.Device] | None = None,
+        compile: str = "auto",
     ):
         if m_step is not None and not callable(m_step):
             raise TypeError(
@@ -276,6 +279,7 @@ class VEM:
         self.warn_empty = bool(warn_empty)
         self.terms = tuple(terms)
         self.devices = None if devices is None else tuple(devices)
+        self.compile = check_compile(compile)
 
     def _key(self) -> tuple:
         """What the compiled code depends on (the E-step's arrays are data)."""
@@ -289,6 +293,7 @@ class VEM:
             value_key(self.optimizer),
             self.terms,
             self.devices,
+            self.compile,
             tuple(self.estep.static_key),
             bool(self.estep.keep_best),
         )
@@ -475,11 +480,12 @@ class VEM:
         FloatingPointError, ValueError
             The iteration met a non-finite quantity (as :meth:`run`).
         """
-        setup, _, layout, placed = self.prepare_call(args, kwargs)
+        setup, dynamic, layout, placed = self.prepare_call(args, kwargs)
         check_state(setup.structure, state)
         state, e_arrays = layout.place(state, self.estep.arrays)
         step = step_for(self, layout, 0.0)
-        state, loss = one_update(step, state, (placed, e_arrays))
+        fast = fast_compile(self, Whole(setup), dynamic)
+        state, loss = one_update(step, state, (placed, e_arrays), fast)
         fault = jax.device_get(state.fault)
         if fault[0]:
             raise_fault(fault, state.params, args, kwargs, -float(loss))

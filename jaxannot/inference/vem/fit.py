@@ -1,255 +1,47 @@
-"""The compiled pieces of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit.
+"""The compiled EM iteration of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit
+(its start: :mod:`~jaxannot.inference.vem.initial`).
 
-- :func:`start_values`: the default start (posteriors, then an M-step).
-- :func:`initial_state`: the :class:`~jaxannot.inference.vem.steps.VEMState` a fit
-  starts from, built in one compiled call (start, terms, optimizer, fold-in).
 - :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
   per static configuration: :class:`VEM` objects that compare equal (same model,
   E-step configuration, optimizer, M-step and terms) share it and its compiled loop,
   so a fresh ``VEM`` for each fit compiles nothing new.
-- :func:`one_update`: one compiled step (:meth:`VEM.update`).
+- :func:`one_update`: one compiled step (:meth:`VEM.update`), with XLA's cheaper
+  options where :func:`~jaxannot.inference.vem.initial.fast_compile` says so.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
-from numpyro import handlers
-from numpyro.distributions.transforms import biject_to
 
-from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
-from jaxannot.inference.vem.enumeration import first_value_of
+from jaxannot.inference.vem.conjugate import conjugate_update
 from jaxannot.inference.vem.faults import (
     DEFERRED,
     fault_code,
     keeps_old_values,
-    no_fault,
     record_fault,
 )
-from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.m_step import conjugate_only, m_step
 from jaxannot.inference.vem.model_call import ModelCall
-from jaxannot.inference.vem.start import num_uniforms, start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
     dual_updates,
     refine_for_terms,
     terms_value,
 )
+from jaxannot.runtime.compile_options import jit_variants
 from jaxannot.runtime.programs import bounded_cache
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import Shards
-    from jaxannot.types import Array, PRNGKey
+    from jaxannot.types import Array
 
-__all__ = [
-    "initial_state",
-    "one_update",
-    "start_values",
-    "start_values_jit",
-    "step_for",
-]
-
-
-def start_values(
-    vem: Any, whole: Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
-) -> tuple[dict, Array]:
-    """The default start's global values (:meth:`VEM.init_params`) and whether they
-    are to be found again with ``lbfgs=True`` (a scalar bool).
-
-    Without a closed form, the posteriors are read from the data
-    (:func:`~jaxannot.inference.vem.start.start_posteriors`) and the M-step starts
-    from numpyro's ``init_to_uniform`` (uniform on ``[-2, 2]`` in unconstrained
-    coordinates), one uniform draw for all sites, the posteriors' noise and
-    k-means: each draw of a random-number generator is a program of its own inlined
-    in the compiled start (slow to compile on CPU), and numpyro's draws one (and a
-    key split) per site. Where every global site is conjugate (a Dirichlet or Beta
-    prior, :mod:`~jaxannot.inference.vem.conjugate`), the M-step is their closed
-    form, to be redone by L-BFGS only where it was not kept (``lbfgs=True``: the
-    L-BFGS is then compiled, in its own program); otherwise it is L-BFGS.
-
-    Parameters
-    ----------
-    vem : VEM
-        The algorithm.
-    whole : Whole
-        The one-device layout the start runs on.
-    rng_key : PRNGKey
-        The start's key.
-    dynamic : tuple
-        The model's array arguments.
-    lbfgs : bool
-        L-BFGS for the M-step even where every site is conjugate (static).
-
-    Returns
-    -------
-    tuple of (dict, jax.Array)
-        Site -> start value, and whether to redo the start with ``lbfgs=True``.
-    """
-    s = whole.setup.structure
-    if vem.closed_form is not None:
-        phi = random_posteriors(rng_key, s.num_images, s.num_values)
-        args, kwargs = whole.join(dynamic)
-        values = vem.closed_form(phi, *args, **kwargs)
-        return {k: jnp.asarray(v) for k, v in values.items()}, jnp.bool_(False)
-    # enough for every global: no support's unconstrained size exceeds its own
-    size = sum(math.prod(shape) for shape in s.global_shapes)
-    more = num_uniforms(s.num_images, s.num_values)
-    uniforms = jax.random.uniform(rng_key, (size + more,))
-    start = _uniform_start(vem, whole, 4.0 * uniforms[:size] - 2.0, dynamic)
-    phi = start_posteriors(vem, whole, uniforms[size:], start, dynamic)
-    kinds = conjugate_sites(vem, whole, dynamic)
-    if not lbfgs and len(kinds) == len(start):
-        fixed, kept = conjugate_update(vem.declared, whole, start, phi, dynamic, kinds)
-        return fixed, ~kept
-    values = maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
-    return values, jnp.bool_(False)
-
-
-def _uniform_start(vem, whole: Whole, points, dynamic) -> dict:
-    """The global values at ``points`` (unconstrained coordinates, consumed site
-    by site in the model's order); a ``param`` site at its declared value. Another
-    discrete site of the item plate (enumerated with the local one) takes the first
-    value of its support, a real-valued one 0: the globals' start does not read
-    them."""
-    substitutions = {
-        k: jnp.asarray(v)
-        for k, v in vem.declared.small_substitutions(whole.setup).items()
-    }
-    globals_ = whole.setup.structure.globals_
-    used = 0
-
-    def draw(msg):
-        nonlocal used
-        if (
-            msg["type"] != "sample"
-            or msg["is_observed"]
-            or msg["name"] in substitutions
-        ):
-            return None
-        sample_shape = tuple(msg["kwargs"].get("sample_shape") or ())
-        if msg["name"] not in globals_:
-            return first_value_of(msg["fn"], sample_shape + msg["fn"].shape())
-        transform = biject_to(msg["fn"].support)
-        shape = transform.inverse_shape(sample_shape + msg["fn"].shape())
-        size = math.prod(shape)
-        used += size
-        return transform(points[used - size : used].reshape(shape))
-
-    args, kwargs = whole.join(dynamic)
-    model = handlers.substitute(vem.model, substitute_fn=draw)
-    traced = handlers.trace(handlers.substitute(model, data=substitutions))
-    trace = traced.get_trace(*args, **kwargs)
-    return {k: trace[k]["value"] for k in whole.setup.structure.globals_}
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 4))
-def _start_values_jit(vem, whole, rng_key, dynamic, lbfgs):
-    return start_values(vem, whole, rng_key, dynamic, lbfgs)
-
-
-def start_values_jit(
-    vem: Any, whole: Whole, rng_key: PRNGKey, dynamic: tuple, lbfgs: bool = False
-) -> dict:
-    """:func:`start_values`, compiled once per algorithm and set-up (redone by
-    L-BFGS where the conjugate sites' closed form was not kept).
-
-    Parameters
-    ----------
-    vem, whole, rng_key, dynamic, lbfgs
-        As :func:`start_values` takes them.
-
-    Returns
-    -------
-    dict
-        Site -> start value.
-    """
-    values, redo = _start_values_jit(vem, whole, rng_key, dynamic, lbfgs)
-    if redo:
-        values, _ = _start_values_jit(vem, whole, rng_key, dynamic, True)
-    return values
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def initial_state(
-    vem: Any,
-    whole: Whole,
-    layout: Whole | Shards,
-    keys: PRNGKey,
-    values: dict[str, Array] | None,
-    dyn_whole: tuple,
-    dyn_layout: tuple,
-) -> VEMState:
-    """The state a fit starts from: ``values`` (None: :func:`start_values`), each
-    term's parameters, the optimizer's state and the fold-in posteriors.
-
-    The keys are split from the fit's key by the caller, outside: a key split is a
-    program of its own inlined in every compiled start (a threefry loop, about a
-    tenth of a second of lowering and compiling on 2 CPU cores, for every shape of
-    data), where the split on its own is compiled once per process.
-
-    Parameters
-    ----------
-    vem : VEM
-        The algorithm (static).
-    whole : Whole
-        The one-device layout (static).
-    layout : Whole or Shards
-        The fit's layout (static).
-    keys : PRNGKey [2]
-        ``jax.random.split`` of the fit's key: the key of the start (and of the
-        terms' parameters), then the loop's.
-    values : dict or None
-        Site -> start value.
-    dyn_whole, dyn_layout : tuple
-        The model's array arguments, whole and placed for ``layout``.
-
-    Returns
-    -------
-    tuple of (VEMState, jax.Array)
-        The start, and whether to redo it from the values
-        ``start_values_jit`` finds (:func:`start_values`'s second output).
-    """
-    s = whole.setup.structure
-    init_key, loop_key = keys
-    redo = jnp.bool_(False)
-    if values is None:
-        values, redo = start_values(vem, whole, init_key, dyn_whole)
-    term_params = ()
-    if vem.terms:
-        term_keys = jax.random.split(init_key, len(vem.terms))
-        term_params = tuple(
-            t.init(k, s.num_values) for t, k in zip(vem.terms, term_keys, strict=True)
-        )
-    if vem.closed_form is not None:
-        opt_state = vem.optimizer.init(term_params)
-    else:
-        transforms = ModelCall.join(vem.declared, layout.setup, dyn_layout).transforms()
-        unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
-        opt_state = vem.optimizer.init((unconstrained, term_params))
-    a = layout.log_joint(vem.declared, values, dyn_layout)
-    phi0 = layout.constrain(jax.nn.softmax(a, axis=-1))
-    best = (values, phi0, term_params) if vem.estep.keep_best else ()
-    state = VEMState(
-        loop_key,
-        values,
-        phi0,
-        opt_state,
-        term_params,
-        best,
-        jnp.float32(-jnp.inf),
-        jnp.bool_(False),
-        no_fault(),
-        jnp.int32(0),
-    )
-    return state, redo
+__all__ = ["one_update", "step_for"]
 
 
 def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):
@@ -404,13 +196,13 @@ def step_for(
     return step
 
 
-@functools.partial(jax.jit, static_argnums=0)
 def one_update(
     step: Callable[[Array, VEMState, tuple], tuple[VEMState, Array]],
     state: VEMState,
     data: tuple,
+    fast: bool = False,
 ) -> tuple[VEMState, Array]:
-    """``step`` once: ``(state, loss)``.
+    """``step`` once, compiled: ``(state, loss)``.
 
     Parameters
     ----------
@@ -420,10 +212,19 @@ def one_update(
         The state to go on from.
     data : tuple
         The model's and the E-step's arrays.
+    fast : bool
+        Compile with XLA's cheaper options (:func:`fast_compile`).
 
     Returns
     -------
     tuple of (VEMState, jax.Array)
         The new state and the scalar loss.
     """
+    return _ONE_UPDATE[fast](step, state, data)
+
+
+def _one_update(step, state, data):
     return step(state.iteration, state, data)
+
+
+_ONE_UPDATE = jit_variants(_one_update, static_argnums=0)

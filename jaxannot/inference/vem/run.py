@@ -35,8 +35,9 @@ from jaxannot.inference.vem.checks import (
     model_errors,
 )
 from jaxannot.inference.vem.faults import DEFERRED, raise_fault
-from jaxannot.inference.vem.fit import initial_state, start_values_jit, step_for
+from jaxannot.inference.vem.fit import step_for
 from jaxannot.inference.vem.fit_warnings import warn_empty
+from jaxannot.inference.vem.initial import fast_compile, initial_state, start_values_jit
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.steps import VEMResult, VEMState
 from jaxannot.runtime import sharding
@@ -324,6 +325,7 @@ def run_one(
         data=(placed, vem.estep.arrays),
         progress_bar=opts["progress_bar"],
         desc="VEM",
+        fast_compile=fast_compile(vem, Whole(setup), dynamic),
     )
     with model_errors(vem.plate, args, kwargs):
         start, step = state, step_for(vem, layout, opts["tolerance"], True)
