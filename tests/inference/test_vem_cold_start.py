@@ -27,7 +27,7 @@ import numpy as np
 import jax
 from benchmarks.common.toys import bernoulli_covariate_model
 from jaxannot.inference import VEM
-from jaxannot.inference.vem import fit as vem_fit
+from jaxannot.inference.vem import initial as vem_initial
 from jaxannot.runtime import compile_options, progress
 
 assert compile_options.FAST_OPTIONS, "XLA_FLAGS set the cheaper options already"
@@ -50,7 +50,7 @@ for seed in (0, 1):
     )
     assert np.all(np.isfinite(fit.losses))
     print(count[0] - before)
-jitted = (*progress._ADVANCE.values(), *vem_fit._START_STATE)
+jitted = (*progress._ADVANCE.values(), *vem_initial._START_STATE)
 assert [f._cache_size() for f in jitted] == [0, 1, 0, 1]
 """
 
