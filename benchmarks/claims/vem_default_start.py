@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from jaxannot.inference import VEM
-    from jaxannot.inference.vem import fit
+    from jaxannot.inference.vem import initial
 
     model, _ = bernoulli_covariate_toy()
     record = {
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
             if patch is None:
                 row[name] = _fits(vem, args.seeds, args.iterations, x, y, z)
             else:
-                with mock.patch.object(fit, "start_posteriors", patch):
+                with mock.patch.object(initial, "start_posteriors", patch):
                     row[name] = _fits(vem, args.seeds, args.iterations, x, y, z)
         best = max(max(r["objective"]) for r in row.values())
         row["best_objective"] = best

@@ -15,7 +15,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from jaxannot.inference import VEM
-from jaxannot.inference.vem import fit
+from jaxannot.inference.vem import fit, initial
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.layout import Whole
 
@@ -105,7 +105,8 @@ def test_a_start_of_conjugate_sites_is_their_closed_form_or_lbfgs(monkeypatch):
     key = jax.random.key(0)
     closed = VEM(annotations, "z", plate="item").init_params(key, y, k=3)
 
-    monkeypatch.setattr(fit, "conjugate_update", _never_kept)
+    for module in (initial, fit):  # the start's M-step and the loop's
+        monkeypatch.setattr(module, "conjugate_update", _never_kept)
     vem = VEM(annotations, "z", plate="item", chunk_size=1000)  # compiled anew
     by_lbfgs = vem.init_params(key, y, k=3)
     state = vem.init(key, y, k=3)  # its start: from the first key init splits
@@ -124,7 +125,8 @@ def test_a_closed_form_not_kept_mid_fit_redoes_the_fit_with_the_full_step(
     redone with the full step, the generic M-step's optax steps where needed. The
     start, as in the test above (its programs)."""
     y = np.random.default_rng(0).integers(0, 3, (30, 5)).astype(np.int32)
-    monkeypatch.setattr(fit, "conjugate_update", _never_kept)
+    for module in (initial, fit):  # the start's M-step and the loop's
+        monkeypatch.setattr(module, "conjugate_update", _never_kept)
     loops = []
     run_module = importlib.import_module("jaxannot.inference.vem.run")
     run_steps = run_module.run_steps
