@@ -66,16 +66,11 @@ def with_laplace_draws(
     ----------
     vem : VEM
         The algorithm that fitted ``result`` (its ``declared``).
-    rng_key : PRNGKey
-        The draws' key.
-    result : VEMResult
-        A fit of ``vem`` on ``args``.
-    num_draws : int
-        How many draws.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
+    rng_key, result, num_draws
+        As :meth:`VEM.laplace_draws
+        <jaxannot.inference.vem.algorithm.VEM.laplace_draws>` takes them.
+    args, kwargs : tuple, dict
+        The model's positional and keyword arguments.
 
     Returns
     -------
@@ -166,14 +161,8 @@ def log_joints(vem: Any, params: dict, args: tuple, kwargs: dict) -> Array:
 
     Parameters
     ----------
-    vem : VEM
-        The algorithm.
-    params : dict
-        Site -> global value.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
+    vem, params, args, kwargs
+        As :func:`under` takes them.
 
     Returns
     -------
@@ -230,14 +219,11 @@ def predict(
     ----------
     vem : VEM
         The algorithm (its ``terms`` and ``posteriors_for``).
-    result : VEMResult
-        A fit with extra terms.
-    args : tuple
-        The images' positional arguments.
-    kwargs : dict
-        Their keyword arguments.
-    term : int
-        Which extra term predicts.
+    result, term
+        As :meth:`VEM.predict <jaxannot.inference.vem.algorithm.VEM.predict>`
+        takes them.
+    args, kwargs : tuple, dict
+        The images' positional and keyword arguments.
 
     Returns
     -------

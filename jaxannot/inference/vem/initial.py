@@ -198,7 +198,7 @@ def initial_state(
     values: dict[str, Array] | None,
     dyn_whole: tuple,
     dyn_layout: tuple,
-) -> VEMState:
+) -> tuple[VEMState, Array]:
     """:func:`build_initial_state`, compiled once per algorithm and layouts
     (cheaply where :func:`fast_compile` says so).
 
@@ -224,7 +224,7 @@ def build_initial_state(
     values: dict[str, Array] | None,
     dyn_whole: tuple,
     dyn_layout: tuple,
-) -> VEMState:
+) -> tuple[VEMState, Array]:
     """The state a fit starts from: ``values`` (None: :func:`start_values`), each
     term's parameters, the optimizer's state and the fold-in posteriors.
 

@@ -84,24 +84,10 @@ def run(
     vem : VEM
         The algorithm (its ``estep``, ``warn_empty`` and the ``prepare_call`` /
         ``init_prepared`` :func:`run_one` uses).
-    rng_key : PRNGKey
-        The fit's key.
-    num_steps : int
-        EM iterations.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
-    init_params : dict, optional
-        Constrained starting values of the global sites.
-    init_state : VEMState, optional
-        A state to go on from.
-    progress_bar : bool
-        A tqdm bar with the loss.
-    tolerance : float
-        Relative improvement under which the fit stops.
-    restarts : int
-        Fits from this many default starts; the best is returned.
+    rng_key, num_steps, init_params, init_state, progress_bar, tolerance, restarts
+        As :meth:`VEM.run <jaxannot.inference.vem.algorithm.VEM.run>` takes them.
+    args, kwargs : tuple, dict
+        The model's positional and keyword arguments.
 
     Returns
     -------
@@ -174,22 +160,11 @@ def run_restarts(
     ----------
     vem : VEM
         The algorithm.
-    rng_key : PRNGKey
-        Split into one key per restart.
-    restarts : int
-        How many fits.
-    num_steps : int
-        EM iterations of each.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
-    num_draws : int
-        Draws of the global posterior per fit (0: none).
-    progress_bar : bool
-        A tqdm bar with the loss.
-    tolerance : float
-        Relative improvement under which a fit stops.
+    rng_key, restarts, num_steps, num_draws, progress_bar, tolerance
+        As :meth:`VEM.run_restarts
+        <jaxannot.inference.vem.algorithm.VEM.run_restarts>` takes them.
+    args, kwargs : tuple, dict
+        The model's positional and keyword arguments.
 
     Returns
     -------
