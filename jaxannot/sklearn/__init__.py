@@ -11,6 +11,8 @@ available_methods`):
   ``predict_proba(X)`` where the scores are probabilities;
 - methods with ``predict_labels`` are **classifiers** (``MMH``, ``TWH``, ``DWHSVM``,
   ``SVM``): ``fit(X, y)`` with class labels, ``predict(X)`` labels of ``classes_``.
+- methods with a real ``response`` are **regressors** (``MmhRegression``):
+  ``fit(X, y)`` with a real ``y``, ``predict(X)`` real values, ``score`` R².
 
 Constructor parameters are the method's hyper-parameters with its defaults
 (:attr:`jaxannot.annotators.Method.hyper`; lap-mix-unigram's ``warm_start`` is
@@ -29,7 +31,8 @@ Constructor parameters are the method's hyper-parameters with its defaults
 
 :data:`__all__` lists these concrete estimators only. The bases
 (:class:`~jaxannot.sklearn.base.AnnotatorEstimator`,
-:class:`~jaxannot.sklearn.base.ClassifierEstimator`), the by-name estimators
+:class:`~jaxannot.sklearn.base.ClassifierEstimator`,
+:class:`~jaxannot.sklearn.base.RegressorEstimator`), the by-name estimators
 (:class:`~jaxannot.sklearn.base.Annotator`: ``Annotator(method="knn", k=5)``, and
 :class:`~jaxannot.sklearn.base.Classifier`, so ``GridSearchCV`` can search over
 methods too) and the tables (:data:`~jaxannot.sklearn.base.ESTIMATORS`,

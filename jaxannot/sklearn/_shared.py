@@ -108,15 +108,18 @@ class SharedBase:
     def _has_protocol(self, name: str) -> bool:
         return getattr(self._described(), name, None) is not None
 
-    def _hyper(self) -> dict:
+    def _given_hyper(self) -> dict:
+        """The method's hyper-parameters the estimator's parameters set."""
         method = self._registered()
         params = self.get_params(deep=False)
-        given = {
+        return {
             k: _plain(params[RENAMED.get(k, k)])
             for k in method.hyper
             if RENAMED.get(k, k) in params
         }
-        return parse_hyper(method, given)
+
+    def _hyper(self) -> dict:
+        return parse_hyper(self._registered(), self._given_hyper())
 
     def _view_kind_param(self):
         kind = getattr(self, "view_kind", None)
@@ -174,17 +177,35 @@ class SharedBase:
         return jax.random.key(seed)
 
     # ---------------------------------------------------------------- X, views
-    def _views(self, X, *, fit: bool, y=None, multi_output: bool = False):
+    def _views(
+        self,
+        X,
+        *,
+        fit: bool,
+        y=None,
+        multi_output: bool = False,
+        y_numeric: bool = False,
+    ):
         """``X`` (array or dict of views) -> ``(views, y)``; checks and sets
-        ``n_features_in_`` (and ``view_names_`` / ``view_dims_``) like sklearn."""
+        ``n_features_in_`` (and ``view_names_`` / ``view_dims_``) like sklearn
+        (``y_numeric``: ``y`` is a real response, as sklearn's regressors read it)."""
         if isinstance(X, Mapping) and not sparse.issparse(X):  # (dok is a dict)
-            views, y = self._dict_views(X, fit=fit, y=y, multi_output=multi_output)
+            views, y = self._dict_views(
+                X, fit=fit, y=y, multi_output=multi_output, y_numeric=y_numeric
+            )
         else:
             kwargs = dict(dtype=(np.float64, np.float32), reset=fit)
             if fit:
                 kwargs["ensure_min_samples"] = 2
             if fit:
-                X, y = validate_data(self, X, y, multi_output=multi_output, **kwargs)
+                X, y = validate_data(
+                    self,
+                    X,
+                    y,
+                    multi_output=multi_output,
+                    y_numeric=y_numeric,
+                    **kwargs,
+                )
             else:
                 X = validate_data(self, X, **kwargs)
             views = {_SINGLE_VIEW: X}
@@ -210,7 +231,7 @@ class SharedBase:
                     )
         return views, y
 
-    def _dict_views(self, X, *, fit, y, multi_output):
+    def _dict_views(self, X, *, fit, y, multi_output, y_numeric=False):
         if not X:
             raise ValueError("X is an empty dict; give at least one named view")
         views = {
@@ -234,7 +255,7 @@ class SharedBase:
                 y,
                 accept_sparse="csr",
                 ensure_2d=False,
-                dtype=None,
+                dtype="numeric" if y_numeric else None,
                 input_name="y",
             )
             if not multi_output:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 from jaxannot.annotators.base import Method, available_methods, get_method
 from jaxannot.sklearn._classifier import ClassifierEstimator
 from jaxannot.sklearn._estimators import AnnotatorEstimator
+from jaxannot.sklearn._regressor import TARGET_HYPER, RegressorEstimator
 from jaxannot.sklearn._shared import RENAMED, default_view_kind, sklearn_hyper
 
 if TYPE_CHECKING:
@@ -53,6 +54,23 @@ def is_classifier_method(method: Method) -> bool:
         True when it has ``predict_labels``.
     """
     return method.predict_labels is not None
+
+
+def is_regressor_method(method: Method) -> bool:
+    """Whether ``method`` becomes a regressor: it predicts a real ``response``
+    (``mmh-regression``), and its estimator takes ``y`` as that response.
+
+    Parameters
+    ----------
+    method : Method
+        A registered method.
+
+    Returns
+    -------
+    bool
+        True when it has a ``response``.
+    """
+    return method.response is not None
 
 
 def _common_params(method: Method) -> list[tuple[str, object]]:
@@ -163,6 +181,11 @@ class _ByName:
 
     def _check_kind(self, want_classifier: bool) -> None:
         method = self._registered()
+        if is_regressor_method(method):
+            raise ValueError(
+                f"method {method.name!r} is a regressor (y is its real response): "
+                f"use jaxannot.sklearn.{method.estimator_name}"
+            )
         if is_classifier_method(method) != want_classifier:
             right = "Classifier" if is_classifier_method(method) else "Annotator"
             raise ValueError(
@@ -276,7 +299,10 @@ class Classifier(_ByName, ClassifierEstimator):
 
 # ------------------------------------------------------ one class per method
 def _docstring(method: Method, params: list[tuple[str, object]]) -> str:
-    kind = "classifier" if is_classifier_method(method) else "annotator"
+    if is_regressor_method(method):
+        kind = "regressor"
+    else:
+        kind = "classifier" if is_classifier_method(method) else "annotator"
     lines = [
         f"The ``{method.name}`` {kind} as a scikit-learn estimator.",
         "",
@@ -306,6 +332,8 @@ def _make_estimator_class(method: Method) -> type:
     common parameters as keyword arguments (an explicit signature, for sklearn)."""
     common = _common_params(method)
     hyper = sklearn_hyper(method)
+    if is_regressor_method(method):  # y is the response: the estimator names it
+        hyper = {k: v for k, v in hyper.items() if k not in TARGET_HYPER}
     clash = [k for k, _ in common if k in hyper]
     if clash:
         raise RuntimeError(
@@ -335,7 +363,12 @@ def _make_estimator_class(method: Method) -> type:
     )
     __init__.__qualname__ = f"{name}.__init__"
     __init__.__module__ = PACKAGE
-    base = ClassifierEstimator if is_classifier_method(method) else AnnotatorEstimator
+    if is_regressor_method(method):
+        base = RegressorEstimator
+    elif is_classifier_method(method):
+        base = ClassifierEstimator
+    else:
+        base = AnnotatorEstimator
     namespace = {
         "__init__": __init__,
         "__module__": PACKAGE,
@@ -363,7 +396,9 @@ __all__ = [
     "ESTIMATORS",
     "PACKAGE",
     "RENAMED",
+    "RegressorEstimator",
     "default_view_kind",
     "is_classifier_method",
+    "is_regressor_method",
     "sklearn_hyper",
 ]
