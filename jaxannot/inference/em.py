@@ -55,14 +55,13 @@ class EMTrace(NamedTuple):
 def _keyed(step: Callable) -> Callable:
     """``step`` as :func:`run_steps` runs it: iteration ``t`` takes the ``t``-th key
     of the keys passed beside the data (``jax.random.split(rng_key, num_iterations)``,
-    the keys a scan over them gives), and its loss is ``info.objective``. Built once
+    the keys a scan over them gives), and its info is recorded whole. Built once
     per step (a bounded cache, emptied with the compiled programs), so a second run
     compiles nothing."""
 
-    def keyed(t: jax.Array, state: Any, data: tuple) -> tuple[Any, jax.Array]:
+    def keyed(t: jax.Array, state: Any, data: tuple) -> tuple[Any, Any]:
         keys, inner = data
-        state, info = step(keys[t], state, inner)
-        return state, info.objective
+        return step(keys[t], state, inner)
 
     return keyed
 
@@ -106,7 +105,7 @@ def run_em(
     """
     num_iterations = check_count("num_iterations", num_iterations)
     keys = jax.random.split(rng_key, num_iterations)
-    state, objective = run_steps(
+    state, infos = run_steps(
         _keyed(step),
         state,
         num_iterations,
@@ -114,7 +113,7 @@ def run_em(
         desc="EM",
         data=(keys, data),
     )
-    return state, EMTrace(objective, num_iterations)
+    return state, EMTrace(infos.objective, num_iterations)
 
 
 @functools.partial(

@@ -4,7 +4,7 @@ Every iterative fit of the library runs its steps through
 :func:`~jaxannot.runtime.progress.run_steps`, whose step is a pure function of the
 step index ``t`` (random keys come from ``jax.random.fold_in(key, t)``). Inside a
 :func:`checkpointing` block each such loop is cut into slices of ``every`` steps and,
-after each slice, its whole carry and the loss trace so far are written to
+after each slice, its whole carry and the steps' infos so far are written to
 ``DIRECTORY/run-NNN.npz`` (the ``NNN``-th loop of the fit: a fit may run several, e.g.
 a plain EM warm start and then the regularized EM). A fit started again with the same
 arguments finds the files, checks that they belong to this fit and resumes each loop
@@ -17,8 +17,10 @@ overwritten -- when it cannot be read (corrupt, truncated, not a checkpoint) or 
 it was written by another fit: its fingerprint covers the ``tag`` the caller gives
 (:func:`jaxannot.evaluation.evaluate` passes the method, its hyper-parameters, the seed
 and the dataset), the loop's index and length, the structure, shapes and dtypes of the
-carry and a digest of the carry's initial values (so other data or another key do not
-match). A file is read like a saved model: ``stat`` first (a FIFO or a device is
+carry and of the steps' infos and a digest of the carry's initial values (so other
+data or another key do not match). A file of an older format (version 1, which
+recorded one loss per step and a VEM fit's fault in its state) is refused as such.
+A file is read like a saved model: ``stat`` first (a FIFO or a device is
 refused without opening it, so nothing blocks), then the bounded archive reader
 (:func:`jaxannot.data.archive.read_archive`: declared sizes bounded by the file's
 size before anything is decompressed, no pickles), then every saved leaf is checked
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
 
 _FORMAT = "jaxannot.checkpoint"
-_VERSION = 1
+_VERSION = 2
 
 
 class CheckpointError(ValueError):
@@ -172,8 +174,11 @@ def _host_leaves(carry) -> tuple[list[np.ndarray], list[str | None], Any]:
     return arrays, impls, treedef
 
 
-def fingerprint(session: Session, run: int, carry: ArrayTree, num_steps: int) -> str:
-    """Digest of what a checkpoint must match to be used (module docstring)."""
+def fingerprint(
+    session: Session, run: int, carry: ArrayTree, num_steps: int, trace: Any
+) -> str:
+    """Digest of what a checkpoint must match to be used (module docstring);
+    ``trace`` holds the shapes of the steps' infos (``jax.ShapeDtypeStruct``)."""
     arrays, impls, treedef = _host_leaves(carry)
     h = hashlib.sha256()
     head = {
@@ -184,6 +189,8 @@ def fingerprint(session: Session, run: int, carry: ArrayTree, num_steps: int) ->
         "leaves": [
             [list(a.shape), str(a.dtype), k] for a, k in zip(arrays, impls, strict=True)
         ],
+        "trace": str(jax.tree.structure(trace)),
+        "infos": [[list(s.shape), str(s.dtype)] for s in jax.tree.leaves(trace)],
     }
     h.update(json.dumps(head, sort_keys=True).encode())
     for a in arrays:
@@ -192,9 +199,10 @@ def fingerprint(session: Session, run: int, carry: ArrayTree, num_steps: int) ->
 
 
 def save(
-    path: pathlib.Path, digest: str, carry: ArrayTree, losses: np.ndarray, step: int
+    path: pathlib.Path, digest: str, carry: ArrayTree, trace: Any, step: int
 ) -> None:
-    """Write the carry, the loss trace and the step reached, atomically."""
+    """Write the carry, the steps' infos (a pytree of ``[num_steps, ...]`` arrays)
+    and the step reached, atomically."""
     arrays, impls, _ = _host_leaves(carry)
     meta = {
         "format": _FORMAT,
@@ -204,7 +212,9 @@ def save(
         "key_impls": impls,
     }
     entries = {f"leaf_{i}": a for i, a in enumerate(arrays)}
-    entries["losses"] = np.asarray(losses)
+    entries.update(
+        {f"info_{i}": np.asarray(a) for i, a in enumerate(jax.tree.leaves(trace))}
+    )
     entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     try:
         atomic_write(path, lambda fh: np.savez(fh, **entries))
@@ -283,6 +293,16 @@ def _read(path: pathlib.Path) -> tuple[dict, dict[str, np.ndarray]]:
         ) from None
     meta = archive.meta
     if (
+        isinstance(meta, dict)
+        and meta.get("format") == _FORMAT
+        and meta.get("version") == 1
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} was written by an older jaxannot (checkpoint v1: one "
+            f"loss per step, a VEM fit's fault in its state), not v{_VERSION}; delete "
+            "it to start the fit over"
+        )
+    if (
         not isinstance(meta, dict)
         or meta.get("format") != _FORMAT
         or meta.get("version") != _VERSION
@@ -351,13 +371,34 @@ def _check_leaves(path: pathlib.Path, meta: dict, arrays: dict, template) -> lis
     return saved
 
 
+def _check_trace(path: pathlib.Path, arrays: dict, trace: Any) -> Any:
+    """The saved infos, each checked against its shape ``trace`` (a pytree of
+    ``jax.ShapeDtypeStruct``); :class:`CheckpointError` naming the file and the
+    entry."""
+    leaves, treedef = jax.tree.flatten(trace)
+    saved = []
+    for i, want in enumerate(leaves):
+        a = arrays.get(f"info_{i}")
+        if a is None or a.shape != want.shape or a.dtype != want.dtype:
+            held = "is missing" if a is None else f"holds {a.dtype}{list(a.shape)}"
+            raise CheckpointError(
+                f"checkpoint {path}: its info_{i} {held}, this fit's steps record "
+                f"{np.dtype(want.dtype)}{list(want.shape)}; delete it to start the "
+                "fit over"
+            )
+        saved.append(a)
+    return jax.tree.unflatten(treedef, saved)
+
+
 def load(
-    path: pathlib.Path, digest: str, template: ArrayTree
-) -> tuple[Any, np.ndarray, int]:
-    """``(carry, losses, step)`` from ``path``; :class:`CheckpointError` (naming
+    path: pathlib.Path, digest: str, template: ArrayTree, trace: Any
+) -> tuple[Any, Any, int]:
+    """``(carry, infos, step)`` from ``path``; :class:`CheckpointError` (naming
     ``path``) when the file is not a regular file, unreadable, over the archive
-    bounds, belongs to another fit, or holds a leaf whose shape, dtype, key or
-    finiteness does not match the fit's own state ``template``."""
+    bounds, of an older format, belongs to another fit, or holds a leaf whose
+    shape, dtype, key or finiteness does not match the fit's own state
+    ``template``, or infos not of the shapes ``trace`` (a pytree of
+    ``jax.ShapeDtypeStruct`` ``[num_steps, ...]``) gives."""
     path = pathlib.Path(path)
     meta, arrays = _read(path)
     _check_meta(path, meta)
@@ -367,18 +408,14 @@ def load(
             "data or seed); use another --checkpoint folder or delete this one"
         )
     saved = _check_leaves(path, meta, arrays, template)
-    losses = arrays.get("losses")
-    if losses is None or losses.ndim != 1 or losses.dtype.kind != "f":
-        raise CheckpointError(
-            f"checkpoint {path}: its loss trace is missing or not a float vector; "
-            "delete it to start the fit over"
-        )
+    infos = _check_trace(path, arrays, trace)
     step = int(meta["step"])
-    if not 0 <= step <= losses.shape[0]:
+    num_steps = jax.tree.leaves(trace)[0].shape[0] if jax.tree.leaves(trace) else step
+    if not 0 <= step <= num_steps:
         raise CheckpointError(f"checkpoint {path}: step {step} out of range")
     leaves, treedef = jax.tree.flatten(template)
     restored = [
         jax.random.wrap_key_data(a, impl=impl) if impl else a
         for a, impl in zip(saved, meta["key_impls"], strict=True)
     ]
-    return jax.tree.unflatten(treedef, restored), losses, step
+    return jax.tree.unflatten(treedef, restored), infos, step

@@ -1,15 +1,19 @@
 """Run a jit-compiled step function many times, with an optional tqdm progress bar.
 
 Every iterative fit of the library (:class:`~jaxannot.inference.VEM`,
-:class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, loss)``
-run by :func:`run_steps`. The loop over steps is one jit-compiled ``lax.fori_loop``
-with *dynamic* bounds over a loss buffer of fixed length (:data:`BUFFER`), so the same
-compiled program serves any slice of the steps and any number of steps:
+:class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, info)``
+run by :func:`run_steps`, as blackjax's kernels return ``(state, info)``: ``info`` is
+a pytree of arrays recorded at every step (the simplest, a scalar loss; VEM's, the
+loss and a fault code: :class:`~jaxannot.inference.vem.steps.VEMInfo`). The loop over
+steps is one jit-compiled ``lax.fori_loop`` with *dynamic* bounds over info buffers
+of fixed length (:data:`BUFFER`), so the same compiled program serves any slice of
+the steps and any number of steps:
 
 - ``progress_bar=False`` runs the steps in slices of :data:`BUFFER`;
 - ``progress_bar=True`` runs them in about 50 slices and updates a tqdm bar (shown only
   when the run lasts longer than ``delay`` seconds, as ``numpyro.infer.SVI.run`` shows
-  its bar) with the current loss, without a second compile.
+  its bar) with the current loss (the info itself where it is a scalar, else its
+  ``loss`` field), without a second compile.
 
 :func:`run_step` takes one step through the same compiled loop (an object's
 ``update``, as ``numpyro.infer.SVI.update``), so stepping by hand after a run, or a run
@@ -21,7 +25,8 @@ of the same shapes compiles nothing.
 
 Inside a :func:`jaxannot.runtime.checkpoint.checkpointing` block the loop runs in
 slices of the block's ``every`` steps and saves its carry after each, and resumes from
-a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`).
+a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`), with the infos
+recorded so far.
 """
 
 from __future__ import annotations
@@ -47,26 +52,41 @@ __all__ = ["check_count", "run_step", "run_steps"]
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
 
-#: Steps one compiled call runs at most: the loss buffer's length. A run of any length
+#: Steps one compiled call runs at most: the info buffers' length. A run of any length
 #: goes through the same compiled loop in slices of at most this many steps, so
 #: ``num_steps`` is not a compiled shape (a fit of 100 steps and one of 57 share it).
 BUFFER = 64
 
 
+def _fill(dtype) -> float:
+    """What an info buffer holds where no step wrote: NaN (floats) or 0."""
+    return np.nan if jnp.issubdtype(dtype, jnp.inexact) else 0
+
+
+def _buffer(shape: jax.ShapeDtypeStruct) -> jax.Array:
+    """A buffer of :data:`BUFFER` entries of an info leaf (:func:`_fill`)."""
+    return jnp.full((BUFFER, *shape.shape), _fill(shape.dtype), shape.dtype)
+
+
 def _advance(step: Callable, carry: Any, offset, count, data, replicated=None):
-    """Steps ``offset .. offset + count - 1`` (``count <= BUFFER``) and their losses
-    in a buffer of ``BUFFER`` entries (NaN past ``count``)."""
+    """Steps ``offset .. offset + count - 1`` (``count <= BUFFER``) and their infos,
+    each leaf in a buffer of ``BUFFER`` entries (NaN or 0 past ``count``)."""
+    call = jax.jit(step)  # traced once: for the info's shapes, then in the loop
+    first = (offset, carry) if data is None else (offset, carry, data)
+    _, shapes = call.eval_shape(*first)
+    trace = jax.tree.map(_buffer, shapes)
+    if replicated is not None:  # keep the trace's layout from slice to slice
+        trace = jax.tree.map(
+            lambda b: lax.with_sharding_constraint(b, replicated), trace
+        )
 
     def body(i, state):
-        carry, losses = state
+        carry, trace = state
         t = offset + i
-        carry, loss = step(t, carry) if data is None else step(t, carry, data)
-        return carry, losses.at[i].set(jnp.asarray(loss, losses.dtype))
+        carry, info = call(t, carry) if data is None else call(t, carry, data)
+        return carry, jax.tree.map(lambda b, x: b.at[i].set(x), trace, info)
 
-    losses = jnp.full((BUFFER,), jnp.nan, jnp.float32)
-    if replicated is not None:  # keep the trace's layout from slice to slice
-        losses = lax.with_sharding_constraint(losses, replicated)
-    return lax.fori_loop(0, count, body, (carry, losses))
+    return lax.fori_loop(0, count, body, (carry, trace))
 
 
 #: :func:`_advance` compiled with XLA's defaults and cheaply
@@ -161,15 +181,35 @@ def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
     return None
 
 
+def _host(info: Any) -> Any:
+    """An info tree of the device, whole and as numpy arrays."""
+    return jax.tree.map(lambda x: np.asarray(sharding.gather(x)), info)
+
+
+def _host_trace(num_steps: int, chunk: np.ndarray) -> np.ndarray:
+    """The host's buffer of an info leaf over ``num_steps`` steps (:func:`_fill`)."""
+    return np.full((num_steps, *chunk.shape[1:]), _fill(chunk.dtype), chunk.dtype)
+
+
+def _shown_loss(info: Any) -> Any:
+    """What the bar shows of a step's info: itself where it is one array, else its
+    ``loss`` field (an attribute or a key), else None."""
+    if isinstance(info, np.ndarray | np.generic):
+        return info
+    if isinstance(info, dict):
+        return info.get("loss")
+    return getattr(info, "loss", None)
+
+
 def run_step(
-    step: Callable[[jax.Array, Any], tuple[Any, jax.Array]],
+    step: Callable[[jax.Array, Any], tuple[Any, Any]],
     carry: Any,
     t: int = 0,
     *,
     data: Any = None,
     fast_compile: bool = False,
-) -> tuple[Any, np.float32]:
-    """Run ``carry, loss = step(t, carry)`` once, through :func:`run_steps`'s loop.
+) -> tuple[Any, Any]:
+    """Run ``carry, info = step(t, carry)`` once, through :func:`run_steps`'s loop.
 
     The step runs in the compiled loop that :func:`run_steps` runs it in (a loop of
     one step), so the carry is bit for bit the one of the same steps run there, and
@@ -192,19 +232,28 @@ def run_step(
     -------
     carry : pytree
         The state after the step.
-    loss : np.float32
-        The step's loss, as :func:`run_steps` records it (read on the host, as
-        :func:`run_steps` reads each slice's: indexing the device's loss buffer
-        would compile two small programs).
+    info : pytree of numpy values
+        The step's info, as :func:`run_steps` records it (a scalar loss: an
+        ``np.float32``), read on the host as :func:`run_steps` reads each slice's
+        (indexing the device's buffers would compile small programs).
     """
     replicated = _replicated_on_carry_mesh(carry)
     advance = _ADVANCE[bool(fast_compile)]
-    carry, losses = advance(step, carry, t, 1, data=data, replicated=replicated)
-    return carry, np.asarray(sharding.gather(losses))[0]
+    carry, trace = advance(step, carry, t, 1, data=data, replicated=replicated)
+    return carry, jax.tree.map(lambda x: x[0], _host(trace))
+
+
+def _trace_template(step: Callable, carry: Any, data: Any, num_steps: int) -> Any:
+    """The shapes of the infos of ``num_steps`` steps (a checkpoint's template)."""
+    first = (0, carry) if data is None else (0, carry, data)
+    _, shapes = jax.eval_shape(step, *first)
+    return jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct((num_steps, *s.shape), s.dtype), shapes
+    )
 
 
 def run_steps(
-    step: Callable[[jax.Array, Any], tuple[Any, jax.Array]],
+    step: Callable[[jax.Array, Any], tuple[Any, Any]],
     carry: Any,
     num_steps: int,
     *,
@@ -213,14 +262,16 @@ def run_steps(
     delay: float = 2.0,
     data: Any = None,
     fast_compile: bool = False,
-) -> tuple[Any, np.ndarray]:
-    """Run ``carry, loss = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
+) -> tuple[Any, Any]:
+    """Run ``carry, info = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
 
     Parameters
     ----------
     step : callable
         Pure and hashable; ``t`` is the (traced) step index, e.g. for
-        ``jax.random.fold_in``. The loss is a scalar recorded per step.
+        ``jax.random.fold_in``. ``info`` is a pytree of arrays (of the same
+        shapes at every step) recorded per step: a scalar loss, or a tree whose
+        ``loss`` field the bar shows (blackjax's ``(state, info)``).
     carry : pytree
         The state entering step 0.
     num_steps : int
@@ -244,7 +295,9 @@ def run_steps(
     -------
     carry : pytree
         The state after the last step.
-    losses : np.ndarray [num_steps]
+    trace : pytree of np.ndarray
+        The infos, each leaf stacked over the steps (``[num_steps, ...]``): for a
+        scalar loss, the losses ``[num_steps]``.
 
     Raises
     ------
@@ -252,7 +305,7 @@ def run_steps(
         ``num_steps`` is not an integer >= 1 (:func:`check_count`).
     """
     num_steps = check_count("num_steps", num_steps)
-    losses = np.full((num_steps,), np.nan, np.float32)
+    trace = None  # the host's trace: from the first slice, or the checkpoint
     replicated = _replicated_on_carry_mesh(carry)
     advance = functools.partial(
         _ADVANCE[bool(fast_compile)], step, data=data, replicated=replicated
@@ -266,15 +319,16 @@ def run_steps(
         run = session.next_run()
         path = session.path(run)
         fitted = carry if data is None else (carry, data)  # a checkpoint of this data
-        digest = checkpoint.fingerprint(session, run, fitted, num_steps)
+        template = _trace_template(step, carry, data, num_steps)
+        digest = checkpoint.fingerprint(session, run, fitted, num_steps, template)
         if path.is_symlink() or path.exists():  # a dangling link or a loop too
-            carry, losses, start = checkpoint.load(path, digest, carry)
-            losses = np.array(losses, np.float32)
+            carry, trace, start = checkpoint.load(path, digest, carry, template)
+            trace = jax.tree.map(np.array, trace)  # writable
             session.resumed.append((run, start))
         every = session.every
 
-        def save(carry, losses, stop):
-            checkpoint.save(path, digest, carry, losses, stop)
+        def save(carry, trace, stop):
+            checkpoint.save(path, digest, carry, trace, stop)
             session.saved += 1
 
     from tqdm.auto import tqdm
@@ -290,9 +344,17 @@ def run_steps(
     with bar:
         for begin, stop, saving in _slices(start, num_steps, size, every):
             carry, chunk = advance(carry, begin, stop - begin)
-            losses[begin:stop] = np.asarray(sharding.gather(chunk))[: stop - begin]
+            chunk = _host(chunk)
+            if trace is None:
+                trace = jax.tree.map(functools.partial(_host_trace, num_steps), chunk)
+            for whole, part in zip(
+                jax.tree.leaves(trace), jax.tree.leaves(chunk), strict=True
+            ):
+                whole[begin:stop] = part[: stop - begin]
             if saving:
-                save(carry, losses, stop)
-            bar.set_postfix(loss=f"{float(losses[stop - 1]):.6g}", refresh=False)
+                save(carry, trace, stop)
+            loss = _shown_loss(jax.tree.map(operator.itemgetter(stop - 1), trace))
+            if loss is not None:
+                bar.set_postfix(loss=f"{float(loss):.6g}", refresh=False)
             bar.update(stop - begin)
-    return carry, losses
+    return carry, trace

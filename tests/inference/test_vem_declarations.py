@@ -18,6 +18,7 @@ from numpyro.distributions import constraints
 
 from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning
+from jaxannot.inference.vem.fit_warnings import CollapsedFitWarning
 
 PRIOR_SD = 10.0
 
@@ -244,15 +245,21 @@ def test_nan_arising_mid_fit_names_the_iteration_and_step():
     x = jnp.full(8, 5.0)
     vem = VEM(drifting, "z", optimizer=optax.sgd(0.01))
     start = {"pi": jnp.full(2, 0.5), "mean": jnp.zeros(2)}
-    with pytest.raises(FloatingPointError, match=r"EM iteration [1-9]\d*, E-step"):
-        vem.run(
-            jax.random.key(0),
-            50,
-            x,
-            num_topics=2,
-            init_params=start,
-            progress_bar=False,
-        )
+    kw = dict(num_topics=2, progress_bar=False)
+    with pytest.raises(FloatingPointError, match=r"EM iteration [1-9]\d*, E-step") as e:
+        vem.run(jax.random.key(0), 50, x, init_params=start, **kw)
+    message = str(e.value)
+    at = int(message.split("EM iteration ")[1].split(",")[0])
+    # the fault is each iteration's info, not state: a fit up to it runs clean, and
+    # one resumed from there, or an update, meets it at the same EM iteration
+    with pytest.warns(CollapsedFitWarning):  # eight equal images: one posterior
+        before = vem.run(jax.random.key(0), at, x, init_params=start, **kw)
+    assert np.all(np.isfinite(before.losses)) and int(before.state.iteration) == at
+    with pytest.raises(FloatingPointError) as resumed:
+        vem.run(jax.random.key(0), 5, x, init_state=before.state, **kw)
+    assert str(resumed.value) == message
+    with pytest.raises(FloatingPointError, match=f"EM iteration {at}, E-step"):
+        vem.update(before.state, x, num_topics=2)
 
 
 # ------------------------------------------------------------------ Laplace draws

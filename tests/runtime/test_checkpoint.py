@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -137,7 +138,8 @@ def test_resume_from_a_partial_checkpoint_equals_one_run(tmp_path):
     assert session.saved == 3 and session.runs == 1
     # roll the file back to its state after 4 steps: a fit killed there
     path = session.path(0)
-    digest = checkpoint.fingerprint(session, 0, carry, 10)
+    infos = jax.ShapeDtypeStruct((10,), jnp.float32)  # one loss per step
+    digest = checkpoint.fingerprint(session, 0, carry, 10, infos)
     partial, partial_losses = run_steps(_counting_step, carry, 4, progress_bar=False)
     padded = np.concatenate([partial_losses, np.full(6, np.nan, np.float32)])
     checkpoint.save(path, digest, partial, padded, 4)
@@ -173,6 +175,62 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path, change):
                 progress_bar=False,
             )
     assert (tmp_path / "run-000.npz").read_bytes() == before  # not overwritten
+
+
+class _Info(NamedTuple):
+    loss: jax.Array
+    draws: jax.Array
+
+
+def _info_step(t, carry):
+    key, total = carry
+    draw = jax.random.uniform(jax.random.fold_in(key, t), (2,))
+    return (key, total + draw.sum()), _Info(-total, (draw > 0.5).astype(jnp.int32))
+
+
+def test_a_resumed_fit_records_the_infos_of_one_run(tmp_path):
+    carry = (jax.random.key(0), jnp.float32(0.0))
+    whole, infos = run_steps(_info_step, carry, 10, progress_bar=False)
+    with checkpoint.checkpointing(tmp_path, every=4, tag="t") as session:
+        run_steps(_info_step, carry, 10, progress_bar=False)
+    path = session.path(0)
+    with np.load(path) as archive:
+        entries = {name: archive[name] for name in archive.files}
+    # rolled back to its state after 4 steps (a fit killed there): later infos unset
+    meta = json.loads(entries["__meta__"].tobytes().decode())
+    meta["step"] = 4
+    partial, _ = run_steps(_info_step, carry, 4, progress_bar=False)
+    entries["leaf_1"] = np.asarray(partial[1])
+    entries["info_0"][4:] = np.nan
+    entries["info_1"][4:] = 0
+    entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(path, **entries)
+    with checkpoint.checkpointing(tmp_path, every=4, tag="t") as session:
+        again, again_infos = run_steps(_info_step, carry, 10, progress_bar=False)
+    assert session.resumed == [(0, 4)]
+    assert type(again_infos) is _Info and again_infos.draws.shape == (10, 2)
+    assert float(again[1]) == float(whole[1])
+    for got, want in zip(again_infos, infos, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_checkpoint_of_the_first_format_is_refused_by_name(tmp_path):
+    carry = (jax.random.key(0), jnp.float32(0.0))
+    with checkpoint.checkpointing(tmp_path, every=5, tag="t"):
+        run_steps(_counting_step, carry, 10, progress_bar=False)
+    path = tmp_path / "run-000.npz"
+    with np.load(path) as archive:
+        entries = {name: archive[name] for name in archive.files}
+    meta = json.loads(entries.pop("__meta__").tobytes().decode())
+    meta["version"] = 1  # one loss per step, a VEM fit's fault in its state
+    entries["losses"] = entries.pop("info_0")
+    entries["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(path, **entries)
+    with pytest.raises(checkpoint.CheckpointError) as err:
+        with checkpoint.checkpointing(tmp_path, every=5, tag="t"):
+            run_steps(_counting_step, carry, 10, progress_bar=False)
+    assert str(err.value).startswith(f"checkpoint {path} was written by an older")
+    assert "delete it to start the fit over" in str(err.value)
 
 
 def test_corrupt_checkpoint_is_refused_by_name(tmp_path):

@@ -1,8 +1,12 @@
-"""progress: counts are integers >= a minimum, never truncated; the step runner."""
+"""progress: counts are integers >= a minimum, never truncated; the step runner and
+the infos it records."""
+
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
+import jax
 import jax.numpy as jnp
 
 from jaxannot.runtime.progress import check_count, run_step, run_steps
@@ -78,3 +82,36 @@ def test_run_step_is_a_step_of_the_run_and_compiles_nothing_after_it(count_compi
     assert counter.count == 0
     np.testing.assert_array_equal(np.asarray(carry), np.asarray(ran))
     np.testing.assert_array_equal(np.array(stepped), losses)
+
+
+class _Info(NamedTuple):
+    loss: jax.Array
+    sign: jax.Array
+    pair: jax.Array
+
+
+def _info_step(t, carry):
+    info = _Info(carry, jnp.where(t % 3 == 0, 1, -1), jnp.stack([t, 2 * t]))
+    return carry * 0.5 + t, info
+
+
+@pytest.mark.parametrize("num_steps", [5, 70])
+def test_every_leaf_of_an_info_tree_is_recorded_per_step(num_steps):
+    carry = jnp.float32(1)
+    for progress_bar in (False, True):
+        ran, infos = run_steps(_info_step, carry, num_steps, progress_bar=progress_bar)
+        assert type(infos) is _Info
+        assert infos.sign.dtype == np.int32 and infos.pair.shape == (num_steps, 2)
+        t = np.arange(num_steps)
+        np.testing.assert_array_equal(infos.sign, np.where(t % 3 == 0, 1, -1))
+        np.testing.assert_array_equal(infos.pair, np.stack([t, 2 * t], 1))
+        stepped = carry
+        for i in range(num_steps):
+            stepped, info = run_step(_info_step, stepped, i)
+            assert float(info.loss) == float(infos.loss[i]) and info.pair.shape == (2,)
+        assert float(stepped) == float(ran)
+
+
+def test_the_bar_shows_the_info_s_loss(capsys):
+    run_steps(_info_step, jnp.float32(1), 3, progress_bar=True, delay=0.0)
+    assert "loss=1.25" in capsys.readouterr().err  # the last step's: 1, 0.5, 1.25

@@ -4,7 +4,8 @@
   ``run`` / ``run_restarts`` delegate to the functions of
   :mod:`~jaxannot.inference.vem.run` and whose fold-in, predictions and Laplace
   draws delegate to those of :mod:`~jaxannot.inference.vem.fold_in`.
-- :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState` and the E-steps.
+- :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState`, :class:`VEMInfo` (what
+  each EM iteration reports) and the E-steps.
 - :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`,
   :mod:`~jaxannot.inference.vem.log_joint`, :mod:`~jaxannot.inference.vem.model_call`
   — what the declaration's trace says (sites, plates, supports), the bundle the

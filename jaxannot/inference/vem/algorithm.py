@@ -485,11 +485,12 @@ class VEM:
         state, e_arrays = layout.place(state, self.estep.arrays)
         step = step_for(self, layout, 0.0)
         fast = fast_compile(self, Whole(setup), dynamic)
-        state, loss = one_update(step, state, (placed, e_arrays), fast)
-        fault = jax.device_get(state.fault)
-        if fault[0]:
-            raise_fault(fault, state.params, args, kwargs, -float(loss))
-        return state, loss
+        state, info = one_update(step, state, (placed, e_arrays), fast)
+        code = int(info.fault)
+        if code:
+            t = int(state.iteration) - 1
+            raise_fault((code, t), state.params, args, kwargs, -float(info.loss))
+        return state, info.loss
 
     # ------------------------------------------- fits (inference/vem/run.py)
     def run(

@@ -1,11 +1,12 @@
 """The faults of a VEM run: flagged inside the compiled EM step, raised after it.
 
 :func:`fault_code` flags the first non-finite quantity of an iteration (the log
-joint, the posteriors, the objective or the M-step's global values),
-:func:`record_fault` keeps the run's first, :func:`keeps_old_values` says which
-values the step keeps, and :func:`raise_fault` names the iteration and the step
-after the loop (a NaN log joint caused by NaN data names the data argument; an
-impossible image, its index and sites).
+joint, the posteriors, the objective or the M-step's global values), reported in the
+iteration's :class:`~jaxannot.inference.vem.steps.VEMInfo` (the fit stops there);
+:func:`keeps_old_values` says which values the step keeps, and :func:`raise_fault`
+names the iteration and the step after the loop, from the recorded infos (a NaN
+log joint caused by NaN data names the data argument; an impossible image, its index
+and sites).
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ __all__ = [
     "DEFERRED",
     "argument_names",
     "fault_code",
+    "first_fault",
     "keeps_old_values",
-    "no_fault",
     "raise_fault",
-    "record_fault",
 ]
 
 # fault codes, in the order the step meets them; 0 = no fault
@@ -50,17 +50,6 @@ _WHAT = {
     _OBJECTIVE: "E-step: the objective (log prior included) is not finite",
     _GLOBALS: "M-step: the global values are not finite",
 }
-
-
-def no_fault() -> Array:
-    """The fault record of a healthy run: ``[code, iteration]`` = ``[0, -1]``.
-
-    Returns
-    -------
-    jax.Array
-        int32 [2].
-    """
-    return jnp.array([0, -1], jnp.int32)
 
 
 def keeps_old_values(code: Array) -> jax.Array:
@@ -120,24 +109,28 @@ def fault_code(a: Array, phi: Array, objective: Array, values: ArrayTree) -> jax
     return code
 
 
-def record_fault(fault: Array, code: Array, t: Array) -> Array:
-    """Keep the first fault of the run.
+def first_fault(codes: ArrayLike, first_iteration: int) -> tuple[int, int, int]:
+    """The first fault of a run from its iterations' fault codes.
 
     Parameters
     ----------
-    fault : jax.Array
-        The record so far, int32 ``[code, iteration]``.
-    code : jax.Array
-        This iteration's fault code.
-    t : jax.Array
-        This iteration.
+    codes : array_like [steps]
+        Each iteration's fault code (``VEMInfo.fault`` as the runner records it).
+    first_iteration : int
+        The EM iteration of the first entry (a resumed fit goes on counting).
 
     Returns
     -------
-    jax.Array
-        The record, int32 [2].
+    tuple of int
+        ``(code, iteration, index)``: the fault code (0: none), its EM iteration
+        and its entry in ``codes`` (``(0, -1, -1)`` without a fault).
     """
-    return jnp.where((fault[0] == 0) & (code > 0), jnp.stack([code, t]), fault)
+    codes = np.asarray(codes)
+    (where,) = np.nonzero(codes)
+    if not where.size:
+        return 0, -1, -1
+    at = int(where[0])
+    return int(codes[at]), first_iteration + at, at
 
 
 def argument_names(args: tuple, kwargs: dict) -> list[str]:

@@ -1,7 +1,8 @@
 """The compiled EM iteration of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit
 (its start: :mod:`~jaxannot.inference.vem.initial`).
 
-- :func:`step_for`: one EM iteration as a pure ``step(t, state, data)``, built once
+- :func:`step_for`: one EM iteration as a pure ``step(t, state, data) -> (state,
+  info)`` (:class:`~jaxannot.inference.vem.steps.VEMInfo`), built once
   per static configuration: :class:`VEM` objects that compare equal (same model,
   E-step configuration, optimizer, M-step and terms) share it and its compiled loop,
   so a fresh ``VEM`` for each fit compiles nothing new.
@@ -19,16 +20,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxannot.inference.vem.conjugate import conjugate_update
-from jaxannot.inference.vem.faults import (
-    DEFERRED,
-    fault_code,
-    keeps_old_values,
-    record_fault,
-)
+from jaxannot.inference.vem.faults import DEFERRED, fault_code, keeps_old_values
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.m_step import conjugate_only, m_step
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import (
+    VEMInfo,
     VEMState,
     dual_updates,
     refine_for_terms,
@@ -83,7 +80,7 @@ def _progress(state: VEMState, ok, objective, fitted, keep_best: bool, tolerance
 @bounded_cache(64)
 def step_for(
     vem: Any, layout: Whole | Shards, tolerance: float, defer: bool = False
-) -> Callable[[Array, VEMState, tuple], tuple[VEMState, Array]]:
+) -> Callable[[Array, VEMState, tuple], tuple[VEMState, VEMInfo]]:
     """One EM iteration as a pure ``step(t, state, data)`` (``t`` is unused: the
     iteration is ``state.iteration``, so a resumed state goes on counting).
     ``data`` (the model's arrays and the E-step's) is read, never returned: a
@@ -94,7 +91,8 @@ def step_for(
     without the generic M-step's optax steps (most of the compiled loop, about
     1 s of compiling on 2 CPU cores for Dawid–Skene): an iteration whose closed
     form is not kept (where the full step would take the optax steps) stops the
-    fit with the code :data:`~jaxannot.inference.vem.faults.DEFERRED`, for the
+    fit with the fault code :data:`~jaxannot.inference.vem.faults.DEFERRED` in its
+    :class:`~jaxannot.inference.vem.steps.VEMInfo`, for the
     caller to redo the fit with the full step. Until then it is the full step's
     fit.
 
@@ -113,7 +111,8 @@ def step_for(
     Returns
     -------
     callable
-        ``step(t, state, data) -> (state, loss)``.
+        ``step(t, state, data) -> (state, info)``, ``info`` a
+        :class:`~jaxannot.inference.vem.steps.VEMInfo`.
     """
     setup = layout.setup
     keep_best = bool(vem.estep.keep_best)
@@ -176,20 +175,18 @@ def step_for(
                 new_best,
                 jnp.where(improved, objective, state.best_objective),
                 halt,
-                record_fault(state.fault, code, it),
                 it + 1,
             )
             if kinds:  # not kept: the fit stops, for the caller to redo it
                 new_state = new_state._replace(
-                    stopped=jnp.where(kept, new_state.stopped, True),
-                    fault=jnp.where(
-                        kept, new_state.fault, jnp.stack([jnp.int32(DEFERRED), it])
-                    ),
+                    stopped=jnp.where(kept, new_state.stopped, True)
                 )
-            return new_state, -objective
+                code = jnp.where(kept, code, jnp.int32(DEFERRED))
+            return new_state, VEMInfo(-objective, code)
 
         def skip(_):
-            return state._replace(iteration=it + 1), jnp.float32(jnp.nan)
+            info = VEMInfo(jnp.float32(jnp.nan), jnp.int32(0))
+            return state._replace(iteration=it + 1), info
 
         return lax.cond(state.stopped, skip, iterate, None)
 
@@ -197,12 +194,12 @@ def step_for(
 
 
 def one_update(
-    step: Callable[[Array, VEMState, tuple], tuple[VEMState, Array]],
+    step: Callable[[Array, VEMState, tuple], tuple[VEMState, VEMInfo]],
     state: VEMState,
     data: tuple,
     fast: bool = False,
-) -> tuple[VEMState, Array]:
-    """``step`` once, compiled: ``(state, loss)``.
+) -> tuple[VEMState, VEMInfo]:
+    """``step`` once, compiled: ``(state, info)``.
 
     Parameters
     ----------
@@ -217,8 +214,8 @@ def one_update(
 
     Returns
     -------
-    tuple of (VEMState, jax.Array)
-        The new state and the scalar loss.
+    tuple of (VEMState, VEMInfo)
+        The new state and the iteration's info.
     """
     return _ONE_UPDATE[fast](step, state, data)
 

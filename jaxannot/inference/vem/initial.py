@@ -21,9 +21,6 @@ from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.enumeration import first_value_of
-from jaxannot.inference.vem.faults import (
-    no_fault,
-)
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.model_call import ModelCall
@@ -284,7 +281,6 @@ def build_initial_state(
         best,
         jnp.float32(-jnp.inf),
         jnp.bool_(False),
-        no_fault(),
         jnp.int32(0),
     )
     return state, redo

@@ -34,7 +34,7 @@ from jaxannot.inference.vem.checks import (
     checked_start,
     model_errors,
 )
-from jaxannot.inference.vem.faults import DEFERRED, raise_fault
+from jaxannot.inference.vem.faults import DEFERRED, first_fault, raise_fault
 from jaxannot.inference.vem.fit import step_for
 from jaxannot.inference.vem.fit_warnings import warn_empty
 from jaxannot.inference.vem.initial import fast_compile, initial_state, start_values_jit
@@ -257,8 +257,10 @@ def run_one(
     init_state: VEMState | None = None,
 ) -> VEMResult:
     """One fit of ``vem.run``: from ``init_params`` (None: the default start) or
-    ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault
-    raises with the iteration and the step that met it. The step is
+    ``init_state``, ``num_steps`` EM iterations of the compiled step; a fault (the
+    first nonzero code of the iterations' recorded
+    :class:`~jaxannot.inference.vem.steps.VEMInfo`) raises with the iteration and
+    the step that met it. The step is
     :func:`~jaxannot.inference.vem.fit.step_for`'s with ``defer``: where every
     global site is conjugate, the closed form alone, and where it stopped on a
     closed form not kept, the fit is run again from its start with the full step.
@@ -304,16 +306,16 @@ def run_one(
     )
     with model_errors(vem.plate, args, kwargs):
         start, step = state, step_for(vem, layout, opts["tolerance"], True)
-        state, losses = run(step, start, num_steps)
-        fault = jax.device_get(state.fault)
-        if fault[0] == DEFERRED:  # a closed form not kept: the full step's fit
+        state, info = run(step, start, num_steps)
+        first = int(start.iteration)  # a resumed fit goes on counting
+        code, t, at = first_fault(info.fault, first)
+        if code == DEFERRED:  # a closed form not kept: the full step's fit
             step = step_for(vem, layout, opts["tolerance"])
-            state, losses = run(step, start, num_steps)
-            fault = jax.device_get(state.fault)
-    if fault[0]:
-        at = int(fault[1]) - (int(state.iteration) - num_steps)
-        objective = -losses[at] if 0 <= at < num_steps else None
-        raise_fault(fault, state.params, args, kwargs, objective, vem)
+            state, info = run(step, start, num_steps)
+            code, t, at = first_fault(info.fault, first)
+    losses = info.loss
+    if code:
+        raise_fault((code, t), state.params, args, kwargs, -losses[at], vem)
     if vem.estep.keep_best:
         values, phi, term_params = state.best
     else:

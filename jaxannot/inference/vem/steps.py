@@ -3,7 +3,8 @@
 - :class:`VEMResult`, what :meth:`VEM.run` returns.
 - E-step transforms: the protocol and :class:`ExactEStep` (the exact local posterior);
   :class:`~jaxannot.inference.lapvar.LapVar1` / ``LapVar2`` implement the same one.
-- :class:`VEMState`, the state between EM iterations.
+- :class:`VEMState`, the state between EM iterations, and :class:`VEMInfo`, what
+  each iteration reports (its loss and fault code).
 - The protocols of E-steps (:class:`EStep`) and extra terms (:class:`Term`).
 - The extra terms of the objective (e.g. :class:`~jaxannot.inference.MaxMargin`):
   their value, the MedLDA-style E-step refinement they induce, and their dual updates.
@@ -28,6 +29,7 @@ __all__ = [
     "VEMResult",
     "ExactEStep",
     "VEMState",
+    "VEMInfo",
     "EStep",
     "Term",
     "terms_value",
@@ -65,9 +67,8 @@ class VEMState(NamedTuple):
         The highest objective so far.
     stopped : bool
         The fit has stopped (converged at ``tolerance``, or a fault): further
-        updates change nothing.
-    fault : Int[Array, "2"]
-        ``[code, iteration]`` of the first non-finite quantity (``[0, -1]``: none).
+        updates change nothing. The fault itself is in the iteration's
+        :class:`VEMInfo`.
     iteration : int32
         EM iterations run so far.
     """
@@ -80,8 +81,26 @@ class VEMState(NamedTuple):
     best: tuple
     best_objective: jax.Array
     stopped: jax.Array
-    fault: jax.Array
     iteration: jax.Array
+
+
+class VEMInfo(NamedTuple):
+    r"""What one EM iteration of a :class:`~jaxannot.inference.vem.algorithm.VEM` fit
+    reports (blackjax's ``info``): the step returns ``(VEMState, VEMInfo)`` and
+    :func:`~jaxannot.runtime.progress.run_steps` records it at every iteration.
+
+    Attributes
+    ----------
+    loss : float32
+        The negative objective :math:`-\mathcal{L}` of the iteration's E-step (NaN
+        for an iteration skipped after the fit stopped).
+    fault : int32
+        The code of the iteration's first non-finite quantity
+        (:mod:`~jaxannot.inference.vem.faults`; 0: none), which stops the fit.
+    """
+
+    loss: jax.Array
+    fault: jax.Array
 
 
 class VEMResult(NamedTuple):
