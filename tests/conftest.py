@@ -205,7 +205,8 @@ jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 @pytest.fixture
 def count_compiles():
-    """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles."""
+    """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles (a
+    program loaded from the run's compilation cache counts as one)."""
     return lambda: _COUNTER
 
 
