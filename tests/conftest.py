@@ -20,15 +20,21 @@ os.environ.setdefault("JAXANNOT_NO_COMPILATION_CACHE", "1")
 # by the first process (pytest itself, before xdist starts its workers, which inherit
 # the variable; the child processes that tests start too), removed when the run ends
 # (``pytest_unconfigure``). Many files fit the same methods on the same synthetic
-# shapes; each file drops its compiled programs when it ends (below), so without it
-# every file compiles them again. A program loaded from the cache is the executable
-# that was compiled, so figures are the same; a compile counted by
-# ``count_compiles`` is a real one, and a cache hit counts none.
-_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+# shapes; each file drops its compiled programs when it ends (below), and a fit drops
+# them all past the program budget (``jaxannot.runtime.programs``), so without it
+# every file, worker and child process compiles them again. A program loaded from the
+# cache is the executable that was compiled, so figures are the same. Loading one
+# (some 7 ms) costs less than compiling all but the smallest, so every program is
+# stored (a minimum compile time of 0). ``count_compiles`` and the program budget
+# count a program loaded as one compiled (jax records the compile event around both),
+# so what they assert does not depend on the cache.
+# ``JAXANNOT_TEST_COMPILATION_CACHE=0`` runs the suite without it.
+_CACHE_SWITCH = "JAXANNOT_TEST_COMPILATION_CACHE"
+_CACHE_ON = os.environ.get(_CACHE_SWITCH, "1") not in ("", "0")
+_OWN_CACHE = _CACHE_ON and "JAX_COMPILATION_CACHE_DIR" not in os.environ
 if _OWN_CACHE:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxannot-xla-")
-    # programs that compile in under a quarter second are cheaper to compile again
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.25"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 os.environ.setdefault(
     "XLA_FLAGS", "--xla_force_host_platform_device_count=2"
 )  # two virtual devices for sharding tests
@@ -66,6 +72,41 @@ if os.environ[_COMPILE_VARIABLE] not in os.environ["XLA_FLAGS"]:
     os.environ["XLA_FLAGS"] += f" {os.environ[_COMPILE_VARIABLE]}"
 
 import jax  # noqa: E402  (after the environment it reads)
+
+
+def _write_cache_entries_atomically() -> None:
+    """Make the run's compilation cache safe for its concurrent processes.
+
+    jax's file cache (``jax._src.lru_cache.LRUCache.put``, jax 0.10) writes an entry in
+    place (``Path.write_bytes``: truncate, then write) when it keeps no size bound (no
+    lock then): a worker that reads the entry while the other worker writes it reads a
+    truncated program, and jax's warning about it ("Error reading persistent compilation
+    cache entry") is an error under the suite's ``filterwarnings``. Here an entry is
+    written to a file of the writer's own, then renamed onto its name: a reader sees no
+    entry or all of it. A jax without these internals keeps its own ``put``.
+    """
+    try:
+        from jax._src import lru_cache
+
+        suffix, put = lru_cache._CACHE_SUFFIX, lru_cache.LRUCache.put
+    except (ImportError, AttributeError):
+        return
+
+    def atomic_put(self, key: str, value: bytes) -> None:
+        if self.eviction_enabled or not key:  # a bounded cache locks; "" raises
+            return put(self, key, value)
+        path = self.path / f"{key}{suffix}"
+        if path.exists():
+            return
+        part = path.with_name(f"{path.name}.{os.getpid()}.part")
+        part.write_bytes(value)
+        os.replace(part, path)
+
+    lru_cache.LRUCache.put = atomic_put
+
+
+if _CACHE_ON:
+    _write_cache_entries_atomically()
 
 if os.environ.get("JAXANNOT_X64"):
     jax.config.update("jax_enable_x64", True)
@@ -164,7 +205,8 @@ jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 @pytest.fixture
 def count_compiles():
-    """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles."""
+    """``with count_compiles() as c: ...; assert c.count == 0`` — backend compiles (a
+    program loaded from the run's compilation cache counts as one)."""
     return lambda: _COUNTER
 
 

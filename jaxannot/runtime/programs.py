@@ -70,8 +70,10 @@ DEFAULT_BUDGET = 256
 BUILDER_CACHE_SIZE = 32
 
 _ENV = "JAXANNOT_MAX_PROGRAMS"
+#: jax records it around compiling a program or loading it from the persistent
+#: compilation cache (``compile_or_get_cached``): once per program either way, so a
+#: loaded program, which holds its mappings too, counts once
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -95,14 +97,7 @@ def _on_compile(name: str, *_args, **_kwargs) -> None:
             _STATE.programs += 1
 
 
-def _on_event(name: str, **_kwargs) -> None:
-    if name == _CACHE_HIT_EVENT:  # a loaded program holds its mappings too
-        with _STATE.lock:
-            _STATE.programs += 1
-
-
 jax.monitoring.register_event_duration_secs_listener(_on_compile)
-jax.monitoring.register_event_listener(_on_event)
 
 
 def program_budget() -> int:

@@ -2,7 +2,10 @@
 (``jaxannot.runtime.programs``), so the process's memory mappings stay flat."""
 
 import itertools
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -129,6 +132,40 @@ def test_a_release_empties_the_builder_caches(budget):
     assert built == [1, 2, 3, 1]
     programs.release_compiled_programs()
     assert builder.cache_info().currsize == 0
+
+
+_LOADED = """
+import jax, jax.numpy as jnp
+from jaxannot.runtime import programs
+hits = []
+jax.monitoring.register_event_listener(
+    lambda name, **_: hits.append(name == "/jax/compilation_cache/cache_hits")
+)
+x = jnp.arange(7.0)
+step = jax.jit(lambda v: jnp.cumsum(v) * 3.0 + v.max())
+step(x).block_until_ready()
+programs.release_compiled_programs()
+step(x).block_until_ready()  # the same program, loaded from the persistent cache
+print(programs.programs_since_release(), sum(hits))
+"""
+
+
+def test_a_program_loaded_from_the_persistent_cache_counts_once(tmp_path):
+    """jax records its compile event around loading a program from the persistent
+    cache too: a loaded program counted once more for the cache hit made the budget
+    release twice as often. (A fresh process with a cache of its own.)"""
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(tmp_path),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    counted, hits = map(int, out.stdout.split())
+    assert (counted, hits) == (1, 1)
 
 
 # ------------------------------------------------------------- the mappings

@@ -19,6 +19,7 @@ pytest.importorskip("sklearn")
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import jaxannot.sklearn as js
+from jaxannot.runtime import programs
 
 #: The smallest settings each estimator allows (defaults are sized for corel5k).
 SMALL = {
@@ -134,6 +135,27 @@ def pytest_generate_tests(metafunc):
         return
     names = [n for n in SMALL if family_of(n) == family]
     metafunc.parametrize("estimator, check", list(_checks(names)))
+
+
+#: The program budget (``jaxannot.runtime.programs``) while a family file runs. The
+#: checks fit a few hundred programs a file (one per data shape and program:
+#: ``test_checks_ale.py`` 389); past the default budget (256) a fit released them
+#: all and the next checks compiled them again (ale's file: 1,145 compiles, 5
+#: releases, against 389 and none). The release after every file
+#: (``tests/conftest.py``) still frees them: 1,024 programs hold at most some
+#: 21,500 memory mappings, a third of Linux's default limit.
+CHECK_BUDGET = 1024
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _check_budget(request):
+    """:data:`CHECK_BUDGET` for the module when it is a family file."""
+    if getattr(request.module, "FAMILY", None) is None:
+        yield
+        return
+    previous = programs.set_program_budget(CHECK_BUDGET)
+    yield
+    programs.set_program_budget(previous)
 
 
 @pytest.fixture(scope="session")
