@@ -253,9 +253,9 @@ def build_initial_state(
         The model's array arguments, whole and placed for ``layout``.
     fold_in : bool
         The posteriors at ``values`` (the softmax of the log joint, a pass over
-        every image); without it uniform ones, for a fit
-        whose first E-step does not read them (an exact E-step: half an EM
-        iteration of the mixture of unigrams' start, issue 46). Static.
+        every image); without it uniform ones, for a fit whose first E-step does
+        not read them (an exact E-step: half an EM iteration of the mixture of
+        unigrams' start, issue 46). Static.
 
     Returns
     -------
