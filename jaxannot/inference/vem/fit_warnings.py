@@ -57,8 +57,9 @@ def posterior_spread(posteriors: ArrayLike) -> float:
     float
         The spread.
     """
-    phi = np.asarray(jax.device_get(posteriors), np.float64)
-    return float(0.5 * np.abs(phi - phi.mean(0)).sum(1).mean())
+    phi = np.array(jax.device_get(posteriors), np.float64)  # a copy, changed below
+    phi -= phi.mean(0)  # in place: one [N, K] array, not three (issue 46)
+    return float(0.5 * np.abs(phi, out=phi).sum(1).mean())
 
 
 def warn_collapsed(

@@ -195,13 +195,14 @@ def initial_state(
     values: dict[str, Array] | None,
     dyn_whole: tuple,
     dyn_layout: tuple,
+    fold_in: bool = True,
 ) -> tuple[VEMState, Array]:
-    """:func:`build_initial_state`, compiled once per algorithm and layouts
-    (cheaply where :func:`fast_compile` says so).
+    """:func:`build_initial_state`, compiled once per algorithm, layouts and
+    ``fold_in`` (cheaply where :func:`fast_compile` says so).
 
     Parameters
     ----------
-    vem, whole, layout, keys, values, dyn_whole, dyn_layout
+    vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in
         As :func:`build_initial_state` takes them.
 
     Returns
@@ -210,7 +211,7 @@ def initial_state(
         As :func:`build_initial_state` returns them.
     """
     jitted = _START_STATE[fast_compile(vem, whole, dyn_whole)]
-    return jitted(vem, whole, layout, keys, values, dyn_whole, dyn_layout)
+    return jitted(vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in)
 
 
 def build_initial_state(
@@ -221,9 +222,11 @@ def build_initial_state(
     values: dict[str, Array] | None,
     dyn_whole: tuple,
     dyn_layout: tuple,
+    fold_in: bool = True,
 ) -> tuple[VEMState, Array]:
     """The state a fit starts from: ``values`` (None: :func:`start_values`), each
-    term's parameters, the optimizer's state and the fold-in posteriors.
+    term's parameters, the optimizer's state and the fold-in posteriors (uniform
+    ones without ``fold_in``).
 
     The keys are split from the fit's key by the caller, outside: a key split is a
     program of its own inlined in every compiled start (a threefry loop, about a
@@ -245,6 +248,11 @@ def build_initial_state(
         Site -> start value.
     dyn_whole, dyn_layout : tuple
         The model's array arguments, whole and placed for ``layout``.
+    fold_in : bool
+        The posteriors at ``values`` (the softmax of the log joint, a pass over
+        every image); without it uniform ones, for a fit whose first E-step does
+        not read them (an exact E-step: half an EM iteration of the mixture of
+        unigrams' start, issue 46). Static.
 
     Returns
     -------
@@ -269,8 +277,12 @@ def build_initial_state(
         transforms = ModelCall.join(vem.declared, layout.setup, dyn_layout).transforms()
         unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
         opt_state = vem.optimizer.init((unconstrained, term_params))
-    a = layout.log_joint(vem.declared, values, dyn_layout)
-    phi0 = layout.constrain(jax.nn.softmax(a, axis=-1))
+    if fold_in:
+        a = layout.log_joint(vem.declared, values, dyn_layout)
+        phi0 = layout.constrain(jax.nn.softmax(a, axis=-1))
+    else:
+        n, k = layout.setup.structure.num_images, s.num_values
+        phi0 = layout.constrain(jnp.full((n, k), 1.0 / k, jnp.result_type(float)))
     best = (values, phi0, term_params) if vem.estep.keep_best else ()
     state = VEMState(
         loop_key,
@@ -286,4 +298,4 @@ def build_initial_state(
     return state, redo
 
 
-_START_STATE = jit_variants(build_initial_state, static_argnums=(0, 1, 2))
+_START_STATE = jit_variants(build_initial_state, static_argnums=(0, 1, 2, 7))

@@ -39,7 +39,7 @@ from jaxannot.inference.vem.fit import step_for
 from jaxannot.inference.vem.fit_warnings import warn_empty
 from jaxannot.inference.vem.initial import fast_compile, initial_state, start_values_jit
 from jaxannot.inference.vem.layout import Whole
-from jaxannot.inference.vem.steps import VEMResult, VEMState
+from jaxannot.inference.vem.steps import ExactEStep, VEMResult, VEMState
 from jaxannot.runtime import sharding
 from jaxannot.runtime.progress import check_count, run_steps
 
@@ -199,6 +199,7 @@ def start_state(
     dynamic: tuple,
     placed: tuple,
     args_kw: tuple[tuple, dict],
+    fold_in: bool = True,
 ) -> VEMState:
     """:meth:`VEM.init_prepared
     <jaxannot.inference.vem.algorithm.VEM.init_prepared>`: the state a fit starts
@@ -224,6 +225,10 @@ def start_state(
         Those arrays placed for the layout.
     args_kw : tuple of (tuple, dict)
         The model's positional and keyword arguments, for the error messages.
+    fold_in : bool
+        The start's posteriors folded in at its values; uniform ones otherwise,
+        for a fit whose first E-step does not read them
+        (:func:`~jaxannot.inference.vem.initial.build_initial_state`).
 
     Returns
     -------
@@ -238,11 +243,12 @@ def start_state(
     keys = jax.random.split(rng_key)
     with model_errors(vem.plate, *args_kw):
         whole, default = Whole(setup), values is None
-        state, redo = initial_state(vem, whole, layout, keys, values, dynamic, placed)
+        start = (whole, layout, keys)
+        state, redo = initial_state(vem, *start, values, dynamic, placed, fold_in)
         if default and redo:  # the conjugate start was not kept: L-BFGS's
             init_key = keys[0]
             values = start_values_jit(vem, whole, init_key, dynamic, True)
-            state, _ = initial_state(vem, whole, layout, keys, values, dynamic, placed)
+            state, _ = initial_state(vem, *start, values, dynamic, placed, fold_in)
     return layout.place(state, vem.estep.arrays)[0]
 
 
@@ -291,9 +297,11 @@ def run_one(
     """
     setup, dynamic, layout, placed = vem.prepare_call(args, kwargs)
     if init_state is None:
-        state = start_state(
-            vem, setup, layout, rng_key, init_params, dynamic, placed, (args, kwargs)
-        )
+        # the exact E-step never reads the posteriors it starts from: the start
+        # skips their fold-in (a pass of the log joint over every image)
+        fold_in = type(vem.estep) is not ExactEStep
+        call = (dynamic, placed, (args, kwargs))
+        state = start_state(vem, setup, layout, rng_key, init_params, *call, fold_in)
     else:
         check_state(setup.structure, init_state)
         state = layout.place(init_state, vem.estep.arrays)[0]
