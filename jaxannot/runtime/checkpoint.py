@@ -49,7 +49,6 @@ import hashlib
 import json
 import os
 import pathlib
-import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -59,18 +58,17 @@ import jax
 
 from jaxannot.data.atomic import atomic_write
 from jaxannot.data.write_targets import OverwritesInput
+from jaxannot.runtime.checkpoint_files import (
+    FORMAT,
+    VERSION,
+    CheckpointError,
+    read_checked,
+)
 
 if TYPE_CHECKING:
     from jaxannot.types import ArrayTree
 
 __all__ = ["CheckpointError", "Session", "checkpointing", "active_session"]
-
-_FORMAT = "jaxannot.checkpoint"
-_VERSION = 2
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file that cannot be used for this fit."""
 
 
 @dataclasses.dataclass
@@ -205,8 +203,8 @@ def save(
     and the step reached, atomically."""
     arrays, impls, _ = _host_leaves(carry)
     meta = {
-        "format": _FORMAT,
-        "version": _VERSION,
+        "format": FORMAT,
+        "version": VERSION,
         "fingerprint": digest,
         "step": int(step),
         "key_impls": impls,
@@ -230,94 +228,6 @@ def save(
             f"checkpoint {path} cannot be written ({err.strerror or err}); the last "
             "one written is kept: free the space and start the command again"
         ) from None
-
-
-#: The entries of a checkpoint's header and their types (the format's and version's
-#: are checked on their own).
-_META_TYPES = {"fingerprint": str, "step": int, "key_impls": list}
-
-
-def _check_meta(path: pathlib.Path, meta: dict) -> None:
-    """:class:`CheckpointError` naming the header entry that is missing or of the
-    wrong type (a damaged or hand-edited file)."""
-    for key, kind in _META_TYPES.items():
-        if key not in meta:
-            raise CheckpointError(
-                f"checkpoint {path}: its header has no `{key}` entry (damaged or not "
-                "written by jaxannot); delete it to start the fit over"
-            )
-        value = meta[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise CheckpointError(
-                f"checkpoint {path}: its header's `{key}` is {value!r}, not "
-                f"{'an' if kind is int else 'a'} {kind.__name__}; delete it to start "
-                "the fit over"
-            )
-
-
-def _regular_file(path: pathlib.Path) -> None:
-    """:class:`CheckpointError` unless ``path`` (links followed) is a regular file;
-    found with ``stat``, never by opening it (a FIFO would block the open)."""
-    try:
-        info = os.stat(path)
-    except OSError as err:
-        problem = (
-            "is a symbolic link loop"
-            if err.errno == errno.ELOOP
-            else f"cannot be read ({err.strerror or err})"
-        )
-        raise CheckpointError(
-            f"checkpoint {path} {problem}; delete it to start the fit over"
-        ) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise CheckpointError(
-            f"checkpoint {path} is not a regular file (a FIFO, a device or a "
-            "folder); delete it to start the fit over"
-        )
-
-
-def _read(path: pathlib.Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """The header and the arrays of ``path``, read by the bounded archive reader
-    (:func:`jaxannot.data.archive.read_archive`: sizes checked before anything is
-    decompressed or allocated, no pickles)."""
-    from jaxannot.data.archive import read_archive
-    from jaxannot.data.errors import DataFormatError
-
-    _regular_file(path)
-    try:
-        archive = read_archive(path, "jaxannot checkpoint")
-    except (DataFormatError, OSError) as err:
-        raise CheckpointError(
-            f"checkpoint {path} cannot be read ({_reason(err)}): not a jaxannot "
-            f"checkpoint v{_VERSION}; delete it to start the fit over"
-        ) from None
-    meta = archive.meta
-    if (
-        isinstance(meta, dict)
-        and meta.get("format") == _FORMAT
-        and meta.get("version") == 1
-    ):
-        raise CheckpointError(
-            f"checkpoint {path} was written by an older jaxannot (checkpoint v1: one "
-            f"loss per step, a VEM fit's fault in its state), not v{_VERSION}; delete "
-            "it to start the fit over"
-        )
-    if (
-        not isinstance(meta, dict)
-        or meta.get("format") != _FORMAT
-        or meta.get("version") != _VERSION
-    ):
-        raise CheckpointError(
-            f"checkpoint {path}: not a jaxannot checkpoint v{_VERSION}"
-        )
-    return meta, archive.arrays
-
-
-def _reason(err: BaseException) -> str:
-    """The error's message without the file name it starts with."""
-    text = " ".join(str(err).split())
-    _, sep, rest = text.partition(": ")
-    return rest if sep and rest else text
 
 
 def _expected(leaf) -> tuple[tuple[int, ...], np.dtype, str | None]:
@@ -400,8 +310,7 @@ def load(
     ``template``, or infos not of the shapes ``trace`` (a pytree of
     ``jax.ShapeDtypeStruct`` ``[num_steps, ...]``) gives."""
     path = pathlib.Path(path)
-    meta, arrays = _read(path)
-    _check_meta(path, meta)
+    meta, arrays = read_checked(path)
     if meta.get("fingerprint") != digest:
         raise CheckpointError(
             f"checkpoint {path} was written by another fit (other method, settings, "
