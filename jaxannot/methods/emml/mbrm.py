@@ -333,6 +333,21 @@ def mbrm_word_probabilities(
     (module docstring). A streaming log-sum-exp over blocks of ``block_size`` training
     images keeps memory at ``queries x block_size``; the cost is linear in the number
     of training images.
+
+    For the ``"regions"`` kernel the log-likelihood is split as
+
+    .. math::
+
+        \\log P(I_q \\mid J) = -\\frac{c_{qJ}}{\\beta} + f_{qJ}, \\qquad
+        c_{qJ} = \\sum_{b:\\, n_{bJ} = 0} q_b, \\qquad
+        f_{qJ} = \\sum_{b:\\, n_{bJ} > 0} q_b \\log K(b, J),
+
+    the count :math:`c` of the query's blobs that :math:`J` lacks (an integer, exact in
+    float32) and a sum of small logs. The softmax is taken relative to the smallest
+    count seen so far, :math:`-(c_{qJ} - c^{\\min}_q)/\\beta + f_{qJ}`: one float32
+    sum of terms of size :math:`1/\\beta` (16,384 at :math:`\\beta = 2^{-14}`) would
+    lose the small logs to rounding, and which images win would then depend on the
+    CPU's summation order.
     """
     q = jnp.atleast_2d(jnp.asarray(queries, jnp.float32))
     x, p = params.features, params.word_probabilities
@@ -340,33 +355,47 @@ def mbrm_word_probabilities(
     bs = min(block_size, n)
     nb = -(-n // bs)
     pad = nb * bs - n
-    xb = jnp.concatenate([x, jnp.zeros((pad, x.shape[1]), x.dtype)]).reshape(nb, bs, -1)
-    pb = jnp.concatenate([p, jnp.zeros((pad, p.shape[1]), p.dtype)]).reshape(nb, bs, -1)
-    valid = (jnp.arange(nb * bs) < n).reshape(nb, bs)
-    if params.log_region_kernel is not None:  # log P(I_q | J) = sum_b q_b log K(b, J)
-        t = params.log_region_kernel
-        xb = jnp.concatenate([t, jnp.zeros((pad, t.shape[1]), t.dtype)]).reshape(
+
+    def blocks(a):
+        return jnp.concatenate([a, jnp.zeros((pad, a.shape[1]), a.dtype)]).reshape(
             nb, bs, -1
         )
 
-    def log_weights(xk):
-        if params.log_region_kernel is not None:
-            return q @ xk.T
-        return _log_weights(xk, q, params.bandwidth)
+    valid = (jnp.arange(nb * bs) < n).reshape(nb, bs)
+    regions = params.log_region_kernel is not None
+    table = params.log_region_kernel if regions else x
+    inverse = 1.0 / jnp.asarray(params.bandwidth, jnp.float32)
+
+    def counts_and_logs(xk, tk, vk):
+        """``(c, f)`` of the block (module docstring); ``c = 0`` for the gaussian."""
+        if not regions:
+            lw = _log_weights(xk, q, params.bandwidth)
+            return jnp.zeros_like(lw), jnp.where(vk[None], lw, -jnp.inf)
+        lacks = xk == 0
+        c = q @ lacks.T.astype(jnp.float32)
+        f = q @ jnp.where(lacks, 0.0, tk).T
+        return jnp.where(vk[None], c, jnp.inf), jnp.where(vk[None], f, -jnp.inf)
 
     def body(carry, blk):
-        m, acc, z = carry
-        xk, pk, vk = blk
-        lw = jnp.where(vk[None], log_weights(xk), -jnp.inf)
-        m_new = jnp.maximum(m, lw.max(1))
-        scale = jnp.exp(m - m_new)
+        c_min, m, acc, z = carry
+        xk, tk, pk, vk = blk
+        c, f = counts_and_logs(xk, tk, vk)
+        c_new = jnp.minimum(c_min, c.min(1))
+        lw = f - (c - c_new[:, None]) * inverse
+        # the weights so far, relative to the new smallest count
+        m_old = jnp.where(c_min == c_new, m, m - (c_min - c_new) * inverse)
+        m_new = jnp.maximum(m_old, lw.max(1))
+        scale = jnp.exp(m_old - m_new)
         w = jnp.exp(lw - m_new[:, None])
-        return (m_new, acc * scale[:, None] + w @ pk, z * scale + w.sum(1)), None
+        return (c_new, m_new, acc * scale[:, None] + w @ pk, z * scale + w.sum(1)), None
 
     init = (
+        jnp.full((q.shape[0],), jnp.inf, jnp.float32),
         jnp.full((q.shape[0],), -jnp.inf, jnp.float32),
         jnp.zeros((q.shape[0], p.shape[1]), jnp.float32),
         jnp.zeros((q.shape[0],), jnp.float32),
     )
-    (_, acc, z), _ = jax.lax.scan(body, init, (xb, pb, valid))
+    (_, _, acc, z), _ = jax.lax.scan(
+        body, init, (blocks(x), blocks(table), blocks(p), valid)
+    )
     return acc / z[:, None]
