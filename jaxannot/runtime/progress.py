@@ -4,7 +4,10 @@ Every iterative fit of the library (:class:`~jaxannot.inference.VEM`,
 :class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, info)``
 run by :func:`run_steps`, as blackjax's kernels return ``(state, info)``: ``info`` is
 a pytree of arrays recorded at every step (the simplest, a scalar loss; VEM's, the
-loss and a fault code: :class:`~jaxannot.inference.vem.steps.VEMInfo`). The loop over
+loss and a fault code: :class:`~jaxannot.inference.VEMInfo`). A random kernel of
+blackjax's shape, ``kernel(rng_key, state, *args) -> (state, info)`` (contrastive
+divergence, :mod:`~jaxannot.inference.em`'s kernels), runs as such a step wrapped in
+:class:`Keyed`, which hands step ``t`` the key ``fold_in(rng_key, t)``. The loop over
 steps is one jit-compiled ``lax.fori_loop`` with *dynamic* bounds over info buffers
 of fixed length (:data:`BUFFER`), so the same compiled program serves any slice of
 the steps and any number of steps:
@@ -31,6 +34,7 @@ recorded so far.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import sys
@@ -47,7 +51,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxannot.runtime import checkpoint, sharding
 from jaxannot.runtime.compile_options import jit_variants
 
-__all__ = ["check_count", "run_step", "run_steps"]
+__all__ = ["Keyed", "check_count", "run_step", "run_steps"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -168,6 +172,60 @@ def check_count(name: str, value: object, minimum: int = 1, what: str = "") -> i
     if count < minimum:
         raise ValueError(f"{expected}, got {count}: pass at least {minimum}")
     return count
+
+
+@dataclasses.dataclass(frozen=True)
+class Keyed:
+    """A kernel ``kernel(rng_key, state, *args) -> (state, info)`` (blackjax's
+    shape) as the runner's ``step(t, state, data)``, with ``data = (rng_key, args)``.
+
+    Step ``t`` draws with ``jax.random.fold_in(rng_key, t)``: under JAX's default
+    (partitionable threefry) keys, the ``t``-th key of
+    ``jax.random.split(rng_key, num_steps)``, so a run gives bit for bit the
+    states of a ``lax.scan`` over those keys, with one compiled loop for any
+    ``num_steps`` (no key array of ``num_steps`` rows is an argument). Equal
+    (and hashing equal) for the same kernel: wrap it anew at every run and the
+    loop compiled for the first run serves the next.
+
+    Parameters
+    ----------
+    kernel : callable
+        ``kernel(rng_key, state, *args) -> (state, info)``, pure and hashable.
+
+    Examples
+    --------
+    >>> def kernel(rng_key, state, scale):
+    ...     state = state + scale * jax.random.normal(rng_key)
+    ...     return state, state
+    >>> data = (jax.random.key(0), (jnp.float32(0.1),))
+    >>> state, trace = run_steps(
+    ...     Keyed(kernel), jnp.float32(0), 5, data=data, progress_bar=False
+    ... )
+    >>> trace.shape
+    (5,)
+    """
+
+    kernel: Callable
+
+    def __call__(self, t: jax.Array, state: Any, data: tuple) -> tuple[Any, Any]:
+        """Step ``t``: the kernel at ``fold_in(rng_key, t)``.
+
+        Parameters
+        ----------
+        t : jax.Array
+            The step's index.
+        state : pytree
+            The state entering the step.
+        data : tuple
+            ``(rng_key, args)``: the run's key and the kernel's other arguments.
+
+        Returns
+        -------
+        tuple
+            The kernel's ``(state, info)``.
+        """
+        rng_key, args = data
+        return self.kernel(jax.random.fold_in(rng_key, t), state, *args)
 
 
 def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
