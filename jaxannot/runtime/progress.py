@@ -320,6 +320,7 @@ def run_steps(
     delay: float = 2.0,
     data: Any = None,
     fast_compile: bool = False,
+    done: Callable[[Any], bool] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``carry, info = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
 
@@ -348,14 +349,21 @@ def run_steps(
         Compile the loop with XLA's cheaper options
         (:data:`~jaxannot.runtime.compile_options.FAST_OPTIONS`, a program of its
         own): for small fits, whose time is mostly compiling.
+    done : callable, optional
+        ``done(carry) -> bool``, read on the host after each slice of steps: True
+        ends the run there (a fit that stops at a tolerance). The steps of a slice
+        all run, so a step that has stopped (a ``stopped`` flag in its carry, as
+        :class:`~jaxannot.inference.VEM`'s) must leave its carry unchanged;
+        ``done`` only spares the slices after it. None: run every step.
 
     Returns
     -------
     carry : pytree
-        The state after the last step.
+        The state after the last step run.
     trace : pytree of np.ndarray
         The infos, each leaf stacked over the steps (``[num_steps, ...]``): for a
-        scalar loss, the losses ``[num_steps]``.
+        scalar loss, the losses ``[num_steps]``. Past the slice where ``done``
+        ended the run: NaN (floats) or 0.
 
     Raises
     ------
@@ -415,4 +423,6 @@ def run_steps(
             if loss is not None:
                 bar.set_postfix(loss=f"{float(loss):.6g}", refresh=False)
             bar.update(stop - begin)
+            if done is not None and done(carry):
+                break
     return carry, trace

@@ -145,3 +145,33 @@ def test_keyed_kernel_takes_the_split_keys(num_steps, count_compiles):
     )(key)
     np.testing.assert_array_equal(bits, want_bits)
     np.testing.assert_array_equal(state, want_state)
+
+
+def _count_to_three(t, carry):
+    """Counts its steps until 3, then stays (a stopped fit)."""
+    moved = jnp.where(carry < 3, carry + 1, carry)
+    return moved, jnp.where(carry < 3, t.astype(jnp.float32), jnp.nan)
+
+
+@pytest.mark.parametrize("progress_bar", [False, True])
+def test_done_ends_the_run_after_its_slice(progress_bar):
+    """``done`` is read after each slice: the slices after it are not run, and
+    their infos stay NaN."""
+    seen = []
+
+    def done(carry):
+        seen.append(float(carry))
+        return bool(carry >= 3)
+
+    carry, trace = run_steps(
+        _count_to_three,
+        jnp.float32(0),
+        200,
+        progress_bar=progress_bar,
+        delay=1e9,
+        done=done,
+    )
+    assert float(carry) == 3.0
+    np.testing.assert_array_equal(trace[:3], [0, 1, 2])
+    assert np.isnan(trace[3:]).all()
+    assert len(seen) == 1  # one slice: 64 steps, or 4 with a bar (200 / 50)
