@@ -26,6 +26,10 @@ The step is a static argument: pass the *same* function object on every run (bui
 once, e.g. in an object's ``__init__`` or a cached builder) and a second run on arrays
 of the same shapes compiles nothing.
 
+A fit that stops at a tolerance keeps a ``stopped`` flag in its carry (a step after
+it changes nothing) and passes ``done``, read on the host after each slice: the
+slices after it are not run (:func:`run_steps`).
+
 Inside a :func:`jaxannot.runtime.checkpoint.checkpointing` block the loop runs in
 slices of the block's ``every`` steps and saves its carry after each, and resumes from
 a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`), with the infos
