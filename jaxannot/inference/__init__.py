@@ -19,9 +19,11 @@ steps, progress bar, checkpoints): :class:`VEM` and :class:`MAP` (both also with
 :func:`~jaxannot.inference.em.run_em` and contrastive divergence's
 :func:`~jaxannot.inference.contrastive_divergence.fit_cd`
 (random kernels ``kernel(rng_key, state, *args)`` through
-:class:`~jaxannot.runtime.progress.Keyed`). The loops that stop at a tolerance inside
-one compiled program (:func:`~jaxannot.inference.em.run_em_until_converged`,
-:func:`~jaxannot.inference.em.run_until_small_change`) stay ``lax.while_loop`` loops.
+:class:`~jaxannot.runtime.progress.Keyed`). Loops that are one part of a larger
+compiled program stay ``lax`` loops there: those that stop at a tolerance
+(:func:`~jaxannot.inference.em.run_em_until_converged`,
+:func:`~jaxannot.inference.em.run_until_small_change`) and the masked fits of
+:func:`choose_lam`, each compiled with the scores computed after it.
 
 - :mod:`~jaxannot.inference.vem` — variational EM for any declared model with one
   discrete per-image site (:class:`VEM`).
