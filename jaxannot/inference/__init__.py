@@ -9,7 +9,21 @@ modules are imported on demand.
 
 Each module follows the three-layer shape ``init`` / ``build_kernel`` / ``step`` with a
 ``fit_*`` driver, and never imports a specific model except through the functions it
-is handed.
+is handed. A step returns blackjax's ``(state, info)`` (VEM's info is
+:class:`VEMInfo`: the iteration's loss and fault code), and every driver with a
+fixed number of steps runs it through the library's one runner,
+:func:`jaxannot.runtime.progress.run_steps` (one compiled loop for any number of
+steps, progress bar, checkpoints): :class:`VEM` and :class:`MAP` (both also with
+``init`` / ``update``, ``update`` returning ``(state, loss)`` as numpyro's
+``SVI.update``), :func:`fit_laplacian`'s SVI steps,
+:func:`~jaxannot.inference.em.run_em` and contrastive divergence's
+:func:`~jaxannot.inference.contrastive_divergence.fit_cd`
+(random kernels ``kernel(rng_key, state, *args)`` through
+:class:`~jaxannot.runtime.progress.Keyed`). Loops that are one part of a larger
+compiled program stay ``lax`` loops there: those that stop at a tolerance
+(:func:`~jaxannot.inference.em.run_em_until_converged`,
+:func:`~jaxannot.inference.em.run_until_small_change`) and the masked fits of
+:func:`choose_lam`, each compiled with the scores computed after it.
 
 - :mod:`~jaxannot.inference.vem` — variational EM for any declared model with one
   discrete per-image site (:class:`VEM`).
@@ -19,7 +33,7 @@ is handed.
   :mod:`~jaxannot.inference.max_margin_dual`;
   :mod:`~jaxannot.inference.max_margin_elbo` — the term for SVI
   (:class:`MaxMarginELBO`).
-- :mod:`~jaxannot.inference.em` — generic (variational) EM driver, jit-compiled once.
+- :mod:`~jaxannot.inference.em` — generic (variational) EM drivers, compiled once.
 - :mod:`~jaxannot.inference.lapvar` — LapVar1 / LapVar2 Laplacian-regularized VI.
 - :mod:`~jaxannot.inference.lapvar_update` — LapVar1's update of one variable.
 - :mod:`~jaxannot.inference.laplacian_elbo` — the Laplacian penalty on any numpyro ELBO.
@@ -28,11 +42,12 @@ is handed.
 - :mod:`~jaxannot.inference.laplacian_elbo_lam` — its weight chosen or checked on
   held-out evidence (:func:`choose_lam`);
   :mod:`~jaxannot.inference.laplacian_elbo_fit` — a fit on it compiled once, its
-  weight chosen first by default (:func:`fit_laplacian`), through the value-keyed
-  SVI loops of :mod:`~jaxannot.inference.svi_program`.
+  weight chosen first by default (:func:`fit_laplacian`), its steps the value-keyed
+  SVI steps of :mod:`~jaxannot.inference.svi_program` run by the runner.
 - :mod:`~jaxannot.inference.local_summary` — the posterior summary of a per-image
   site that those penalties act on (:func:`compiled_summary`: compiled once).
-- :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive divergence.
+- :mod:`~jaxannot.inference.contrastive_divergence` — mean-field contrastive
+  divergence.
 
 Solvers shared by several methods are in :mod:`jaxannot.solvers`, the solvers of one
 paper in its family under :mod:`jaxannot.methods`, and the step loops, checkpoints and
@@ -48,6 +63,7 @@ from jaxannot.inference.max_margin import MaxMargin
 from jaxannot.inference.max_margin_elbo import MaxMarginELBO
 from jaxannot.inference.vem.algorithm import VEM, EmptyComponentWarning, VEMState
 from jaxannot.inference.vem.fit_warnings import CollapsedFitWarning
+from jaxannot.inference.vem.steps import VEMInfo
 
 __all__ = [
     "MAP",
@@ -60,6 +76,7 @@ __all__ = [
     "LaplacianFit",
     "MaxMargin",
     "MaxMarginELBO",
+    "VEMInfo",
     "VEMState",
     "choose_lam",
     "fit_laplacian",

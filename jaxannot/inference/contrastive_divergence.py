@@ -38,14 +38,16 @@ Divergence. Neural Computation 14(8), 2002. Seed 001 (Chen et al., TPAMI 2012).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
+
+import numpy as np
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxannot.runtime.progress import Keyed, check_count, run_steps
 from jaxannot.runtime.row_buckets import masked_permutation
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
@@ -214,7 +216,7 @@ def build_kernel(
     data)`` needs (class labels and the SVM weights for MMH). With ``batch_size`` the
     CD term of each step uses a random minibatch of that many images drawn with
     ``rng_key`` (``extra_loss`` still sees all of ``data``). :func:`fit_cd` runs it
-    in a compiled ``lax.scan``.
+    in the library's compiled step loop.
 
     ``mask`` (``[D]``, 1 on the real images, a prefix; 0 on the rows that pad them to
     a row bucket, :mod:`jaxannot.runtime.row_buckets`): the CD term is the mean over
@@ -274,7 +276,6 @@ def build_kernel(
     return step
 
 
-@functools.partial(jax.jit, static_argnames=("step", "num_steps"))
 def fit_cd(
     rng_key: PRNGKey,
     state: CDState,
@@ -283,17 +284,20 @@ def fit_cd(
     num_steps: int,
     mask: Array | None = None,
 ) -> tuple[CDState, CDInfo]:
-    """Run ``num_steps`` full-batch CD steps in one ``lax.scan``.
+    """Run ``num_steps`` CD steps through the library's runner.
 
-    Returns the final state and the stacked :class:`CDInfo` trace. ``step`` comes from
-    :func:`build_kernel` and is a static argument of the compiled loop, together with
-    ``num_steps``: a caller that fits again with the same step function (build it
-    once per configuration and keep it) and the same shapes compiles nothing.
+    The steps run in :func:`~jaxannot.runtime.progress.run_steps`'s compiled loop
+    (checkpointed inside a :func:`~jaxannot.runtime.checkpoint.checkpointing`
+    block), step ``t`` with the ``t``-th key of ``jax.random.split(rng_key,
+    num_steps)`` (:class:`~jaxannot.runtime.progress.Keyed`). ``step`` comes from
+    :func:`build_kernel` and is a static argument of the loop: a caller that fits
+    again with the same step function (build it once per configuration and keep
+    it) and the same shapes compiles nothing, whatever ``num_steps``.
 
     Parameters
     ----------
     rng_key : PRNGKey
-        Split into one key per step.
+        Step ``t`` draws with its ``t``-th split.
     state : CDState
         The start.
     data : pytree
@@ -301,7 +305,7 @@ def fit_cd(
     step : callable
         From :func:`build_kernel` (static).
     num_steps : int
-        Steps to run (static).
+        Steps to run (0: none, the start and empty traces).
     mask : [D] array, optional
         The real images of ``data`` padded to a row bucket (``step``'s ``mask``):
         fits whose real image counts share a bucket run one compiled program.
@@ -309,11 +313,19 @@ def fit_cd(
     Returns
     -------
     tuple of (CDState, CDInfo)
-        The final state and the per-step :class:`CDInfo`, each leaf ``[num_steps]``.
+        The final state and the per-step :class:`CDInfo`, each leaf a NumPy array
+        ``[num_steps]``.
     """
-    keys = jax.random.split(rng_key, num_steps)
-
-    def body(s, key):
-        return step(key, s, data) if mask is None else step(key, s, data, mask)
-
-    return jax.lax.scan(body, state, keys)
+    args = (data,) if mask is None else (data, mask)
+    if check_count("num_steps", num_steps, minimum=0) == 0:
+        _, shapes = jax.eval_shape(step, rng_key, state, *args)
+        empty = jax.tree.map(lambda s: np.zeros((0, *s.shape), s.dtype), shapes)
+        return state, empty
+    return run_steps(
+        Keyed(step),
+        state,
+        num_steps,
+        progress_bar=False,
+        desc="CD",
+        data=(rng_key, args),
+    )

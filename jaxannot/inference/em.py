@@ -5,8 +5,10 @@ shape of STYLE.md) whose ``info`` has a scalar field ``objective`` — the quant
 never decreases (log joint for MAP-EM, the ELBO for variational EM), evaluated at the
 state that *entered* the step. :func:`run_em` runs that step a fixed number of times
 through the library's runner, :func:`~jaxannot.runtime.progress.run_steps` (one
-compiled loop, checkpointed inside a
-:func:`~jaxannot.runtime.checkpoint.checkpointing` block);
+compiled loop for any number of iterations, checkpointed inside a
+:func:`~jaxannot.runtime.checkpoint.checkpointing` block; iteration ``t`` draws
+with the ``t``-th key of ``jax.random.split(rng_key, num_iterations)``,
+:class:`~jaxannot.runtime.progress.Keyed`);
 :func:`run_em_until_converged` in a ``lax.while_loop`` inside one ``jax.jit`` (the
 stopping rule is part of the loop). The step is a static argument, so a model's kernel
 built once (e.g. through a cached ``build_kernel``) is traced and compiled once per
@@ -30,8 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.runtime.programs import bounded_cache
-from jaxannot.runtime.progress import check_count, run_steps
+from jaxannot.runtime.progress import Keyed, check_count, run_steps
 
 __all__ = ["EMTrace", "run_em", "run_em_until_converged", "run_until_small_change"]
 
@@ -51,21 +52,6 @@ class EMTrace(NamedTuple):
     num_iterations: jax.Array
 
 
-@bounded_cache()
-def _keyed(step: Callable) -> Callable:
-    """``step`` as :func:`run_steps` runs it: iteration ``t`` takes the ``t``-th key
-    of the keys passed beside the data (``jax.random.split(rng_key, num_iterations)``,
-    the keys a scan over them gives), and its info is recorded whole. Built once
-    per step (a bounded cache, emptied with the compiled programs), so a second run
-    compiles nothing."""
-
-    def keyed(t: jax.Array, state: Any, data: tuple) -> tuple[Any, Any]:
-        keys, inner = data
-        return step(keys[t], state, inner)
-
-    return keyed
-
-
 def run_em(
     rng_key: jax.Array,
     state: Any,
@@ -79,7 +65,7 @@ def run_em(
     Parameters
     ----------
     rng_key : PRNGKey
-        Split into one key per iteration.
+        Iteration ``t`` takes its ``t``-th split.
     state : pytree
         The kernel state entering the first iteration.
     data : pytree
@@ -104,14 +90,13 @@ def run_em(
         ``num_iterations`` is not an integer >= 1.
     """
     num_iterations = check_count("num_iterations", num_iterations)
-    keys = jax.random.split(rng_key, num_iterations)
     state, infos = run_steps(
-        _keyed(step),
+        Keyed(step),
         state,
         num_iterations,
         progress_bar=False,
         desc="EM",
-        data=(keys, data),
+        data=(rng_key, (data,)),
     )
     return state, EMTrace(infos.objective, num_iterations)
 

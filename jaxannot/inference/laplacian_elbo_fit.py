@@ -3,10 +3,11 @@
 ``SVI(model, guide, optimizer, loss).run(...)`` compiles its loop at every call
 (numpyro jits a fresh closure), one fit of issue 43's 600-image weak Bernoulli
 mixture 12 to 33 s where its 100 steps take about one. :func:`fit_laplacian` runs
-the same steps in one compiled ``lax.scan``
-(:func:`~jaxannot.inference.svi_program.run_steps`) whose static part compares
-by value and whose weights are dynamic: a second fit of the same model, guide,
-optimizer, graph and shapes, at any weight, compiles nothing. With
+the same steps through the library's runner
+(:func:`~jaxannot.inference.svi_program.run_steps`, one compiled loop) whose
+static part compares by value and whose weights are dynamic: a second fit of the
+same model, guide, optimizer, graph and shapes, at any weight and for any number
+of steps, compiles nothing. With
 ``lam="auto"`` (the loss's default) it first chooses the weight with
 :func:`~jaxannot.inference.laplacian_elbo_lam.choose_lam` (its 30 masked fits
 share one compiled loop too); a given weight > 0 is checked there as well unless
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, NamedTuple
+
+import numpy as np
 
 import jax
 import jax.numpy as jnp
@@ -43,8 +46,8 @@ class LaplacianFit(NamedTuple):
         The fitted parameters, constrained (as ``SVI.get_params``).
     state : SVIState
         The SVI state after the last step (``SVI.update`` goes on from it).
-    losses : float array [num_steps]
-        The loss before each step.
+    losses : np.ndarray [num_steps]
+        The loss before each step (float32).
     loss : LaplacianELBO
         The loss at the weight used (its ``lams``).
     path : LamPath or None
@@ -54,7 +57,7 @@ class LaplacianFit(NamedTuple):
 
     params: dict
     state: SVIState
-    losses: jax.Array
+    losses: np.ndarray
     loss: LaplacianELBO
     path: LamPath | None
 

@@ -18,7 +18,7 @@ compiles nothing.
 from __future__ import annotations
 
 import copy
-import functools
+import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ import numpy as np
 import jax
 from numpyro.infer import SVI
 
+from jaxannot.runtime import progress
 from jaxannot.runtime.static_key import array_key, value_key
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgsProgram",
     "SVIProgram",
+    "SVIStep",
     "loss_key",
     "object_key",
     "run_steps",
@@ -230,17 +232,60 @@ class SVIProgram(ArgsProgram):
         return svi
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def run_steps(
-    program: SVIProgram, num_steps: int, state: SVIState, lams: dict, dynamic: list
-) -> tuple[SVIState, Array]:
-    """``num_steps`` SVI updates in one ``lax.scan``.
+@dataclasses.dataclass(frozen=True)
+class SVIStep:
+    """One SVI update as the runner's ``step(t, state, data) -> (state, loss)``
+    (:func:`~jaxannot.runtime.progress.run_steps`), ``data = (lams, dynamic)``;
+    equal for equal programs, so a new one per fit reuses the compiled loop.
 
     Parameters
     ----------
     program : SVIProgram
+        The SVI and the arguments' static part.
+    """
+
+    program: SVIProgram
+
+    def __call__(self, t: Array, state: SVIState, data: tuple) -> tuple:
+        """``svi.update`` at the weights and arrays of ``data`` (``t`` unused: the
+        SVI state carries its own key).
+
+        Parameters
+        ----------
+        t : jax.Array
+            The step's index (unused).
+        state : numpyro.infer.svi.SVIState
+            The state entering the step.
+        data : tuple
+            ``(lams, dynamic)``: site -> weight, ``program.dynamic(args, kwargs)``.
+
+        Returns
+        -------
+        tuple of (SVIState, jax.Array)
+            The state after the update and the loss before it.
+        """
+        del t
+        lams, dynamic = data
+        args, kwargs = self.program.join(dynamic)
+        return self.program.svi_at(lams).update(state, *args, **kwargs)
+
+
+def run_steps(
+    program: SVIProgram, num_steps: int, state: SVIState, lams: dict, dynamic: list
+) -> tuple[SVIState, np.ndarray]:
+    """``num_steps`` SVI updates through the library's runner
+    (:func:`~jaxannot.runtime.progress.run_steps`, :class:`SVIStep`): one compiled
+    loop per program for any number of steps, checkpointed inside a
+    :func:`~jaxannot.runtime.checkpoint.checkpointing` block.
+
+    Parameters
+    ----------
+    program : SVIProgram
+        The SVI and the arguments' static part.
     num_steps : int
+        At least 1.
     state : numpyro.infer.svi.SVIState
+        The state entering the first step.
     lams : dict
         Site -> weight (float32 scalars).
     dynamic : list
@@ -250,13 +295,14 @@ def run_steps(
     -------
     state : SVIState
         After the last step.
-    losses : float array [num_steps]
+    losses : np.ndarray [num_steps]
         The loss before each step (as ``SVI.run`` records them).
     """
-    args, kwargs = program.join(dynamic)
-    svi = program.svi_at(lams)
-
-    def body(state, _):
-        return svi.update(state, *args, **kwargs)
-
-    return jax.lax.scan(body, state, None, length=num_steps)
+    return progress.run_steps(
+        SVIStep(program),
+        state,
+        num_steps,
+        progress_bar=False,
+        desc="SVI",
+        data=(lams, dynamic),
+    )

@@ -4,7 +4,10 @@ Every iterative fit of the library (:class:`~jaxannot.inference.VEM`,
 :class:`~jaxannot.inference.MAP`, ...) is a pure ``step(t, carry) -> (carry, info)``
 run by :func:`run_steps`, as blackjax's kernels return ``(state, info)``: ``info`` is
 a pytree of arrays recorded at every step (the simplest, a scalar loss; VEM's, the
-loss and a fault code: :class:`~jaxannot.inference.vem.steps.VEMInfo`). The loop over
+loss and a fault code: :class:`~jaxannot.inference.VEMInfo`). A random kernel of
+blackjax's shape, ``kernel(rng_key, state, *args) -> (state, info)`` (contrastive
+divergence, :mod:`~jaxannot.inference.em`'s kernels), runs as such a step wrapped in
+:class:`Keyed`, which hands step ``t`` the key ``fold_in(rng_key, t)``. The loop over
 steps is one jit-compiled ``lax.fori_loop`` with *dynamic* bounds over info buffers
 of fixed length (:data:`BUFFER`), so the same compiled program serves any slice of
 the steps and any number of steps:
@@ -23,6 +26,10 @@ The step is a static argument: pass the *same* function object on every run (bui
 once, e.g. in an object's ``__init__`` or a cached builder) and a second run on arrays
 of the same shapes compiles nothing.
 
+A fit that stops at a tolerance keeps a ``stopped`` flag in its carry (a step after
+it changes nothing) and passes ``done``, read on the host after each slice: the
+slices after it are not run (:func:`run_steps`).
+
 Inside a :func:`jaxannot.runtime.checkpoint.checkpointing` block the loop runs in
 slices of the block's ``every`` steps and saves its carry after each, and resumes from
 a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`), with the infos
@@ -31,6 +38,7 @@ recorded so far.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import sys
@@ -47,7 +55,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxannot.runtime import checkpoint, sharding
 from jaxannot.runtime.compile_options import jit_variants
 
-__all__ = ["check_count", "run_step", "run_steps"]
+__all__ = ["Keyed", "check_count", "run_step", "run_steps"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -170,6 +178,60 @@ def check_count(name: str, value: object, minimum: int = 1, what: str = "") -> i
     return count
 
 
+@dataclasses.dataclass(frozen=True)
+class Keyed:
+    """A kernel ``kernel(rng_key, state, *args) -> (state, info)`` (blackjax's
+    shape) as the runner's ``step(t, state, data)``, with ``data = (rng_key, args)``.
+
+    Step ``t`` draws with ``jax.random.fold_in(rng_key, t)``: under JAX's default
+    (partitionable threefry) keys, the ``t``-th key of
+    ``jax.random.split(rng_key, num_steps)``, so a run gives bit for bit the
+    states of a ``lax.scan`` over those keys, with one compiled loop for any
+    ``num_steps`` (no key array of ``num_steps`` rows is an argument). Equal
+    (and hashing equal) for the same kernel: wrap it anew at every run and the
+    loop compiled for the first run serves the next.
+
+    Parameters
+    ----------
+    kernel : callable
+        ``kernel(rng_key, state, *args) -> (state, info)``, pure and hashable.
+
+    Examples
+    --------
+    >>> def kernel(rng_key, state, scale):
+    ...     state = state + scale * jax.random.normal(rng_key)
+    ...     return state, state
+    >>> data = (jax.random.key(0), (jnp.float32(0.1),))
+    >>> state, trace = run_steps(
+    ...     Keyed(kernel), jnp.float32(0), 5, data=data, progress_bar=False
+    ... )
+    >>> trace.shape
+    (5,)
+    """
+
+    kernel: Callable
+
+    def __call__(self, t: jax.Array, state: Any, data: tuple) -> tuple[Any, Any]:
+        """Step ``t``: the kernel at ``fold_in(rng_key, t)``.
+
+        Parameters
+        ----------
+        t : jax.Array
+            The step's index.
+        state : pytree
+            The state entering the step.
+        data : tuple
+            ``(rng_key, args)``: the run's key and the kernel's other arguments.
+
+        Returns
+        -------
+        tuple
+            The kernel's ``(state, info)``.
+        """
+        rng_key, args = data
+        return self.kernel(jax.random.fold_in(rng_key, t), state, *args)
+
+
 def _replicated_on_carry_mesh(carry) -> NamedSharding | None:
     """Replicated sharding on the mesh of a carry split over several devices (a
     data-parallel fit), else None: the loss trace then keeps one layout in every
@@ -262,6 +324,7 @@ def run_steps(
     delay: float = 2.0,
     data: Any = None,
     fast_compile: bool = False,
+    done: Callable[[Any], bool] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``carry, info = step(t, carry)`` for ``t = 0 .. num_steps - 1``.
 
@@ -290,14 +353,21 @@ def run_steps(
         Compile the loop with XLA's cheaper options
         (:data:`~jaxannot.runtime.compile_options.FAST_OPTIONS`, a program of its
         own): for small fits, whose time is mostly compiling.
+    done : callable, optional
+        ``done(carry) -> bool``, read on the host after each slice of steps: True
+        ends the run there (a fit that stops at a tolerance). The steps of a slice
+        all run, so a step that has stopped (a ``stopped`` flag in its carry, as
+        :class:`~jaxannot.inference.VEM`'s) must leave its carry unchanged;
+        ``done`` only spares the slices after it. None: run every step.
 
     Returns
     -------
     carry : pytree
-        The state after the last step.
+        The state after the last step run.
     trace : pytree of np.ndarray
         The infos, each leaf stacked over the steps (``[num_steps, ...]``): for a
-        scalar loss, the losses ``[num_steps]``.
+        scalar loss, the losses ``[num_steps]``. Past the slice where ``done``
+        ended the run: NaN (floats) or 0.
 
     Raises
     ------
@@ -357,4 +427,6 @@ def run_steps(
             if loss is not None:
                 bar.set_postfix(loss=f"{float(loss):.6g}", refresh=False)
             bar.update(stop - begin)
+            if done is not None and done(carry):
+                break
     return carry, trace

@@ -36,7 +36,6 @@ Fan, R.-E. et al., "LIBLINEAR: a library for large linear classification", JMLR 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -44,6 +43,9 @@ import numpy as np
 
 import jax
 import jax.numpy as jnp
+
+from jaxannot.runtime.programs import bounded_cache
+from jaxannot.runtime.progress import run_steps
 
 if TYPE_CHECKING:
     from jaxannot.types import ArrayLike
@@ -241,24 +243,67 @@ def _bucket(n: int) -> int:
 TRACE_COUNT = {"fit": 0}
 
 
-@functools.partial(jax.jit, static_argnames=("c", "loss"))
-def _epoch(rng_key, state, x, y, mask, *, c, loss):
-    TRACE_COUNT["fit"] += 1  # compile-once tests count traces here
-    return build_kernel(c=c, loss=loss)(rng_key, state, (x, y, mask))
+class _Epochs(NamedTuple):
+    """The runner's carry: the key chain, the solver's state, the epochs run and
+    whether every concept's violation has reached the tolerance."""
+
+    rng_key: jax.Array
+    state: SVMState
+    epochs: jax.Array
+    stopped: jax.Array
+
+
+@bounded_cache(16)
+def _epoch_step(c: float, loss: str) -> Callable:
+    """One epoch as :func:`~jaxannot.runtime.progress.run_steps`'s ``step(t, carry,
+    (x, y, mask, tol))``, built once per ``(c, loss)``; an epoch after the stop
+    changes nothing (NaN info)."""
+    kernel = build_kernel(c=c, loss=loss)
+
+    def step(t, carry: _Epochs, data):
+        del t
+        TRACE_COUNT["fit"] += 1  # compile-once tests count traces here
+        x, y, mask, tol = data
+
+        def epoch(_):
+            rng_key, sub = jax.random.split(carry.rng_key)
+            state, info = kernel(sub, carry.state, (x, y, mask))
+            stopped = jnp.max(info.violation) <= tol
+            return _Epochs(rng_key, state, carry.epochs + 1, stopped), info
+
+        def idle(_):
+            shapes = jax.eval_shape(epoch, None)[1]
+            nan = jax.tree.map(lambda a: jnp.full(a.shape, jnp.nan, a.dtype), shapes)
+            return carry, nan
+
+        return jax.lax.cond(carry.stopped, idle, epoch, None)
+
+    return step
+
+
+def _float32_at_most(tol: float) -> np.float32:
+    """The largest float32 ``<= tol``: ``v <= tol`` for a float32 ``v`` compared in
+    float32, as the host compared it in float64."""
+    low = np.float32(tol)
+    return np.nextafter(low, np.float32(-np.inf)) if float(low) > tol else low
 
 
 def _run(rng_key, x, y, mask, *, c, loss, tol, max_epochs):
-    """Epochs until every concept's violation < ``tol``: a host loop over one jitted
-    epoch (a ``lax.while_loop`` around the scan was ~30x slower on XLA:CPU)."""
+    """Epochs until every concept's violation is ``<= tol``, through the library's
+    runner (one compiled loop; the host stops after the slice where it holds)."""
     state = init(x.shape[0], x.shape[1], y.shape[1])
-    info, epoch = None, 0
-    while epoch < max_epochs:
-        rng_key, sub = jax.random.split(rng_key)
-        state, info = _epoch(sub, state, x, y, mask, c=c, loss=loss)
-        epoch += 1
-        if float(info.violation.max()) <= tol:
-            break
-    return state, info, epoch
+    carry = _Epochs(rng_key, state, jnp.int32(0), jnp.bool_(False))
+    carry, trace = run_steps(
+        _epoch_step(c, loss),
+        carry,
+        max_epochs,
+        progress_bar=False,
+        desc="linear SVM",
+        data=(x, y, mask, _float32_at_most(tol)),
+        done=lambda carry: bool(carry.stopped),
+    )
+    epochs = int(carry.epochs)
+    return carry.state, jax.tree.map(lambda a: a[epochs - 1], trace), epochs
 
 
 def decision_function(x: ArrayLike, coef: ArrayLike, intercept: ArrayLike) -> jax.Array:

@@ -49,8 +49,7 @@ def _chain():
 
 
 #: Adam steps of :func:`_fit`: its fits share one compiled loop (fit_laplacian's
-#: weight is dynamic), apart from test_a_second_fit_at_another_weight_compiles_nothing's
-#: 1500-step loop, which has to compile its first fit
+#: weight is dynamic, and the runner's loop serves any number of steps)
 STEPS = 1200
 
 
@@ -455,15 +454,17 @@ def test_enumerated_site_gets_neighbour_information_like_lapvar1():
 
 
 def test_a_second_fit_at_another_weight_compiles_nothing(count_compiles):
+    """... nor one of another number of steps: one compiled loop serves both."""
     fits, compiled = {}, []
+    steps = {0.7: 1500, 0.2: 1600}
     for lam in (0.7, 0.2):  # new loss, graph and optimizer objects, equal values
         loss = LaplacianELBO(Trace_ELBO(), "z", _chain(), lam)
         with count_compiles() as compiles:
             fits[lam] = fit_laplacian(
-                loss, jax.random.key(0), model, guide, optax.adam(0.05), 1500, X
+                loss, jax.random.key(0), model, guide, optax.adam(0.05), steps[lam], X
             )
         compiled.append(compiles.count)
-    assert compiled[0] > 0 and compiled[1] == 0, compiled
+    assert compiled[1] == 0, compiled
     # each at its own weight: the stationarity condition (1/sd^2 + 1) loc
     # + 4 lam L loc = x (the penalty over ordered pairs), solved directly
     adjacency = to_scipy(_chain()).toarray()
@@ -473,7 +474,7 @@ def test_a_second_fit_at_another_weight_compiles_nothing(count_compiles):
         a = (1 / PRIOR_SD**2 + 1) * np.eye(X.size) + 4 * lam * laplacian
         exact = np.linalg.solve(a, X)
         np.testing.assert_allclose(fit.params["loc"], exact, atol=0.02)
-        assert fit.losses.shape == (1500,)
+        assert fit.losses.shape == (steps[lam],)
 
 
 def test_defaults_and_refusals():

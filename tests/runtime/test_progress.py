@@ -9,7 +9,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.runtime.progress import check_count, run_step, run_steps
+from jaxannot.runtime.progress import Keyed, check_count, run_step, run_steps
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.array(3), jnp.asarray(3)])
@@ -115,3 +115,63 @@ def test_every_leaf_of_an_info_tree_is_recorded_per_step(num_steps):
 def test_the_bar_shows_the_info_s_loss(capsys):
     run_steps(_info_step, jnp.float32(1), 3, progress_bar=True, delay=0.0)
     assert "loss=1.25" in capsys.readouterr().err  # the last step's: 1, 0.5, 1.25
+
+
+def _key_bits(rng_key, state, scale):
+    """A kernel whose info is bits of the key it was handed."""
+    bits = jax.random.bits(rng_key, (2,))
+    return state + scale * bits[1].astype(jnp.float32), bits[0]
+
+
+@pytest.mark.parametrize("num_steps", [1, 5, 64, 130])
+def test_keyed_kernel_takes_the_split_keys(num_steps, count_compiles):
+    """Step ``t`` of a :class:`Keyed` kernel draws with the ``t``-th key of
+    ``split(rng_key, num_steps)`` (a scan over the split keys, bit for bit), and a
+    run of another length compiles nothing."""
+    key = jax.random.key(4)
+    data = (key, (jnp.float32(1e-9),))
+    run_steps(Keyed(_key_bits), jnp.float32(0), 3, data=data, progress_bar=False)
+    with count_compiles() as counter:
+        state, bits = run_steps(
+            Keyed(_key_bits), jnp.float32(0), num_steps, data=data, progress_bar=False
+        )
+    assert counter.count == 0
+
+    def body(s, k):
+        return _key_bits(k, s, jnp.float32(1e-9))
+
+    want_state, want_bits = jax.jit(
+        lambda k: jax.lax.scan(body, jnp.float32(0), jax.random.split(k, num_steps))
+    )(key)
+    np.testing.assert_array_equal(bits, want_bits)
+    np.testing.assert_array_equal(state, want_state)
+
+
+def _count_to_three(t, carry):
+    """Counts its steps until 3, then stays (a stopped fit)."""
+    moved = jnp.where(carry < 3, carry + 1, carry)
+    return moved, jnp.where(carry < 3, t.astype(jnp.float32), jnp.nan)
+
+
+@pytest.mark.parametrize("progress_bar", [False, True])
+def test_done_ends_the_run_after_its_slice(progress_bar):
+    """``done`` is read after each slice: the slices after it are not run, and
+    their infos stay NaN."""
+    seen = []
+
+    def done(carry):
+        seen.append(float(carry))
+        return bool(carry >= 3)
+
+    carry, trace = run_steps(
+        _count_to_three,
+        jnp.float32(0),
+        200,
+        progress_bar=progress_bar,
+        delay=1e9,
+        done=done,
+    )
+    assert float(carry) == 3.0
+    np.testing.assert_array_equal(trace[:3], [0, 1, 2])
+    assert np.isnan(trace[3:]).all()
+    assert len(seen) == 1  # one slice: 64 steps, or 4 with a bar (200 / 50)

@@ -65,6 +65,19 @@ def test_fit_compiles_once(rng):
     assert linear_svm.TRACE_COUNT["fit"] - before <= 1
 
 
+def test_a_fit_of_another_tolerance_and_budget_compiles_nothing(rng, count_compiles):
+    """The epochs run in the library's runner, the tolerance an argument of its
+    loop: one program for any ``tol`` and ``max_epochs``."""
+    x, y = _problem(rng, n=50)
+    fit_linear_svm(x, y, rng_key=jax.random.key(0), tol=1e-3, max_epochs=50)
+    with count_compiles() as counter:
+        _, _, info = fit_linear_svm(
+            x, y, rng_key=jax.random.key(1), tol=0.05, max_epochs=130
+        )
+    assert counter.count == 0
+    assert 1 <= info["epochs"] <= 130
+
+
 def test_bad_input(rng):
     x, y = _problem(rng, n=20)
     with pytest.raises(ValueError, match="unknown loss"):

@@ -5,7 +5,9 @@
   :mod:`~jaxannot.inference.vem.run` and whose fold-in, predictions and Laplace
   draws delegate to those of :mod:`~jaxannot.inference.vem.fold_in`.
 - :mod:`~jaxannot.inference.vem.steps` — :class:`VEMState`, :class:`VEMInfo` (what
-  each EM iteration reports) and the E-steps.
+  each EM iteration reports: its loss and fault code, recorded by the runner,
+  :func:`~jaxannot.runtime.progress.run_steps`) and the E-steps; both exported here
+  and from :mod:`jaxannot.inference`.
 - :mod:`~jaxannot.inference.vem.declaration`, :mod:`~jaxannot.inference.vem.declared`,
   :mod:`~jaxannot.inference.vem.log_joint`, :mod:`~jaxannot.inference.vem.model_call`
   — what the declaration's trace says (sites, plates, supports), the bundle the
@@ -18,3 +20,7 @@
   — start values and compiled updates, the M-step, array layouts, global sites,
   checks, a run's faults, the warnings of an empty or collapsed fit.
 """
+
+from jaxannot.inference.vem.steps import VEMInfo, VEMState
+
+__all__ = ["VEMInfo", "VEMState"]

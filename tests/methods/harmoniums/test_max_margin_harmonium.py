@@ -300,23 +300,36 @@ def test_theta_step_equals_the_hand_written_hinge_it_replaced(rng_key, rng):
     assert float(value) > 0
 
 
-def test_pretraining_and_every_v_step_share_their_programs(rng_key, rng):
-    """The pre-training is the Θ-step at a hinge of weight 0 (one CD loop when it is
-    as long as a Θ-step); every V-step, the standardized start and the longer last
+def test_pretraining_and_every_v_step_share_their_programs(
+    rng_key, rng, count_compiles
+):
+    """The pre-training is the Θ-step at a hinge of weight 0 (one CD loop, whatever
+    the two's lengths); every V-step, the standardized start and the longer last
     one included, runs one compiled Crammer–Singer solver."""
     x, z, y = _toy(rng)
     params = hm.initialize(rng_key, KINDS, (8, 4), 5, views=(x, z))  # K of its own
-    loops = cd.fit_cd._cache_size(), multiclass_svm.fit_multiclass_svm._cache_size()
-    schedule = mmh.Schedule(
-        iterations=2, inner_steps=6, pretrain_steps=6, svm_epochs=4, final_svm_epochs=9
-    )
-    res = mmh.fit_mmh_classifier(
-        rng_key, params, _images(x, z), y, 3, MODEL, schedule=schedule
-    )
-    assert cd.fit_cd._cache_size() - loops[0] == 1
-    assert multiclass_svm.fit_multiclass_svm._cache_size() - loops[1] == 1
+    solvers = multiclass_svm.fit_multiclass_svm._cache_size()
+
+    def fit(pretrain_steps, inner_steps):
+        schedule = mmh.Schedule(
+            iterations=2,
+            inner_steps=inner_steps,
+            pretrain_steps=pretrain_steps,
+            svm_epochs=4,
+            final_svm_epochs=9,
+        )
+        return mmh.fit_mmh_classifier(
+            rng_key, params, _images(x, z), y, 3, MODEL, schedule=schedule
+        )
+
+    fit(0, 6)  # no pre-training: the Θ-steps' CD loop alone
+    assert multiclass_svm.fit_multiclass_svm._cache_size() - solvers == 1
+    counter = count_compiles()
+    with counter:
+        res = fit(7, 5)  # a pre-training, both of other lengths
+    assert counter.count == 0
     # the budgets still hold: the V-steps' traces stop within them
-    assert res.trace["cd_gap"].shape == (6 + 2 * 6,)
+    assert res.trace["cd_gap"].shape == (7 + 2 * 5,)
     assert np.all(np.isfinite(res.trace["svm_primal"]))
 
 
