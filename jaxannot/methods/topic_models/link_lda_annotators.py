@@ -35,12 +35,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from jaxannot.annotators.base import (
-    Fitted,
-    Method,
-    register_words_method,
-    show_progress,
-)
+from jaxannot.annotators.base import Fitted, register_words_method, show_progress
 from jaxannot.annotators.hyper_spec import (
     uses_defaults,
 )
@@ -54,6 +49,7 @@ from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.link_lda_bags import padded_bags
 from jaxannot.methods.topic_models.mixture_graph import fit_graph
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
+from jaxannot.methods.topic_models.readouts import topic_readouts
 
 __all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
 
@@ -137,70 +133,28 @@ def _fold_in_new(
     )
 
 
-def _register_link_lda(
-    name: str,
-    fit: Callable[..., Fitted],
-    params: type,
-    *,
-    fold_in: Callable[..., jax.Array],
-    fold_in_words: Callable[..., Sequence[np.ndarray]],
-    fit_theta: Callable[..., jax.Array],
-    topic_words: Callable[..., jax.Array],
-    texts: tuple[str, str, str],
-) -> Method:
-    """Register a Link-LDA method whose fitted parameters are a ``params``.
-
-    θ of new images (its embedding) is ``fold_in`` of their visual words under
-    ``fold_in_words(params)`` (text first; :func:`_fold_in_new`), θ of the fit
-    images ``fit_theta(params)``, p(word | topic) [k, w] ``topic_words(params)``,
-    and p(word | image) is θ @ p(word | topic). ``texts``: the summary, the
-    estimator name and the meaning of the scores."""
-    summary, estimator_name, meaning = texts
-
-    def new_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
-        words = fold_in_words(fitted.params)
-        return _normalized(_fold_in_new(fitted, corpus, fold_in, words))
-
-    def score_words(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-        return np.asarray(new_theta(fitted, corpus) @ topic_words(fitted.params))
-
-    def score_fit_corpus(fitted: Fitted) -> np.ndarray:
-        return np.asarray(fit_theta(fitted.params) @ topic_words(fitted.params))
-
-    def embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-        return np.asarray(new_theta(fitted, corpus))
-
-    return register_words_method(
-        name,
-        fit,
-        summary,
-        params=params,
-        score_words=score_words,
-        score_fit_corpus=score_fit_corpus,
-        embed=embed,
-        estimator_name=estimator_name,
-        input_kind="bag",
-        score_meaning=meaning,
-    )
-
-
 def _normalized(gamma: jax.Array) -> jax.Array:
     return gamma / gamma.sum(-1, keepdims=True)
 
 
-LINK_LDA = _register_link_lda(
+def _lda_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    p = fitted.params
+    words = (p.lambda_text, *p.lambda_visual)
+    return _normalized(_fold_in_new(fitted, corpus, llvb.fold_in, words))
+
+
+LINK_LDA = register_words_method(
     "link-lda",
     _lda_fit,
-    LinkLdaParams,
-    fold_in=llvb.fold_in,
-    fold_in_words=lambda p: (p.lambda_text, *p.lambda_visual),
-    fit_theta=lambda p: _normalized(jnp.asarray(p.gamma)),
-    topic_words=lambda p: ll.topic_word(jnp.asarray(p.lambda_text)),
-    texts=(
-        "Link-LDA: per-image topic proportions shared by the views, "
-        "collapsed (CVB0) or batch variational Bayes (Erosheva et al. 2004)",
-        "LinkLDA",
-        "p(word | image) of Link-LDA (a row sums to 1)",
+    "Link-LDA: per-image topic proportions shared by the views, "
+    "collapsed (CVB0) or batch variational Bayes (Erosheva et al. 2004)",
+    params=LinkLdaParams,
+    estimator_name="LinkLDA",
+    score_meaning="p(word | image) of Link-LDA (a row sums to 1)",
+    **topic_readouts(
+        _lda_theta,
+        lambda p: _normalized(jnp.asarray(p.gamma)),
+        lambda theta, p: theta @ ll.topic_word(jnp.asarray(p.lambda_text)),
     ),
 )
 
@@ -265,20 +219,26 @@ def _lap_fit(
     return vw.fitted_with_objective("lap-link-lda", params, views_hyper, objective)
 
 
-# the fit's β̂ are MAP topic-word distributions: new images (per image: a batch of
-# one gives the same rows) are folded in under them by the VB update
-LAP_LINK_LDA = _register_link_lda(
+def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
+    """θ of new images by the VB fold-in of their visual words under the fitted
+    β̂ (per image: a batch of one gives the same rows)."""
+    p = fitted.params
+    return _normalized(
+        _fold_in_new(fitted, corpus, svi.fold_in, (p.beta_text, *p.beta_visual))
+    )
+
+
+LAP_LINK_LDA = register_words_method(
     "lap-link-lda",
     _lap_fit,
-    LapLinkLdaParams,
-    fold_in=svi.fold_in,
-    fold_in_words=lambda p: (p.beta_text, *p.beta_visual),
-    fit_theta=lambda p: jnp.asarray(p.theta),
-    topic_words=lambda p: jnp.asarray(p.beta_text),
-    texts=(
-        "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' "
-        "topic proportions over a k-NN graph of their visual words (LaplacianELBO)",
-        "LapLinkLDA",
-        "p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
+    "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' topic "
+    "proportions over a k-NN graph of their visual words (LaplacianELBO)",
+    params=LapLinkLdaParams,
+    estimator_name="LapLinkLDA",
+    score_meaning="p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
+    **topic_readouts(
+        _lap_theta,
+        lambda p: jnp.asarray(p.theta),
+        lambda theta, p: theta @ jnp.asarray(p.beta_text),
     ),
 )
