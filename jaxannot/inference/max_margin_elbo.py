@@ -279,14 +279,8 @@ class MaxMarginELBO(PenalizedELBO):
 
         Parameters
         ----------
-        params : dict
-            SVI params.
-        guide : callable
-            The guide :meth:`guide` returned.
-        *args, **kwargs
-            The images' data, as the model takes it.
-        model : callable, optional
-            Only for a site enumerated in the model rather than in the guide.
+        params, guide, *args, model, **kwargs
+            As :meth:`decision_function` takes them.
 
         Returns
         -------

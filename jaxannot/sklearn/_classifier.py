@@ -75,8 +75,8 @@ class ClassifierEstimator(SharedBase, ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features, as :meth:`fit` took them.
+        X
+            As :meth:`predict` takes it.
 
         Returns
         -------

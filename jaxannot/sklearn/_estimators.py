@@ -98,7 +98,7 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features, as :meth:`fit` took them.
+            The images to score, as :meth:`fit` took their features.
 
         Returns
         -------
@@ -115,8 +115,8 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features, as :meth:`fit` took them.
+        X
+            As :meth:`decision_function` takes it.
 
         Returns
         -------
@@ -131,8 +131,8 @@ class AnnotatorEstimator(SharedBase, MultiOutputMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features, as :meth:`fit` took them.
+        X
+            As :meth:`decision_function` takes it.
 
         Returns
         -------

@@ -48,7 +48,8 @@ class RegressorEstimator(SharedBase, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features; a dict gives named views (all with ``n_images`` rows).
+            Image features; a dict gives named views (all with ``n_images`` rows;
+            none named ``_sklearn_target``, the name ``y`` takes).
         y : array-like of shape (n_images,)
             The real response, finite.
 
@@ -71,7 +72,8 @@ class RegressorEstimator(SharedBase, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_images, n_features) or dict of such arrays
-            Image features, as :meth:`fit` took them.
+            Features of the images whose response is predicted, as :meth:`fit`
+            took them.
 
         Returns
         -------

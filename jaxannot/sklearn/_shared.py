@@ -50,7 +50,7 @@ def sklearn_hyper(method: Method) -> dict:
     Parameters
     ----------
     method : Method
-        A registered method.
+        A registered method (its ``hyper``).
 
     Returns
     -------

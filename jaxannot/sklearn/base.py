@@ -63,7 +63,7 @@ def is_regressor_method(method: Method) -> bool:
     Parameters
     ----------
     method : Method
-        A registered method.
+        As :func:`is_classifier_method` takes it.
 
     Returns
     -------

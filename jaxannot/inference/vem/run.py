@@ -211,20 +211,9 @@ def start_state(
     ----------
     vem : VEM
         The algorithm.
-    setup : Setup
-        The call's static set-up.
-    layout : Whole or Shards
-        The fit's layout.
-    rng_key : PRNGKey
-        Split into an initialization key and the loop key.
-    init_params : Mapping or None
-        Constrained starting values of the global sites, or None.
-    dynamic : tuple
-        The model's array arguments.
-    placed : tuple
-        Those arrays placed for the layout.
-    args_kw : tuple of (tuple, dict)
-        The model's positional and keyword arguments, for the error messages.
+    setup, layout, rng_key, init_params, dynamic, placed, args_kw
+        As :meth:`VEM.init_prepared
+        <jaxannot.inference.vem.algorithm.VEM.init_prepared>` takes them.
     fold_in : bool
         The start's posteriors folded in at its values; uniform ones otherwise,
         for a fit whose first E-step does not read them

@@ -316,7 +316,7 @@ def harmonium_of(fitted: Fitted) -> tuple[hm.HarmoniumParams, tuple, list]:
     Parameters
     ----------
     fitted : Fitted
-        A harmonium method's fitted model.
+        A harmonium method's fit, as :func:`view_scaling` takes it.
 
     Returns
     -------

@@ -49,6 +49,7 @@ from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.link_lda_bags import padded_bags
 from jaxannot.methods.topic_models.mixture_graph import fit_graph
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
+from jaxannot.methods.topic_models.readouts import topic_readouts
 
 __all__ = ["LINK_LDA", "LAP_LINK_LDA", "INFERENCE"]
 
@@ -132,27 +133,14 @@ def _fold_in_new(
     )
 
 
-def _lda_gamma(fitted: Fitted, corpus: Corpus) -> jax.Array:
+def _normalized(gamma: jax.Array) -> jax.Array:
+    return gamma / gamma.sum(-1, keepdims=True)
+
+
+def _lda_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     p = fitted.params
-    return _fold_in_new(fitted, corpus, llvb.fold_in, (p.lambda_text, *p.lambda_visual))
-
-
-def _lda_words(gamma, lambda_text) -> np.ndarray:
-    theta = gamma / gamma.sum(-1, keepdims=True)
-    return np.asarray(theta @ ll.topic_word(jnp.asarray(lambda_text)))
-
-
-def _lda_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return _lda_words(_lda_gamma(fitted, corpus), fitted.params.lambda_text)
-
-
-def _lda_score_fit(fitted: Fitted) -> np.ndarray:
-    return _lda_words(jnp.asarray(fitted.params.gamma), fitted.params.lambda_text)
-
-
-def _lda_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    g = _lda_gamma(fitted, corpus)
-    return np.asarray(g / g.sum(-1, keepdims=True))
+    words = (p.lambda_text, *p.lambda_visual)
+    return _normalized(_fold_in_new(fitted, corpus, llvb.fold_in, words))
 
 
 LINK_LDA = register_words_method(
@@ -161,12 +149,13 @@ LINK_LDA = register_words_method(
     "Link-LDA: per-image topic proportions shared by the views, "
     "collapsed (CVB0) or batch variational Bayes (Erosheva et al. 2004)",
     params=LinkLdaParams,
-    score_words=_lda_score,
-    score_fit_corpus=_lda_score_fit,
-    embed=_lda_embed,
     estimator_name="LinkLDA",
-    input_kind="bag",
     score_meaning="p(word | image) of Link-LDA (a row sums to 1)",
+    **topic_readouts(
+        _lda_theta,
+        lambda p: _normalized(jnp.asarray(p.gamma)),
+        lambda theta, p: theta @ ll.topic_word(jnp.asarray(p.lambda_text)),
+    ),
 )
 
 
@@ -234,21 +223,9 @@ def _lap_theta(fitted: Fitted, corpus: Corpus) -> jax.Array:
     """θ of new images by the VB fold-in of their visual words under the fitted
     β̂ (per image: a batch of one gives the same rows)."""
     p = fitted.params
-    gamma = _fold_in_new(fitted, corpus, svi.fold_in, (p.beta_text, *p.beta_visual))
-    return gamma / gamma.sum(-1, keepdims=True)
-
-
-def _lap_score(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(_lap_theta(fitted, corpus) @ jnp.asarray(fitted.params.beta_text))
-
-
-def _lap_score_fit(fitted: Fitted) -> np.ndarray:
-    p = fitted.params
-    return np.asarray(jnp.asarray(p.theta) @ jnp.asarray(p.beta_text))
-
-
-def _lap_embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-    return np.asarray(_lap_theta(fitted, corpus))
+    return _normalized(
+        _fold_in_new(fitted, corpus, svi.fold_in, (p.beta_text, *p.beta_visual))
+    )
 
 
 LAP_LINK_LDA = register_words_method(
@@ -257,10 +234,11 @@ LAP_LINK_LDA = register_words_method(
     "graph-regularized Link-LDA: SVI with a Laplacian penalty on the images' topic "
     "proportions over a k-NN graph of their visual words (LaplacianELBO)",
     params=LapLinkLdaParams,
-    score_words=_lap_score,
-    score_fit_corpus=_lap_score_fit,
-    embed=_lap_embed,
     estimator_name="LapLinkLDA",
-    input_kind="bag",
     score_meaning="p(word | image) of Link-LDA fitted by SVI (a row sums to 1)",
+    **topic_readouts(
+        _lap_theta,
+        lambda p: jnp.asarray(p.theta),
+        lambda theta, p: theta @ jnp.asarray(p.beta_text),
+    ),
 )

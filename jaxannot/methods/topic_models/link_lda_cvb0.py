@@ -79,11 +79,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxannot.inference.support import SupportError, check_support, first_failing
-from jaxannot.methods.topic_models.link_lda import (
-    LDAPrior,
-    check_counts,
-    padded_views,
-)
+from jaxannot.methods.topic_models.link_lda import LDAPrior, check_counts, padded_views
 
 if TYPE_CHECKING:
     from jaxannot.types import Array

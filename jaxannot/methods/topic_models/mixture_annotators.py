@@ -62,6 +62,7 @@ from jaxannot.methods.topic_models.mixture_graph import (
     newton_batch,
 )
 from jaxannot.methods.topic_models.params import LapMixUnigramParams, MixUnigramParams
+from jaxannot.methods.topic_models.readouts import topic_readouts
 
 __all__ = ["MIX_UNIGRAM", "LAP_MIX_UNIGRAM"]
 
@@ -144,38 +145,22 @@ def _mix_fit(
     return vw.fitted_with_objective("mix-unigram", fit, views_hyper, objective)
 
 
-def _mix_score_fit(fitted: Fitted) -> np.ndarray:
-    return np.asarray(
-        mu.predict_words(
-            jnp.asarray(fitted.params.phi),
-            jnp.asarray(fitted.params.log_beta_text),
-        )
-    )
+def _mixture_words(phi: jax.Array, params: MixUnigramParams) -> jax.Array:
+    return mu.predict_words(phi, jnp.asarray(params.log_beta_text))
 
 
 def _register_mixture(name: str, fit, phi_of, params: type, summary: str) -> Method:
     """Register a mixture-of-unigrams method whose posteriors of new images are
     ``phi_of(fitted, corpus)`` (its embedding; the words follow from them) and whose
     fitted parameters are a ``params``."""
-
-    def score_words(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-        log_beta_text = jnp.asarray(fitted.params.log_beta_text)
-        return np.asarray(mu.predict_words(phi_of(fitted, corpus), log_beta_text))
-
-    def embed(fitted: Fitted, corpus: Corpus) -> np.ndarray:
-        return np.asarray(phi_of(fitted, corpus))
-
     return register_words_method(
         name,
         fit,
         summary,
         params=params,
         monotone={"objective": "increases"},  # EM; LapVar's regularized bound
-        score_words=score_words,
-        score_fit_corpus=_mix_score_fit,
-        embed=embed,
-        input_kind="bag",
         score_meaning="p(word | image) under the mixture (a row sums to 1 over words)",
+        **topic_readouts(phi_of, lambda p: jnp.asarray(p.phi), _mixture_words),
     )
 
 
