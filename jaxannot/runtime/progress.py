@@ -255,12 +255,14 @@ def _host_trace(num_steps: int, chunk: np.ndarray) -> np.ndarray:
 
 def _shown_loss(info: Any) -> Any:
     """What the bar shows of a step's info: itself where it is one array, else its
-    ``loss`` field (an attribute or a key), else None."""
+    ``loss`` field (an attribute or a key); None where that is not one number."""
     if isinstance(info, np.ndarray | np.generic):
-        return info
-    if isinstance(info, dict):
-        return info.get("loss")
-    return getattr(info, "loss", None)
+        loss = info
+    elif isinstance(info, dict):
+        loss = info.get("loss")
+    else:
+        loss = getattr(info, "loss", None)
+    return loss if loss is not None and np.size(loss) == 1 else None
 
 
 def run_step(

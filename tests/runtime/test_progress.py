@@ -117,6 +117,21 @@ def test_the_bar_shows_the_info_s_loss(capsys):
     assert "loss=1.25" in capsys.readouterr().err  # the last step's: 1, 0.5, 1.25
 
 
+def _vector_info_step(t, carry):
+    return carry + 1.0, jnp.stack([carry, 2.0 * carry])
+
+
+@pytest.mark.parametrize("progress_bar", [False, True])
+def test_an_info_of_one_vector_is_recorded_and_not_shown(progress_bar, capsys):
+    """An info that is one array of several numbers has no loss to show: the bar
+    shows none (it used to call ``float`` on the array, a TypeError, bar or not)."""
+    carry, infos = run_steps(
+        _vector_info_step, jnp.float32(0), 3, progress_bar=progress_bar, delay=0.0
+    )
+    np.testing.assert_array_equal(infos, [[0, 0], [1, 2], [2, 4]])
+    assert float(carry) == 3.0 and "loss=" not in capsys.readouterr().err
+
+
 def _key_bits(rng_key, state, scale):
     """A kernel whose info is bits of the key it was handed."""
     bits = jax.random.bits(rng_key, (2,))
