@@ -293,8 +293,27 @@ def laplacian_penalty(phi: jax.Array, table: NeighbourTable) -> jax.Array:
     Returns
     -------
     jax.Array
-        The scalar penalty :math:`R`.
+        The scalar penalty :math:`R`; with the table's blocks of several nodes
+        summed block after block (memory O(block edges x K) instead of O(E K)).
     """
     padded = pad_dummy_row(phi)
-    m = neighbour_sums(padded, table)
-    return (table.degree * (padded**2).sum(-1)).sum() - (padded * m).sum()
+    squares = (table.degree * (padded**2).sum(-1)).sum()
+    if table.blocks is None or table.blocks.members.shape[1] == 1:  # one node each
+        return squares - (padded * neighbour_sums(padded, table)).sum()
+    return squares - _blocked_cross(padded, table.blocks)
+
+
+def _blocked_cross(phi_padded: jax.Array, blocks: ColourBlocks) -> jax.Array:
+    r""":math:`\sum_i \phi_i^\top m_i` block after block (the real blocks only):
+    O(block edges x K) memory where :func:`neighbour_sums` forms all E x K at once."""
+    size = blocks.members.shape[1]
+
+    def body(b, total):
+        contrib = blocks.weights[b][:, None] * phi_padded[blocks.receivers[b]]
+        m = jax.ops.segment_sum(
+            contrib, blocks.slots[b], size + 1, indices_are_sorted=True
+        )[:size]
+        return total + (phi_padded[blocks.members[b]] * m).sum()
+
+    zero = jnp.zeros((), phi_padded.dtype)
+    return jax.lax.fori_loop(0, blocks.count.sum(), body, zero)

@@ -193,7 +193,6 @@ def lapvar1_sweep(
     def body(t, phi_p):
         pos = jnp.searchsorted(ends, t, side="right")
         b = blocks.first[order[pos]] + t - (ends[pos] - counts[pos])
-        b = jnp.where(t < ends[-1], b, t)  # then the padding blocks (dummy nodes)
         members = blocks.members[b]
         contrib = blocks.weights[b][:, None] * phi_p[blocks.receivers[b]]
         m = jax.ops.segment_sum(
@@ -202,7 +201,8 @@ def lapvar1_sweep(
         new = update(phi_p[members], a_p[members], m, table.degree[members], lam)
         return phi_p.at[members].set(new)
 
-    phi_p = lax.fori_loop(0, blocks.members.shape[0], body, phi_p)
+    # the real blocks only: the padding blocks after them hold the dummy node alone
+    phi_p = lax.fori_loop(0, ends[-1], body, phi_p)
     return phi_p[:-1]
 
 

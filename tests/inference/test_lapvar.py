@@ -77,6 +77,20 @@ def test_tables_of_graphs_with_as_many_nodes_have_the_same_shapes():
     assert bool(jnp.all(tables[0].senders[~real] == 90))
 
 
+@pytest.mark.parametrize("blocks", [True, False])
+def test_penalty_of_a_graph_of_several_blocks_matches_dense_formula(blocks):
+    # 700 nodes: blocks of 256 nodes, so the blocked sum visits several blocks
+    g, dense = _random_graph(700, 0.02, 3)
+    phi = np.random.default_rng(4).dirichlet(np.ones(5), 700).astype(np.float32)
+    table = lapvar.neighbour_table(g, blocks=blocks)
+    assert not blocks or int(table.blocks.count.sum()) > 2
+    diff = ((phi[:, None].astype(np.float64) - phi[None]) ** 2).sum(-1)
+    ref = 0.5 * (dense * diff).sum()
+    np.testing.assert_allclose(
+        float(lapvar.laplacian_penalty(jnp.asarray(phi), table)), ref, rtol=1e-5
+    )
+
+
 def test_penalty_matches_dense_formula():
     g, dense = _random_graph(15, 0.3, 1)
     phi = np.random.default_rng(2).dirichlet(np.ones(4), 15).astype(np.float32)
