@@ -9,8 +9,9 @@ compiled loop for any number of iterations, checkpointed inside a
 :func:`~jaxannot.runtime.checkpoint.checkpointing` block; iteration ``t`` draws
 with the ``t``-th key of ``jax.random.split(rng_key, num_iterations)``,
 :class:`~jaxannot.runtime.progress.Keyed`);
-:func:`run_em_until_converged` in a ``lax.while_loop`` inside one ``jax.jit`` (the
-stopping rule is part of the loop). The step is a static argument, so a model's kernel
+:func:`run_em_until_converged` inside one ``jax.jit``, through the runner's
+in-program loop, :func:`~jaxannot.runtime.progress.run_until_stopped` (the stopping
+rule is part of the loop). The step is a static argument, so a model's kernel
 built once (e.g. through a cached ``build_kernel``) is traced and compiled once per
 data shape.
 
@@ -25,14 +26,14 @@ sparse, and other variants. Learning in Graphical Models, 1999.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from jaxannot.runtime.progress import Keyed, check_count, run_steps
+from jaxannot.runtime.progress import Keyed, check_count, run_steps, run_until_stopped
 
 __all__ = ["EMTrace", "run_em", "run_em_until_converged", "run_until_small_change"]
 
@@ -101,6 +102,16 @@ def run_em(
     return state, EMTrace(infos.objective, num_iterations)
 
 
+class _Converging(NamedTuple):
+    """:func:`run_em_until_converged`'s carry: the key chain, the kernel's state,
+    the last objective and whether the rule has stopped the run."""
+
+    rng_key: jax.Array
+    state: Any
+    objective: jax.Array
+    stopped: jax.Array
+
+
 @functools.partial(
     jax.jit, static_argnames=("step", "max_iterations", "min_iterations")
 )
@@ -118,11 +129,15 @@ def run_em_until_converged(
 
     Stops after iteration :math:`t \ge` ``min_iterations`` when
     :math:`|f_t - f_{t-1}| \le \text{tol}\,|f_{t-1}|`, or after ``max_iterations``.
+    The iterations run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`), so the whole run is one
+    traceable program.
 
     Parameters
     ----------
     rng_key : jax.Array
-        Split into one key per iteration.
+        Iteration ``t`` draws with the second half of its split, the first going on
+        to the next.
     state : pytree
         The start.
     data : pytree
@@ -142,24 +157,19 @@ def run_em_until_converged(
     trace : EMTrace
         Objective per iteration (NaN-padded to ``max_iterations``).
     """
-    trace0 = jnp.full((max_iterations,), jnp.nan, dtype=jnp.float32)
 
-    def cond(carry):
-        t, _, _, trace, _ = carry
-        prev = trace[jnp.maximum(t - 2, 0)]
-        last = trace[jnp.maximum(t - 1, 0)]
+    def iteration(t, carry: _Converging, data):
+        key, sub = jax.random.split(carry.rng_key)
+        st, info = step(sub, carry.state, data)
+        last = info.objective.astype(jnp.float32)
+        prev = jnp.where(t == 0, last, carry.objective)  # f_0 against itself
         small = jnp.abs(last - prev) <= tolerance * jnp.abs(prev)
-        return (t < max_iterations) & ((t < min_iterations) | ~small)
+        stopped = (t + 1 >= min_iterations) & small
+        return _Converging(key, st, last, stopped), last
 
-    def body(carry):
-        t, key, st, trace, _ = carry
-        key, sub = jax.random.split(key)
-        st, info = step(sub, st, data)
-        trace = trace.at[t].set(info.objective.astype(jnp.float32))
-        return t + 1, key, st, trace, 0
-
-    t, _, state, trace, _ = lax.while_loop(cond, body, (0, rng_key, state, trace0, 0))
-    return state, EMTrace(trace, t)
+    start = _Converging(rng_key, state, jnp.float32(jnp.nan), jnp.array(False))
+    carry, trace, t = run_until_stopped(iteration, start, max_iterations, data=data)
+    return carry.state, EMTrace(trace, t)
 
 
 def run_until_small_change(
@@ -167,10 +177,12 @@ def run_until_small_change(
 ) -> tuple[Any, jax.Array]:
     r"""Iterate a deterministic solver until its relative change drops to ``tol``.
 
-    ``state, info = step(state)`` is repeated (one ``lax.while_loop``) while
-    ``state.iteration < max_iterations`` and the last ``info.relative_change > tol``
-    (the solver defines the change: of the objective, or of the iterate). Used by the
-    reweighted solvers (FSNM, SFSLS's Algorithm 1), whose objectives never increase.
+    ``state, info = step(state)`` is repeated while ``state.iteration <
+    max_iterations`` and the last ``info.relative_change > tol`` (the solver defines
+    the change: of the objective, or of the iterate), through the library's
+    in-program runner (:func:`~jaxannot.runtime.progress.run_until_stopped`). Used
+    by the reweighted solvers (FSNM, SFSLS's Algorithm 1), whose objectives never
+    increase.
 
     Parameters
     ----------
@@ -178,7 +190,7 @@ def run_until_small_change(
         ``state -> (state, info)`` with ``state.iteration``, ``state.objective`` and
         ``info.objective``, ``info.relative_change``.
     state : pytree
-        The start; its ``objective`` is the history's first entry.
+        The start (iteration 0); its ``objective`` is the history's first entry.
     tol : float
         Stop at a relative change ``<= tol`` (traced: changing it does not
         recompile).
@@ -191,19 +203,21 @@ def run_until_small_change(
     history : Float[Array, "max_iterations + 1"]
         The start's objective, then one per step; NaN after the last step run.
     """
+
     dtype = jnp.asarray(state.objective).dtype
-    history = jnp.full((max_iterations + 1,), jnp.nan, dtype).at[0].set(state.objective)
 
-    def cond(carry):
-        st, _, change = carry
-        return (st.iteration < max_iterations) & (change > tol)
+    def iteration(t, carry):
+        del t
+        st, info = step(carry[0])
+        return (st, ~(info.relative_change > tol)), info.objective.astype(dtype)
 
-    def body(carry):
-        st, hist, _ = carry
-        st, info = step(st)
-        return st, hist.at[st.iteration].set(info.objective), info.relative_change
-
-    state, history, _ = lax.while_loop(
-        cond, body, (state, history, jnp.asarray(jnp.inf, dtype))
+    start = (state, jnp.array(False))
+    carry, trace, _ = run_until_stopped(
+        iteration,
+        start,
+        max_iterations,
+        budget=max_iterations - state.iteration,
+        stopped=operator.itemgetter(1),
     )
-    return state, history
+    first = jnp.asarray(state.objective, dtype)[None]
+    return carry[0], jnp.concatenate([first, trace])

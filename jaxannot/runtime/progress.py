@@ -30,6 +30,11 @@ A fit that stops at a tolerance keeps a ``stopped`` flag in its carry (a step af
 it changes nothing) and passes ``done``, read on the host after each slice: the
 slices after it are not run (:func:`run_steps`).
 
+A loop that is one part of a larger compiled program (a solver called inside another
+fit's step) runs the same ``step(t, carry[, data])`` through :func:`run_until_stopped`:
+one ``lax.while_loop``, traced where it is called, that ends at the first step whose
+carry says ``stopped`` or at a step budget, its infos in buffers of a static length.
+
 Inside a :func:`jaxannot.runtime.checkpoint.checkpointing` block the loop runs in
 slices of the block's ``every`` steps and saves its carry after each, and resumes from
 a saved carry of the same fit (:mod:`jaxannot.runtime.checkpoint`), with the infos
@@ -55,7 +60,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxannot.runtime import checkpoint, sharding
 from jaxannot.runtime.compile_options import jit_variants
 
-__all__ = ["Keyed", "check_count", "run_step", "run_steps"]
+__all__ = ["Keyed", "check_count", "run_step", "run_steps", "run_until_stopped"]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -432,3 +437,69 @@ def run_steps(
             if done is not None and done(carry):
                 break
     return carry, trace
+
+
+def run_until_stopped(
+    step: Callable[..., tuple[Any, Any]],
+    carry: Any,
+    max_steps: int,
+    *,
+    data: Any = None,
+    budget: int | jax.Array | None = None,
+    stopped: Callable[[Any], jax.Array] = operator.attrgetter("stopped"),
+) -> tuple[Any, Any, jax.Array]:
+    """Run ``carry, info = step(t, carry[, data])`` in one ``lax.while_loop`` until
+    ``stopped(carry)`` or the budget: :func:`run_steps`'s loop inside a compiled
+    program.
+
+    Traceable (call it inside ``jax.jit``, as a solver inside another fit's step
+    does): step ``t`` runs while ``t < min(budget, max_steps)`` and the carry it
+    takes is not stopped, so no step runs after the stop (the step need not leave a
+    stopped carry unchanged, as :func:`run_steps`'s must). A random kernel runs
+    wrapped in :class:`Keyed` (``data = (rng_key, args)``).
+
+    Parameters
+    ----------
+    step : callable
+        ``step(t, carry) -> (carry, info)``, or ``step(t, carry, data)`` with
+        ``data``; ``info`` a pytree of arrays of the same shapes at every step.
+    carry : pytree
+        The state entering step 0 (``stopped(carry)`` False, or no step runs).
+    max_steps : int
+        Static: the most steps, and the length of the info buffers.
+    data : pytree, optional
+        Arrays every step reads and none changes.
+    budget : int or jax.Array, optional
+        Fewer steps than ``max_steps`` (traced: a new budget compiles nothing).
+    stopped : callable
+        ``stopped(carry) -> bool array``: the run ends before a carry for which it
+        holds. Default: the carry's ``stopped`` field.
+
+    Returns
+    -------
+    carry : pytree
+        The state after the last step run.
+    trace : pytree of jax.Array
+        The infos, each leaf stacked over the steps (``[max_steps, ...]``); NaN
+        (floats) or 0 past the last step run.
+    num_steps : jax.Array
+        The steps run (int32).
+    """
+    args = () if data is None else (data,)
+    _, shapes = jax.eval_shape(step, 0, carry, *args)
+    trace = jax.tree.map(
+        lambda s: jnp.full((max_steps, *s.shape), _fill(s.dtype), s.dtype), shapes
+    )
+    limit = max_steps if budget is None else jnp.minimum(budget, max_steps)
+
+    def cond(state):
+        t, carry, _ = state
+        return (t < limit) & ~stopped(carry)
+
+    def body(state):
+        t, carry, trace = state
+        carry, info = step(t, carry, *args)
+        return t + 1, carry, jax.tree.map(lambda b, x: b.at[t].set(x), trace, info)
+
+    t, carry, trace = lax.while_loop(cond, body, (jnp.int32(0), carry, trace))
+    return carry, trace, t

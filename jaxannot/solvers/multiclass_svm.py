@@ -40,6 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.runtime.progress import Keyed, run_until_stopped
 from jaxannot.runtime.row_buckets import masked_permutation
 from jaxannot.types import Array, PRNGKey
 
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_STOP",
     "CSState",
     "CSInfo",
+    "DualCarry",
     "primal_objective",
     "dual_objective",
     "init",
@@ -343,12 +345,31 @@ def fit_multiclass_svm(
     if mask is not None:
         c = c * mask.astype(x.dtype)  # padded rows: cost 0
     step = build_kernel(c, shrink, mask)
-    return run_dual_epochs(step, CSInfo, rng_key, state, x, y, stop)
+    return run_dual_epochs(step, rng_key, state, x, y, stop)
+
+
+class DualCarry(NamedTuple):
+    """:func:`run_dual_epochs`'s carry: the solver's state and whether the duality
+    gap has reached the tolerance."""
+
+    state: tuple
+    stopped: Array
+
+
+def _until_gap(epoch: Callable) -> Callable:
+    """``epoch(rng_key, state, x, y)`` as a kernel ``(rng_key, DualCarry, x, y,
+    tol)`` that sets ``stopped`` at the :class:`DualStop` rule."""
+
+    def kernel(rng_key: PRNGKey, carry: DualCarry, x: Array, y: Array, tol):
+        state, info = epoch(rng_key, carry.state, x, y)
+        stopped = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
+        return DualCarry(state, stopped), info
+
+    return kernel
 
 
 def run_dual_epochs(
     step: Callable,
-    info_type: type,
     rng_key: PRNGKey,
     state: tuple,
     x: Array,
@@ -357,15 +378,21 @@ def run_dual_epochs(
 ) -> tuple[tuple, tuple]:
     """Run dual coordinate-descent epochs until the :class:`DualStop` rule holds.
 
+    The epochs run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`, a kernel wrapped in
+    :class:`~jaxannot.runtime.progress.Keyed`): the solves run inside other compiled
+    programs (:class:`~jaxannot.inference.max_margin.MaxMargin`'s M-step, the
+    max-margin harmonium's V-steps).
+
     Parameters
     ----------
     step : callable
-        ``step(rng_key, state, x, y) -> (state, info)``, one epoch.
-    info_type : type
-        The ``NamedTuple`` of ``info``, fields ``(primal, dual, gap)``
-        (:class:`CSInfo`, :class:`~jaxannot.solvers.svr.SVRInfo`).
+        ``step(rng_key, state, x, y) -> (state, info)``, one epoch; ``info`` a
+        ``NamedTuple`` with fields ``primal`` and ``gap`` (:class:`CSInfo`,
+        :class:`~jaxannot.solvers.svr.SVRInfo`).
     rng_key, state, x, y
-        The visiting orders' key (folded with the epoch), the start and the data.
+        The visiting orders' key (epoch ``t`` draws with ``fold_in(rng_key, t)``),
+        the start and the data.
     stop : DualStop
         Epoch budget and relative duality gap to stop at.
 
@@ -375,26 +402,14 @@ def run_dual_epochs(
         The final state and ``[stop.max_epochs]`` traces of ``info`` (NaN after the
         stopping epoch, or after ``stop.epochs``).
     """
-    max_epochs, tol = stop.max_epochs, stop.tol
-    budget = stop.budget
-    nan = jnp.full((max_epochs,), jnp.nan, x.dtype)
-    trace = info_type(nan, nan, nan)
-
-    def cond(carry):
-        epoch, _, _, done = carry
-        return (epoch < budget) & ~done
-
-    def body(carry):
-        epoch, s, tr, _ = carry
-        s, info = step(jax.random.fold_in(rng_key, epoch), s, x, y)
-        tr = info_type(*(t.at[epoch].set(v) for t, v in zip(tr, info, strict=False)))
-        done = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
-        return epoch + 1, s, tr, done
-
-    _, state, trace, _ = jax.lax.while_loop(
-        cond, body, (jnp.array(0), state, trace, jnp.array(False))
+    carry, trace, _ = run_until_stopped(
+        Keyed(_until_gap(step)),
+        DualCarry(state, jnp.array(False)),
+        stop.max_epochs,
+        data=(rng_key, (x, y, stop.tol)),
+        budget=stop.epochs,
     )
-    return state, trace
+    return carry.state, trace
 
 
 def decision_function(weights: Array, x: Array) -> Array:

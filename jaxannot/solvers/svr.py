@@ -157,7 +157,7 @@ def fit_svr(
             jnp.zeros(x.shape[0], x.dtype), jnp.zeros(x.shape[1], x.dtype)
         )
     step = build_kernel(c1, c2, epsilon)
-    return run_dual_epochs(step, SVRInfo, rng_key, init_state, x, y, stop)
+    return run_dual_epochs(step, rng_key, init_state, x, y, stop)
 
 
 def multipliers(state: SVRState) -> tuple[Array, Array]:

@@ -120,3 +120,25 @@ def test_run_until_small_change_stops_at_tol_or_the_cap():
     assert int(st.iteration) == 1
     np.testing.assert_array_equal(np.asarray(hist)[:2], [8.0, 4.0])
     assert np.isnan(np.asarray(hist)[2:]).all()
+
+
+def test_run_until_converged_runs_the_budget_and_compiles_once(count_compiles):
+    """A tolerance of 0 never stops it: every iteration of the budget runs; another
+    key, start and tolerance compile nothing."""
+    args = (jnp.zeros(3), jnp.ones(3))
+    _, trace = run_em_until_converged(
+        jax.random.key(0), *args, jnp.float32(0.0), step=noisy_step, max_iterations=30
+    )
+    assert int(trace.num_iterations) == 30
+    assert np.isfinite(np.asarray(trace.objective)).all()
+    with count_compiles() as again:
+        _, trace = run_em_until_converged(
+            jax.random.key(1),
+            jnp.ones(3),
+            args[1],
+            jnp.float32(0.5),
+            step=noisy_step,
+            max_iterations=30,
+        )
+    assert again.count == 0
+    assert 2 <= int(trace.num_iterations) < 30

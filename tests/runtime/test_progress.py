@@ -9,7 +9,13 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxannot.runtime.progress import Keyed, check_count, run_step, run_steps
+from jaxannot.runtime.progress import (
+    Keyed,
+    check_count,
+    run_step,
+    run_steps,
+    run_until_stopped,
+)
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.array(3), jnp.asarray(3)])
@@ -190,3 +196,44 @@ def test_done_ends_the_run_after_its_slice(progress_bar):
     np.testing.assert_array_equal(trace[:3], [0, 1, 2])
     assert np.isnan(trace[3:]).all()
     assert len(seen) == 1  # one slice: 64 steps, or 4 with a bar (200 / 50)
+
+
+class _Counting(NamedTuple):
+    count: jax.Array
+    stopped: jax.Array
+
+
+def _count_until_three(t, carry):
+    """``_count_to_three`` with its stop in a ``stopped`` flag (idle after it)."""
+    count, info = _count_to_three(t, carry.count)
+    return _Counting(count, count >= 3), info
+
+
+@pytest.mark.parametrize("budget", [None, 2, 100])
+def test_run_until_stopped_is_run_steps_with_done_inside_jit(budget):
+    """The in-program loop gives run_steps(done=)'s carry and infos, traced inside
+    ``jax.jit``, stops at the flag or the budget, and a new budget compiles
+    nothing."""
+    start = _Counting(jnp.float32(0), jnp.array(False))
+    loop = jax.jit(lambda c, b: run_until_stopped(_count_until_three, c, 10, budget=b))
+    carry, trace, steps = loop(start, budget)
+    if budget == 2:
+        want_carry, want_trace = run_steps(
+            _count_until_three, start, 2, progress_bar=False
+        )
+        want_trace = np.r_[want_trace, np.full(8, np.nan, np.float32)]
+    else:
+        want_carry, want_trace = run_steps(
+            _count_until_three,
+            start,
+            10,
+            progress_bar=False,
+            done=lambda c: bool(c.stopped),
+        )
+    assert int(steps) == min(3, budget or 10)
+    assert float(carry.count) == float(want_carry.count) == int(steps)
+    np.testing.assert_array_equal(np.asarray(trace), want_trace)
+    size = loop._cache_size()
+    if budget is not None:
+        loop(start, budget + 1)
+        assert loop._cache_size() == size

@@ -87,3 +87,19 @@ def test_kkt_violations_vanish_at_the_optimum_only(rng):
         zero = cs.init(x64, 4)  # W = 0: every example violates by its hinge, 1
         np.testing.assert_allclose(cs.kkt_violations(zero, x64, y, 1.0), 1.0)
         assert float(cs.kkt_violations(zero, x64, y, jnp.zeros(30)).max()) == 0.0
+
+
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(rng, count_compiles):
+    """The epochs run through the runner's in-program loop: a refit with another
+    key, data and epoch budget reuses the program; the budget still bounds it."""
+    x, y = _problem(rng, n=SMALL)
+    stop = cs.DualStop(30, 0.0, epochs=30)
+    cs.fit_multiclass_svm(jax.random.key(0), x, y, 4, 1.0, stop=stop)
+    other = np.asarray(2 * x)
+    with count_compiles() as again:
+        _, info = cs.fit_multiclass_svm(
+            jax.random.key(1), other, y, 4, 1.0, stop=cs.DualStop(30, 0.0, epochs=4)
+        )
+    assert again.count == 0
+    ran = np.isfinite(np.asarray(info.gap))
+    assert ran[:4].all() and not ran[4:].any()
