@@ -131,6 +131,12 @@ def test_update_is_one_step_of_run_and_a_state_resumes_a_fit():
         losses.append(float(loss))
     assert int(state.iteration) == 4
     np.testing.assert_allclose(losses, whole.losses[:4], rtol=1e-5)
+    # the update is run's step in run's compiled loop: the same state, bit for bit
+    four = vem.run(jax.random.key(0), 4, x, k=3, progress_bar=False).state
+    for got, want in zip(jax.tree.leaves(state), jax.tree.leaves(four), strict=True):
+        if jnp.issubdtype(got.dtype, jax.dtypes.prng_key):
+            got, want = jax.random.key_data(got), jax.random.key_data(want)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     rest = vem.run(jax.random.key(5), 5, x, k=3, init_state=state, progress_bar=False)
     np.testing.assert_allclose(rest.losses, whole.losses[4:], rtol=1e-5)
     np.testing.assert_allclose(
@@ -139,6 +145,19 @@ def test_update_is_one_step_of_run_and_a_state_resumes_a_fit():
     assert int(rest.state.iteration) == 9
     with pytest.raises(ValueError, match="init_state's posteriors have shape"):
         vem.run(jax.random.key(0), 2, x[: FEW // 2], k=3, init_state=state)
+
+
+def test_an_update_after_a_run_compiles_nothing(count_compiles):
+    def fresh(x, *, k):  # a model no other test has compiled
+        gauss_mixture(x, k=k)
+
+    x, _ = _data(n=FEW)
+    vem = VEM(fresh, "z")
+    state = vem.run(jax.random.key(0), 3, x, k=3, progress_bar=False).state
+    with count_compiles() as update:
+        state, loss = vem.update(state, x, k=3)
+    assert update.count == 0, f"{update.count} compiles for an update after a run"
+    assert int(state.iteration) == 4 and np.isfinite(loss)
 
 
 def test_first_fit_compiles_few_programs_and_another_length_none(count_compiles):

@@ -71,14 +71,11 @@ from jaxannot.inference.vem import run as runs
 from jaxannot.inference.vem.checks import (
     check_key,
     check_optimizer,
-    check_state,
     model_errors,
 )
 from jaxannot.inference.vem.declared import DeclaredModel
-from jaxannot.inference.vem.faults import raise_fault
-from jaxannot.inference.vem.fit import one_update, step_for
 from jaxannot.inference.vem.fit_warnings import EmptyComponentWarning
-from jaxannot.inference.vem.initial import fast_compile, start_values_jit
+from jaxannot.inference.vem.initial import start_values_jit
 from jaxannot.inference.vem.layout import Whole, plan
 from jaxannot.inference.vem.steps import EStep, ExactEStep, Term, VEMResult, VEMState
 from jaxannot.runtime.compile_options import check_compile
@@ -86,6 +83,8 @@ from jaxannot.runtime.progress import check_count
 from jaxannot.runtime.static_key import value_key
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from jaxannot.types import Array, PRNGKey
 
 __all__ = [
@@ -458,10 +457,16 @@ class VEM:
 
     def update(
         self, state: VEMState, *args: Any, **kwargs: Any
-    ) -> tuple[VEMState, Array]:
+    ) -> tuple[VEMState, np.float32]:
         r"""One EM iteration from ``state``: ``(state, loss)`` with ``loss`` the
         negative objective :math:`-\mathcal{L}` of its E-step (NaN once the fit
-        has stopped). Compiled once per shapes (``numpyro.infer.SVI.update``).
+        has stopped), as ``numpyro.infer.SVI.update``.
+
+        The iteration is :meth:`run`'s, in its compiled loop
+        (:func:`~jaxannot.inference.vem.run.update`): ``n`` updates from
+        :meth:`init` give the state of ``run`` for ``n`` steps at
+        ``tolerance=0``, and an update after such a run (or a run after updates)
+        on arrays of the same shapes compiles nothing.
 
         Parameters
         ----------
@@ -472,7 +477,7 @@ class VEM:
 
         Returns
         -------
-        tuple of (VEMState, jax.Array)
+        tuple of (VEMState, np.float32)
             The new state and the scalar loss.
 
         Raises
@@ -480,17 +485,7 @@ class VEM:
         FloatingPointError, ValueError
             The iteration met a non-finite quantity (as :meth:`run`).
         """
-        setup, dynamic, layout, placed = self.prepare_call(args, kwargs)
-        check_state(setup.structure, state)
-        state, e_arrays = layout.place(state, self.estep.arrays)
-        step = step_for(self, layout, 0.0)
-        fast = fast_compile(self, Whole(setup), dynamic)
-        state, info = one_update(step, state, (placed, e_arrays), fast)
-        code = int(info.fault)
-        if code:
-            t = int(state.iteration) - 1
-            raise_fault((code, t), state.params, args, kwargs, -float(info.loss))
-        return state, info.loss
+        return runs.update(self, state, args, kwargs)
 
     # ------------------------------------------- fits (inference/vem/run.py)
     def run(

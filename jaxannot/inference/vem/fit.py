@@ -6,8 +6,8 @@
   per static configuration: :class:`VEM` objects that compare equal (same model,
   E-step configuration, optimizer, M-step and terms) share it and its compiled loop,
   so a fresh ``VEM`` for each fit compiles nothing new.
-- :func:`one_update`: one compiled step (:meth:`VEM.update`), with XLA's cheaper
-  options where :func:`~jaxannot.inference.vem.initial.fast_compile` says so.
+  :meth:`VEM.update` takes one step of it through the same compiled loop
+  (:func:`~jaxannot.inference.vem.run.update`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from jaxannot.inference.vem.steps import (
     refine_for_terms,
     terms_value,
 )
-from jaxannot.runtime.compile_options import jit_variants
 from jaxannot.runtime.programs import bounded_cache
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import Shards
     from jaxannot.types import Array
 
-__all__ = ["one_update", "step_for"]
+__all__ = ["step_for"]
 
 
 def _e_step(vem, layout, e_arrays, rng_key, values, phi, term_params, dynamic):
@@ -191,37 +190,3 @@ def step_for(
         return lax.cond(state.stopped, skip, iterate, None)
 
     return step
-
-
-def one_update(
-    step: Callable[[Array, VEMState, tuple], tuple[VEMState, VEMInfo]],
-    state: VEMState,
-    data: tuple,
-    fast: bool = False,
-) -> tuple[VEMState, VEMInfo]:
-    """``step`` once, compiled: ``(state, info)``.
-
-    Parameters
-    ----------
-    step : callable
-        From :func:`step_for` (static).
-    state : VEMState
-        The state to go on from.
-    data : tuple
-        The model's and the E-step's arrays.
-    fast : bool
-        Compile with XLA's cheaper options (:func:`fast_compile`).
-
-    Returns
-    -------
-    tuple of (VEMState, VEMInfo)
-        The new state and the iteration's info.
-    """
-    return _ONE_UPDATE[fast](step, state, data)
-
-
-def _one_update(step, state, data):
-    return step(state.iteration, state, data)
-
-
-_ONE_UPDATE = jit_variants(_one_update, static_argnums=0)

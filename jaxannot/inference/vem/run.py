@@ -9,6 +9,7 @@
   ``VEM.init_prepared``).
 - :func:`run_one`: one fit, from a start or a state, through
   :func:`~jaxannot.runtime.progress.run_steps`.
+- :func:`update`: one iteration in :func:`run_one`'s compiled loop (``VEM.update``).
 - :func:`final_objective`: the last finite objective of a fit, which picks the best
   restart.
 """
@@ -41,7 +42,7 @@ from jaxannot.inference.vem.initial import fast_compile, initial_state, start_va
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.steps import ExactEStep, VEMResult, VEMState
 from jaxannot.runtime import sharding
-from jaxannot.runtime.progress import check_count, run_steps
+from jaxannot.runtime.progress import check_count, run_step, run_steps
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import Shards
@@ -55,6 +56,7 @@ __all__ = [
     "run_one",
     "run_restarts",
     "start_state",
+    "update",
     "warn_early_stop",
 ]
 
@@ -320,6 +322,54 @@ def run_one(
     params = jax.tree.map(sharding.gather, dict(values))  # whole on every process
     params["terms"] = term_params
     return VEMResult(params, layout.real(phi), losses, state=state)
+
+
+def update(
+    vem: Any, state: VEMState, args: tuple, kwargs: dict
+) -> tuple[VEMState, np.float32]:
+    """:meth:`VEM.update <jaxannot.inference.vem.algorithm.VEM.update>`: one EM
+    iteration through :func:`~jaxannot.runtime.progress.run_step`, in the compiled
+    loop of :func:`run_one` at ``tolerance=0`` (its step that defers to the full
+    step where a conjugate closed form is not kept, then that one), so an update
+    after such a run, or a run after updates, compiles no step again.
+
+    Parameters
+    ----------
+    vem : VEM
+        The algorithm.
+    state : VEMState
+        The state to go on from.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple of (VEMState, np.float32)
+        The new state and the iteration's loss (NaN once the fit has stopped).
+
+    Raises
+    ------
+    FloatingPointError, ValueError
+        The iteration met a non-finite quantity (as :func:`run`).
+    """
+    setup, dynamic, layout, placed = vem.prepare_call(args, kwargs)
+    check_state(setup.structure, state)
+    state, e_arrays = layout.place(state, vem.estep.arrays)
+    one = functools.partial(
+        run_step,
+        data=(placed, e_arrays),
+        fast_compile=fast_compile(vem, Whole(setup), dynamic),
+    )
+    new, info = one(step_for(vem, layout, 0.0, True), state)
+    if info.fault == DEFERRED:  # a closed form not kept: the full step
+        new, info = one(step_for(vem, layout, 0.0), state)
+    code = int(info.fault)
+    if code:
+        t = int(new.iteration) - 1
+        raise_fault((code, t), new.params, args, kwargs, -float(info.loss))
+    return new, info.loss
 
 
 def final_objective(result: VEMResult) -> float:
