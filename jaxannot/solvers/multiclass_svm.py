@@ -49,7 +49,6 @@ __all__ = [
     "DEFAULT_STOP",
     "CSState",
     "CSInfo",
-    "DualCarry",
     "primal_objective",
     "dual_objective",
     "init",
@@ -348,7 +347,7 @@ def fit_multiclass_svm(
     return run_dual_epochs(step, rng_key, state, x, y, stop)
 
 
-class DualCarry(NamedTuple):
+class _DualCarry(NamedTuple):
     """:func:`run_dual_epochs`'s carry: the solver's state and whether the duality
     gap has reached the tolerance."""
 
@@ -357,13 +356,13 @@ class DualCarry(NamedTuple):
 
 
 def _until_gap(epoch: Callable) -> Callable:
-    """``epoch(rng_key, state, x, y)`` as a kernel ``(rng_key, DualCarry, x, y,
+    """``epoch(rng_key, state, x, y)`` as a kernel ``(rng_key, _DualCarry, x, y,
     tol)`` that sets ``stopped`` at the :class:`DualStop` rule."""
 
-    def kernel(rng_key: PRNGKey, carry: DualCarry, x: Array, y: Array, tol):
+    def kernel(rng_key: PRNGKey, carry: _DualCarry, x: Array, y: Array, tol):
         state, info = epoch(rng_key, carry.state, x, y)
         stopped = info.gap <= tol * jnp.maximum(1.0, jnp.abs(info.primal))
-        return DualCarry(state, stopped), info
+        return _DualCarry(state, stopped), info
 
     return kernel
 
@@ -404,7 +403,7 @@ def run_dual_epochs(
     """
     carry, trace, _ = run_until_stopped(
         Keyed(_until_gap(step)),
-        DualCarry(state, jnp.array(False)),
+        _DualCarry(state, jnp.array(False)),
         stop.max_epochs,
         data=(rng_key, (x, y, stop.tol)),
         budget=stop.epochs,
