@@ -7,23 +7,29 @@ its E-step transforms :class:`LapVar1` / :class:`LapVar2` and extra term
 ``numpyro.infer.SVI``; :class:`MAP` for models without local sites. The other
 modules are imported on demand.
 
-Each module follows the three-layer shape ``init`` / ``build_kernel`` / ``step`` with a
-``fit_*`` driver, and never imports a specific model except through the functions it
-is handed. A step returns blackjax's ``(state, info)`` (VEM's info is
-:class:`VEMInfo`: the iteration's loss and fault code), and every driver with a
-fixed number of steps runs it through the library's one runner,
-:func:`jaxannot.runtime.progress.run_steps` (one compiled loop for any number of
-steps, progress bar, checkpoints): :class:`VEM` and :class:`MAP` (both also with
-``init`` / ``update``, ``update`` returning ``(state, loss)`` as numpyro's
-``SVI.update``), :func:`fit_laplacian`'s SVI steps,
+No module imports a specific model except through the functions it is handed. An
+iterative algorithm is a start and a step that returns blackjax's ``(state, info)``
+(VEM's info is :class:`VEMInfo`: the iteration's loss and fault code): contrastive
+divergence's ``init`` / ``build_kernel`` / ``fit_cd``, :class:`VEM`'s and
+:class:`MAP`'s ``init`` / ``update`` / ``run``, the step that
+:mod:`~jaxannot.inference.em`'s drivers are handed. The drivers run their steps
+through the library's runner, :mod:`jaxannot.runtime.progress`. Those called from the
+host run :func:`~jaxannot.runtime.progress.run_steps` (one compiled loop for any
+number of steps, progress bar, checkpoints): :class:`VEM` and :class:`MAP` (their
+``update`` takes one step of ``run``'s compiled loop through
+:func:`~jaxannot.runtime.progress.run_step` and returns ``(state, loss)`` as
+numpyro's ``SVI.update``), :func:`fit_laplacian`'s SVI steps,
 :func:`~jaxannot.inference.em.run_em` and contrastive divergence's
-:func:`~jaxannot.inference.contrastive_divergence.fit_cd`
-(random kernels ``kernel(rng_key, state, *args)`` through
-:class:`~jaxannot.runtime.progress.Keyed`). Loops that are one part of a larger
-compiled program stay ``lax`` loops there: those that stop at a tolerance
+:func:`~jaxannot.inference.contrastive_divergence.fit_cd` (random kernels
+``kernel(rng_key, state, *args)`` through
+:class:`~jaxannot.runtime.progress.Keyed`). Loops that stop at a tolerance inside one
+compiled program run the same kind of step through the runner's in-program loop,
+:func:`~jaxannot.runtime.progress.run_until_stopped`
 (:func:`~jaxannot.inference.em.run_em_until_converged`,
-:func:`~jaxannot.inference.em.run_until_small_change`) and the masked fits of
-:func:`choose_lam`, each compiled with the scores computed after it.
+:func:`~jaxannot.inference.em.run_until_small_change`). Two stay plain ``lax`` loops:
+the masked fits of :func:`choose_lam` (compiled with the held-out scores computed
+after them) and the binary hinge's epochs in
+:mod:`~jaxannot.inference.max_margin_dual` (inside :class:`MaxMargin`'s M-step).
 
 - :mod:`~jaxannot.inference.vem` — variational EM for any declared model with one
   discrete per-image site (:class:`VEM`).

@@ -140,7 +140,9 @@ def fit_fsnm(
     tol: float = 1e-6,
     eps: float = 1e-8,
 ) -> tuple[FSNMState, Array]:
-    """Run the FSNM reweighting to convergence (one compiled ``lax.while_loop``).
+    """Run the FSNM reweighting to convergence in one compiled program, its
+    iterations through the runner's in-program loop
+    (:func:`~jaxannot.inference.em.run_until_small_change`).
 
     Parameters
     ----------

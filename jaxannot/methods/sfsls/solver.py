@@ -305,7 +305,9 @@ def fit_sfsls(
     cg_maxiter: int = 500,
     g_init: ArrayLike | None = None,
 ) -> tuple[SFSLSState, Array, Array]:
-    """Run Algorithm 1 to convergence (one compiled ``lax.while_loop``).
+    """Run Algorithm 1 to convergence in one compiled program, its iterations
+    through the runner's in-program loop
+    (:func:`~jaxannot.inference.em.run_until_small_change`).
 
     Parameters
     ----------
