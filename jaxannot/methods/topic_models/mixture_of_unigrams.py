@@ -420,10 +420,12 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
     CPU cores for no measurable gain): the posteriors are read once and never
     copied per token (one scatter of a [block x tokens, topics] copy was 1.5x
     slower on CPU), and the work memory is one block's, whatever the number of
-    images. Padding (and
-    the rows of the last block already counted: it is shifted back to end at the
-    last image) is sent to the row ``vocab_size``, past the end, and dropped by
-    the scatter, so no token's weight is multiplied by a mask.
+    images. Padding, an id past the vocabulary, and
+    the rows of the last block already counted (it is shifted back to end at the
+    last image) are sent to an extra row ``vocab_size``, sliced off at the end, so
+    no token's weight is multiplied by a mask and every index is in bounds: the
+    scatter skips its bounds checks (``mode="promise_in_bounds"``, twice as fast
+    on CPU as dropping the indices past the end).
 
     Parameters
     ----------
@@ -443,17 +445,18 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
         start = jnp.minimum(i * size, n - size)
         ids = lax.dynamic_slice_in_dim(tokens, start, size)
         fresh = start + jnp.arange(size) >= i * size
-        rows = jnp.where((ids >= 0) & fresh[:, None], ids, vocab_size)
+        counted = (ids >= 0) & (ids < vocab_size) & fresh[:, None]
+        rows = jnp.where(counted, ids, vocab_size)
         weights = lax.dynamic_slice_in_dim(phi, start, size)
 
         def slot(j, stats):
             at = lax.dynamic_index_in_dim(rows, j, 1, keepdims=False)
-            return stats.at[at].add(weights, mode="drop")
+            return stats.at[at].add(weights, mode="promise_in_bounds")
 
         return lax.fori_loop(0, ids.shape[1], slot, stats)
 
-    stats = jnp.zeros((vocab_size, topics), phi.dtype)
-    return lax.fori_loop(0, -(-n // size), block, stats).T
+    stats = jnp.zeros((vocab_size + 1, topics), phi.dtype)
+    return lax.fori_loop(0, -(-n // size), block, stats)[:vocab_size].T
 
 
 def closed_form_m_step_tokens(

@@ -173,6 +173,15 @@ def test_token_statistics_are_the_expected_counts(block, monkeypatch):
     np.testing.assert_allclose(np.asarray(stats), phi.T @ counts, rtol=1e-5)
 
 
+def test_token_statistics_count_no_id_past_the_vocabulary():
+    tokens, counts = _tokens(seed=5, images=30)
+    past = np.where(tokens == 3, 11, tokens)  # word 3 becomes an id past V = 11
+    counts[:, 3] = 0.0
+    phi = np.random.default_rng(1).dirichlet(np.ones(4), 30).astype(np.float32)
+    stats = mu.token_statistics(jnp.asarray(phi), jnp.asarray(past), 11)
+    np.testing.assert_allclose(np.asarray(stats), phi.T @ counts, rtol=1e-5)
+
+
 def _two_views(seed0=7, seed1=8):
     """Two views of different vocabularies and lengths, as counts and as token ids."""
     (t0, c0), (t1, c1) = _tokens(seed=seed0), _tokens(seed=seed1, vocab=6, max_len=5)
