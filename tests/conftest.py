@@ -42,16 +42,23 @@ os.environ.setdefault(
 #: The suite's XLA (this process's and, through ``XLA_FLAGS``, the processes tests
 #: start) compiles cheaply: it emits loop fusions with XLA's older LLVM IR emitter, not
 #: the MLIR fusion emitters that recent jaxlibs use by default, and runs LLVM's
-#: ``-O1`` pipeline instead of ``-O2``. The suite is mostly XLA compiling: the older
-#: emitter compiles the same programs in about half the CPU (the harmoniums notebook's
-#: ``fit_cd`` programs 64.5 -> 20.6 s, the modelling notebook's VEM loops 48.7 ->
-#: 23.5 s), and ``-O1`` takes another 15-25 % off files that fit many small models
-#: (``test_objectives.py`` with ``test_vem.py``: 156 / 141 -> 113 / 124 CPU s, two
-#: runs each way). Figures move in their last digits, as on another CPU; the
-#: stored-figure tests' measured tolerances cover it. A jaxlib that does not know a
-#: flag (XLA aborts a process on an unknown flag) keeps its defaults:
-#: :func:`_jaxlib_knows` probes them once per run.
-COMPILE_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1"
+#: ``-O0`` pipeline without its expensive passes instead of ``-O2``. The suite is
+#: mostly XLA compiling: the older emitter compiles the same programs in about half the
+#: CPU (the harmoniums notebook's ``fit_cd`` programs 64.5 -> 20.6 s, the modelling
+#: notebook's VEM loops 48.7 -> 23.5 s); ``-O1`` took another 15-25 % off files that
+#: fit many small models (``test_objectives.py`` with ``test_vem.py``: 156 / 141 ->
+#: 113 / 124 CPU s, two runs each way), and ``-O0`` with the expensive passes off
+#: about a fifth off the whole suite (user CPU on a 2-core Intel Xeon: a fresh-clone
+#: CI run at ``-O1``, alone, 37m43s with its install and lint; a ``-n 2`` run at
+#: ``-O0`` with other work beside it, 29m12s; ``test_checks_baselines.py`` alone,
+#: back to back, 39.3 -> 30.5 s). Figures move in their last
+#: digits, as on another CPU; the stored-figure tests' measured tolerances cover it.
+#: A jaxlib that does not know a flag (XLA aborts a process on an unknown flag) keeps
+#: its defaults: :func:`_jaxlib_knows` probes them once per run.
+COMPILE_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0 "
+    "--xla_llvm_disable_expensive_passes=true"
+)
 _COMPILE_VARIABLE = "JAXANNOT_TEST_COMPILE_FLAGS"
 
 

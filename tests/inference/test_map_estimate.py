@@ -51,7 +51,9 @@ def test_losses_are_the_negative_log_joint_and_decrease():
     assert result.losses[0] == pytest.approx(start, rel=1e-6)
     assert np.all(np.diff(result.losses) <= 1e-5)
     final = float(fitter.loss(result.params, y, 3.0, 2.0))
-    assert final <= result.losses[-1]
+    # the loss on its own is another compiled program than the run's loop: its last
+    # bit may round the other way (12.9096375 vs 12.9096365 under LLVM's -O0)
+    assert final <= result.losses[-1] + 1e-5
 
 
 def test_a_second_run_compiles_nothing(count_compiles):
