@@ -19,6 +19,9 @@ from jaxannot.annotators import Fitted, Method, available_methods, parse_hyper
 from jaxannot.data import make_task
 from jaxannot.data.synthetic import make_synthetic
 
+#: its programs run more than they compile (every method's fit on a corpus): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 #: Settings besides the defaults that change a declared method's algorithm, each
 #: checked too (a declaration holds at every setting).
 OTHER_SETTINGS = {

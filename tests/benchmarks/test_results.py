@@ -28,6 +28,9 @@ from jaxannot.data import make_task
 from jaxannot.data.datasets import load_dataset
 from jaxannot.evaluation import evaluate
 
+#: its programs run more than they compile (real-data fits, stored figures): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 

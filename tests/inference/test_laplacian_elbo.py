@@ -26,6 +26,9 @@ from jaxannot.inference import fit_laplacian
 from jaxannot.inference.laplacian_elbo import LaplacianELBO, penalty
 from jaxannot.inference.local_summary import local_distribution, local_summary
 
+#: its programs run more than they compile (SVI fits of hundreds of steps): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 PRIOR_SD = 3.0
 X = np.array([-2.0, 1.5, -0.5, 2.5, 0.0, -1.0, 3.0, 1.0], np.float32)
 

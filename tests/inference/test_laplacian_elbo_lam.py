@@ -20,6 +20,9 @@ from jaxannot.inference import LaplacianELBO
 from jaxannot.inference.laplacian_elbo_lam import choose_lam
 from jaxannot.inference.vem.heldout import GATE
 
+#: its programs run more than they compile (30 masked SVI fits a case): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 _spec = importlib.util.spec_from_file_location(
     "_graph_toy", pathlib.Path(__file__).with_name("_graph_toy.py")
 )

@@ -18,6 +18,9 @@ from jaxannot.inference.vem.heldout import GATE, LamPath
 from jaxannot.inference.vem.run import warn_early_stop
 from jaxannot.inference.vem.steps import VEMResult
 
+#: its programs run more than they compile (some 60 fits a case): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 _spec = importlib.util.spec_from_file_location(
     "_graph_toy", pathlib.Path(__file__).with_name("_graph_toy.py")
 )

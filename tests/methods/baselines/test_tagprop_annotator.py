@@ -11,6 +11,9 @@ from jaxannot.evaluation import evaluate
 from jaxannot.inference.support import SupportError
 from jaxannot.methods.baselines import tagprop_annotator as tpa
 
+#: its programs run more than they compile (real-data fits): LLVM -O1
+pytestmark = pytest.mark.xla_optimized
+
 
 def _corpus(n=60, seed=0):
     rng = np.random.default_rng(seed)
