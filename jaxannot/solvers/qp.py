@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxannot.runtime.progress import run_until_stopped
 from jaxannot.solvers.simplex_smo import block_gap, smo_block
 from jaxannot.types import Array
 
@@ -148,6 +149,17 @@ class SubproblemInfo(NamedTuple):
     max_gap: Array
 
 
+class _SweepCarry(NamedTuple):
+    """:func:`solve_subproblem`'s carry: the multipliers, :math:`B`, :math:`F`, the
+    last sweep's largest block gap and whether it is at most the tolerance."""
+
+    mu: Array
+    coef: Array
+    scores: Array
+    worst: Array
+    stopped: Array
+
+
 def empty_working_set(
     num_vreps: int, num_words: int, capacity: int, dtype: DTypeLike
 ) -> WorkingSet:
@@ -209,6 +221,12 @@ def solve_subproblem(
     -------
     ws, coef, scores, SubproblemInfo
         The new multipliers, :math:`B`, :math:`F = KB` and diagnostics.
+
+    Notes
+    -----
+    The sweeps run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`); the visits of one sweep
+    are a ``fori_loop`` over the blocks (one Gauss--Seidel pass, no stopping rule).
     """
     n, p = ws.mu.shape
     if max_smo_steps is None:
@@ -243,27 +261,19 @@ def solve_subproblem(
         )
         return mu, coef, scores, jnp.maximum(worst, gap)
 
-    def cond(carry):
-        _, _, _, worst, sweeps = carry
-        return (worst > tol) & (sweeps < max_sweeps)
-
-    def sweep(carry):
-        mu, coef, scores, _, sweeps = carry
-        zero = jnp.zeros((), scores.dtype)
+    def sweep(t: Array, carry: _SweepCarry) -> tuple[_SweepCarry, tuple]:
+        del t
+        zero = jnp.zeros((), carry.scores.dtype)
         mu, coef, scores, worst = jax.lax.fori_loop(
-            0, n, visit, (mu, coef, scores, zero)
+            0, n, visit, (carry.mu, carry.coef, carry.scores, zero)
         )
-        return mu, coef, scores, worst, sweeps + 1
+        return _SweepCarry(mu, coef, scores, worst, ~(worst > tol)), ()
 
-    init = (
-        ws.mu,
-        coef,
-        scores,
-        jnp.asarray(jnp.inf, scores.dtype),
-        jnp.zeros((), jnp.int32),
-    )
-    mu, coef, scores, worst, sweeps = jax.lax.while_loop(cond, sweep, init)
-    return ws._replace(mu=mu), coef, scores, SubproblemInfo(sweeps, worst)
+    inf = jnp.asarray(jnp.inf, scores.dtype)
+    start = _SweepCarry(ws.mu, coef, scores, inf, ~(inf > tol))
+    carry, _, sweeps = run_until_stopped(sweep, start, max_sweeps)
+    info = SubproblemInfo(sweeps, carry.worst)
+    return ws._replace(mu=carry.mu), carry.coef, carry.scores, info
 
 
 def _row_keys(key, n: int):

@@ -15,9 +15,11 @@ SMO algorithm for SVM classifier design. Neural Computation 13(3), 2001.
 
 from __future__ import annotations
 
-import jax
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
+from jaxannot.runtime.progress import run_until_stopped
 from jaxannot.types import Array
 
 __all__ = ["block_gap", "smo_block"]
@@ -33,6 +35,15 @@ def block_gap(mu_e: Array, g_e: Array, up_ok: Array) -> Array:
     g_up = jnp.min(jnp.where(up_ok, g_e, jnp.inf))
     g_down = jnp.max(jnp.where(down_ok, g_e, -jnp.inf))
     return g_down - g_up
+
+
+class _SMOCarry(NamedTuple):
+    """:func:`smo_block`'s carry: the block's variables and gradients (slack last)
+    and whether its :func:`block_gap` is at most the tolerance."""
+
+    mu_e: Array
+    g_e: Array
+    stopped: Array
 
 
 def smo_block(
@@ -52,7 +63,9 @@ def smo_block(
     step moves mass from the variable with the largest gradient (among those with
     mass) to the one with the smallest, by the exact line minimizer clipped to the
     mass available, until the :func:`block_gap` is at most ``tol`` or after
-    ``max_steps`` steps. Inactive slots stay at 0.
+    ``max_steps`` steps. Inactive slots stay at 0. The steps run through the
+    library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`).
 
     Parameters
     ----------
@@ -77,26 +90,24 @@ def smo_block(
     q = jnp.zeros((p + 1, p + 1), dtype).at[:p, :p].set(k_ii * gram_i)
     up_ok = jnp.concatenate([active_i, jnp.ones((1,), bool)])
 
-    def cond(carry):
-        mu_e, g_e, step = carry
-        return (block_gap(mu_e, g_e, up_ok) > tol) & (step < max_steps)
-
-    def body(carry):
-        mu_e, g_e, step = carry
+    def step(t: Array, carry: _SMOCarry) -> tuple[_SMOCarry, tuple]:
+        del t
+        mu_e, g_e = carry.mu_e, carry.g_e
         down_ok = up_ok & (mu_e > 0)
         u = jnp.argmin(jnp.where(up_ok, g_e, jnp.inf))
         d = jnp.argmax(jnp.where(down_ok, g_e, -jnp.inf))
         gap = g_e[d] - g_e[u]
         curv = q[u, u] + q[d, d] - 2.0 * q[u, d]
         avail = mu_e[d]
-        t = jnp.where(
+        move = jnp.where(
             curv > 0, jnp.minimum(gap / jnp.where(curv > 0, curv, 1.0), avail), avail
         )
-        to_zero = t >= avail
-        mu_e = mu_e.at[u].add(t)
-        mu_e = mu_e.at[d].set(jnp.where(to_zero, 0.0, mu_e[d] - t))
-        g_e = g_e + t * (q[:, u] - q[:, d])
-        return mu_e, g_e, step + 1
+        to_zero = move >= avail
+        mu_e = mu_e.at[u].add(move)
+        mu_e = mu_e.at[d].set(jnp.where(to_zero, 0.0, mu_e[d] - move))
+        g_e = g_e + move * (q[:, u] - q[:, d])
+        return _SMOCarry(mu_e, g_e, ~(block_gap(mu_e, g_e, up_ok) > tol)), ()
 
-    mu_e, _, _ = jax.lax.while_loop(cond, body, (mu_e, g_e, jnp.zeros((), jnp.int32)))
-    return jnp.where(active_i, mu_e[:p], 0.0)
+    start = _SMOCarry(mu_e, g_e, ~(block_gap(mu_e, g_e, up_ok) > tol))
+    carry, _, _ = run_until_stopped(step, start, max_steps)
+    return jnp.where(active_i, carry.mu_e[:p], 0.0)

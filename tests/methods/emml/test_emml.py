@@ -172,6 +172,27 @@ def test_fit_compiles_once_and_float32_agrees_with_the_qp():
     np.testing.assert_allclose(hist.objective[: len(objectives)], objectives, rtol=1e-5)
 
 
+def test_a_second_fit_of_the_same_shapes_compiles_nothing(count_compiles):
+    """The outer iterations, the subproblem's sweeps and the SMO steps run through
+    the runner's in-program loop: another problem, C and tolerance of the same
+    shapes reuse the program."""
+    settings = WorkingSetSettings(capacity=8, max_iterations=30)
+    problems = []
+    for seed in (6, 7):
+        x, y = tiny_problem(seed)
+        x32 = jnp.asarray(x, jnp.float32)
+        k = kernel_matrix(x32, x32, "rbf", 0.5)
+        problems.append(StructuredData(k, jnp.asarray(y, jnp.float32)))
+    fit_emml(problems[0], 1.0, 1e-4, settings=settings)
+    with count_compiles() as again:
+        state, hist = fit_emml(problems[1], 3.0, 1e-3, settings=settings)
+    assert again.count == 0
+    ran = int(state.iteration)
+    sweeps = np.asarray(hist.sweeps)
+    assert 1 < ran < 30 and np.all(sweeps[:ran] >= 1) and np.all(sweeps[ran:] == -1)
+    assert float(hist.subproblem_gap[ran - 1]) <= 1e-3
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_state_is_what_its_working_set_says(case, solved):
     """Shapes (jaxtyping) and the values every field derives from mu_B, recomputed
