@@ -24,11 +24,12 @@ Coordinate Descent Method for Large-scale Linear SVM. ICML 2008.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from jaxannot.runtime.progress import Keyed, run_until_stopped
 from jaxannot.solvers import linear_svm, multiclass_svm, svr
 from jaxannot.types import Array, ArrayTree, PRNGKey
 
@@ -207,6 +208,14 @@ def warm_state(term: Any, features_all: Array, duals: Array) -> tuple:
     return linear_svm.SVMState(alpha, ((alpha[:, 0] * y) @ x)[None])
 
 
+class _HingeCarry(NamedTuple):
+    """:func:`binary_hinge`'s carry: the solver's state and whether the last
+    epoch's violation is at most the tolerance."""
+
+    state: linear_svm.SVMState
+    stopped: Array
+
+
 def binary_hinge(
     rng_key: PRNGKey,
     x: Array,
@@ -218,7 +227,10 @@ def binary_hinge(
 ) -> tuple[linear_svm.SVMState, Array]:
     """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
     is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.budget`` epochs; returns ``(SVMState, violation per epoch)``.
+    ``stop.budget`` epochs; returns ``(SVMState, violation per epoch)``. The
+    epochs run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`, epoch ``t`` visiting in
+    the order drawn from ``fold_in(rng_key, t)``).
 
     Parameters
     ----------
@@ -242,30 +254,24 @@ def binary_hinge(
     tuple of (linear_svm.SVMState, jax.Array)
         The state and the violation per epoch [stop.max_epochs] (NaN after the end).
     """
-    step = linear_svm.build_kernel(c=c, loss="hinge")
     start = init_state
     if start is None:
         start = linear_svm.SVMState(
             jnp.zeros((x.shape[0], 1), x.dtype), jnp.zeros((1, x.shape[1]), x.dtype)
         )
-    nan = jnp.full((stop.max_epochs,), jnp.nan, x.dtype)
-    budget = stop.budget
+    step = linear_svm.build_kernel(c=c, loss="hinge")
 
-    def cond(carry):
-        epoch, _, violation, _ = carry
-        return (epoch < budget) & (violation > stop.tol)
+    def kernel(key: PRNGKey, carry: _HingeCarry, tol) -> tuple[_HingeCarry, Array]:
+        state, info = step(key, carry.state, (x, y[:, None], mask))
+        violation = info.violation[0]
+        return _HingeCarry(state, ~(violation > tol)), violation
 
-    def body(carry):
-        epoch, state, _, trace = carry
-        key = jax.random.fold_in(rng_key, epoch)
-        state, info = step(key, state, (x, y[:, None], mask))
-        return (
-            epoch + 1,
-            state,
-            info.violation[0],
-            trace.at[epoch].set(info.violation[0]),
-        )
-
-    carry = (0, start, jnp.array(jnp.inf, x.dtype), nan)
-    _, state, _, trace = jax.lax.while_loop(cond, body, carry)
-    return state, trace
+    inf = jnp.array(jnp.inf, x.dtype)
+    carry, trace, _ = run_until_stopped(
+        Keyed(kernel),
+        _HingeCarry(start, ~(inf > stop.tol)),
+        stop.max_epochs,
+        data=(rng_key, (stop.tol,)),
+        budget=stop.epochs,
+    )
+    return carry.state, trace
