@@ -36,6 +36,7 @@ import jax.numpy as jnp
 
 from jaxannot.methods.emml.capped_simplex import project_capped_simplex
 from jaxannot.methods.emml.structured_output import StructuredData
+from jaxannot.runtime.progress import run_until_stopped
 from jaxannot.types import Array
 
 #: VReps per blocked score update of :func:`fit_emml_exact`: the fastest of 1, 16,
@@ -208,13 +209,16 @@ class _GradientCarry(NamedTuple):
     objective: Array  # the dual at u, carried
     step: Array  # the Barzilai--Borwein step alpha
     memory: Array  # the last MEMORY objectives
-    steps: Array
     violation: Array
-    trace: Array
+    stopped: Array  # violation at most the handoff
 
 
-def _gradient_step(carry: _GradientCarry, *, data, penalty, sizes, c, bounds):
-    """One step of :func:`projected_gradient`."""
+def _gradient_step(
+    t, carry: _GradientCarry, *, data, penalty, sizes, c, bounds, handoff
+) -> tuple[_GradientCarry, Array]:
+    """One step of :func:`projected_gradient`; its info is the rule's reference
+    value after the step."""
+    del t
     kernel = data.kernel
     a = carry.scores + penalty  # minus the gradient
     project = jax.vmap(project_capped_simplex, in_axes=(0, 0, None))
@@ -234,16 +238,16 @@ def _gradient_step(carry: _GradientCarry, *, data, penalty, sizes, c, bounds):
     bb = jnp.where(curvature > 0, dd / jnp.maximum(curvature, 1e-30), bounds[1])
     memory = jnp.roll(carry.memory, 1).at[0].set(objective)
     violation = jnp.max(_block_violation(u, scores + penalty, c))
-    return _GradientCarry(
+    new = _GradientCarry(
         u=u,
         scores=scores,
         objective=objective,
         step=jnp.clip(bb, *bounds),
         memory=memory,
-        steps=carry.steps + 1,
         violation=violation,
-        trace=carry.trace.at[carry.steps].set(jnp.max(memory)),
+        stopped=~(violation > handoff),
     )
+    return new, jnp.max(memory)
 
 
 def projected_gradient(
@@ -284,15 +288,15 @@ def projected_gradient(
     u0 = c * data.words  # mu = 0: B = 0, F = 0, objective 0
     bounds = (jnp.asarray(1e-10, dtype), jnp.asarray(1e10, dtype))
     inverse_diag = 1.0 / jnp.maximum(jnp.max(jnp.diag(data.kernel)), bounds[0])
+    violation = jnp.max(_block_violation(u0, penalty, c))
     carry = _GradientCarry(
         u=u0,
         scores=jnp.zeros_like(u0),
         objective=jnp.zeros((), dtype),
         step=jnp.clip(inverse_diag, *bounds).astype(dtype),
         memory=jnp.zeros((MEMORY,), dtype),
-        steps=jnp.zeros((), jnp.int32),
-        violation=jnp.max(_block_violation(u0, penalty, c)),
-        trace=jnp.full((max_steps,), jnp.nan, dtype),
+        violation=violation,
+        stopped=~(violation > handoff),
     )
     step = functools.partial(
         _gradient_step,
@@ -301,11 +305,18 @@ def projected_gradient(
         sizes=sizes,
         c=c,
         bounds=bounds,
+        handoff=handoff,
     )
-    carry = jax.lax.while_loop(
-        lambda s: (s.violation > handoff) & (s.steps < max_steps), step, carry
-    )
-    return carry.u, carry.steps, carry.trace
+    carry, trace, steps = run_until_stopped(step, carry, max_steps)
+    return carry.u, steps, trace
+
+
+class _SweepCarry(NamedTuple):
+    """:func:`fit_emml_exact`'s carry over sweeps: the mixtures and whether the last
+    sweep's largest violation is at most the tolerance."""
+
+    u: Array
+    stopped: Array
 
 
 @functools.partial(jax.jit, static_argnames=("max_sweeps", "block"))
@@ -447,30 +458,26 @@ def fit_emml_exact(
         data, c, jnp.maximum(jnp.asarray(handoff, dtype), tolerance), max_sweeps
     )
 
-    def cond(carry):
-        _, worst, sweeps, _ = carry
-        return (worst > tolerance) & (steps + sweeps < max_sweeps)
-
-    def sweep(carry):
-        u, _, sweeps, trace = carry
-        scores = padded_kernel @ (c * padded_words - u)
+    def sweep(t: Array, carry: _SweepCarry) -> tuple[_SweepCarry, Array]:
+        del t
+        scores = padded_kernel @ (c * padded_words - carry.u)
         u, scores, worst = jax.lax.fori_loop(
-            0, num_blocks, visit_block, (u, scores, jnp.zeros((), dtype))
+            0, num_blocks, visit_block, (carry.u, scores, jnp.zeros((), dtype))
         )
         # the dual objective from the carried F = KB (padded rows have B = 0)
         b = c * padded_words - u
         objective = 0.5 * jnp.vdot(b, scores) - jnp.vdot(u, penalty)
-        trace = trace.at[steps + sweeps].set(objective)
-        return u, worst, sweeps + 1, trace
+        return _SweepCarry(u, ~(worst > tolerance)), objective
 
-    init_carry = (
-        jnp.pad(start, ((0, padded_words.shape[0] - n), (0, 0))),
-        jnp.asarray(jnp.inf, dtype),
-        jnp.zeros((), jnp.int32),
-        gradient_trace,
+    inf = jnp.asarray(jnp.inf, dtype)
+    u = jnp.pad(start, ((0, padded_words.shape[0] - n), (0, 0)))
+    carry, sweep_trace, sweeps = run_until_stopped(
+        sweep, _SweepCarry(u, ~(inf > tolerance)), max_sweeps, budget=max_sweeps - steps
     )
-    u, _, sweeps, trace = jax.lax.while_loop(cond, sweep, init_carry)
-    state = mixture_state(data, u[:n], c, tolerance, sweeps)
+    # the sweeps' objectives after the gradient steps' reference values
+    after = jnp.arange(max_sweeps) >= steps
+    trace = jnp.where(after, jnp.roll(sweep_trace, steps), gradient_trace)
+    state = mixture_state(data, carry.u[:n], c, tolerance, sweeps)
     return state._replace(gradient_steps=steps), trace
 
 

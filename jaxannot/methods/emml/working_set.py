@@ -28,7 +28,8 @@ with one variable per VRep :math:`i` and output :math:`\bar{\mathbf y} \in
 6. repeat until no violator remains.
 
 The whole solve is a single ``jit`` (:func:`fit_emml`): fixed-capacity working-set
-buffers, ``lax.while_loop`` over outer iterations, batched kernel algebra.
+buffers, the outer iterations run by the library's in-program runner
+(:func:`~jaxannot.runtime.progress.run_until_stopped`), batched kernel algebra.
 :class:`EMMLInfo` reports the dual objective (non-increasing across iterations), the
 number of active constraints and the number added. The exact solver over per-VRep
 mixtures, with no working-set cap, is :mod:`jaxannot.methods.emml.exact`.
@@ -53,6 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxannot.methods.emml.structured_output import StructuredData
+from jaxannot.runtime.progress import run_until_stopped
 from jaxannot.solvers.qp import (
     WorkingSet,
     add_constraints,
@@ -315,7 +317,7 @@ def fit_emml(
     tie_key: PRNGKey | None = None,
     settings: WorkingSetSettings = WorkingSetSettings(),  # noqa: B008 (immutable)
 ) -> tuple[EMMLState, EMMLInfo]:
-    """Run Algorithm 1 to convergence in one ``jit`` (``lax.while_loop``).
+    """Run Algorithm 1 to convergence in one ``jit`` (:func:`run_iterations`).
 
     Stops when an iteration adds no violator (the subproblem optimum is then KKT-optimal
     for the full dual (9) within ``tolerance``; Theorem 3.2) or after
@@ -360,14 +362,20 @@ def fit_emml(
     history = _empty_history(settings.max_iterations, dtype)
     key = jax.random.key(0) if tie_key is None else tie_key
 
-    def going(state, history):
-        it = state.iteration
-        first = it == 0
-        unsolved = history.subproblem_gap[jnp.maximum(it - 1, 0)] > tolerance
-        going = first | (state.num_added > 0) | unsolved
-        return going & (it < settings.max_iterations)
+    def going(state: EMMLState, info: EMMLInfo) -> Array:
+        unsolved = info.subproblem_gap > tolerance
+        going = (state.num_added > 0) | unsolved
+        return going & (state.iteration < settings.max_iterations)
 
     return run_iterations(step, key, data, state, history, going)
+
+
+class _Iterating(NamedTuple):
+    """:func:`run_iterations`' carry: the solver's state and whether ``going``
+    said no after the last iteration."""
+
+    state: ArrayTree
+    stopped: Array
 
 
 def run_iterations(
@@ -378,18 +386,52 @@ def run_iterations(
     history: ArrayTree,
     going: Callable[..., Array],
 ) -> tuple[EMMLState, ArrayTree]:
-    """Run ``step(key, state, data) -> (state, info)`` while ``going(state,
-    history)``, writing each ``info`` into ``history`` at ``state.iteration`` (one
-    ``lax.while_loop``); returns the final ``(state, history)``."""
+    """Run ``step(key, state, data) -> (state, info)`` from ``state`` (iteration 0)
+    until ``going(state, info)`` is False after an iteration, or as many iterations
+    as ``history`` has entries.
 
-    def body(carry):
-        state, history = carry
-        it = state.iteration
-        state, info = step(key, state, data)
-        history = jax.tree.map(lambda h, v: h.at[it].set(v), history, info)
-        return state, history
+    The iterations run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`): the first always runs.
 
-    return jax.lax.while_loop(lambda carry: going(*carry), body, (state, history))
+    Parameters
+    ----------
+    step : callable
+        One outer iteration, ``step(key, state, data) -> (state, info)``.
+    key : PRNGKey
+        Handed to every iteration (a step draws from it folded with the iteration).
+    data : StructuredData
+    state : EMMLState
+        The start (:func:`init`'s, or another solver's state of the same layout).
+    history : pytree
+        An ``info`` tree of arrays of one length (the most iterations), holding
+        what stays past the last iteration run (NaN, -1).
+    going : callable
+        ``going(state, info) -> bool array``: run another iteration after one that
+        returned ``(state, info)``.
+
+    Returns
+    -------
+    state : EMMLState
+        The state after the last iteration run.
+    history : pytree
+        ``history`` with each iteration's ``info`` written at its index.
+    """
+
+    def iteration(t: Array, carry: _Iterating, data: StructuredData):
+        del t
+        state, info = step(key, carry.state, data)
+        return _Iterating(state, ~going(state, info)), info
+
+    length = jax.tree.leaves(history)[0].shape[0]
+    start = _Iterating(state, jnp.array(False))
+    carry, trace, ran = run_until_stopped(iteration, start, length, data=data)
+    past = jnp.arange(length) >= ran
+
+    def merge(empty: Array, recorded: Array) -> Array:
+        where = past.reshape(-1, *(1,) * (empty.ndim - 1))
+        return jnp.where(where, empty, recorded.astype(empty.dtype))
+
+    return carry.state, jax.tree.map(merge, history, trace)
 
 
 def theorem_3_5_bound(data: StructuredData, c: float, epsilon: float) -> float:

@@ -502,6 +502,30 @@ def test_converged_is_reported_honestly_when_the_budget_runs_out(sweeps):
     assert np.all(np.isfinite(trace))
 
 
+def test_a_second_exact_fit_of_the_same_shapes_compiles_nothing(count_compiles):
+    """The gradient steps and the sweeps run through the runner's in-program loop:
+    another problem, C, tolerance and handoff (a keyword in both calls: jit keys on
+    the keywords passed) of the same shapes reuse the program; the budget still
+    bounds both phases."""
+    problems = []
+    for seed in (6, 7):
+        x, y = tiny_problem(seed)
+        x32 = jnp.asarray(x, jnp.float32)
+        k = kernel_matrix(x32, x32, "rbf", 0.5)
+        problems.append(StructuredData(k, jnp.asarray(y, jnp.float32)))
+    fit_emml_exact(problems[0], 1.0, 1e-4, max_sweeps=12, handoff=1.0)
+    with count_compiles() as again:
+        state, trace = fit_emml_exact(
+            problems[1], 3.0, 1e-6, max_sweeps=12, handoff=0.5
+        )
+    assert again.count == 0
+    ran = int(state.gradient_steps) + int(state.sweeps)
+    assert int(state.gradient_steps) > 0 and int(state.sweeps) > 0 and ran <= 12
+    trace = np.asarray(trace)
+    assert np.all(np.isfinite(trace[:ran])) and np.all(np.isnan(trace[ran:]))
+    assert bool(state.converged) == (float(state.max_violation) <= 1e-6)
+
+
 def test_block_size_must_be_positive():
     data = StructuredData(jnp.eye(2), jnp.array([[1.0, 0.0], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="block must be >= 1"):
