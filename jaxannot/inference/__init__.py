@@ -26,10 +26,11 @@ numpyro's ``SVI.update``), :func:`fit_laplacian`'s SVI steps,
 compiled program run the same kind of step through the runner's in-program loop,
 :func:`~jaxannot.runtime.progress.run_until_stopped`
 (:func:`~jaxannot.inference.em.run_em_until_converged`,
-:func:`~jaxannot.inference.em.run_until_small_change`). Two stay plain ``lax`` loops:
-the masked fits of :func:`choose_lam` (compiled with the held-out scores computed
-after them) and the binary hinge's epochs in
-:mod:`~jaxannot.inference.max_margin_dual` (inside :class:`MaxMargin`'s M-step).
+:func:`~jaxannot.inference.em.run_until_small_change`, the binary hinge's epochs in
+:mod:`~jaxannot.inference.max_margin_dual` inside :class:`MaxMargin`'s M-step, the
+small L-BFGS of :class:`VEM`'s start in :mod:`~jaxannot.inference.vem.lbfgs`). One
+stays a plain ``lax`` loop: the masked fits of :func:`choose_lam` (compiled with the
+held-out scores computed after them).
 
 - :mod:`~jaxannot.inference.vem` — variational EM for any declared model with one
   discrete per-image site (:class:`VEM`).

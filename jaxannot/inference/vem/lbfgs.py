@@ -23,9 +23,12 @@ J. Nocedal, S. J. Wright. Numerical Optimization, 2nd ed., Springer 2006: algori
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+
+from jaxannot.runtime.progress import run_until_stopped
 
 __all__ = ["minimize"]
 
@@ -69,6 +72,22 @@ def _direction(g, s_hist, y_hist, sy, count):
     return -r
 
 
+class _Carry(NamedTuple):
+    """:func:`minimize`'s carry: the accepted point, its value and gradient, the
+    direction, the step length tried next, the kept pairs and the accepted steps."""
+
+    x: jnp.ndarray
+    f: jnp.ndarray
+    g: jnp.ndarray
+    d: jnp.ndarray
+    t: jnp.ndarray
+    s_hist: jnp.ndarray
+    y_hist: jnp.ndarray
+    sy_hist: jnp.ndarray
+    count: jnp.ndarray
+    steps: jnp.ndarray
+
+
 def minimize(value_and_grad: Callable, x0: jnp.ndarray, num_steps: int) -> jnp.ndarray:
     """Minimize a function from ``x0`` by L-BFGS with backtracking (module
     docstring).
@@ -87,12 +106,18 @@ def minimize(value_and_grad: Callable, x0: jnp.ndarray, num_steps: int) -> jnp.n
     -------
     jnp.ndarray
         The last accepted point (``x0`` if no finite point was met).
+
+    Notes
+    -----
+    The evaluations run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`), one per step of it.
     """
     n, dtype = x0.shape[0], x0.dtype
     zeros = jnp.zeros((HISTORY, n), dtype)
 
-    def body(carry):
-        x, f, g, d, t, s_hist, y_hist, sy_hist, count, steps, evals = carry
+    def evaluation(i: jnp.ndarray, carry: _Carry) -> tuple[_Carry, tuple]:
+        del i
+        x, f, g, d, t, s_hist, y_hist, sy_hist, count, steps = carry
         trial = x + t * d
         f_t, g_t = value_and_grad(trial)
         finite = jnp.isfinite(f_t) & jnp.all(jnp.isfinite(g_t))
@@ -109,16 +134,18 @@ def minimize(value_and_grad: Callable, x0: jnp.ndarray, num_steps: int) -> jnp.n
         )
         d = jnp.where(ok, _direction(g, s_hist, y_hist, sy_hist, count), d)
         t = jnp.where(ok, jnp.ones((), dtype), 0.5 * t)
-        return x, f, g, d, t, s_hist, y_hist, sy_hist, count, steps + ok, evals + 1
-
-    def more(carry):
-        steps, evals = carry[-2:]
-        return (steps <= num_steps) & (evals <= EVALS_PER_STEP * num_steps)
+        return _Carry(x, f, g, d, t, s_hist, y_hist, sy_hist, count, steps + ok), ()
 
     inf = jnp.asarray(jnp.inf, dtype)
     zero = jnp.zeros((n,), dtype)
     one = jnp.ones((), dtype)
     count = jnp.int32(0)
-    carry = (x0, inf, zero, zero, one, zeros, zeros, jnp.zeros((HISTORY,), dtype))
-    carry = carry + (count, count, count)
-    return lax.while_loop(more, body, carry)[0]
+    sy_hist = jnp.zeros((HISTORY,), dtype)
+    start = _Carry(x0, inf, zero, zero, one, zeros, zeros, sy_hist, count, count)
+    carry, _, _ = run_until_stopped(
+        evaluation,
+        start,
+        EVALS_PER_STEP * num_steps + 1,
+        stopped=lambda carry: carry.steps > num_steps,
+    )
+    return carry.x

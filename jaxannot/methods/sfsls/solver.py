@@ -57,6 +57,7 @@ from jaxannot.methods.sfsls.sparse_projection import (
     reweighting_diagonal,
     sfsls_objective,
 )
+from jaxannot.runtime.progress import run_until_stopped
 from jaxannot.types import Array, ArrayLike
 
 __all__ = [
@@ -112,6 +113,17 @@ class SFSLSInfo(NamedTuple):
 
 
 # --------------------------------------------------------------------------- CG
+class _PCGCarry(NamedTuple):
+    """:func:`block_pcg`'s carry: the solutions, residuals, search directions,
+    :math:`r^\top z` per column and whether every residual is small enough."""
+
+    x: Array
+    r: Array
+    p: Array
+    rz: Array
+    stopped: Array
+
+
 def block_pcg(
     matvec: Callable[[Array], Array],
     b: Array,
@@ -138,22 +150,22 @@ def block_pcg(
     -------
     x : [n, k]
     residual : scalar, the largest relative residual reached.
+
+    Notes
+    -----
+    The iterations run through the library's in-program runner
+    (:func:`~jaxannot.runtime.progress.run_until_stopped`).
     """
     bnorm = jnp.linalg.norm(b, axis=0)
     bnorm = jnp.where(bnorm > 0, bnorm, 1.0)
-    x0 = jnp.zeros_like(b)
     z0 = inv_diag[:, None] * b
-    init_state = (x0, b, z0, jnp.sum(b * z0, axis=0), jnp.asarray(0))
 
     def rel(r):
         return jnp.max(jnp.linalg.norm(r, axis=0) / bnorm)
 
-    def cond(state):
-        _, r, _, _, it = state
-        return (it < maxiter) & (rel(r) > tol)
-
-    def body(state):
-        x, r, p, rz, it = state
+    def iteration(t: Array, state: _PCGCarry) -> tuple[_PCGCarry, tuple]:
+        del t
+        x, r, p, rz, _ = state
         ap = matvec(p)
         pap = jnp.sum(p * ap, axis=0)
         step = jnp.where(pap > 0, rz / jnp.where(pap > 0, pap, 1.0), 0.0)
@@ -162,10 +174,12 @@ def block_pcg(
         z = inv_diag[:, None] * r
         rz_new = jnp.sum(r * z, axis=0)
         beta = jnp.where(rz > 0, rz_new / jnp.where(rz > 0, rz, 1.0), 0.0)
-        return x, r, z + beta * p, rz_new, it + 1
+        return _PCGCarry(x, r, z + beta * p, rz_new, ~(rel(r) > tol)), ()
 
-    x, r, _, _, _ = jax.lax.while_loop(cond, body, init_state)
-    return x, rel(r)
+    rz0 = jnp.sum(b * z0, axis=0)
+    start = _PCGCarry(jnp.zeros_like(b), b, z0, rz0, ~(rel(b) > tol))
+    state, _, _ = run_until_stopped(iteration, start, maxiter)
+    return state.x, rel(state.r)
 
 
 # ---------------------------------------------------------------- precompute

@@ -208,6 +208,31 @@ def test_block_pcg_matches_dense_solve():
     np.testing.assert_allclose(sol, np.linalg.solve(lap, b), rtol=1e-4, atol=1e-5)
 
 
+def test_a_second_block_pcg_of_the_same_shapes_compiles_nothing(count_compiles):
+    """The CG iterations run through the runner's in-program loop: another
+    operator, right-hand side and tolerance of the same shapes reuse the program,
+    and ``maxiter`` still bounds the iterations."""
+    rng = np.random.default_rng(2)
+
+    def problem(shift):
+        a = rng.normal(size=(30, 30)).astype(np.float32)
+        a = a @ a.T + shift * np.eye(30, dtype=np.float32)
+        b = rng.normal(size=(30, 3)).astype(np.float32)
+        return jnp.asarray(a), jnp.asarray(b), jnp.asarray(1 / np.diag(a))
+
+    def run(a, b, inv_diag, tol):
+        return rl.block_pcg(lambda v: a @ v, b, inv_diag, tol=tol, maxiter=4)
+
+    solve = jax.jit(run)
+    solve(*problem(30.0), 1e-6)
+    a, b, inv_diag = problem(0.5)
+    with count_compiles() as again:
+        _, residual = solve(a, b, inv_diag, 1e-5)
+    assert again.count == 0
+    _, loose = solve(a, b, inv_diag, 10.0)  # met at the start: no iteration
+    assert 1e-5 < float(residual) < 1.0 and float(loose) == 1.0
+
+
 def test_compiles_once_across_fits_and_hyper_values():
     # the problem and max_iter of test_objective_decreases_to_a_solution: its
     # compile is reused when both run
