@@ -218,33 +218,45 @@ def defaults_table() -> str:
     return "\n".join(lines)
 
 
+#: The records of :func:`tomotopy_table`, in its order.
+TOMOTOPY_RECORDS = (
+    "link_lda_vs_peers_corel5k.json",
+    "link_lda_vs_peers_corel5k_allcores.json",
+    "link_lda_vs_peers_synthetic.json",
+    "link_lda_vs_peers_synthetic_allcores.json",
+    "link_lda_vs_peers_synthetic_100k_scvb0.json",
+)
+
+
 def tomotopy_table() -> str:
-    """CVB0 against tomotopy: the time-to-target ratio with its bootstrap interval."""
+    """Link-LDA against tomotopy: the time-to-target ratio with its bootstrap
+    interval, per record of :data:`TOMOTOPY_RECORDS`."""
     lines = [
-        "| corpus | threads | target (× tomotopy's perplexity) | seeds both reached "
+        "| corpus | documents | jaxannot's fit | threads "
+        "| target (× tomotopy's perplexity) | seeds both reached "
         "| tomotopy / jaxannot CPU time, 95 % interval | wall |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for corpus in ("corel5k", "synthetic"):
-        for suffix in ("", "_allcores"):
-            record = _load(f"link_lda_vs_peers_{corpus}{suffix}.json")
-            if record is None:
-                continue
-            for target in record["time_to_target"]:
-                cpu, wall = target["ratio_cpu_seconds"], target["ratio_seconds"]
-                seeds = f"{len(target['seeds_in_ratio'])} of {len(record['seeds'])}"
-                if not cpu or cpu["ratio_of_means"] is None:
-                    ratio, walls = "–", "–"
-                else:
-                    low, high = cpu["interval"]
-                    ratio = f"{cpu['ratio_of_means']:.2f} [{low:.2f}, {high:.2f}]"
-                    walls = f"{wall['ratio_of_means']:.2f}"
-                threads = record["threads"]["setting"]
-                lines.append(
-                    f"| {corpus} | {threads} | {target['factor']:.2f} "
-                    f"({target['target_perplexity']:.1f}) | {seeds} | {ratio} "
-                    f"| {walls} |"
-                )
+    for name in TOMOTOPY_RECORDS:
+        record = _load(name)
+        if record is None:
+            continue
+        corpus = record["corpus"]
+        for target in record["time_to_target"]:
+            cpu, wall = target["ratio_cpu_seconds"], target["ratio_seconds"]
+            seeds = f"{len(target['seeds_in_ratio'])} of {len(record['seeds'])}"
+            if not cpu or cpu["ratio_of_means"] is None:
+                ratio, walls = "–", "–"
+            else:
+                low, high = cpu["interval"]
+                ratio = f"{cpu['ratio_of_means']:.2f} [{low:.2f}, {high:.2f}]"
+                walls = f"{wall['ratio_of_means']:.2f}"
+            lines.append(
+                f"| {corpus['name']} | {corpus['train_docs']:,} "
+                f"| `{record['jaxannot']['method']}` | {record['threads']['setting']} "
+                f"| {target['factor']:.2f} ({target['target_perplexity']:.1f}) "
+                f"| {seeds} | {ratio} | {walls} |"
+            )
     return "\n".join(lines)
 
 
@@ -258,7 +270,7 @@ TIME_TO_TARGET = (
         (
             "link_lda_vs_peers_corel5k.json",
             "link_lda_vs_peers_synthetic.json",
-            "link_lda_vs_peers_synthetic_100k_3seeds.json",
+            "link_lda_vs_peers_synthetic_100k_scvb0.json",
         ),
     ),
     (
@@ -308,6 +320,7 @@ def time_to_target_points(factor: float = 1.0) -> list[dict]:
                 if system == "jaxannot":
                     where = record["device"]["device_kind"]
                     where = "CPU" if where == "cpu" else where
+                    where = f"{where}, {record['jaxannot']['method']}"
                 else:
                     where = f"{workers} worker{'s' if workers > 1 else ''}"
                 points.append(

@@ -7,11 +7,14 @@ the machine's load hits both alike). ``--threads`` sets both systems' threads al
 ``all``: tomotopy ``workers=os.cpu_count()`` and XLA's default threads. tomotopy runs
 with ``optim_interval=0`` so that α stays fixed.
 
-- jaxannot: :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`
-  (``--cvb0-blocks`` blocks of images updated in turn), one fresh fit per checkpoint
-  (``--checkpoints`` iterations), timed as a user calls it (the dense counts in,
-  their conversion to padded bags included), after a first call with that iteration
-  count that compiles (the JSON's ``first_call``);
+- jaxannot (``--method``): batch CVB0,
+  :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0` (``--cvb0-blocks``
+  blocks of images updated in turn; ``--checkpoints`` are sweeps), or SCVB0,
+  :func:`jaxannot.methods.topic_models.link_lda_scvb0.fit_scvb0` (minibatches of
+  ``--scvb0-batch`` images, ``--scvb0-inner`` fixed-point updates per visit;
+  ``--checkpoints`` are passes); one fresh fit per checkpoint, timed as a user calls
+  it (the counts in, their conversion to padded bags included), after a first call
+  with that count that compiles (the JSON's ``first_call``);
 - tomotopy: ``LDAModel.train`` called in steps of ``--gibbs-step`` sweeps up to
   ``--gibbs-max`` (default twice ``--gibbs``); the time at a checkpoint is the
   cumulative time of the ``train`` calls (its ``add_doc`` set-up is timed apart,
@@ -50,7 +53,11 @@ folder): the first process compiles and stores, the second loads.
     python -m benchmarks.peers.link_lda_vs_peers --corpus synthetic --cvb0-blocks 256 \
         --checkpoints 5,10,15,20,25,30,35,40,45,50,55,60 --threads 1 --json OUT
 
-and the same with ``--threads all``.
+and the same with ``--threads all``; at scale, SCVB0 (the synthetic training counts
+are drawn sparse above ``DENSE_LIMIT`` cells, ``corpus.stored``):
+
+    python -m benchmarks.peers.link_lda_vs_peers --corpus synthetic --docs 100000 \
+        --method scvb0 --checkpoints 1,2,3,4 --gibbs 50 --seeds 3 --threads 1 --json OUT
 
 A perplexity that is not finite is refused (ValueError naming the system, seed and
 checkpoint), never reported; the JSON records each CVB0 fit's least topic-word
@@ -70,6 +77,7 @@ import tempfile
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 import jax
 import jax.numpy as jnp
@@ -80,10 +88,16 @@ from benchmarks.common.device import (
     device_record,
     use_device,
 )
-from benchmarks.common.lda_corpus import completion_perplexity, lda_corpus, split_halves
+from benchmarks.common.lda_corpus import (
+    completion_perplexity,
+    lda_corpus,
+    lda_corpus_sparse,
+    split_halves,
+)
 from benchmarks.common.records import ROOT, root_env, script_command, write_json
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+from jaxannot.methods.topic_models import link_lda_scvb0 as scvb0
 from jaxannot.methods.topic_models import link_lda_vb as llvb
 
 FOLD_IN_ITERATIONS = 100
@@ -92,6 +106,9 @@ SINGLE_THREAD_XLA = (
     "--xla_cpu_multi_thread_eigen=false",
     "intra_op_parallelism_threads=1",
 )
+#: Above this many cells (documents x vocabulary) the synthetic training counts are
+#: drawn as a sparse matrix (:func:`~benchmarks.common.lda_corpus.lda_corpus_sparse`).
+DENSE_LIMIT = 400_000_000
 FIELDS = ("iterations", "seconds", "cpu_seconds", "perplexity")
 
 
@@ -123,8 +140,18 @@ def checked_perplexity(value, system, seed, iterations):
     return float(value)
 
 
-def _tokens(row):
-    return [str(w) for w in np.flatnonzero(row) for _ in range(int(row[w]))]
+def _documents(train):
+    """Each training document's tokens as strings (tomotopy's ``add_doc``), from
+    dense or CSR counts."""
+    csr = sp.csr_matrix(train)
+    for d in range(csr.shape[0]):
+        lo, hi = csr.indptr[d], csr.indptr[d + 1]
+        words = csr.indices[lo:hi]
+        yield [
+            str(w)
+            for w, n in zip(words, csr.data[lo:hi], strict=True)
+            for _ in range(int(n))
+        ]
 
 
 def tomotopy_lambda(mdl, vocab, eta):
@@ -165,9 +192,9 @@ def run_tomotopy(args, seed, train, evaluate):
     )
     mdl.optim_interval = 0
     mdl.burn_in = 0
-    for row in np.asarray(train):
-        if row.sum() > 0:
-            mdl.add_doc(_tokens(row))
+    for tokens in _documents(train):
+        if tokens:
+            mdl.add_doc(tokens)
     setup = clock.read()[0]
     curve, wall, cpu, done = [], 0.0, 0.0, 0
     for sweeps in args.tomotopy_checkpoints:
@@ -182,6 +209,19 @@ def run_tomotopy(args, seed, train, evaluate):
 
 
 def fit_jaxannot(args, seed, train, iterations):
+    if args.method == "scvb0":
+        state, _ = scvb0.fit_scvb0(
+            jax.random.key(seed),
+            (train,),
+            args.topics,
+            prior=ll.LDAPrior(alpha=args.alpha, eta=args.eta),
+            num_passes=iterations,
+            batch_size=args.scvb0_batch,
+            num_inner=args.scvb0_inner,
+            restarts=args.scvb0_restarts,
+            progress_bar=False,
+        )
+        return jax.block_until_ready(state)
     state, _ = cvb0.fit_cvb0(
         jax.random.key(seed),
         (train,),
@@ -351,6 +391,16 @@ def target_record(seeds, ours, theirs, factor, reference, resamples):
 
 
 def load_corpus(args, rng):
+    """Training and test counts; for SCVB0 the training counts as CSR (it reads
+    the non-zeros; converted here, untimed, as tomotopy's ``add_doc`` is timed
+    apart)."""
+    train, test = _draw_corpus(args, rng)
+    if args.method == "scvb0" and not sp.issparse(train):
+        train = sp.csr_matrix(train)
+    return train, test
+
+
+def _draw_corpus(args, rng):
     if args.corpus == "corel5k":
         from jaxannot.data.datasets import load_dataset
 
@@ -362,6 +412,11 @@ def load_corpus(args, rng):
             ).astype(np.float32)
 
         return bag(tr), bag(te)
+    if args.docs * args.vocab > DENSE_LIMIT:  # too large to hold densely
+        train, test = lda_corpus_sparse(
+            rng, args.docs, args.test_docs, args.vocab, args.true_topics, args.length
+        )
+        return train, test
     counts = lda_corpus(
         rng, args.docs + args.test_docs, args.vocab, args.true_topics, args.length
     )
@@ -436,7 +491,24 @@ def parse_args(argv):
     ap.add_argument("--true-topics", type=int, default=20)
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--topics", type=int, default=20)
+    ap.add_argument(
+        "--method",
+        choices=("cvb0", "scvb0"),
+        default="cvb0",
+        help="jaxannot's fit: batch CVB0 (checkpoints are sweeps) or SCVB0 "
+        "(checkpoints are passes)",
+    )
     ap.add_argument("--cvb0-blocks", type=int, default=128, help="CVB0 image blocks")
+    ap.add_argument("--scvb0-batch", type=int, default=256, help="SCVB0 minibatch")
+    ap.add_argument(
+        "--scvb0-inner", type=int, default=10, help="SCVB0 fixed-point updates"
+    )
+    ap.add_argument(
+        "--scvb0-restarts",
+        type=int,
+        default=4,
+        help="SCVB0 starts, each one pass, the best going on",
+    )
     ap.add_argument(
         "--checkpoints",
         type=_ints,
@@ -569,7 +641,8 @@ def main(argv=None):
             test_docs=int(test.shape[0]),
             vocab=int(train.shape[1]),
             train_tokens=float(train.sum()),
-            mean_length=float(train.sum(1).mean()),
+            mean_length=float(np.asarray(train.sum(1)).mean()),
+            stored="sparse (CSR)" if sp.issparse(train) else "dense",
             true_topics=args.true_topics if args.corpus == "synthetic" else None,
         ),
         topics=args.topics,
@@ -582,9 +655,19 @@ def main(argv=None):
             "of the second half with β̂ = λ/Σλ"
         ),
         jaxannot=dict(
-            method="fit_cvb0",
-            blocks=args.cvb0_blocks,
-            timing="one fresh fit per checkpoint (dense counts in), after a first, "
+            method="fit_" + args.method,
+            **(
+                dict(blocks=args.cvb0_blocks)
+                if args.method == "cvb0"
+                else dict(
+                    batch_size=args.scvb0_batch,
+                    num_inner=args.scvb0_inner,
+                    restarts=args.scvb0_restarts,
+                    select_after=1,
+                )
+            ),
+            timing="one fresh fit per checkpoint (the counts in, as stored), after a "
+            "first, "
             "compiling call with that iteration count",
             first_call=[
                 dict(iterations=k, seconds=w, cpu_seconds=c)

@@ -40,9 +40,9 @@ def test_tomotopy_counts_read_back_match_the_corpus(bench):
     counts[:, 11] = 0  # a word no document uses: n_kw = 0 there
     eta = 0.05
     mdl = tp.LDAModel(tw=tp.TermWeight.ONE, k=3, alpha=0.1, eta=eta, seed=1)
-    for row in counts:
-        if row.sum() > 0:
-            mdl.add_doc(bench._tokens(row))
+    for tokens in bench._documents(counts):
+        if tokens:
+            mdl.add_doc(tokens)
     mdl.train(5, workers=1)
     lam = bench.tomotopy_lambda(mdl, 12, eta)
     n_kw = lam - eta
@@ -201,3 +201,43 @@ def test_a_nan_perplexity_is_refused(bench):
 def test_no_persistent_cache_flag(bench):
     assert bench.parse_args([]).persistent_cache is True
     assert bench.parse_args(["--no-persistent-cache"]).persistent_cache is False
+
+
+def test_a_tiny_scvb0_run_on_a_corpus_drawn_sparse(bench, tmp_path, monkeypatch):
+    pytest.importorskip("tomotopy")
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(bench, "DENSE_LIMIT", 100)  # 40 x 30 cells: drawn sparse
+    out = bench.main(
+        ["--corpus", "synthetic", "--docs", "40", "--test-docs", "10"]
+        + ["--vocab", "30", "--length", "20", "--topics", "3", "--seeds", "2"]
+        + ["--checkpoints", "1,2", "--gibbs", "4", "--gibbs-step", "2"]
+        + ["--method", "scvb0", "--scvb0-batch", "8", "--no-persistent-cache"]
+        + ["--resamples", "20", "--json", str(tmp_path / "o")]
+    )
+    assert out["jaxannot"]["method"] == "fit_scvb0"
+    assert out["jaxannot"]["batch_size"] == 8 and "blocks" not in out["jaxannot"]
+    assert out["corpus"]["stored"] == "sparse (CSR)"
+    assert out["corpus"]["train_docs"] == 40
+    assert [p[0] for p in out["per_seed"]["jaxannot"][0]] == [1, 2]  # passes
+
+
+def test_tomotopy_reads_the_same_tokens_from_dense_and_sparse_counts(bench):
+    import scipy.sparse as sp
+
+    counts = np.random.default_rng(2).poisson(0.7, size=(9, 6)).astype(np.float32)
+    dense = list(bench._documents(counts))
+    assert dense == list(bench._documents(sp.csr_matrix(counts)))
+    for row, tokens in zip(counts, dense, strict=True):
+        assert len(tokens) == row.sum()
+        assert sorted(set(tokens)) == sorted(str(w) for w in np.flatnonzero(row))
+
+
+def test_the_sparse_corpus_has_its_shape_and_lengths(bench):
+    from benchmarks.common.lda_corpus import lda_corpus_sparse
+
+    rng = np.random.default_rng(0)
+    train, test = lda_corpus_sparse(rng, 50, 5, 40, 4, 30)
+    assert train.shape == (50, 40) and test.shape == (5, 40)
+    lengths = np.concatenate([np.asarray(train.sum(1)).ravel(), test.sum(1)])
+    assert lengths.min() >= 10  # as lda_corpus: Poisson lengths, at least 10
+    assert abs(lengths.mean() - 30) < 5

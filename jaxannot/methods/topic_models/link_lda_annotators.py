@@ -3,10 +3,13 @@ r"""Link-LDA (Erosheva et al. 2004), the multi-view LDA baseline of seed 000.
 :mod:`jaxannot.methods.topic_models.link_lda`: per-image topic proportions shared by the
 text bag
 and the visual views (real-valued views binned per dimension, :mod:`.visual_words`).
-Fitted by collapsed variational Bayes (``inference="cvb0"``, the default:
-:func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0`, ``iterations`` updates of
-every
-responsibility in ``blocks`` blocks of images) or by batch variational Bayes
+Fitted by collapsed variational Bayes, zeroth order (``inference="cvb0"``, the
+default): up to ``stochastic_above`` images batch CVB0,
+:func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0` (``iterations`` updates
+of every responsibility in ``blocks`` blocks of images); from that size on, SCVB0,
+:func:`jaxannot.methods.topic_models.link_lda_scvb0.fit_scvb0` (``passes`` passes
+over random minibatches of ``batch`` images, no per-token state: the large-corpus
+path, ``benchmarks/peers/link_lda_vs_peers.py``); or by batch variational Bayes
 (``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda_vb.fit_vb`,
 ``iterations`` passes of
 ``inner`` E-step updates). CVB0's schedule (24 updates, 16 blocks) is the one
@@ -43,6 +46,7 @@ from jaxannot.data.corpus import Corpus
 from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
+from jaxannot.methods.topic_models import link_lda_scvb0 as scvb0
 from jaxannot.methods.topic_models import link_lda_svi as svi
 from jaxannot.methods.topic_models import link_lda_vb as llvb
 from jaxannot.methods.topic_models import visual_words as vw
@@ -66,6 +70,9 @@ def _lda_fit(
     inference,
     iterations,
     blocks,
+    stochastic_above,
+    passes,
+    batch,
     inner,
     fold_in_inner,
     alpha,
@@ -76,7 +83,17 @@ def _lda_fit(
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
     prior = ll.LDAPrior(alpha=alpha, eta=eta)
-    if inference == "cvb0":
+    if inference == "cvb0" and corpus.num_images >= int(stochastic_above):
+        state, objective = scvb0.fit_scvb0(
+            rng_key,
+            data,
+            int(topics),
+            prior=prior,
+            num_passes=int(passes),
+            batch_size=int(batch),
+            progress_bar=show_progress(),
+        )
+    elif inference == "cvb0":
         state, objective = cvb0.fit_cvb0(
             rng_key,
             data,

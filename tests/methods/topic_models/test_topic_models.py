@@ -179,6 +179,29 @@ def test_link_lda_fits_by_cvb0_by_default_and_vb_on_request(tasks, fits):
         _fit("link-lda", task, inference="gibbs")
 
 
+def test_link_lda_fits_by_scvb0_from_stochastic_above_images(tasks):
+    from jaxannot.methods.topic_models import link_lda as ll
+    from jaxannot.methods.topic_models import link_lda_scvb0 as scvb0
+    from jaxannot.methods.topic_models import visual_words as vw
+
+    task = tasks["transductive"]
+    m, fitted = _fit("link-lda", task, stochastic_above=1, passes=2, batch=16)
+    names, edges, _ = vw.fit_views(task.train, 5, "", 8)
+    data = (vw.text(task.train),) + vw.visual(task.train, names, edges)
+    state, _ = scvb0.fit_scvb0(
+        jax.random.key(0),
+        data,
+        5,
+        prior=ll.LDAPrior(alpha=m.hyper["alpha"], eta=m.hyper["eta"]),
+        num_passes=2,
+        batch_size=16,
+        progress_bar=False,
+    )
+    np.testing.assert_allclose(fitted.params.lambda_text, state.lambdas[0])
+    # below the size, batch CVB0 (the default's own test above)
+    assert task.train.num_images < m.hyper["stochastic_above"]
+
+
 @pytest.mark.parametrize("name", ["mix-unigram", "lap-mix-unigram"])
 def test_mixture_fold_in_is_the_declarations_posterior(name):
     # New images' posteriors come from the declaration (VEM.posteriors_for /

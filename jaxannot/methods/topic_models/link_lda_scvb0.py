@@ -1,0 +1,365 @@
+r"""Link-LDA by stochastic collapsed variational Bayes (SCVB0), for large corpora.
+
+The model and the counts are :mod:`jaxannot.methods.topic_models.link_lda_cvb0`'s;
+SCVB0 (Foulds, Boyles, DuBois, Smyth & Welling 2013) keeps no responsibility per
+token. It keeps the topic-word counts :math:`N^v_{kw}` of every view (estimates of
+the whole corpus's expected counts) and each image's topic counts :math:`n_{dk}`,
+and visits the images in random minibatches :math:`M` of ``batch_size`` images, a
+fresh order every pass. For a minibatch, with the topic-word factor of the current
+counts
+
+.. math::
+    \hat\phi^v_{kw} = \frac{N^v_{kw} + \eta}{N^v_k + V_v\eta},
+
+each image's counts are brought to the zeroth-order fixed point (``num_inner``
+updates from the image's counts of its last visit, a warm start; uniform at the
+first)
+
+.. math::
+    \gamma^v_{dnk} \propto (n_{dk} + \alpha)\,\hat\phi^v_{k w^v_{dn}},\qquad
+    n_{dk} \leftarrow \sum_v\sum_n c^v_{dn}\gamma^v_{dnk},
+
+(Foulds et al.'s "burn-in" of the document counts, all of an image's entries at
+once, clumped: one responsibility per distinct word, weighted by its count), and
+the minibatch's expected topic-word counts, scaled to the corpus by :math:`D/|M|`,
+move the estimate a step :math:`\rho_t = (\tau + t)^{-\kappa}` (Robbins-Monro,
+:math:`\kappa\in(0.5, 1]`):
+
+.. math::
+    N^v_{kw} \leftarrow (1-\rho_t)\,N^v_{kw} + \rho_t\,\frac{D}{|M|}
+        \sum_{d\in M}\sum_{n:\,w^v_{dn}=w} c^v_{dn}\gamma^v_{dnk}.
+
+A pass costs ``num_inner`` products of every entry with its ``K`` factors, as one
+sweep of :func:`~jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0` costs one,
+but the topic-word counts move ``D / batch_size`` times per pass, so a few passes
+reach what batch CVB0 reaches in tens of sweeps, and memory holds the bags and
+``n_dk`` only (no ``[entries, K]`` responsibilities).
+
+The result has CVB0's pair: ``gamma = n_dk + α`` (each image's counts at its last
+visit) and ``lambdas = N^v_kw + η``, so
+:func:`~jaxannot.methods.topic_models.link_lda_vb.fold_in` and
+:func:`~jaxannot.methods.topic_models.link_lda.topic_word` take them unchanged.
+The per-pass ``objective`` is the mean log predictive probability per token of the
+minibatches' tokens under their fixed points, :math:`\sum c\log\sum_k\hat\theta_{dk}
+\hat\phi^v_{kw} / \sum c` with :math:`\hat\theta_d \propto n_d + \alpha` (a
+progress measure; SCVB0 maximizes no bound).
+
+References
+----------
+J. Foulds, L. Boyles, C. DuBois, P. Smyth, M. Welling. Stochastic collapsed
+variational Bayesian inference for latent Dirichlet allocation. KDD 2013.
+A. Asuncion, M. Welling, P. Smyth, Y. W. Teh. On smoothing and inference for topic
+models. UAI 2009.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from jaxannot.inference.support import check_support
+from jaxannot.methods.topic_models.link_lda import LDAPrior
+from jaxannot.methods.topic_models.link_lda_bags import sparse_bags
+from jaxannot.runtime.programs import bounded_cache
+from jaxannot.runtime.progress import check_count, run_steps
+
+__all__ = ["SCVB0Info", "SCVB0State", "build_scvb0_step", "fit_scvb0"]
+
+_TINY = 1e-30
+
+
+class SCVB0State(NamedTuple):
+    """The state of :func:`fit_scvb0`.
+
+    Attributes
+    ----------
+    gamma : Float[Array, "images topics"]
+        :math:`n_{dk} + \\alpha`, each image's counts at its last visit.
+    lambdas : tuple of Float[Array, "topics vocab_v"]
+        :math:`N^v_{kw} + \\eta` (as ``LinkLDAState.lambdas``).
+    updates : Int[Array, ""]
+        Minibatch updates so far (:math:`t` of the step size).
+    start : Int[Array, ""]
+        The start chosen among :func:`fit_scvb0`'s ``restarts`` (its orders).
+    """
+
+    gamma: jax.Array
+    lambdas: tuple
+    updates: jax.Array
+    start: jax.Array
+
+
+class SCVB0Info(NamedTuple):
+    """One pass of :func:`fit_scvb0`: ``objective``, the mean log predictive
+    probability per token of the pass's minibatches (see the module docstring)."""
+
+    objective: jax.Array
+
+
+def _fixed_point(phi, cnts, start, alpha, num_inner):
+    """``num_inner`` zeroth-order updates of ``t = n_dk + α`` [M, K] given the
+    gathered factors ``phi`` (per view [M, N, K]); returns ``t`` and, per view, the
+    normalizers ``Σ_k φ t`` [M, N] of the final ``t``."""
+
+    def norms(t):
+        return tuple(jnp.maximum(jnp.einsum("mnk,mk->mn", f, t), _TINY) for f in phi)
+
+    def update(_, t):
+        spread = sum(
+            jnp.einsum("mnk,mn->mk", f, c / z)
+            for f, c, z in zip(phi, cnts, norms(t), strict=True)
+        )
+        return alpha + t * spread
+
+    t = jax.lax.fori_loop(0, num_inner, update, start)
+    return t, norms(t)
+
+
+@bounded_cache()
+def build_scvb0_step(
+    batch_size: int, num_inner: int, tau: float, kappa: float
+) -> Callable[..., tuple[tuple, SCVB0Info]]:
+    """One pass of SCVB0 over the images as a random kernel for
+    :func:`~jaxannot.runtime.progress.run_steps`.
+
+    ``step(t, (n_kw, n_dk, updates), data) -> (carry, SCVB0Info)`` with
+    ``data = (rng_key, ids, cnts, alpha, eta, num_images)``: the pass's order drawn
+    from ``rng_key`` folded with ``updates`` (so that a continued fit draws what one
+    longer fit would), per view the padded bags
+    ``[D', N_v]`` (``D'`` a multiple of ``batch_size``; rows past ``num_images``
+    empty), the topic-word counts ``n_kw`` per view ``[V_v, K]`` (word-major, so
+    that a gather reads one contiguous row per entry). Cached per configuration
+    (the compiled run is keyed by the step).
+
+    Parameters
+    ----------
+    batch_size : int
+        Images per minibatch.
+    num_inner : int
+        Fixed-point updates of each image's counts per visit.
+    tau, kappa : float
+        The step size :math:`\\rho_t = (\\tau + t)^{-\\kappa}`.
+
+    Returns
+    -------
+    callable
+        The step.
+    """
+
+    def step(t, carry, data):
+        del t
+        n_kw, n_dk, updates = carry
+        rng_key, ids, cnts, alpha, eta, num_images = data
+        rows = n_dk.shape[0]
+        # the real images in a random order, the empty rows (past num_images) last
+        keys = jax.random.uniform(jax.random.fold_in(rng_key, updates), (rows,))
+        order = jnp.argsort(jnp.where(jnp.arange(rows) < num_images, keys, 2.0))
+        order = order.reshape(-1, batch_size)
+        scale = jnp.asarray(num_images, jnp.float32)
+
+        def minibatch(state, idx):
+            n_kw, n_dk, t_step = state
+            b_ids = tuple(i[idx] for i in ids)
+            b_cnts = tuple(c[idx] for c in cnts)
+            phi = tuple(
+                (kw[i] + eta) / (kw.sum(0) + kw.shape[0] * eta)
+                for kw, i in zip(n_kw, b_ids, strict=True)
+            )
+            t, norms = _fixed_point(phi, b_cnts, n_dk[idx] + alpha, alpha, num_inner)
+            real = (idx < num_images).astype(jnp.float32)
+            rho = (tau + t_step.astype(jnp.float32)) ** (-kappa)
+            weight = scale / jnp.maximum(real.sum(), 1.0)
+            new_kw = tuple(
+                (1.0 - rho) * kw
+                + rho
+                * weight
+                * jax.ops.segment_sum(
+                    ((c / z)[..., None] * f * t[:, None, :]).reshape(-1, t.shape[-1]),
+                    i.reshape(-1),
+                    kw.shape[0],
+                )
+                for kw, f, c, z, i in zip(n_kw, phi, b_cnts, norms, b_ids, strict=True)
+            )
+            log_t = jnp.log(t.sum(-1, keepdims=True))
+            log_p = sum(
+                (c * (jnp.log(z) - log_t)).sum()
+                for c, z in zip(b_cnts, norms, strict=True)
+            )
+            # empty rows (past num_images) keep their zero counts
+            n_dk = n_dk.at[idx].set((t - alpha) * real[:, None])
+            return (new_kw, n_dk, t_step + 1), log_p
+
+        (n_kw, n_dk, updates), log_p = jax.lax.scan(
+            minibatch, (n_kw, n_dk, updates), order
+        )
+        tokens = sum(c.sum() for c in cnts)
+        return (n_kw, n_dk, updates), SCVB0Info(log_p.sum() / jnp.maximum(tokens, 1.0))
+
+    return step
+
+
+def _initial_counts(rng_key, ids, cnts, vocab_sizes, num_topics):
+    """CVB0's random start at the word level: each word's corpus count split over
+    the topics by a ``u / Σ_k u_k`` draw (``u ~ U(0.001, 1)``), per view ``[V_v, K]``.
+    The topics start near the corpus's word frequencies, apart by the draws."""
+    keys = jax.random.split(rng_key, len(cnts))
+    out = []
+    for key, i, c, v in zip(keys, ids, cnts, vocab_sizes, strict=True):
+        totals = jax.ops.segment_sum(c.reshape(-1), i.reshape(-1), v)
+        u = jax.random.uniform(key, (v, num_topics), minval=1e-3, maxval=1.0)
+        out.append(totals[:, None] * u / u.sum(1, keepdims=True))
+    return tuple(out)
+
+
+def fit_scvb0(
+    rng_key: jax.Array,
+    counts_by_view: Sequence,
+    num_topics: int,
+    *,
+    prior: LDAPrior = LDAPrior(),  # noqa: B008 (immutable)
+    num_passes: int = 3,
+    batch_size: int = 256,
+    num_inner: int = 10,
+    tau: float = 1.0,
+    kappa: float = 0.9,
+    restarts: int = 4,
+    select_after: int = 1,
+    state: SCVB0State | None = None,
+    progress_bar: bool = True,
+) -> tuple[SCVB0State, np.ndarray]:
+    """Fit Link-LDA by SCVB0 (see the module docstring), one compiled pass per step.
+
+    SCVB0 settles early into one of several optima, as the samplers do: ``restarts``
+    independent starts (their own random counts and orders) each run
+    ``select_after`` passes, and the one whose last pass predicts its tokens best
+    (``objective``, the mean log predictive probability per token) goes on for the
+    rest of ``num_passes``.
+
+    Parameters
+    ----------
+    rng_key : PRNGKey
+        Seeds the starts of the topic-word counts and the order of every pass.
+    counts_by_view : sequence of [images, vocab_v] counts
+        Dense arrays or ``scipy.sparse`` matrices (>= 0, finite, the same images in
+        every view); only the non-zeros are kept (:func:`~.link_lda_bags.sparse_bags`).
+    num_topics : int
+    prior : LDAPrior
+        The Dirichlet concentrations α (on θ) and η (on every β^v_k).
+    num_passes : int
+        Passes over the images of the chosen start (its first ``select_after``
+        included).
+    batch_size : int
+        Images per minibatch (at most the corpus: a smaller corpus is one batch).
+    num_inner : int
+        Fixed-point updates of an image's counts per visit.
+    tau, kappa : float
+        The step size :math:`(\\tau + t)^{-\\kappa}`, ``tau >= 0`` and
+        ``0.5 < kappa <= 1`` (Robbins-Monro).
+    restarts : int
+        Independent starts (1: one start, no choice); each costs ``select_after``
+        passes.
+    select_after : int
+        Passes of every start before the choice (at most ``num_passes``).
+    state : SCVB0State, optional
+        Continue from this state (an earlier result on the same counts and
+        ``rng_key``: the passes are those one longer fit would run); no restarts.
+    progress_bar : bool
+        A tqdm bar over the passes of each run (shown after two seconds).
+
+    Returns
+    -------
+    state : SCVB0State
+    objective : np.ndarray
+        The chosen start's mean log predictive probability per token, per pass.
+
+    Raises
+    ------
+    ValueError
+        A bad count, size or step-size setting, or a ``state`` of other counts.
+    SupportError
+        If the returned counts leave their support (``λ < η``, ``γ < α``).
+    """
+    num_topics = check_count("num_topics", num_topics)
+    num_passes = check_count("num_passes", num_passes)
+    batch_size = check_count("batch_size", batch_size)
+    num_inner = check_count("num_inner", num_inner)
+    restarts = check_count("restarts", restarts)
+    select_after = check_count("select_after", select_after)
+    if select_after > num_passes:
+        raise ValueError(
+            f"select_after ({select_after}) must be at most num_passes ({num_passes})"
+        )
+    if not (tau >= 0.0 and 0.5 < kappa <= 1.0):
+        raise ValueError(f"need tau >= 0 and 0.5 < kappa <= 1, got {tau}, {kappa}")
+    prior.check()
+    ids, cnts, vocab_sizes = sparse_bags(counts_by_view)
+    num_images = ids[0].shape[0]
+    batch_size = min(batch_size, num_images)
+    rows = -(-num_images // batch_size) * batch_size
+    ids = tuple(jnp.pad(i, ((0, rows - num_images), (0, 0))) for i in ids)
+    cnts = tuple(jnp.pad(c, ((0, rows - num_images), (0, 0))) for c in cnts)
+    alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
+    init_key, run_key = jax.random.split(rng_key)
+    step = build_scvb0_step(batch_size, num_inner, float(tau), float(kappa))
+
+    def run(carry, start, passes, desc):
+        data = (jax.random.fold_in(run_key, start), ids, cnts, alpha, eta)
+        return run_steps(
+            step,
+            carry,
+            passes,
+            progress_bar=progress_bar,
+            desc=desc,
+            data=(*data, jnp.int32(num_images)),
+        )
+
+    traces = []
+    if state is None:
+        n_dk = jnp.zeros((rows, num_topics), jnp.float32)
+        best = None
+        for start in range(restarts):
+            counts = _initial_counts(
+                jax.random.fold_in(init_key, start), ids, cnts, vocab_sizes, num_topics
+            )
+            tried = run(
+                (counts, n_dk, jnp.int32(0)),
+                start,
+                select_after,
+                f"scvb0 start {start + 1}/{restarts}",
+            )
+            score = float(tried[1].objective[-1])
+            if best is None or score > best[0]:
+                best = (score, start, tried)
+        _, chosen, (carry, info) = best
+        traces.append(info.objective)
+        remaining = num_passes - select_after
+    else:
+        shapes = [lam.shape for lam in state.lambdas]
+        if state.gamma.shape != (num_images, num_topics) or shapes != [
+            (num_topics, v) for v in vocab_sizes
+        ]:
+            raise ValueError("state does not match these counts and num_topics")
+        carry = (
+            tuple(lam.T - eta for lam in state.lambdas),
+            jnp.pad(state.gamma - alpha, ((0, rows - num_images), (0, 0))),
+            state.updates,
+        )
+        chosen, remaining = int(state.start), num_passes
+    if remaining:
+        carry, info = run(carry, chosen, remaining, "scvb0 passes")
+        traces.append(info.objective)
+    n_kw, n_dk, updates = carry
+    gamma = n_dk[:num_images] + alpha
+    lambdas = tuple(kw.T + eta for kw in n_kw)
+    check_support("link-lda scvb0: gamma", gamma, iteration=num_passes, lower=alpha)
+    for v, lam in enumerate(lambdas):
+        check_support(
+            f"link-lda scvb0: lambdas[{v}]", lam, iteration=num_passes, lower=eta
+        )
+    state = SCVB0State(gamma, lambdas, updates, jnp.int32(chosen))
+    return state, np.concatenate([np.asarray(t) for t in traces])
