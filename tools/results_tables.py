@@ -224,6 +224,7 @@ TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_corel5k_allcores.json",
     "link_lda_vs_peers_synthetic.json",
     "link_lda_vs_peers_synthetic_allcores.json",
+    "link_lda_vs_peers_synthetic_10k.json",
     "link_lda_vs_peers_synthetic_100k_scvb0.json",
 )
 
@@ -270,6 +271,7 @@ TIME_TO_TARGET = (
         (
             "link_lda_vs_peers_corel5k.json",
             "link_lda_vs_peers_synthetic.json",
+            "link_lda_vs_peers_synthetic_10k.json",
             "link_lda_vs_peers_synthetic_100k_scvb0.json",
         ),
     ),
