@@ -227,6 +227,7 @@ TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_synthetic_10k.json",
     "link_lda_vs_peers_synthetic_10k_scvb0.json",
     "link_lda_vs_peers_synthetic_100k_scvb0.json",
+    "link_lda_vs_peers_synthetic_1m_scvb0.json",
 )
 
 
@@ -274,6 +275,7 @@ TIME_TO_TARGET = (
             "link_lda_vs_peers_synthetic.json",
             "link_lda_vs_peers_synthetic_10k.json",
             "link_lda_vs_peers_synthetic_100k_scvb0.json",
+            "link_lda_vs_peers_synthetic_1m_scvb0.json",
         ),
     ),
     (
