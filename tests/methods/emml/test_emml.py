@@ -172,17 +172,20 @@ def test_fit_compiles_once_and_float32_agrees_with_the_qp():
     np.testing.assert_allclose(hist.objective[: len(objectives)], objectives, rtol=1e-5)
 
 
+def _rbf_problem(seed):
+    """The tiny problem of ``seed`` with its float32 RBF kernel (γ = 0.5)."""
+    x, y = tiny_problem(seed)
+    x32 = jnp.asarray(x, jnp.float32)
+    k = kernel_matrix(x32, x32, "rbf", 0.5)
+    return StructuredData(k, jnp.asarray(y, jnp.float32))
+
+
 def test_a_second_fit_of_the_same_shapes_compiles_nothing(count_compiles):
     """The outer iterations, the subproblem's sweeps and the SMO steps run through
     the runner's in-program loop: another problem, C and tolerance of the same
     shapes reuse the program."""
     settings = WorkingSetSettings(capacity=8, max_iterations=30)
-    problems = []
-    for seed in (6, 7):
-        x, y = tiny_problem(seed)
-        x32 = jnp.asarray(x, jnp.float32)
-        k = kernel_matrix(x32, x32, "rbf", 0.5)
-        problems.append(StructuredData(k, jnp.asarray(y, jnp.float32)))
+    problems = [_rbf_problem(seed) for seed in (6, 7)]
     fit_emml(problems[0], 1.0, 1e-4, settings=settings)
     with count_compiles() as again:
         state, hist = fit_emml(problems[1], 3.0, 1e-3, settings=settings)
@@ -507,12 +510,7 @@ def test_a_second_exact_fit_of_the_same_shapes_compiles_nothing(count_compiles):
     another problem, C, tolerance and handoff (a keyword in both calls: jit keys on
     the keywords passed) of the same shapes reuse the program; the budget still
     bounds both phases."""
-    problems = []
-    for seed in (6, 7):
-        x, y = tiny_problem(seed)
-        x32 = jnp.asarray(x, jnp.float32)
-        k = kernel_matrix(x32, x32, "rbf", 0.5)
-        problems.append(StructuredData(k, jnp.asarray(y, jnp.float32)))
+    problems = [_rbf_problem(seed) for seed in (6, 7)]
     fit_emml_exact(problems[0], 1.0, 1e-4, max_sweeps=12, handoff=1.0)
     with count_compiles() as again:
         state, trace = fit_emml_exact(
