@@ -227,6 +227,7 @@ TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_synthetic_10k.json",
     "link_lda_vs_peers_synthetic_10k_scvb0.json",
     "link_lda_vs_peers_synthetic_100k_scvb0.json",
+    "link_lda_vs_peers_synthetic_100k_scvb0_allcores.json",
     "link_lda_vs_peers_synthetic_1m_scvb0.json",
 )
 
@@ -284,6 +285,7 @@ TIME_TO_TARGET = (
         (
             "link_lda_vs_peers_corel5k_allcores.json",
             "link_lda_vs_peers_synthetic_allcores.json",
+            "link_lda_vs_peers_synthetic_100k_scvb0_allcores.json",
             "link_lda_vs_peers_synthetic_100k_gpu.json",
         ),
     ),
