@@ -225,6 +225,7 @@ TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_synthetic.json",
     "link_lda_vs_peers_synthetic_allcores.json",
     "link_lda_vs_peers_synthetic_10k.json",
+    "link_lda_vs_peers_synthetic_10k_allcores.json",
     "link_lda_vs_peers_synthetic_10k_scvb0.json",
     "link_lda_vs_peers_synthetic_100k_scvb0.json",
     "link_lda_vs_peers_synthetic_100k_scvb0_allcores.json",
