@@ -9,7 +9,9 @@ with ``optim_interval=0`` so that α stays fixed.
 
 - jaxannot (``--method``): batch CVB0,
   :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0` (``--cvb0-blocks``
-  blocks of images updated in turn; ``--checkpoints`` are sweeps), or SCVB0,
+  blocks of images updated in turn; ``--cvb0-restarts`` starts of
+  ``--cvb0-select-after`` sweeps, the best by the training objective going on;
+  ``--checkpoints`` are sweeps of the chosen start), or SCVB0,
   :func:`jaxannot.methods.topic_models.link_lda_scvb0.fit_scvb0` (minibatches of
   ``--scvb0-batch`` images, ``--scvb0-inner`` fixed-point updates per visit;
   ``--checkpoints`` are passes); one fresh fit per checkpoint, timed as a user calls
@@ -229,6 +231,8 @@ def fit_jaxannot(args, seed, train, iterations):
         prior=ll.LDAPrior(alpha=args.alpha, eta=args.eta),
         num_iterations=iterations,
         num_blocks=args.cvb0_blocks,
+        restarts=args.cvb0_restarts,
+        select_after=args.cvb0_select_after,
     )
     return jax.block_until_ready(state)
 
@@ -499,6 +503,16 @@ def parse_args(argv):
         "(checkpoints are passes)",
     )
     ap.add_argument("--cvb0-blocks", type=int, default=128, help="CVB0 image blocks")
+    ap.add_argument(
+        "--cvb0-restarts",
+        type=int,
+        default=1,
+        help="CVB0 starts, each --cvb0-select-after sweeps, the best by the training "
+        "objective going on (1: one start)",
+    )
+    ap.add_argument(
+        "--cvb0-select-after", type=int, default=10, help="CVB0 sweeps per start"
+    )
     ap.add_argument("--scvb0-batch", type=int, default=256, help="SCVB0 minibatch")
     ap.add_argument(
         "--scvb0-inner", type=int, default=10, help="SCVB0 fixed-point updates"
@@ -657,7 +671,11 @@ def main(argv=None):
         jaxannot=dict(
             method="fit_" + args.method,
             **(
-                dict(blocks=args.cvb0_blocks)
+                dict(
+                    blocks=args.cvb0_blocks,
+                    restarts=args.cvb0_restarts,
+                    select_after=args.cvb0_select_after,
+                )
                 if args.method == "cvb0"
                 else dict(
                     batch_size=args.scvb0_batch,

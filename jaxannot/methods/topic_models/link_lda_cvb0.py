@@ -292,9 +292,19 @@ def fit_cvb0(
     prior: LDAPrior = LDAPrior(),  # noqa: B008 (immutable)
     num_iterations: int = 100,
     num_blocks: int = 1,
+    restarts: int = 1,
+    select_after: int = 10,
     state: CVB0State | None = None,
 ) -> tuple[CVB0State, np.ndarray]:
     """Fit Link-LDA by CVB0 (one compiled ``lax.scan``; see the module docstring).
+
+    CVB0 settles into one of several fixed points of different quality, depending on
+    its random start. With ``restarts > 1``, that many starts (start 0 from
+    ``rng_key``, start ``r`` from ``jax.random.fold_in(rng_key, r)``) each run
+    ``min(select_after, num_iterations)`` iterations, and the one whose last
+    iteration has the highest ``objective`` (the training tokens' leave-one-out log
+    predictive) goes on for the rest of ``num_iterations``: the choice reads the
+    training tokens only.
 
     Parameters
     ----------
@@ -311,15 +321,22 @@ def fit_cvb0(
     num_blocks : int
         1: synchronous updates; B > 1: B blocks of images updated in turn, the
         topic-word counts refreshed after each.
+    restarts : int
+        Random starts (1: one start, no choice); each costs ``select_after``
+        iterations.
+    select_after : int
+        Iterations of every start before the choice (capped at ``num_iterations``).
     state : CVB0State, optional
-        Continue from this state (an earlier result on the same counts).
+        Continue from this state (an earlier result on the same counts); no
+        restarts.
 
     Returns
     -------
     state : CVB0State
         ``state.lambdas`` = n_kw + η for ``fold_in`` / ``topic_word``.
     objective : np.ndarray
-        Leave-one-out log predictive of the training tokens per iteration.
+        Leave-one-out log predictive of the training tokens per iteration (the
+        chosen start's).
 
     Raises
     ------
@@ -331,27 +348,44 @@ def fit_cvb0(
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
     prior.check()
-    if num_iterations < 1 or num_blocks < 1:
-        raise ValueError("num_iterations and num_blocks must be >= 1")
+    if min(num_iterations, num_blocks, restarts, select_after) < 1:
+        raise ValueError(
+            "num_iterations, num_blocks, restarts and select_after must be >= 1"
+        )
     arrays = check_counts(counts_by_view)
     ids, cnts = padded_views(arrays)
+    alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
+
+    def sweeps(resp, count):
+        return _run(
+            resp,
+            ids,
+            cnts,
+            alpha,
+            eta,
+            vocab_sizes=tuple(a.shape[1] for a in arrays),
+            num_iterations=count,
+            num_blocks=min(num_blocks, arrays[0].shape[0]),
+        )
+
     if state is None:
-        resp = _init_resp(rng_key, ids, num_topics)
+        first = min(select_after, num_iterations) if restarts > 1 else num_iterations
+        best = None
+        for start in range(restarts):
+            key = rng_key if start == 0 else jax.random.fold_in(rng_key, start)
+            run = sweeps(_init_resp(key, ids, num_topics), first)
+            if best is None or float(run[3][-1]) > float(best[3][-1]):
+                best = run
+        resp, gamma, lambdas, objective, lowest = best
     else:
         resp = tuple(state.resp)
         if [r.shape for r in resp] != [i.shape + (num_topics,) for i in ids]:
             raise ValueError("state does not match these counts and num_topics")
-    alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)
-    resp, gamma, lambdas, objective, lowest = _run(
-        resp,
-        ids,
-        cnts,
-        alpha,
-        eta,
-        vocab_sizes=tuple(a.shape[1] for a in arrays),
-        num_iterations=num_iterations,
-        num_blocks=min(num_blocks, arrays[0].shape[0]),
-    )
+        first, objective, lowest = 0, jnp.zeros(0), jnp.zeros(0)
+    if num_iterations > first:  # the chosen start goes on
+        resp, gamma, lambdas, more, least = sweeps(resp, num_iterations - first)
+        objective = jnp.concatenate([objective, more])
+        lowest = jnp.concatenate([lowest, least])
     # lowest[i]: the least topic-word count entering iteration i, i.e. left by
     # iteration i (1-based) for i >= 1; the returned counts are checked in full
     bad = first_failing(np.asarray(lowest)[1:])

@@ -182,6 +182,30 @@ def test_continuing_equals_one_longer_fit():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
 
 
+def test_restarts_go_on_with_the_start_that_predicts_best():
+    counts, _ = _corpus(images=12)
+    key = jax.random.key(2)
+    kw = dict(SMALL, num_iterations=2)
+    keys = [key] + [jax.random.fold_in(key, r) for r in (1, 2)]
+    singles = [cv.fit_cvb0(k, counts, 3, **kw)[1] for k in keys]
+    assert len({float(trace[-1]) for trace in singles}) == 3  # the choice matters
+    best = int(np.argmax([trace[-1] for trace in singles]))
+    _, chosen = cv.fit_cvb0(key, counts, 3, restarts=3, select_after=2, **kw)
+    np.testing.assert_array_equal(chosen, singles[best])
+    # the chosen start goes on: its iterations after the choice are one longer fit's
+    longer = dict(SMALL, num_iterations=5)
+    multi, trace = cv.fit_cvb0(key, counts, 3, restarts=3, select_after=2, **longer)
+    one, single = cv.fit_cvb0(keys[best], counts, 3, **longer)
+    assert trace.shape == (5,)
+    np.testing.assert_array_equal(trace[:2], singles[best])
+    np.testing.assert_allclose(trace, single, rtol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(multi.lambdas[0]), np.asarray(one.lambdas[0]), rtol=1e-4
+    )
+    with pytest.raises(ValueError, match="restarts"):
+        cv.fit_cvb0(key, counts, 3, restarts=0)
+
+
 @pytest.mark.parametrize("fit", [cv.fit_cvb0, llvb.fit_vb], ids=["cvb0", "vb"])
 def test_bad_counts_are_refused_by_both_fits(fit):
     counts, _ = _corpus(images=6)
