@@ -76,6 +76,24 @@ def block_topics(
     return beta / beta.sum(1, keepdims=True)
 
 
+#: Images whose counts are drawn at a time (memory O(chunk x vocab) beyond the result).
+_CHUNK = 65536
+
+
+def _counts(
+    rng: np.random.Generator, draws: int, beta: np.ndarray, z: np.ndarray
+) -> np.ndarray:
+    """Count vectors ``Mult(draws, beta[z_d])`` of every image, float32 ``[images,
+    vocab]``: the draws of one ``rng.multinomial`` call per image, in image order,
+    made a chunk of images per call (the same numbers, without a Python loop per
+    image or an int64 copy of the whole matrix)."""
+    out = np.empty((z.size, beta.shape[1]), np.float32)
+    for start in range(0, z.size, _CHUNK):
+        stop = start + _CHUNK
+        out[start:stop] = rng.multinomial(draws, beta[z[start:stop]])
+    return out
+
+
 #: The arguments of :func:`make_synthetic` that must be positive integers.
 _SIZES = (
     "num_images",
@@ -153,11 +171,11 @@ def make_synthetic(
     beta_b = block_topics(rng, num_topics, blob_vocab, leak, concentration)
     beta_w = block_topics(rng, num_topics, word_vocab, leak, concentration)
     z = rng.choice(num_topics, size=num_images, p=pi).astype(np.int32)
-    blobs = np.stack([rng.multinomial(tokens_per_image, beta_b[k]) for k in z])
-    words = np.stack([rng.multinomial(words_per_image, beta_w[k]) for k in z])
+    blobs = _counts(rng, tokens_per_image, beta_b, z)
+    words = _counts(rng, words_per_image, beta_w, z)
     if binary_words:
         words = np.minimum(words, 1)
-    views = {"blobs": blobs.astype(np.float32)}
+    views = {"blobs": blobs}
     kinds = {"blobs": "bag"}
     means = rng.normal(0.0, 3.0, size=(num_topics, real_dims))
     if real_dims:

@@ -77,3 +77,22 @@ def test_binary_words_and_bad_arguments():
         make_synthetic(num_topics=10, word_vocab=5)
     with pytest.raises(ValueError, match="num_classes"):
         make_synthetic(num_classes=9)
+
+
+def test_counts_are_the_per_image_draws(monkeypatch):
+    """The chunked draws equal one ``rng.multinomial`` per image in image order (the
+    corpus of a seed did not change), across chunk boundaries."""
+    import jaxannot.data.synthetic as synthetic
+
+    monkeypatch.setattr(synthetic, "_CHUNK", 7)
+    c, truth = make_synthetic(5, num_images=30, tokens_per_image=9, return_truth=True)
+    ref = np.random.default_rng(5)  # replays make_synthetic's draws, image by image
+    synthetic.block_topics(ref, 5, 60, 0.1, 1.0)
+    synthetic.block_topics(ref, 5, 40, 0.1, 1.0)
+    z = ref.choice(5, size=30, p=np.full(5, 0.2)).astype(np.int32)
+    np.testing.assert_array_equal(z, truth.topics)
+    blobs = np.stack([ref.multinomial(9, truth.blob_topics[k]) for k in z])
+    words = np.stack([ref.multinomial(3, truth.word_topics[k]) for k in z])
+    np.testing.assert_array_equal(c.views["blobs"], blobs)
+    np.testing.assert_array_equal(c.words, words)
+    assert c.views["blobs"].dtype == np.float32
