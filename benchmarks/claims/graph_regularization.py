@@ -192,10 +192,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--case", choices=("unigrams", "weak-bernoulli"))
     parser.add_argument("--seeds", default="0,1,2", help="weak-bernoulli: seeds")
     parser.add_argument("--wb-lams", default="0.3,1", help="weak-bernoulli: lams")
-    parser.add_argument("--wb-iterations", type=int, default=60)
+    parser.add_argument("--wb-iterations", type=int, default=500)
     parser.add_argument("--wb-steps", type=int, default=100, help="SVI steps")
     parser.add_argument("--wb-lr", type=float, default=0.1, help="SVI Adam rate")
-    parser.add_argument("--wb-sweeps", type=int, default=2, help="LapVar1 sweeps")
+    parser.add_argument("--wb-sweeps", type=int, default=5, help="LapVar1 sweeps")
     args = parser.parse_args(argv)
     use_device(args.device)
 
