@@ -13,6 +13,7 @@ from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem.algorithm import VEM
 from jaxannot.inference.vem.declaration import inspect_model
+from jaxannot.inference.vem.declared import CHUNK_SIZE, ONE_CHUNK, chunk_for
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 
@@ -67,3 +68,22 @@ def test_the_log_prior_ignores_float32_rounding_off_the_simplex():
     values = {"pi": jnp.array([0.5, 0.5]), "beta_0": jnp.asarray(beta)}
     call = ModelCall(vem.declared, setup, (counts,), {"num_topics": 2})
     assert np.isfinite(call.log_prior(values))
+
+
+def test_a_small_fit_runs_in_one_chunk_a_large_one_in_chunks_of_1024():
+    """``chunk_size=None``: one chunk where the arguments' elements times K are at
+    most ``ONE_CHUNK``, else ``CHUNK_SIZE``; a given ``chunk_size`` is kept."""
+    small = _counts(n=1500)  # 1500 * 12 elements, times 4 values: one chunk
+    setup, _ = VEM(mu.mixture_of_unigrams).declared.setup((small,), {"num_topics": 4})
+    assert (setup.chunk, setup.num_chunks) == (1500, 1)
+    given = VEM(mu.mixture_of_unigrams, chunk_size=512).declared
+    setup, _ = given.setup((small,), {"num_topics": 4})
+    assert (setup.chunk, setup.num_chunks) == (512, 3)
+    n = ONE_CHUNK // (12 * 4)  # the most images of 12 elements in one chunk
+
+    def shapes(n):
+        return tuple(jax.ShapeDtypeStruct((n, c.shape[1]), c.dtype) for c in small)
+
+    assert chunk_for(None, n, 4, shapes(n)) == n
+    assert chunk_for(None, n + 1, 4, shapes(n + 1)) == CHUNK_SIZE
+    assert chunk_for(None, 100, 4, shapes(100)) == 100

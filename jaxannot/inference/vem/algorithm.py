@@ -23,7 +23,8 @@ E-step
     transform* may replace it (:class:`~jaxannot.inference.LapVar1`,
     :class:`~jaxannot.inference.LapVar2`: seed 000's graph-regularized E-steps).
     Images are processed in chunks of ``chunk_size`` through the image plate's
-    subsample indices, so memory is O(N K) plus one chunk's work.
+    subsample indices, so memory is O(N K) plus one chunk's work (a small fit, by
+    default, in one chunk).
 M-step
     MAP of the global sites by ``m_steps`` optax steps on the expected complete log
     joint :math:`\sum_{ik}\phi_{ik}a_{ik}(\theta) + \log p(\theta)`, in unconstrained
@@ -183,8 +184,12 @@ class VEM:
         Mirror-ascent steps of the E-step refinement the terms induce.
     plate : str
         Name of the image plate.
-    chunk_size : int
-        Images per E-step chunk.
+    chunk_size : int, optional
+        Images per chunk of the log joint. None (the default): every image in one
+        chunk where the model's array arguments hold at most 2**20 elements times
+        K (a small fit, whose time is mostly compiling: one chunk compiles no loop
+        over chunks), else 1024
+        (:func:`~jaxannot.inference.vem.declared.chunk_for`).
     devices : sequence of jax.Device, optional
         Devices to split the fit's images over, e.g. ``jax.devices()`` (default
         None: the default device, as given). With several, the image axis of every
@@ -235,7 +240,7 @@ class VEM:
         terms: Sequence[Term] = (),
         term_steps: int = 5,
         plate: str = "image",
-        chunk_size: int = 1024,
+        chunk_size: int | None = None,
         devices: Sequence[jax.Device] | None = None,
         compile: str = "auto",
     ):
@@ -246,7 +251,9 @@ class VEM:
             )
         self.m_steps = check_count("m_steps", m_steps, 1, "optax steps per M-step")
         self.init_steps = check_count("init_steps", init_steps, 1)
-        self.chunk_size = check_count("chunk_size", chunk_size, 1)
+        if chunk_size is not None:
+            chunk_size = check_count("chunk_size", chunk_size, 1)
+        self.chunk_size = chunk_size
         self.term_steps = check_count("term_steps", term_steps, 0)
         estep = estep if estep is not None else ExactEStep()
         if not isinstance(estep, EStep):

@@ -32,7 +32,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxannot.inference.vem.declaration import inspect_model
-from jaxannot.inference.vem.declared import read_subsamples
+from jaxannot.inference.vem.declared import chunk_for, read_subsamples
 from jaxannot.inference.vem.log_joint import Setup, split_leaves
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import ExactEStep
@@ -571,7 +571,7 @@ def _layout_setup(vem, setup: Setup, block) -> Setup | None:
     subsamples, _ = read_subsamples(
         dm.model, dm.plate, dm.local_site, structure, args, kwargs
     )
-    chunk = min(dm.chunk_size, n)
+    chunk = chunk_for(dm.chunk_size, n, structure.num_values, block)
     if chunk < n and not subsamples:
         chunk = n  # the block in one piece, as a model read without the plate needs
     treedef, static, is_dynamic, _ = split_leaves(args, kwargs)
