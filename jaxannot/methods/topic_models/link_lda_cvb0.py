@@ -80,6 +80,7 @@ from jax import lax
 
 from jaxannot.inference.support import SupportError, check_support, first_failing
 from jaxannot.methods.topic_models.link_lda import LDAPrior, check_counts, padded_views
+from jaxannot.runtime.progress import check_count
 
 if TYPE_CHECKING:
     from jaxannot.types import Array
@@ -340,6 +341,11 @@ def fit_cvb0(
 
     Raises
     ------
+    TypeError
+        A count (``num_iterations``, ``num_blocks``, ``restarts``, ``select_after``)
+        that is not an integer.
+    ValueError
+        ``num_topics`` or a count below 1, a prior out of its range, or bad counts.
     SupportError
         If the counts left their support (``λ < η``, ``γ < α``, non-finite, or
         responsibilities off the simplex), naming the iteration; the clip of the
@@ -348,10 +354,10 @@ def fit_cvb0(
     if num_topics < 1:
         raise ValueError(f"num_topics must be >= 1, got {num_topics}")
     prior.check()
-    if min(num_iterations, num_blocks, restarts, select_after) < 1:
-        raise ValueError(
-            "num_iterations, num_blocks, restarts and select_after must be >= 1"
-        )
+    num_iterations = check_count("num_iterations", num_iterations)
+    num_blocks = check_count("num_blocks", num_blocks)
+    restarts = check_count("restarts", restarts)
+    select_after = check_count("select_after", select_after)
     arrays = check_counts(counts_by_view)
     ids, cnts = padded_views(arrays)
     alpha, eta = jnp.float32(prior.alpha), jnp.float32(prior.eta)

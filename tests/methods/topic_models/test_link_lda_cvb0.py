@@ -204,6 +204,8 @@ def test_restarts_go_on_with_the_start_that_predicts_best():
     )
     with pytest.raises(ValueError, match="restarts"):
         cv.fit_cvb0(key, counts, 3, restarts=0)
+    with pytest.raises(TypeError, match="restarts"):
+        cv.fit_cvb0(key, counts, 3, restarts=2.5)
 
 
 @pytest.mark.parametrize("fit", [cv.fit_cvb0, llvb.fit_vb], ids=["cvb0", "vb"])
