@@ -84,33 +84,21 @@ def _lda_fit(
     data = (vw.text(corpus),) + vw.visual(corpus, names, edges)
     prior = ll.LDAPrior(alpha=alpha, eta=eta)
     if inference == "cvb0" and corpus.num_images >= int(stochastic_above):
-        state, objective = scvb0.fit_scvb0(
-            rng_key,
-            data,
-            int(topics),
-            prior=prior,
+        fit = functools.partial(
+            scvb0.fit_scvb0,
             num_passes=int(passes),
             batch_size=int(batch),
             progress_bar=show_progress(),
         )
     elif inference == "cvb0":
-        state, objective = cvb0.fit_cvb0(
-            rng_key,
-            data,
-            int(topics),
-            prior=prior,
-            num_iterations=int(iterations),
-            num_blocks=int(blocks),
+        fit = functools.partial(
+            cvb0.fit_cvb0, num_iterations=int(iterations), num_blocks=int(blocks)
         )
     else:
-        state, objective = llvb.fit_vb(
-            rng_key,
-            data,
-            int(topics),
-            num_iterations=int(iterations),
-            num_inner=int(inner),
-            prior=prior,
+        fit = functools.partial(
+            llvb.fit_vb, num_iterations=int(iterations), num_inner=int(inner)
         )
+    state, objective = fit(rng_key, data, int(topics), prior=prior)
     # refresh the fit images' posteriors under the final λ (warm start)
     gamma = llvb.fold_in(
         state.lambdas,
