@@ -250,7 +250,8 @@ def lapvar2_estep(
     return best_phi, best_q
 
 
-#: The weights ``lam="auto"`` tries (mean-degree scale), warm-started in this order.
+#: The weights ``lam="auto"`` tries (mean-degree scale), warm-started in this order
+#: (LapVar1; LapVar2 fits each from the default start: ``vem.heldout``, step 2).
 LAM_PATH = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 
 

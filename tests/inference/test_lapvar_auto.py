@@ -122,7 +122,9 @@ def test_auto_beats_plain_where_the_graph_carries_the_classes(fits, request):
 @pytest.mark.xfail(
     strict=True,
     reason="not met: +0.05 ARI on every seed; measured +0.036, +0.085, +0.018, and "
-    "no weight of the path reaches +0.05 on seeds 0 and 2 (best +0.036, +0.031)",
+    "no weight of the path reaches +0.05 on seeds 0 and 2 (best +0.036, +0.031; "
+    "at 500 EM iterations +0.037 and +0.041, 0.4 to 0.8 no better): not a matter "
+    "of choosing the weight",
 )
 def test_auto_gains_the_issues_005_on_every_seed(weak_fits_all):
     for seed in range(3):
@@ -178,3 +180,25 @@ def test_lapvar2_stopping_at_its_start_warns():
         warnings.simplefilter("error")
         assert not warn_early_stop(result(4), 50, "LapVar2")
         assert not warn_early_stop(result(2), 3, "LapVar2")
+
+
+def test_lapvar2_scores_each_weight_from_the_default_start():
+    # warm-started, LapVar2's masked fits were copies of the fit at 0 (held-out
+    # scores within 0.0015 nats an image): "auto" chose 1 on seed 2 at 500 EM
+    # iterations (ARI 0.20, plain VEM 0.36) and a given lam=1 passed the check.
+    # From the default start, 1 reads 0.2 nats an image lower on seed 0 (measured
+    # at 30 iterations: -20.31 against -20.11) and lowers the ARI (0.19 against
+    # 0.32): "auto" keeps a smaller weight and the given 1 warns.
+    toy = weak_bernoulli(600, seed=0, **_TOY)
+    _, plain, _ = _fit(toy, None, 0)
+    result, auto, _ = _fit(toy, LapVar2(toy.graph, "auto"), 0)
+    path = result.lam_path
+    assert path.lams[-1] == 1.0 and path.held_out_images == 600
+    assert path.heldout[-1] < path.heldout[0] - 0.05, path
+    assert result.lam < 1.0, path
+    assert auto >= plain - 0.01, (auto, plain)
+    result, fixed, caught = _fit(toy, LapVar2(toy.graph, 1.0), 0)
+    assert fixed < plain - 0.05, (fixed, plain)
+    assert result.lam_path.heldout[1] < result.lam_path.heldout[0], result.lam_path
+    assert any("held-out" in str(w.message) for w in caught), caught
+    assert all(len(str(w.message)) < 300 for w in caught)
