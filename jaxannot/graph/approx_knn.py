@@ -27,9 +27,9 @@ From ``IVF_MIN_POINTS`` database points on (``index="auto"``) the index is faiss
 = round(2 sqrt(n)) cells and each query scans the rows of its ``nprobe`` = 8 nearest
 cells exactly (vectors uncompressed, memory O(n d)). On the synthetic corpus of
 ``benchmarks/scale/scale.py`` (200,000 images, 60 dims) its recall@10 against the exact
-search (ties counted as hits, 1,000 sampled rows) was 0.9998 for 25 CPU seconds;
-its cost, O(n sqrt(n) d), grows slower than the HNSW build's. The index is freed
-before the distances are recomputed.
+search (ties counted as hits, 1,000 sampled rows) was 0.9998 for 25 CPU seconds
+(k-means O(nlist^2 d), the search O(n (nlist + nprobe n / nlist) d), both
+O(n^1.5 d) here). The index is freed before the distances are recomputed.
 
 Metrics
 -------
