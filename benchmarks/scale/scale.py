@@ -10,8 +10,11 @@ index's threshold, approximate above it) — and the JSON records
 
 ``{"objective", "seconds", "peak_rss_mb", "processes", ...}``: the final EM objective
 (the regularized lower bound the fit maximizes), the wall time of the fit, the peak
-resident memory of the process, and the number of processes. With ``--processes P``
-the script starts P local processes joined by ``jax.distributed``
+resident memory of the process, and the number of processes; ``cpu_seconds`` (the
+process's, whole run), ``iterations_run`` (the
+regularized EM stops early at its tolerance, ``--iterations`` is the cap),
+``load_average`` (1, 5 and 15 minutes, at the end) and ``--note``'s text. With
+``--processes P`` the script starts P local processes joined by ``jax.distributed``
 (``jaxannot.runtime.sharding.join``); each splits the images over the devices of
 all of them, and the first writes the JSON (its own peak RSS).
 
@@ -23,6 +26,7 @@ all of them, and the first writes the JSON (its own peak RSS).
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import resource
 import socket
@@ -37,6 +41,12 @@ from benchmarks.common.records import root_env, script_command, write_json
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of the process so far (corpus, fit and metrics)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _launch(args, argv) -> None:
@@ -68,6 +78,7 @@ def main(argv=None) -> None:
     parser.add_argument("--warm-start", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True, help="the record (- : stdout)")
+    parser.add_argument("--note", default="", help="free text stored in the JSON")
     parser.add_argument("--coordinator", help=argparse.SUPPRESS)  # set for workers
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -116,6 +127,7 @@ def main(argv=None) -> None:
         "hyper": hyper,
         "objective": objective[-1],
         "objective_trace": objective,
+        "iterations_run": len(objective),
         "seconds": result.fit_seconds,
         "predict_seconds": result.predict_seconds,
         "data_seconds": data_seconds,
@@ -124,7 +136,11 @@ def main(argv=None) -> None:
         "metrics": result.metrics,
         "machine": {"platform": platform.platform()},
         "device": device_record(),
+        "cpu_seconds": cpu_seconds(),
+        "load_average": list(os.getloadavg()),  # 1, 5, 15 min, at the end
     }
+    if args.note:
+        out["note"] = args.note
     if args.rank != 0:
         return None  # every process holds the same fit; the first one writes it
     write_json(args.json, out)

@@ -1,4 +1,4 @@
-r"""Approximate k-nearest-neighbour search with a faiss HNSW index (large k-NN graphs).
+r"""Approximate k-nearest-neighbour search with a faiss index (large k-NN graphs).
 
 :func:`jaxannot.graph.knn_search` and :func:`jaxannot.graph.knn_graph` call
 :func:`approx_knn_search` for ``method="approx"`` (and for ``method="auto"`` on large
@@ -21,6 +21,15 @@ approximate. With ``exclude_self`` the index is asked for ``k + 1`` neighbours a
 query's own row is dropped (or the last one, when duplicates pushed it out). Rows for
 which the index returns fewer than ``k`` results (rare; a disconnected graph) are
 completed by an exact search of those rows.
+
+From ``IVF_MIN_POINTS`` database points on (``index="auto"``) the index is faiss's
+``IndexIVFFlat`` instead: k-means (on 64 rows a cell) splits the rows into ``nlist``
+= round(2 sqrt(n)) cells and each query scans the rows of its ``nprobe`` = 8 nearest
+cells exactly (vectors uncompressed, memory O(n d)). On the synthetic corpus of
+``benchmarks/scale/scale.py`` (200,000 images, 60 dims) its recall@10 against the exact
+search (ties counted as hits, 1,000 sampled rows) was 0.9998 for 25 CPU seconds
+(k-means O(nlist^2 d), the search O(n (nlist + nprobe n / nlist) d), both
+O(n^1.5 d) here). The index is freed before the distances are recomputed.
 
 Metrics
 -------
@@ -81,8 +90,12 @@ __all__ = [
     "APPROX_METRICS",
     "APPROX_MIN_POINTS",
     "DEFAULT_EF_SEARCH",
+    "DEFAULT_NPROBE",
+    "INDEXES",
+    "IVF_MIN_POINTS",
     "approx_available",
     "approx_knn_search",
+    "ivf_cells",
     "use_approx",
 ]
 
@@ -97,6 +110,11 @@ APPROX_MIN_POINTS = 50_000
 DEFAULT_M = 32
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 128
+
+#: ``index="auto"`` uses IVF-Flat from this many database points on, HNSW below.
+IVF_MIN_POINTS = 200_000
+DEFAULT_NPROBE = 8
+INDEXES = ("auto", "hnsw", "ivf")
 
 _INSTALL_HINT = 'pip install "jaxannot[scale]"'
 
@@ -229,6 +247,45 @@ def _exact_rows(queries, database, rows, k: int, metric: str, exclude_self: bool
     return out
 
 
+def ivf_cells(num_points: int) -> int:
+    """``nlist`` of the IVF-Flat index: round(2 sqrt(n)), at least 1.
+
+    Parameters
+    ----------
+    num_points : int
+        Rows of the database.
+
+    Returns
+    -------
+    int
+    """
+    return max(1, round(2.0 * float(num_points) ** 0.5))
+
+
+def _search_index(faiss, index_db, index_q, want: int, kind: str, settings: dict):
+    """The ``want`` neighbours (int64, -1 where missing) of every query row found
+    by a faiss ``kind`` index ("hnsw" or "ivf") over the database rows; the index is
+    freed before returning."""
+    d = index_db.shape[1]
+    if kind == "ivf":
+        quantizer = faiss.IndexFlatL2(d)
+        nlist = min(settings["nlist"] or ivf_cells(len(index_db)), len(index_db))
+        index = faiss.IndexIVFFlat(quantizer, d, int(nlist))
+        index.cp.max_points_per_centroid = 64  # the k-means sample: 64 rows a cell
+        index.train(index_db)
+        index.add(index_db)
+        index.nprobe = min(int(settings["nprobe"]), int(nlist))
+    else:
+        index = faiss.IndexHNSWFlat(d, int(settings["m"]))
+        index.hnsw.efConstruction = int(settings["ef_construction"])
+        index.add(index_db)
+        index.hnsw.efSearch = max(int(settings["ef_search"]), want)
+    _, found = index.search(index_q, want)
+    index.reset()
+    del index
+    return found.astype(np.int64)
+
+
 @contextlib.contextmanager
 def _faiss_threads(faiss, num_threads: int | None):
     if num_threads is None:
@@ -253,13 +310,17 @@ def approx_knn_search(
     ef_construction: int = DEFAULT_EF_CONSTRUCTION,
     ef_search: int = DEFAULT_EF_SEARCH,
     num_threads: int | None = None,
+    index: str = "auto",
+    nlist: int | None = None,
+    nprobe: int = DEFAULT_NPROBE,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Approximate k nearest neighbours with a faiss HNSW index.
+    r"""Approximate k nearest neighbours with a faiss HNSW or IVF-Flat index.
 
-    Builds ``faiss.IndexHNSWFlat`` over the database (Malkov & Yashunin 2018), searches
-    every query, recomputes the distances of the returned pairs and sorts each list by
-    (distance, index). The arguments are checked by
-    :func:`jaxannot.graph.knn_search`, which calls this for ``method="approx"``.
+    Builds ``faiss.IndexHNSWFlat`` (Malkov & Yashunin 2018) or ``faiss.IndexIVFFlat``
+    over the database (see the module docstring), searches every query, recomputes
+    the distances of the returned pairs and sorts each list by (distance, index).
+    The arguments are checked by :func:`jaxannot.graph.knn_search`, which calls this
+    for ``method="approx"``.
 
     Parameters
     ----------
@@ -278,6 +339,13 @@ def approx_knn_search(
     num_threads : int, optional
         OpenMP threads of faiss for this call (default: faiss's setting, all cores);
         1 gives a deterministic index.
+    index : {"auto", "hnsw", "ivf"}
+        The faiss index; ``"auto"``: IVF-Flat from ``IVF_MIN_POINTS`` database rows
+        on, HNSW below.
+    nlist : int, optional
+        IVF cells (default :func:`ivf_cells`: round(2 sqrt(n))); at most n.
+    nprobe : int
+        IVF cells scanned per query (larger = higher recall, slower).
 
     Returns
     -------
@@ -289,7 +357,8 @@ def approx_knn_search(
     ImportError
         faiss is not installed (``pip install "jaxannot[scale]"``).
     ValueError
-        A metric the index does not support (the message lists the valid ones).
+        A metric or an index that is not supported (the message lists the valid
+        ones).
 
     Examples
     --------
@@ -304,6 +373,11 @@ def approx_knn_search(
             f"unknown metric {metric!r} for the approximate k-NN search; valid "
             f"choices: {', '.join(APPROX_METRICS)}"
         )
+    if index not in INDEXES:
+        raise ValueError(
+            f"unknown index {index!r} for the approximate k-NN search; valid "
+            f"choices: {', '.join(INDEXES)}"
+        )
     faiss = _import_faiss()
     queries, database = _as_rows(queries), _as_rows(database)
     q, n = queries.shape[0], database.shape[0]
@@ -314,14 +388,18 @@ def approx_knn_search(
         index_q = index_db if exclude_self else _unit_rows(queries, zero_axis=False)
     else:
         index_db, index_q = database, queries
+    if index == "auto":
+        index = "ivf" if n >= IVF_MIN_POINTS else "hnsw"
+    settings = {
+        "m": m,
+        "ef_construction": ef_construction,
+        "ef_search": ef_search,
+        "nlist": nlist,
+        "nprobe": nprobe,
+    }
     with _faiss_threads(faiss, num_threads):
-        index = faiss.IndexHNSWFlat(index_db.shape[1], int(m))
-        index.hnsw.efConstruction = int(ef_construction)
-        index.add(index_db)
-        index.hnsw.efSearch = max(int(ef_search), want)
-        _, found = index.search(index_q, want)
-    del index
-    found = found.astype(np.int64)
+        found = _search_index(faiss, index_db, index_q, want, index, settings)
+    del index_db, index_q
     if exclude_self:
         # keep the first k entries that are neither the row itself nor missing (-1)
         bad = (found == np.arange(q)[:, None]) | (found < 0)
@@ -332,7 +410,9 @@ def approx_knn_search(
         bad = found < 0
     missing = np.flatnonzero(bad.any(axis=1))
     if missing.size:
-        log.info("HNSW returned < %d neighbours for %d rows: exact", k, missing.size)
+        log.info(
+            "the index returned < %d neighbours for %d rows: exact", k, missing.size
+        )
         found[missing] = _exact_rows(
             queries, database, missing, k, metric, exclude_self
         )

@@ -110,6 +110,23 @@ def word_prf_of_ranks(ranks: np.ndarray, truth: np.ndarray, n: int) -> dict:
     }
 
 
+#: entries of the [images, words] blocks MAP and MiAP rank at a time (each block of
+#: words is ranked on its own: the words' rankings are independent)
+BLOCK_ENTRIES = 1 << 21
+
+
+def _by_words(columns, scores, truth, *args):
+    """``columns(scores, truth, *args)`` (a per-word value and the positives per
+    word) on blocks of at most ``BLOCK_ENTRIES`` entries, joined: the same result
+    without ``[images, words]`` float64 temporaries of every word at once."""
+    width = max(1, BLOCK_ENTRIES // max(scores.shape[0], 1))
+    parts = [
+        columns(scores[:, w : w + width], truth[:, w : w + width], *args)
+        for w in range(0, scores.shape[1], width)
+    ]
+    return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
+
+
 def _ap_columns(scores, truth):
     """Expected AP of every column over the orders of its tied scores (and the
     positives per column)."""
@@ -171,7 +188,7 @@ def mean_average_precision(scores: ArrayLike, truth: ArrayLike) -> float:
     over their orders); words without a positive image are skipped.
     """
     scores, truth = check_pair(scores, truth)
-    ap, npos = _ap_columns(scores, truth)
+    ap, npos = _by_words(_ap_columns, scores, truth)
     if not np.any(npos > 0):
         raise ValueError("no word column has a positive image; MAP is undefined")
     return float(ap[npos > 0].mean())
@@ -231,7 +248,7 @@ def mean_interpolated_average_precision(
     """MiAP: mean of :func:`interpolated_average_precision` (same ``origin``) over the
     concept columns with a positive image (seed 002); images ranked per concept."""
     scores, truth = check_pair(scores, truth)
-    iap, npos = _iap_columns(scores, truth, origin)
+    iap, npos = _by_words(_iap_columns, scores, truth, origin)
     if not np.any(npos > 0):
         raise ValueError("no concept column has a positive image; MiAP is undefined")
     return float(iap[npos > 0].mean())

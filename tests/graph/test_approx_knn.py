@@ -163,3 +163,36 @@ def test_missing_faiss(x, monkeypatch, caplog):
     assert "falls back to the exact search" in caplog.text
     b = knn_search(x, x, K, exclude_self=True, method="exact")
     np.testing.assert_array_equal(np.asarray(a[0]), np.asarray(b[0]))
+
+
+@needs_faiss
+def test_ivf_recall_and_conventions(x, exact):
+    # a small nlist for the tiny sample: 3000 rows, 16 cells, 4 scanned per query
+    idx, dist = approx_knn.approx_knn_search(
+        x, x, K, exclude_self=True, index="ivf", nlist=16, nprobe=4
+    )
+    assert idx.dtype == np.int32 and dist.dtype == np.float32
+    assert _recall(idx, exact[0]) >= 0.99
+    assert not (idx == np.arange(N)[:, None]).any()
+    true = np.linalg.norm(x[idx] - x[:, None, :], axis=2)
+    np.testing.assert_allclose(dist, true, rtol=1e-5, atol=1e-5)
+    assert (np.diff(dist, axis=1) >= 0).all()
+
+
+@needs_faiss
+def test_auto_index_switches_to_ivf(monkeypatch, x, exact):
+    assert approx_knn.ivf_cells(10_000) == 200  # round(2 sqrt(n))
+    monkeypatch.setattr(approx_knn, "IVF_MIN_POINTS", N)
+    cells = []  # the IVF index asks for its cells; one cell: an exact scan
+    monkeypatch.setattr(approx_knn, "ivf_cells", lambda n: cells.append(n) or 1)
+    idx, _ = approx_knn.approx_knn_search(x, x, K, exclude_self=True)
+    assert cells == [N]
+    assert _recall(idx, exact[0]) == 1.0
+    monkeypatch.setattr(approx_knn, "IVF_MIN_POINTS", N + 1)
+    approx_knn.approx_knn_search(x[:500], x[:500], K, exclude_self=True)
+    assert cells == [N]  # below the threshold: HNSW
+
+
+def test_unknown_index_is_refused(x):
+    with pytest.raises(ValueError, match="hnsw, ivf"):
+        approx_knn.approx_knn_search(x, x, K, index="flat")

@@ -550,3 +550,24 @@ def test_the_metrics_package_keeps_its_public_names():
         (home,) = [m for m in modules if name in m.__all__]
         assert getattr(M, name) is getattr(home, name)
     assert set().union(*(m.__all__ for m in modules)) == set(M.__all__)
+
+
+def test_map_and_miap_by_blocks_of_words_are_identical(monkeypatch):
+    from jaxannot.metrics import per_word
+
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 4, size=(30, 7)).astype(np.float32)  # many ties
+    truth = rng.random((30, 7)) < 0.3
+    truth[:, 3] = False  # a word without a positive image is skipped
+    whole = (
+        M.mean_average_precision(scores, truth),
+        M.mean_interpolated_average_precision(scores, truth),
+        M.mean_interpolated_average_precision(scores, truth, origin=True),
+    )
+    monkeypatch.setattr(per_word, "BLOCK_ENTRIES", 90)  # blocks of 3, 3 and 1 words
+    blocked = (
+        M.mean_average_precision(scores, truth),
+        M.mean_interpolated_average_precision(scores, truth),
+        M.mean_interpolated_average_precision(scores, truth, origin=True),
+    )
+    assert blocked == whole

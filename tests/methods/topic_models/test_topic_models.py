@@ -121,6 +121,25 @@ def test_lap_mix_unigram_objective_and_lambda():
     assert len(v2.info["objective"]) >= 2
 
 
+def test_lap_mix_unigram_stops_at_its_tolerance(tasks, monkeypatch):
+    from jaxannot.methods.topic_models import mixture_annotators
+
+    task = tasks["transductive"]
+    monkeypatch.setattr(mixture_annotators, "LAP_TOLERANCE", 0.0)
+    _, every = _fit("lap-mix-unigram", task, iterations=12, warm_start=0)
+    full = np.asarray(every.info["objective"], np.float64)
+    assert len(full) == 12  # no tolerance: every iteration runs
+    gains = np.diff(full) / np.abs(full[:-1])
+    tol = 0.5 * float(gains.max())  # stops where a gain first falls below it
+    monkeypatch.setattr(mixture_annotators, "LAP_TOLERANCE", tol)
+    _, early = _fit("lap-mix-unigram", task, iterations=12, warm_start=0)
+    obj = np.asarray(early.info["objective"], np.float64)
+    stop = int(np.argmax(gains < tol)) + 2  # the iteration whose gain fell short
+    assert len(obj) == stop < 12
+    np.testing.assert_allclose(obj, full[:stop], rtol=1e-6)
+    assert np.all(np.diff(obj) >= -1e-6 * np.abs(obj[:-1]))  # non-decreasing
+
+
 def test_bad_hyper_parameters(tasks):
     task = tasks["transductive"]
     with pytest.raises(ValueError, match="lapvar1"):
