@@ -47,6 +47,7 @@ import dataclasses
 import functools
 import operator
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +61,14 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxannot.runtime import checkpoint, sharding
 from jaxannot.runtime.compile_options import jit_variants
 
-__all__ = ["Keyed", "check_count", "run_step", "run_steps", "run_until_stopped"]
+__all__ = [
+    "Keyed",
+    "check_count",
+    "compile_in_background",
+    "run_step",
+    "run_steps",
+    "run_until_stopped",
+]
 
 #: Number of slices a run with a progress bar is cut into.
 _SLICES = 50
@@ -111,6 +119,47 @@ _ADVANCE = dict(
         strict=True,
     )
 )
+
+
+def compile_in_background(
+    step: Callable, carry: Any, data: Any = None, fast_compile: bool = False
+) -> threading.Thread:
+    """Trace and lower :func:`run_steps`'s compiled loop for the shapes of ``carry``
+    (a one-device carry, or its ``jax.ShapeDtypeStruct`` tree) here, and compile it
+    on a thread: XLA compiles it while this thread goes on (e.g. compiling the
+    fit's start), and :func:`run_steps` on a carry of those shapes then runs it
+    without compiling. A compile that fails on the thread is left to
+    :func:`run_steps`, which compiles again and raises.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(t, carry[, data]) -> (carry, info)``, as :func:`run_steps` takes it.
+    carry : pytree
+        The carry, or its shapes.
+    data : pytree, optional
+        As :func:`run_steps` takes it.
+    fast_compile : bool
+        As :func:`run_steps` takes it.
+
+    Returns
+    -------
+    threading.Thread
+        The compiling thread (started; join it before timing the loop).
+    """
+    lowered = _ADVANCE[bool(fast_compile)].lower(
+        step, carry, 0, 1, data=data, replicated=None
+    )
+
+    def compile_quietly():
+        try:
+            lowered.compile()
+        except Exception:  # noqa: BLE001 - run_steps compiles again and raises
+            pass
+
+    thread = threading.Thread(target=compile_quietly, daemon=True)
+    thread.start()
+    return thread
 
 
 def _slices(start: int, stop: int, size: int, every: int | None):

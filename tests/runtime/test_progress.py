@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxannot.runtime.progress import (
     Keyed,
     check_count,
+    compile_in_background,
     run_step,
     run_steps,
     run_until_stopped,
@@ -88,6 +89,31 @@ def test_run_step_is_a_step_of_the_run_and_compiles_nothing_after_it(count_compi
     assert counter.count == 0
     np.testing.assert_array_equal(np.asarray(carry), np.asarray(ran))
     np.testing.assert_array_equal(np.array(stepped), losses)
+
+
+@pytest.mark.parametrize("fast_compile", [False, True])
+def test_the_loop_compiled_in_background_is_the_one_run_steps_runs(
+    fast_compile, count_compiles
+):
+    """Compiled on a thread from the carry's shapes, the loop is the one
+    ``run_steps`` then runs on a carry of those shapes: nothing compiles there."""
+
+    def step(t, carry, data):
+        return carry * data + jnp.cos(carry) + t, carry
+
+    shapes = jax.ShapeDtypeStruct((3,), jnp.float32)
+    data, start = jnp.float32(0.25), jnp.zeros(3)
+    with count_compiles() as counter:
+        compile_in_background(step, shapes, data, fast_compile).join()
+    assert counter.count == 1
+    with count_compiles() as counter:
+        carry, losses = run_steps(step, start, 7, data=data, fast_compile=fast_compile)
+    assert counter.count == 0
+    expected = np.zeros(3, np.float32)
+    for t in range(7):
+        assert np.array_equal(losses[t], expected)
+        expected = np.asarray(step(t, expected, data)[0])
+    np.testing.assert_allclose(np.asarray(carry), expected, rtol=1e-6)
 
 
 class _Info(NamedTuple):

@@ -40,10 +40,9 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpyro.distributions as dist
-from numpyro import handlers
 
-from jaxannot.inference.vem.declaration import trace_model
-from jaxannot.inference.vem.enumeration import base_distribution, first_value_of
+from jaxannot.inference.vem.enumeration import base_distribution
+from jaxannot.inference.vem.model_call import trace_without_draws
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
@@ -87,17 +86,7 @@ def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[st
     args, kwargs = layout.join(dynamic)
     subs = dm.small_substitutions(layout.setup)
 
-    def any_value(msg):  # no random draw: the trace is read for its distributions
-        if msg["type"] != "sample" or msg["is_observed"] or msg["name"] in subs:
-            return None
-        if type(base_distribution(msg["fn"])).sample is dist.Distribution.sample:
-            return None  # an improper prior: trace_model's init_to_uniform value
-        shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
-        return first_value_of(msg["fn"], shape)
-
-    trace = trace_model(
-        handlers.substitute(dm.model, substitute_fn=any_value), subs, args, kwargs
-    )
+    trace = trace_without_draws(dm.model, subs, args, kwargs)
     kinds = {}
     for name in layout.setup.structure.globals_:
         site = trace[name]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -196,6 +197,7 @@ def initial_state(
     dyn_whole: tuple,
     dyn_layout: tuple,
     fold_in: bool = True,
+    on_shapes: Callable[[VEMState], Any] | None = None,
 ) -> tuple[VEMState, Array]:
     """:func:`build_initial_state`, compiled once per algorithm, layouts and
     ``fold_in`` (cheaply where :func:`fast_compile` says so).
@@ -204,6 +206,9 @@ def initial_state(
     ----------
     vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in
         As :func:`build_initial_state` takes them.
+    on_shapes : callable, optional
+        Called with the state's shapes (a tree of ``jax.ShapeDtypeStruct``) once
+        the start is traced, before it compiles.
 
     Returns
     -------
@@ -211,7 +216,10 @@ def initial_state(
         As :func:`build_initial_state` returns them.
     """
     jitted = _START_STATE[fast_compile(vem, whole, dyn_whole)]
-    return jitted(vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in)
+    call = (vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in)
+    if on_shapes is not None:  # the trace is kept for the call below
+        on_shapes(jitted.eval_shape(*call)[0])
+    return jitted(*call)
 
 
 def build_initial_state(

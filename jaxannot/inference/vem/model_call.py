@@ -15,15 +15,19 @@ an argument of a compiled function.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpyro
+import numpyro.distributions as dist
 from jax import lax
+from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
 from jaxannot.inference.vem.declaration import site_support, trace_model
+from jaxannot.inference.vem.enumeration import base_distribution, first_value_of
 from jaxannot.inference.vem.joint_enumeration import collapsed_log_joint
 from jaxannot.inference.vem.local_map import profile_log_joint
 from jaxannot.inference.vem.log_joint import (
@@ -38,7 +42,51 @@ if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.types import Array
 
-__all__ = ["ModelCall"]
+__all__ = ["ModelCall", "trace_without_draws"]
+
+
+def trace_without_draws(
+    model: Callable, substitutions: dict, args: tuple, kwargs: dict
+) -> dict:
+    """:func:`~jaxannot.inference.vem.declaration.trace_model` with the latent
+    sites not in ``substitutions`` at a fixed value
+    (:func:`~jaxannot.inference.vem.enumeration.first_value_of`) instead of seeded
+    draws: no random draw is traced into a compiled program where the trace is read
+    for its distributions and supports only. An improper prior keeps
+    ``trace_model``'s ``init_to_uniform`` value.
+
+    Parameters
+    ----------
+    model : callable
+        The numpyro model.
+    substitutions : dict
+        Site -> value given to the trace.
+    args : tuple
+        The model's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    dict
+        The trace, site name -> site.
+    """
+
+    def any_value(msg):
+        if (
+            msg["type"] != "sample"
+            or msg["is_observed"]
+            or msg["name"] in substitutions
+        ):
+            return None
+        if type(base_distribution(msg["fn"])).sample is dist.Distribution.sample:
+            return None
+        shape = tuple(msg["kwargs"].get("sample_shape") or ()) + msg["fn"].shape()
+        return first_value_of(msg["fn"], shape)
+
+    return trace_model(
+        handlers.substitute(model, substitute_fn=any_value), substitutions, args, kwargs
+    )
 
 
 class ModelCall(NamedTuple):
@@ -207,7 +255,8 @@ class ModelCall(NamedTuple):
         dict
             Site -> ``biject_to`` of its support.
         """
-        trace = self.trace(self.declared.small_substitutions(self.setup))
+        subs = self.declared.small_substitutions(self.setup)
+        trace = trace_without_draws(self.declared.model, subs, self.args, self.kwargs)
         return {
             k: biject_to(site_support(trace[k])) for k in self.setup.structure.globals_
         }

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +42,12 @@ from jaxannot.inference.vem.initial import fast_compile, initial_state, start_va
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.steps import ExactEStep, VEMResult, VEMState
 from jaxannot.runtime import sharding
-from jaxannot.runtime.progress import check_count, run_step, run_steps
+from jaxannot.runtime.progress import (
+    check_count,
+    compile_in_background,
+    run_step,
+    run_steps,
+)
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import Shards
@@ -202,6 +207,7 @@ def start_state(
     placed: tuple,
     args_kw: tuple[tuple, dict],
     fold_in: bool = True,
+    on_shapes: Callable[[VEMState], Any] | None = None,
 ) -> VEMState:
     """:meth:`VEM.init_prepared
     <jaxannot.inference.vem.algorithm.VEM.init_prepared>`: the state a fit starts
@@ -220,6 +226,9 @@ def start_state(
         The start's posteriors folded in at its values; uniform ones otherwise,
         for a fit whose first E-step does not read them
         (:func:`~jaxannot.inference.vem.initial.build_initial_state`).
+    on_shapes : callable, optional
+        Called with the start's shapes before it compiles
+        (:func:`~jaxannot.inference.vem.initial.initial_state`).
 
     Returns
     -------
@@ -235,7 +244,9 @@ def start_state(
     with model_errors(vem.plate, *args_kw):
         whole, default = Whole(setup), values is None
         start = (whole, layout, keys)
-        state, redo = initial_state(vem, *start, values, dynamic, placed, fold_in)
+        state, redo = initial_state(
+            vem, *start, values, dynamic, placed, fold_in, on_shapes
+        )
         if default and redo:  # the conjugate start was not kept: L-BFGS's
             init_key = keys[0]
             values = start_values_jit(vem, whole, init_key, dynamic, True)
@@ -287,24 +298,34 @@ def run_one(
         The fit.
     """
     setup, dynamic, layout, placed = vem.prepare_call(args, kwargs)
+    data, fast = (placed, vem.estep.arrays), fast_compile(vem, Whole(setup), dynamic)
+    step, compiling = step_for(vem, layout, opts["tolerance"], True), []
     if init_state is None:
         # the exact E-step never reads the posteriors it starts from: the start
         # skips their fold-in (a pass of the log joint over every image)
         fold_in = type(vem.estep) is not ExactEStep
-        call = (dynamic, placed, (args, kwargs))
-        state = start_state(vem, setup, layout, rng_key, init_params, *call, fold_in)
+        call = (dynamic, placed, (args, kwargs), fold_in)
+        on_shapes = None
+        if isinstance(layout, Whole):  # the loop compiles while the start does
+
+            def on_shapes(shapes):
+                compiling.append(compile_in_background(step, shapes, data, fast))
+
+        state = start_state(vem, setup, layout, rng_key, init_params, *call, on_shapes)
     else:
         check_state(setup.structure, init_state)
         state = layout.place(init_state, vem.estep.arrays)[0]
+    for thread in compiling:
+        thread.join()
     run = functools.partial(
         run_steps,
-        data=(placed, vem.estep.arrays),
+        data=data,
         progress_bar=opts["progress_bar"],
         desc="VEM",
-        fast_compile=fast_compile(vem, Whole(setup), dynamic),
+        fast_compile=fast,
     )
     with model_errors(vem.plate, args, kwargs):
-        start, step = state, step_for(vem, layout, opts["tolerance"], True)
+        start = state
         state, info = run(step, start, num_steps)
         first = int(start.iteration)  # a resumed fit goes on counting
         code, t, at = first_fault(info.fault, first)
