@@ -57,14 +57,8 @@ def trace_without_draws(
 
     Parameters
     ----------
-    model : callable
-        The numpyro model.
-    substitutions : dict
-        Site -> value given to the trace.
-    args : tuple
-        The model's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
+    model, substitutions, args, kwargs
+        As :func:`~jaxannot.inference.vem.declaration.trace_model` takes them.
 
     Returns
     -------
