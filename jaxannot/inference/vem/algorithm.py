@@ -61,6 +61,7 @@ Seed 000: graph-regularized variational inference for image annotation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -685,7 +686,7 @@ class VEM:
         jax.Array [N, K]
             The log joints.
         """
-        return fold_in.log_joints(self, params, args, kwargs)
+        return fold_in.under(self, params, args, kwargs, fold_in.local_values)
 
     def posteriors_for(self, params: dict, *args: Any, **kwargs: Any) -> jax.Array:
         """Exact local posteriors :math:`\\phi_i = \\operatorname{softmax}(a_i)` of
@@ -705,7 +706,8 @@ class VEM:
         jax.Array [N, K]
             The posteriors.
         """
-        return fold_in.posteriors(self, params, args, kwargs)
+        posteriors = functools.partial(fold_in.local_values, posteriors=True)
+        return fold_in.under(self, params, args, kwargs, posteriors)
 
     def marginals(self, params: dict, *args: Any, **kwargs: Any) -> dict:
         """Exact posterior marginals of every discrete site VEM enumerates, for the
@@ -732,7 +734,7 @@ class VEM:
             site's local MAP per value of the local site, ``[N, K, *its shape
             per item]`` (:mod:`~jaxannot.inference.vem.local_map`).
         """
-        return fold_in.marginals(self, params, args, kwargs)
+        return fold_in.under(self, params, args, kwargs, fold_in.marginals)
 
     def predict(
         self, result: VEMResult, *args: Any, term: int = 0, **kwargs: Any

@@ -1,13 +1,12 @@
 """What a :class:`~jaxannot.inference.vem.algorithm.VEM` fit says about images.
 
-Functions of a VEM and the model's arguments, which VEM's methods of the same
-names delegate to (they read only its public attributes ``declared``, ``plate``
+Functions of a VEM and the model's arguments, which VEM's methods delegate to
+(they read only its public attributes ``declared``, ``plate``
 and ``terms``, and its public methods):
 
-- :func:`log_joints` and :func:`posteriors`: the local log joint and exact
-  posteriors of (new) images under fitted global values (fold-in);
-  :func:`marginals`: every enumerated discrete site's posteriors; all three through
-  :func:`under`, which checks the global values;
+- :func:`under`: a ``compute`` of (new) images under fitted global values, checked
+  first: :func:`local_values`, their local log joint or exact posteriors (fold-in),
+  or :func:`marginals`, every enumerated discrete site's posteriors;
 - :func:`predict`: the extra terms' predictions from the fold-in posteriors;
 - :func:`with_laplace_draws`: draws of the global posterior a fit's posteriors imply
   (:mod:`~jaxannot.inference.vem.global_sites`).
@@ -28,7 +27,7 @@ import jax.numpy as jnp
 from jaxannot.inference.vem import joint_enumeration
 from jaxannot.inference.vem.checks import checked_start, missing_globals, model_errors
 from jaxannot.inference.vem.global_sites import MAX_LAPLACE_DIM, laplace_draws
-from jaxannot.inference.vem.layout import Whole, fold_in, fold_in_all, log_joint_all
+from jaxannot.inference.vem.layout import Whole, fold_in_all, log_joint_all
 from jaxannot.inference.vem.local_map import local_maps
 from jaxannot.inference.vem.model_call import ModelCall
 from jaxannot.inference.vem.steps import VEMResult
@@ -39,9 +38,8 @@ if TYPE_CHECKING:
     from jaxannot.types import Array
 
 __all__ = [
-    "log_joints",
+    "local_values",
     "marginals",
-    "posteriors",
     "predict",
     "under",
     "with_laplace_draws",
@@ -154,60 +152,6 @@ def under(
         return compute(vem.declared, setup, values, dynamic)
 
 
-def log_joints(vem: Any, params: dict, args: tuple, kwargs: dict) -> Array:
-    """:meth:`VEM.local_log_joint
-    <jaxannot.inference.vem.algorithm.VEM.local_log_joint>`: the local log joint
-    of every image and value of the local site, [N, K].
-
-    Parameters
-    ----------
-    vem, params, args, kwargs
-        As :func:`under` takes them.
-
-    Returns
-    -------
-    jax.Array [N, K]
-        The log joints.
-    """
-    return under(vem, params, args, kwargs, _log_joints)
-
-
-def posteriors(vem: Any, params: dict, args: tuple, kwargs: dict) -> Array:
-    """:meth:`VEM.posteriors_for
-    <jaxannot.inference.vem.algorithm.VEM.posteriors_for>`: the exact local
-    posteriors of the images of ``args`` (fold-in), [N, K].
-
-    Parameters
-    ----------
-    vem, params, args, kwargs
-        As :func:`log_joints` takes them.
-
-    Returns
-    -------
-    jax.Array [N, K]
-        The posteriors.
-    """
-    return under(vem, params, args, kwargs, _posteriors)
-
-
-def marginals(vem: Any, params: dict, args: tuple, kwargs: dict) -> dict:
-    """:meth:`VEM.marginals <jaxannot.inference.vem.algorithm.VEM.marginals>`:
-    the exact posterior marginals of every discrete site VEM enumerates (or the
-    local MAPs of the real-valued local sites).
-
-    Parameters
-    ----------
-    vem, params, args, kwargs
-        As :func:`log_joints` takes them.
-
-    Returns
-    -------
-    dict
-        Site -> probabilities (or local MAPs).
-    """
-    return under(vem, params, args, kwargs, _marginals)
-
-
 def predict(
     vem: Any, result: VEMResult, args: tuple, kwargs: dict, term: int = 0
 ) -> Array:
@@ -238,20 +182,37 @@ def predict(
     return vem.terms[term].predict(result.params["terms"][term], phi)
 
 
-def _log_joints(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
-    """:func:`~jaxannot.inference.vem.layout.log_joint_all` on one device."""
-    return log_joint_all(dm, Whole(setup), values, dynamic)
+def local_values(
+    dm: DeclaredModel,
+    setup: Setup,
+    values: dict,
+    dynamic: tuple,
+    posteriors: bool = False,
+) -> Array:
+    """:func:`under`'s ``compute`` for the local log joints (or, with
+    ``posteriors``, the exact posteriors) of the images, [N, K]: those of
+    :func:`~jaxannot.inference.vem.layout.log_joint_all` on one device.
 
+    Parameters
+    ----------
+    dm, setup, values, dynamic
+        As :func:`under` hands them to ``compute``.
+    posteriors : bool
+        The posteriors instead of the log joints.
 
-def _posteriors(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> Array:
-    """:func:`~jaxannot.inference.vem.layout.fold_in` on one device."""
-    return fold_in(dm, Whole(setup), values, dynamic)
+    Returns
+    -------
+    jax.Array [N, K]
+        The log joints or the posteriors.
+    """
+    return log_joint_all(dm, Whole(setup), values, dynamic, posteriors)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _marginals(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> dict:
-    """:func:`marginals`: the local MAPs of a model with real-valued local sites,
-    else the enumerated sites' marginals."""
+def marginals(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> dict:
+    """:func:`under`'s ``compute`` for :meth:`VEM.marginals
+    <jaxannot.inference.vem.algorithm.VEM.marginals>`: the local MAPs of a model
+    with real-valued local sites, else the enumerated sites' marginals."""
     call = ModelCall.join(dm, setup, dynamic)
     if setup.structure.enumerated.continuous:
         return local_maps(call, values)

@@ -47,7 +47,6 @@ __all__ = [
     "Layout",
     "Shards",
     "Whole",
-    "fold_in",
     "fold_in_all",
     "log_joint_all",
     "plan",
@@ -425,11 +424,16 @@ def _first_rows(x, n):
     return x[:n]
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(jax.jit, static_argnums=(0, 1, 4))
 def log_joint_all(
-    dm: DeclaredModel, layout: Layout, values: dict[str, Array], dynamic: tuple
+    dm: DeclaredModel,
+    layout: Layout,
+    values: dict[str, Array],
+    dynamic: tuple,
+    posteriors: bool = False,
 ) -> Array:
-    """:math:`a` for every image of the layout, [images, K].
+    """:math:`a` for every image of the layout, [images, K], or with ``posteriors``
+    the exact posteriors :math:`\\operatorname{softmax}(a_i)` (fold-in).
 
     Parameters
     ----------
@@ -441,41 +445,24 @@ def log_joint_all(
         Site -> global value :math:`\\theta`.
     dynamic : tuple
         The model's array arguments.
+    posteriors : bool
+        Return the posteriors instead of the log joints (static).
 
     Returns
     -------
     jax.Array [images, K]
-        The log joints.
-    """
-    return layout.log_joint(dm, values, dynamic)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def fold_in(
-    dm: DeclaredModel, layout: Layout, values: dict[str, Array], dynamic: tuple
-) -> Array:
-    """Exact posteriors :math:`\\operatorname{softmax}(a_i)`, [images, K].
-
-    Parameters
-    ----------
-    dm, layout, values, dynamic
-        As :func:`log_joint_all` takes them.
-
-    Returns
-    -------
-    jax.Array [images, K]
-        The posteriors.
+        The log joints or the posteriors.
     """
     a = layout.log_joint(dm, values, dynamic)
-    return layout.constrain(jax.nn.softmax(a, axis=-1))
+    return layout.constrain(jax.nn.softmax(a, axis=-1)) if posteriors else a
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def fold_in_all(
     dm: DeclaredModel, layout: Layout, draws: dict[str, Array], dynamic: tuple
 ) -> Array:
-    """:func:`fold_in` under each of ``draws`` ({site: [draws, ...]}),
-    [draws, images, K], one draw at a time.
+    """The posteriors of :func:`log_joint_all` under each of ``draws``
+    ({site: [draws, ...]}), [draws, images, K], one draw at a time.
 
     Parameters
     ----------
@@ -489,7 +476,9 @@ def fold_in_all(
     jax.Array [draws, images, K]
         The posteriors under each draw.
     """
-    return lax.map(lambda values: fold_in(dm, layout, values, dynamic), draws)
+    return lax.map(
+        lambda values: log_joint_all(dm, layout, values, dynamic, True), draws
+    )
 
 
 def plan(
