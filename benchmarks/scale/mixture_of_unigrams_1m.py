@@ -8,7 +8,11 @@ images x vocab matrix (1M x 1000 float32 = 4 GB). It is fitted the way users fit
 :func:`jaxannot.methods.topic_models.mixture_of_unigrams.mixture_of_unigrams_tokens`
 with its
 closed-form M-step (``m_step=closed_form_m_step_tokens``); the E-step streams over
-chunks of ``--chunk`` images.
+chunks of ``--chunk`` images. The images are split over ``--host-devices`` CPU
+devices (default 2, one per core of the 2-core machine: XLA runs each device's
+program on its own thread, where one device ran the gathers and scatters on one);
+the script sets ``jax_num_cpu_devices`` before JAX starts its CPU backend, and the
+JSON says how many (``host_devices``). ``--host-devices 1`` is the one-device fit.
 
 Writes ``benchmarks/results/mixture_of_unigrams_1m.json``: seconds per EM iteration
 (median of ``--repeats`` fits after the first), images x iterations per second, XLA's
@@ -76,6 +80,13 @@ def main(argv=None):
         "--chunk", type=int, default=16384, help="images per E-step chunk (VEM)"
     )
     p.add_argument("--repeats", type=int, default=3, help="timed fits after the first")
+    p.add_argument(
+        "--host-devices",
+        type=int,
+        default=2,
+        help="CPU devices the images are split over (jax_num_cpu_devices, set "
+        "before JAX starts its CPU backend; 1: one device, as before)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--note", default="", help="free text stored in the JSON")
     p.add_argument(
@@ -83,7 +94,9 @@ def main(argv=None):
         default=str(RESULTS / "mixture_of_unigrams_1m.json"),
     )
     args = p.parse_args(argv)
+    jax.config.update("jax_num_cpu_devices", args.host_devices)
     use_device(args.device)
+    devices = jax.devices()[: args.host_devices]
 
     load_at_start = list(os.getloadavg())
     rng = np.random.default_rng(args.seed)
@@ -97,6 +110,7 @@ def main(argv=None):
         "z",
         m_step=mu.closed_form_m_step_tokens,
         chunk_size=args.chunk,
+        devices=devices if len(devices) > 1 else None,
     )
     data = (jnp.asarray(tokens),)
     kwargs = dict(num_topics=args.topics, vocab_sizes=(args.vocab,))
@@ -147,6 +161,7 @@ def main(argv=None):
         mean_tokens_per_image=float((tokens >= 0).sum(1).mean()),
         iterations=args.iterations,
         chunk=args.chunk,
+        host_devices=len(devices),
         sample_seconds=sample_s,
         first_call_seconds_incl_compile=first_s,
         compile_seconds=compile_s,

@@ -18,6 +18,7 @@ from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 from jaxannot.inference.vem import run as vem_module
 from jaxannot.inference.vem.algorithm import VEM
+from jaxannot.inference.vem.summed import SummedMStep
 from jaxannot.methods.topic_models import mixture_of_unigrams as mu
 from jaxannot.runtime import sharding
 
@@ -158,6 +159,52 @@ def test_two_devices_with_the_generic_m_step_and_lapvar2(carries):
             assert all(_is_split(x, rows) for x in data) and _is_split(state[2], rows)
     assert carries[2][0][5][1].shape[0] == NUM_IMAGES  # LapVar2's best posteriors
     assert _is_split(carries[3][0][5][1], rows)
+
+
+def _tokens(seed=4, n=NUM_IMAGES, k=3, vocab=9, slots=7):
+    rng = np.random.default_rng(seed)
+    z = rng.integers(k, size=n)
+    words = (z[:, None] * 3 + rng.integers(0, 4, size=(n, slots))) % vocab
+    length = rng.integers(3, slots + 1, size=n)
+    return jnp.asarray(np.where(np.arange(slots) < length[:, None], words, -1))
+
+
+def test_two_devices_sum_the_token_statistics_on_each_device(carries, count_compiles):
+    """The token mixture's M-step (a SummedMStep) is summed on each device's half
+    of the images (GSPMD ran the scatter loop replicated): the same fit as one
+    device within float32 round-off, and a second fit compiles nothing."""
+    seen = []  # the shapes of the posteriors the statistics read, as traced
+
+    def statistics(phi, *args, **kwargs):
+        seen.append(phi.shape)
+        return mu.token_sums(phi, *args, **kwargs)
+
+    spied = SummedMStep(statistics, mu.map_from_sums)
+    tokens = _tokens()
+    kw = dict(num_topics=3, vocab_sizes=(9,), progress_bar=False)
+
+    def fit(devices, m_step, key=0, data=tokens):
+        vem = VEM(
+            mu.mixture_of_unigrams_tokens,
+            "z",
+            m_step=m_step,
+            devices=devices,
+            warn_empty=False,
+        )
+        return vem.run(jax.random.key(key), 8, (data,), **kw)
+
+    one = fit(None, spied)
+    assert set(seen) == {(NUM_IMAGES, 3)}  # one device: every image at once
+    seen.clear()
+    two = fit(jax.devices(), spied)
+    assert set(seen) == {(NUM_IMAGES // 2 + 1, 3)}  # each device's half
+    _assert_same_fit(one, two)
+    assert all(_is_split(x, NUM_IMAGES + 1) for x in carries[-1][1])
+    fit(jax.devices(), mu.closed_form_m_step_tokens)
+    with count_compiles() as c:
+        again = fit(jax.devices(), mu.closed_form_m_step_tokens, 1, _tokens(seed=9))
+    assert c.count == 0
+    assert np.all(np.diff(-np.asarray(again.losses)) >= -1e-4)
 
 
 def test_sharding_helpers():

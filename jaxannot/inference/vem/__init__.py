@@ -19,6 +19,9 @@
   :mod:`~jaxannot.inference.vem.faults`, :mod:`~jaxannot.inference.vem.fit_warnings`
   — start values and compiled updates, the M-step, array layouts, global sites,
   checks, a run's faults, the warnings of an empty or collapsed fit.
+- :mod:`~jaxannot.inference.vem.summed` — closed-form M-steps read through sums
+  over images (:class:`~jaxannot.inference.vem.summed.SummedMStep`), summed on each
+  device's images where a fit splits them.
 """
 
 from jaxannot.inference.vem.steps import VEMInfo, VEMState

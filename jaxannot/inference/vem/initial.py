@@ -29,6 +29,7 @@ from jaxannot.inference.vem.start import num_uniforms, start_posteriors
 from jaxannot.inference.vem.steps import (
     VEMState,
 )
+from jaxannot.inference.vem.summed import closed_form_on
 from jaxannot.runtime.compile_options import jit_variants, use_fast
 
 if TYPE_CHECKING:
@@ -232,7 +233,8 @@ def build_initial_state(
     dyn_layout: tuple,
     fold_in: bool = True,
 ) -> tuple[VEMState, Array]:
-    """The state a fit starts from: ``values`` (None: :func:`start_values`), each
+    """The state a fit starts from: ``values`` (None: :func:`start_values`, a
+    closed form's computed on ``layout``'s devices), each
     term's parameters, the optimizer's state and the fold-in posteriors (uniform
     ones without ``fold_in``).
 
@@ -271,7 +273,9 @@ def build_initial_state(
     s = whole.setup.structure
     init_key, loop_key = keys
     redo = jnp.bool_(False)
-    if values is None:
+    if values is None and vem.closed_form is not None:
+        values = _closed_form_start(vem, whole, layout, init_key, dyn_layout)
+    elif values is None:
         values, redo = start_values(vem, whole, init_key, dyn_whole)
     term_params = ()
     if vem.terms:
@@ -304,6 +308,21 @@ def build_initial_state(
         jnp.int32(0),
     )
     return state, redo
+
+
+def _closed_form_start(
+    vem: Any, whole: Whole, layout: Whole | Shards, rng_key: PRNGKey, dynamic: tuple
+) -> dict:
+    """:func:`start_values` of a closed form on ``layout``: the same Dirichlet(1)
+    rows of the real images (padded ones 0), drawn and summed where the layout
+    keeps the images (on two devices, half of the 20M draws and of the M-step of
+    issue 46's 1M images on each)."""
+    s = whole.setup.structure
+    phi = random_posteriors(rng_key, s.num_images, s.num_values)
+    pad = layout.setup.structure.num_images - s.num_images
+    phi = layout.constrain(jnp.pad(phi, ((0, pad), (0, 0))))
+    values = closed_form_on(layout, vem.closed_form, phi, dynamic)
+    return {k: jnp.asarray(v) for k, v in values.items()}
 
 
 _START_STATE = jit_variants(build_initial_state, static_argnums=(0, 1, 2, 7))

@@ -18,6 +18,7 @@ from jax import lax
 
 from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
 from jaxannot.inference.vem.steps import terms_value
+from jaxannot.inference.vem.summed import closed_form_on
 
 if TYPE_CHECKING:
     from numpyro.distributions.transforms import Transform
@@ -76,11 +77,8 @@ def m_step(
         The new values, optimizer state and terms' parameters.
     """
     if vem.closed_form is not None:
-        args, kw = layout.join(dynamic)
-        stats = layout.statistics(phi)
-        values = {
-            k: jnp.asarray(v) for k, v in vem.closed_form(stats, *args, **kw).items()
-        }
+        answer = closed_form_on(layout, vem.closed_form, phi, dynamic)
+        values = {k: jnp.asarray(v) for k, v in answer.items()}
         if vem.terms:
             term_params, opt_state = optax_steps(
                 vem, lambda tp: terms_value(vem.terms, tp, phi), term_params, opt_state

@@ -45,6 +45,8 @@ from jax.scipy.special import logsumexp
 from numpyro.distributions import constraints
 from numpyro.distributions.util import validate_sample
 
+from jaxannot.inference.vem.summed import SummedMStep
+
 if TYPE_CHECKING:
     from jaxannot.types import Array
 
@@ -58,6 +60,8 @@ __all__ = [
     "closed_form_m_step",
     "mixture_of_unigrams_tokens",
     "closed_form_m_step_tokens",
+    "token_sums",
+    "map_from_sums",
     "token_statistics",
     "STATISTICS_BLOCK",
     "predict_words",
@@ -459,22 +463,65 @@ def token_statistics(phi: jax.Array, tokens: jax.Array, vocab_size: int) -> jax.
     return lax.fori_loop(0, -(-n // size), block, stats)[:vocab_size].T
 
 
-def closed_form_m_step_tokens(
+def token_sums(
     phi: jax.Array,
     tokens_by_view: Sequence[jax.Array],
     *,
     vocab_sizes: Sequence[int],
+    **_: Any,
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    r"""The sums over images the M-step of :func:`mixture_of_unigrams_tokens`
+    reads: the expected topic counts :math:`\sum_d \phi_{dk}` and, per view, the
+    topic-word counts :math:`\sum_d \phi_{dk} n^v_{dw}` (:func:`token_statistics`).
+
+    Parameters
+    ----------
+    phi : Float[Array, "images topics"]
+    tokens_by_view : sequence of Int[Array, "images max_tokens_v"]
+    vocab_sizes : sequence of int
+
+    Returns
+    -------
+    tuple of (Float[Array, "topics"], tuple of Float[Array, "topics vocab_v"])
+    """
+    stats = tuple(
+        token_statistics(phi, tokens, size)
+        for tokens, size in zip(tokens_by_view, vocab_sizes, strict=True)
+    )
+    return phi.sum(0), stats
+
+
+def map_from_sums(
+    sums: tuple[jax.Array, Sequence[jax.Array]],
+    *,
     pi_concentration: float = 1.0,
     beta_concentration: float = 1.1,
     **_: Any,
 ) -> dict:
-    """The MAP M-step of :func:`mixture_of_unigrams_tokens` (that of
-    :func:`closed_form_m_step`, the counts gathered by :func:`token_statistics`)."""
-    stats = [
-        token_statistics(phi, tokens, size)
-        for tokens, size in zip(tokens_by_view, vocab_sizes, strict=True)
-    ]
-    return _map_values(phi.sum(0), stats, pi_concentration, beta_concentration)
+    """The MAP values of :func:`closed_form_m_step` from :func:`token_sums`.
+
+    Parameters
+    ----------
+    sums : tuple
+        :func:`token_sums`'s answer.
+    pi_concentration, beta_concentration : float
+        The priors' concentrations.
+
+    Returns
+    -------
+    dict
+        ``{"pi": [K], "beta_v": [K, V_v]}`` (constrained values).
+    """
+    mass, stats = sums
+    return _map_values(mass, stats, pi_concentration, beta_concentration)
+
+
+#: The MAP M-step of :func:`mixture_of_unigrams_tokens` (that of
+#: :func:`closed_form_m_step`, the counts gathered by :func:`token_statistics`):
+#: ``closed_form_m_step_tokens(phi, tokens_by_view, vocab_sizes=...)``. A
+#: :class:`~jaxannot.inference.vem.summed.SummedMStep`, so a fit split over
+#: devices sums each device's images there.
+closed_form_m_step_tokens = SummedMStep(token_sums, map_from_sums)
 
 
 def predict_words(phi: jax.Array, log_beta_text: jax.Array) -> jax.Array:
