@@ -89,6 +89,23 @@ def test_the_dirichlet_and_beta_sites_get_their_map_given_the_posteriors(data):
     np.testing.assert_allclose(proposal["m"], phi.T @ y / (n + 1 / 25), atol=2e-5)
 
 
+def test_normal_sites_past_the_newton_limit_take_the_optax_steps(data):
+    """At most ``MAX_COORDINATES`` Normal coordinates get Newton steps (each costs
+    a pass of the log joint): ``m`` of 17 components is left to the optax steps."""
+    x, y, _ = data
+    vem = VEM(model, "z", plate="item")
+    found = []
+    for k in (16, 17):
+        setup, dynamic = vem.declared.setup((x, y), {"k": k})
+        whole = Whole(setup)
+        jax.jit(  # as in the M-step: read at trace time
+            lambda dynamic, whole=whole: found.append(
+                conjugate_sites(vem, whole, dynamic).get("m")
+            )
+        )(dynamic)
+    assert found == ["normal", None]
+
+
 def _scipy_maximum(fun, x0):
     """scipy's L-BFGS-B on ``-fun`` (float32 values, JAX gradients)."""
 

@@ -168,7 +168,7 @@ class VEM:
         it does not lower it, so a site used otherwise than as a Categorical's or
         Bernoulli's probabilities falls back to the optax steps), and those with
         a Normal prior Newton steps (:mod:`~jaxannot.inference.vem.newton`,
-        at most 64 coordinates in all, kept on the same test). False: every
+        at most 16 coordinates in all, kept on the same test). False: every
         site takes the optax steps.
     m_steps : int
         Optax steps per M-step (generic path and extra terms). The default 5 came

@@ -51,9 +51,12 @@ __all__ = ["MAX_COORDINATES", "NEWTON_STEPS", "newton_update"]
 #: a concave objective that is nearly quadratic.
 NEWTON_STEPS = 3
 #: Most coordinates of the Normal sites together: their Hessian costs one pass of
-#: the expected complete log joint per coordinate (beyond it the generic M-step's
-#: optimizer runs instead).
-MAX_COORDINATES = 64
+#: the expected complete log joint per coordinate and Newton step, where the optax
+#: M-step takes ``m_steps`` (5) gradient passes; beyond it the optax steps run
+#: instead. At 12 coordinates (``first_fit.py``'s Gaussian toy) a second fit of 100
+#: EM iterations took 0.19, 0.25, 0.29 s against the optax M-step's 0.18, 0.22,
+#: 0.15 s (loaded 2-core machine).
+MAX_COORDINATES = 16
 
 
 def newton_update(
