@@ -31,8 +31,10 @@ M-step
     coordinates (each site's support bijection, no Jacobian: the MAP of the declared
     density). Sites declared with ``numpyro.param`` are globals without a prior
     (flat: their maximum likelihood value), in their ``constraint``'s coordinates.
-    Sites with a Dirichlet or Beta prior get their closed-form update first
-    (:mod:`~jaxannot.inference.vem.conjugate`, kept where it does not lower the
+    Sites with a Dirichlet or Beta prior get their closed-form update first, then
+    those with a Normal prior Newton steps (the maximizer where the objective is
+    quadratic in them, a Normal location; :mod:`~jaxannot.inference.vem.conjugate`,
+    :mod:`~jaxannot.inference.vem.newton`; each kept where it does not lower the
     expected complete log joint). A closed-form M-step for the whole model is
     passed as ``m_step=`` (tests check it equals the generic one). With a closed
     form (given, or every site's conjugate one) and the exact or LapVar1 E-step,
@@ -165,7 +167,9 @@ class VEM:
         update in the generic M-step (:mod:`~jaxannot.inference.vem.conjugate`:
         read off the gradient of the expected complete log joint, kept only where
         it does not lower it, so a site used otherwise than as a Categorical's or
-        Bernoulli's probabilities falls back to the optax steps). False: every
+        Bernoulli's probabilities falls back to the optax steps), and those with
+        a Normal prior Newton steps (:mod:`~jaxannot.inference.vem.newton`,
+        at most 16 coordinates in all, kept on the same test). False: every
         site takes the optax steps.
     m_steps : int
         Optax steps per M-step (generic path and extra terms). The default 5 came
@@ -279,8 +283,9 @@ class VEM:
         self.closed_form = m_step
         if not isinstance(conjugate, bool):
             raise TypeError(
-                f"conjugate must be True (closed-form updates of Dirichlet and Beta "
-                f"sites) or False (optax steps for every site), got {conjugate!r}"
+                "conjugate must be True (closed-form updates of Dirichlet, Beta and "
+                "Normal sites) or False (optax steps for every site), got "
+                f"{conjugate!r}"
             )
         self.conjugate = conjugate
         self.warn_empty = bool(warn_empty)
@@ -367,7 +372,7 @@ class VEM:
         ``init_steps`` L-BFGS steps on the expected complete log joint from a
         random point of the unconstrained space (numpyro's ``init_to_uniform``:
         improper priors need no draw; a ``param`` site starts at its declared
-        value); where every global site has a Dirichlet or Beta prior, the
+        value); where every global site has a Dirichlet, Beta or Normal prior, the
         closed-form update (:mod:`~jaxannot.inference.vem.conjugate`) from that
         point instead, L-BFGS only where it is not kept. Every component then
         starts where some items are, instead of at a prior draw far from the data,

@@ -25,6 +25,11 @@ where it does not lower :math:`E` (beyond float32 round-off, :data:`ROUND_OFF`),
 otherwise the generic gradient M-step runs on every site. So each M-step raises
 :math:`E` and EM's objective cannot fall (a generalized EM).
 
+A site with a Normal prior (a location) gets, after them and with them at their
+update, Newton steps (:mod:`~jaxannot.inference.vem.newton`): the maximizer where
+:math:`E` is quadratic in it (a Normal likelihood). The proposal of those sites
+together is kept, or not, on its own, by the same test.
+
 No MAP exists where a weight is not positive (a prior with :math:`\alpha < 1`, whose
 density is unbounded at the boundary, and fewer expected counts than
 :math:`1-\alpha`): such entries get the weight :data:`FLOOR` times the row's
@@ -35,6 +40,7 @@ its value.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -43,13 +49,14 @@ import numpyro.distributions as dist
 
 from jaxannot.inference.vem.enumeration import base_distribution
 from jaxannot.inference.vem.model_call import trace_without_draws
+from jaxannot.inference.vem.newton import MAX_COORDINATES, newton_update
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
     from jaxannot.inference.vem.layout import Shards, Whole
     from jaxannot.types import Array
 
-__all__ = ["conjugate_sites", "conjugate_update"]
+__all__ = ["all_kept", "conjugate_sites", "conjugate_update"]
 
 #: Relative weight given to entries whose weight is not positive (see above).
 FLOOR = 1e-10
@@ -61,10 +68,13 @@ ROUND_OFF = 1e-6
 
 
 def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[str, str]:
-    """``{site: "dirichlet" | "beta"}``: the global ``sample`` sites whose prior is
-    a Dirichlet or a Beta (under ``expand``, ``to_event`` or ``mask``); empty when
-    ``vem.conjugate`` is False. Read from a trace of the model, at trace time, its
-    latent sites at any value (no random draw traced into the compiled program).
+    """``{site: "dirichlet" | "beta" | "normal"}``: the global ``sample`` sites
+    whose prior is a Dirichlet, a Beta or a Normal (under ``expand``, ``to_event``
+    or ``mask``; the Normal ones only while they have at most
+    :data:`~jaxannot.inference.vem.newton.MAX_COORDINATES` coordinates together);
+    empty when ``vem.conjugate`` is False. Read from a trace of the model, at trace
+    time, its latent sites at any value (no random draw traced into the compiled
+    program).
 
     Parameters
     ----------
@@ -78,7 +88,7 @@ def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[st
     Returns
     -------
     dict
-        Site -> ``"dirichlet"`` or ``"beta"``.
+        Site -> ``"dirichlet"``, ``"beta"`` or ``"normal"``.
     """
     if not vem.conjugate:
         return {}
@@ -97,6 +107,11 @@ def conjugate_sites(vem: Any, layout: Whole | Shards, dynamic: tuple) -> dict[st
             kinds[name] = "dirichlet"
         elif isinstance(base, dist.Beta):
             kinds[name] = "beta"
+        elif isinstance(base, dist.Normal):
+            kinds[name] = "normal"
+    normal = [k for k, v in kinds.items() if v == "normal"]
+    if sum(jnp.size(trace[k]["value"]) for k in normal) > MAX_COORDINATES:
+        kinds = {k: v for k, v in kinds.items() if v != "normal"}
     return kinds
 
 
@@ -125,11 +140,13 @@ def conjugate_update(
     phi: Array,
     dynamic: tuple,
     kinds: dict[str, str],
-) -> tuple[dict[str, Array], Array]:
+) -> tuple[dict[str, Array], dict[str, Array]]:
     """The closed-form values of the ``kinds`` sites given the posteriors ``phi``
-    (the others at ``values``) and whether to keep them: ``(proposal, kept)``, kept
-    where the proposal's expected complete log joint is finite and not below the
-    current one's (up to :data:`ROUND_OFF`).
+    (the others at ``values``) and whether to keep them: ``(proposal, kept)``. The
+    Dirichlet and Beta sites' proposal is kept where its expected complete log
+    joint is finite and not below the current one's (up to :data:`ROUND_OFF`);
+    then the Normal sites' Newton proposal, from the Dirichlet and Beta sites'
+    values so updated, by the same test against those values.
 
     Parameters
     ----------
@@ -144,18 +161,64 @@ def conjugate_update(
     dynamic : tuple
         The model's array arguments.
     kinds : dict
-        Site -> ``"dirichlet"`` or ``"beta"`` (:func:`conjugate_sites`).
+        Site -> ``"dirichlet"``, ``"beta"`` or ``"normal"``
+        (:func:`conjugate_sites`).
 
     Returns
     -------
-    tuple of (dict, jax.Array)
-        The proposal (site -> value) and whether it is kept (a scalar bool).
+    tuple of (dict, dict)
+        The proposal (site -> value) and whether it is kept (site -> a scalar
+        bool).
     """
+
+    def expected(base, sub):
+        return layout.expected(dm, {**base, **sub}, phi, dynamic)
+
+    proposal, kept, value = {}, {}, None
+    closed = {k: v for k, v in kinds.items() if v != "normal"}
+    if closed:
+        proposal, value = _closed_form(partial(expected, values), values, closed)
+        new = expected(values, proposal)
+        ok = _no_lower(value, new)
+        kept = dict.fromkeys(closed, ok)
+        proposal = {k: jnp.where(ok, v, values[k]) for k, v in proposal.items()}
+        values, value = {**values, **proposal}, jnp.where(ok, new, value)
+    normal = [k for k, v in kinds.items() if v == "normal"]
+    if normal:  # from the Dirichlet and Beta sites' values so updated
+        value = expected(values, {}) if value is None else value
+        current = {k: values[k] for k in normal}
+        found = newton_update(partial(expected, values), current)
+        kept.update(dict.fromkeys(normal, _no_lower(value, expected(values, found))))
+        proposal.update(found)
+    return proposal, kept
+
+
+def all_kept(kept: dict[str, Array]) -> Array:
+    """Whether every proposal of :func:`conjugate_update` is kept (a scalar bool).
+
+    Parameters
+    ----------
+    kept : dict
+        Site -> whether its proposal is kept.
+
+    Returns
+    -------
+    jax.Array
+        A scalar bool.
+    """
+    return jnp.all(jnp.stack(list(kept.values())))
+
+
+def _no_lower(value, new):
+    """Whether ``new`` is finite and not below ``value`` (up to
+    :data:`ROUND_OFF`)."""
+    return jnp.isfinite(new) & (new >= value - ROUND_OFF * jnp.abs(value))
+
+
+def _closed_form(expected, values, kinds):
+    """The Dirichlet and Beta sites' MAP given the posteriors (module docstring)
+    and :math:`E` at ``values``: ``(proposal, value)``."""
     current = {k: values[k] for k in kinds}
-
-    def expected(sub):
-        return layout.expected(dm, {**values, **sub}, phi, dynamic)
-
     if "beta" in kinds.values():
         tangent = {
             k: jnp.ones_like(v) if kinds[k] == "beta" else jnp.zeros_like(v)
@@ -172,6 +235,4 @@ def conjugate_update(
         else _interval(v, grad[k], curvature[k])
         for k, v in current.items()
     }
-    new = expected(proposal)
-    kept = jnp.isfinite(new) & (new >= value - ROUND_OFF * jnp.abs(value))
-    return proposal, kept
+    return proposal, value

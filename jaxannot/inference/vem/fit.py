@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxannot.inference.vem.conjugate import conjugate_update
+from jaxannot.inference.vem.conjugate import all_kept, conjugate_update
 from jaxannot.inference.vem.faults import DEFERRED, fault_code, keeps_old_values
 from jaxannot.inference.vem.layout import Whole
 from jaxannot.inference.vem.m_step import conjugate_only, m_step
@@ -136,8 +136,9 @@ def step_for(
                     vem.declared, layout, values, new_phi, dynamic, kinds
                 )
                 new_values = {
-                    k: jnp.where(kept, fixed[k], v) for k, v in values.items()
+                    k: jnp.where(kept[k], fixed[k], v) for k, v in values.items()
                 }
+                kept = all_kept(kept)
                 new_opt, new_tp = state.opt_state, term_params
             else:
                 new_values, new_opt, new_tp = m_step(

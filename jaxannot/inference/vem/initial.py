@@ -20,7 +20,11 @@ import jax.numpy as jnp
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
-from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
+from jaxannot.inference.vem.conjugate import (
+    all_kept,
+    conjugate_sites,
+    conjugate_update,
+)
 from jaxannot.inference.vem.enumeration import first_value_of
 from jaxannot.inference.vem.global_sites import maximize_expected, random_posteriors
 from jaxannot.inference.vem.layout import Whole
@@ -94,7 +98,7 @@ def start_values(
     kinds = conjugate_sites(vem, whole, dynamic)
     if not lbfgs and len(kinds) == len(start):
         fixed, kept = conjugate_update(vem.declared, whole, start, phi, dynamic, kinds)
-        return fixed, ~kept
+        return fixed, ~all_kept(kept)
     values = maximize_expected(vem.declared, whole, vem.init_steps, start, phi, dynamic)
     return values, jnp.bool_(False)
 

@@ -16,7 +16,11 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from jaxannot.inference.vem.conjugate import conjugate_sites, conjugate_update
+from jaxannot.inference.vem.conjugate import (
+    all_kept,
+    conjugate_sites,
+    conjugate_update,
+)
 from jaxannot.inference.vem.steps import terms_value
 from jaxannot.inference.vem.summed import closed_form_on
 
@@ -47,7 +51,8 @@ def m_step(
     unconstrained coordinates (``transforms``), and the terms' parameters take
     ``vem.m_steps`` optax steps together on the negative expected complete log joint
     :math:`-\sum_{ik}\phi_{ik}a_{ik}(\theta) - \log p(\theta)` plus the terms.
-    Before them, the Dirichlet and Beta sites get their closed-form update
+    Before them, the Dirichlet and Beta sites get their closed-form update and
+    the Normal sites Newton steps
     (:mod:`~jaxannot.inference.vem.conjugate`, unless ``vem.conjugate`` is False);
     where it is kept those sites stay at it through the steps (which are skipped
     when no other site and no term is left), otherwise every site takes the steps.
@@ -85,7 +90,7 @@ def m_step(
             )
         return values, opt_state, term_params
     kinds = conjugate_sites(vem, layout, dynamic)
-    fixed, kept = {}, jnp.bool_(False)
+    fixed, kept = {}, {}
     if kinds:
         fixed, kept = conjugate_update(
             vem.declared, layout, values, phi, dynamic, kinds
@@ -95,7 +100,7 @@ def m_step(
         """Constrained values; the kept closed-form ones in place of theirs."""
         vals = {k: transforms[k](x) for k, x in u.items()}
         return {
-            k: jnp.where(kept, fixed[k], v) if k in fixed else v
+            k: jnp.where(kept[k], fixed[k], v) if k in fixed else v
             for k, v in vals.items()
         }
 
@@ -110,7 +115,7 @@ def m_step(
     unconstrained = {k: transforms[k].inv(v) for k, v in values.items()}
     carry = ((unconstrained, term_params), opt_state)
     if len(kinds) == len(values) and not vem.terms:  # nothing left to step
-        carry = lax.cond(kept, lambda c: c, steps, carry)
+        carry = lax.cond(all_kept(kept), lambda c: c, steps, carry)
     else:
         carry = steps(carry)
     (unconstrained, term_params), opt_state = carry
@@ -139,7 +144,7 @@ def conjugate_only(
     Returns
     -------
     dict
-        Site -> ``"dirichlet"`` or ``"beta"``, or empty.
+        Site -> ``"dirichlet"``, ``"beta"`` or ``"normal"``, or empty.
     """
     if vem.closed_form is not None or vem.terms:
         return {}
