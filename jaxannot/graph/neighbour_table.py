@@ -15,12 +15,17 @@ members of one independent set, so updating a class block after block gives the 
 result as updating it at once.
 
 Every data-dependent size — the edge count, the number of colours, the largest class,
-the blocks and the edges per block — is padded to the next power of two (padding
-edges have weight 0 and the dummy node as ends; padding classes are empty; padding
-blocks hold only the dummy node), and the block size is a function of the node count
-alone, so tables of two graphs with as many nodes have the same shapes unless a count
-crosses a power of two: a fit on another fold of the same size reuses the compiled
-sweep.
+the blocks and the edges per block — is padded to a :func:`bucket`: the next power of
+two up to a threshold (:data:`FINE_FROM` for lengths, 16 for the number of blocks),
+above it the next multiple of a sixteenth of that power of two (padding edges have
+weight 0 and the dummy node as ends; padding classes are empty; padding blocks hold
+only the dummy node), and the block size is a function of the node count alone, so
+tables of two graphs with as many nodes have the same shapes unless a count crosses a
+bucket's end: a fit on another fold of the same size reuses the compiled sweep. Above
+the threshold a bucket pads by at most an eighth (eight shapes per octave) where a
+power of two pads by up to double: on the 10-NN graph of 1M images the block tables
+of a sweep are three ``[blocks, block edges]`` arrays, and a power of two on both
+axes made them four times the real edges.
 """
 
 from __future__ import annotations
@@ -100,21 +105,41 @@ class ColourBlocks(NamedTuple):
     weights: jax.Array
 
 
-def bucket(size: int) -> int:
-    """The power of two at or above ``size`` (at least 1): the padded length of a
-    data-dependent axis, so that similar graphs share array shapes.
+#: Blocks of this many nodes or more (graphs of 65,536 nodes or more) are also cut
+#: at an edge budget (:func:`_edge_cap`); smaller tables are as they were.
+EDGE_CAP_FROM = 1024
+
+#: Lengths up to this are padded to a power of two (small graphs: few shapes, little
+#: memory); longer ones to a multiple of a sixteenth of it (:func:`bucket`).
+FINE_FROM = 1 << 16
+
+
+def bucket(size: int, fine_from: int = FINE_FROM) -> int:
+    """The padded length of a data-dependent axis, so that similar graphs share
+    array shapes.
+
+    With :math:`p` the smallest power of two :math:`\\ge \\max(size, 1)`: :math:`p`
+    when :math:`p \\le` ``fine_from``, else :math:`\\lceil size / s\\rceil s` with
+    :math:`s = p / 16`, which pads by less than :math:`s / (p / 2) = 1/8` of
+    ``size`` (eight lengths per power of two).
 
     Parameters
     ----------
     size : int
         A data-dependent length.
+    fine_from : int
+        The largest power of two used as it is.
 
     Returns
     -------
     int
-        The smallest power of two ``>= max(size, 1)``.
+        The padded length, ``>= max(size, 1)``.
     """
-    return 1 << max(0, int(size) - 1).bit_length()
+    power = 1 << max(0, int(size) - 1).bit_length()
+    if power <= fine_from:
+        return power
+    step = power // 16
+    return -(-int(size) // step) * step
 
 
 def _block_size(n: int) -> int:
@@ -124,18 +149,65 @@ def _block_size(n: int) -> int:
     return min(bucket(max(n, 1)), max(256, bucket(-(-n // 64))))
 
 
+def _edge_cap(n: int, num_edges: int, size: int) -> int | None:
+    """The most edges a block of a large graph takes: ``size`` nodes of the mean
+    degree (rounded up); None (no cap) below :data:`EDGE_CAP_FROM` nodes a block."""
+    if size < EDGE_CAP_FROM:
+        return None
+    return size * max(1, -(-num_edges // max(n, 1)))
+
+
+def _cut_class(start: int, stop: int, cum: np.ndarray, size: int, cap: int):
+    """The ends of the blocks of the class at positions ``start:stop`` (in colour
+    order): each as long as it can be with at most ``size`` nodes and ``cap`` edges
+    (at least one node); ``cum[i]`` is the edges of the nodes before position ``i``."""
+    ends = []
+    while start < stop:
+        end = int(np.searchsorted(cum, cum[start] + cap, side="right")) - 1
+        start = min(max(end, start + 1), start + size, stop)
+        ends.append(start)
+    return ends
+
+
+def _block_slots(colour, sizes, senders, n: int, size: int):
+    """Every node's block and slot, and the blocks of each class: each class in
+    increasing node order, cut every ``size`` nodes, and on a large graph
+    (:func:`_edge_cap`) also before a block passes the cap on its edges — the
+    k-NN graph's hubs, the lowest index of a group of equal rows, made the first
+    block of a class hold three times the edges of the others, and every block is
+    padded to the fullest."""
+    by_colour = np.argsort(colour, kind="stable")  # each class in increasing order
+    cap = _edge_cap(n, senders.size, size)
+    if cap is None:
+        count = -(-sizes // size)
+        rank = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])
+        block, slot = np.empty(n, np.int64), np.empty(n, np.int64)
+        block[by_colour] = first[colour[by_colour]] + rank // size
+        slot[by_colour] = rank % size
+        return block, slot, count
+    degree = np.bincount(senders, minlength=n)[by_colour]
+    cum = np.concatenate([[0], np.cumsum(degree)])
+    stops = np.cumsum(sizes)
+    cuts = [
+        _cut_class(int(a), int(b), cum, size, cap)
+        for a, b in zip(stops - sizes, stops, strict=True)
+    ]
+    count = np.array([len(c) for c in cuts], np.int64)
+    ends = np.array([e for c in cuts for e in c], np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    block, slot = np.empty(n, np.int64), np.empty(n, np.int64)
+    block[by_colour] = np.repeat(np.arange(ends.size), ends - starts)
+    slot[by_colour] = np.arange(n) - np.repeat(starts, ends - starts)
+    return block, slot, count
+
+
 def _colour_blocks(colour, senders, receivers, weights, n: int, size) -> ColourBlocks:
     num_colours = int(colour.max()) + 1 if n else 1
     sizes = np.bincount(colour, minlength=bucket(num_colours))  # padding: empty
-    count = -(-sizes // size)
+    block, slot, count = _block_slots(colour, sizes, senders, n, size)
     first = np.concatenate([[0], np.cumsum(count)[:-1]])
-    by_colour = np.argsort(colour, kind="stable")  # each class in increasing order
-    rank = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    block = np.empty(n, np.int64)
-    slot = np.empty(n, np.int64)
-    block[by_colour] = first[colour[by_colour]] + rank // size
-    slot[by_colour] = rank % size
-    num_blocks = bucket(int(count.sum()))  # the blocks after count.sum() pad
+    num_blocks = bucket(int(count.sum()), 16)  # the blocks after count.sum() pad
     members = np.full((num_blocks, size), n, np.int32)
     members[block, slot] = np.arange(n)
     # every edge under its sender's block, in sender (= slot) order within the block
@@ -153,13 +225,14 @@ def _colour_blocks(colour, senders, receivers, weights, n: int, size) -> ColourB
     recv[edge_block, column] = receivers[order]
     slots[edge_block, column] = slot[senders[order]]
     w[edge_block, column] = weights[order]
+    # device_put: on the CPU it shares the host tables where jnp.asarray copied them
     return ColourBlocks(
-        jnp.asarray(members),
-        jnp.asarray(first, jnp.int32),
-        jnp.asarray(count, jnp.int32),
-        jnp.asarray(recv),
-        jnp.asarray(slots),
-        jnp.asarray(w),
+        jax.device_put(members),
+        jax.device_put(first.astype(np.int32)),
+        jax.device_put(count.astype(np.int32)),
+        jax.device_put(recv),
+        jax.device_put(slots),
+        jax.device_put(w),
     )
 
 

@@ -187,15 +187,37 @@ def one_error(scores: ArrayLike, truth: ArrayLike) -> float:
     return float(_one_error(scores, truth).mean())
 
 
-def ranking_report(scores: ArrayLike, truth: ArrayLike) -> dict:
-    """The four ranking metrics (keys :data:`RANKING_METRICS`), one sort shared."""
-    scores, truth = check_pair(scores, truth)
+#: entries of the [images, words] blocks the ranking metrics sort at a time (each
+#: image's words are ranked on their own)
+BLOCK_ENTRIES = 1 << 21
+
+
+def _per_image_ranking(scores: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """LRAP, ranking loss and coverage of every image, ``[3, images]``."""
     g = _row_groups(scores, truth)
     n_words = scores.shape[1]
+    return np.stack([_lrap(g, n_words), _ranking_loss(g, n_words), _coverage(g)])
+
+
+def ranking_report(scores: ArrayLike, truth: ArrayLike) -> dict:
+    """The four ranking metrics (keys :data:`RANKING_METRICS`), one sort shared,
+    on blocks of at most :data:`BLOCK_ENTRIES` entries: the same values without
+    the sort's ``[words, images]`` 64-bit arrays (order, relevance, hits, group
+    starts and ends) of every image at once, 320 MB each at 1M images of 40
+    words."""
+    scores, truth = check_pair(scores, truth)
+    rows = max(1, BLOCK_ENTRIES // max(scores.shape[1], 1))
+    per_image = np.concatenate(
+        [
+            _per_image_ranking(scores[i : i + rows], truth[i : i + rows])
+            for i in range(0, scores.shape[0], rows)
+        ],
+        axis=1,
+    )
     return {
-        "lrap": float(_lrap(g, n_words).mean()),
-        "ranking_loss": float(_ranking_loss(g, n_words).mean()),
-        "coverage": float(_coverage(g).mean()),
+        "lrap": float(per_image[0].mean()),
+        "ranking_loss": float(per_image[1].mean()),
+        "coverage": float(per_image[2].mean()),
         "one_error": float(_one_error(scores, truth).mean()),
     }
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import jax
 import jax.numpy as jnp
 
 from jaxannot.annotators.base import Fitted
@@ -139,8 +140,11 @@ def mix_setup(
     """
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     vis = vw.visual(corpus, names, edges)
-    text = jnp.asarray(vw.text(corpus) * text_weight)
-    data = (text,) + tuple(map(jnp.asarray, vis))
+    # device_put, not jnp.asarray: on the CPU it shares the host arrays (the
+    # corpus's views, the text bag) where jnp.asarray copied them (the visual
+    # words alone are 240 MB at 1M images)
+    text = jax.device_put(vw.text(corpus) * text_weight)
+    data = (text,) + tuple(map(jax.device_put, vis))
     kwargs = dict(
         num_topics=int(topics),
         pi_concentration=float(pi_concentration),

@@ -34,9 +34,10 @@ def joined_features(views: tuple[np.ndarray, ...]) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        ``[images, sum of dims_v]``.
+        ``[images, sum of dims_v]``; a single view itself, not a copy (at 1M images
+        of 60 visual words a copy is 240 MB more, kept by the fitted model).
     """
-    return np.concatenate(views, axis=1)
+    return views[0] if len(views) == 1 else np.concatenate(views, axis=1)
 
 
 def fit_graph(
