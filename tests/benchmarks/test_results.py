@@ -161,11 +161,19 @@ def test_defaults_vs_empirical_row_reproduces(tasks, dataset, method, tolerance)
 #: to 7e-2 until its region kernel stopped summing 1/beta-sized terms in float32
 #: (the dot products' order, which the instruction-set variants do not reach:
 #: ``tests/methods/emml/test_mbrm.py::test_tiny_bandwidths_keep_float64_accuracy``).
+#: On an AMD EPYC with AVX2 only (no AVX-512; other cache sizes, so another blocking
+#: of the float32 matrix products that score the query's blobs against every training
+#: image) mbrm's MAP and MiAP moved by 2.0e-2 and 2.4e-2 from this record (0.0985 to
+#: 0.1004, 0.0909 to 0.0931; every other figure within 2.5e-3, the same bandwidth
+#: chosen). At the chosen bandwidth (7.6e-6) the test images' word scores are mostly
+#: tied: of 74,426 adjacent pairs of sorted scores (word by word), 71,205 equal and 752
+#: apart by less than 1e-5 relative, whose order, and so each word's ranking of the
+#: images, follows the last float32 bits. Its tolerance is 2.5 times that move.
 #: ``test_subsample_tolerances_cover_the_measured_spread`` fails when a re-measured
 #: spread outgrows its tolerance.
 SUBSAMPLE_TOLERANCE = {
     "tagprop": 1e-2,
-    "mbrm": 2.5e-3,
+    "mbrm": 6e-2,
     "emml": 1e-3,
     "lap-mix-unigram": 1e-3,
 }
