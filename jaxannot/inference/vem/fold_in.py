@@ -212,7 +212,22 @@ def local_values(
 def marginals(dm: DeclaredModel, setup: Setup, values: dict, dynamic: tuple) -> dict:
     """:func:`under`'s ``compute`` for :meth:`VEM.marginals
     <jaxannot.inference.vem.algorithm.VEM.marginals>`: the local MAPs of a model
-    with real-valued local sites, else the enumerated sites' marginals."""
+    with real-valued local sites, else the enumerated sites' marginals.
+
+    Parameters
+    ----------
+    dm, setup, values, dynamic
+        As :func:`under` hands them to ``compute``.
+
+    Returns
+    -------
+    dict
+        With real-valued local sites, the local site's posteriors [N, K] and each
+        real-valued site's MAP per value of the local site [N, K, ...]
+        (:func:`~jaxannot.inference.vem.local_map.local_maps`); else each enumerated
+        site's posterior marginals [N, K]
+        (:func:`~jaxannot.inference.vem.joint_enumeration.marginals`).
+    """
     call = ModelCall.join(dm, setup, dynamic)
     if setup.structure.enumerated.continuous:
         return local_maps(call, values)
