@@ -58,32 +58,52 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _run_workers(script, tmp_path, env) -> None:
+    """Start the two workers on a free coordinator port; a port taken by another
+    process between finding it and the coordinator binding it (the other test
+    worker's processes run meanwhile) is retried on a new port, twice at most."""
+    for attempt in range(3):
+        address = f"127.0.0.1:{_free_port()}"
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(script),
+                    address,
+                    str(rank),
+                    str(tmp_path / f"{rank}"),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in (0, 1)
+        ]
+        errors = []
+        for proc in procs:
+            try:
+                _, err = proc.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                for other in procs:
+                    other.kill()
+                raise
+            errors.append((proc.returncode, err))
+        if all(code == 0 for code, _ in errors):
+            return
+        taken = any("ddress already in use" in err for _, err in errors)
+        if not taken or attempt == 2:
+            code, err = next((c, e) for c, e in errors if c != 0)
+            raise AssertionError(f"a worker exited {code}: {err[-3000:]}")
+
+
 def test_two_processes_fit_as_one(tmp_path, fast_compile):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    address = f"127.0.0.1:{_free_port()}"
     # one device a process; both compile cheaply (the same flags, the same programs:
     # what is checked is what the split fit computes, not how fast it runs)
     env = {"OPENBLAS_NUM_THREADS": "1", "XLA_FLAGS": fast_compile, "PATH": ""}
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(script),
-                address,
-                str(rank),
-                str(tmp_path / f"{rank}"),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
+    _run_workers(script, tmp_path, env)
     counts = np.random.default_rng(0).poisson(1.0, size=(31, 12)).astype(np.float32)
     one = VEM(
         mu.mixture_of_unigrams,

@@ -27,10 +27,12 @@ import os
 import pathlib
 import re
 import sys
+import tempfile
 
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from traitlets.config import Config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -99,13 +101,20 @@ def execute(
     kernel_env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     # tqdm.auto warns on import under a kernel without ipywidgets (bars are off)
     kernel_env.setdefault("PYTHONWARNINGS", "ignore:IProgress not found")
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-    )
-    client.execute(env=kernel_env)
+    # The kernel talks over unix sockets in a folder of its own: with TCP, the ports
+    # jupyter_client finds free are bound by the kernel only later, and a process of
+    # the other test worker can take one in between (the kernel then dies before
+    # replying to kernel_info).
+    with tempfile.TemporaryDirectory(prefix="nbk") as sockets:
+        ipc = {"transport": "ipc", "ip": os.path.join(sockets, "k")}
+        client = NotebookClient(
+            nb,
+            config=Config(KernelManager=ipc),
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(NOTEBOOKS)}},
+        )
+        client.execute(env=kernel_env)
     return clean(nb)
 
 
