@@ -12,8 +12,9 @@ graph-smoothed posteriors (:meth:`LaplacianELBO.local_posteriors
 <jaxannot.inference.LaplacianELBO.local_posteriors>` of the masked fit) against its
 prior alone; 0 is kept unless the neighbours beat the prior by ``GATE`` standard
 errors at 0, else the smallest weight within one standard error of the best. A
-given ``lam > 0`` is checked on one fold of a ``HELD_OUT`` fraction at 0 and
-``lam``, with the warnings of :func:`~jaxannot.inference.vem.heldout.check_lam`.
+given ``lam > 0`` is checked at 0 and ``lam`` on the folds of
+:func:`~jaxannot.inference.vem.heldout.check_masks`, with the warnings of
+:func:`~jaxannot.inference.vem.heldout.check_lam`.
 
 The weight and the fold's mask are arguments of one compiled SVI loop (``lax.scan``
 over ``SVI.update``) whose static part compares by value
@@ -50,9 +51,9 @@ from jaxannot.inference.svi_program import SVIProgram
 from jaxannot.inference.vem.heldout import (
     FOLDS,
     LamPath,
+    check_masks,
     choose,
     heldout_folds,
-    heldout_mask,
     mask_observations,
     neighbour_scores,
     warn_against,
@@ -144,7 +145,7 @@ def choose_lam(
     if auto:
         lams, masks = loss.lam_path, heldout_folds(fold_key, n, FOLDS)
     else:
-        lams, masks = (0.0, lam), [heldout_mask(fold_key, n)]
+        lams, masks = (0.0, lam), check_masks(fold_key, n)
     base = loss.with_lam(0.0)
     base._neighbour_table()  # built once, shared by the copies the fits make
     svi = SVI(mask_observations(model, plate), _masked_guide(guide), optimizer, base)

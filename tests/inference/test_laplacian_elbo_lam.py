@@ -18,7 +18,7 @@ from numpyro.infer import Trace_ELBO, TraceEnum_ELBO
 
 from jaxannot.inference import LaplacianELBO
 from jaxannot.inference.laplacian_elbo_lam import choose_lam
-from jaxannot.inference.vem.heldout import GATE
+from jaxannot.inference.vem.heldout import CHECK_IMAGES, GATE
 
 #: its programs run more than they compile (30 masked SVI fits a case): LLVM -O1
 pytestmark = pytest.mark.xla_optimized
@@ -112,7 +112,9 @@ def test_a_harmful_fixed_lam_warns():
     toy, guide = _toy(random_graph=False)
     loss, path, caught = _choose(toy, guide, 30.0)
     assert loss.lams == {"z": 30.0}
-    assert path.lams == (0.0, 30.0) and path.held_out_images == N // 10
+    # a tenth of N would hold out fewer than CHECK_IMAGES: every image once
+    assert N // 10 < CHECK_IMAGES
+    assert path.lams == (0.0, 30.0) and path.held_out_images == N
     assert path.heldout[1] < path.heldout[0], path
     assert any("held-out" in str(w.message) for w in caught), caught
     assert all(len(str(w.message)) < 300 for w in caught)

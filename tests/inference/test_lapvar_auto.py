@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from jaxannot.inference import VEM, LapVar1, LapVar2
 from jaxannot.inference.vem import declared
-from jaxannot.inference.vem.heldout import GATE, LamPath
+from jaxannot.inference.vem.heldout import CHECK_IMAGES, GATE, HELD_OUT, LamPath
 from jaxannot.inference.vem.run import warn_early_stop
 from jaxannot.inference.vem.steps import VEMResult
 
@@ -140,16 +140,34 @@ def test_a_harmful_fixed_lam_warns_and_a_checked_path_comes_back(monkeypatch):
         declared, "read_by_value", lambda *a: setups.append(1) or real(*a)
     )
     result, _, caught = _fit(toy, LapVar1(toy.graph, 3.0), 0)
-    # the whole data, the masked fold (shared by both masked fits and their
-    # scores), the final fit: 3, where each fit set up its arguments anew (8)
-    assert len(setups) == 3, len(setups)
+    # the whole data, each of the 5 masked folds (shared by both masked fits and
+    # their scores), the final fit: 7, where each fit set up its arguments anew
+    assert len(setups) == 7, len(setups)
     assert result.lam == 3.0 and result.lam_path.lams == (0.0, 3.0)
-    assert result.lam_path.held_out_images == 60  # one fold of a tenth: two fits
+    # a tenth would hold out 60 < CHECK_IMAGES: every image once, over 5 folds
+    assert result.lam_path.held_out_images == 600
     assert result.lam_path.heldout[1] < result.lam_path.heldout[0]
     assert any("held-out" in str(w.message) for w in caught)
     assert all(len(str(w.message)) < 300 for w in caught)
     _, _, quiet = _fit(toy, LapVar1(toy.graph, 3.0, heldout_check=False), 0)
     assert not any("held-out" in str(w.message) for w in quiet)
+
+
+def test_the_check_sees_a_drop_one_fold_of_a_tenth_missed():
+    # seed 2: LapVar2(lam=1) lowers the ARI (0.20 against plain VEM's 0.33) and
+    # the held-out evidence by 0.26 nats an image over all 600 images (s.e.
+    # 0.038); on one fold of 60 images the drop read 0.067 against a standard
+    # error of 0.11, and no warning came
+    toy = weak_bernoulli(600, seed=2, **_TOY)
+    assert round(HELD_OUT * 600) < CHECK_IMAGES
+    result, fixed, caught = _fit(toy, LapVar2(toy.graph, 1.0), 2)
+    path = result.lam_path
+    assert path.held_out_images == 600
+    assert path.heldout[1] < path.heldout[0] - path.stderr[1], path
+    assert any("held-out" in str(w.message) for w in caught), caught
+    # a helpful weight stays quiet (ARI 0.40 against 0.33)
+    _, _, quiet = _fit(toy, LapVar1(toy.graph, 0.3), 2)
+    assert not any("held-out" in str(w.message) for w in quiet), quiet
 
 
 def test_auto_refuses_init_and_bad_weights():

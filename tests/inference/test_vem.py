@@ -270,7 +270,9 @@ def test_a_second_run_compiles_nothing(count_compiles):
         m_step=mu.closed_form_m_step,
         estep=lapvar.LapVar1(graph, 0.5),
     )
-    with count_compiles() as c:
+    # the graph is of the first counts: held out over every image of the other
+    # counts (five folds), its neighbours predict them worse than the prior
+    with count_compiles() as c, pytest.warns(UserWarning, match="says nothing"):
         vem.run(jax.random.key(1), 3, other, num_topics=3, progress_bar=False)
         vem.run(jax.random.key(2), 3, other, num_topics=3, progress_bar=True)
     assert c.count == 0
