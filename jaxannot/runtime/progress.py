@@ -65,6 +65,7 @@ __all__ = [
     "Keyed",
     "check_count",
     "compile_in_background",
+    "compile_lowered",
     "run_step",
     "run_steps",
     "run_until_stopped",
@@ -150,11 +151,31 @@ def compile_in_background(
     lowered = _ADVANCE[bool(fast_compile)].lower(
         step, carry, 0, 1, data=data, replicated=None
     )
+    return compile_lowered(lowered)
+
+
+def compile_lowered(lowered: jax.stages.Lowered) -> threading.Thread:
+    """Compile a lowered program on a thread (XLA compiles it while this thread
+    goes on); a call of its jitted function on the same shapes, once the thread
+    is joined, runs it without compiling. A compile that fails on the thread is
+    left to that call, which compiles again and raises.
+
+    Parameters
+    ----------
+    lowered : jax.stages.Lowered
+        ``jitted.lower(...)``.
+
+    Returns
+    -------
+    threading.Thread
+        The compiling thread (started; join it before calling the jitted
+        function).
+    """
 
     def compile_quietly():
         try:
             lowered.compile()
-        except Exception:  # noqa: BLE001 - run_steps compiles again and raises
+        except Exception:  # noqa: BLE001 - the call compiles again and raises
             pass
 
     thread = threading.Thread(target=compile_quietly, daemon=True)

@@ -13,6 +13,7 @@ from jaxannot.runtime.progress import (
     Keyed,
     check_count,
     compile_in_background,
+    compile_lowered,
     run_step,
     run_steps,
     run_until_stopped,
@@ -263,3 +264,31 @@ def test_run_until_stopped_is_run_steps_with_done_inside_jit(budget):
     if budget is not None:
         loop(start, budget + 1)
         assert loop._cache_size() == size
+
+
+def test_a_program_compiled_on_a_thread_is_the_one_its_call_runs(count_compiles):
+    """Lowered here and compiled on a thread, the program is the one a call of the
+    jitted function on those shapes runs: nothing compiles there."""
+
+    @jax.jit
+    def program(x):
+        return jnp.sin(x) * 3.0 + x.sum()
+
+    x = jnp.arange(5.0)
+    with count_compiles() as counter:
+        compile_lowered(program.lower(x)).join()
+    assert counter.count == 1
+    with count_compiles() as counter:
+        out = program(x)
+    assert counter.count == 0
+    np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(5.0)) * 3 + 10, 1e-6)
+
+
+def test_a_compile_that_fails_on_the_thread_raises_at_the_call():
+    """The thread swallows the failure; the call compiles again and raises."""
+
+    class Failing:
+        def compile(self):
+            raise RuntimeError("no compile")
+
+    compile_lowered(Failing()).join()  # nothing raised here

@@ -26,9 +26,9 @@ otherwise the generic gradient M-step runs on every site. So each M-step raises
 :math:`E` and EM's objective cannot fall (a generalized EM).
 
 A site with a Normal prior (a location) gets, after them and with them at their
-update, Newton steps (:mod:`~jaxannot.inference.vem.newton`): the maximizer where
-:math:`E` is quadratic in it (a Normal likelihood). The proposal of those sites
-together is kept, or not, on its own, by the same test.
+proposal, Newton steps (:mod:`~jaxannot.inference.vem.newton`): the maximizer where
+:math:`E` is quadratic in it (a Normal likelihood). Its proposal is part of the
+candidates' one: kept, or not, with theirs, by the same test.
 
 No MAP exists where a weight is not positive (a prior with :math:`\alpha < 1`, whose
 density is unbounded at the boundary, and fewer expected counts than
@@ -143,10 +143,12 @@ def conjugate_update(
 ) -> tuple[dict[str, Array], dict[str, Array]]:
     """The closed-form values of the ``kinds`` sites given the posteriors ``phi``
     (the others at ``values``) and whether to keep them: ``(proposal, kept)``. The
-    Dirichlet and Beta sites' proposal is kept where its expected complete log
-    joint is finite and not below the current one's (up to :data:`ROUND_OFF`);
-    then the Normal sites' Newton proposal, from the Dirichlet and Beta sites'
-    values so updated, by the same test against those values.
+    Normal sites' Newton proposal is found from the Dirichlet and Beta sites'
+    proposal; the whole proposal is kept where its expected complete log joint is
+    finite and not below the current one's (up to :data:`ROUND_OFF`), or not at
+    all: one evaluation of that objective, not one per kind of site (each is a
+    pass over every item in the compiled program, and the update is compiled in
+    the start and in the EM step, issue 43).
 
     Parameters
     ----------
@@ -168,29 +170,25 @@ def conjugate_update(
     -------
     tuple of (dict, dict)
         The proposal (site -> value) and whether it is kept (site -> a scalar
-        bool).
+        bool, the same for every site).
     """
 
     def expected(base, sub):
         return layout.expected(dm, {**base, **sub}, phi, dynamic)
 
-    proposal, kept, value = {}, {}, None
+    proposal, value = {}, None
     closed = {k: v for k, v in kinds.items() if v != "normal"}
     if closed:
         proposal, value = _closed_form(partial(expected, values), values, closed)
-        new = expected(values, proposal)
-        ok = _no_lower(value, new)
-        kept = dict.fromkeys(closed, ok)
-        proposal = {k: jnp.where(ok, v, values[k]) for k, v in proposal.items()}
-        values, value = {**values, **proposal}, jnp.where(ok, new, value)
     normal = [k for k, v in kinds.items() if v == "normal"]
-    if normal:  # from the Dirichlet and Beta sites' values so updated
-        value = expected(values, {}) if value is None else value
+    if normal:  # from the Dirichlet and Beta sites' proposal
         current = {k: values[k] for k in normal}
-        found = newton_update(partial(expected, values), current)
-        kept.update(dict.fromkeys(normal, _no_lower(value, expected(values, found))))
-        proposal.update(found)
-    return proposal, kept
+        proposal.update(
+            newton_update(partial(expected, {**values, **proposal}), current)
+        )
+    value = expected(values, {}) if value is None else value
+    ok = _no_lower(value, expected(values, proposal))
+    return proposal, dict.fromkeys(kinds, ok)
 
 
 def all_kept(kept: dict[str, Array]) -> Array:

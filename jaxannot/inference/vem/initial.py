@@ -35,6 +35,7 @@ from jaxannot.inference.vem.steps import (
 )
 from jaxannot.inference.vem.summed import closed_form_on
 from jaxannot.runtime.compile_options import jit_variants, use_fast
+from jaxannot.runtime.progress import compile_lowered
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.layout import Shards
@@ -213,7 +214,8 @@ def initial_state(
         As :func:`build_initial_state` takes them.
     on_shapes : callable, optional
         Called with the state's shapes (a tree of ``jax.ShapeDtypeStruct``) once
-        the start is traced, before it compiles.
+        the start is traced and lowered, while it compiles on a thread (e.g. to
+        trace and lower the EM loop meanwhile).
 
     Returns
     -------
@@ -222,8 +224,11 @@ def initial_state(
     """
     jitted = _START_STATE[fast_compile(vem, whole, dyn_whole)]
     call = (vem, whole, layout, keys, values, dyn_whole, dyn_layout, fold_in)
-    if on_shapes is not None:  # the trace is kept for the call below
-        on_shapes(jitted.eval_shape(*call)[0])
+    if on_shapes is not None:  # the start compiles while on_shapes runs
+        shapes = jitted.eval_shape(*call)[0]  # the trace is kept for the call
+        compiling = compile_lowered(jitted.lower(*call))
+        on_shapes(shapes)
+        compiling.join()
     return jitted(*call)
 
 

@@ -295,7 +295,11 @@ class Whole(_WholeFields, Layout):
             a = _chunk_log_joint(dm, setup, values, idx, dynamic)
             return total + jnp.where(ok[:, None], ph * a, 0.0).sum(), None
 
-        total, _ = lax.scan(body, jnp.float32(0.0), (chunks, valid, phi_p))
+        xs = (chunks, valid, phi_p)
+        if chunks.shape[0] == 1:  # no loop: smaller to compile, derivatives too
+            total, _ = body(jnp.float32(0.0), jax.tree.map(lambda x: x[0], xs))
+        else:
+            total, _ = lax.scan(body, jnp.float32(0.0), xs)
         return total + self.log_prior(dm, values, dynamic)
 
     def constrain(self, phi: Array) -> Array:
