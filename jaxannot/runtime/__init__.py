@@ -10,6 +10,8 @@
   chosen per program.
 - :mod:`~jaxannot.runtime.programs` — the bound on compiled programs a long session
   keeps alive (released between fits past a budget).
+- :mod:`~jaxannot.runtime.draws` — ``jax.random``'s uniform and exponential draws,
+  value for value, in one fused pass.
 - :mod:`~jaxannot.runtime.row_buckets` — rows padded to a bucket with a mask, so that
   fits of nearby row counts run one compiled program.
 """

@@ -469,6 +469,17 @@ def test_warn_collapsed_flags_alike_posteriors_only():
     assert not warn_collapsed(np.ones((50, 1)))  # one value: nothing to tell apart
 
 
+def test_posterior_spread_in_blocks_of_rows_is_the_whole_arrays(monkeypatch):
+    from jaxannot.inference.vem import fit_warnings
+
+    rng = np.random.default_rng(1)
+    phi = rng.dirichlet(np.ones(5), size=50).astype(np.float32)
+    x = phi.astype(np.float64)
+    ref = 0.5 * np.abs(x - x.mean(0)).sum(1).mean()
+    monkeypatch.setattr(fit_warnings, "_ROWS", 7)  # 8 blocks, the last of 1 row
+    assert fit_warnings.posterior_spread(phi) == pytest.approx(ref, rel=1e-12)
+
+
 def _toy_fit(toy, estep, iterations=30):
     vem = VEM(mu.mixture_of_unigrams, "z", m_step=mu.closed_form_m_step, estep=estep)
     result = vem.run(

@@ -207,6 +207,35 @@ def test_two_devices_sum_the_token_statistics_on_each_device(carries, count_comp
     assert np.all(np.diff(-np.asarray(again.losses)) >= -1e-4)
 
 
+def test_placing_a_state_keeps_its_split_posteriors_where_they_are():
+    """The posteriors of a state already split stay in their buffers (replicated
+    first, each device held a copy of every image's); the rest is replicated."""
+    vem = VEM(
+        mu.mixture_of_unigrams_tokens,
+        "z",
+        m_step=mu.closed_form_m_step_tokens,
+        devices=jax.devices(),
+        warn_empty=False,
+    )
+    args, kw = ((_tokens(),),), dict(num_topics=3, vocab_sizes=(9,))
+    setup, dynamic, layout, placed = vem.prepare_call(args, kw)
+    key = jax.random.key(0)
+    state = vem_module.start_state(
+        vem, setup, layout, key, None, dynamic, placed, (args, kw)
+    )
+    again, _ = layout.place(state, vem.estep.arrays)
+
+    def buffers(x):
+        return [s.data.unsafe_buffer_pointer() for s in x.addressable_shards]
+
+    assert _is_split(again.posteriors, NUM_IMAGES + 1)
+    assert buffers(again.posteriors) == buffers(state.posteriors)
+    params = jax.tree.leaves(again.params)
+    assert params and all(x.sharding.is_fully_replicated for x in params)
+    for k in state.params:
+        np.testing.assert_array_equal(again.params[k], state.params[k])
+
+
 def test_sharding_helpers():
     assert sharding.pad_images(15, 2) == 16
     assert sharding.pad_images(16, 2) == 16

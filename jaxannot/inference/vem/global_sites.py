@@ -42,6 +42,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxannot.inference.vem import lbfgs
 from jaxannot.inference.vem.model_call import ModelCall
+from jaxannot.runtime import draws
 
 if TYPE_CHECKING:
     from jaxannot.inference.vem.declared import DeclaredModel
@@ -61,7 +62,9 @@ MAX_LAPLACE_DIM = 4096
 
 
 def random_posteriors(rng_key: PRNGKey, num_images: int, num_values: int) -> Array:
-    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values].
+    """Dirichlet(1) rows (normalized Exponential(1) draws), [images, values]:
+    ``jax.random.exponential``'s draws, made in one pass
+    (:func:`jaxannot.runtime.draws.exponential`).
 
     Parameters
     ----------
@@ -75,7 +78,7 @@ def random_posteriors(rng_key: PRNGKey, num_images: int, num_values: int) -> Arr
     jax.Array [images, values]
         Rows on the simplex.
     """
-    e = jax.random.exponential(rng_key, (num_images, num_values))
+    e = draws.exponential(rng_key, (num_images, num_values))
     return e / e.sum(-1, keepdims=True)
 
 
