@@ -69,6 +69,17 @@ __all__ = [
 EARLY_STOP = 3
 
 
+def _run_opts(
+    num_steps: int, restarts: int, progress_bar: bool, tolerance: float
+) -> tuple[int, int, dict]:
+    """``num_steps`` and ``restarts`` checked, and the options :func:`run_one` takes
+    (what :func:`run` and :func:`run_restarts` check alike)."""
+    num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+    restarts = check_count("restarts", restarts)
+    tolerance = float(check_tolerance(tolerance))
+    return num_steps, restarts, dict(progress_bar=progress_bar, tolerance=tolerance)
+
+
 def run(
     vem: Any,
     rng_key: jax.Array,
@@ -101,9 +112,7 @@ def run(
     VEMResult
         The fit, with ``lam`` and ``lam_path``.
     """
-    num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
-    restarts = check_count("restarts", restarts)
-    tolerance = check_tolerance(tolerance)
+    num_steps, restarts, opts = _run_opts(num_steps, restarts, progress_bar, tolerance)
     if init_state is None:
         check_key(rng_key)
     if restarts > 1 and (init_params is not None or init_state is not None):
@@ -113,7 +122,6 @@ def run(
         )
     if init_params is not None and init_state is not None:
         raise ValueError("pass init_params (a new fit) or init_state, not both")
-    opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
     fitted, lam, path = vem, getattr(vem.estep, "lam", None), None
     held_out = heldout.HeldOutFits(vem, run_one, num_steps, args, kwargs, opts)
     if lam == "auto":
@@ -178,13 +186,10 @@ def run_restarts(
     list of VEMResult
         One per restart, in key order.
     """
-    restarts = check_count("restarts", restarts)
-    num_steps = check_count("num_steps", num_steps, 1, "EM iterations")
+    num_steps, restarts, opts = _run_opts(num_steps, restarts, progress_bar, tolerance)
     num_draws = check_count("num_draws", num_draws, 0)
-    tolerance = check_tolerance(tolerance)
     check_key(rng_key)
     keys = jax.random.split(rng_key, restarts)
-    opts = dict(progress_bar=progress_bar, tolerance=float(tolerance))
     fits = []
     for r, key in enumerate(keys):
         fit = run_one(vem, key, num_steps, args, kwargs, None, opts)

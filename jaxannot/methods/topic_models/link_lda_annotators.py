@@ -51,7 +51,7 @@ from jaxannot.methods.topic_models import link_lda_svi as svi
 from jaxannot.methods.topic_models import link_lda_vb as llvb
 from jaxannot.methods.topic_models import visual_words as vw
 from jaxannot.methods.topic_models.link_lda_bags import padded_bags
-from jaxannot.methods.topic_models.mixture_graph import fit_graph
+from jaxannot.methods.topic_models.mixture_graph import fit_graph, joined_features
 from jaxannot.methods.topic_models.params import LapLinkLdaParams, LinkLdaParams
 from jaxannot.methods.topic_models.readouts import topic_readouts
 
@@ -197,7 +197,7 @@ def _lap_fit(
     names, edges, views_hyper = vw.fit_views(corpus, topics, views, bins)
     vis = vw.visual(corpus, names, edges)
     data = (vw.text(corpus),) + vis
-    graph, _ = fit_graph(np.concatenate(vis, axis=1), neighbors, metric, weight)
+    graph, _ = fit_graph(joined_features(vis), neighbors, metric, weight)
     # a symmetrized k-NN graph has at most 2 n k directed edges: one compiled fit
     k = min(int(neighbors), corpus.num_images - 1)
     graph = pad_edges(graph, 2 * k * corpus.num_images)
