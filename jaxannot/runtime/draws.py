@@ -99,23 +99,17 @@ def uniform(key: PRNGKey, shape: tuple[int, ...], dtype: DTypeLike = float) -> A
 def exponential(
     key: PRNGKey, shape: tuple[int, ...], dtype: DTypeLike = float
 ) -> Array:
-    """``jax.random.exponential(key, shape, dtype)``: Exponential(1) draws.
+    r"""``jax.random.exponential(key, shape, dtype)``: Exponential(1) draws,
+    :math:`-\log(1 - u)` of :func:`uniform`'s :math:`u`, as JAX computes them.
 
     Parameters
     ----------
-    key : PRNGKey
-        The draws' key.
-    shape : tuple of int
-        Their shape.
-    dtype : dtype
-        Their floating type (float: float32 unless ``jax_enable_x64``).
+    key, shape, dtype
+        As :func:`uniform` takes them.
 
     Returns
     -------
     jax.Array
         The draws.
     """
-    shape = tuple(int(d) for d in shape)
-    if not _written_out(key, shape, dtype):
-        return jax.random.exponential(key, shape, dtype)
     return -jnp.log1p(-uniform(key, shape, dtype))
