@@ -179,7 +179,33 @@ class _ByName:
             )
         return super()._hyper()
 
-    def _check_kind(self, want_classifier: bool) -> None:
+    def fit(
+        self,
+        X: ArrayLike | Mapping[str, ArrayLike],
+        y: ArrayLike | scipy.sparse.spmatrix,
+    ) -> Self:
+        """Fit the named method, first checked to be of this estimator's kind; see
+        :meth:`AnnotatorEstimator.fit` and :meth:`ClassifierEstimator.fit`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_images, n_features) or dict of such arrays
+            The images' features (one view, or one array per view).
+        y : array-like or sparse matrix
+            :class:`Annotator`: the words of each image, shape (n_images, n_words),
+            0/1 (or non-negative counts); :class:`Classifier`: the class labels,
+            shape (n_images,).
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
+        self._check_kind()
+        return super().fit(X, y)
+
+    def _check_kind(self) -> None:
+        want_classifier = isinstance(self, ClassifierEstimator)
         method = self._registered()
         if is_regressor_method(method):
             raise ValueError(
@@ -231,28 +257,6 @@ class Annotator(_ByName, AnnotatorEstimator):
     def _common(self) -> dict:
         return {**super()._common(), "n_words": self.n_words}
 
-    def fit(
-        self,
-        X: ArrayLike | Mapping[str, ArrayLike],
-        y: ArrayLike | scipy.sparse.spmatrix,
-    ) -> Self:
-        """Fit the named method; see :meth:`AnnotatorEstimator.fit`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-            The images' features (one view, or one array per view).
-        y : array-like or sparse matrix of shape (n_images, n_words)
-            The words of each image: 0/1 (or non-negative counts).
-
-        Returns
-        -------
-        self
-            The fitted estimator.
-        """
-        self._check_kind(want_classifier=False)
-        return super().fit(X, y)
-
 
 class Classifier(_ByName, ClassifierEstimator):
     """Any classification method by name: ``Classifier(method="svm", c1=1.0)``.
@@ -277,24 +281,6 @@ class Classifier(_ByName, ClassifierEstimator):
         super().__init__(
             method=method, view_kind=view_kind, random_state=random_state, **hyper
         )
-
-    def fit(self, X: ArrayLike | Mapping[str, ArrayLike], y: ArrayLike) -> Self:
-        """Fit the named classifier; see :meth:`ClassifierEstimator.fit`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_images, n_features) or dict of such arrays
-            The images' features (one view, or one array per view).
-        y : array-like of shape (n_images,)
-            Class labels.
-
-        Returns
-        -------
-        self
-            The fitted estimator.
-        """
-        self._check_kind(want_classifier=True)
-        return super().fit(X, y)
 
 
 # ------------------------------------------------------ one class per method
