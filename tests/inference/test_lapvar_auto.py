@@ -73,7 +73,7 @@ def weak_fits():
 
 @pytest.fixture(scope="module")
 def weak_fits_all():
-    """Seeds 0-2 at 60 EM iterations, the issue's claim (``-m slow``: about 90 s)."""
+    """Seeds 0-2 at 60 EM iterations, the issue's claim (``-m slow``: about 30 s)."""
     return _weak_fits((0, 1, 2), 60)
 
 
