@@ -355,7 +355,8 @@ class LapVar1(_Weighted):
         (:mod:`~jaxannot.inference.vem.heldout`; the result's ``lam`` and
         ``lam_path``): 0 unless the graph's neighbours predict held-out images'
         observations better than their prior, at the cost of ``FOLDS *
-        len(lam_path)`` more fits (30 at the defaults). No weight
+        len(lam_path)`` more fits (30 at the defaults), each stopped at
+        convergence (``heldout.TOLERANCE``). No weight
         transfers between models: on a 600-image mixture of unigrams whose 10-NN
         graph joins the true cluster 73 % of the time, 1 raises the ARI from 0.67
         (plain VEM) to 0.84; on issue 43's weak Bernoulli mixture it lowers it
