@@ -90,27 +90,20 @@ from benchmarks.common.device import (
     device_record,
     use_device,
 )
-from benchmarks.common.lda_corpus import (
-    completion_perplexity,
-    lda_corpus,
-    lda_corpus_sparse,
-    split_halves,
+from benchmarks.common.lda_corpus import split_halves
+from benchmarks.common.lda_peers import (
+    FOLD_IN_ITERATIONS,
+    checked_perplexity,
+    draw_corpus,
+    shared_perplexity,
+    threads_setting,
 )
 from benchmarks.common.records import ROOT, root_env, script_command, write_json
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cvb0
 from jaxannot.methods.topic_models import link_lda_scvb0 as scvb0
-from jaxannot.methods.topic_models import link_lda_vb as llvb
 
-FOLD_IN_ITERATIONS = 100
 TARGET_FACTORS = (0.99, 1.00, 1.01)
-SINGLE_THREAD_XLA = (
-    "--xla_cpu_multi_thread_eigen=false",
-    "intra_op_parallelism_threads=1",
-)
-#: Above this many cells (documents x vocabulary) the synthetic training counts are
-#: drawn as a sparse matrix (:func:`~benchmarks.common.lda_corpus.lda_corpus_sparse`).
-DENSE_LIMIT = 400_000_000
 FIELDS = ("iterations", "seconds", "cpu_seconds", "perplexity")
 
 
@@ -122,24 +115,6 @@ class Clock:
 
     def read(self):
         return time.perf_counter() - self.wall, time.process_time() - self.cpu
-
-
-def shared_perplexity(lam, obs, held, alpha):
-    """Held-out perplexity of topic-word pseudo-counts ``lam`` [K, V] (see module)."""
-    lam = jnp.asarray(lam, jnp.float32)
-    gamma = llvb.fold_in((lam,), (obs,), alpha, num_inner=FOLD_IN_ITERATIONS)
-    return completion_perplexity(np.asarray(gamma), np.asarray(lam, np.float64), held)
-
-
-def checked_perplexity(value, system, seed, iterations):
-    """``value``, refused (ValueError) when it is not a finite number: a NaN or
-    infinite perplexity is a broken fit, never a figure to report."""
-    if not np.isfinite(value):
-        raise ValueError(
-            f"{system}, seed {seed}, {iterations} iterations: held-out perplexity "
-            f"{value}; refusing to report it (the fit left its support)"
-        )
-    return float(value)
 
 
 def _documents(train):
@@ -166,22 +141,6 @@ def tomotopy_lambda(mdl, vocab, eta):
     lam = np.zeros((mdl.k, vocab))
     lam[:, used] = np.maximum(dist_used * (n_k[:, None] + len(used) * eta) - eta, 0)
     return lam + eta
-
-
-def threads_setting(threads):
-    """``--threads`` → tomotopy's ``workers`` and the XLA note; ``1`` makes XLA's CPU
-    client single-threaded (``XLA_FLAGS``, read when the backend starts)."""
-    if threads == "all":
-        return dict(
-            setting="all",
-            tomotopy_workers=os.cpu_count(),
-            jaxannot="XLA default threads",
-        )
-    flags = os.environ.get("XLA_FLAGS", "").split()
-    os.environ["XLA_FLAGS"] = " ".join(
-        flags + [f for f in SINGLE_THREAD_XLA if f not in flags]
-    )
-    return dict(setting="1", tomotopy_workers=1, jaxannot="XLA CPU single-threaded")
 
 
 def run_tomotopy(args, seed, train, evaluate):
@@ -398,33 +357,10 @@ def load_corpus(args, rng):
     """Training and test counts; for SCVB0 the training counts as CSR (it reads
     the non-zeros; converted here, untimed, as tomotopy's ``add_doc`` is timed
     apart)."""
-    train, test = _draw_corpus(args, rng)
+    train, test = draw_corpus(args, rng)
     if args.method == "scvb0" and not sp.issparse(train):
         train = sp.csr_matrix(train)
     return train, test
-
-
-def _draw_corpus(args, rng):
-    if args.corpus == "corel5k":
-        from jaxannot.data.datasets import load_dataset
-
-        tr, te = load_dataset("corel5k", args.data_dir)
-
-        def bag(c):
-            return np.concatenate(
-                [np.asarray(c.views["blobs"]), np.asarray(c.words)], axis=1
-            ).astype(np.float32)
-
-        return bag(tr), bag(te)
-    if args.docs * args.vocab > DENSE_LIMIT:  # too large to hold densely
-        train, test = lda_corpus_sparse(
-            rng, args.docs, args.test_docs, args.vocab, args.true_topics, args.length
-        )
-        return train, test
-    counts = lda_corpus(
-        rng, args.docs + args.test_docs, args.vocab, args.true_topics, args.length
-    )
-    return counts[: args.docs], counts[args.docs :]
 
 
 def first_call_child(args):

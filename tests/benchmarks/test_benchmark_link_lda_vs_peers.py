@@ -155,12 +155,14 @@ def test_target_record_keeps_the_seeds_that_never_reach_the_target(bench):
 
 
 def test_threads_option_sets_both_systems_alike(bench, monkeypatch):
+    from benchmarks.common import lda_peers
+
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=x")
     one = bench.threads_setting("1")
     bench.threads_setting("1")  # a child process sets it again: no duplicates
     flags = bench.os.environ["XLA_FLAGS"].split()
     assert one["tomotopy_workers"] == 1
-    assert flags == ["--xla_dump_to=x", *bench.SINGLE_THREAD_XLA]
+    assert flags == ["--xla_dump_to=x", *lda_peers.SINGLE_THREAD_XLA]
     monkeypatch.setenv("XLA_FLAGS", "")
     every = bench.threads_setting("all")
     assert every["tomotopy_workers"] == bench.os.cpu_count()
@@ -205,8 +207,10 @@ def test_no_persistent_cache_flag(bench):
 
 def test_a_tiny_scvb0_run_on_a_corpus_drawn_sparse(bench, tmp_path, monkeypatch):
     pytest.importorskip("tomotopy")
+    from benchmarks.common import lda_peers
+
     monkeypatch.setenv("XLA_FLAGS", "")
-    monkeypatch.setattr(bench, "DENSE_LIMIT", 100)  # 40 x 30 cells: drawn sparse
+    monkeypatch.setattr(lda_peers, "DENSE_LIMIT", 100)  # 40 x 30 cells: drawn sparse
     out = bench.main(
         ["--corpus", "synthetic", "--docs", "40", "--test-docs", "10"]
         + ["--vocab", "30", "--length", "20", "--topics", "3", "--seeds", "2"]

@@ -208,6 +208,19 @@ def test_restarts_go_on_with_the_start_that_predicts_best():
         cv.fit_cvb0(key, counts, 3, restarts=2.5)
 
 
+def test_more_starts_never_choose_a_worse_objective():
+    # start r is the same key whatever the number of starts, so R + 1 starts hold the
+    # R starts' choices and the chosen objective can only rise
+    counts, _ = _corpus(images=12)
+    kw = dict(SMALL, num_iterations=2)
+    chosen = [
+        float(cv.fit_cvb0(jax.random.key(3), counts, 3, restarts=r, **kw)[1][-1])
+        for r in range(1, 6)
+    ]
+    assert all(b >= a for a, b in zip(chosen, chosen[1:], strict=False))
+    assert chosen[-1] > chosen[0]  # some later start is better than the first
+
+
 @pytest.mark.parametrize("fit", [cv.fit_cvb0, llvb.fit_vb], ids=["cvb0", "vb"])
 def test_bad_counts_are_refused_by_both_fits(fit):
     counts, _ = _corpus(images=6)
