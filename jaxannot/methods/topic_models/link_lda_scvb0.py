@@ -274,7 +274,7 @@ def fit_scvb0(
     *,
     prior: LDAPrior = LDAPrior(),  # noqa: B008 (immutable)
     num_passes: int = 3,
-    batch_size: int = 256,
+    batch_size: int = 1024,
     num_inner: int = 10,
     tau: float = 1.0,
     kappa: float = 0.9,
