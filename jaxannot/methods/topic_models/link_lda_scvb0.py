@@ -37,9 +37,9 @@ reach what batch CVB0 reaches in tens of sweeps, and memory holds the bags and
 
 The topic-word counts start on ``K`` images far apart (farthest-first traversal
 of a sample of at most 10,000 images in Hellinger distance; each topic half its
-image's word frequencies, half the corpus's). The steps soon shrink (at 1M images
-:math:`\rho_t \approx 6\cdot 10^{-4}` by the end of the first pass), so topics
-merged or left out early stay so. From CVB0's start near the corpus's word
+image's word frequencies, half the corpus's). The steps soon shrink (at 1M
+images in minibatches of 1,024, :math:`\rho_t \approx 2\cdot 10^{-3}` by the end
+of the first pass), so topics merged or left out early stay so. From CVB0's start near the corpus's word
 frequencies, a synthetic corpus of 20 topics and 300k images kept two true topics
 merged in one and another fitted topic nearly empty, about 5 % on held-out
 perplexity, which more passes did not mend; started on images far apart, every
