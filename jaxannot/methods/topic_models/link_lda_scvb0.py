@@ -39,11 +39,11 @@ The topic-word counts start on ``K`` images far apart (farthest-first traversal
 of a sample of at most 10,000 images in Hellinger distance; each topic half its
 image's word frequencies, half the corpus's). The steps soon shrink (at 1M
 images in minibatches of 1,024, :math:`\rho_t \approx 2\cdot 10^{-3}` by the end
-of the first pass), so topics merged or left out early stay so. From CVB0's start near the corpus's word
-frequencies, a synthetic corpus of 20 topics and 300k images kept two true topics
-merged in one and another fitted topic nearly empty, about 5 % on held-out
-perplexity, which more passes did not mend; started on images far apart, every
-true topic had its own.
+of the first pass), so topics merged or left out early stay so. From CVB0's
+start near the corpus's word frequencies, a synthetic corpus of 20 topics and 300k
+images kept two true topics merged in one and another fitted topic nearly empty,
+about 5 % on held-out perplexity, which more passes did not mend; started on
+images far apart, every true topic had its own.
 
 The result has CVB0's pair: ``gamma = n_dk + α`` (each image's counts at its last
 visit) and ``lambdas = N^v_kw + η``, so
