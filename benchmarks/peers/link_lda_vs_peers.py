@@ -449,7 +449,7 @@ def parse_args(argv):
     ap.add_argument(
         "--cvb0-select-after", type=int, default=10, help="CVB0 sweeps per start"
     )
-    ap.add_argument("--scvb0-batch", type=int, default=256, help="SCVB0 minibatch")
+    ap.add_argument("--scvb0-batch", type=int, default=1024, help="SCVB0 minibatch")
     ap.add_argument(
         "--scvb0-inner", type=int, default=10, help="SCVB0 fixed-point updates"
     )

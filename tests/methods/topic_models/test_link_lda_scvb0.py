@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cv
 from jaxannot.methods.topic_models import link_lda_scvb0 as sc
+from jaxannot.methods.topic_models.link_lda_bags import sparse_bags
 
 PRIOR = ll.LDAPrior(alpha=0.1, eta=0.05)
 
@@ -225,3 +226,34 @@ def test_bad_input_raises():
     state, _ = sc.fit_scvb0(key, counts, 3, **SMALL)
     with pytest.raises(ValueError, match="state does not match"):
         sc.fit_scvb0(key, counts, 4, state=state)
+
+
+def _cover(beta, n_kw):
+    """How many true topics are the nearest (total variation) to a started topic."""
+    start = np.asarray(n_kw, np.float64).T
+    start = start / start.sum(1, keepdims=True)
+    tv = 0.5 * np.abs(beta[:, None, :] - start[None, :, :]).sum(-1)
+    return len(set(tv.argmin(0).tolist()))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_start_lands_on_every_true_topic_and_keeps_word_totals(seed):
+    # near-pure images of 8 topics: images far apart lie on distinct topics (a
+    # random split of the word totals starts every topic near the corpus's mean,
+    # nearest to 3-5 of the 8 on these corpora)
+    counts, betas = _corpus(
+        seed=seed, images=400, sizes=(40, 25), topics=8, length=30, conc=0.05
+    )
+    ids, cnts, vocab = sparse_bags(counts)
+    n_kw = sc._initial_counts(jax.random.key(seed), ids, cnts, vocab, 8)
+    for c, beta, n in zip(counts, betas, n_kw, strict=True):
+        assert n.shape == (c.shape[1], 8) and np.all(np.asarray(n) >= 0)
+        np.testing.assert_allclose(np.asarray(n).sum(1), c.sum(0), rtol=1e-5)
+        assert _cover(beta, n) == 8
+
+
+def test_images_without_tokens_keep_zero_counts():
+    empty = np.zeros((5, 4), np.float32)
+    state, _ = sc.fit_scvb0(jax.random.key(0), (empty,), 3, **SMALL)
+    np.testing.assert_allclose(np.asarray(state.lambdas[0]), PRIOR.eta, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(state.gamma), PRIOR.alpha, rtol=1e-6)
