@@ -19,9 +19,10 @@ the blocks and the edges per block — is padded to a :func:`bucket`: the next p
 two up to a threshold (:data:`FINE_FROM` for lengths, 16 for the number of blocks),
 above it the next multiple of a sixteenth of that power of two (padding edges have
 weight 0 and the dummy node as ends; padding classes are empty; padding blocks hold
-only the dummy node), and the block size is a function of the node count alone, so
-tables of two graphs with as many nodes have the same shapes unless a count crosses a
-bucket's end: a fit on another fold of the same size reuses the compiled sweep. Above
+only the dummy node), and the block size is a function of the node count and the
+largest class's bucket, so tables of two graphs with as many nodes have the same
+shapes unless a count crosses a bucket's end: a fit on another fold of the same size
+reuses the compiled sweep. Above
 the threshold a bucket pads by at most an eighth (eight shapes per octave) where a
 power of two pads by up to double: on the 10-NN graph of 1M images the block tables
 of a sweep are three ``[blocks, block edges]`` arrays, and a power of two on both
@@ -142,11 +143,15 @@ def bucket(size: int, fine_from: int = FINE_FROM) -> int:
     return -(-int(size) // step) * step
 
 
-def _block_size(n: int) -> int:
-    """Nodes per block, from the node count alone: 256 (the whole graph below 256
-    nodes), or n / 64 for large graphs, which bounds the sweep's loop at about 64
-    blocks plus one per colour; a power of two."""
-    return min(bucket(max(n, 1)), max(256, bucket(-(-n // 64))))
+def _block_size(n: int, largest: int) -> int:
+    """Nodes per block, from the node count and the largest colour class's size
+    ``largest``: 256 (the whole graph below 256 nodes), or n / 64 for large graphs,
+    which bounds the sweep's loop at about 64 blocks plus one per colour; never more
+    than ``largest``'s bucket (on a small graph of many colours a block of 256
+    was mostly padding: the 10-NN graph of 600 images has classes of at most 97
+    nodes, and its sweep took twice as long in blocks of 256 as in blocks of 128).
+    A bucket (a power of two below :data:`FINE_FROM`)."""
+    return min(bucket(max(n, 1)), max(256, bucket(-(-n // 64))), bucket(largest))
 
 
 def _edge_cap(n: int, num_edges: int, size: int) -> int | None:
@@ -301,7 +306,8 @@ def neighbour_table(
         for c in range(num_colours):
             members = np.flatnonzero(colour == c)
             classes[c, : members.size] = members
-    size = 1 if schedule == "sequential" else _block_size(n)  # classes of one node
+    # classes of one node, or blocks of at most the largest class's bucket
+    size = 1 if schedule == "sequential" else _block_size(n, max(size, 1))
     colour_blocks = (
         _colour_blocks(colour, senders, receivers, weights, n, size) if blocks else None
     )

@@ -137,7 +137,17 @@ def newton_update(
         slope = (phi / (1.0 + w)).sum()  # dS/dt > 0
         return jnp.clip(t - (phi.sum() - 1.0) / slope, 0.0, t)
 
-    t = lax.fori_loop(0, num_steps, step, c)
+    def more(carry):
+        k, t, previous = carry
+        return (k < num_steps) & (t != previous)
+
+    def advance(carry):
+        k, t, _ = carry
+        return k + 1, step(k, t), t
+
+    # stops where a step leaves t unchanged: a fixed point of the step, so the
+    # remaining steps of a fori_loop would change nothing (the same bits)
+    _, t, _ = lax.while_loop(more, advance, (0, c, jnp.full_like(c, jnp.nan)))
     new = solution(t)[0]
     new = new / new.sum()
     old_value = local_objective(phi_i, a_i, m_i, d_i, lam)

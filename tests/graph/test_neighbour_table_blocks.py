@@ -10,6 +10,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
+from jaxannot.graph import knn_graph
 from jaxannot.inference import lapvar
 
 #: the module (jaxannot.graph exports its function of the same name)
@@ -79,3 +80,23 @@ def test_a_sweep_on_cut_blocks_is_the_sweep_on_whole_ones(tables):
         float(lapvar.laplacian_penalty(one, uncapped)),
         rtol=1e-5,
     )
+
+
+def test_small_graph_blocks_fit_its_largest_class():
+    """Blocks no wider than the largest colour class's bucket (not 256 on the 10-NN
+    graph of 600 points), and the same sweep, bit for bit, as in blocks of
+    256."""
+    points = np.random.default_rng(3).normal(size=(600, 2)).astype(np.float32)
+    g = knn_graph(points, 10, weight="binary")
+    table = nt.neighbour_table(g)
+    largest = int((np.asarray(table.classes) < g.num_nodes).sum(1).max())
+    assert table.blocks.members.shape[1] == nt.bucket(largest) < 256
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nt, "_block_size", lambda n, largest: 256)
+        wide = nt.neighbour_table(g)
+    assert wide.blocks.members.shape[1] == 256
+    a = jnp.asarray(np.random.default_rng(4).normal(size=(600, 4)).astype(np.float32))
+    key, lam = jax.random.key(5), jnp.float32(0.3)
+    sweeps = [lapvar.lapvar1_sweep(key, jax.nn.softmax(a, -1), a, t, lam)
+              for t in (table, wide)]  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(sweeps[0]), np.asarray(sweeps[1]))

@@ -331,15 +331,16 @@ def test_subsampled_fit_and_size_mismatch():
         spreads.append(float(penalty(g, loc[:, None])))
     assert spreads[1] < 0.5 * spreads[0]
     small = knn_graph(np.arange(7, dtype=np.float32)[:, None], 1, weight="binary")
-    loss = LaplacianELBO(Trace_ELBO(), "z", small, 1.0)
-    with pytest.raises(ValueError, match=r"graph: expected num_nodes=8 .*got 7"):
-        loss.loss(
-            jax.random.key(0),
-            {"loc": jnp.asarray(X)},
-            subsampled_model,
-            subsampled_guide,
-            X,
-        )
+    for lam in (1.0, 0.0):  # at 0 too: the skipped penalty's checks still run
+        loss = LaplacianELBO(Trace_ELBO(), "z", small, lam)
+        with pytest.raises(ValueError, match=r"graph: expected num_nodes=8 .*got 7"):
+            loss.loss(
+                jax.random.key(0),
+                {"loc": jnp.asarray(X)},
+                subsampled_model,
+                subsampled_guide,
+                X,
+            )
 
 
 # --- enumerated sites: the base that sums them out, per-image posteriors

@@ -105,7 +105,26 @@ def test_auto_keeps_zero_on_a_random_graph():
     # (compiled: one program, not some 70 single-operation compiles)
     penalty = jax.jit(lambda key, p, x: loss.penalty(key, p, model, guide, x, K))
     pen = penalty(jax.random.key(1), params, jnp.asarray(toy.x))
-    assert abs(float(pen)) < 1e-3
+    assert float(pen) == 0.0  # at 0 the penalty is not computed at all
+    # ... nor at a weight traced at 0 (the held-out path's first), where it is at 0.1
+    traced = jax.jit(
+        lambda key, p, x, lam: loss.with_lam(lam).penalty(key, p, model, guide, x, K)
+    )
+    pens = [float(traced(jax.random.key(1), params, jnp.asarray(toy.x), jnp.float32(w)))
+            for w in (0.0, 0.1)]  # fmt: skip
+    assert pens[0] == 0.0 and pens[1] > 0.0, pens
+
+
+def test_a_second_choice_compiles_nothing(count_compiles):
+    """Its 30 masked fits, their scores and the set-up share programs that a later
+    call of the same model, guide, optimizer, graph and shapes reuses."""
+    toy, guide = _toy(random_graph=True)
+    paths = []
+    for _ in range(2):
+        with count_compiles() as compiles:
+            paths.append(_choose(toy, guide, "auto")[1])
+    assert compiles.count == 0, compiles.count
+    np.testing.assert_array_equal(paths[0].heldout, paths[1].heldout)
 
 
 def test_a_harmful_fixed_lam_warns():

@@ -183,6 +183,30 @@ def test_newton_update_reaches_the_scipy_optimum_from_sharp_starts(seed):
     assert value >= _slsqp_reference(a, m, float(d), float(lam)) - 1e-4 * abs(value)
 
 
+def test_newton_update_stops_at_a_fixed_point_with_the_same_bits(monkeypatch):
+    """Its loop ends where a step leaves the multiplier unchanged: the same bits
+    as every one of ``num_steps`` steps (the loop run to the end, below)."""
+    problems = [_local_problem(seed) for seed in range(8)]
+
+    def update(problem):
+        a, m, d, lam, start = problem
+        fn = jax.jit(_eager_newton_update)  # a fresh trace under each loop rule
+        return np.asarray(fn(*map(jnp.float32, (start, a, m)), d, lam))
+
+    early = [update(p) for p in problems]
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            jax.lax,
+            "while_loop",
+            lambda _more, body, init: jax.lax.fori_loop(
+                0, 10, lambda _, c: body(c), init
+            ),
+        )
+        full = [update(p) for p in problems]
+    for e, f in zip(early, full, strict=True):
+        np.testing.assert_array_equal(e, f)
+
+
 def test_a_component_far_below_its_optimum_grows_in_one_update():
     # phi_2 = 1e-26 while a_2 is 285 nats above a_0: the optimum puts it at ~1
     a = jnp.array([0.0, -50.0, 285.0, -3.0])
