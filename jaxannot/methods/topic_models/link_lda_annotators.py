@@ -7,7 +7,8 @@ Fitted by collapsed variational Bayes, zeroth order (``inference="cvb0"``, the
 default): up to ``stochastic_above`` images batch CVB0,
 :func:`jaxannot.methods.topic_models.link_lda_cvb0.fit_cvb0` (``iterations`` updates
 of every responsibility in ``blocks`` blocks of images); from that size on, SCVB0,
-:func:`jaxannot.methods.topic_models.link_lda_scvb0.fit_scvb0` (``passes`` passes
+:func:`jaxannot.methods.topic_models.link_lda_scvb0.fit_scvb0` (``passes`` passes,
+0 for about 100 minibatch updates,
 over random minibatches of ``batch`` images, no per-token state: the large-corpus
 path, ``benchmarks/peers/link_lda_vs_peers.py``); or by batch variational Bayes
 (``inference="vb"``: :func:`jaxannot.methods.topic_models.link_lda_vb.fit_vb`,
@@ -86,7 +87,7 @@ def _lda_fit(
     if inference == "cvb0" and corpus.num_images >= int(stochastic_above):
         fit = functools.partial(
             scvb0.fit_scvb0,
-            num_passes=int(passes),
+            num_passes=int(passes) or "auto",
             batch_size=int(batch),
             progress_bar=show_progress(),
         )

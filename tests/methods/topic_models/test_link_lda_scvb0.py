@@ -257,3 +257,22 @@ def test_images_without_tokens_keep_zero_counts():
     state, _ = sc.fit_scvb0(jax.random.key(0), (empty,), 3, **SMALL)
     np.testing.assert_allclose(np.asarray(state.lambdas[0]), PRIOR.eta, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(state.gamma), PRIOR.alpha, rtol=1e-6)
+
+
+def test_auto_passes_aim_at_the_updates_and_run_them():
+    # about AUTO_UPDATES minibatch updates, at least one pass
+    assert sc.auto_passes(1_000_000, 1024) == 1
+    assert sc.auto_passes(100_000, 1024) == 1
+    assert sc.auto_passes(30_000, 1024) == 3
+    assert sc.auto_passes(10_000, 1024) == 10
+    assert sc.auto_passes(5, 1024) == sc.AUTO_UPDATES
+    counts, _ = _corpus(images=40)
+    kw = dict(prior=PRIOR, batch_size=8, restarts=1, progress_bar=False)
+    auto, trace = sc.fit_scvb0(jax.random.key(0), counts, 3, **kw)
+    # 5 minibatches a pass: 20 passes, one objective each, the same fit as asked
+    assert trace.shape == (sc.auto_passes(40, 8),) == (20,)
+    given, _ = sc.fit_scvb0(jax.random.key(0), counts, 3, num_passes=20, **kw)
+    np.testing.assert_array_equal(auto.lambdas[0], given.lambdas[0])
+    assert int(auto.updates) == 20 * 5
+    with pytest.raises(TypeError, match="num_passes"):
+        sc.fit_scvb0(jax.random.key(0), counts, 3, num_passes="many", **kw)
