@@ -32,24 +32,32 @@ _worst_topic_distance = _lda.worst_topic_distance
 
 def _reference_pass(counts, n_kw, alpha, eta, num_inner, start=None):
     """One minibatch of every image, float64, image by image, each image's counts
-    from ``start`` (n_dk + α; n_dk = 0 if None): the images' fixed points and the
-    expected topic-word counts (the step's target)."""
+    from ``start`` (n_dk + α; n_dk = 0 if None): ``num_inner`` updates with the
+    entries' own counts in, one with each entry's own count out; the images' counts
+    and the expected topic-word counts (the step's target)."""
     num_topics = n_kw[0].shape[0]
     phi = [(n + eta) / (n.sum(1) + n.shape[1] * eta)[:, None] for n in n_kw]
     hat = [np.zeros_like(n) for n in n_kw]
     gammas = []
     for d in range(counts[0].shape[0]):
         t = np.full(num_topics, alpha) if start is None else start[d].copy()
-        for _ in range(num_inner):
-            spread = np.zeros(num_topics)
-            for c, f in zip(counts, phi, strict=True):
-                for w in np.flatnonzero(c[d]):
-                    spread += c[d, w] * f[:, w] / (f[:, w] @ t)
-            t = alpha + t * spread
-        for c, f, h in zip(counts, phi, hat, strict=True):
-            for w in np.flatnonzero(c[d]):
-                h[:, w] += c[d, w] * f[:, w] * t / (f[:, w] @ t)
-        gammas.append(t)
+        for _ in range(num_inner):  # own counts left in
+            own = [
+                {w: f[:, w] * t / (f[:, w] @ t) for w in np.flatnonzero(c[d])}
+                for c, f in zip(counts, phi, strict=True)
+            ]
+            t = alpha + sum(
+                c[d, w] * g
+                for c, o in zip(counts, own, strict=True)
+                for w, g in o.items()
+            )
+        new_t = np.full(num_topics, alpha)
+        for c, f, h, o in zip(counts, phi, hat, own, strict=True):
+            for w, g in o.items():  # CVB0's update: the entry's own count out
+                p = (t - min(c[d, w], 1.0) * g) * f[:, w]
+                h[:, w] += c[d, w] * p / p.sum()
+                new_t += c[d, w] * p / p.sum()
+        gammas.append(new_t)
     return np.stack(gammas), hat
 
 
@@ -276,3 +284,31 @@ def test_auto_passes_aim_at_the_updates_and_run_them():
     assert int(auto.updates) == 20 * 5
     with pytest.raises(TypeError, match="num_passes"):
         sc.fit_scvb0(jax.random.key(0), counts, 3, num_passes="many", **kw)
+
+
+def test_auto_restarts_share_a_budget_of_updates_and_are_the_ones_run():
+    # four starts while a pass is short, fewer as a pass grows
+    assert sc.auto_restarts(10_000, 1024) == 4
+    assert sc.auto_restarts(100_000, 1024) == 4
+    assert sc.auto_restarts(200_000, 1024) == 2
+    assert sc.auto_restarts(1_000_000, 1024) == 1
+    counts, _ = _corpus(images=40)
+    kw = dict(prior=PRIOR, batch_size=8, num_passes=2, progress_bar=False)
+    auto, _ = sc.fit_scvb0(jax.random.key(0), counts, 3, **kw)
+    given, _ = sc.fit_scvb0(jax.random.key(0), counts, 3, restarts=4, **kw)
+    np.testing.assert_array_equal(auto.lambdas[0], given.lambdas[0])
+    assert int(auto.start) == int(given.start)
+    with pytest.raises(TypeError, match="restarts"):
+        sc.fit_scvb0(jax.random.key(0), counts, 3, restarts="many", **kw)
+
+
+def test_last_update_takes_each_entrys_own_count_out():
+    # one image, one word seen once: with its own count out the image's counts
+    # are the prior's, so the word goes to the topics in proportion to (α) φ;
+    # with it left in, to those it already leans to
+    phi = (jnp.asarray([[[0.6, 0.3, 0.1]]], jnp.float32),)
+    cnts = (jnp.asarray([[1.0]], jnp.float32),)
+    start = jnp.asarray([[0.1, 0.1, 0.1]], jnp.float32)
+    t, gamma, _ = sc._fixed_point(phi, cnts, start, 0.1, 5)
+    np.testing.assert_allclose(np.asarray(gamma[0][0, 0]), [0.6, 0.3, 0.1], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(t[0]), [0.7, 0.4, 0.2], rtol=1e-5)
