@@ -420,10 +420,6 @@ def _ints(text):
     return sorted({int(t) for t in text.split(",")})
 
 
-def _count_or_auto(text):
-    return text if text == "auto" else int(text)
-
-
 def parse_args(argv):
     ap = script_parser(__doc__)
     ap.add_argument("--corpus", choices=("corel5k", "synthetic"), default="corel5k")
@@ -459,10 +455,9 @@ def parse_args(argv):
     )
     ap.add_argument(
         "--scvb0-restarts",
-        type=_count_or_auto,
-        default="auto",
-        help="SCVB0 starts, each one pass, the best going on (auto: fit_scvb0's, "
-        "4 up to about 100,000 documents, fewer above)",
+        type=int,
+        default=4,
+        help="SCVB0 starts, each one pass, the best going on",
     )
     ap.add_argument(
         "--checkpoints",

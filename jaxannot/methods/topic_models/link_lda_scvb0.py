@@ -97,7 +97,6 @@ __all__ = [
     "SCVB0Info",
     "SCVB0State",
     "auto_passes",
-    "auto_restarts",
     "build_scvb0_step",
     "fit_scvb0",
 ]
@@ -337,32 +336,6 @@ def auto_passes(num_images: int, batch_size: int) -> int:
     return max(1, round(AUTO_UPDATES / minibatches))
 
 
-def auto_restarts(num_images: int, batch_size: int) -> int:
-    """The starts of ``restarts="auto"``: at most 4, together about
-    ``4 * AUTO_UPDATES`` minibatch updates (one pass each).
-
-    At 100,000 synthetic documents (98 updates a pass) four starts lowered the
-    held-out perplexity after one pass from 581 and 602 to 557 and 555 (seeds 0,
-    1); at 1,000,000 (977 updates a pass) one start reached what four did (543.8,
-    seed 0): the longer a pass, the less the start matters (issue 46).
-
-    Parameters
-    ----------
-    num_images : int
-        Images in the corpus.
-    batch_size : int
-        Images per minibatch (at most ``num_images``).
-
-    Returns
-    -------
-    int
-        ``min(4, max(1, round(4 * AUTO_UPDATES / minibatches)))``, the minibatches
-        of a pass :math:`\\lceil D / |M| \\rceil`.
-    """
-    minibatches = -(-num_images // max(1, min(batch_size, num_images)))
-    return min(4, max(1, round(4 * AUTO_UPDATES / minibatches)))
-
-
 def fit_scvb0(
     rng_key: jax.Array,
     counts_by_view: Sequence,
@@ -374,7 +347,7 @@ def fit_scvb0(
     num_inner: int = 10,
     tau: float = 1.0,
     kappa: float = 0.9,
-    restarts: int | str = "auto",
+    restarts: int = 4,
     select_after: int = 1,
     state: SCVB0State | None = None,
     progress_bar: bool = True,
@@ -408,10 +381,9 @@ def fit_scvb0(
     tau, kappa : float
         The step size :math:`(\\tau + t)^{-\\kappa}`, ``tau >= 0`` and
         ``0.5 < kappa <= 1`` (Robbins-Monro).
-    restarts : int or "auto"
+    restarts : int
         Independent starts (1: one start, no choice); each costs ``select_after``
-        passes; ``"auto"``: :func:`auto_restarts` (4 up to about 100,000 images in
-        minibatches of 1,024, fewer above).
+        passes.
     select_after : int
         Passes of every start before the choice (at most ``num_passes``).
     state : SCVB0State, optional
@@ -447,8 +419,6 @@ def fit_scvb0(
     batch_size = min(batch_size, num_images)
     if num_passes == "auto":
         num_passes = auto_passes(num_images, batch_size)
-    if restarts == "auto":
-        restarts = auto_restarts(num_images, batch_size)
     restarts = check_count("restarts", restarts)
     if select_after > num_passes:
         raise ValueError(

@@ -286,22 +286,6 @@ def test_auto_passes_aim_at_the_updates_and_run_them():
         sc.fit_scvb0(jax.random.key(0), counts, 3, num_passes="many", **kw)
 
 
-def test_auto_restarts_share_a_budget_of_updates_and_are_the_ones_run():
-    # four starts while a pass is short, fewer as a pass grows
-    assert sc.auto_restarts(10_000, 1024) == 4
-    assert sc.auto_restarts(100_000, 1024) == 4
-    assert sc.auto_restarts(200_000, 1024) == 2
-    assert sc.auto_restarts(1_000_000, 1024) == 1
-    counts, _ = _corpus(images=40)
-    kw = dict(prior=PRIOR, batch_size=8, num_passes=2, progress_bar=False)
-    auto, _ = sc.fit_scvb0(jax.random.key(0), counts, 3, **kw)
-    given, _ = sc.fit_scvb0(jax.random.key(0), counts, 3, restarts=4, **kw)
-    np.testing.assert_array_equal(auto.lambdas[0], given.lambdas[0])
-    assert int(auto.start) == int(given.start)
-    with pytest.raises(TypeError, match="restarts"):
-        sc.fit_scvb0(jax.random.key(0), counts, 3, restarts="many", **kw)
-
-
 def test_last_update_takes_each_entrys_own_count_out():
     # one image, one word seen once: with its own count out the image's counts
     # are the prior's, so the word goes to the topics in proportion to (α) φ;
