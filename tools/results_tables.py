@@ -227,9 +227,11 @@ TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_synthetic_10k.json",
     "link_lda_vs_peers_synthetic_10k_allcores.json",
     "link_lda_vs_peers_synthetic_10k_scvb0.json",
+    "link_lda_vs_peers_synthetic_10k_scvb0_allcores.json",
     "link_lda_vs_peers_synthetic_100k_scvb0.json",
     "link_lda_vs_peers_synthetic_100k_scvb0_allcores.json",
     "link_lda_vs_peers_synthetic_1m_scvb0.json",
+    "link_lda_vs_peers_synthetic_1m_scvb0_allcores.json",
 )
 
 
@@ -287,6 +289,7 @@ TIME_TO_TARGET = (
             "link_lda_vs_peers_corel5k_allcores.json",
             "link_lda_vs_peers_synthetic_allcores.json",
             "link_lda_vs_peers_synthetic_100k_scvb0_allcores.json",
+            "link_lda_vs_peers_synthetic_1m_scvb0_allcores.json",
             "link_lda_vs_peers_synthetic_100k_gpu.json",
         ),
     ),
@@ -388,11 +391,17 @@ def time_to_target_figure(path: Path = FIGURE) -> list[dict]:
     drawn = [p for p in time_to_target_points() if p["mean"] is not None]
     fig, axes = plt.subplots(1, len(TIME_TO_TARGET), figsize=(10, 4), sharey=True)
     for ax, (panel, clock, _) in zip(axes, TIME_TO_TARGET, strict=True):
-        for system, marker in (("jaxannot", "o"), ("tomotopy", "s")):
+        for system, marker, color in (("jaxannot", "o", "C0"), ("tomotopy", "s", "C1")):
             pts = [p for p in drawn if p["panel"] == panel and p["system"] == system]
-            pts.sort(key=lambda p: p["tokens"])
-            xs, ys = [p["tokens"] for p in pts], [p["mean"] for p in pts]
-            ax.plot(xs, ys, marker=marker, label=system)
+            # one line per device (jaxannot) or worker count (tomotopy)
+            series: dict[str, list[dict]] = {}
+            for p in sorted(pts, key=lambda p: p["tokens"]):
+                series.setdefault(p["where"].split(",")[0], []).append(p)
+            for i, (where, line) in enumerate(series.items()):
+                xs, ys = [p["tokens"] for p in line], [p["mean"] for p in line]
+                style = "-" if i == 0 else "--"
+                label = f"{system} ({where})"
+                ax.plot(xs, ys, style, marker=marker, color=color, label=label)
             for p in pts:
                 label = f"{p['corpus']}, {p['where']}"
                 ax.annotate(label, (p["tokens"], p["mean"]), fontsize=7,
