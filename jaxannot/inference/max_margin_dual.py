@@ -227,8 +227,8 @@ def binary_hinge(
 ) -> tuple[linear_svm.SVMState, Array]:
     """The L1-loss SVM by :mod:`linear_svm`'s dual epochs on the rows where ``mask``
     is 1, until the projected-gradient spread is ``<= stop.tol`` or
-    ``stop.budget`` epochs; returns ``(SVMState, violation per epoch)``. The
-    epochs run through the library's in-program runner
+    ``min(stop.epochs, stop.max_epochs)`` epochs; returns ``(SVMState, violation
+    per epoch)``. The epochs run through the library's in-program runner
     (:func:`~jaxannot.runtime.progress.run_until_stopped`, epoch ``t`` visiting in
     the order drawn from ``fold_in(rng_key, t)``).
 

@@ -90,20 +90,18 @@ class DualStop:
     tol : float
         Relative duality gap to stop at.
     epochs : int, optional
-        A smaller epoch budget (at most ``max_epochs``; None: ``max_epochs``).
+        A smaller epoch budget (at most ``max_epochs``; None: ``max_epochs``, stored
+        as that value so that a stop with and one without a budget share one
+        compiled program).
     """
 
     max_epochs: int
     tol: float
     epochs: int | None = None
 
-    @property
-    def budget(self) -> int | Array:
-        """The epochs a solve may run: ``max_epochs``, or ``epochs`` (traced) when
-        given, at most ``max_epochs``."""
-        if self.epochs is None:
-            return self.max_epochs
-        return jnp.minimum(self.epochs, self.max_epochs)
+    def __post_init__(self) -> None:
+        if self.epochs is None:  # a leaf either way: the same tree structure
+            object.__setattr__(self, "epochs", self.max_epochs)
 
 
 #: Default of :func:`fit_multiclass_svm`.

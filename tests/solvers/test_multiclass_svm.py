@@ -103,3 +103,17 @@ def test_a_second_fit_of_the_same_shapes_compiles_nothing(rng, count_compiles):
     assert again.count == 0
     ran = np.isfinite(np.asarray(info.gap))
     assert ran[:4].all() and not ran[4:].any()
+
+
+def test_a_stop_without_an_epoch_budget_shares_the_program(rng, count_compiles):
+    """``epochs=None`` is stored as ``max_epochs``: a stop without a budget and one
+    with it have one tree structure, so the second solve compiles nothing."""
+    x, y = _problem(rng, n=SMALL)
+    assert cs.DualStop(30, 0.0).epochs == 30
+    cs.fit_multiclass_svm(jax.random.key(0), x, y, 4, 1.0, stop=cs.DualStop(30, 0.0))
+    with count_compiles() as again:
+        _, info = cs.fit_multiclass_svm(
+            jax.random.key(1), x, y, 4, 1.0, stop=cs.DualStop(30, 0.0, epochs=3)
+        )
+    assert again.count == 0
+    assert np.isfinite(np.asarray(info.gap)).sum() == 3

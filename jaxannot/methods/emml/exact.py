@@ -319,7 +319,6 @@ class _SweepCarry(NamedTuple):
     stopped: Array
 
 
-@functools.partial(jax.jit, static_argnames=("max_sweeps", "block"))
 def fit_emml_exact(
     data: StructuredData,
     c: float = 1.0,
@@ -441,11 +440,21 @@ def fit_emml_exact(
     >>> bool(state.converged)
     True
     """
-    n, dtype = data.words.shape[0], data.kernel.dtype
-    c = jnp.asarray(c, dtype)
-    tolerance = jnp.asarray(tolerance, dtype)
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
+    # one program however the floats are passed (positional, keyword, default)
+    floats = tuple(jnp.asarray(v, data.kernel.dtype) for v in (c, tolerance, handoff))
+    return _solve_exact(data, floats, max_sweeps=int(max_sweeps), block=int(block))
+
+
+@functools.partial(jax.jit, static_argnames=("max_sweeps", "block"))
+def _solve_exact(
+    data: StructuredData, floats: tuple[Array, ...], max_sweeps: int, block: int
+) -> tuple[ExactState, Array]:
+    """:func:`fit_emml_exact`'s compiled solve; ``floats`` are ``(c, tolerance,
+    handoff)`` in the kernel's dtype."""
+    c, tolerance, handoff = floats
+    n, dtype = data.words.shape[0], data.kernel.dtype
     block = min(block, n)
     num_blocks = -(-n // block)
     padded = _pad(data, num_blocks * block)
@@ -455,7 +464,7 @@ def fit_emml_exact(
     )
 
     start, steps, gradient_trace = projected_gradient(
-        data, c, jnp.maximum(jnp.asarray(handoff, dtype), tolerance), max_sweeps
+        data, c, jnp.maximum(handoff, tolerance), max_sweeps
     )
 
     def sweep(t: Array, carry: _SweepCarry) -> tuple[_SweepCarry, Array]:

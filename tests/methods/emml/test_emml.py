@@ -507,9 +507,8 @@ def test_converged_is_reported_honestly_when_the_budget_runs_out(sweeps):
 
 def test_a_second_exact_fit_of_the_same_shapes_compiles_nothing(count_compiles):
     """The gradient steps and the sweeps run through the runner's in-program loop:
-    another problem, C, tolerance and handoff (a keyword in both calls: jit keys on
-    the keywords passed) of the same shapes reuse the program; the budget still
-    bounds both phases."""
+    another problem, C, tolerance and handoff of the same shapes reuse the program;
+    the budget still bounds both phases."""
     problems = [_rbf_problem(seed) for seed in (6, 7)]
     fit_emml_exact(problems[0], 1.0, 1e-4, max_sweeps=12, handoff=1.0)
     with count_compiles() as again:
@@ -522,6 +521,20 @@ def test_a_second_exact_fit_of_the_same_shapes_compiles_nothing(count_compiles):
     trace = np.asarray(trace)
     assert np.all(np.isfinite(trace[:ran])) and np.all(np.isnan(trace[ran:]))
     assert bool(state.converged) == (float(state.max_violation) <= 1e-6)
+
+
+def test_an_exact_fit_compiles_once_however_its_floats_are_passed(count_compiles):
+    """C, the tolerance and the handoff positional, by keyword, left at their
+    defaults or as NumPy / JAX scalars: one program (jit keys on how arguments are
+    passed; the public function passes them all to it as arrays)."""
+    problem = _rbf_problem(6)
+    fit_emml_exact(problem, 1.0, 1e-4, max_sweeps=12, handoff=1.0)
+    with count_compiles() as again:
+        fit_emml_exact(problem, c=2.0, max_sweeps=12)
+        fit_emml_exact(
+            problem, jnp.float32(1.0), np.float64(1e-3), max_sweeps=12, handoff=np.inf
+        )
+    assert again.count == 0
 
 
 def test_block_size_must_be_positive():
