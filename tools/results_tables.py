@@ -222,6 +222,7 @@ def defaults_table() -> str:
 TOMOTOPY_RECORDS = (
     "link_lda_vs_peers_corel5k.json",
     "link_lda_vs_peers_corel5k_allcores.json",
+    "link_lda_vs_peers_corel5k_scvb0.json",
     "link_lda_vs_peers_synthetic.json",
     "link_lda_vs_peers_synthetic_allcores.json",
     "link_lda_vs_peers_synthetic_10k.json",
