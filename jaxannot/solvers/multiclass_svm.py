@@ -60,11 +60,7 @@ __all__ = [
 ]
 
 
-@partial(
-    jax.tree_util.register_dataclass,
-    data_fields=["tol", "epochs"],
-    meta_fields=["max_epochs"],
-)
+@jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass(frozen=True)
 class DualStop:
     r"""The stopping rule of dual coordinate descent (this module's and
@@ -102,6 +98,20 @@ class DualStop:
     def __post_init__(self) -> None:
         if self.epochs is None:  # a leaf either way: the same tree structure
             object.__setattr__(self, "epochs", self.max_epochs)
+
+    def tree_flatten(self) -> tuple[tuple, int]:
+        """Leaves ``(tol, epochs)`` (traced); ``max_epochs`` static."""
+        return (self.tol, self.epochs), self.max_epochs
+
+    @classmethod
+    def tree_unflatten(cls, max_epochs: int, leaves: tuple) -> DualStop:
+        """Rebuilt without ``__init__``: a leaf stays what it is given (jax's
+        placeholder trees of None included)."""
+        stop = object.__new__(cls)
+        object.__setattr__(stop, "max_epochs", max_epochs)
+        object.__setattr__(stop, "tol", leaves[0])
+        object.__setattr__(stop, "epochs", leaves[1])
+        return stop
 
 
 #: Default of :func:`fit_multiclass_svm`.

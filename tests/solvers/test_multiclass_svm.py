@@ -117,3 +117,11 @@ def test_a_stop_without_an_epoch_budget_shares_the_program(rng, count_compiles):
         )
     assert again.count == 0
     assert np.isfinite(np.asarray(info.gap)).sum() == 3
+
+
+def test_a_stop_keeps_the_leaves_it_is_rebuilt_from():
+    """Unflattening does not run ``__init__``: a tree of placeholders (as jax builds
+    for shardings and axes) keeps None where ``DualStop(..., epochs=None)`` would
+    store ``max_epochs``."""
+    blank = jax.tree.map(lambda _: None, cs.DualStop(30, 1e-3, epochs=4))
+    assert blank.max_epochs == 30 and blank.tol is None and blank.epochs is None
