@@ -16,6 +16,8 @@ import inspect
 import pathlib
 
 import jaxannot
+from tools import code_sizes
+from tools.code_sizes import arguments, fully_annotated
 
 ROOT = pathlib.Path(jaxannot.__file__).resolve().parent
 
@@ -27,76 +29,9 @@ SECTIONS_AFTER_RETURNS = ("Returns\n", "Yields\n")
 
 @functools.cache
 def public_functions():
-    """Every public function of the package (parsed once per session).
-
-    Returns
-    -------
-    list of tuple
-        ``(module path relative to the package, qualified name, FunctionDef, class
-        or None)``.
-    """
-    found = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if any(p.startswith("_") and p != "__init__.py" for p in rel.split("/")):
-            continue
-
-        def visit(body, cls=None, rel=rel):
-            for node in body:
-                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                    visit(node.body, node)
-                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    continue
-                if node.name.startswith("_") and node.name != "__init__":
-                    continue
-                if node.name == "__init__" and cls is None:
-                    continue
-                name = f"{cls.name}.{node.name}" if cls else node.name
-                found.append((rel, name, node, cls))
-
-        visit(ast.parse(path.read_text()).body)
-    return found
-
-
-def arguments(node, cls):
-    """The arguments a caller passes.
-
-    Parameters
-    ----------
-    node : ast.FunctionDef
-        The function.
-    cls : ast.ClassDef or None
-        Its class, for a method.
-
-    Returns
-    -------
-    list of ast.arg
-        Its arguments, ``self`` / ``cls`` aside, ``*args`` and ``**kwargs`` included.
-    """
-    a = node.args
-    args = a.posonlyargs + a.args + a.kwonlyargs
-    if cls is not None and args and args[0].arg in ("self", "cls"):
-        args = args[1:]
-    return args + [x for x in (a.vararg, a.kwarg) if x]
-
-
-def fully_annotated(node, cls):
-    """Whether every argument and the return (``__init__`` aside) are annotated.
-
-    Parameters
-    ----------
-    node : ast.FunctionDef
-        The function.
-    cls : ast.ClassDef or None
-        Its class, for a method.
-
-    Returns
-    -------
-    bool
-        True when fully annotated.
-    """
-    args_ok = all(x.annotation is not None for x in arguments(node, cls))
-    return args_ok and (node.returns is not None or node.name == "__init__")
+    """Every public function of the package, parsed once per session
+    (:func:`tools.code_sizes.public_functions`)."""
+    return code_sizes.public_functions(ROOT)
 
 
 def inherited_doc(rel, cls, name):

@@ -14,6 +14,7 @@ import pytest
 import jaxannot.methods
 from jaxannot.annotators.base import available_methods
 from jaxannot.annotators.discovery import method_modules
+from tools.code_sizes import MAX_CODE_LINES, code_lines
 
 #: The method families: the packages of jaxannot.methods.
 FAMILIES = {m.name for m in pkgutil.iter_modules(jaxannot.methods.__path__) if m.ispkg}
@@ -93,50 +94,6 @@ def test_no_module_outside_the_layout(graph):
         "tuning",
         "types",
     }
-
-
-#: The most code lines a module of jaxannot may hold (issue 45, point 6).
-MAX_CODE_LINES = 250
-
-
-def code_lines(source):
-    """Count a module's code lines: blank, comment-only and docstring lines aside.
-
-    Docstrings are those of the module, its classes and its functions (``ast``).
-    """
-    import ast
-    import io
-    import tokenize
-
-    tree = ast.parse(source)
-    docstring_lines = set()
-    for node in ast.walk(tree):
-        if isinstance(
-            node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
-        ):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                docstring_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
-    # a line holds code when a token other than a comment or a newline starts or
-    # spans it
-    code = set()
-    skip = {
-        tokenize.COMMENT,
-        tokenize.NL,
-        tokenize.NEWLINE,
-        tokenize.INDENT,
-        tokenize.DEDENT,
-        tokenize.ENDMARKER,
-    }
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type not in skip:
-            code.update(range(token.start[0], token.end[0] + 1))
-    return len(code - docstring_lines)
 
 
 def test_code_lines_counts_neither_docstrings_nor_comments():

@@ -175,6 +175,39 @@ def _log_denominators(cnts, num_topics: int, alpha):
     )
 
 
+def _view_update(rv, iv, cv, kw, nk, n_dk, alpha, eta) -> tuple:
+    """One view's update of a block in :func:`_run`: the block's responsibilities
+    ``rv`` [K, S N] (word ids ``iv``, counts ``cv`` [S N]) at the carried counts
+    ``kw`` [V, K], ``nk`` [K] and the block's image counts ``n_dk`` [K, S]; the new
+    responsibilities, the counts after them and the entries' sum of ``c log`` of
+    their normalizers."""
+    num_topics, size = n_dk.shape
+    own = jnp.minimum(cv, 1.0) * rv
+    doc = (n_dk[:, :, None] - own.reshape(num_topics, size, -1)).reshape(num_topics, -1)
+    # the carried counts minus this entry's own are >= 0 in exact arithmetic; the
+    # clip keeps every factor >= η under float32 round-off, so that no
+    # responsibility can turn negative
+    word = jnp.maximum(kw[iv].T - own, 0.0) + eta  # [K, S N] gathered
+    topic = nk[:, None] - own + kw.shape[0] * eta
+    p = (doc + alpha) * word / topic
+    norm = jnp.maximum(p.sum(0), _TINY)
+    rn = p * (1.0 / norm)
+    delta = (rn - rv) * cv
+    return rn, kw.at[iv].add(delta.T), nk + delta.sum(1), (cv * jnp.log(norm)).sum()
+
+
+def _unblocked(b_resp, ids, size) -> tuple:
+    """:func:`_run`'s block-major responsibilities ``[B, K, S N_v]`` back to
+    ``[D, N_v, K]`` per view, the padding images dropped."""
+    num_blocks, num_topics = b_resp[0].shape[:2]
+    return tuple(
+        jnp.moveaxis(r.reshape(num_blocks, num_topics, size, -1), 1, -1).reshape(
+            (-1, i.shape[1], num_topics)
+        )[: i.shape[0]]
+        for r, i in zip(b_resp, ids, strict=True)
+    )
+
+
 @functools.partial(
     jax.jit, static_argnames=("vocab_sizes", "num_iterations", "num_blocks")
 )
@@ -216,24 +249,11 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
         )  # [K, S]
         new, kw_out, k_out, loo = [], [], [], 0.0
         for rv, iv, cv, kw, nk in zip(r, i, c, n_kw, n_k, strict=True):
-            s = jnp.minimum(cv, 1.0)
-            own = s * rv
-            doc = (n_dk[:, :, None] - own.reshape(num_topics, size, -1)).reshape(
-                num_topics, -1
-            )
-            # the carried counts minus this entry's own are >= 0 in exact arithmetic;
-            # the clip keeps every factor >= η under float32 round-off, so that no
-            # responsibility can turn negative
-            word = jnp.maximum(kw[iv].T - own, 0.0) + eta  # [K, S N] gathered
-            topic = nk[:, None] - own + kw.shape[0] * eta
-            p = (doc + alpha) * word / topic
-            norm = jnp.maximum(p.sum(0), _TINY)
-            rn = p * (1.0 / norm)
-            delta = (rn - rv) * cv
+            rn, kw, nk, view_loo = _view_update(rv, iv, cv, kw, nk, n_dk, alpha, eta)
             new.append(rn)
-            kw_out.append(kw.at[iv].add(delta.T))
-            k_out.append(nk + delta.sum(1))
-            loo = loo + (cv * jnp.log(norm)).sum()  # minus log_denominators below
+            kw_out.append(kw)
+            k_out.append(nk)
+            loo = loo + view_loo  # minus log_denominators below
         return (tuple(kw_out), tuple(k_out)), (tuple(new), loo)
 
     def sweep_counts(b_resp):  # per view [V_v, K], rebuilt from the responsibilities
@@ -264,12 +284,7 @@ def _run(resp, ids, cnts, alpha, eta, *, vocab_sizes, num_iterations, num_blocks
     b_resp, (objective, lowest) = lax.scan(
         iteration, b_resp, None, length=num_iterations
     )
-    resp = tuple(
-        jnp.moveaxis(r.reshape(num_blocks, num_topics, size, -1), 1, -1).reshape(
-            (-1, i.shape[1], num_topics)
-        )[:num_images]
-        for r, i in zip(b_resp, ids, strict=True)
-    )
+    resp = _unblocked(b_resp, ids, size)
     n_dk, n_kw = cvb0_counts(resp, ids, cnts, vocab_sizes)
     return resp, n_dk + alpha, tuple(n + eta for n in n_kw), objective, lowest
 
@@ -396,6 +411,14 @@ def fit_cvb0(
         resp, gamma, lambdas, more, least = sweeps(resp, num_iterations - first)
         objective = jnp.concatenate([objective, more])
         lowest = jnp.concatenate([lowest, least])
+    _check_fit(gamma, lambdas, resp, lowest, alpha, eta, num_iterations)
+    return CVB0State(gamma, lambdas, resp), np.asarray(objective)
+
+
+def _check_fit(gamma, lambdas, resp, lowest, alpha, eta, num_iterations) -> None:
+    """:func:`fit_cvb0`'s counts and responsibilities checked against their support
+    (``SupportError``), ``lowest`` the least topic-word count entering each
+    iteration."""
     # lowest[i]: the least topic-word count entering iteration i, i.e. left by
     # iteration i (1-based) for i >= 1; the returned counts are checked in full
     bad = first_failing(np.asarray(lowest)[1:])
@@ -413,4 +436,3 @@ def fit_cvb0(
         check_support(
             f"link-lda cvb0: resp[{v}]", r, iteration=num_iterations, simplex_axis=-1
         )
-    return CVB0State(gamma, lambdas, resp), np.asarray(objective)

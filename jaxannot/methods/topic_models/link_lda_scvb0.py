@@ -89,6 +89,10 @@ import jax.numpy as jnp
 from jaxannot.inference.support import check_support
 from jaxannot.methods.topic_models.link_lda import LDAPrior
 from jaxannot.methods.topic_models.link_lda_bags import sparse_bags
+from jaxannot.methods.topic_models.link_lda_scvb0_start import (
+    best_start,
+    initial_counts,
+)
 from jaxannot.runtime.programs import bounded_cache
 from jaxannot.runtime.progress import check_count, run_steps
 
@@ -261,60 +265,6 @@ def build_scvb0_step(
     return step
 
 
-def _initial_counts(rng_key, ids, cnts, vocab_sizes, num_topics, sample=10_000):
-    """Topic-word counts started on ``num_topics`` images far apart (farthest-first
-    traversal, Gonzalez 1985): among at most ``sample`` random images, a random
-    first, then each time the image farthest, in squared Hellinger distance summed
-    over the views, from its nearest pick so far. Topic ``k`` starts at half its
-    image's word frequencies, half the corpus's, and each word's corpus count is
-    split over the topics in proportion to them times a ``U(0.5, 1)`` draw (apart
-    even when two picks are alike), per view ``[V_v, K]``."""
-    k_sample, k_first, k_split = jax.random.split(rng_key, 3)
-    lengths = sum(c.sum(1) for c in cnts)
-    real = int((lengths > 0).sum())
-    if real == 0:  # no tokens: nothing to split
-        return tuple(jnp.zeros((v, num_topics)) for v in vocab_sizes)
-    rows = jax.random.choice(
-        k_sample,
-        lengths.shape[0],
-        (min(sample, real),),
-        replace=False,
-        p=(lengths > 0) / real,
-    )
-    totals = [
-        jax.ops.segment_sum(c.reshape(-1), i.reshape(-1), v)
-        for i, c, v in zip(ids, cnts, vocab_sizes, strict=True)
-    ]
-    s_ids = [i[rows] for i in ids]
-    s_p = [c[rows] / jnp.maximum(c[rows].sum(1, keepdims=True), 1.0) for c in cnts]
-
-    def profile(r):
-        return [
-            0.5 * jnp.zeros(v).at[i[r]].add(p[r]) + 0.5 * t / t.sum()
-            for i, p, v, t in zip(s_ids, s_p, vocab_sizes, totals, strict=True)
-        ]
-
-    def distance(q):
-        # 1 - Bhattacharyya coefficient per view, from the image's non-zeros
-        return sum(
-            1.0 - jnp.sqrt(p * qv[i]).sum(1)
-            for i, p, qv in zip(s_ids, s_p, q, strict=True)
-        )
-
-    seeds = [profile(jax.random.randint(k_first, (), 0, rows.shape[0]))]
-    nearest = distance(seeds[0])
-    for _ in range(num_topics - 1):
-        seeds.append(profile(jnp.argmax(nearest)))
-        nearest = jnp.minimum(nearest, distance(seeds[-1]))
-    keys = jax.random.split(k_split, len(totals))
-    out = []
-    for v, (key, t) in enumerate(zip(keys, totals, strict=True)):
-        u = jax.random.uniform(key, (t.shape[0], num_topics), minval=0.5, maxval=1.0)
-        q = jnp.stack([seed[v] for seed in seeds], 1) * u  # [V_v, K]
-        out.append(t[:, None] * q / jnp.maximum(q.sum(1, keepdims=True), _TINY))
-    return tuple(out)
-
-
 def auto_passes(num_images: int, batch_size: int) -> int:
     """The passes of ``num_passes="auto"``: about :data:`AUTO_UPDATES` minibatch
     updates, at least one pass.
@@ -406,24 +356,15 @@ def fit_scvb0(
         If the returned counts leave their support (``λ < η``, ``γ < α``).
     """
     num_topics = check_count("num_topics", num_topics)
-    if num_passes != "auto":
-        num_passes = check_count("num_passes", num_passes)
-    batch_size = check_count("batch_size", batch_size)
-    num_inner = check_count("num_inner", num_inner)
-    select_after = check_count("select_after", select_after)
-    if not (tau >= 0.0 and 0.5 < kappa <= 1.0):
-        raise ValueError(f"need tau >= 0 and 0.5 < kappa <= 1, got {tau}, {kappa}")
+    num_passes, batch_size, num_inner, select_after = _checked_steps(
+        num_passes, batch_size, num_inner, select_after, tau, kappa
+    )
     prior.check()
     ids, cnts, vocab_sizes = sparse_bags(counts_by_view)
     num_images = ids[0].shape[0]
-    batch_size = min(batch_size, num_images)
-    if num_passes == "auto":
-        num_passes = auto_passes(num_images, batch_size)
-    restarts = check_count("restarts", restarts)
-    if select_after > num_passes:
-        raise ValueError(
-            f"select_after ({select_after}) must be at most num_passes ({num_passes})"
-        )
+    num_passes, batch_size, restarts = _schedule(
+        num_images, num_passes, batch_size, restarts, select_after
+    )
     rows = -(-num_images // batch_size) * batch_size
     ids = tuple(jnp.pad(i, ((0, rows - num_images), (0, 0))) for i in ids)
     cnts = tuple(jnp.pad(c, ((0, rows - num_images), (0, 0))) for c in cnts)
@@ -444,39 +385,99 @@ def fit_scvb0(
 
     traces = []
     if state is None:
-        n_dk = jnp.zeros((rows, num_topics), jnp.float32)
-        best = None
-        for start in range(restarts):
-            counts = _initial_counts(
+        starts = [
+            initial_counts(
                 jax.random.fold_in(init_key, start), ids, cnts, vocab_sizes, num_topics
             )
-            tried = run(
-                (counts, n_dk, jnp.int32(0)),
-                start,
-                select_after,
-                f"scvb0 start {start + 1}/{restarts}",
-            )
-            score = float(tried[1].objective[-1])
-            if best is None or score > best[0]:
-                best = (score, start, tried)
-        _, chosen, (carry, info) = best
+            for start in range(restarts)
+        ]
+        chosen, carry, info = best_start(run, starts, rows, num_topics, select_after)
         traces.append(info.objective)
         remaining = num_passes - select_after
     else:
-        shapes = [lam.shape for lam in state.lambdas]
-        if state.gamma.shape != (num_images, num_topics) or shapes != [
-            (num_topics, v) for v in vocab_sizes
-        ]:
-            raise ValueError("state does not match these counts and num_topics")
-        carry = (
-            tuple(lam.T - eta for lam in state.lambdas),
-            jnp.pad(state.gamma - alpha, ((0, rows - num_images), (0, 0))),
-            state.updates,
-        )
+        shape = (num_images, rows, num_topics)
+        carry = _resumed_carry(state, vocab_sizes, shape, alpha, eta)
         chosen, remaining = int(state.start), num_passes
     if remaining:
         carry, info = run(carry, chosen, remaining, "scvb0 passes")
         traces.append(info.objective)
+    state = _final_state(carry, num_images, alpha, eta, num_passes, chosen)
+    return state, np.concatenate([np.asarray(t) for t in traces])
+
+
+def _checked_steps(
+    num_passes: int | str,
+    batch_size: int,
+    num_inner: int,
+    select_after: int,
+    tau: float,
+    kappa: float,
+) -> tuple[int | str, int, int, int]:
+    """:func:`fit_scvb0`'s counts checked (``ValueError``), and its step size's
+    ``tau >= 0`` and ``0.5 < kappa <= 1``."""
+    if num_passes != "auto":
+        num_passes = check_count("num_passes", num_passes)
+    batch_size = check_count("batch_size", batch_size)
+    num_inner = check_count("num_inner", num_inner)
+    select_after = check_count("select_after", select_after)
+    if not (tau >= 0.0 and 0.5 < kappa <= 1.0):
+        raise ValueError(f"need tau >= 0 and 0.5 < kappa <= 1, got {tau}, {kappa}")
+    return num_passes, batch_size, num_inner, select_after
+
+
+def _schedule(
+    num_images: int,
+    num_passes: int | str,
+    batch_size: int,
+    restarts: int,
+    select_after: int,
+) -> tuple[int, int, int]:
+    """:func:`fit_scvb0`'s passes (``"auto"`` resolved), batch (clamped to the
+    corpus) and restarts, checked against each other."""
+    batch_size = min(batch_size, num_images)
+    if num_passes == "auto":
+        num_passes = auto_passes(num_images, batch_size)
+    restarts = check_count("restarts", restarts)
+    if select_after > num_passes:
+        raise ValueError(
+            f"select_after ({select_after}) must be at most num_passes ({num_passes})"
+        )
+    return num_passes, batch_size, restarts
+
+
+def _resumed_carry(
+    state: SCVB0State,
+    vocab_sizes: Sequence[int],
+    shape: tuple[int, int, int],
+    alpha: jax.Array,
+    eta: jax.Array,
+) -> tuple:
+    """The loop's carry of an earlier :class:`SCVB0State` (``ValueError`` for one
+    of other counts or ``num_topics``); ``shape``: the counts' images, those
+    padded to whole batches, and the topics."""
+    num_images, rows, num_topics = shape
+    shapes = [lam.shape for lam in state.lambdas]
+    if state.gamma.shape != (num_images, num_topics) or shapes != [
+        (num_topics, v) for v in vocab_sizes
+    ]:
+        raise ValueError("state does not match these counts and num_topics")
+    return (
+        tuple(lam.T - eta for lam in state.lambdas),
+        jnp.pad(state.gamma - alpha, ((0, rows - num_images), (0, 0))),
+        state.updates,
+    )
+
+
+def _final_state(
+    carry: tuple,
+    num_images: int,
+    alpha: jax.Array,
+    eta: jax.Array,
+    num_passes: int,
+    chosen: int,
+) -> SCVB0State:
+    """The :class:`SCVB0State` of the loop's last carry, its counts checked
+    against their support."""
     n_kw, n_dk, updates = carry
     gamma = n_dk[:num_images] + alpha
     lambdas = tuple(kw.T + eta for kw in n_kw)
@@ -485,5 +486,4 @@ def fit_scvb0(
         check_support(
             f"link-lda scvb0: lambdas[{v}]", lam, iteration=num_passes, lower=eta
         )
-    state = SCVB0State(gamma, lambdas, updates, jnp.int32(chosen))
-    return state, np.concatenate([np.asarray(t) for t in traces])
+    return SCVB0State(gamma, lambdas, updates, jnp.int32(chosen))

@@ -17,6 +17,7 @@ from jaxannot.methods.topic_models import link_lda as ll
 from jaxannot.methods.topic_models import link_lda_cvb0 as cv
 from jaxannot.methods.topic_models import link_lda_scvb0 as sc
 from jaxannot.methods.topic_models.link_lda_bags import sparse_bags
+from jaxannot.methods.topic_models.link_lda_scvb0_start import initial_counts
 
 PRIOR = ll.LDAPrior(alpha=0.1, eta=0.05)
 
@@ -253,7 +254,7 @@ def test_start_lands_on_every_true_topic_and_keeps_word_totals(seed):
         seed=seed, images=400, sizes=(40, 25), topics=8, length=30, conc=0.05
     )
     ids, cnts, vocab = sparse_bags(counts)
-    n_kw = sc._initial_counts(jax.random.key(seed), ids, cnts, vocab, 8)
+    n_kw = initial_counts(jax.random.key(seed), ids, cnts, vocab, 8)
     for c, beta, n in zip(counts, betas, n_kw, strict=True):
         assert n.shape == (c.shape[1], 8) and np.all(np.asarray(n) >= 0)
         np.testing.assert_allclose(np.asarray(n).sum(1), c.sum(0), rtol=1e-5)
