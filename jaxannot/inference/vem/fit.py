@@ -113,7 +113,6 @@ def step_for(
         ``step(t, state, data) -> (state, info)``, ``info`` a
         :class:`~jaxannot.inference.vem.steps.VEMInfo`.
     """
-    setup = layout.setup
     keep_best = bool(vem.estep.keep_best)
     draws = bool(getattr(vem.estep, "draws", True))
 
@@ -131,26 +130,9 @@ def step_for(
             a, new_phi, objective = _e_step(
                 vem, layout, e_arrays, sub, values, phi, term_params, dynamic
             )
-            if kinds:  # the closed form alone (kept or not: below)
-                fixed, kept = conjugate_update(
-                    vem.declared, layout, values, new_phi, dynamic, kinds
-                )
-                new_values = {
-                    k: jnp.where(kept[k], fixed[k], v) for k, v in values.items()
-                }
-                kept = all_kept(kept)
-                new_opt, new_tp = state.opt_state, term_params
-            else:
-                new_values, new_opt, new_tp = m_step(
-                    vem,
-                    layout,
-                    ModelCall.join(vem.declared, setup, dynamic).transforms(),
-                    values,
-                    state.opt_state,
-                    term_params,
-                    new_phi,
-                    dynamic,
-                )
+            new_values, new_opt, new_tp, kept = _m_update(
+                vem, layout, state, new_phi, dynamic, kinds
+            )
             new_tp = dual_updates(vem.terms, new_tp, new_phi)
             code = fault_code(a, new_phi, objective, new_values)
             new_values = jax.tree.map(
@@ -178,10 +160,7 @@ def step_for(
                 it + 1,
             )
             if kinds:  # not kept: the fit stops, for the caller to redo it
-                new_state = new_state._replace(
-                    stopped=jnp.where(kept, new_state.stopped, True)
-                )
-                code = jnp.where(kept, code, jnp.int32(DEFERRED))
+                new_state, code = _deferred(new_state, code, kept)
             return new_state, VEMInfo(-objective, code)
 
         def skip(_):
@@ -191,3 +170,43 @@ def step_for(
         return lax.cond(state.stopped, skip, iterate, None)
 
     return step
+
+
+def _m_update(
+    vem: Any,
+    layout: Whole | Shards,
+    state: VEMState,
+    new_phi: Array,
+    dynamic: tuple,
+    kinds: dict,
+) -> tuple:
+    """The M-step of :func:`step_for`'s iteration after its E-step's ``new_phi``:
+    with ``kinds`` (a deferring step), the conjugate closed form alone where it is
+    kept; else the full M-step. Returns the new values, optimizer state and term
+    parameters, and (with ``kinds``) whether every closed form was kept."""
+    values, term_params = state.params, state.term_params
+    if kinds:
+        fixed, kept = conjugate_update(
+            vem.declared, layout, values, new_phi, dynamic, kinds
+        )
+        new_values = {k: jnp.where(kept[k], fixed[k], v) for k, v in values.items()}
+        return new_values, state.opt_state, term_params, all_kept(kept)
+    new_values, new_opt, new_tp = m_step(
+        vem,
+        layout,
+        ModelCall.join(vem.declared, layout.setup, dynamic).transforms(),
+        values,
+        state.opt_state,
+        term_params,
+        new_phi,
+        dynamic,
+    )
+    return new_values, new_opt, new_tp, None
+
+
+def _deferred(state: VEMState, code: Array, kept: Array) -> tuple[VEMState, Array]:
+    """A deferring step's state and fault code: stopped with
+    :data:`~jaxannot.inference.vem.faults.DEFERRED` where a closed form was not
+    kept."""
+    state = state._replace(stopped=jnp.where(kept, state.stopped, True))
+    return state, jnp.where(kept, code, jnp.int32(DEFERRED))
