@@ -452,31 +452,14 @@ def run_steps(
         ``num_steps`` is not an integer >= 1 (:func:`check_count`).
     """
     num_steps = check_count("num_steps", num_steps)
-    trace = None  # the host's trace: from the first slice, or the checkpoint
     replicated = _replicated_on_carry_mesh(carry)
     advance = functools.partial(
         _ADVANCE[bool(fast_compile)], step, data=data, replicated=replicated
     )
-    session = checkpoint.active_session()
-    start, every, save = 0, None, None
     size = BUFFER
     if progress_bar:
         size = min(BUFFER, max(1, -(-num_steps // _SLICES)))
-    if session is not None:
-        run = session.next_run()
-        path = session.path(run)
-        fitted = carry if data is None else (carry, data)  # a checkpoint of this data
-        template = _trace_template(step, carry, data, num_steps)
-        digest = checkpoint.fingerprint(session, run, fitted, num_steps, template)
-        if path.is_symlink() or path.exists():  # a dangling link or a loop too
-            carry, trace, start = checkpoint.load(path, digest, carry, template)
-            trace = jax.tree.map(np.array, trace)  # writable
-            session.resumed.append((run, start))
-        every = session.every
-
-        def save(carry, trace, stop):
-            checkpoint.save(path, digest, carry, trace, stop)
-            session.saved += 1
+    carry, trace, start, every, save = _checkpointed(step, carry, data, num_steps)
 
     from tqdm.auto import tqdm
 
@@ -491,13 +474,7 @@ def run_steps(
     with bar:
         for begin, stop, saving in _slices(start, num_steps, size, every):
             carry, chunk = advance(carry, begin, stop - begin)
-            chunk = _host(chunk)
-            if trace is None:
-                trace = jax.tree.map(functools.partial(_host_trace, num_steps), chunk)
-            for whole, part in zip(
-                jax.tree.leaves(trace), jax.tree.leaves(chunk), strict=True
-            ):
-                whole[begin:stop] = part[: stop - begin]
+            trace = _recorded(trace, _host(chunk), begin, stop, num_steps)
             if saving:
                 save(carry, trace, stop)
             loss = _shown_loss(jax.tree.map(operator.itemgetter(stop - 1), trace))
@@ -507,6 +484,43 @@ def run_steps(
             if done is not None and done(carry):
                 break
     return carry, trace
+
+
+def _checkpointed(step: Callable, carry: Any, data: Any, num_steps: int) -> tuple:
+    """:func:`run_steps`'s start inside a
+    :func:`~jaxannot.runtime.checkpoint.checkpointing` block: the carry, the host's
+    trace and the first step from this run's checkpoint if there is one, the
+    checkpoint interval and ``save(carry, trace, stop)``; outside a block, the
+    carry, no trace, step 0 and no saving."""
+    session = checkpoint.active_session()
+    if session is None:
+        return carry, None, 0, None, None
+    trace, start = None, 0
+    run = session.next_run()
+    path = session.path(run)
+    fitted = carry if data is None else (carry, data)  # a checkpoint of this data
+    template = _trace_template(step, carry, data, num_steps)
+    digest = checkpoint.fingerprint(session, run, fitted, num_steps, template)
+    if path.is_symlink() or path.exists():  # a dangling link or a loop too
+        carry, trace, start = checkpoint.load(path, digest, carry, template)
+        trace = jax.tree.map(np.array, trace)  # writable
+        session.resumed.append((run, start))
+
+    def save(carry, trace, stop):
+        checkpoint.save(path, digest, carry, trace, stop)
+        session.saved += 1
+
+    return carry, trace, start, session.every, save
+
+
+def _recorded(trace: Any, chunk: Any, begin: int, stop: int, num_steps: int) -> Any:
+    """The host's trace of ``num_steps`` steps (made from the first chunk) with
+    steps ``begin`` to ``stop`` of ``chunk`` written in."""
+    if trace is None:
+        trace = jax.tree.map(functools.partial(_host_trace, num_steps), chunk)
+    for whole, part in zip(jax.tree.leaves(trace), jax.tree.leaves(chunk), strict=True):
+        whole[begin:stop] = part[: stop - begin]
+    return trace
 
 
 def run_until_stopped(
