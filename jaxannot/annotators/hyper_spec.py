@@ -190,22 +190,12 @@ def uses_defaults(method: str, **fixed: Any) -> Callable[[Callable], Callable]:
     if set(fixed) & set(defaults):
         raise TypeError(f"{method!r}: fixed {sorted(fixed)} are in its table")
 
+    KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+
     def decorate(fit):
-        signature = inspect.signature(fit)
-        keyword = {
-            n: p
-            for n, p in signature.parameters.items()
-            if p.kind is p.KEYWORD_ONLY and n != "rng_key"
-        }
+        keyword = _fit_keywords(fit, method, defaults, fixed)
         whole = set(keyword) == {"hyper"}
-        own = [n for n, p in keyword.items() if p.default is not p.empty]
-        if (not whole and set(keyword) != set(defaults) | set(fixed)) or own:
-            raise TypeError(
-                f"{fit.__qualname__}: keyword-only arguments {sorted(keyword)} must be "
-                f"the hyper_defaults.toml names of {method!r} {sorted(defaults)} "
-                f"(and the fixed {sorted(fixed)}), or one argument 'hyper', "
-                f"without defaults of their own (these have one: {own})"
-            )
+        signature = inspect.signature(fit)
         others = [p for n, p in signature.parameters.items() if n not in keyword]
         positional = [p.name for p in others if p.kind is not p.KEYWORD_ONLY]
         typed = {  # the fit's annotation, else the spec's type
@@ -218,12 +208,7 @@ def uses_defaults(method: str, **fixed: Any) -> Callable[[Callable], Callable]:
             parameters=[
                 *others,
                 *(
-                    inspect.Parameter(
-                        n,
-                        inspect.Parameter.KEYWORD_ONLY,
-                        default=v,
-                        annotation=typed[n],
-                    )
+                    inspect.Parameter(n, KEYWORD_ONLY, default=v, annotation=typed[n])
                     for n, v in defaults.items()
                 ),
             ]
@@ -255,3 +240,26 @@ def uses_defaults(method: str, **fixed: Any) -> Callable[[Callable], Callable]:
         return wrapped
 
     return decorate
+
+
+def _fit_keywords(
+    fit: Callable, method: str, defaults: dict, fixed: dict
+) -> dict[str, inspect.Parameter]:
+    """The keyword-only arguments of ``fit`` other than ``rng_key``, checked to be
+    the table's names of ``method`` (and ``fixed``'s) or the one argument ``hyper``,
+    none with a default of its own (:func:`uses_defaults`; ``TypeError``)."""
+    keyword = {
+        n: p
+        for n, p in inspect.signature(fit).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and n != "rng_key"
+    }
+    whole = set(keyword) == {"hyper"}
+    own = [n for n, p in keyword.items() if p.default is not p.empty]
+    if (not whole and set(keyword) != set(defaults) | set(fixed)) or own:
+        raise TypeError(
+            f"{fit.__qualname__}: keyword-only arguments {sorted(keyword)} must be "
+            f"the hyper_defaults.toml names of {method!r} {sorted(defaults)} "
+            f"(and the fixed {sorted(fixed)}), or one argument 'hyper', "
+            f"without defaults of their own (these have one: {own})"
+        )
+    return keyword
