@@ -225,6 +225,35 @@ def _sort_rows(idx: np.ndarray, dist: np.ndarray):
     )
 
 
+def _completed(
+    found: np.ndarray,
+    queries: np.ndarray,
+    database: np.ndarray,
+    k: int,
+    metric: str,
+    exclude_self: bool,
+) -> np.ndarray:
+    """The index's neighbours ``found`` [q, k (+1)] cut to ``k`` a row: with
+    ``exclude_self``, the first ``k`` that are neither the row itself nor missing
+    (-1); a row left with a missing one is searched exactly."""
+    if exclude_self:
+        bad = (found == np.arange(queries.shape[0])[:, None]) | (found < 0)
+        keep = np.argsort(bad, axis=1, kind="stable")[:, :k]
+        bad = np.take_along_axis(bad, keep, axis=1)
+        found = np.take_along_axis(found, keep, axis=1)
+    else:
+        bad = found < 0
+    missing = np.flatnonzero(bad.any(axis=1))
+    if missing.size:
+        log.info(
+            "the index returned < %d neighbours for %d rows: exact", k, missing.size
+        )
+        found[missing] = _exact_rows(
+            queries, database, missing, k, metric, exclude_self
+        )
+    return found
+
+
 def _exact_rows(queries, database, rows, k: int, metric: str, exclude_self: bool):
     """Exact k-NN lists of queries[rows] (numpy, 256 rows at a time), int64 [r, k]."""
     if metric == "cosine":
@@ -368,19 +397,18 @@ def approx_knn_search(
     >>> idx[:, 0].tolist(), d[:, 0].tolist()  # doctest: +SKIP
     ([1, 0, 1], [1.0, 1.0, 2.0])
     """
-    if metric not in APPROX_METRICS:
-        raise ValueError(
-            f"unknown metric {metric!r} for the approximate k-NN search; valid "
-            f"choices: {', '.join(APPROX_METRICS)}"
-        )
-    if index not in INDEXES:
-        raise ValueError(
-            f"unknown index {index!r} for the approximate k-NN search; valid "
-            f"choices: {', '.join(INDEXES)}"
-        )
+    for name, value, valid in (
+        ("metric", metric, APPROX_METRICS),
+        ("index", index, INDEXES),
+    ):
+        if value not in valid:
+            raise ValueError(
+                f"unknown {name} {value!r} for the approximate k-NN search; valid "
+                f"choices: {', '.join(valid)}"
+            )
     faiss = _import_faiss()
     queries, database = _as_rows(queries), _as_rows(database)
-    q, n = queries.shape[0], database.shape[0]
+    n = database.shape[0]
     extra = 1 if exclude_self else 0
     want = min(k + extra, n)
     if metric == "cosine":
@@ -400,22 +428,7 @@ def approx_knn_search(
     with _faiss_threads(faiss, num_threads):
         found = _search_index(faiss, index_db, index_q, want, index, settings)
     del index_db, index_q
-    if exclude_self:
-        # keep the first k entries that are neither the row itself nor missing (-1)
-        bad = (found == np.arange(q)[:, None]) | (found < 0)
-        keep = np.argsort(bad, axis=1, kind="stable")[:, :k]
-        bad = np.take_along_axis(bad, keep, axis=1)
-        found = np.take_along_axis(found, keep, axis=1)
-    else:
-        bad = found < 0
-    missing = np.flatnonzero(bad.any(axis=1))
-    if missing.size:
-        log.info(
-            "the index returned < %d neighbours for %d rows: exact", k, missing.size
-        )
-        found[missing] = _exact_rows(
-            queries, database, missing, k, metric, exclude_self
-        )
+    found = _completed(found, queries, database, k, metric, exclude_self)
     dist = _pair_distances(queries, database, found, metric)
     idx, dist = _sort_rows(found, dist)
     return idx.astype(np.int32), dist.astype(np.float32)
