@@ -105,6 +105,26 @@ __all__ = [
 DEFAULT_OPTIMIZER = optax.adam(0.05)
 
 
+def _checked_parts(estep: EStep | None, terms: Sequence[Term]) -> EStep:
+    """The E-step (:class:`ExactEStep` for None) and the terms of a :class:`VEM`,
+    checked to follow their protocols (``TypeError``)."""
+    estep = estep if estep is not None else ExactEStep()
+    if not isinstance(estep, EStep):
+        raise TypeError(
+            f"estep {type(estep).__name__} lacks the E-step protocol (arrays, "
+            "static_key, keep_best, apply, objective): see "
+            "jaxannot.inference.vem.steps.EStep"
+        )
+    for i, term in enumerate(terms):
+        if not isinstance(term, Term):
+            raise TypeError(
+                f"terms[{i}] ({type(term).__name__}) lacks the term protocol "
+                "(init, regularizer, penalty, predict): see "
+                "jaxannot.inference.vem.steps.Term"
+            )
+    return estep
+
+
 class VEM:
     """Variational EM for a numpyro model with a discrete per-image local site.
 
@@ -260,20 +280,7 @@ class VEM:
             chunk_size = check_count("chunk_size", chunk_size, 1)
         self.chunk_size = chunk_size
         self.term_steps = check_count("term_steps", term_steps, 0)
-        estep = estep if estep is not None else ExactEStep()
-        if not isinstance(estep, EStep):
-            raise TypeError(
-                f"estep {type(estep).__name__} lacks the E-step protocol (arrays, "
-                "static_key, keep_best, apply, objective): see "
-                "jaxannot.inference.vem.steps.EStep"
-            )
-        for i, term in enumerate(terms):
-            if not isinstance(term, Term):
-                raise TypeError(
-                    f"terms[{i}] ({type(term).__name__}) lacks the term protocol "
-                    "(init, regularizer, penalty, predict): see "
-                    "jaxannot.inference.vem.steps.Term"
-                )
+        estep = _checked_parts(estep, terms)
         if optimizer is not None:
             check_optimizer(optimizer)
         self.model, self.local_site, self.plate = model, local_site, plate
