@@ -195,6 +195,36 @@ def _is_real(fn) -> bool:
     return support is constraints.real
 
 
+def _sorted_sites(trace: dict, plate: str, local_site: str) -> tuple:
+    """The latent sample sites of ``trace`` in ``plate`` other than ``local_site``,
+    sorted: discrete ones in the item plate alone ``[(name, values)]``, discrete
+    ones nested in further plates (and their frames ``{name: ((plate, dim,
+    size), ...)}``), those of no enumerable kind ``{name: distribution}`` and the
+    real-valued ones in the item plate alone."""
+    item, nested, frames, other, real = [], [], {}, {}, []
+    for name, site in trace.items():
+        if site["type"] != "sample" or site["is_observed"] or name == local_site:
+            continue
+        if not site_in_plate(site, plate):
+            continue
+        size = num_values_of(site)
+        own = sorted(
+            ((f.name, f.dim, f.size) for f in site["cond_indep_stack"]),
+            key=lambda f: f[1],
+        )
+        own = tuple(f for f in own if f[0] != plate)
+        if size is None and _is_real(site["fn"]) and not own:
+            real.append(name)
+            continue
+        if size is None:
+            other[name] = type(base_distribution(site["fn"])).__name__
+            continue
+        (nested if own else item).append((name, size))
+        if own:
+            frames[name] = own
+    return item, nested, frames, other, real
+
+
 def enumerated_sites(
     trace: dict, plate: str, local_site: str, num_values: int
 ) -> Enumerated:
@@ -223,27 +253,7 @@ def enumerated_sites(
         For sites VEM cannot enumerate exactly, or more than
         :data:`MAX_ENUMERATED` joint values.
     """
-    item, nested, frames, other, real = [], [], {}, {}, []
-    for name, site in trace.items():
-        if site["type"] != "sample" or site["is_observed"] or name == local_site:
-            continue
-        if not site_in_plate(site, plate):
-            continue
-        size = num_values_of(site)
-        own = sorted(
-            ((f.name, f.dim, f.size) for f in site["cond_indep_stack"]),
-            key=lambda f: f[1],
-        )
-        own = tuple(f for f in own if f[0] != plate)
-        if size is None and _is_real(site["fn"]) and not own:
-            real.append(name)
-            continue
-        if size is None:
-            other[name] = type(base_distribution(site["fn"])).__name__
-            continue
-        (nested if own else item).append((name, size))
-        if own:
-            frames[name] = own
+    item, nested, frames, other, real = _sorted_sites(trace, plate, local_site)
     if other:
         raise DeclarationError(
             f"VEM enumerates discrete sites ({ENUMERABLE}) in plate "
