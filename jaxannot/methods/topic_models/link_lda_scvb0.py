@@ -385,12 +385,12 @@ def fit_scvb0(
 
     traces = []
     if state is None:
-        starts = [
-            initial_counts(
-                jax.random.fold_in(init_key, start), ids, cnts, vocab_sizes, num_topics
-            )
-            for start in range(restarts)
-        ]
+
+        def counts_of(start):
+            key = jax.random.fold_in(init_key, start)
+            return initial_counts(key, ids, cnts, vocab_sizes, num_topics)
+
+        starts = (counts_of, restarts)
         chosen, carry, info = best_start(run, starts, rows, num_topics, select_after)
         traces.append(info.objective)
         remaining = num_passes - select_after

@@ -108,7 +108,11 @@ def initial_counts(
 
 
 def best_start(
-    run: Callable, starts: list, rows: int, num_topics: int, select_after: int
+    run: Callable,
+    starts: tuple[Callable[[int], tuple], int],
+    rows: int,
+    num_topics: int,
+    select_after: int,
 ) -> tuple[int, tuple, Any]:
     """``select_after`` passes from each start; the one whose last pass predicts
     its tokens best.
@@ -119,8 +123,10 @@ def best_start(
         ``run(carry, start, passes, desc) -> (carry, info)``: ``passes`` SCVB0
         passes from ``carry`` in the order of start ``start``; ``info.objective``
         per pass.
-    starts : list of tuple
-        Each start's topic-word counts (:func:`initial_counts`).
+    starts : tuple of (callable, int)
+        ``(counts_of, restarts)``: ``counts_of(start)`` makes start ``start``'s
+        topic-word counts (:func:`initial_counts`), for ``start < restarts``; each
+        is made when its turn comes.
     rows : int
         The images, padded to whole minibatches (the image counts start at 0).
     num_topics : int
@@ -139,12 +145,13 @@ def best_start(
     """
     n_dk = jnp.zeros((rows, num_topics), jnp.float32)
     best = None
-    for start, counts in enumerate(starts):
+    counts_of, restarts = starts
+    for start in range(restarts):
         tried = run(
-            (counts, n_dk, jnp.int32(0)),
+            (counts_of(start), n_dk, jnp.int32(0)),
             start,
             select_after,
-            f"scvb0 start {start + 1}/{len(starts)}",
+            f"scvb0 start {start + 1}/{restarts}",
         )
         score = float(tried[1].objective[-1])
         if best is None or score > best[0]:
