@@ -71,9 +71,8 @@ M. Belkin, P. Niyogi, V. Sindhwani. Manifold regularization. JMLR 7, 2006.
 from __future__ import annotations
 
 import copy
-import functools
-import operator
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 from numpyro.infer import TraceEnum_ELBO
@@ -98,6 +97,10 @@ from jaxannot.inference.local_summary import (
     LocalSummary,
     compiled_summary,
     local_summary,
+)
+from jaxannot.inference.penalized_elbo import (
+    PenalizedELBO,
+    base_loss_with_mutable_state,
 )
 from jaxannot.inference.svi_program import object_key
 from jaxannot.inference.vem.fit_warnings import warn_collapsed
@@ -167,58 +170,6 @@ def _site_weights(site, lam) -> dict[str, float]:
     return weights
 
 
-def base_loss_with_mutable_state(
-    base: ELBO, rng_key, param_map, model, guide, *args, **kwargs
-) -> dict:
-    """``base``'s loss and mutable state (None for bases without mutable state).
-
-    Wrappers use this so that ``TraceGraph_ELBO`` and ``TraceEnum_ELBO``, which only
-    implement ``loss``, can be wrapped as well as the ELBOs with mutable state.
-
-    Parameters
-    ----------
-    base : ELBO
-        The wrapped ELBO.
-    rng_key, param_map, model, guide, *args, **kwargs
-        As numpyro's ``ELBO.loss`` takes them.
-
-    Returns
-    -------
-    dict
-        ``{"loss": scalar, "mutable_state": dict or None}``.
-    """
-    base = _per_site(base)
-    if type(base).loss_with_mutable_state is ELBO.loss_with_mutable_state:
-        loss = base.loss(rng_key, param_map, model, guide, *args, **kwargs)
-        return {"loss": _sum_by_name(loss), "mutable_state": None}
-    out = base.loss_with_mutable_state(
-        rng_key, param_map, model, guide, *args, **kwargs
-    )
-    return {**out, "loss": _sum_by_name(out["loss"])}
-
-
-def _per_site(base: ELBO) -> ELBO:
-    """A copy of ``base`` that returns its sites' terms by name (``sum_sites=False``)
-    when it can, so that :func:`_sum_by_name` adds them in one order.
-
-    numpyro's ``Trace_ELBO`` adds its sites in the order of a Python ``set`` of their
-    names, which changes from process to process with string hashing
-    (``PYTHONHASHSEED``): the same fit's loss differed in its last bit at a third of
-    the steps between two runs (the gradients, and so the fit, did not).
-    """
-    if getattr(base, "sum_sites", None) is True:
-        base = copy.copy(base)
-        base.sum_sites = False
-    return base
-
-
-def _sum_by_name(loss):
-    """``loss`` itself, or the sum of a dict of per-site losses in sorted name order."""
-    if not isinstance(loss, dict):
-        return loss
-    return functools.reduce(operator.add, (loss[name] for name in sorted(loss)))
-
-
 def _unless_zero(lam, term: Callable[[], jax.Array]) -> jax.Array:
     """``term()`` where ``lam > 0``, else 0 without running it (``lax.cond``: a
     weight traced in a compiled fit, e.g. the held-out path's 0, skips the summary
@@ -237,59 +188,6 @@ def _enumerates(base: ELBO) -> bool:
             return True
         base = getattr(base, "base", None)
     return False
-
-
-class PenalizedELBO(ELBO):
-    """A numpyro ELBO ``self.base`` plus ``self.penalty(rng_key, param_map, model,
-    guide, *args, **kwargs)``; subclasses define the penalty (the base's mutable state,
-    if any, is kept).
-    """
-
-    def loss_with_mutable_state(
-        self, rng_key, param_map, model, guide, *args, **kwargs
-    ):
-        """The base ELBO's loss plus :meth:`penalty`, and the base's mutable state.
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As :func:`base_loss_with_mutable_state` takes them after ``base``.
-
-        Returns
-        -------
-        dict
-            ``{"loss": scalar, "mutable_state": dict or None}``.
-        """
-        base_key, pen_key = jax.random.split(rng_key)
-        out = base_loss_with_mutable_state(
-            self.base, base_key, param_map, model, guide, *args, **kwargs
-        )
-        pen = self.penalty(pen_key, param_map, model, guide, *args, **kwargs)
-        return {"loss": out["loss"] + pen, "mutable_state": out["mutable_state"]}
-
-    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
-        """The penalty added to the base's loss (each subclass defines it).
-
-        Parameters
-        ----------
-        rng_key, param_map, model, guide, *args, **kwargs
-            As numpyro's ``ELBO.loss`` takes them.
-
-        Returns
-        -------
-        jax.Array
-            The scalar penalty.
-        """
-        raise NotImplementedError
-
-    def _check_scorable(self, summary: LocalSummary, site: str) -> None:
-        """``ValueError`` when ``site`` is sampled discrete in the guide and the base
-        has no score-function term to differentiate through it."""
-        if summary.discrete and not self.can_infer_discrete:
-            raise ValueError(
-                f"site {site!r} is discrete in the guide; {type(self.base).__name__} "
-                "has no score-function term, use TraceGraph_ELBO or enumerate it"
-            )
 
 
 class LaplacianELBO(PenalizedELBO):
@@ -480,7 +378,15 @@ class LaplacianELBO(PenalizedELBO):
         scale = summary.size * (summary.size - 1) / (batch * (batch - 1))
         return scale * penalty(self.graph, summary.q, self.distance, summary.index)
 
-    def penalty(self, rng_key, param_map, model, guide, *args, **kwargs) -> jax.Array:
+    def penalty(
+        self,
+        rng_key: jax.Array,
+        param_map: dict,
+        model: Callable,
+        guide: Callable,
+        *args: Any,
+        **kwargs: Any,
+    ) -> jax.Array:
         r"""The weighted penalty :math:`\sum_s \lambda_s P_s` at the current values
         (for an enumerated site, its per-image term of the module docstring;
         :meth:`PenalizedELBO.penalty`)."""
@@ -502,7 +408,14 @@ class LaplacianELBO(PenalizedELBO):
         return total
 
     def local_posteriors(
-        self, rng_key, params: dict, model, guide, site: str, *args, **kwargs
+        self,
+        rng_key: jax.Array,
+        params: dict,
+        model: Callable,
+        guide: Callable,
+        site: str,
+        *args: Any,
+        **kwargs: Any,
     ) -> jax.Array:
         """Each image's posterior at ``site`` under ``params`` (e.g. ``svi.run``'s),
         [N, dims]: for a site enumerated in the model the graph-smoothed

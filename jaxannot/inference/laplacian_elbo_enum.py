@@ -45,7 +45,13 @@ def regularized_gap(
     return lse - lapvar.regularized_objective(phi, a, table, lam_r)
 
 
-def regularized_posteriors(rng_key, a: jax.Array, table, lam_r, sweeps: int):
+def regularized_posteriors(
+    rng_key: jax.Array,
+    a: jax.Array,
+    table: NeighbourTable,
+    lam_r: float | jax.Array,
+    sweeps: int,
+) -> jax.Array:
     """The maximizer of :math:`Q` by ``sweeps`` LapVar1 sweeps from softmax(a), in a
     ``lax.scan`` (one compiled sweep, not ``sweeps`` unrolled copies).
 

@@ -31,9 +31,9 @@ import numpyro
 from numpyro import handlers
 from numpyro.infer.elbo import ELBO
 
-from jaxannot.inference.laplacian_elbo import PenalizedELBO
 from jaxannot.inference.local_summary import LocalSummary, local_summary
 from jaxannot.inference.max_margin import MaxMargin
+from jaxannot.inference.penalized_elbo import PenalizedELBO
 from jaxannot.types import Array, PRNGKey
 
 if TYPE_CHECKING:

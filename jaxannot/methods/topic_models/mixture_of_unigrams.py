@@ -133,7 +133,7 @@ class TokenBag(dist.Distribution):
     pytree_data_fields = ("probs",)
     pytree_aux_fields = ("length",)
 
-    def __init__(self, probs: Array, length: int, *, validate_args=None):
+    def __init__(self, probs: Array, length: int, *, validate_args: bool | None = None):
         self.probs = jnp.asarray(probs)
         self.length = int(length)
         super().__init__(
@@ -143,7 +143,7 @@ class TokenBag(dist.Distribution):
         )
 
     @constraints.dependent_property(is_discrete=True, event_dim=1)
-    def support(self):
+    def support(self) -> constraints.Constraint:
         interval = constraints.integer_interval(-1, self.probs.shape[-1] - 1)
         return constraints.independent(interval, 1)
 
