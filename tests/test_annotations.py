@@ -69,14 +69,14 @@ def inherited_doc(rel, cls, name):
     return ""
 
 
-def test_at_least_90_percent_of_public_functions_are_fully_annotated():
+def test_every_public_function_is_fully_annotated():
+    # issue 45 asked for 90 %; every one is (888 on 3 December 2026)
     functions = public_functions()
     assert len(functions) > 500  # the walk finds the package
     missing = [
         f"{rel} {name}" for rel, name, n, c in functions if not fully_annotated(n, c)
     ]
-    share = 1 - len(missing) / len(functions)
-    assert share >= 0.90, f"{share:.1%} fully annotated; missing: {missing}"
+    assert not missing, f"{len(missing)} of {len(functions)} not fully annotated"
 
 
 def test_every_documented_function_has_parameters_and_returns():
