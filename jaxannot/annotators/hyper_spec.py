@@ -12,7 +12,9 @@ the same wherever they appear).
 :func:`jaxannot.annotators.parse_hyper` validates every value against its spec, and
 ``jaxannot methods`` prints them.
 
-The tables are data, in ``hyper_specs.toml`` (read by :mod:`.hyper_tables`). The
+The tables are data (read by :mod:`.hyper_tables`): the specs several methods share
+in ``hyper_specs.toml``, a spec of one method alone in that method's entry of
+``hyper_defaults.toml``, beside its default, so that each is declared once. The
 ranges are those the fit functions accept (or, where they accept a degenerate value
 silently, those that give a meaningful fit); a ``0`` that means "choose
 automatically" is allowed and said so in the help. This module registers no method.

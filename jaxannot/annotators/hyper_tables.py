@@ -1,13 +1,15 @@
 """The hyper-parameter specs and defaults of every registered method, read from
 ``hyper_specs.toml`` and ``hyper_defaults.toml``.
 
-The specs are data: ``hyper_specs.toml`` next to this module describes each name
-once (its header says how). :data:`SHARED` holds the names that mean the same
-wherever they appear; :data:`SPECIFIC` the ``(method, name)`` pairs whose meaning
-depends on the method. :data:`DEFAULTS` holds every method's defaults and where each
-comes from (``hyper_defaults.toml``: a value and an origin per ``(method, name)``).
-A malformed entry fails at import with the file and the entry named, so a broken
-table never reaches a user.
+The specs are data. ``hyper_specs.toml`` next to this module holds those several
+methods share (its header says how): :data:`SHARED`, the names that mean the same
+wherever they appear, and the method groups, names whose meaning is the same in the
+two or more methods a group lists. ``hyper_defaults.toml`` holds every method's
+defaults and where each comes from (a value and an origin per ``(method, name)``:
+:data:`DEFAULTS`) and, in the same entry, the spec of a name of that method alone.
+:data:`SPECIFIC` joins the ``(method, name)`` specs of both files; a pair described
+in both fails. A malformed entry fails at import with the file and the entry named,
+so a broken table never reaches a user.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from importlib import resources
 
 from jaxannot.annotators._hyper_types import Default, HyperSpec
 
-__all__ = ["SHARED", "SPECIFIC", "DEFAULTS", "load_tables", "load_defaults"]
+__all__ = [
+    "SHARED",
+    "SPECIFIC",
+    "DEFAULTS",
+    "load_tables",
+    "load_declarations",
+    "load_defaults",
+    "merged_specs",
+]
 
 _FILE = "hyper_specs.toml"
 _DEFAULTS_FILE = "hyper_defaults.toml"
@@ -35,20 +45,22 @@ _KEYS = {"help", "type", "ge", "gt", "le", "lt", "choices", "comma_list"}
 _INT_CEILING = 2**31 - 1  # the largest int32: jax's integers without x64
 
 
-def _spec(entry: dict, where: str) -> HyperSpec:
-    """One :class:`HyperSpec` from its TOML table (``where`` names it in errors)."""
+def _spec(entry: dict, where: str, file: str = _FILE) -> HyperSpec:
+    """One :class:`HyperSpec` from its TOML table (``file`` and ``where`` name it in
+    errors)."""
+    where = f"{file}: {where}"
     unknown = set(entry) - _KEYS
     if unknown or entry.get("type") not in _TYPES or "help" not in entry:
         raise ValueError(
-            f"{_FILE}: {where}: needs `help` and a `type` in {sorted(_TYPES)}, "
+            f"{where}: needs `help` and a `type` in {sorted(_TYPES)}, "
             f"may have {sorted(_KEYS - {'help', 'type'})}; got {sorted(entry)}"
         )
     if ("ge" in entry and "gt" in entry) or ("le" in entry and "lt" in entry):
-        raise ValueError(f"{_FILE}: {where}: two lower or two upper bounds")
+        raise ValueError(f"{where}: two lower or two upper bounds")
     high = entry.get("lt", entry.get("le"))
     if entry["type"] == "int" and (high is None or high > _INT_CEILING):
         raise ValueError(
-            f"{_FILE}: {where}: an int needs an upper bound `le` (or `lt`) of at most "
+            f"{where}: an int needs an upper bound `le` (or `lt`) of at most "
             f"{_INT_CEILING}: past it jax's 32-bit integers overflow; got {high}"
         )
     choices = entry.get("choices")
@@ -64,7 +76,7 @@ def _spec(entry: dict, where: str) -> HyperSpec:
             comma_list=bool(entry.get("comma_list", False)),
         )
     except ValueError as err:
-        raise ValueError(f"{_FILE}: {where}: {err}") from None
+        raise ValueError(f"{where}: {err}") from None
 
 
 def load_tables(
@@ -98,45 +110,91 @@ def load_tables(
     return shared, specific
 
 
-def load_defaults(text: str) -> dict[str, dict[str, Default]]:
-    """Parse the defaults from the text of a ``hyper_defaults.toml``.
+def load_declarations(
+    text: str,
+) -> tuple[dict[str, dict[str, Default]], dict[tuple[str, str], HyperSpec]]:
+    """Parse the declarations of a ``hyper_defaults.toml``: every method's defaults
+    and the specs its entries carry (``help``, ``type`` and a range or choices, as
+    in ``hyper_specs.toml``, beside ``value`` and ``origin``).
 
     Returns
     -------
-    dict
+    defaults : dict
         ``method -> {name -> Default}``, in the file's order.
+    specs : dict
+        ``(method, name) -> HyperSpec`` of the entries that carry one.
     """
     out: dict[str, dict[str, Default]] = {}
+    specs: dict[tuple[str, str], HyperSpec] = {}
     for method, table in tomllib.loads(text).items():
         out[method] = {}
         for name, entry in table.items():
             where = f"{_DEFAULTS_FILE}: [{method}] {name}"
             if not isinstance(entry, dict) or not {"value", "origin"} <= set(entry):
                 raise ValueError(f"{where}: needs a table with `value` and `origin`")
-            if set(entry) - _DEFAULT_KEYS:
+            unknown = set(entry) - _DEFAULT_KEYS - _KEYS
+            if unknown:
                 raise ValueError(
-                    f"{where}: unknown keys {sorted(set(entry) - _DEFAULT_KEYS)}; "
-                    f"valid: {sorted(_DEFAULT_KEYS)}"
+                    f"{where}: unknown keys {sorted(unknown)}; valid: "
+                    f"{sorted(_DEFAULT_KEYS)} and a spec's {sorted(_KEYS)}"
                 )
-            requires = entry.get("requires", {})
+            spec = {k: v for k, v in entry.items() if k in _KEYS}
+            if spec:
+                specs[method, name] = _spec(spec, f"[{method}] {name}", _DEFAULTS_FILE)
+            default = {k: v for k, v in entry.items() if k in _DEFAULT_KEYS}
+            requires = default.get("requires", {})
             if not isinstance(requires, dict):
                 raise ValueError(f"{where}: `requires` is a table of settings")
             try:
                 out[method][name] = Default(
-                    **{**entry, "requires": tuple(requires.items())}
+                    **{**default, "requires": tuple(requires.items())}
                 )
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
-    return out
+    return out, specs
+
+
+def load_defaults(text: str) -> dict[str, dict[str, Default]]:
+    """The defaults of a ``hyper_defaults.toml`` (:func:`load_declarations`).
+
+    Returns
+    -------
+    dict
+        ``method -> {name -> Default}``, in the file's order.
+    """
+    return load_declarations(text)[0]
+
+
+def merged_specs(
+    groups: dict[tuple[str, str], HyperSpec], inline: dict[tuple[str, str], HyperSpec]
+) -> dict[tuple[str, str], HyperSpec]:
+    """The ``(method, name)`` specs of ``hyper_specs.toml``'s method groups and of
+    ``hyper_defaults.toml``'s entries; a pair described in both is a ``ValueError``.
+
+    Returns
+    -------
+    dict
+        ``(method, name) -> HyperSpec``.
+    """
+    twice = sorted(set(groups) & set(inline))
+    if twice:
+        raise ValueError(
+            f"{_FILE} and {_DEFAULTS_FILE} both describe {twice}: keep one spec"
+        )
+    return {**groups, **inline}
 
 
 def _read(name: str) -> str:
     return resources.files("jaxannot.annotators").joinpath(name).read_text("utf-8")
 
 
-#: Names that mean the same in every method that has them (unless :data:`SPECIFIC`
-#: describes them for a method); and the ``(method, name)`` specs, which override them.
-SHARED, SPECIFIC = load_tables(_read(_FILE))
+#: Every method's defaults, ``method -> {name -> Default}``, and the specs its
+#: entries carry.
+DEFAULTS, _INLINE = load_declarations(_read(_DEFAULTS_FILE))
 
-#: Every method's defaults: ``method -> {name -> Default}``.
-DEFAULTS = load_defaults(_read(_DEFAULTS_FILE))
+#: Names that mean the same in every method that has them (unless :data:`SPECIFIC`
+#: describes them for a method); and the ``(method, name)`` specs (the method groups
+#: of ``hyper_specs.toml`` and the entries of ``hyper_defaults.toml``), which
+#: override them.
+SHARED, _GROUPS = load_tables(_read(_FILE))
+SPECIFIC = merged_specs(_GROUPS, _INLINE)

@@ -263,3 +263,68 @@ def test_every_int_has_an_upper_bound_that_jax_can_hold():
         if spec.type is int:
             assert spec.high is not None and spec.high < 2**31, (name, key)
             assert METHODS[name].hyper[key] <= spec.high, (name, key)
+
+
+# ------------------------------------ specs declared beside their defaults (issue 45)
+def test_a_defaults_entry_carries_its_spec():
+    from jaxannot.annotators.hyper_tables import load_declarations
+
+    defaults, specs = load_declarations(
+        '[m]\nk = { value = 3, origin = "solver", help = "k", type = "int", '
+        "ge = 1, le = 9 }\n"
+        'view = { value = "", origin = "data" }\n'
+    )
+    assert defaults["m"]["k"].value == 3 and defaults["m"]["k"].origin == "solver"
+    assert specs == {("m", "k"): HyperSpec("k", int, low=1, high=9)}
+    assert list(defaults["m"]) == ["k", "view"]  # view: a shared name, no spec here
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[m]\nk = { value = 3, origin = "solver", help = "k" }\n', "needs `help`"),
+        (
+            '[m]\nk = { value = 3, origin = "solver", help = "k", type = "int" }\n',
+            "upper bound",
+        ),
+        (
+            '[m]\nk = { value = 3, origin = "solver", help = "k", type = "int", '
+            "ge = 1, gt = 0, le = 9 }\n",
+            "two lower",
+        ),
+    ],
+)
+def test_a_malformed_inline_spec_names_the_file_and_entry(text, match):
+    from jaxannot.annotators.hyper_tables import load_declarations
+
+    with pytest.raises(ValueError, match=match) as err:
+        load_declarations(text)
+    assert "hyper_defaults.toml: [m] k" in str(err.value)
+
+
+def test_a_pair_is_described_once():
+    from jaxannot.annotators.hyper_tables import merged_specs
+
+    spec = HyperSpec("k", int, low=1, high=9)
+    assert merged_specs({("a", "k"): spec}, {("b", "k"): spec}) == {
+        ("a", "k"): spec,
+        ("b", "k"): spec,
+    }
+    with pytest.raises(ValueError, match=r"both describe \[\('a', 'k'\)\]"):
+        merged_specs({("a", "k"): spec}, {("a", "k"): spec})
+
+
+def test_a_method_group_is_shared_by_several_methods():
+    # a spec of one method alone lives in that method's defaults entry
+    import tomllib
+    from importlib import resources
+
+    text = (
+        resources.files("jaxannot.annotators")
+        .joinpath("hyper_specs.toml")
+        .read_text("utf-8")
+    )
+    groups = tomllib.loads(text)["method_group"]
+    assert groups and all(len(g["methods"]) >= 2 for g in groups), [
+        g["methods"] for g in groups if len(g["methods"]) < 2
+    ]

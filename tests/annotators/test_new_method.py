@@ -1,5 +1,7 @@
 """A new method in an existing family touches four files (issue 45): its module, its
-parameters, its defaults record and its test.
+parameters, its defaults record and its test; a hyper-parameter of its own that no
+shared spec describes (the toy's ``min_images``) is declared once, in its defaults
+entry (help, type, range, value and origin).
 
 A copy of the package gets the toy method of ``tests/fixtures/word_centroid/``
 (``word-centroid``, in the baselines family) and nothing else: the copy differs from
@@ -60,6 +62,7 @@ NEW_METHOD_CASES = (
     "tests/methods/baselines/test_word_centroid.py::test_the_registry_finds_the_new_method",
     "tests/methods/baselines/test_word_centroid.py::"
     "test_scores_are_cosines_with_the_word_centroids",
+    "tests/methods/baselines/test_word_centroid.py::test_a_word_too_rare_scores_zero",
 )
 
 
