@@ -19,7 +19,6 @@ prints the figures as JSON (``--json PATH`` writes them atomically).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import io
 import json
@@ -29,6 +28,7 @@ import tarfile
 import tempfile
 import tokenize
 
+from benchmarks.common.cli import script_parser
 from benchmarks.common.records import write_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -93,13 +93,15 @@ def code_lines(source: str) -> int:
     return len(code_line_numbers(source))
 
 
-def function_lengths(source: str) -> dict[str, int]:
+def function_lengths(source: str, code: set[int] | None = None) -> dict[str, int]:
     """The code lines of every function of a module, by qualified name.
 
     Parameters
     ----------
     source : str
         A Python module's text.
+    code : set of int, optional
+        Its :func:`code_line_numbers`, when the caller has them already.
 
     Returns
     -------
@@ -107,7 +109,7 @@ def function_lengths(source: str) -> dict[str, int]:
         ``"Class.method"`` or ``"function"`` (``"outer.<locals>.inner"`` for a
         nested one) -> its code lines.
     """
-    code = code_line_numbers(source)
+    code = code_line_numbers(source) if code is None else code
     found: dict[str, int] = {}
 
     def visit(body: list, prefix: str) -> None:
@@ -221,8 +223,9 @@ def sizes(root: pathlib.Path) -> dict:
     modules, functions = {}, {}
     for path in sorted(package.rglob("*.py")):
         rel, source = path.relative_to(root).as_posix(), path.read_text()
-        modules[rel] = code_lines(source)
-        for name, n in function_lengths(source).items():
+        code = code_line_numbers(source)
+        modules[rel] = len(code)
+        for name, n in function_lengths(source, code).items():
             functions[f"{rel}:{name}"] = n
     public = public_functions(package)
     annotated = sum(fully_annotated(node, cls) for _, _, node, cls in public)
@@ -258,7 +261,9 @@ def _sizes_at(rev: str) -> dict:
     ).stdout
     with tempfile.TemporaryDirectory() as folder:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(folder, filter="data")
+            # this repository's own archive; the filter exists from Python 3.11.4
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(folder, **safe)
         return sizes(pathlib.Path(folder))
 
 
@@ -275,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
     dict
         The figures.
     """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__, device=False)
     parser.add_argument("--rev", help="a commit (default: the working tree)")
     parser.add_argument("--json", type=pathlib.Path, help="write the figures here")
     args = parser.parse_args(argv)

@@ -13,10 +13,10 @@ test_results.py``), so compare runs of one machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 
+from benchmarks.common.cli import script_parser
 from benchmarks.common.records import write_json
 
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     dict
         :func:`compare`'s outcome, with the two files and the decimals.
     """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__, device=False)
     parser.add_argument("before", type=pathlib.Path)
     parser.add_argument("after", type=pathlib.Path)
     parser.add_argument("--decimals", type=int, default=4)

@@ -15,7 +15,9 @@ import argparse
 from benchmarks.common.device import add_device_argument
 
 
-def script_parser(doc: str, device_note: str | None = None) -> argparse.ArgumentParser:
+def script_parser(
+    doc: str, device_note: str | None = None, *, device: bool = True
+) -> argparse.ArgumentParser:
     """A script's parser: its description is the first paragraph of the script's
     docstring, and it takes ``--device``.
 
@@ -26,13 +28,17 @@ def script_parser(doc: str, device_note: str | None = None) -> argparse.Argument
     device_note : str, optional
         What ``--device`` does not reach, for its help
         (:func:`~benchmarks.common.device.add_device_argument`).
+    device : bool
+        Add ``--device``; False for a tool that runs no JAX computation (it reads
+        files and records).
 
     Returns
     -------
     argparse.ArgumentParser
-        The parser, ``--device`` added.
+        The parser, ``--device`` added unless ``device`` is False.
     """
     summary = " ".join(doc.split("\n\n")[0].split())
     parser = argparse.ArgumentParser(description=summary)
-    add_device_argument(parser, device_note)
+    if device:
+        add_device_argument(parser, device_note)
     return parser

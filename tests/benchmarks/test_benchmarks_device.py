@@ -93,3 +93,15 @@ def test_benchmark_help_lists_device():
     )
     assert proc.returncode == 0, proc.stderr
     assert "--device {auto,cpu,gpu,tpu}" in proc.stdout
+
+
+def test_script_parser_describes_the_first_paragraph_with_or_without_device():
+    from benchmarks.common.cli import script_parser
+
+    doc = "A tool that\nreads records.\n\nMore text.\n"
+    with_device = script_parser(doc)
+    assert with_device.description == "A tool that reads records."
+    assert with_device.parse_args([]).device == "auto"
+    without = script_parser(doc, device=False)
+    assert without.description == "A tool that reads records."
+    assert "device" not in vars(without.parse_args([]))

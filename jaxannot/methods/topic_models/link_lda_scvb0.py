@@ -390,8 +390,9 @@ def fit_scvb0(
             key = jax.random.fold_in(init_key, start)
             return initial_counts(key, ids, cnts, vocab_sizes, num_topics)
 
-        starts = (counts_of, restarts)
-        chosen, carry, info = best_start(run, starts, rows, num_topics, select_after)
+        chosen, carry, info = best_start(
+            run, counts_of, restarts, (rows, num_topics), select_after
+        )
         traces.append(info.objective)
         remaining = num_passes - select_after
     else:

@@ -109,9 +109,9 @@ def initial_counts(
 
 def best_start(
     run: Callable,
-    starts: tuple[Callable[[int], tuple], int],
-    rows: int,
-    num_topics: int,
+    counts_of: Callable[[int], tuple],
+    restarts: int,
+    shape: tuple[int, int],
     select_after: int,
 ) -> tuple[int, tuple, Any]:
     """``select_after`` passes from each start; the one whose last pass predicts
@@ -123,14 +123,14 @@ def best_start(
         ``run(carry, start, passes, desc) -> (carry, info)``: ``passes`` SCVB0
         passes from ``carry`` in the order of start ``start``; ``info.objective``
         per pass.
-    starts : tuple of (callable, int)
-        ``(counts_of, restarts)``: ``counts_of(start)`` makes start ``start``'s
-        topic-word counts (:func:`initial_counts`), for ``start < restarts``; each
-        is made when its turn comes.
-    rows : int
-        The images, padded to whole minibatches (the image counts start at 0).
-    num_topics : int
-        :math:`K`.
+    counts_of : callable
+        ``counts_of(start)``: start ``start``'s topic-word counts
+        (:func:`initial_counts`), made when its turn comes.
+    restarts : int
+        The starts, ``0 .. restarts - 1``.
+    shape : tuple of int
+        ``(rows, K)`` of the image counts, which start at 0: the images padded to
+        whole minibatches, and the topics.
     select_after : int
         Passes of every start before the choice.
 
@@ -143,9 +143,8 @@ def best_start(
     info
         Its per-pass info.
     """
-    n_dk = jnp.zeros((rows, num_topics), jnp.float32)
+    n_dk = jnp.zeros(shape, jnp.float32)
     best = None
-    counts_of, restarts = starts
     for start in range(restarts):
         tried = run(
             (counts_of(start), n_dk, jnp.int32(0)),
