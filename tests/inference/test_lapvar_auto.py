@@ -118,15 +118,17 @@ def test_auto_beats_plain_where_the_graph_carries_the_classes(fits, request):
         assert np.mean(gains) >= 0.04, gains
 
 
-#: The toy at the view separation whose fixed-weight figures are the issue's: LapVar1
-#: at 0.3 and 0.5 gives mean ARI 0.411 and 0.416 over seeds 0-4 (500 EM iterations;
-#: the issue's 0.41 to 0.42 at 0.3 to 0.5, plain VEM 0.33 to 0.35); at 0.8 (``_TOY``)
-#: the graph is weaker (0.395 and 0.385) and no weight reaches +0.05 on seeds 0 and 2
-_ISSUE_TOY = dict(contrast=0.15, view_separation=1.0)
+#: The toy at the view separation whose fixed-weight figures are closest to the
+#: issue's (seeds 0-4, 500 EM iterations; the issue's plain VEM 0.33 to 0.35, LapVar1
+#: 0.41 to 0.42 at 0.3 to 0.5 and 0.22 to 0.28 at 1): at 0.9, 0.402 and 0.400 at 0.3
+#: and 0.5, 0.263 at 1 (plain VEM 0.364); at 1.0, 0.411, 0.416, 0.325; at 0.8
+#: (``_TOY``), 0.395, 0.385, 0.145, where no weight gains +0.05 on seeds 0 and 2
+_ISSUE_TOY = dict(contrast=0.15, view_separation=0.9)
 
 
-def _issue_gains(seeds, steps) -> list:
-    """``lam="auto"``'s ARI gain over plain VEM on ``_ISSUE_TOY``, seed by seed."""
+def _issue_gains(seeds, steps=500) -> list:
+    """``lam="auto"``'s ARI gain over plain VEM on ``_ISSUE_TOY``, seed by seed, at
+    the benchmark's 500 EM iterations."""
     gains = []
     for seed in seeds:
         toy = weak_bernoulli(600, seed=seed, **_ISSUE_TOY)
@@ -138,18 +140,19 @@ def _issue_gains(seeds, steps) -> list:
 
 
 def test_auto_gains_the_issues_005_where_the_graph_carries_the_classes():
-    # seeds 0-2 at 60 EM iterations: +0.041, +0.087, +0.094 (lam 0.5, 0.5, 1)
-    gains = _issue_gains(range(3), 60)
-    assert min(gains) >= 0.01, gains
+    # seeds 0-2: +0.042, +0.086, +0.053 (lam 0.5 on each)
+    gains = _issue_gains(range(3))
+    assert min(gains) >= 0.02, gains
     assert np.mean(gains) >= 0.05, gains
 
 
 @pytest.mark.slow
 def test_auto_gains_the_issues_005_over_ten_seeds():
-    # seeds 0-9 at 60 EM iterations: mean +0.070, every seed above plain VEM (the
-    # least +0.010, seed 8); 7 of the 10 seeds gain +0.05 or more, seeds 0, 4 and 8
-    # do not (+0.041, +0.040, +0.010)
-    gains = _issue_gains(range(10), 60)
+    # seeds 0-9: mean +0.063, every seed above plain VEM (the least +0.042, seed 0);
+    # 8 of the 10 gain +0.05 or more, seeds 0 and 4 do not (+0.042, +0.048). At 60
+    # EM iterations the mean is +0.059 and seed 8 loses 0.003; at separation 1.0,
+    # +0.070 at 60 (the least +0.010) and +0.067 at 500 (seed 4 -0.006)
+    gains = _issue_gains(range(10))
     assert min(gains) > 0, gains
     assert np.mean(gains) >= 0.05, gains
 
