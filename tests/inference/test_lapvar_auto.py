@@ -48,14 +48,17 @@ def _fit(toy, estep, seed, steps=30):
     return result, float(ari), [w for w in caught if w.category is UserWarning]
 
 
-def _weak_fits(seeds, steps) -> dict:
-    """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture, with the
-    graph that carries the classes and a random one, ``steps`` EM iterations a fit:
+def _weak_fits(seeds, steps, graphs=("classes", "random"), toy_settings=None) -> dict:
+    """Plain VEM and ``lam="auto"`` on issue 43's weak Bernoulli mixture (``_TOY``
+    unless ``toy_settings``), with the graph that carries the classes and a random
+    one, ``steps`` EM iterations a fit:
     ``{(graph, seed): (plain ARI, auto ARI, auto result)}``."""
+    settings = _TOY if toy_settings is None else toy_settings
     fits = {}
-    for graph in ("classes", "random"):
+    for graph in graphs:
         for seed in seeds:
-            toy = weak_bernoulli(600, seed=seed, random_graph=graph == "random", **_TOY)
+            random_graph = graph == "random"
+            toy = weak_bernoulli(600, seed=seed, random_graph=random_graph, **settings)
             _, plain, _ = _fit(toy, None, seed, steps)
             result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed, steps)
             fits[graph, seed] = plain, auto, result
@@ -126,17 +129,13 @@ def test_auto_beats_plain_where_the_graph_carries_the_classes(fits, request):
 _ISSUE_TOY = dict(contrast=0.15, view_separation=0.9)
 
 
-def _issue_gains(seeds, steps=500) -> list:
+def _issue_gains(seeds) -> list:
     """``lam="auto"``'s ARI gain over plain VEM on ``_ISSUE_TOY``, seed by seed, at
     the benchmark's 500 EM iterations."""
-    gains = []
-    for seed in seeds:
-        toy = weak_bernoulli(600, seed=seed, **_ISSUE_TOY)
-        _, plain, _ = _fit(toy, None, seed, steps)
-        result, auto, _ = _fit(toy, LapVar1(toy.graph, "auto"), seed, steps)
+    fits = _weak_fits(seeds, 500, ("classes",), _ISSUE_TOY)
+    for (_, seed), (_, _, result) in fits.items():
         assert result.lam > 0, (seed, result.lam_path)
-        gains.append(auto - plain)
-    return gains
+    return [auto - plain for plain, auto, _ in fits.values()]
 
 
 def test_auto_gains_the_issues_005_where_the_graph_carries_the_classes():
